@@ -1,0 +1,33 @@
+/* cpu_kernels.h: the CPU backend's kernels, usable on their own.
+ *
+ * Inputs are validated by the caller (dimensions >= 1, CSR structure sound,
+ * sizes consistent): these functions trust their arguments.  Every pointer
+ * is 4-byte aligned.  Matrices are row-major.  nthreads <= 0 means "as many
+ * as the machine has"; small inputs use fewer threads on their own.
+ */
+#ifndef CPU_KERNELS_H
+#define CPU_KERNELS_H
+
+#include <stdint.h>
+
+enum { CPU_SUM = 0, CPU_MIN = 1, CPU_MAX = 2 }; /* same values as gkc_reduce_op */
+
+/* C = alpha * op(A) * op(B) + beta * C through OpenBLAS's cblas_sgemm.
+ * A is m x k (k x m when trans_a), B is k x n (n x k when trans_b), C m x n.
+ * C is not read when beta == 0 (NaNs in it do not propagate). */
+void cpu_sgemm(int32_t m, int32_t n, int32_t k, float alpha, const float *a,
+               int trans_a, const float *b, int trans_b, float beta, float *c);
+
+/* Sum (accumulated in double), min or max of x[0..n), n >= 1.  min and max
+ * ignore NaNs unless every element is NaN, like fmin/fmax. */
+double cpu_reduce(const float *x, int64_t n, int op, int nthreads);
+
+/* y = alpha * A * x + beta * y for A in CSR (rows x cols, nnz = row_ptr[rows]).
+ * y is not read when beta == 0.  Work is split between threads by
+ * nonzeros and rows together (merge path), so one row holding most of the
+ * nonzeros is shared by all threads and empty rows cost little. */
+void cpu_spmv(int32_t rows, int32_t cols, const int32_t *row_ptr,
+              const int32_t *col_idx, const float *values, const float *x,
+              float alpha, float beta, float *y, int nthreads);
+
+#endif
