@@ -93,6 +93,7 @@ ssize_t proto_frame_scan(const uint8_t *buf, size_t len, const proto_limits *lim
 
   info->msgid_known = 0;
   info->msgid = 0;
+  info->need = len + 1;
 
   for (;;) {
     if (pos >= len) return PROTO_PARTIAL;
@@ -117,7 +118,10 @@ ssize_t proto_frame_scan(const uint8_t *buf, size_t len, const proto_limits *lim
     if ((uint64_t)h.hdr + h.payload > lim->max_bytes - pos) return PROTO_FRAME_ETOOBIG;
     if (h.children > lim->max_objects) return PROTO_FRAME_ECOMPLEX;
     pos += h.hdr + h.payload;
-    if (pos > len) return PROTO_PARTIAL;
+    if (pos > len) {
+      info->need = pos;
+      return PROTO_PARTIAL;
+    }
 
     if (depth > 0) left[depth - 1]--;
     if (h.children > 0) {

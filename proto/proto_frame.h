@@ -37,6 +37,11 @@ typedef struct {
    * an error reply can name the msgid. */
   int msgid_known;
   uint32_t msgid;
+  /* On PROTO_PARTIAL: the buffer length at which scanning can next make
+   * progress (the end of the object being received), so a caller may skip
+   * rescans until that many bytes are in.  A hint only: never allocate
+   * from it, it is what the peer *claims* it will send. */
+  size_t need;
 } proto_frame_info;
 
 ssize_t proto_frame_scan(const uint8_t *buf, size_t len, const proto_limits *lim,

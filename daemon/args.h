@@ -1,0 +1,35 @@
+/* args.h: typed access to a request's named arguments.
+ *
+ * Each getter looks a key up in the params map, checks its msgpack type and
+ * range, and on failure writes a message naming the argument and returns
+ * GKC_EINVALID_ARGUMENT.  A missing optional argument leaves *out at the
+ * default the caller stored there beforehand.
+ */
+#ifndef GKCD_ARGS_H
+#define GKCD_ARGS_H
+
+#include <msgpack.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+  const msgpack_object *params;
+  char *msg;
+  size_t msglen;
+} args_ctx;
+
+/* Rejects keys not in the NULL-terminated list (catches typos like "alhpa"). */
+int args_known(args_ctx *a, const char *const *allowed);
+
+int args_int(args_ctx *a, const char *key, int required, int64_t lo, int64_t hi, int64_t *out);
+/* msgpack float32, float64 or int; must be finite. */
+int args_float(args_ctx *a, const char *key, int required, float *out);
+int args_bool(args_ctx *a, const char *key, int required, int *out);
+/* String; *out points into the request, not NUL-terminated. */
+int args_str(args_ctx *a, const char *key, int required, const char **out, size_t *len);
+/* bin holding exactly want_bytes bytes; elem names the element type in messages. */
+int args_bin(args_ctx *a, const char *key, int required, uint64_t want_bytes,
+             const char *what, const void **out, size_t *bytes);
+int args_present(args_ctx *a, const char *key);
+
+#endif

@@ -1,0 +1,51 @@
+/* backend.h: what the daemon needs from a compute backend.
+ *
+ * A backend is a table of functions.  run() is called on a scheduler worker
+ * thread with a validated job; it either computes synchronously and calls
+ * job_finish() before returning (the CPU backend), or enqueues asynchronous
+ * work and calls job_finish() later from any thread, e.g. a stream callback
+ * (the CUDA backend).  Either way it must finish every job it is given
+ * exactly once, setting job->err on failure; it never exits the process on
+ * a request's behalf.
+ */
+#ifndef GKCD_BACKEND_H
+#define GKCD_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "job.h"
+#include "proto_methods.h"
+
+typedef struct {
+  char name[128];
+  uint64_t memory_total, memory_free; /* bytes */
+  int threads;                        /* CPU threads, or 0 */
+} gkcd_device_info;
+
+typedef struct gkcd_backend gkcd_backend;
+struct gkcd_backend {
+  const char *name; /* "cpu", "cuda": the value of ping's "backend" */
+  /* Per method, a NULL-terminated list of algo names; index 0 is what
+   * "auto" resolves to when the backend has no better rule. */
+  const char *const *algos[PROTO_M_COUNT];
+  void (*run)(gkcd_backend *be, gkcd_job *job);
+  int (*devices)(gkcd_backend *be, gkcd_device_info *out, int max);
+  void (*destroy)(gkcd_backend *be);
+  void *impl;
+};
+
+#define GKCD_ALGO_AUTO (-1)
+
+/* Index of name in be's algo list for method, GKCD_ALGO_AUTO for "auto",
+ * or -2 when the backend has no such algo. */
+int backend_algo_lookup(const gkcd_backend *be, int method, const char *name, size_t len);
+
+/* Backend constructors: 0 on success, else a negative gkc_error with the
+ * reason in msg.  nthreads is the CPU parallelism per kernel (0 = all). */
+int cpu_backend_create(gkcd_backend **out, int nthreads, char *msg, size_t msglen);
+#ifdef GKC_HAVE_CUDA
+int cuda_backend_create(gkcd_backend **out, char *msg, size_t msglen);
+#endif
+
+#endif

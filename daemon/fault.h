@@ -1,0 +1,18 @@
+/* fault.h: failures on purpose, so tests can see every error path.
+ *
+ * Only in builds configured with GKC_FAULT_INJECTION (tests); otherwise
+ * these do nothing.  GKCD_FAULT="METHOD:CODE" (e.g. "sgemm:device_error")
+ * makes every request of that method fail with that wire error code on the
+ * worker thread, as a failing backend would.
+ */
+#ifndef GKCD_FAULT_H
+#define GKCD_FAULT_H
+
+#include "job.h"
+
+/* Reads GKCD_FAULT once at start-up; returns -1 when it is malformed. */
+int fault_init(void);
+/* 0 normally; nonzero when job was failed on purpose. */
+int fault_inject(gkcd_job *job);
+
+#endif

@@ -1,0 +1,84 @@
+/* server.h: the daemon's state, owned by the event loop thread.
+ *
+ * server.c listens and accepts, conn.c moves bytes, rpc.c turns frames into
+ * replies, status.c answers "status".  Only the scheduler's workers and the
+ * backend run elsewhere, and they touch nothing here.
+ */
+#ifndef GKCD_SERVER_H
+#define GKCD_SERVER_H
+
+#include <stdint.h>
+#include <msgpack.h>
+#include <uv.h>
+
+#include "backend.h"
+#include "config.h"
+#include "proto_frame.h"
+#include "proto_rpc.h"
+#include "proto_methods.h"
+#include "pool.h"
+
+typedef struct gkcd_server gkcd_server;
+
+struct gkcd_conn {
+  uv_pipe_t pipe;
+  gkcd_server *srv;
+  uint64_t id;
+  int refs;            /* the open handle, plus one per job in flight */
+  int closing;         /* uv_close called: replies are dropped */
+  int reading;         /* uv_read_start in effect */
+  int close_when_flushed; /* an unrecoverable framing error was answered */
+  unsigned char *buf;  /* received bytes not yet parsed into frames */
+  size_t len, cap;
+  size_t need;         /* scanner's hint: rescan once len reaches it */
+  size_t jobs;         /* in flight */
+  size_t writes;       /* uv_write calls not yet completed */
+  gkcd_conn *prev, *next;
+};
+
+struct gkcd_server {
+  uv_loop_t *loop;
+  gkcd_config cfg;
+  gkcd_backend *be;
+  gkcd_pool *pool;
+  proto_limits limits;
+  uv_pipe_t listener;
+  uv_signal_t sigint, sigterm;
+  int listening;
+  int draining;        /* SIGINT/SIGTERM received */
+  uint64_t start_ns;
+  uint64_t next_conn_id;
+  gkcd_conn *conns;
+  uint64_t nconns;
+  uint64_t in_flight;
+  uint64_t requests[PROTO_M_COUNT], errors[PROTO_M_COUNT];
+  uint64_t bad_frames; /* requests that never reached a method */
+};
+
+/* Binds the socket (replacing a stale one, refusing if a gkcd answers there),
+ * starts the scheduler and signal handling.  0, or -1 after logging why. */
+int server_start(gkcd_server *srv, uv_loop_t *loop, gkcd_backend *be);
+/* Called whenever in-flight work or a connection goes away while draining:
+ * once nothing is left, closes every handle so uv_run returns. */
+void server_maybe_finish(gkcd_server *srv);
+
+/* conn.c */
+void conn_accept(gkcd_server *srv);
+/* Sends head (malloc'd, ownership taken) then body (malloc'd or NULL,
+ * ownership taken).  Dropped silently when the connection is closing. */
+void conn_send(gkcd_conn *c, void *head, size_t head_len, void *body, size_t body_len);
+void conn_close(gkcd_conn *c);
+void conn_unref(gkcd_conn *c);
+
+/* rpc.c */
+/* Handles one complete frame; frame is malloc'd and ownership is taken. */
+void rpc_handle_frame(gkcd_conn *c, void *frame, size_t len);
+/* Answers a frame the scanner rejected (scan_rc < 0). */
+void rpc_reject_frame(gkcd_conn *c, int scan_rc, const proto_frame_info *info);
+/* Scheduler callback: a job came back. */
+void rpc_job_done(gkcd_job *job, void *srv);
+
+/* status.c */
+void status_pack(gkcd_server *srv, msgpack_packer *pk);
+
+#endif

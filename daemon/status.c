@@ -1,0 +1,61 @@
+/* status.c: the "status" method's reply. */
+#include <time.h>
+
+#include "gkc.h"
+#include "proto_rpc.h"
+#include "server.h"
+
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void kv_u64(msgpack_packer *pk, const char *k, uint64_t v) {
+  proto_pack_cstr(pk, k);
+  msgpack_pack_uint64(pk, v);
+}
+
+void status_pack(gkcd_server *srv, msgpack_packer *pk) {
+  gkcd_device_info dev[8];
+  int ndev = srv->be->devices(srv->be, dev, 8);
+
+  msgpack_pack_map(pk, 10);
+  proto_pack_cstr(pk, "version");
+  proto_pack_cstr(pk, GKC_VERSION);
+  proto_pack_cstr(pk, "backend");
+  proto_pack_cstr(pk, srv->be->name);
+  proto_pack_cstr(pk, "uptime_s");
+  msgpack_pack_double(pk, (double)(now_ns() - srv->start_ns) / 1e9);
+  kv_u64(pk, "in_flight", srv->in_flight);
+  kv_u64(pk, "queued", pool_waiting(srv->pool));
+  kv_u64(pk, "connections", srv->nconns);
+  kv_u64(pk, "bad_requests", srv->bad_frames);
+
+  proto_pack_cstr(pk, "devices");
+  msgpack_pack_array(pk, (size_t)ndev);
+  for (int i = 0; i < ndev; i++) {
+    msgpack_pack_map(pk, 4);
+    proto_pack_cstr(pk, "name");
+    proto_pack_cstr(pk, dev[i].name);
+    kv_u64(pk, "memory_total", dev[i].memory_total);
+    kv_u64(pk, "memory_free", dev[i].memory_free);
+    kv_u64(pk, "threads", (uint64_t)dev[i].threads);
+  }
+
+  proto_pack_cstr(pk, "methods");
+  msgpack_pack_map(pk, PROTO_M_COUNT);
+  for (int m = 0; m < PROTO_M_COUNT; m++) {
+    proto_pack_cstr(pk, proto_method_name(m));
+    msgpack_pack_map(pk, 2);
+    kv_u64(pk, "requests", srv->requests[m]);
+    kv_u64(pk, "errors", srv->errors[m]);
+  }
+
+  proto_pack_cstr(pk, "limits");
+  msgpack_pack_map(pk, 4);
+  kv_u64(pk, "max_request_bytes", srv->cfg.max_request_bytes);
+  kv_u64(pk, "max_queue", srv->cfg.max_queue);
+  kv_u64(pk, "threads", (uint64_t)srv->cfg.threads);
+  kv_u64(pk, "max_objects", srv->limits.max_objects);
+}

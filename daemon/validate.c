@@ -1,0 +1,66 @@
+/* validate.c: see validate.h. */
+#include "validate.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "gkc_errors.h"
+#include "proto_methods.h"
+
+/* The arrays sit at arbitrary offsets inside the request, so they are read
+ * element by element with memcpy, which compilers turn into plain loads. */
+static inline int32_t load_i32(const unsigned char *p, int64_t i) {
+  int32_t v;
+  memcpy(&v, p + 4 * i, 4);
+  return v;
+}
+
+int validate_csr(int32_t rows, int32_t cols, int64_t nnz, const void *row_ptr,
+                 const void *col_idx, char *msg, size_t msglen) {
+  const unsigned char *rp = row_ptr, *ci = col_idx;
+  int32_t first = load_i32(rp, 0);
+  if (first != 0) {
+    snprintf(msg, msglen, "argument 'row_ptr': row_ptr[0] is %" PRId32 ", must be 0", first);
+    return GKC_EINVALID_ARGUMENT;
+  }
+  int32_t prev = 0;
+  for (int64_t r = 1; r <= rows; r++) {
+    int32_t v = load_i32(rp, r);
+    if (v < prev) {
+      snprintf(msg, msglen, "argument 'row_ptr': decreases at row %" PRId64 " (%" PRId32
+               " after %" PRId32 ")", r - 1, v, prev);
+      return GKC_EINVALID_ARGUMENT;
+    }
+    prev = v;
+  }
+  if (prev != nnz) {
+    snprintf(msg, msglen, "argument 'row_ptr': row_ptr[rows] is %" PRId32 " but col_idx holds"
+             " %" PRId64 " entries", prev, nnz);
+    return GKC_EINVALID_ARGUMENT;
+  }
+  /* One unsigned compare catches negatives too; the exact position is only
+   * looked for once something is known to be wrong. */
+  uint32_t bad = 0;
+  for (int64_t j = 0; j < nnz; j++) bad |= (uint32_t)load_i32(ci, j) >= (uint32_t)cols;
+  if (bad) {
+    for (int64_t j = 0; j < nnz; j++) {
+      int32_t c = load_i32(ci, j);
+      if ((uint32_t)c >= (uint32_t)cols) {
+        snprintf(msg, msglen, "argument 'col_idx': col_idx[%" PRId64 "] = %" PRId32
+                 " is outside [0, %" PRId32 ")", j, c, cols);
+        return GKC_EINVALID_ARGUMENT;
+      }
+    }
+  }
+  return 0;
+}
+
+int validate_job(gkcd_job *job) {
+  if (job->method != PROTO_M_SPMV) return 0;
+  int rc = validate_csr(job->in.spmv.rows, job->in.spmv.cols, job->in.spmv.nnz,
+                        job->in.spmv.row_ptr.ptr, job->in.spmv.col_idx.ptr, job->errmsg,
+                        sizeof job->errmsg);
+  if (rc) job->err = rc;
+  return rc;
+}

@@ -1,0 +1,23 @@
+/* validate.h: checks that read a request's arrays, run on a worker thread
+ * before the backend sees the job, so no backend can be handed an index
+ * that would take it out of bounds.
+ */
+#ifndef GKCD_VALIDATE_H
+#define GKCD_VALIDATE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "job.h"
+
+/* 0 when job's arrays are sound; otherwise fails the job (invalid_argument,
+ * naming the first offending position) and returns nonzero. */
+int validate_job(gkcd_job *job);
+
+/* The CSR rules, on possibly unaligned arrays: row_ptr starts at 0, never
+ * decreases, ends at nnz; every col_idx in [0, cols).  0, or
+ * GKC_EINVALID_ARGUMENT with a message. */
+int validate_csr(int32_t rows, int32_t cols, int64_t nnz, const void *row_ptr,
+                 const void *col_idx, char *msg, size_t msglen);
+
+#endif
