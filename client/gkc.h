@@ -28,6 +28,13 @@
 extern "C" {
 #endif
 
+/* Marks the library's exported functions. */
+#if defined(GKC_BUILDING_SHARED)
+#define GKC_API __attribute__((visibility("default")))
+#else
+#define GKC_API
+#endif
+
 #define GKC_VERSION "0.1.0"
 #define GKC_PROTOCOL 1
 
@@ -39,20 +46,20 @@ typedef struct gkc_conn gkc_conn;
  * override if not NULL, else $GKC_SOCKET, else $XDG_RUNTIME_DIR/gkcd.sock,
  * else /run/gkcd/gkcd.sock.  Returns 0, or GKC_EINVALID_ARGUMENT when the
  * path does not fit (a Unix socket path holds at most 107 bytes). */
-int gkc_socket_path(char *buf, size_t buflen, const char *override);
+GKC_API int gkc_socket_path(char *buf, size_t buflen, const char *override);
 
 /* Connects to gkcd at socket_path (NULL: resolved as above).  On success
  * *out is a new connection; on failure *out is a connection object too,
  * unless allocation failed, so gkc_errmsg(*out) can say why: gkc_close it. */
-int gkc_connect(gkc_conn **out, const char *socket_path);
-void gkc_close(gkc_conn *c); /* NULL is fine */
+GKC_API int gkc_connect(gkc_conn **out, const char *socket_path);
+GKC_API void gkc_close(gkc_conn *c); /* NULL is fine */
 
 /* The message of the last failed call on c ("" after a success). */
-const char *gkc_errmsg(const gkc_conn *c);
+GKC_API const char *gkc_errmsg(const gkc_conn *c);
 /* "invalid_argument" etc. for a gkc_error value. */
-const char *gkc_errname(int err);
+GKC_API const char *gkc_errname(int err);
 /* Default English text for a gkc_error value. */
-const char *gkc_strerror(int err);
+GKC_API const char *gkc_strerror(int err);
 
 /* --- results shared by the compute calls --------------------------------- */
 
@@ -70,7 +77,7 @@ typedef struct {
   char backend[16]; /* "cpu" or "cuda" */
 } gkc_ping_info;
 
-int gkc_ping(gkc_conn *c, gkc_ping_info *out);
+GKC_API int gkc_ping(gkc_conn *c, gkc_ping_info *out);
 
 #define GKC_MAX_DEVICES 16
 #define GKC_MAX_METHODS 16
@@ -92,25 +99,25 @@ typedef struct {
   } methods[GKC_MAX_METHODS];
 } gkc_status_info;
 
-int gkc_status(gkc_conn *c, gkc_status_info *out);
+GKC_API int gkc_status(gkc_conn *c, gkc_status_info *out);
 
 /* The raw status map rendered as JSON, with every field the daemon sent.
  * *json is malloc'd; free() it. */
-int gkc_status_json(gkc_conn *c, char **json);
+GKC_API int gkc_status_json(gkc_conn *c, char **json);
 
 /* C = alpha * op(A) * op(B) + beta * C, all row-major float32.
  * op(A) is m x k: A is stored m x k, or k x m when trans_a is nonzero (and
  * op(A) = A^T); likewise op(B) is k x n.  c holds m*n floats; it is read only
  * when beta != 0 and always overwritten with the result.  algo: NULL or
  * "auto" lets the daemon choose. */
-int gkc_sgemm(gkc_conn *c, int32_t m, int32_t n, int32_t k, float alpha,
+GKC_API int gkc_sgemm(gkc_conn *c, int32_t m, int32_t n, int32_t k, float alpha,
               const float *a, int trans_a, const float *b, int trans_b,
               float beta, float *cmat, const char *algo, gkc_info *info);
 
 typedef enum { GKC_SUM = 0, GKC_MIN = 1, GKC_MAX = 2 } gkc_reduce_op;
 
 /* *value = sum, min or max of x[0..n); n >= 1. */
-int gkc_reduce(gkc_conn *c, const float *x, size_t n, gkc_reduce_op op,
+GKC_API int gkc_reduce(gkc_conn *c, const float *x, size_t n, gkc_reduce_op op,
                double *value, const char *algo, gkc_info *info);
 
 /* A matrix in compressed sparse row form (0-based, int32 indices). */
@@ -124,7 +131,7 @@ typedef struct {
 
 /* y = alpha * A * x + beta * y.  x holds A->cols floats, y A->rows floats;
  * y is read only when beta != 0. */
-int gkc_spmv(gkc_conn *c, const gkc_csr *A, float alpha, const float *x,
+GKC_API int gkc_spmv(gkc_conn *c, const gkc_csr *A, float alpha, const float *x,
              float beta, float *y, const char *algo, gkc_info *info);
 
 #ifdef __cplusplus

@@ -2,6 +2,7 @@
 #include "methods.h"
 
 #include <inttypes.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -19,10 +20,12 @@ static int too_large(args_ctx *a, const char *what, uint64_t bytes, size_t max) 
   return GKC_ETOO_LARGE;
 }
 
-/* elements * 4 bytes, or UINT64_MAX on overflow */
+/* x*y elements of 4 bytes, or UINT64_MAX when that overflows (or does not
+ * fit a size_t, so every later size computation is safe). */
 static uint64_t f32_bytes(uint64_t x, uint64_t y) {
   uint64_t n;
-  if (__builtin_mul_overflow(x, y, &n) || __builtin_mul_overflow(n, 4, &n)) return UINT64_MAX;
+  if (__builtin_mul_overflow(x, y, &n) || __builtin_mul_overflow(n, 4, &n) || n > SIZE_MAX)
+    return UINT64_MAX;
   return n;
 }
 
@@ -66,6 +69,11 @@ static int parse_sgemm(const gkcd_backend *be, args_ctx *a, gkcd_job *job, size_
     return rc;
 
   uint64_t ab = f32_bytes(m, k), bb = f32_bytes(k, n), cb = f32_bytes(m, n);
+  if (ab == UINT64_MAX || bb == UINT64_MAX || cb == UINT64_MAX) {
+    snprintf(a->msg, a->msglen, "arguments 'm', 'n', 'k': m*k, k*n or m*n float32 overflows"
+             " 64 bits (m=%" PRId64 ", n=%" PRId64 ", k=%" PRId64 ")", m, n, k);
+    return GKC_EINVALID_ARGUMENT;
+  }
   if (cb > max) return too_large(a, "the result c (m*n float32)", cb, max);
   char what[96];
   snprintf(what, sizeof what, "m*k = %" PRId64 "*%" PRId64 " float32", m, k);

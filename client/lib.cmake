@@ -1,0 +1,43 @@
+# libgkc: the client library, shared and static, with the pieces of proto/
+# it needs compiled in so that users link one library.
+set(GKC_LIB_SOURCES gkc_client.c gkc_methods.c gkc_json.c
+    ${CMAKE_SOURCE_DIR}/proto/proto_frame.c ${CMAKE_SOURCE_DIR}/proto/proto_tables.c
+    ${CMAKE_SOURCE_DIR}/proto/proto_rpc.c ${CMAKE_SOURCE_DIR}/proto/proto_socket.c)
+
+add_library(gkc SHARED ${GKC_LIB_SOURCES})
+add_library(gkc_static STATIC ${GKC_LIB_SOURCES})
+foreach(t gkc gkc_static)
+  target_include_directories(${t} PUBLIC
+    $<BUILD_INTERFACE:${CMAKE_CURRENT_SOURCE_DIR}> $<BUILD_INTERFACE:${CMAKE_SOURCE_DIR}/proto>
+    $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
+endforeach()
+# By name rather than through the gkc_msgpack target, which is not exported.
+if(GKC_STATIC_DEPS)
+  set(GKC_MSGPACK_LINK ${MSGPACK_STATIC})
+else()
+  set(GKC_MSGPACK_LINK msgpackc)
+endif()
+target_link_libraries(gkc PRIVATE ${GKC_MSGPACK_LINK})
+target_link_libraries(gkc_static PRIVATE ${GKC_MSGPACK_LINK})
+set_target_properties(gkc PROPERTIES VERSION ${PROJECT_VERSION} SOVERSION 0
+  C_VISIBILITY_PRESET hidden PUBLIC_HEADER "gkc.h;${CMAKE_SOURCE_DIR}/proto/gkc_errors.h")
+set_target_properties(gkc_static PROPERTIES OUTPUT_NAME gkc)
+# Only the gkc_ functions of gkc.h are exported from the shared library.
+target_compile_definitions(gkc PRIVATE GKC_BUILDING_SHARED)
+
+include(CMakePackageConfigHelpers)
+install(TARGETS gkc gkc_static EXPORT gkcTargets
+  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  PUBLIC_HEADER DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(EXPORT gkcTargets NAMESPACE gkc:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/gkc)
+configure_package_config_file(${CMAKE_CURRENT_SOURCE_DIR}/gkcConfig.cmake.in
+  ${CMAKE_CURRENT_BINARY_DIR}/gkcConfig.cmake INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/gkc)
+write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/gkcConfigVersion.cmake
+  COMPATIBILITY SameMajorVersion)
+install(FILES ${CMAKE_CURRENT_BINARY_DIR}/gkcConfig.cmake
+  ${CMAKE_CURRENT_BINARY_DIR}/gkcConfigVersion.cmake DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/gkc)
+configure_file(${CMAKE_CURRENT_SOURCE_DIR}/gkc.pc.in ${CMAKE_CURRENT_BINARY_DIR}/gkc.pc @ONLY)
+install(FILES ${CMAKE_CURRENT_BINARY_DIR}/gkc.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+
+include(cli.cmake OPTIONAL)
