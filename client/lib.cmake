@@ -4,9 +4,9 @@ set(GKC_LIB_SOURCES gkc_client.c gkc_methods.c gkc_json.c
     ${CMAKE_SOURCE_DIR}/proto/proto_frame.c ${CMAKE_SOURCE_DIR}/proto/proto_tables.c
     ${CMAKE_SOURCE_DIR}/proto/proto_rpc.c ${CMAKE_SOURCE_DIR}/proto/proto_socket.c)
 
-add_library(gkc SHARED ${GKC_LIB_SOURCES})
+add_library(gkc_shared SHARED ${GKC_LIB_SOURCES})
 add_library(gkc_static STATIC ${GKC_LIB_SOURCES})
-foreach(t gkc gkc_static)
+foreach(t gkc_shared gkc_static)
   target_include_directories(${t} PUBLIC
     $<BUILD_INTERFACE:${CMAKE_CURRENT_SOURCE_DIR}> $<BUILD_INTERFACE:${CMAKE_SOURCE_DIR}/proto>
     $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
@@ -17,16 +17,16 @@ if(GKC_STATIC_DEPS)
 else()
   set(GKC_MSGPACK_LINK msgpackc)
 endif()
-target_link_libraries(gkc PRIVATE ${GKC_MSGPACK_LINK})
+target_link_libraries(gkc_shared PRIVATE ${GKC_MSGPACK_LINK})
 target_link_libraries(gkc_static PRIVATE ${GKC_MSGPACK_LINK})
-set_target_properties(gkc PROPERTIES VERSION ${PROJECT_VERSION} SOVERSION 0
+set_target_properties(gkc_shared PROPERTIES OUTPUT_NAME gkc EXPORT_NAME gkc VERSION ${PROJECT_VERSION} SOVERSION 0
   C_VISIBILITY_PRESET hidden PUBLIC_HEADER "gkc.h;${CMAKE_SOURCE_DIR}/proto/gkc_errors.h")
-set_target_properties(gkc_static PROPERTIES OUTPUT_NAME gkc)
+set_target_properties(gkc_static PROPERTIES OUTPUT_NAME gkc EXPORT_NAME gkc_static)
 # Only the gkc_ functions of gkc.h are exported from the shared library.
-target_compile_definitions(gkc PRIVATE GKC_BUILDING_SHARED)
+target_compile_definitions(gkc_shared PRIVATE GKC_BUILDING_SHARED)
 
 include(CMakePackageConfigHelpers)
-install(TARGETS gkc gkc_static EXPORT gkcTargets
+install(TARGETS gkc_shared gkc_static EXPORT gkcTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   PUBLIC_HEADER DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})

@@ -3,7 +3,11 @@ add_library(gkc_fixture STATIC fixture.c)
 target_include_directories(gkc_fixture PUBLIC ${CMAKE_CURRENT_SOURCE_DIR})
 target_link_libraries(gkc_fixture PUBLIC gkc_static gkc_proto gkcio Threads::Threads m)
 
-set(GKC_E2E_ENV "GKCD_BIN=$<TARGET_FILE:gkcd>;GKC_BIN=$<TARGET_FILE:gkc>;GKC_TEST_DATA=${CMAKE_CURRENT_SOURCE_DIR}/data;GKC_SHARED_MATRICES=${CMAKE_SOURCE_DIR}/../shared/matrices;GKC_FAULT_INJECTION=$<BOOL:${GKC_FAULT_INJECTION}>;GKC_SANITIZE=$<BOOL:${GKC_SANITIZE}>")
+set(GKC_E2E_ENV "GKCD_BIN=$<TARGET_FILE:gkcd>;GKC_TEST_DATA=${CMAKE_CURRENT_SOURCE_DIR}/data;GKC_SHARED_MATRICES=${CMAKE_SOURCE_DIR}/../shared/matrices;GKC_FAULT_INJECTION=$<BOOL:${GKC_FAULT_INJECTION}>;GKC_SANITIZE=$<BOOL:${GKC_SANITIZE}>")
+
+if(TARGET gkc)
+  list(APPEND GKC_E2E_ENV "GKC_BIN=$<TARGET_FILE:gkc>")
+endif()
 
 function(gkc_e2e_test name)
   add_executable(${name} ${name}.c)
@@ -19,7 +23,7 @@ foreach(t e2e_lib e2e_errors e2e_pipeline e2e_lifecycle)
   endif()
 endforeach()
 
-if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/e2e_cli.sh)
+if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/e2e_cli.sh AND TARGET gkc)
   add_test(NAME e2e_cli COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e_cli.sh
            $<TARGET_FILE:gkcd> $<TARGET_FILE:gkc>)
   set_tests_properties(e2e_cli PROPERTIES LABELS e2e TIMEOUT 300 SKIP_RETURN_CODE 77

@@ -36,8 +36,16 @@ void fixture_start(fixture *f, const char *const *args, const char *const *env) 
   const char *argv[64];
   int n = 0;
   argv[n++] = bin;
-  argv[n++] = "--socket";
-  argv[n++] = f->sock;
+  int own_socket = 0; /* the caller may choose the socket itself */
+  for (int i = 0; args && args[i]; i++)
+    if (!strcmp(args[i], "--socket") && args[i + 1]) {
+      snprintf(f->sock, sizeof f->sock, "%s", args[i + 1]);
+      own_socket = 1;
+    }
+  if (!own_socket) {
+    argv[n++] = "--socket";
+    argv[n++] = f->sock;
+  }
   for (int i = 0; args && args[i] && n < 62; i++) argv[n++] = args[i];
   argv[n] = NULL;
 

@@ -17,7 +17,8 @@ typedef struct {
   char log[300]; /* the daemon's stderr */
 } fixture;
 
-/* Starts gkcd with the given extra arguments (NULL-terminated, may be NULL)
+/* Starts gkcd with the given extra arguments (a --socket among them replaces
+ * the temporary one) (NULL-terminated, may be NULL)
  * and extra environment entries "K=V" (NULL-terminated, may be NULL), waits
  * until it answers a ping.  Fails the test if it does not come up. */
 void fixture_start(fixture *f, const char *const *args, const char *const *env);

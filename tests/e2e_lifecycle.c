@@ -1,0 +1,243 @@
+/* e2e_lifecycle.c: start-up and shutdown of a real gkcd.
+ *
+ * SIGTERM while requests are in flight loses none; a stale socket file is
+ * replaced; a live gkcd, or a file that is not a socket, makes a second
+ * gkcd refuse to start; the command line answers --help, --version and
+ * rejects bad flags with exit code 2. */
+#include <errno.h>
+#include <fcntl.h>
+#include <msgpack.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fixture.h"
+#include "gkc.h"
+#include "proto_rpc.h"
+#include "test.h"
+
+/* Runs gkcd with args to completion (bounded), stderr to log; exit status. */
+static int run_gkcd(const char *const *args, const char *log) {
+  const char *argv[16] = {getenv("GKCD_BIN")};
+  int n = 1;
+  for (; args[n - 1]; n++) argv[n] = args[n - 1];
+  argv[n] = NULL;
+  pid_t pid = fork();
+  ASSERT(pid >= 0);
+  if (pid == 0) {
+    int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    dup2(fd, 2);
+    dup2(fd, 1);
+    execv(argv[0], (char *const *)argv);
+    _exit(127);
+  }
+  for (int i = 0; i < 500; i++) {
+    int st;
+    if (waitpid(pid, &st, WNOHANG) == pid) return st;
+    struct timespec ts = {0, 20000000};
+    nanosleep(&ts, NULL);
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, NULL, 0);
+  TEST_FAIL("gkcd did not exit within 10 s");
+}
+
+static char *slurp(const char *path) {
+  static char buf[65536];
+  FILE *f = fopen(path, "r");
+  size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+  if (f) fclose(f);
+  buf[n] = 0;
+  return buf;
+}
+
+static uint64_t sgemm_requests(const fixture *f, uint64_t *in_flight) {
+  gkc_conn *c;
+  gkc_status_info st;
+  ASSERT_EQ(gkc_connect(&c, f->sock), 0);
+  ASSERT_EQ(gkc_status(c, &st), 0);
+  gkc_close(c);
+  *in_flight = st.in_flight;
+  for (int i = 0; i < st.n_methods; i++)
+    if (!strcmp(st.methods[i].name, "sgemm")) return st.methods[i].requests;
+  return 0;
+}
+
+/* Requests accepted before SIGTERM are all answered, correctly; then the
+ * daemon exits 0 and its socket file is gone. */
+static void test_sigterm_in_flight(void) {
+  enum { N = 24, D = 512 };
+  fixture f;
+  const char *const args[] = {"--threads", "1", NULL};
+  fixture_start(&f, args, NULL);
+
+  uint64_t rng = test_seed();
+  float *a = malloc(D * D * 4), *b = malloc(D * D * 4);
+  for (int i = 0; i < D * D; i++) a[i] = test_rand_f32(&rng), b[i] = test_rand_f32(&rng);
+  double want00 = 0; /* C[0][0] and C[D-1][D-1] of the reference */
+  double wantll = 0;
+  for (int p = 0; p < D; p++) {
+    want00 += (double)a[p] * b[p * D];
+    wantll += (double)a[(D - 1) * D + p] * b[p * D + D - 1];
+  }
+  msgpack_sbuffer sb;
+  msgpack_packer pk;
+  msgpack_sbuffer_init(&sb);
+  msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+  for (uint32_t id = 0; id < N; id++) {
+    proto_pack_request_head(&pk, id, "sgemm");
+    msgpack_pack_map(&pk, 5);
+    proto_pack_cstr(&pk, "m"), msgpack_pack_int(&pk, D);
+    proto_pack_cstr(&pk, "n"), msgpack_pack_int(&pk, D);
+    proto_pack_cstr(&pk, "k"), msgpack_pack_int(&pk, D);
+    proto_pack_cstr(&pk, "a"), msgpack_pack_bin(&pk, D * D * 4), msgpack_pack_bin_body(&pk, a, D * D * 4);
+    proto_pack_cstr(&pk, "b"), msgpack_pack_bin(&pk, D * D * 4), msgpack_pack_bin_body(&pk, b, D * D * 4);
+  }
+  int fd = fixture_connect(&f);
+  test_send_all(fd, sb.data, sb.size);
+  /* Wait until the daemon has read every request, then stop it. */
+  uint64_t in_flight;
+  for (int i = 0; sgemm_requests(&f, &in_flight) < N; i++) {
+    if (i > 1000) TEST_FAIL("gkcd did not read the requests");
+    struct timespec ts = {0, 5000000};
+    nanosleep(&ts, NULL);
+  }
+  ASSERT(in_flight > 0); /* the signal really lands on work in progress */
+  ASSERT_EQ(kill(f.pid, SIGTERM), 0);
+
+  unsigned char *buf = NULL;
+  size_t cap = 0, have = 0;
+  int answered[N] = {0};
+  for (int i = 0; i < N; i++) {
+    size_t len = test_recv_frame(fd, &buf, &cap, &have);
+    if (len == 0) TEST_FAIL("connection closed after %d of %d replies", i, N);
+    msgpack_zone z;
+    msgpack_zone_init(&z, 1024);
+    msgpack_object root;
+    size_t off = 0;
+    ASSERT_EQ(msgpack_unpack((const char *)buf, len, &off, &z, &root), MSGPACK_UNPACK_SUCCESS);
+    proto_response r;
+    ASSERT_EQ(proto_response_parse(&root, &r), 0);
+    if (r.error) TEST_FAIL("msgid %u: %.*s", r.msgid, (int)r.message_len, r.message);
+    ASSERT(r.msgid < N && !answered[r.msgid]);
+    answered[r.msgid] = 1;
+    const msgpack_object *c = proto_map_get(r.result, "c");
+    ASSERT(c && c->type == MSGPACK_OBJECT_BIN && c->via.bin.size == D * D * 4);
+    float c00, cll;
+    memcpy(&c00, c->via.bin.ptr, 4);
+    memcpy(&cll, c->via.bin.ptr + 4 * (D * D - 1), 4);
+    ASSERT_NEAR(c00, want00, 1e-4);
+    ASSERT_NEAR(cll, wantll, 1e-4);
+    msgpack_zone_destroy(&z);
+    memmove(buf, buf + len, have - len);
+    have -= len;
+  }
+  /* Nothing more comes: the daemon closes the connection once it is done. */
+  ASSERT_EQ(test_recv_frame(fd, &buf, &cap, &have), 0);
+  close(fd);
+  struct stat st;
+  ASSERT(stat(f.sock, &st) != 0 && errno == ENOENT);
+  int status = fixture_stop(&f, SIGTERM);
+  ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  free(buf), free(a), free(b);
+  msgpack_sbuffer_destroy(&sb);
+  printf("sigterm with %llu of %d requests in flight: all answered, exit 0\n",
+         (unsigned long long)in_flight, N);
+}
+
+/* A socket file nobody listens on, as a crashed daemon leaves it. */
+static void make_stale_socket(const char *path) {
+  int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  struct sockaddr_un sa = {.sun_family = AF_UNIX};
+  snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
+  ASSERT_EQ(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+  close(fd);
+  struct stat st;
+  ASSERT(stat(path, &st) == 0 && S_ISSOCK(st.st_mode));
+}
+
+static void test_start_conditions(void) {
+  fixture f;
+  fixture_start(&f, NULL, NULL); /* a live daemon at f.sock */
+  char log[400], path[400];
+  snprintf(log, sizeof log, "%s/second.log", f.dir);
+
+  /* A second daemon on a live socket refuses, and leaves it alone. */
+  const char *const second[] = {"--socket", f.sock, NULL};
+  int st = run_gkcd(second, log);
+  ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 1);
+  ASSERT_CONTAINS(slurp(log), "already listening");
+  gkc_conn *c;
+  ASSERT_EQ(gkc_connect(&c, f.sock), 0);
+  ASSERT_EQ(gkc_ping(c, NULL), 0);
+  gkc_close(c);
+
+  /* A regular file where the socket should be is not ours to remove. */
+  snprintf(path, sizeof path, "%s/not-a-socket", f.dir);
+  FILE *fp = fopen(path, "w");
+  fputs("keep me\n", fp);
+  fclose(fp);
+  const char *const onfile[] = {"--socket", path, NULL};
+  st = run_gkcd(onfile, log);
+  ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 1);
+  ASSERT_CONTAINS(slurp(log), "not a socket");
+  ASSERT_CONTAINS(slurp(path), "keep me");
+
+  /* A stale socket is replaced, and the daemon serves there. */
+  fixture g;
+  snprintf(path, sizeof path, "%s/stale.sock", f.dir);
+  make_stale_socket(path);
+  const char *const onstale[] = {"--socket", path, NULL};
+  fixture_start(&g, onstale, NULL);
+  ASSERT_EQ(gkc_connect(&c, path), 0);
+  ASSERT_EQ(gkc_ping(c, NULL), 0);
+  gkc_close(c);
+  st = fixture_stop(&g, SIGINT);
+  ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  struct stat sst;
+  ASSERT(stat(path, &sst) != 0); /* removed on exit */
+
+  st = fixture_stop(&f, SIGTERM);
+  ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  printf("start-up: live socket refused, non-socket refused, stale socket replaced\n");
+}
+
+static void test_command_line(void) {
+  char log[] = "/tmp/gkc-cli-XXXXXX";
+  int fd = mkstemp(log);
+  close(fd);
+  const char *const help[] = {"--help", NULL};
+  int st = run_gkcd(help, log);
+  ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  ASSERT_CONTAINS(slurp(log), "--max-request-bytes");
+  const char *const version[] = {"--version", NULL};
+  st = run_gkcd(version, log);
+  ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  ASSERT_CONTAINS(slurp(log), GKC_VERSION);
+  const char *const bad[] = {"--threads", "zero", NULL};
+  st = run_gkcd(bad, log);
+  ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 2);
+  ASSERT_CONTAINS(slurp(log), "--threads");
+  const char *const unknown[] = {"--frobnicate", NULL};
+  st = run_gkcd(unknown, log);
+  ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 2);
+  const char *const mode[] = {"--socket-mode", "777", NULL};
+  st = run_gkcd(mode, log);
+  ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 2);
+  unlink(log);
+  printf("command line: --help, --version, bad flags exit 2\n");
+}
+
+int main(void) {
+  test_command_line();
+  test_start_conditions();
+  test_sigterm_in_flight();
+  printf("e2e_lifecycle: all passed\n");
+  return 0;
+}
