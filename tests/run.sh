@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The whole test suite: installs what is missing, then builds and runs ctest
+# twice, once as released (with the CUDA backend when a CUDA Toolkit is
+# installed; GPU tests report "skipped" without a GPU) and once under
+# AddressSanitizer + UndefinedBehaviorSanitizer (CPU only: the sanitizers
+# do not see device code).
+#
+#   tests/run.sh            everything
+#   tests/run.sh -L e2e     extra arguments go to ctest (e.g. one label)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+tests/install-deps.sh
+
+jobs=$(nproc 2>/dev/null || echo 2)
+status=0
+run_variant() {
+  local name=$1; shift
+  local dir=build/test-$name
+  echo "=== $name: configure and build ($dir)"
+  cmake -S . -B "$dir" -G Ninja -DGKC_FAULT_INJECTION=ON "$@" >"$dir.configure.log" 2>&1 ||
+    { cat "$dir.configure.log"; return 1; }
+  grep '^-- gkc:' "$dir.configure.log" || true
+  cmake --build "$dir" -j "$jobs"
+  echo "=== $name: ctest"
+  ctest --test-dir "$dir" --output-on-failure -j "$jobs" "${ctest_args[@]}"
+}
+
+ctest_args=("$@")
+mkdir -p build
+run_variant release -DCMAKE_BUILD_TYPE=RelWithDebInfo || status=1
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
+  run_variant asan -DCMAKE_BUILD_TYPE=Debug -DGKC_SANITIZE=ON -DGKC_CUDA=OFF || status=1
+exit $status
