@@ -24,6 +24,8 @@
 /* Arrays at least this big are sent from the caller's memory, not copied. */
 #define REF_MIN 4096
 #define READ_CHUNK (256 * 1024)
+/* send_all's "the daemon hung up on us": look for its reply before failing. */
+#define GKC__SEND_CUT 1
 
 struct gkc_conn {
   int fd;
@@ -98,6 +100,13 @@ static int send_all(gkc_conn *c, const msgpack_vrefbuffer *vb) {
     ssize_t w = sendmsg(c->fd, &mh, MSG_NOSIGNAL);
     if (w < 0) {
       if (errno == EINTR) continue;
+      /* The daemon closes a connection after refusing a request it cannot
+       * skip (too large, not msgpack), usually while we are still sending:
+       * its error reply is then waiting to be read, and says more than EPIPE. */
+      if (errno == EPIPE || errno == ECONNRESET) {
+        rc = GKC__SEND_CUT;
+        break;
+      }
       rc = broken(c, GKC_EIO, "sending to gkcd", errno);
       break;
     }
@@ -158,10 +167,14 @@ int gkc__call(gkc_conn *c, const char *method, gkc__pack_fn pack, const void *pa
   int rc = pack(&pk, pack_arg);
   if (rc == 0) rc = send_all(c, &vb);
   msgpack_vrefbuffer_destroy(&vb);
-  if (rc) return rc;
+  if (rc < 0) return rc;
+  int cut = rc == GKC__SEND_CUT;
 
   ssize_t flen = recv_frame(c);
-  if (flen < 0) return (int)flen;
+  if (flen < 0) {
+    if (cut) return broken(c, GKC_EIO, "gkcd closed the connection while we were sending", 0);
+    return (int)flen;
+  }
   msgpack_zone zone;
   if (!msgpack_zone_init(&zone, 4096)) return gkc__fail(c, GKC_EOUT_OF_MEMORY, "out of memory");
   msgpack_object root;
@@ -174,12 +187,16 @@ int gkc__call(gkc_conn *c, const char *method, gkc__pack_fn pack, const void *pa
   } else if (resp.msgid != msgid && !(resp.error && resp.msgid == UINT32_MAX)) {
     rc = broken(c, GKC_EPROTOCOL, "reply does not match the request (msgid)", 0);
   } else if (resp.error) {
-    rc = gkc__fail(c, resp.error, "%s: %.*s", gkc_errname(resp.error), (int)resp.message_len,
-                   resp.message ? resp.message : "");
+    rc = gkc__fail(c, resp.error, "%.*s", (int)resp.message_len, resp.message ? resp.message : "");
   } else {
     rc = take(c, resp.result, take_arg);
   }
   msgpack_zone_destroy(&zone);
+  if (cut && rc == 0) rc = broken(c, GKC_EIO, "gkcd closed the connection while we were sending", 0);
+  if (cut && c->fd >= 0) { /* keep the daemon's message, drop the dead socket */
+    close(c->fd);
+    c->fd = -1;
+  }
   if (c->buf) {
     memmove(c->buf, c->buf + flen, c->len - (size_t)flen);
     c->len -= (size_t)flen;

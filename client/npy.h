@@ -1,9 +1,13 @@
 /* npy.h: read and write NumPy .npy files holding float32 arrays.
  *
- * Only little-endian float32 ('<f4') in C order is accepted; any other dtype,
- * Fortran order or a malformed header is an error whose message says exactly
- * what the file holds and what was expected.  Versions 1.0, 2.0 and 3.0 of
- * the format are read; version 1.0 is written.
+ * Only float32 in C order is accepted ('<f4'; big-endian '>f4' is swapped on
+ * the way in); any other dtype, Fortran order, a malformed header, or a data
+ * size that differs from what the shape says is an error whose message says
+ * exactly what the file holds and what was expected.  Nothing is allocated
+ * from the header's word alone: the data size is checked against the file
+ * size first (pipes are read as the bytes arrive).  Versions 1.0, 2.0 and
+ * 3.0 of the format are read; version 1.0 is written, byte for byte as
+ * numpy.save writes it (checked against numpy 1.24; data 64-byte aligned).
  */
 #ifndef NPY_H
 #define NPY_H
@@ -20,7 +24,9 @@ typedef struct {
   float *data;                  /* malloc'd, count floats (NULL when count == 0) */
 } npy_array;
 
-/* Returns 0, or -1 with a message naming path in err. */
+/* Returns 0, or -1 with a message naming path in err (out is then zeroed).
+ * npy_write takes ndim 0 .. NPY_MAX_DIMS and shape[ndim] (NULL when ndim is
+ * 0); a failed write removes the partial file. */
 int npy_read(const char *path, npy_array *out, char *err, size_t errlen);
 int npy_write(const char *path, int ndim, const int64_t *shape, const float *data,
               char *err, size_t errlen);

@@ -10,6 +10,9 @@ pid=
 cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null; rm -rf "$tmp"; }
 trap cleanup EXIT
 
+# A sanitizer build's libraries need the sanitizer runtime in whatever links them.
+san=()
+[ "${GKC_SANITIZE:-0}" = 1 ] && san=(-fsanitize=address,undefined)
 prefix=/opt/gkc-test
 DESTDIR=$tmp/root cmake --install "$build" --prefix "$prefix" >"$tmp/install.log"
 root=$tmp/root$prefix
@@ -24,14 +27,14 @@ done
 
 # find_package(gkc) from an outside project.
 cmake -S "$src/tests/consumer" -B "$tmp/consumer" -DCMAKE_PREFIX_PATH="$root" \
-  -DHELLO_SOURCE="$src/examples/hello_gkc.c" >"$tmp/consumer.log" 2>&1 ||
+  -DHELLO_SOURCE="$src/examples/hello_gkc.c" -DCMAKE_C_FLAGS="${san[*]}" >"$tmp/consumer.log" 2>&1 ||
   { cat "$tmp/consumer.log"; exit 1; }
 cmake --build "$tmp/consumer" >>"$tmp/consumer.log" 2>&1 || { cat "$tmp/consumer.log"; exit 1; }
 
 # pkg-config, after pointing the .pc file's prefix at where DESTDIR put it.
 sed "s|^prefix=.*|prefix=$root|" "$root/$libdir/pkgconfig/gkc.pc" >"$tmp/gkc.pc"
 flags=$(PKG_CONFIG_PATH=$tmp pkg-config --cflags --libs gkc)
-cc "$src/examples/hello_gkc.c" $flags -o "$tmp/hello_pc"
+cc "${san[@]}" "$src/examples/hello_gkc.c" $flags -o "$tmp/hello_pc"
 
 "$root/sbin/gkcd" --socket "$tmp/s.sock" --log-level warn 2>"$tmp/gkcd.log" &
 pid=$!

@@ -1,0 +1,116 @@
+/* cli_out.c: results as aligned text lines or as one JSON object. */
+#include <inttypes.h>
+#include <math.h>
+#include <string.h>
+
+#include "cli.h"
+
+void cli_out_begin(cli_out *o, int json) {
+  o->json = json;
+  o->nfields = 0;
+}
+
+/* Starts a field: the JSON key, or the text label padded to a column.
+ * Returns 0 when the field has no form in this mode (NULL key or label). */
+static int field(cli_out *o, const char *key, const char *label) {
+  if (o->json ? !key : !label) return 0;
+  if (o->json) {
+    fputs(o->nfields ? ", " : "{", stdout);
+    cli_json_str(stdout, key);
+    fputs(": ", stdout);
+  } else {
+    char l[64];
+    snprintf(l, sizeof l, "%s:", label);
+    printf("%-15s ", l);
+  }
+  o->nfields++;
+  return 1;
+}
+
+void cli_json_str(FILE *f, const char *s) {
+  fputc('"', f);
+  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    switch (*p) {
+      case '"': fputs("\\\"", f); break;
+      case '\\': fputs("\\\\", f); break;
+      case '\n': fputs("\\n", f); break;
+      case '\t': fputs("\\t", f); break;
+      case '\r': fputs("\\r", f); break;
+      default:
+        if (*p < 0x20)
+          fprintf(f, "\\u%04x", *p);
+        else
+          fputc(*p, f);
+    }
+  }
+  fputc('"', f);
+}
+
+void cli_out_str(cli_out *o, const char *key, const char *label, const char *v) {
+  if (!field(o, key, label)) return;
+  if (o->json)
+    cli_json_str(stdout, v);
+  else
+    printf("%s\n", v);
+}
+
+void cli_out_int(cli_out *o, const char *key, const char *label, int64_t v) {
+  if (!field(o, key, label)) return;
+  printf(o->json ? "%" PRId64 : "%" PRId64 "\n", v);
+}
+
+void cli_out_bool(cli_out *o, const char *key, const char *label, int v) {
+  if (!field(o, key, label)) return;
+  printf(o->json ? "%s" : "%s\n", v ? (o->json ? "true" : "yes") : (o->json ? "false" : "no"));
+}
+
+/* JSON has no NaN or infinity. */
+static void json_num(double v) {
+  if (isfinite(v))
+    printf("%.10g", v);
+  else
+    fputs("null", stdout);
+}
+
+void cli_out_num(cli_out *o, const char *key, const char *label, double v, const char *text_fmt) {
+  if (!field(o, key, label)) return;
+  if (o->json) {
+    json_num(v);
+  } else {
+    printf(text_fmt, v);
+    putchar('\n');
+  }
+}
+
+const char *cli_fmt_us(double us, char *buf, size_t len) {
+  if (us < 1e3)
+    snprintf(buf, len, "%.1f us", us);
+  else if (us < 1e6)
+    snprintf(buf, len, "%.3f ms", us / 1e3);
+  else
+    snprintf(buf, len, "%.3f s", us / 1e6);
+  return buf;
+}
+
+void cli_out_us(cli_out *o, const char *key, const char *label, double us) {
+  if (!field(o, key, label)) return;
+  if (o->json) {
+    json_num(round(us * 1e3) / 1e3); /* to the nanosecond, not float noise */
+  } else {
+    char buf[32];
+    printf("%s\n", cli_fmt_us(us, buf, sizeof buf));
+  }
+}
+
+void cli_out_shape(cli_out *o, const char *key, const char *label, int ndim, const int64_t *shape) {
+  if (!field(o, key, label)) return;
+  fputs(o->json ? "[" : "", stdout);
+  for (int i = 0; i < ndim; i++)
+    printf("%s%" PRId64, i ? (o->json ? ", " : " x ") : "", shape[i]);
+  fputs(o->json ? "]" : "\n", stdout);
+}
+
+void cli_out_end(cli_out *o) {
+  if (o->json) fputs(o->nfields ? "}\n" : "{}\n", stdout);
+  fflush(stdout);
+}

@@ -1,0 +1,274 @@
+/* cli_spmv.c: gkc spmv, y = alpha * A * x + beta * y with A sparse (CSR). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli_csr.h"
+
+typedef struct {
+  const char *matrix, *x_path, *y_path, *out_path, *algo;
+  int64_t rand_dims[2]; /* rows, cols; 0: read --matrix */
+  double density;
+  int density_set;
+  float alpha, beta;
+  int check, seeded, used_rng;
+  uint64_t seed;
+  mtx_csr A; /* owned */
+  float *x;  /* owned, cols floats */
+  float *y;  /* owned, rows floats: the input y when beta != 0, then the result */
+  float *y0; /* owned copy of the input y for --check, when beta != 0 */
+} spmv_job;
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "Usage: gkc spmv --matrix A.mtx [OPTIONS]\n"
+          "   or: gkc spmv --random ROWSxCOLS [OPTIONS]\n"
+          "Computes y = alpha * A * x + beta * y on gkcd, A sparse, in float32.\n\n"
+          "Options:\n"
+          "  --matrix A.mtx    A, a Matrix Market coordinate file (.mtx or .mtx.gz)\n"
+          "  --random RxC      a random R x C matrix instead (N means N x N)\n"
+          "  --density F       with --random: fraction of entries present, in (0, 1]\n"
+          "                    (default 0.01)\n"
+          "  --x X.npy         x, 1-D float32 of length cols (default: random x)\n"
+          "  --y Y.npy         y, 1-D float32 of length rows; needed when --beta is not 0\n"
+          "  --alpha F         scale of A * x (default 1)\n"
+          "  --beta F          scale of y (default 0)\n"
+          "  --seed N          seed of the random data (default: from the clock)\n"
+          "  --algo NAME       implementation to run (default auto: gkcd chooses)\n"
+          "  -o, --out Y.npy   write the result y to this .npy file\n"
+          "  --check           compare with a double-precision product computed here;\n"
+          "                    fail (exit 1) when the max relative error is over 1e-4\n"
+          CLI_COMMON_HELP
+          "\nPrints rows, cols, nnz, the algo, kernel and round-trip times, GB/s (counting\n"
+          "the least traffic: row_ptr, col_idx, values, x and y once) and the checksum\n"
+          "(the sum of y).\n");
+}
+
+static int parse(cli_globals *g, spmv_job *s, int argc, char **argv) {
+  enum { O_MATRIX = CLI_O_FIRST, O_RANDOM, O_DENSITY, O_X, O_Y, O_ALPHA, O_BETA, O_SEED, O_ALGO,
+         O_CHECK };
+  static const struct option opts[] = {
+      CLI_COMMON_OPTIONS,
+      {"matrix", required_argument, 0, O_MATRIX}, {"random", required_argument, 0, O_RANDOM},
+      {"density", required_argument, 0, O_DENSITY}, {"x", required_argument, 0, O_X},
+      {"y", required_argument, 0, O_Y},           {"alpha", required_argument, 0, O_ALPHA},
+      {"beta", required_argument, 0, O_BETA},     {"seed", required_argument, 0, O_SEED},
+      {"algo", required_argument, 0, O_ALGO},     {"out", required_argument, 0, 'o'},
+      {"check", no_argument, 0, O_CHECK},         {0, 0, 0, 0}};
+  int o, rc;
+  cli_getopt_begin();
+  while ((o = getopt_long(argc, argv, ":ho:", opts, NULL)) != -1) {
+    switch (o) {
+      case O_MATRIX: s->matrix = optarg; break;
+      case O_RANDOM:
+        if (cli_parse_dims(optarg, 2, INT32_MAX - 1, 1, s->rand_dims))
+          return cli_bad_value(g, "--random", optarg,
+                               "expected ROWSxCOLS (or N), positive integers, e.g. 10000x10000");
+        break;
+      case O_DENSITY:
+        if (cli_parse_double(optarg, &s->density) || !(s->density > 0) || s->density > 1)
+          return cli_bad_value(g, "--density", optarg, "expected a number in (0, 1]");
+        s->density_set = 1;
+        break;
+      case O_X: s->x_path = optarg; break;
+      case O_Y: s->y_path = optarg; break;
+      case O_ALPHA:
+        if (cli_parse_float(optarg, &s->alpha))
+          return cli_bad_value(g, "--alpha", optarg, "expected a finite float32 number");
+        break;
+      case O_BETA:
+        if (cli_parse_float(optarg, &s->beta))
+          return cli_bad_value(g, "--beta", optarg, "expected a finite float32 number");
+        break;
+      case O_SEED:
+        if (cli_parse_u64(optarg, &s->seed))
+          return cli_bad_value(g, "--seed", optarg, "expected a non-negative integer");
+        s->seeded = 1;
+        break;
+      case O_ALGO: s->algo = optarg; break;
+      case 'o': s->out_path = optarg; break;
+      case O_CHECK: s->check = 1; break;
+      default:
+        if ((rc = cli_common_opt(g, opts, o, argv)) >= 0) return rc;
+    }
+  }
+  if ((rc = cli_no_operands(g, argc, argv)) >= 0) return rc;
+  int random = s->rand_dims[0] > 0;
+  if (random && s->matrix)
+    return cli_usage_error(g, "--random and --matrix cannot be combined: give one of them");
+  if (!random && !s->matrix)
+    return cli_usage_error(g, "missing --matrix A.mtx (or --random ROWSxCOLS for a random matrix)");
+  if (s->density_set && !random)
+    return cli_usage_error(g, "--density applies only to --random matrices");
+  if (random) {
+    double expect = (double)s->rand_dims[0] * (double)s->rand_dims[1] * s->density;
+    if (expect > 0.9 * INT32_MAX)
+      return cli_usage_error(g, "--random %lldx%lld --density %g would make about %.3g nonzeros, "
+                             "more than int32 indices can address (2^31 - 1)",
+                             (long long)s->rand_dims[0], (long long)s->rand_dims[1], s->density,
+                             expect);
+  }
+  if (s->beta != 0.0f && !s->y_path)
+    return cli_usage_error(g, "--beta %g needs --y Y.npy (y is read when beta is not 0)",
+                           (double)s->beta);
+  if (s->out_path && (rc = cli_check_writable(g, "--out", s->out_path))) return rc;
+  return -1;
+}
+
+/* Reads a 1-D float32 vector of length want into *out (which it then owns). */
+static int load_vector(cli_globals *g, const char *opt, const char *path, int64_t want,
+                       const char *what, float **out) {
+  npy_array v;
+  int rc = cli_load_npy(g, opt, path, &v);
+  if (rc) return rc;
+  if (v.ndim != 1 || v.shape[0] != want) {
+    char sh[96];
+    rc = cli_usage_error(g, "shape mismatch: %s %s has shape %s, expected (%lld,): a 1-D array "
+                         "of length %s = %lld", opt, path,
+                         cli_shape_str(v.ndim, v.shape, sh, sizeof sh), (long long)want, what,
+                         (long long)want);
+    npy_free(&v);
+    return rc;
+  }
+  *out = v.data; /* NULL only when want == 0, which rows and cols never are */
+  return CLI_OK;
+}
+
+static int load(cli_globals *g, spmv_job *s) {
+  int rc;
+  cli_rng r;
+  if (!s->seeded) s->seed = cli_default_seed();
+  cli_rng_init(&r, s->seed);
+  if (s->matrix) {
+    if ((rc = cli_csr_read(g, "--matrix", s->matrix, &s->A))) return rc;
+    if (s->A.nnz > INT32_MAX)
+      return cli_usage_error(g, "--matrix %s: %lld entries, more than int32 indices can address",
+                             s->matrix, (long long)s->A.nnz);
+  } else {
+    s->used_rng = 1;
+    if ((rc = cli_csr_random((int32_t)s->rand_dims[0], (int32_t)s->rand_dims[1], s->density, &r,
+                             &s->A)))
+      return rc;
+  }
+  if (s->x_path) {
+    if ((rc = load_vector(g, "--x", s->x_path, s->A.cols, "cols", &s->x))) return rc;
+  } else {
+    s->used_rng = 1;
+    if (!(s->x = malloc((size_t)s->A.cols * sizeof *s->x))) goto oom;
+    cli_rng_fill(&r, s->x, (size_t)s->A.cols);
+  }
+  if (s->y_path) {
+    if ((rc = load_vector(g, "--y", s->y_path, s->A.rows, "rows", &s->y))) return rc;
+    if (s->beta == 0.0f) fprintf(stderr, "gkc: note: --y is not read when --beta is 0\n");
+  } else if (!(s->y = malloc((size_t)s->A.rows * sizeof *s->y))) {
+    goto oom;
+  }
+  if (s->check && s->beta != 0.0f) {
+    if (!(s->y0 = malloc((size_t)s->A.rows * sizeof *s->y0))) goto oom;
+    memcpy(s->y0, s->y, (size_t)s->A.rows * sizeof *s->y0);
+  }
+  return CLI_OK;
+oom:
+  fprintf(stderr, "gkc: out of memory for x and y\n");
+  return CLI_FAIL;
+}
+
+/* Largest scaled error of y against alpha * A * x + beta * y0, in double. */
+static int reference_error(const spmv_job *s, double *err) {
+  const mtx_csr *A = &s->A;
+  double *ref = malloc((size_t)A->rows * sizeof *ref);
+  double *scale = malloc((size_t)A->rows * sizeof *scale);
+  if (!ref || !scale) {
+    free(ref), free(scale);
+    fprintf(stderr, "gkc: --check: out of memory for the reference\n");
+    return CLI_FAIL;
+  }
+  for (int32_t i = 0; i < A->rows; i++) {
+    double acc = 0, abs_acc = 0;
+    for (int32_t j = A->row_ptr[i]; j < A->row_ptr[i + 1]; j++) {
+      double t = (double)A->values[j] * s->x[A->col_idx[j]];
+      acc += t;
+      abs_acc += fabs(t);
+    }
+    ref[i] = s->alpha * acc;
+    scale[i] = fabs((double)s->alpha) * abs_acc;
+    if (s->beta != 0.0f) {
+      double t = (double)s->beta * s->y0[i];
+      ref[i] += t;
+      scale[i] += fabs(t);
+    }
+  }
+  *err = cli_max_scaled_err(s->y, ref, scale, (size_t)A->rows);
+  free(ref), free(scale);
+  return CLI_OK;
+}
+
+static void print_result(const cli_globals *g, const spmv_job *s, const gkc_info *info,
+                         double rtt_us, cli_out *o) {
+  const mtx_csr *A = &s->A;
+  double bytes = 4.0 * ((double)A->rows + 1 + 2.0 * (double)A->nnz + A->cols + A->rows);
+  double sum = 0;
+  for (int32_t i = 0; i < A->rows; i++) sum += s->y[i];
+  int64_t shape[1] = {A->rows};
+  cli_out_begin(o, g->json);
+  if (s->matrix)
+    cli_out_str(o, "matrix", "matrix", s->matrix);
+  else
+    cli_out_num(o, "density", "density", s->density, "%g");
+  cli_out_int(o, "rows", "rows", A->rows);
+  cli_out_int(o, "cols", "cols", A->cols);
+  cli_out_int(o, "nnz", "nnz", A->nnz);
+  cli_out_num(o, "alpha", NULL, s->alpha, "%g");
+  cli_out_num(o, "beta", NULL, s->beta, "%g");
+  cli_out_str(o, "algo", "algo", info->algo);
+  cli_out_us(o, "kernel_us", "kernel time", info->kernel_us);
+  cli_out_us(o, "round_trip_us", "round trip", rtt_us);
+  cli_out_num(o, "gbps", "GB/s", info->kernel_us > 0 ? bytes / info->kernel_us / 1e3 : NAN,
+              "%.4g");
+  cli_out_num(o, "gbps_round_trip", "GB/s (rt)", bytes / rtt_us / 1e3, "%.4g");
+  cli_out_int(o, "bytes", NULL, (int64_t)bytes);
+  cli_out_shape(o, "shape", "result", 1, shape);
+  cli_out_num(o, "checksum", "checksum", sum, "%.9g");
+  if (s->used_rng) cli_out_int(o, "seed", "seed", (int64_t)s->seed);
+}
+
+static int run(cli_globals *g, int argc, char **argv) {
+  spmv_job s = {.alpha = 1.0f, .density = 0.01};
+  gkc_conn *conn = NULL;
+  int rc = parse(g, &s, argc, argv);
+  if (rc >= 0) return rc;
+  if ((rc = load(g, &s)) || (rc = cli_connect(g, &conn))) goto done;
+
+  gkc_csr A = {s.A.rows, s.A.cols, s.A.nnz, s.A.row_ptr, s.A.col_idx, s.A.values};
+  gkc_info info;
+  double t0 = cli_now_us();
+  int err = gkc_spmv(conn, &A, s.alpha, s.x, s.beta, s.y, s.algo, &info);
+  double rtt = cli_now_us() - t0;
+  if (err) {
+    rc = cli_call_failed(conn, err);
+    goto done;
+  }
+  cli_out o;
+  print_result(g, &s, &info, rtt, &o);
+  if (s.out_path) {
+    int64_t shape[1] = {s.A.rows};
+    if ((rc = cli_write_npy(s.out_path, 1, shape, s.y)) == CLI_OK)
+      cli_out_str(&o, "out", "wrote", s.out_path);
+  }
+  if (s.check) {
+    double e;
+    int crc = reference_error(&s, &e);
+    if (crc == CLI_OK) crc = cli_report_check(&o, e);
+    if (!rc) rc = crc;
+  }
+  cli_out_end(&o);
+done:
+  gkc_close(conn);
+  mtx_free(&s.A);
+  free(s.x), free(s.y), free(s.y0);
+  return rc;
+}
+
+const cli_cmd cli_spmv_cmd = {"spmv",
+                              "multiply a sparse matrix by a vector: y = alpha*A*x + beta*y",
+                              usage, run};

@@ -1,0 +1,415 @@
+#!/usr/bin/env bash
+# e2e_cli.sh: the gkc command-line client against a real gkcd.
+#
+#   bash tests/e2e_cli.sh GKCD_BINARY GKC_BINARY
+#
+# Environment: GKC_TEST_DATA (default: tests/data next to this script) holds
+# west0067.mtx and lp_ship04l.mtx; GKC_SHARED_MATRICES, when it names an
+# existing folder, adds every .mtx(.gz) in it to the spmv checks.
+# Needs python3 (JSON and .npy checks); uses numpy only when it imports.
+# Prints one line per check and ends with "N passed, M failed".
+set -euo pipefail
+
+GKCD=${1:?usage: e2e_cli.sh GKCD_BINARY GKC_BINARY}
+GKC=${2:?usage: e2e_cli.sh GKCD_BINARY GKC_BINARY}
+DATA=${GKC_TEST_DATA:-$(cd "$(dirname "$0")" && pwd)/data}
+SHARED=${GKC_SHARED_MATRICES:-}
+for f in "$GKCD" "$GKC"; do
+  [[ -x $f ]] || { echo "e2e_cli: $f is not an executable" >&2; exit 2; }
+done
+for m in west0067 lp_ship04l; do
+  [[ -r $DATA/$m.mtx ]] || { echo "e2e_cli: $DATA/$m.mtx not found (GKC_TEST_DATA)" >&2; exit 2; }
+done
+command -v python3 >/dev/null || { echo "e2e_cli: python3 is needed" >&2; exit 77; }
+HAVE_NUMPY=0
+python3 -c 'import numpy' 2>/dev/null && HAVE_NUMPY=1
+
+dir=$(mktemp -d "${TMPDIR:-/tmp}/gkc_e2e_cli.XXXXXX")
+sock=$dir/s.sock
+daemon_pids=()
+cleanup() {
+  local p
+  for p in "${daemon_pids[@]}"; do
+    kill "$p" 2>/dev/null || true
+    wait "$p" 2>/dev/null || true
+  done
+  rm -rf "$dir"
+}
+trap cleanup EXIT
+
+pass=0 fail=0
+ok() { pass=$((pass + 1)); echo "ok   $1"; }
+bad() {
+  fail=$((fail + 1))
+  echo "FAIL $1"
+  if [[ -n ${2-} ]]; then head -20 <<<"$2" | while IFS= read -r l; do echo "     | $l"; done; fi
+}
+skip() { echo "skip $1"; }
+
+# Starts a gkcd on socket $1 (extra environment in the caller's env); waits
+# until it answers a ping, at most ~10 s.
+start_daemon() {
+  local s=$1 log=$2 i
+  "$GKCD" --socket "$s" --log-level warn 2>"$log" &
+  daemon_pids+=($!)
+  for ((i = 0; i < 100; i++)); do
+    if "$GKC" --socket "$s" ping >/dev/null 2>&1; then return 0; fi
+    if ! kill -0 "${daemon_pids[-1]}" 2>/dev/null; then break; fi
+    sleep 0.1
+  done
+  echo "e2e_cli: gkcd did not come up on $s:" >&2
+  cat "$log" >&2
+  return 1
+}
+
+# run ARGS...: gkc on our socket; stdout in $dir/out, stderr in $dir/err, exit in $rc.
+run() {
+  set +e
+  "$GKC" --socket "$sock" "$@" >"$dir/out" 2>"$dir/err"
+  rc=$?
+  set -e
+}
+# run_raw ARGS...: like run, without --socket.
+run_raw() {
+  set +e
+  "$GKC" "$@" >"$dir/out" 2>"$dir/err"
+  rc=$?
+  set -e
+}
+output() { cat "$dir/out" "$dir/err"; }
+
+# expect NAME RC [GREP_PATTERN...]: the last run exited RC and its output
+# (stdout and stderr) matches every pattern (grep -E).
+expect() {
+  local name=$1 want=$2 p
+  shift 2
+  if [[ $rc != "$want" ]]; then
+    bad "$name (exit $rc, expected $want)" "$(output)"
+    return 0
+  fi
+  for p in "$@"; do
+    if ! output | grep -Eq -- "$p"; then
+      bad "$name (output lacks /$p/)" "$(output)"
+      return 0
+    fi
+  done
+  ok "$name"
+}
+
+# expect_json NAME PYTHON_CONDITION: the last run exited 0 and its stdout is
+# one JSON object d for which the condition holds.
+expect_json() {
+  local name=$1 cond=$2 why
+  if [[ $rc != 0 ]]; then
+    bad "$name (exit $rc)" "$(output)"
+    return 0
+  fi
+  if why=$(python3 -c '
+import json, sys
+num = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
+try:
+    d = json.load(open(sys.argv[1]))
+except ValueError as e:
+    sys.exit("not JSON: %s" % e)
+if not isinstance(d, dict):
+    sys.exit("not a JSON object")
+if not eval(sys.argv[2]):
+    sys.exit("condition false: " + sys.argv[2])
+' "$dir/out" "$cond" 2>&1); then
+    ok "$name"
+  else
+    bad "$name ($why)" "$(output)"
+  fi
+}
+
+# The JSON field $1 of the last run's stdout.
+field() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$dir/out" "$1"; }
+
+# npy_info FILE: "descr shape sum" of a float32 .npy, parsed without numpy.
+npy_info() {
+  python3 -c '
+import ast, struct, sys
+b = open(sys.argv[1], "rb").read()
+assert b[:6] == b"\x93NUMPY", "bad magic"
+major = b[6]
+hl, off = (struct.unpack("<H", b[8:10])[0], 10) if major == 1 else (struct.unpack("<I", b[8:12])[0], 12)
+assert (off + hl) % 64 == 0, "data not 64-byte aligned"
+h = ast.literal_eval(b[off:off + hl].decode("latin1"))
+n = 1
+for s in h["shape"]:
+    n *= s
+data = b[off + hl:]
+assert len(data) == 4 * n, "data holds %d bytes, shape says %d" % (len(data), 4 * n)
+vals = struct.unpack("<%df" % n, data)
+assert not h["fortran_order"]
+print(h["descr"], "x".join(map(str, h["shape"])), repr(sum(vals)))
+' "$1"
+}
+
+T0=$SECONDS
+start_daemon "$sock" "$dir/gkcd.log"
+
+# --- help, version, ping, status ------------------------------------------------
+run_raw --help
+expect "gkc --help lists the commands" 0 ping status sgemm reduce spmv --socket --json --version
+run_raw --version
+expect "gkc --version" 0 '^gkc [0-9]+\.[0-9]+'
+declare -A HELP_OPTS=(
+  [ping]="--socket --json"
+  [status]="--socket --json"
+  [sgemm]="--a --b --c --alpha --beta --trans-a --trans-b --algo --out --random --seed --check --json"
+  [reduce]="--x --random --seed --op --algo --check --json"
+  [spmv]="--matrix --random --density --x --y --alpha --beta --seed --algo --out --check --json"
+)
+for cmd in ping status sgemm reduce spmv; do
+  run_raw "$cmd" --help
+  pats=("Usage: gkc $cmd")
+  for opt in ${HELP_OPTS[$cmd]}; do pats+=("$opt\\b"); done
+  expect "gkc $cmd --help mentions its options" 0 "${pats[@]}"
+done
+
+run ping
+expect "ping (text)" 0 'version: +[0-9]' 'protocol: +[0-9]' 'backend: +[a-z]' 'round trip: +[0-9.]+ (us|ms|s)'
+run ping --json
+expect_json "ping --json (global option after the command)" \
+  'num(d["protocol"]) and d["backend"] and d["version"] and num(d["round_trip_us"])'
+run_raw --json --socket "$sock" ping
+expect_json "gkc --json --socket S ping (global options first)" '"backend" in d'
+run status
+expect "status (text)" 0 'backend:' 'uptime:' 'in flight:' 'connections:' 'device 0:' 'sgemm +[0-9]+ +[0-9]+'
+run status --json
+expect_json "status --json has backend/devices/uptime_s/in_flight/methods" \
+  'd["backend"] and isinstance(d["devices"], list) and num(d["uptime_s"]) and num(d["in_flight"]) and isinstance(d["methods"], dict)'
+
+# --- sgemm on random data ------------------------------------------------------
+run sgemm --random 256x256x256 --check
+expect "sgemm --random 256^3 --check" 0 'check: +passed' 'GFLOP/s: +[0-9]' 'checksum:' 'algo:' 'seed:'
+for ta in "" --trans-a; do
+  for tb in "" --trans-b; do
+    run sgemm --random 96x80x72 $ta $tb --alpha 1.5 --beta -0.5 --seed 7 --check --json
+    expect_json "sgemm --random 96x80x72 ${ta:-(A)} ${tb:-(B)} alpha/beta --check --json" \
+      'd["check"] == "passed" and (d["m"], d["n"], d["k"]) == (96, 80, 72) and d["shape"] == [96, 80] and d["seed"] == 7 and all(num(d[k]) for k in ("kernel_us", "round_trip_us", "gflops", "checksum", "max_rel_err"))'
+  done
+done
+run sgemm --random 64 --seed 42 --json
+sum1=$(field checksum 2>/dev/null || echo x)
+run sgemm --random 64 --seed 42 --json
+sum2=$(field checksum 2>/dev/null || echo y)
+if [[ $sum1 == "$sum2" ]]; then ok "sgemm --seed is reproducible"; else bad "sgemm --seed is reproducible ($sum1 vs $sum2)"; fi
+
+# --- sgemm on .npy files (made by gkc itself: no numpy needed) -------------------
+run sgemm --random 40x30x5 --seed 1 --out "$dir/A.npy"   # A: 40 x 30
+expect "sgemm --out writes A.npy" 0 "wrote: +$dir/A.npy"
+run sgemm --random 30x25x5 --seed 2 --out "$dir/B.npy"   # B: 30 x 25
+run sgemm --random 40x20x5 --seed 3 --out "$dir/B2.npy"  # 40 x 20, B for A^T
+run sgemm --random 40x25x5 --seed 4 --out "$dir/C0.npy"  # C: 40 x 25
+if info=$(npy_info "$dir/A.npy" 2>&1) && [[ $info == "<f4 40x30 "* ]]; then
+  ok "--out wrote a valid float32 .npy (40x30)"
+else
+  bad "--out wrote a valid float32 .npy (40x30)" "$info"
+fi
+run sgemm --a "$dir/A.npy" --b "$dir/B.npy" --check --out "$dir/C.npy" --json
+expect_json "sgemm --a A.npy --b B.npy --check --out C.npy" \
+  'd["check"] == "passed" and d["shape"] == [40, 25] and d["k"] == 30 and "seed" not in d'
+want_sum=$(field checksum 2>/dev/null || echo none)
+if info=$(npy_info "$dir/C.npy" 2>&1) && python3 -c '
+import sys
+descr, shape, s = sys.argv[1].split()
+want = float(sys.argv[2])
+sys.exit(not (descr == "<f4" and shape == "40x25" and abs(float(s) - want) <= 1e-6 * max(1.0, abs(want))))
+' "$info" "$want_sum"; then
+  ok "C.npy is (40, 25) float32 and sums to the printed checksum"
+else
+  bad "C.npy is (40, 25) float32 and sums to the printed checksum" "npy: $info; checksum: $want_sum"
+fi
+run sgemm --a "$dir/A.npy" --trans-a --b "$dir/B2.npy" --check --json
+expect_json "sgemm --a A.npy --trans-a --b B2.npy --check (30x20 from files)" \
+  'd["check"] == "passed" and d["shape"] == [30, 20] and d["k"] == 40 and d["trans_a"] is True'
+run sgemm --a "$dir/A.npy" --b "$dir/B.npy" --c "$dir/C0.npy" --alpha 2 --beta 0.5 --check
+expect "sgemm with --c C0.npy --beta 0.5 --alpha 2 --check" 0 'check: +passed' 'C = 2 \* A \* B \+ 0.5 \* C'
+run reduce --x "$dir/C.npy" --op max --check --json
+expect_json "reduce reads sgemm's --out back (2-D, flattened)" \
+  'd["n"] == 1000 and d["shape"] == [40, 25] and d["check"] == "passed"'
+
+if [[ $HAVE_NUMPY == 1 ]]; then
+  python3 -c '
+import numpy as np, sys
+r = np.random.default_rng(5)
+np.save(sys.argv[1] + "/nA.npy", r.uniform(-1, 1, (33, 17)).astype(np.float32))
+np.save(sys.argv[1] + "/nB.npy", r.uniform(-1, 1, (21, 17)).astype(np.float32))
+np.save(sys.argv[1] + "/f64.npy", np.ones((4, 4)))
+' "$dir"
+  run sgemm --a "$dir/nA.npy" --b "$dir/nB.npy" --trans-b --alpha 0.5 --out "$dir/nC.npy" --check
+  expect "sgemm on numpy-made files, --trans-b" 0 'check: +passed'
+  if python3 -c '
+import numpy as np, sys
+d = sys.argv[1]
+a, b, c = np.load(d + "/nA.npy"), np.load(d + "/nB.npy"), np.load(d + "/nC.npy")
+ref = 0.5 * a.astype(np.float64) @ b.astype(np.float64).T
+assert c.dtype == np.float32 and c.shape == (33, 21), (c.dtype, c.shape)
+assert np.allclose(c, ref, rtol=1e-4, atol=1e-5), np.abs(c - ref).max()
+' "$dir" 2>"$dir/np.err"; then
+    ok "numpy reads --out and agrees with its own product"
+  else
+    bad "numpy reads --out and agrees with its own product" "$(cat "$dir/np.err")"
+  fi
+else
+  skip "numpy is not importable: the numpy-made file checks"
+fi
+
+# --- reduce ------------------------------------------------------------------------
+for op in sum min max; do
+  run reduce --random 1000003 --op "$op" --check --json
+  expect_json "reduce --random 1000003 --op $op --check" \
+    "d['check'] == 'passed' and d['op'] == '$op' and d['n'] == 1000003 and num(d['value']) and num(d['kernel_us']) and d['algo']"
+done
+run reduce --random 1000 --seed 9 --op max
+expect "reduce (text): value, n, algo, kernel time" 0 'value: +0\.[0-9]' 'n: +1000$' 'algo:' 'kernel time:'
+
+# --- spmv --------------------------------------------------------------------------
+declare -A MTX_SHAPE=([west0067]="67 67 294" [lp_ship04l]="402 2166 6380")
+for m in west0067 lp_ship04l; do
+  read -r r c z <<<"${MTX_SHAPE[$m]}"
+  run spmv --matrix "$DATA/$m.mtx" --check --json --seed 11
+  expect_json "spmv --matrix $m.mtx --check" \
+    "d['check'] == 'passed' and (d['rows'], d['cols'], d['nnz']) == ($r, $c, $z) and all(num(d[k]) for k in ('kernel_us', 'round_trip_us', 'gbps', 'checksum'))"
+done
+run spmv --matrix "$DATA/lp_ship04l.mtx" --check
+expect "spmv (text): rows, cols, nnz, GB/s, checksum" 0 'rows: +402' 'cols: +2166' 'nnz: +6380' 'GB/s:' 'checksum:' 'check: +passed'
+
+gzip -c "$DATA/lp_ship04l.mtx" >"$dir/lp_ship04l.mtx.gz"
+run spmv --matrix "$DATA/lp_ship04l.mtx" --seed 3 --json
+plain=$(field checksum 2>/dev/null || echo none)
+run spmv --matrix "$dir/lp_ship04l.mtx.gz" --seed 3 --check --json
+expect_json "spmv --matrix lp_ship04l.mtx.gz --check" "d['check'] == 'passed' and d['nnz'] == 6380"
+gz=$(field checksum 2>/dev/null || echo none-gz)
+if [[ $plain == "$gz" ]]; then ok ".mtx.gz gives the same y as .mtx"; else bad ".mtx.gz gives the same y as .mtx ($plain vs $gz)"; fi
+
+# x and y from .npy files: spmv's own --out makes 1-D vectors of length rows.
+run spmv --matrix "$DATA/west0067.mtx" --seed 1 --out "$dir/x67.npy"
+run spmv --matrix "$DATA/west0067.mtx" --seed 2 --out "$dir/y67.npy"
+if info=$(npy_info "$dir/x67.npy" 2>&1) && [[ $info == "<f4 67 "* ]]; then
+  ok "spmv --out wrote a 1-D float32 .npy of length rows"
+else
+  bad "spmv --out wrote a 1-D float32 .npy of length rows" "$info"
+fi
+run spmv --matrix "$DATA/west0067.mtx" --x "$dir/x67.npy" --y "$dir/y67.npy" --alpha -1.5 --beta 2 --check --json
+expect_json "spmv --x X.npy --y Y.npy --alpha --beta --check" "d['check'] == 'passed' and 'seed' not in d"
+run spmv --random 2000x3000 --density 0.02 --seed 5 --check --json
+expect_json "spmv --random 2000x3000 --density 0.02 --check" \
+  "d['check'] == 'passed' and (d['rows'], d['cols']) == (2000, 3000) and 100000 < d['nnz'] < 140000 and d['seed'] == 5"
+
+if [[ -n $SHARED && -d $SHARED ]]; then
+  shopt -s nullglob
+  files=("$SHARED"/*.mtx "$SHARED"/*.mtx.gz)
+  shopt -u nullglob
+  for f in "${files[@]}"; do
+    name=$(basename "$f")
+    run spmv --matrix "$f" --check --json
+    if [[ $rc == 0 ]]; then
+      summary=$(python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+print("%dx%d nnz %d, %s %.1f us, err %.2g" % (d["rows"], d["cols"], d["nnz"], d["algo"], d["kernel_us"], d["max_rel_err"]))
+' "$dir/out" 2>/dev/null || echo "?")
+    fi
+    expect_json "spmv --check on shared $name${summary:+ ($summary)}" "d['check'] == 'passed'"
+    summary=
+  done
+else
+  skip "GKC_SHARED_MATRICES not set or missing: the shared matrices"
+fi
+
+# --- usage errors: exit 2 -------------------------------------------------------------
+run sgemm --bogus
+expect "unknown option: exit 2, named, with a hint" 2 "'--bogus'" "Try 'gkc sgemm --help'"
+run --bogus ping
+expect "unknown global option: exit 2" 2 "'--bogus'" "Try 'gkc --help'"
+run frobnicate
+expect "unknown command: exit 2" 2 "frobnicate"
+run sgemm --b "$dir/B.npy"
+expect "sgemm without --a: exit 2" 2 "missing --a" "Try 'gkc sgemm --help'"
+run sgemm --random 8 --alpha
+expect "option without its value: exit 2" 2 "'--alpha' needs an argument"
+run sgemm --random 8 --alpha abc
+expect "bad number: exit 2" 2 "--alpha 'abc'"
+run sgemm --random 8x0x4
+expect "bad --random: exit 2" 2 "--random '8x0x4'"
+run reduce --random 10 --op avg
+expect "bad --op: exit 2" 2 "--op 'avg'"
+run sgemm --a "$dir/A.npy" --b "$dir/B.npy" --beta 1
+expect "--beta without --c: exit 2" 2 "--c"
+
+# A float64 .npy, written byte by byte: the v1.0 header padded to 128 bytes.
+{
+  printf '\x93NUMPY\x01\x00\x76\x00'
+  printf '%-117s\n' "{'descr': '<f8', 'fortran_order': False, 'shape': (2, 2), }"
+  head -c 32 /dev/zero
+} >"$dir/f64_hand.npy"
+run sgemm --a "$dir/f64_hand.npy" --b "$dir/B.npy"
+expect "float64 .npy (hand-made): exit 2, says float64" 2 "f64_hand.npy" "float64|<f8" "Try 'gkc sgemm --help'"
+if [[ $HAVE_NUMPY == 1 ]]; then
+  run reduce --x "$dir/f64.npy"
+  expect "float64 .npy (numpy-made): exit 2" 2 "float64"
+fi
+run sgemm --a "$dir/A.npy" --b "$dir/A.npy"
+expect "sgemm shape mismatch: exit 2, names file and shapes" 2 "shape mismatch" "A.npy" '\(40, 30\)' "k = 30"
+run sgemm --a "$dir/A.npy" --b "$dir/B.npy" --c "$dir/A.npy" --beta 1
+expect "sgemm --c of the wrong shape: exit 2" 2 "shape mismatch" '\(40, 25\)'
+run sgemm --a "$dir/x67.npy" --b "$dir/B.npy"
+expect "sgemm with a 1-D A: exit 2" 2 "2-D" '\(67,\)'
+run spmv --matrix "$DATA/lp_ship04l.mtx" --x "$dir/x67.npy"
+expect "spmv --x of the wrong length: exit 2" 2 "shape mismatch" "x67.npy" "2166"
+run sgemm --a "$dir/nonexistent.npy" --b "$dir/B.npy"
+expect "nonexistent .npy: exit 2" 2 "nonexistent.npy" "No such file"
+run spmv --matrix "$dir/nonexistent.mtx"
+expect "nonexistent .mtx: exit 2" 2 "nonexistent.mtx" "No such file"
+printf '%%%%MatrixMarket matrix array real general\n2 2\n1\n2\n3\n4\n' >"$dir/array.mtx"
+run spmv --matrix "$dir/array.mtx"
+expect "unsupported .mtx: exit 2" 2 "array.mtx"
+run sgemm --random 8 --out "$dir/no/such/dir/c.npy"
+expect "--out into a missing folder: exit 2 before any work" 2 "no/such/dir"
+
+# --- server and connection errors: exit 1 ------------------------------------------
+for cmd in "sgemm --random 16" "reduce --random 100" "spmv --random 100"; do
+  # shellcheck disable=SC2086
+  run $cmd --algo nonexistent
+  expect "${cmd%% *} --algo nonexistent: exit 1 with the server's message" 1 \
+    "^gkc: invalid_argument: .*'nonexistent'"
+done
+run_raw --socket "$dir/nobody.sock" ping
+expect "no daemon on the socket: exit 1, names it, hints at gkcd" 1 \
+  "^gkc: connect: " "nobody.sock" "is gkcd running\\?" "gkcd --socket $dir/nobody.sock"
+run_raw --socket "$dir/nobody.sock" sgemm --random 8
+expect "no daemon, sgemm: exit 1" 1 "nobody.sock"
+# A socket file nobody listens on any more (a gkcd that died without cleaning up).
+python3 -c 'import socket, sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])' "$dir/stale.sock"
+run_raw --socket "$dir/stale.sock" status
+expect "stale socket file: exit 1, connection refused, hint" 1 "stale.sock" "is gkcd running\\?"
+
+# With fault injection built in, a second gkcd fails every sgemm on purpose.
+fsock=$dir/f.sock
+if GKCD_FAULT=sgemm:device_error start_daemon "$fsock" "$dir/gkcd_fault.log" 2>/dev/null; then
+  run_raw --socket "$fsock" sgemm --random 8 --json
+  if grep -q "injected fault" "$dir/err"; then
+    expect "server error in a compute call: exit 1, 'gkc: device_error: ...', no stdout" 1 \
+      "^gkc: device_error: injected fault"
+    if [[ -s $dir/out ]]; then bad "a failed call printed on stdout" "$(output)"; fi
+  else
+    skip "gkcd built without GKC_FAULT_INJECTION: the injected server error"
+  fi
+fi
+
+run status --json
+expect_json "status counts the requests and the errors" \
+  'd["methods"]["sgemm"]["requests"] >= 10 and d["methods"]["sgemm"]["errors"] >= 1 and d["methods"]["spmv"]["requests"] >= 5'
+
+if kill -0 "${daemon_pids[0]}" 2>/dev/null; then
+  ok "gkcd is still running after all of the above"
+else
+  bad "gkcd is still running after all of the above" "$(cat "$dir/gkcd.log")"
+fi
+
+echo "($((SECONDS - T0)) s; numpy: $([[ $HAVE_NUMPY == 1 ]] && echo yes || echo no))"
+echo "$pass passed, $fail failed"
+[[ $fail == 0 ]]
