@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "config.h"
 #include "job.h"
 #include "proto_methods.h"
 
@@ -21,6 +22,8 @@ typedef struct {
   char name[128];
   uint64_t memory_total, memory_free; /* bytes */
   int threads;                        /* CPU threads, or 0 */
+  uint64_t cached_bytes;              /* device memory kept for reuse */
+  int streams, streams_busy;          /* GPU streams, and how many are working */
 } gkcd_device_info;
 
 typedef struct gkcd_backend gkcd_backend;
@@ -45,7 +48,14 @@ int backend_algo_lookup(const gkcd_backend *be, int method, const char *name, si
  * reason in msg.  nthreads is the CPU parallelism per kernel (0 = all). */
 int cpu_backend_create(gkcd_backend **out, int nthreads, char *msg, size_t msglen);
 #ifdef GKC_HAVE_CUDA
-int cuda_backend_create(gkcd_backend **out, char *msg, size_t msglen);
+int cuda_backend_create(gkcd_backend **out, const gkcd_config *cfg, char *msg, size_t msglen);
 #endif
+
+/* For a backend that can no longer work (a poisoned GPU context): logs why,
+ * then has the daemon answer what it can, exit non-zero and so be restarted
+ * by its service manager.  Safe from any thread. */
+void backend_fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Nonzero once backend_fatal has been called. */
+int backend_failed(void);
 
 #endif

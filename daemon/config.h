@@ -12,6 +12,8 @@ typedef struct {
   int kernel_threads;      /* CPU threads per kernel, 0 = all */
   size_t max_request_bytes;
   size_t max_queue;        /* jobs waiting for a worker before "busy" */
+  int streams;             /* CUDA streams */
+  size_t device_cache_bytes; /* idle device memory kept for reuse */
   int log_level;
 } gkcd_config;
 

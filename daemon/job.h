@@ -29,6 +29,7 @@ struct gkcd_job {
     struct {
       int32_t m, n, k;
       int trans_a, trans_b;
+      int tf32;          /* precision "tf32": the caller accepts TF32 rounding */
       float alpha, beta;
       gkcd_span a, b, c; /* c only when beta != 0 */
     } sgemm;

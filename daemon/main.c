@@ -29,6 +29,9 @@ static void usage(FILE *f) {
           "                           K, M or G suffix (default 1G)\n"
           "  --max-queue N            requests waiting for a thread before clients get\n"
           "                           'busy' (default 1024)\n"
+          "  --streams N              CUDA streams, requests on the GPU at once (default 4)\n"
+          "  --device-cache-bytes N   idle GPU memory kept for reuse, K/M/G suffix\n"
+          "                           (default 2G)\n"
           "  --log-level LEVEL        error, warn, info or debug (default info)\n"
           "  -h, --help               show this help and exit\n"
           "  -V, --version            show the version and exit\n",
@@ -68,7 +71,8 @@ static int bad_arg(const char *opt, const char *val, const char *want) {
 
 /* Fills cfg from argv.  Returns -1 to go on, else an exit code. */
 static int parse_args(int argc, char **argv, gkcd_config *cfg) {
-  enum { O_SOCKET = 256, O_MODE, O_BACKEND, O_THREADS, O_MAXREQ, O_MAXQ, O_LOG };
+  enum { O_SOCKET = 256, O_MODE, O_BACKEND, O_THREADS, O_MAXREQ, O_MAXQ, O_LOG, O_STREAMS,
+         O_DEVCACHE };
   static const struct option opts[] = {
       {"socket", required_argument, 0, O_SOCKET},
       {"socket-mode", required_argument, 0, O_MODE},
@@ -77,6 +81,8 @@ static int parse_args(int argc, char **argv, gkcd_config *cfg) {
       {"max-request-bytes", required_argument, 0, O_MAXREQ},
       {"max-queue", required_argument, 0, O_MAXQ},
       {"log-level", required_argument, 0, O_LOG},
+      {"streams", required_argument, 0, O_STREAMS},
+      {"device-cache-bytes", required_argument, 0, O_DEVCACHE},
       {"help", no_argument, 0, 'h'},
       {"version", no_argument, 0, 'V'},
       {0, 0, 0, 0}};
@@ -111,6 +117,17 @@ static int parse_args(int argc, char **argv, gkcd_config *cfg) {
           return bad_arg("--max-queue", optarg, "expected an integer from 1 to 1048576");
         cfg->max_queue = (size_t)v;
         break;
+      case O_STREAMS:
+        if (parse_int(optarg, 1, 64, &v))
+          return bad_arg("--streams", optarg, "expected an integer from 1 to 64");
+        cfg->streams = (int)v;
+        break;
+      case O_DEVCACHE:
+        if (!strcmp(optarg, "0"))
+          cfg->device_cache_bytes = 0;
+        else if (parse_size(optarg, &cfg->device_cache_bytes))
+          return bad_arg("--device-cache-bytes", optarg, "expected a size such as 512M or 4G");
+        break;
       case O_LOG:
         if ((cfg->log_level = log_parse_level(optarg)) < 0)
           return bad_arg("--log-level", optarg, "expected error, warn, info or debug");
@@ -136,7 +153,7 @@ static int open_backend(const gkcd_config *cfg, gkcd_backend **be) {
   int want_cuda = strcmp(cfg->backend, "cpu") != 0;
 #ifdef GKC_HAVE_CUDA
   if (want_cuda) {
-    if (cuda_backend_create(be, msg, sizeof msg) == 0) return 0;
+    if (cuda_backend_create(be, cfg, msg, sizeof msg) == 0) return 0;
     if (strcmp(cfg->backend, "cuda") == 0) {
       log_err("CUDA backend unavailable: %s", msg);
       return -1;
@@ -166,6 +183,8 @@ int main(int argc, char **argv) {
   cfg->threads = ncpu > 0 ? (int)ncpu : 1;
   cfg->max_request_bytes = (size_t)1 << 30;
   cfg->max_queue = 1024;
+  cfg->streams = 4;
+  cfg->device_cache_bytes = (size_t)2 << 30;
   cfg->log_level = LOG_LVL_INFO;
 
   int rc = parse_args(argc, argv, cfg);
@@ -191,5 +210,5 @@ int main(int argc, char **argv) {
   rc = uv_loop_close(loop);
   if (rc) log_warn("uv_loop_close: %s", uv_strerror(rc));
   be->destroy(be);
-  return 0;
+  return backend_failed() ? 1 : 0;
 }

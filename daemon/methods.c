@@ -52,7 +52,7 @@ static int parse_algo(args_ctx *a, const gkcd_backend *be, int method, int *algo
 
 static int parse_sgemm(const gkcd_backend *be, args_ctx *a, gkcd_job *job, size_t max) {
   static const char *const keys[] = {"m", "n", "k", "a", "b", "c", "alpha", "beta",
-                                     "trans_a", "trans_b", "algo", NULL};
+                                     "trans_a", "trans_b", "algo", "precision", NULL};
   int64_t m, n, k;
   int rc;
   if ((rc = args_known(a, keys)) || (rc = args_int(a, "m", 1, 1, INT32_MAX, &m)) ||
@@ -67,6 +67,16 @@ static int parse_sgemm(const gkcd_backend *be, args_ctx *a, gkcd_job *job, size_
       (rc = args_bool(a, "trans_b", 0, &s->trans_b)) ||
       (rc = parse_algo(a, be, PROTO_M_SGEMM, &job->algo)))
     return rc;
+  const char *prec = "fp32";
+  size_t plen = 4;
+  if ((rc = args_str(a, "precision", 0, &prec, &plen))) return rc;
+  if (plen == 4 && !memcmp(prec, "tf32", 4)) {
+    s->tf32 = 1;
+  } else if (!(plen == 4 && !memcmp(prec, "fp32", 4))) {
+    int n = plen > 32 ? 32 : (int)plen;
+    snprintf(a->msg, a->msglen, "argument 'precision': '%.*s' is not fp32 or tf32", n, prec);
+    return GKC_EINVALID_ARGUMENT;
+  }
 
   uint64_t ab = f32_bytes(m, k), bb = f32_bytes(k, n), cb = f32_bytes(m, n);
   if (ab == UINT64_MAX || bb == UINT64_MAX || cb == UINT64_MAX) {

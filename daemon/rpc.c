@@ -190,6 +190,7 @@ void rpc_job_done(gkcd_job *job, void *arg) {
               proto_method_name(job->method), job->msgid, proto_err_wire(job->err), job->errmsg);
     send_error(c, 1, job->msgid, job->err, job->errmsg);
   } else {
+    srv->kernel_us[job->method] += job->kernel_us;
     msgpack_sbuffer sb;
     msgpack_packer pk;
     msgpack_sbuffer_init(&sb);

@@ -52,6 +52,7 @@ struct gkcd_server {
   uint64_t nconns;
   uint64_t in_flight;
   uint64_t requests[PROTO_M_COUNT], errors[PROTO_M_COUNT];
+  double kernel_us[PROTO_M_COUNT]; /* total kernel time of successful jobs */
   uint64_t bad_frames; /* requests that never reached a method */
 };
 

@@ -35,21 +35,28 @@ void status_pack(gkcd_server *srv, msgpack_packer *pk) {
   proto_pack_cstr(pk, "devices");
   msgpack_pack_array(pk, (size_t)ndev);
   for (int i = 0; i < ndev; i++) {
-    msgpack_pack_map(pk, 4);
+    msgpack_pack_map(pk, dev[i].streams ? 7 : 4);
     proto_pack_cstr(pk, "name");
     proto_pack_cstr(pk, dev[i].name);
     kv_u64(pk, "memory_total", dev[i].memory_total);
     kv_u64(pk, "memory_free", dev[i].memory_free);
     kv_u64(pk, "threads", (uint64_t)dev[i].threads);
+    if (dev[i].streams) {
+      kv_u64(pk, "cached_bytes", dev[i].cached_bytes);
+      kv_u64(pk, "streams", (uint64_t)dev[i].streams);
+      kv_u64(pk, "streams_busy", (uint64_t)dev[i].streams_busy);
+    }
   }
 
   proto_pack_cstr(pk, "methods");
   msgpack_pack_map(pk, PROTO_M_COUNT);
   for (int m = 0; m < PROTO_M_COUNT; m++) {
     proto_pack_cstr(pk, proto_method_name(m));
-    msgpack_pack_map(pk, 2);
+    msgpack_pack_map(pk, 3);
     kv_u64(pk, "requests", srv->requests[m]);
     kv_u64(pk, "errors", srv->errors[m]);
+    proto_pack_cstr(pk, "kernel_ms");
+    msgpack_pack_double(pk, srv->kernel_us[m] / 1e3);
   }
 
   proto_pack_cstr(pk, "limits");
