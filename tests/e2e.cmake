@@ -23,6 +23,12 @@ foreach(t e2e_lib e2e_errors e2e_pipeline e2e_lifecycle)
   endif()
 endforeach()
 
+# The daemon's CUDA backend, end to end; reports skipped without a GPU.
+if(GKC_HAVE_CUDA)
+  gkc_e2e_test(e2e_gpu)
+  set_tests_properties(e2e_gpu PROPERTIES LABELS "gpu;e2e")
+endif()
+
 if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/e2e_cli.sh AND TARGET gkc)
   add_test(NAME e2e_cli COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e_cli.sh
            $<TARGET_FILE:gkcd> $<TARGET_FILE:gkc>)

@@ -25,6 +25,11 @@ static void sleep_ms(int ms) {
 }
 
 void fixture_start(fixture *f, const char *const *args, const char *const *env) {
+  int st = fixture_try_start(f, args, env);
+  if (st != -1) TEST_FAIL("gkcd exited during start-up (status %d); see %s", st, f->log);
+}
+
+int fixture_try_start(fixture *f, const char *const *args, const char *const *env) {
   const char *bin = getenv("GKCD_BIN");
   if (!bin) TEST_FAIL("GKCD_BIN is not set (run through ctest)");
   const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
@@ -46,6 +51,14 @@ void fixture_start(fixture *f, const char *const *args, const char *const *env) 
     argv[n++] = "--socket";
     argv[n++] = f->sock;
   }
+  /* Tests run on the CPU backend unless they or GKC_TEST_BACKEND say otherwise,
+   * so that a machine with a GPU runs the same checks as CI. */
+  int own_backend = 0;
+  for (int i = 0; args && args[i]; i++) own_backend |= !strcmp(args[i], "--backend");
+  if (!own_backend) {
+    argv[n++] = "--backend";
+    argv[n++] = getenv("GKC_TEST_BACKEND") ? getenv("GKC_TEST_BACKEND") : "cpu";
+  }
   for (int i = 0; args && args[i] && n < 62; i++) argv[n++] = args[i];
   argv[n] = NULL;
 
@@ -61,12 +74,14 @@ void fixture_start(fixture *f, const char *const *args, const char *const *env) 
   /* Wait for a ping to succeed: binding alone does not prove it serves. */
   for (int i = 0; i < 500; i++) {
     int status;
-    if (waitpid(f->pid, &status, WNOHANG) == f->pid)
-      TEST_FAIL("gkcd exited during start-up (status %d); see %s", status, f->log);
+    if (waitpid(f->pid, &status, WNOHANG) == f->pid) {
+      f->pid = 0;
+      return status;
+    }
     gkc_conn *c;
     if (gkc_connect(&c, f->sock) == 0 && gkc_ping(c, NULL) == 0) {
       gkc_close(c);
-      return;
+      return -1;
     }
     gkc_close(c);
     sleep_ms(20);

@@ -22,6 +22,9 @@ typedef struct {
  * and extra environment entries "K=V" (NULL-terminated, may be NULL), waits
  * until it answers a ping.  Fails the test if it does not come up. */
 void fixture_start(fixture *f, const char *const *args, const char *const *env);
+/* The same, but returns the exit status when gkcd exits during start-up
+ * (the log stays in f->log until fixture_stop), or -1 once it serves. */
+int fixture_try_start(fixture *f, const char *const *args, const char *const *env);
 /* Sends sig and waits (bounded) for the process; returns its exit status as
  * from waitpid, then removes the directory. */
 int fixture_stop(fixture *f, int sig);
