@@ -205,8 +205,8 @@ int main(int argc, char **argv) {
   }
   log_info("gkcd %s listening on %s (backend %s, %d threads, max request %zu bytes)",
            GKC_VERSION, cfg->socket_path, be->name, cfg->threads, cfg->max_request_bytes);
-  rc = uv_run(loop, UV_RUN_DEFAULT);
-  if (rc) log_warn("event loop ended with active handles");
+  uv_run(loop, UV_RUN_DEFAULT);
+  server_close(&srv);
   rc = uv_loop_close(loop);
   if (rc) log_warn("uv_loop_close: %s", uv_strerror(rc));
   be->destroy(be);

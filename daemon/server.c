@@ -1,5 +1,6 @@
 /* server.c: the listening socket, signals, and orderly shutdown. */
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -91,9 +92,24 @@ void server_maybe_finish(gkcd_server *srv) {
   if (!srv->draining || finished || srv->nconns > 0 || srv->in_flight > 0) return;
   finished = 1;
   pool_stop(srv->pool);
+  /* Closing the signal handles would give SIGTERM back its default action,
+   * and a second signal during teardown would kill us with a non-zero
+   * status.  Unreferenced, they let uv_run return; server_close blocks the
+   * signals before closing them. */
+  uv_unref((uv_handle_t *)&srv->sigint);
+  uv_unref((uv_handle_t *)&srv->sigterm);
+  log_info("all requests answered; exiting");
+}
+
+void server_close(gkcd_server *srv) {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, NULL); /* late signals stay pending until exit */
   uv_close((uv_handle_t *)&srv->sigint, NULL);
   uv_close((uv_handle_t *)&srv->sigterm, NULL);
-  log_info("all requests answered; exiting");
+  uv_run(srv->loop, UV_RUN_DEFAULT);
 }
 
 static uint64_t now_ns(void) {

@@ -59,6 +59,8 @@ struct gkcd_server {
 /* Binds the socket (replacing a stale one, refusing if a gkcd answers there),
  * starts the scheduler and signal handling.  0, or -1 after logging why. */
 int server_start(gkcd_server *srv, uv_loop_t *loop, gkcd_backend *be);
+/* After uv_run has returned: closes the last handles. */
+void server_close(gkcd_server *srv);
 /* Called whenever in-flight work or a connection goes away while draining:
  * once nothing is left, closes every handle so uv_run returns. */
 void server_maybe_finish(gkcd_server *srv);

@@ -106,7 +106,7 @@ ssize_t proto_frame_scan(const uint8_t *buf, size_t len, const proto_limits *lim
     /* Remember [type, msgid, ...] of the outermost array as it goes by. */
     if (depth == 0) top_is_array = (buf[pos] & 0xf0) == 0x90 || buf[pos] == 0xdc || buf[pos] == 0xdd;
     if (depth == 1 && top_is_array) {
-      if (top_index == 0) top_is_rpc = h.is_uint && h.uval <= 1;
+      if (top_index == 0) top_is_rpc = h.is_uint; /* as proto_request_parse reads it */
       else if (top_index == 1 && top_is_rpc && h.is_uint && h.uval <= UINT32_MAX) {
         info->msgid_known = 1;
         info->msgid = (uint32_t)h.uval;
