@@ -137,6 +137,8 @@ void cli_out_num(cli_out *o, const char *key, const char *label, double v, const
 /* A duration in microseconds: a number in JSON, "1.234 ms" in text. */
 void cli_out_us(cli_out *o, const char *key, const char *label, double us);
 /* A shape: [2, 3] in JSON, "2 x 3" in text. */
+/* The daemon's time breakdown of a call, where it reported one. */
+void cli_out_times(cli_out *o, const gkc_info *info);
 void cli_out_shape(cli_out *o, const char *key, const char *label, int ndim, const int64_t *shape);
 void cli_out_end(cli_out *o);
 /* Writes s as a JSON string literal, quotes included. */
@@ -152,5 +154,7 @@ const char *cli_fmt_us(double us, char *buf, size_t len);
 double cli_max_scaled_err(const float *got, const double *ref, const double *scale, size_t n);
 /* Prints the check's fields; returns CLI_OK or (after an stderr line) CLI_FAIL. */
 int cli_report_check(cli_out *o, double err);
+/* The same against another tolerance (TF32 results are rounded coarser). */
+int cli_report_check_tol(cli_out *o, double err, double tol);
 
 #endif

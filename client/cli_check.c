@@ -14,11 +14,13 @@ double cli_max_scaled_err(const float *got, const double *ref, const double *sca
   return worst;
 }
 
-int cli_report_check(cli_out *o, double err) {
-  int ok = err <= CLI_CHECK_TOL;
+int cli_report_check(cli_out *o, double err) { return cli_report_check_tol(o, err, CLI_CHECK_TOL); }
+
+int cli_report_check_tol(cli_out *o, double err, double tol) {
+  int ok = err <= tol;
   cli_out_num(o, "max_rel_err", "max rel err", err, "%.3g");
   cli_out_str(o, "check", "check", ok ? "passed" : "FAILED");
   if (ok) return CLI_OK;
-  fprintf(stderr, "gkc: check failed: max relative error %.3g is over %g\n", err, CLI_CHECK_TOL);
+  fprintf(stderr, "gkc: check failed: max relative error %.3g is over %g\n", err, tol);
   return CLI_FAIL;
 }

@@ -142,6 +142,7 @@ static int run(cli_globals *g, int argc, char **argv) {
   if (s.x_path) cli_out_shape(&o, "shape", "shape", s.x.ndim, s.x.shape);
   cli_out_str(&o, "algo", "algo", info.algo);
   cli_out_us(&o, "kernel_us", "kernel time", info.kernel_us);
+  cli_out_times(&o, &info);
   cli_out_us(&o, "round_trip_us", "round trip", rtt);
   cli_out_num(&o, "gbps", "GB/s", info.kernel_us > 0 ? bytes / info.kernel_us / 1e3 : NAN,
               "%.4g");

@@ -6,7 +6,7 @@
 #include "cli.h"
 
 typedef struct {
-  const char *a_path, *b_path, *c_path, *out_path, *algo, *random;
+  const char *a_path, *b_path, *c_path, *out_path, *algo, *random, *precision;
   float alpha, beta;
   int trans_a, trans_b, check, seeded;
   uint64_t seed;
@@ -31,12 +31,15 @@ static void usage(FILE *f) {
           "  --trans-a        use A^T: A is stored k x m\n"
           "  --trans-b        use B^T: B is stored n x k\n"
           "  --algo NAME      implementation to run (default auto: gkcd chooses)\n"
+          "  --precision P    fp32 (default, exact) or tf32 (accept TF32 rounding, ~1e-3\n"
+          "                   relative error, for tensor-core speed on a GPU)\n"
           "  -o, --out C.npy  write the result to this .npy file\n"
           "  --random MxNxK   multiply random matrices instead (values uniform in\n"
           "                   [-1, 1]); a single N means NxNxN\n"
           "  --seed N         seed of the random data (default: from the clock)\n"
           "  --check          compare with a double-precision product computed here;\n"
           "                   fail (exit 1) when the max relative error is over 1e-4\n"
+          "                   (8e-3 with --precision tf32)\n"
           CLI_COMMON_HELP
           "\nPrints the algo, kernel and round-trip times, GFLOP/s (2*m*n*k flops),\n"
           "the result's shape and its checksum (the sum of C).\n");
@@ -44,7 +47,7 @@ static void usage(FILE *f) {
 
 static int parse(cli_globals *g, sgemm_job *s, int argc, char **argv) {
   enum { O_A = CLI_O_FIRST, O_B, O_C, O_ALPHA, O_BETA, O_TA, O_TB, O_ALGO, O_RANDOM, O_SEED,
-         O_CHECK };
+         O_CHECK, O_PRECISION };
   static const struct option opts[] = {
       CLI_COMMON_OPTIONS,
       {"a", required_argument, 0, O_A},          {"b", required_argument, 0, O_B},
@@ -53,6 +56,7 @@ static int parse(cli_globals *g, sgemm_job *s, int argc, char **argv) {
       {"trans-b", no_argument, 0, O_TB},         {"algo", required_argument, 0, O_ALGO},
       {"out", required_argument, 0, 'o'},        {"random", required_argument, 0, O_RANDOM},
       {"seed", required_argument, 0, O_SEED},    {"check", no_argument, 0, O_CHECK},
+      {"precision", required_argument, 0, O_PRECISION},
       {0, 0, 0, 0}};
   int o, rc;
   cli_getopt_begin();
@@ -72,6 +76,11 @@ static int parse(cli_globals *g, sgemm_job *s, int argc, char **argv) {
       case O_TA: s->trans_a = 1; break;
       case O_TB: s->trans_b = 1; break;
       case O_ALGO: s->algo = optarg; break;
+      case O_PRECISION:
+        if (strcmp(optarg, "fp32") && strcmp(optarg, "tf32"))
+          return cli_bad_value(g, "--precision", optarg, "expected fp32 or tf32");
+        s->precision = optarg;
+        break;
       case 'o': s->out_path = optarg; break;
       case O_RANDOM: {
         int64_t d[3];
@@ -259,6 +268,7 @@ static void print_result(const cli_globals *g, const sgemm_job *s, const gkc_inf
   cli_out_bool(o, "trans_b", NULL, s->trans_b);
   cli_out_str(o, "algo", "algo", info->algo);
   cli_out_us(o, "kernel_us", "kernel time", info->kernel_us);
+  cli_out_times(o, info);
   cli_out_us(o, "round_trip_us", "round trip", rtt_us);
   cli_out_num(o, "gflops", "GFLOP/s", info->kernel_us > 0 ? flops / info->kernel_us / 1e3 : NAN,
               "%.4g");
@@ -284,6 +294,7 @@ static int run(cli_globals *g, int argc, char **argv) {
   if ((rc = cli_connect(g, &conn))) goto done;
 
   gkc_info info;
+  if (s.precision) gkc_set_precision(conn, s.precision); /* checked in parse() */
   double t0 = cli_now_us();
   int err = gkc_sgemm(conn, (int32_t)s.m, (int32_t)s.n, (int32_t)s.k, s.alpha, s.a, s.trans_a,
                       s.b, s.trans_b, s.beta, s.c, s.algo, &info);
@@ -302,7 +313,9 @@ static int run(cli_globals *g, int argc, char **argv) {
   if (s.check) {
     double e;
     int crc = reference_error(&s, &e);
-    if (crc == CLI_OK) crc = cli_report_check(&o, e);
+    /* TF32 keeps 10 bits of mantissa: allow ~8 units of its rounding. */
+    if (crc == CLI_OK) crc = cli_report_check_tol(&o, e, s.precision && !strcmp(s.precision, "tf32")
+                                                             ? 8e-3 : CLI_CHECK_TOL);
     if (!rc) rc = crc;
   }
   cli_out_end(&o);

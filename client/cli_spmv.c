@@ -222,6 +222,7 @@ static void print_result(const cli_globals *g, const spmv_job *s, const gkc_info
   cli_out_num(o, "beta", NULL, s->beta, "%g");
   cli_out_str(o, "algo", "algo", info->algo);
   cli_out_us(o, "kernel_us", "kernel time", info->kernel_us);
+  cli_out_times(o, info);
   cli_out_us(o, "round_trip_us", "round trip", rtt_us);
   cli_out_num(o, "gbps", "GB/s", info->kernel_us > 0 ? bytes / info->kernel_us / 1e3 : NAN,
               "%.4g");

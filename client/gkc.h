@@ -67,6 +67,8 @@ GKC_API const char *gkc_strerror(int err);
 typedef struct {
   char algo[32];    /* the implementation that ran, e.g. "openblas" */
   double kernel_us; /* time spent in the kernel, microseconds */
+  double server_us; /* from the request decoded to the reply ready, in gkcd */
+  double h2d_us, d2h_us; /* copies to and from the GPU; NAN on the CPU backend */
 } gkc_info;
 
 /* --- methods -------------------------------------------------------------- */
@@ -113,6 +115,12 @@ GKC_API int gkc_status_json(gkc_conn *c, char **json);
 GKC_API int gkc_sgemm(gkc_conn *c, int32_t m, int32_t n, int32_t k, float alpha,
               const float *a, int trans_a, const float *b, int trans_b,
               float beta, float *cmat, const char *algo, gkc_info *info);
+
+/* The precision later gkc_sgemm calls on c ask for: "fp32" (the default,
+ * exact float32) or "tf32" (the caller accepts inputs rounded to TF32, ~1e-3
+ * relative error, for tensor-core speed on the GPU).  GKC_EINVALID_ARGUMENT
+ * for anything else. */
+GKC_API int gkc_set_precision(gkc_conn *c, const char *precision);
 
 typedef enum { GKC_SUM = 0, GKC_MIN = 1, GKC_MAX = 2 } gkc_reduce_op;
 

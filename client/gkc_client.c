@@ -30,6 +30,7 @@
 struct gkc_conn {
   int fd;
   uint32_t next_msgid;
+  int tf32; /* gkc_set_precision */
   char errmsg[512];
   unsigned char *buf; /* received bytes */
   size_t len, cap;
@@ -72,6 +73,18 @@ int gkc_connect(gkc_conn **out, const char *socket_path) {
   }
   return 0;
 }
+
+int gkc_set_precision(gkc_conn *c, const char *precision) {
+  if (precision && !strcmp(precision, "tf32"))
+    c->tf32 = 1;
+  else if (precision && !strcmp(precision, "fp32"))
+    c->tf32 = 0;
+  else
+    return gkc__fail(c, GKC_EINVALID_ARGUMENT, "precision must be \"fp32\" or \"tf32\"");
+  return 0;
+}
+
+int gkc__tf32(const gkc_conn *c) { return c->tf32; }
 
 void gkc_close(gkc_conn *c) {
   if (!c) return;

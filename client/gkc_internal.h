@@ -16,6 +16,8 @@ int gkc__call(gkc_conn *c, const char *method, gkc__pack_fn pack, const void *pa
               gkc__take_fn take, void *take_arg);
 /* Records a message for gkc_errmsg and returns err. */
 int gkc__fail(gkc_conn *c, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Nonzero when sgemm should ask for precision "tf32". */
+int gkc__tf32(const gkc_conn *c);
 /* Renders a msgpack object as JSON into a malloc'd string (NULL when out of memory). */
 char *gkc__json(const msgpack_object *o);
 

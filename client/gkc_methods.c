@@ -47,6 +47,9 @@ static void take_info(const msgpack_object *r, gkc_info *info) {
   if (!info) return;
   get_str(r, "algo", info->algo, sizeof info->algo);
   info->kernel_us = get_num(r, "kernel_us", NAN);
+  info->server_us = get_num(r, "server_us", NAN);
+  info->h2d_us = get_num(r, "h2d_us", NAN);
+  info->d2h_us = get_num(r, "d2h_us", NAN);
 }
 
 /* Copies the bin result `key`, which must hold exactly bytes bytes, to dst. */
@@ -134,12 +137,14 @@ typedef struct {
   int ta, tb;
   const char *algo;
   gkc_info *info;
+  int tf32;
 } sgemm_call;
 
 static int pack_sgemm(msgpack_packer *pk, const void *arg) {
   const sgemm_call *s = arg;
   size_t m = (size_t)s->m, n = (size_t)s->n, k = (size_t)s->k;
-  msgpack_pack_map(pk, s->beta != 0.0f ? 11 : 10);
+  msgpack_pack_map(pk, (s->beta != 0.0f ? 11 : 10) + (s->tf32 ? 1 : 0));
+  if (s->tf32) proto_pack_cstr(pk, "precision"), proto_pack_cstr(pk, "tf32");
   proto_pack_cstr(pk, "m"), msgpack_pack_int32(pk, s->m);
   proto_pack_cstr(pk, "n"), msgpack_pack_int32(pk, s->n);
   proto_pack_cstr(pk, "k"), msgpack_pack_int32(pk, s->k);
@@ -179,7 +184,7 @@ int gkc_sgemm(gkc_conn *c, int32_t m, int32_t n, int32_t k, float alpha, const f
       (rc = dims_ok(c, m, n, "m*n")))
     return rc;
   if (!a || !b || !cmat) return gkc__fail(c, GKC_EINVALID_ARGUMENT, "a, b and c must not be NULL");
-  sgemm_call s = {m, n, k, alpha, beta, a, b, cmat, trans_a, trans_b, algo, info};
+  sgemm_call s = {m, n, k, alpha, beta, a, b, cmat, trans_a, trans_b, algo, info, gkc__tf32(c)};
   return gkc__call(c, "sgemm", pack_sgemm, &s, take_sgemm, &s);
 }
 

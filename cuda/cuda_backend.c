@@ -36,7 +36,7 @@
 typedef struct {
   gkcu_ctx *ctx;
   cudaStream_t stream;
-  cudaEvent_t ev0, ev1;
+  cudaEvent_t ev_in, ev0, ev1, ev_out; /* before H2D, kernel start/end, after D2H */
   void *stage; /* pinned */
   size_t stage_cap;
   int busy;
@@ -224,7 +224,9 @@ static void run_on(cuda_impl *impl, slot *s, gkcd_job *job) {
   for (int i = 0; i < l.nin; i++)
     memcpy((char *)s->stage + l.off[i], l.in[i]->ptr, l.in[i]->bytes);
 
-  cudaError_t e = cudaMemcpyAsync(dev, s->stage, l.in_bytes, cudaMemcpyHostToDevice, s->stream);
+  cudaError_t e = cudaEventRecord(s->ev_in, s->stream);
+  if (e == cudaSuccess)
+    e = cudaMemcpyAsync(dev, s->stage, l.in_bytes, cudaMemcpyHostToDevice, s->stream);
   if (e == cudaSuccess) e = cudaEventRecord(s->ev0, s->stream);
   if (e != cudaSuccess) {
     fail_cuda(impl, job, e, "copying the request to the device");
@@ -243,6 +245,7 @@ static void run_on(cuda_impl *impl, slot *s, gkcd_job *job) {
   if ((e = cudaEventRecord(s->ev1, s->stream)) != cudaSuccess ||
       (e = cudaMemcpyAsync(s->stage, dev + l.in_bytes, l.out_bytes, cudaMemcpyDeviceToHost,
                            s->stream)) != cudaSuccess ||
+      (e = cudaEventRecord(s->ev_out, s->stream)) != cudaSuccess ||
       (e = cudaStreamSynchronize(s->stream)) != cudaSuccess) {
     fail_cuda(impl, job, e, "running the kernel");
     free(job->out);
@@ -251,6 +254,8 @@ static void run_on(cuda_impl *impl, slot *s, gkcd_job *job) {
   }
   float ms = 0;
   if (cudaEventElapsedTime(&ms, s->ev0, s->ev1) == cudaSuccess) job->kernel_us = ms * 1e3;
+  if (cudaEventElapsedTime(&ms, s->ev_in, s->ev0) == cudaSuccess) job->h2d_us = ms * 1e3;
+  if (cudaEventElapsedTime(&ms, s->ev1, s->ev_out) == cudaSuccess) job->d2h_us = ms * 1e3;
   if (job->method == PROTO_M_REDUCE)
     memcpy(&job->value, s->stage, sizeof(double));
   else
@@ -304,8 +309,10 @@ static void cuda_destroy(gkcd_backend *be) {
     slot *s = &impl->slots[i];
     gkcu_ctx_destroy(s->ctx);
     if (s->stream) cudaStreamDestroy(s->stream);
+    if (s->ev_in) cudaEventDestroy(s->ev_in);
     if (s->ev0) cudaEventDestroy(s->ev0);
     if (s->ev1) cudaEventDestroy(s->ev1);
+    if (s->ev_out) cudaEventDestroy(s->ev_out);
     if (s->stage) cudaFreeHost(s->stage);
   }
   devcache_destroy(impl->cache);
@@ -341,8 +348,10 @@ int cuda_backend_create(gkcd_backend **out, const gkcd_config *cfg, char *msg, s
   for (int i = 0; i < impl->nslots; i++) {
     slot *s = &impl->slots[i];
     if ((e = cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking)) != cudaSuccess ||
+        (e = cudaEventCreate(&s->ev_in)) != cudaSuccess ||
         (e = cudaEventCreate(&s->ev0)) != cudaSuccess ||
-        (e = cudaEventCreate(&s->ev1)) != cudaSuccess)
+        (e = cudaEventCreate(&s->ev1)) != cudaSuccess ||
+        (e = cudaEventCreate(&s->ev_out)) != cudaSuccess)
       goto cuda_fail;
     int rc = gkcu_ctx_create(&s->ctx, s->stream);
     if (rc) {

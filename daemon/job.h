@@ -53,6 +53,7 @@ struct gkcd_job {
   size_t out_bytes;
   double value;       /* reduce */
   double kernel_us;
+  double h2d_us, d2h_us; /* host<->device copies, when the backend has them (else 0) */
   const char *algo_name; /* static string: the algo that ran */
 
   /* Daemon-private. */

@@ -201,13 +201,22 @@ int methods_parse(int method, const gkcd_backend *be, args_ctx *a, gkcd_job *job
   return GKC_EINTERNAL;
 }
 
-void methods_pack_result(msgpack_packer *pk, const gkcd_job *job) {
+void methods_pack_result(msgpack_packer *pk, const gkcd_job *job, double server_us) {
   int has_out = job->method != PROTO_M_REDUCE;
-  msgpack_pack_map(pk, has_out ? 3 : 4);
+  int copies = job->h2d_us > 0 || job->d2h_us > 0;
+  msgpack_pack_map(pk, (has_out ? 4 : 5) + (copies ? 2 : 0));
   proto_pack_cstr(pk, "algo");
   proto_pack_cstr(pk, job->algo_name ? job->algo_name : "?");
   proto_pack_cstr(pk, "kernel_us");
   msgpack_pack_double(pk, job->kernel_us);
+  proto_pack_cstr(pk, "server_us");
+  msgpack_pack_double(pk, server_us);
+  if (copies) {
+    proto_pack_cstr(pk, "h2d_us");
+    msgpack_pack_double(pk, job->h2d_us);
+    proto_pack_cstr(pk, "d2h_us");
+    msgpack_pack_double(pk, job->d2h_us);
+  }
   if (!has_out) {
     proto_pack_cstr(pk, "value");
     msgpack_pack_double(pk, job->value);

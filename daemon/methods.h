@@ -27,6 +27,6 @@ int methods_parse(int method, const gkcd_backend *be, args_ctx *a, gkcd_job *job
 /* Packs the result map of a successful job.  When the job has an array
  * result (job->out), the map's last value is a bin whose header is packed
  * here and whose job->out_bytes body the caller sends right after. */
-void methods_pack_result(msgpack_packer *pk, const gkcd_job *job);
+void methods_pack_result(msgpack_packer *pk, const gkcd_job *job, double server_us);
 
 #endif

@@ -196,7 +196,7 @@ void rpc_job_done(gkcd_job *job, void *arg) {
     msgpack_sbuffer_init(&sb);
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
     proto_pack_result_head(&pk, job->msgid);
-    methods_pack_result(&pk, job);
+    methods_pack_result(&pk, job, (double)(now_ns() - job->t_start_ns) / 1e3);
     size_t out_bytes = job->out ? job->out_bytes : 0;
     send_sbuffer(c, &sb, job->out, out_bytes);
     job->out = NULL; /* the write owns it now */

@@ -155,7 +155,7 @@ static void test_sigterm_in_flight(void) {
 static void make_stale_socket(const char *path) {
   int fd = socket(AF_UNIX, SOCK_STREAM, 0);
   struct sockaddr_un sa = {.sun_family = AF_UNIX};
-  snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
+  snprintf(sa.sun_path, sizeof sa.sun_path, "%.107s", path);
   ASSERT_EQ(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
   close(fd);
   struct stat st;

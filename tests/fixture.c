@@ -131,7 +131,7 @@ int fixture_connect(const fixture *f) {
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) TEST_FAIL("socket: %s", strerror(errno));
   struct sockaddr_un sa = {.sun_family = AF_UNIX};
-  snprintf(sa.sun_path, sizeof sa.sun_path, "%s", f->sock);
+  snprintf(sa.sun_path, sizeof sa.sun_path, "%.107s", f->sock);
   if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0)
     TEST_FAIL("connect %s: %s", f->sock, strerror(errno));
   return fd;
