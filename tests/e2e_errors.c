@@ -1255,46 +1255,12 @@ static void test_faults(void) {
 /* ------------------------------------------------------------------------ */
 /* a real out_of_memory: gkcd under RLIMIT_AS                                */
 
-/* fixture_start, with the child's address space limited before exec. */
+/* fixture_try_start, with the child's address space limited before exec. */
 static int start_limited(fixture *f, const char *const *args, rlim_t as_bytes) {
-  const char *bin = getenv("GKCD_BIN");
-  const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
-  snprintf(f->dir, sizeof f->dir, "%s/gkc-test-XXXXXX", tmp);
-  if (!mkdtemp(f->dir)) TEST_FAIL("mkdtemp: %s", strerror(errno));
-  snprintf(f->sock, sizeof f->sock, "%s/gkcd.sock", f->dir);
-  snprintf(f->log, sizeof f->log, "%s/gkcd.log", f->dir);
-  const char *argv[32];
-  int n = 0;
-  argv[n++] = bin;
-  argv[n++] = "--socket";
-  argv[n++] = f->sock;
-  for (int i = 0; args && args[i] && n < 30; i++) argv[n++] = args[i];
-  argv[n] = NULL;
-  f->pid = fork();
-  if (f->pid < 0) TEST_FAIL("fork: %s", strerror(errno));
-  if (f->pid == 0) {
-    int fd = open(f->log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    if (fd >= 0) dup2(fd, 2);
-    struct rlimit rl = {as_bytes, as_bytes};
-    if (setrlimit(RLIMIT_AS, &rl) != 0) _exit(126);
-    execv(bin, (char *const *)argv);
-    _exit(127);
-  }
-  for (int i = 0; i < 500; i++) {
-    int status;
-    if (waitpid(f->pid, &status, WNOHANG) == f->pid) {
-      f->pid = 0;
-      return -1;
-    }
-    gkc_conn *c;
-    if (gkc_connect(&c, f->sock) == 0 && gkc_ping(c, NULL) == 0) {
-      gkc_close(c);
-      return 0;
-    }
-    gkc_close(c);
-    sleep_ms(20);
-  }
-  return -1;
+  fixture_as_limit = (size_t)as_bytes;
+  int st = fixture_try_start(f, args, NULL);
+  fixture_as_limit = 0;
+  return st == -1 ? 0 : -1;
 }
 
 static long vm_size_kib(pid_t pid) {

@@ -190,7 +190,10 @@ static void *run_conn(void *arg) {
 int main(void) {
   uint64_t seed = test_seed();
   fixture f;
-  fixture_start(&f, NULL, NULL);
+  /* All 3200 requests may be queued at once: the default queue (1024) would
+   * rightly answer some of them "busy". */
+  const char *const args[] = {"--max-queue", "4096", NULL};
+  fixture_start(&f, args, NULL);
   pthread_t th[CONNS];
   worker w[CONNS];
   for (int i = 0; i < CONNS; i++) {

@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -18,6 +20,8 @@
 #include "gkc.h"
 #include "proto_frame.h"
 #include "test.h"
+
+size_t fixture_as_limit;
 
 static void sleep_ms(int ms) {
   struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
@@ -65,8 +69,15 @@ int fixture_try_start(fixture *f, const char *const *args, const char *const *en
   f->pid = fork();
   if (f->pid < 0) TEST_FAIL("fork: %s", strerror(errno));
   if (f->pid == 0) {
+    /* A test that fails exits at once: the daemon must not outlive it and
+     * keep ctest's output pipe open. */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (fixture_as_limit) {
+      struct rlimit rl = {fixture_as_limit, fixture_as_limit};
+      if (setrlimit(RLIMIT_AS, &rl) != 0) _exit(126);
+    }
     int fd = open(f->log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    if (fd >= 0) dup2(fd, 2);
+    if (fd >= 0) dup2(fd, 1), dup2(fd, 2);
     for (int i = 0; env && env[i]; i++) putenv((char *)env[i]);
     execv(bin, (char *const *)argv);
     _exit(127);

@@ -17,6 +17,10 @@ typedef struct {
   char log[300]; /* the daemon's stderr */
 } fixture;
 
+/* When nonzero, the address-space limit (RLIMIT_AS, bytes) of the next
+ * daemon started: lets a test provoke real allocation failures. */
+extern size_t fixture_as_limit;
+
 /* Starts gkcd with the given extra arguments (a --socket among them replaces
  * the temporary one) (NULL-terminated, may be NULL)
  * and extra environment entries "K=V" (NULL-terminated, may be NULL), waits

@@ -1,0 +1,69 @@
+/* gpu_util.h: what the GPU tests and the GPU benchmark share.
+ *
+ * - gpu_require_device(): exit 77 (ctest: skipped) when no CUDA device is
+ *   usable, so a machine without a GPU never reports these tests passed.
+ * - a seeded generator (splitmix64) and the seed the run uses, printed.
+ * - CSR helpers: a private Matrix Market reader (the shared gkcio reader,
+ *   client/mtx.c, did not exist yet when this was written; the struct has
+ *   the same fields as mtx_csr so switching is a rename), synthetic
+ *   matrices, and a double-precision reference spmv.
+ */
+#ifndef GPU_UTIL_H
+#define GPU_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Exits 77 with a message when cudaGetDeviceCount finds no device. */
+void gpu_require_device(void);
+
+/* --- random numbers ---------------------------------------------------------- */
+
+typedef struct {
+  uint64_t s;
+} gpu_rng;
+
+/* The run's seed: $GKC_TEST_SEED if set, else from the clock; printed. */
+uint64_t gpu_seed(const char *who);
+uint64_t gpu_rng_next(gpu_rng *r);
+double gpu_rng_unit(gpu_rng *r);                 /* [0, 1) */
+float gpu_rng_float(gpu_rng *r, float lo, float hi);
+uint32_t gpu_rng_below(gpu_rng *r, uint32_t n);  /* [0, n) */
+
+/* --- CSR ------------------------------------------------------------------------ */
+
+typedef struct {
+  int32_t rows, cols;
+  int64_t nnz;
+  int32_t *row_ptr; /* rows + 1, malloc'd */
+  int32_t *col_idx; /* nnz, malloc'd (NULL when nnz == 0) */
+  float *values;    /* nnz, malloc'd (NULL when nnz == 0) */
+} gpu_csr;
+
+void gpu_csr_free(gpu_csr *m);
+/* Allocates the arrays for rows and nnz; 0 or -1. */
+int gpu_csr_alloc(gpu_csr *m, int32_t rows, int32_t cols, int64_t nnz);
+/* Sorts each row's entries by column (values follow). */
+void gpu_csr_sort(gpu_csr *m);
+
+/* Reads a coordinate Matrix Market file (real, integer or pattern; general,
+ * symmetric or skew-symmetric) into CSR with sorted columns.  Pattern
+ * entries get value 1.  Returns 0, or -1 with a message in err. */
+int gpu_mtx_read(const char *path, gpu_csr *out, char *err, size_t errlen);
+
+/* 2-D 5-point Laplacian on an n x n grid (n*n rows). */
+int gpu_csr_stencil2d(gpu_csr *m, int32_t n);
+/* 3-D 27-point stencil on an n x n x n grid, random values. */
+int gpu_csr_stencil3d(gpu_csr *m, int32_t n, uint64_t seed);
+/* Power-law rows: lengths from a truncated Pareto law in [1, max_row]
+ * (one row of exactly max_row), columns drawn R-MAT style (skewed towards
+ * a few hot columns, then scattered by a fixed permutation), sorted within
+ * each row; about target_nnz entries, random values in [-1, 1). */
+int gpu_csr_powerlaw(gpu_csr *m, int64_t target_nnz, int32_t max_row, uint64_t seed);
+
+/* y = alpha*A*x + beta*y in double; mag[r] = |alpha|*sum|a*x| + |beta*y|
+ * (the error scale of row r).  y_in may be NULL when beta == 0. */
+void gpu_spmv_ref(const gpu_csr *m, double alpha, const float *x, double beta, const float *y_in,
+                  double *y, double *mag);
+
+#endif

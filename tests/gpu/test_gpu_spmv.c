@@ -1,0 +1,283 @@
+#define _POSIX_C_SOURCE 200809L
+/* test_gpu_spmv: every spmv algo (and every vector width) against a
+ * double-precision CPU reference on matrices chosen to break them: random
+ * rows with empty ones, an all-empty matrix, one row holding most of the
+ * nonzeros, a single huge row, many empty rows around a few long ones,
+ * rectangular shapes, stencils, a power-law matrix, and every *.mtx in the
+ * shared matrix folder when it exists ($GKC_GPU_MATRICES, else
+ * $GKC_SHARED_MATRICES).  y is poisoned with NaN when beta = 0 and holds
+ * random input otherwise; every element is checked, scaled by the sum of
+ * |terms| of its row.  Keeps going after a failure. */
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include "gkcu_lab.h"
+#include "gkcu_spmv.h"
+#include "gpu_util.h"
+#include "test.h"
+
+static int failures, runs;
+
+#define CUDA_OK(call)                                                         \
+  do {                                                                        \
+    cudaError_t e_ = (call);                                                  \
+    if (e_ != cudaSuccess) TEST_FAIL("%s: %s", #call, cudaGetErrorString(e_)); \
+  } while (0)
+
+typedef struct {
+  char name[32];
+  int algo; /* -1: lab vector with width; -2: lab balanced, width = shape */
+  int width;
+} variant;
+
+static int variants(variant *vs) {
+  int n = 0;
+  int no_vendor = getenv("GKC_GPU_TEST_NO_VENDOR") != NULL; /* racecheck: cuSPARSE trips it */
+  for (int a = GKCU_SPMV_AUTO; a < GKCU_SPMV_NALGO; a++) {
+    if (no_vendor && a == GKCU_SPMV_CUSPARSE) continue;
+    snprintf(vs[n].name, sizeof vs[n].name, "%s", gkcu_spmv_algo_name(a));
+    vs[n].algo = a;
+    vs[n++].width = 0;
+  }
+  for (int w = 2; w <= 32; w *= 2) {
+    snprintf(vs[n].name, sizeof vs[n].name, "vector/w%d", w);
+    vs[n].algo = -1;
+    vs[n++].width = w;
+  }
+  for (int sh = 1; sh < GKCU_LAB_BALANCED_SHAPES; sh++) {
+    snprintf(vs[n].name, sizeof vs[n].name, "bal/%s", gkcu_lab_spmv_balanced_name(sh));
+    vs[n].algo = -2;
+    vs[n++].width = sh;
+  }
+  return n;
+}
+
+static void check_matrix(gkcu_ctx *ctx, gpu_rng *g, const gpu_csr *m, const char *what) {
+  int rows = m->rows, cols = m->cols;
+  long long nnz = m->nnz;
+  float *x = malloc((size_t)cols * sizeof *x), *y0 = malloc((size_t)rows * sizeof *y0);
+  float *out = malloc((size_t)rows * sizeof *out);
+  double *ref = malloc((size_t)rows * sizeof *ref), *mag = malloc((size_t)rows * sizeof *mag);
+  if (!x || !y0 || !out || !ref || !mag) TEST_FAIL("out of memory");
+  for (int i = 0; i < cols; i++) x[i] = gpu_rng_float(g, -1.0f, 1.0f);
+  for (int i = 0; i < rows; i++) y0[i] = gpu_rng_float(g, -1.0f, 1.0f);
+
+  int *drp, *dci = NULL;
+  float *dv = NULL, *dx, *dy;
+  CUDA_OK(cudaMalloc((void **)&drp, ((size_t)rows + 1) * sizeof(int)));
+  CUDA_OK(cudaMemcpy(drp, m->row_ptr, ((size_t)rows + 1) * sizeof(int), cudaMemcpyHostToDevice));
+  if (nnz > 0) {
+    CUDA_OK(cudaMalloc((void **)&dci, (size_t)nnz * sizeof(int)));
+    CUDA_OK(cudaMalloc((void **)&dv, (size_t)nnz * sizeof(float)));
+    CUDA_OK(cudaMemcpy(dci, m->col_idx, (size_t)nnz * sizeof(int), cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(dv, m->values, (size_t)nnz * sizeof(float), cudaMemcpyHostToDevice));
+  }
+  CUDA_OK(cudaMalloc((void **)&dx, (size_t)cols * sizeof(float)));
+  CUDA_OK(cudaMalloc((void **)&dy, (size_t)rows * sizeof(float)));
+  CUDA_OK(cudaMemcpy(dx, x, (size_t)cols * sizeof(float), cudaMemcpyHostToDevice));
+
+  static const float ab[][2] = {{1.0f, 0.0f}, {-0.75f, 1.5f}, {2.0f, 0.0f}};
+  variant vs[16];
+  int nv = variants(vs);
+  /* cuSPARSE rejects nnz > rows*cols (possible here: duplicates are kept) */
+  int dup_heavy = nnz > (long long)rows * cols;
+  for (int p = 0; p < 3; p++) {
+    float alpha = ab[p][0], beta = ab[p][1];
+    gpu_spmv_ref(m, alpha, x, beta, y0, ref, mag);
+    for (int v = 0; v < nv; v++) {
+      if (beta != 0.0f) CUDA_OK(cudaMemcpy(dy, y0, (size_t)rows * sizeof(float), cudaMemcpyHostToDevice));
+      else CUDA_OK(cudaMemset(dy, 0xff, (size_t)rows * sizeof(float))); /* NaN */
+      int rc = vs[v].algo >= 0 ? gkcu_spmv(ctx, vs[v].algo, rows, cols, nnz, drp, dci, dv, alpha, dx, beta, dy)
+               : vs[v].algo == -2
+                   ? gkcu_lab_spmv_balanced(ctx, vs[v].width, rows, cols, nnz, drp, dci, dv, alpha, dx, beta, dy)
+                   : gkcu_lab_spmv_vector(ctx, vs[v].width, rows, cols, nnz, drp, dci, dv, alpha, dx, beta, dy);
+      runs++;
+      if (dup_heavy && vs[v].algo == GKCU_SPMV_CUSPARSE) {
+        if (rc != GKC_EINVALID_ARGUMENT) {
+          failures++;
+          printf("FAIL cusparse %s: nnz > rows*cols gave rc %d, want invalid_argument\n", what, rc);
+        }
+        continue;
+      }
+      if (rc != 0) {
+        failures++;
+        printf("FAIL %-12s %s: rc %d (%s)\n", vs[v].name, what, rc, gkcu_ctx_errmsg(ctx));
+        continue;
+      }
+      CUDA_OK(cudaMemcpy(out, dy, (size_t)rows * sizeof(float), cudaMemcpyDeviceToHost));
+      double worst = 0.0;
+      int worst_at = 0, nbad = 0;
+      for (int r = 0; r < rows; r++) {
+        double e = fabs((double)out[r] - ref[r]) / (mag[r] + 1e-30);
+        if (!(e <= 1e300)) e = INFINITY;
+        if (e > 1e-4) nbad++;
+        if (e > worst) {
+          worst = e;
+          worst_at = r;
+        }
+      }
+      if (nbad) {
+        failures++;
+        printf("FAIL %-12s %s alpha=%g beta=%g: %d bad rows, worst row %d (len %d) got %.9g want %.9g "
+               "(scaled err %.3g)\n",
+               vs[v].name, what, alpha, beta, nbad, worst_at,
+               m->row_ptr[worst_at + 1] - m->row_ptr[worst_at], out[worst_at], ref[worst_at], worst);
+      }
+    }
+  }
+  cudaFree(drp);
+  cudaFree(dci);
+  cudaFree(dv);
+  cudaFree(dx);
+  cudaFree(dy);
+  free(x);
+  free(y0);
+  free(out);
+  free(ref);
+  free(mag);
+}
+
+/* Rows with lengths from len(r), random columns (sorted, duplicates kept). */
+static void build(gpu_csr *m, gpu_rng *g, int rows, int cols, int (*len)(gpu_rng *, int, int), int arg) {
+  int *l = malloc((size_t)rows * sizeof *l);
+  long long nnz = 0;
+  for (int r = 0; r < rows; r++) nnz += (l[r] = len(g, r, arg));
+  if (gpu_csr_alloc(m, rows, cols, nnz) != 0) TEST_FAIL("out of memory");
+  long long k = 0;
+  for (int r = 0; r < rows; r++) {
+    for (int j = 0; j < l[r]; j++) {
+      m->col_idx[k] = (int)gpu_rng_below(g, (uint32_t)cols);
+      m->values[k++] = gpu_rng_float(g, -1.0f, 1.0f);
+    }
+    m->row_ptr[r + 1] = (int)k;
+  }
+  free(l);
+  gpu_csr_sort(m);
+}
+
+static int len_random(gpu_rng *g, int r, int maxlen) { return gpu_rng_below(g, 4) == 0 ? 0 : (int)gpu_rng_below(g, (uint32_t)maxlen + 1); }
+static int len_zero(gpu_rng *g, int r, int arg) { return 0; }
+static int len_one_huge(gpu_rng *g, int r, int huge_row) { return r == huge_row ? 200000 : (int)gpu_rng_below(g, 4); }
+static int len_sparse_long(gpu_rng *g, int r, int arg) {
+  /* 95% empty rows, the rest 1..5000 long */
+  return gpu_rng_below(g, 20) ? 0 : 1 + (int)gpu_rng_below(g, 5000);
+}
+static int len_const(gpu_rng *g, int r, int n) { return n; }
+
+static void shared_matrices(gkcu_ctx *ctx, gpu_rng *g) {
+  const char *dir = getenv("GKC_GPU_MATRICES");
+  if (!dir || !*dir) dir = getenv("GKC_SHARED_MATRICES");
+  if (!dir || !*dir) {
+    printf("no matrix folder given: shared matrices skipped\n");
+    return;
+  }
+  DIR *d = opendir(dir);
+  if (!d) {
+    printf("%s: not there: shared matrices skipped\n", dir);
+    return;
+  }
+  struct dirent *e;
+  int count = 0;
+  while ((e = readdir(d)) != NULL) {
+    size_t l = strlen(e->d_name);
+    if (l < 5 || strcmp(e->d_name + l - 4, ".mtx") != 0) continue;
+    char path[4096], err[256];
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    gpu_csr m;
+    if (gpu_mtx_read(path, &m, err, sizeof err) != 0) {
+      failures++;
+      printf("FAIL reading %s: %s\n", path, err);
+      continue;
+    }
+    printf("%s: %d x %d, %lld nonzeros\n", e->d_name, m.rows, m.cols, (long long)m.nnz);
+    check_matrix(ctx, g, &m, e->d_name);
+    gpu_csr_free(&m);
+    count++;
+  }
+  closedir(d);
+  printf("%d shared matrices checked\n", count);
+}
+
+static void argument_checks(gkcu_ctx *ctx) {
+  int *ip;
+  float *fp;
+  CUDA_OK(cudaMalloc((void **)&ip, 64));
+  CUDA_OK(cudaMalloc((void **)&fp, 64));
+  ASSERT_EQ(gkcu_spmv(ctx, GKCU_SPMV_BALANCED, 0, 1, 0, ip, ip, fp, 1.0f, fp, 0.0f, fp), GKC_EINVALID_ARGUMENT);
+  ASSERT_EQ(gkcu_spmv(ctx, GKCU_SPMV_VECTOR, 1, 0, 0, ip, ip, fp, 1.0f, fp, 0.0f, fp), GKC_EINVALID_ARGUMENT);
+  ASSERT_EQ(gkcu_spmv(ctx, GKCU_SPMV_SCALAR, 1, 1, -1, ip, ip, fp, 1.0f, fp, 0.0f, fp), GKC_EINVALID_ARGUMENT);
+  ASSERT_EQ(gkcu_spmv(ctx, GKCU_SPMV_SCALAR, 1, 1, 3, ip, NULL, fp, 1.0f, fp, 0.0f, fp), GKC_EINVALID_ARGUMENT);
+  ASSERT_EQ(gkcu_spmv(ctx, GKCU_SPMV_CUSPARSE, 1, 1, 1, ip, ip, fp, 1.0f, NULL, 0.0f, fp), GKC_EINVALID_ARGUMENT);
+  ASSERT_EQ(gkcu_spmv(ctx, 17, 1, 1, 1, ip, ip, fp, 1.0f, fp, 0.0f, fp), GKC_EINVALID_ARGUMENT);
+  ASSERT_EQ(gkcu_lab_spmv_vector(ctx, 3, 1, 1, 1, ip, ip, fp, 1.0f, fp, 0.0f, fp), GKC_EINVALID_ARGUMENT);
+  ASSERT_EQ(gkcu_spmv_algo_parse("balanced"), GKCU_SPMV_BALANCED);
+  ASSERT_EQ(gkcu_spmv_algo_parse("merge"), -1);
+  ASSERT_EQ(gkcu_spmv_pick(ctx, 1000, 1000, 5000), GKCU_SPMV_BALANCED);
+  ASSERT_EQ(gkcu_spmv_pick_hint(ctx, 4000000, 4000000, 20000000, 5), GKCU_SPMV_SCALAR);
+  ASSERT_EQ(gkcu_spmv_pick_hint(ctx, 2000000, 2000000, 54000000, 27), GKCU_SPMV_VECTOR);
+  ASSERT_EQ(gkcu_spmv_pick_hint(ctx, 4000000, 4000000, 42000000, 100000), GKCU_SPMV_BALANCED);
+  cudaFree(ip);
+  cudaFree(fp);
+}
+
+int main(void) {
+  gpu_require_device();
+  gpu_rng g = {gpu_seed("test_gpu_spmv")};
+  gkcu_ctx *ctx;
+  int rc = gkcu_ctx_create(&ctx, 0);
+  if (rc != 0) TEST_FAIL("gkcu_ctx_create: %d", rc);
+  argument_checks(ctx);
+
+  gpu_csr m;
+  static const int small[][3] = {{1, 1, 1}, {1, 9, 5}, {7, 3, 4}, {13, 17, 9}, {100, 100, 20},
+                                 {997, 1009, 40}, {4099, 257, 12}, {30011, 30011, 70}};
+  for (size_t i = 0; i < sizeof small / sizeof small[0]; i++) {
+    char what[64];
+    build(&m, &g, small[i][0], small[i][1], len_random, small[i][2]);
+    snprintf(what, sizeof what, "random %dx%d", small[i][0], small[i][1]);
+    check_matrix(ctx, &g, &m, what);
+    gpu_csr_free(&m);
+  }
+  build(&m, &g, 1000, 50, len_zero, 0);
+  check_matrix(ctx, &g, &m, "all-empty 1000x50");
+  gpu_csr_free(&m);
+  build(&m, &g, 1, 1, len_zero, 0);
+  check_matrix(ctx, &g, &m, "all-empty 1x1");
+  gpu_csr_free(&m);
+  build(&m, &g, 5000, 70000, len_one_huge, 1234);
+  check_matrix(ctx, &g, &m, "one row with most nonzeros");
+  gpu_csr_free(&m);
+  build(&m, &g, 3, 300000, len_one_huge, 2);
+  check_matrix(ctx, &g, &m, "last of 3 rows huge");
+  gpu_csr_free(&m);
+  build(&m, &g, 1, 250000, len_const, 250000);
+  check_matrix(ctx, &g, &m, "single row of 250000");
+  gpu_csr_free(&m);
+  build(&m, &g, 60000, 60000, len_sparse_long, 0);
+  check_matrix(ctx, &g, &m, "95% empty rows, long others");
+  gpu_csr_free(&m);
+  build(&m, &g, 20000, 3, len_const, 3);
+  check_matrix(ctx, &g, &m, "20000x3 dense rows");
+  gpu_csr_free(&m);
+  if (gpu_csr_stencil2d(&m, 300) != 0) TEST_FAIL("out of memory");
+  check_matrix(ctx, &g, &m, "stencil2d 300^2");
+  gpu_csr_free(&m);
+  if (gpu_csr_stencil3d(&m, 24, gpu_rng_next(&g)) != 0) TEST_FAIL("out of memory");
+  check_matrix(ctx, &g, &m, "stencil3d 24^3");
+  gpu_csr_free(&m);
+  if (!getenv("GKC_GPU_TEST_SHORT")) { /* short: for compute-sanitizer */
+    if (gpu_csr_powerlaw(&m, 2000000, 100000, gpu_rng_next(&g)) != 0) TEST_FAIL("out of memory");
+    check_matrix(ctx, &g, &m, "power-law 2M nnz");
+    gpu_csr_free(&m);
+    shared_matrices(ctx, &g);
+  }
+
+  gkcu_ctx_destroy(ctx);
+  printf("test_gpu_spmv: %d runs, %d failures\n", runs, failures);
+  return failures ? 1 : 0;
+}
