@@ -1,13 +1,23 @@
-/* config.h: everything gkcd can be told at start-up. */
+/* config.h: everything gkcd can be told at start-up.
+ *
+ * Every field is set by one row of the option table in options.c, from a
+ * command-line flag (--max-request-bytes) or the same key in the config file
+ * (max_request_bytes = 1G); flags win.
+ */
 #ifndef GKCD_CONFIG_H
 #define GKCD_CONFIG_H
 
 #include <stddef.h>
+#include <sys/types.h>
+
+#define GKCD_MAX_ALLOWED 32
 
 typedef struct {
+  char config_path[256];   /* the file read, "" when none */
+  char socket_opt[108];    /* --socket / socket =, "" when not given */
   char socket_path[108];   /* resolved like gkc_socket_path() */
   unsigned socket_mode;    /* permission bits of the socket file */
-  const char *backend;     /* "auto", "cpu" or "cuda" */
+  char backend[8];         /* "auto", "cpu" or "cuda" */
   int threads;             /* worker threads (concurrent jobs) */
   int kernel_threads;      /* CPU threads per kernel, 0 = all */
   size_t max_request_bytes;
@@ -15,6 +25,21 @@ typedef struct {
   int streams;             /* CUDA streams */
   size_t device_cache_bytes; /* idle device memory kept for reuse */
   int log_level;
+
+  /* Access control: peers whose uid is in allow_uids or whose primary or
+   * supplementary group is in allow_gids may connect; root always may. */
+  char allow_users[512], allow_groups[512]; /* as given: comma-separated names or ids */
+  uid_t allow_uids[GKCD_MAX_ALLOWED];
+  gid_t allow_gids[GKCD_MAX_ALLOWED];
+  int n_allow_uids, n_allow_gids;
+
+  /* Limits. */
+  size_t max_connections;
+  size_t max_conn_requests;    /* requests in flight per connection before reading pauses */
+  size_t max_conn_reply_bytes; /* reply bytes queued per connection before reading pauses */
+  size_t memory_budget;        /* bytes of requests and results held at once, all clients */
+  size_t budget_queue;         /* requests waiting for budget before "busy" */
+  double idle_timeout_s;       /* close connections idle this long; 0 = never */
 } gkcd_config;
 
 #endif

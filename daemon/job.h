@@ -62,6 +62,8 @@ struct gkcd_job {
   uint32_t msgid;
   void *frame;        /* owned request bytes */
   uint64_t t_start_ns;
+  uint64_t deadline_ns; /* from deadline_ms: drop the job if it starts later; 0 = none */
+  size_t cost;          /* bytes it holds against the memory budget */
   gkcd_job *next;
 };
 

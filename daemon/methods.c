@@ -52,7 +52,7 @@ static int parse_algo(args_ctx *a, const gkcd_backend *be, int method, int *algo
 
 static int parse_sgemm(const gkcd_backend *be, args_ctx *a, gkcd_job *job, size_t max) {
   static const char *const keys[] = {"m", "n", "k", "a", "b", "c", "alpha", "beta",
-                                     "trans_a", "trans_b", "algo", "precision", NULL};
+                                     "trans_a", "trans_b", "algo", "precision", "deadline_ms", NULL};
   int64_t m, n, k;
   int rc;
   if ((rc = args_known(a, keys)) || (rc = args_int(a, "m", 1, 1, INT32_MAX, &m)) ||
@@ -104,7 +104,7 @@ static int parse_sgemm(const gkcd_backend *be, args_ctx *a, gkcd_job *job, size_
 }
 
 static int parse_reduce(const gkcd_backend *be, args_ctx *a, gkcd_job *job, size_t max) {
-  static const char *const keys[] = {"x", "op", "algo", NULL};
+  static const char *const keys[] = {"x", "op", "algo", "deadline_ms", NULL};
   static const char *const ops[] = {"sum", "min", "max"}; /* indexed by gkc_reduce_op */
   int rc;
   if ((rc = args_known(a, keys)) || (rc = parse_algo(a, be, PROTO_M_REDUCE, &job->algo)))
@@ -137,7 +137,7 @@ static int parse_reduce(const gkcd_backend *be, args_ctx *a, gkcd_job *job, size
 
 static int parse_spmv(const gkcd_backend *be, args_ctx *a, gkcd_job *job, size_t max) {
   static const char *const keys[] = {"rows", "cols", "row_ptr", "col_idx", "values", "x",
-                                     "y", "alpha", "beta", "algo", NULL};
+                                     "y", "alpha", "beta", "algo", "deadline_ms", NULL};
   __typeof__(job->in.spmv) *s = &job->in.spmv;
   int64_t rows, cols;
   int rc;
@@ -192,6 +192,10 @@ static int parse_spmv(const gkcd_backend *be, args_ctx *a, gkcd_job *job, size_t
 int methods_parse(int method, const gkcd_backend *be, args_ctx *a, gkcd_job *job,
                   size_t max_bytes) {
   job->method = method;
+  int64_t deadline_ms = 0;
+  int rc = args_int(a, "deadline_ms", 0, 1, 24 * 3600 * 1000, &deadline_ms);
+  if (rc) return rc;
+  job->deadline_ns = (uint64_t)deadline_ms * 1000000u; /* relative; rpc.c adds the start */
   switch (method) {
     case PROTO_M_SGEMM: return parse_sgemm(be, a, job, max_bytes);
     case PROTO_M_REDUCE: return parse_reduce(be, a, job, max_bytes);

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "fault.h"
 #include "gkc_errors.h"
@@ -46,7 +47,13 @@ static void *worker_main(void *arg) {
     pthread_mutex_unlock(&s->mu);
 
     job->next = NULL;
-    if (fault_inject(job) == 0 && validate_job(job) == 0)
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    uint64_t now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    if (job->deadline_ns && now > job->deadline_ns)
+      job_fail(job, GKC_EDEADLINE_EXCEEDED, "waited %.1f ms for a worker, past its deadline_ms",
+               (double)(now - job->t_start_ns) / 1e6);
+    else if (fault_inject(job) == 0 && validate_job(job) == 0)
       s->be->run(s->be, job);
     else
       job_finish(job);

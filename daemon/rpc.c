@@ -89,9 +89,32 @@ static void send_status(gkcd_conn *c, uint32_t msgid) {
   send_sbuffer(c, &sb, NULL, 0);
 }
 
-/* Returns 0 when the job was queued (it now owns frame), else an error code
- * with msg filled; frame is then still the caller's. */
-static int submit(gkcd_conn *c, const proto_request *req, void *frame, char *msg, size_t msglen) {
+/* Queues job for a worker; on failure answers it and frees it. */
+static void dispatch(gkcd_server *srv, gkcd_job *job) {
+  int rc = pool_submit(srv->pool, job);
+  if (rc == 0) return;
+  job_fail(job, rc, "the queue holds %zu requests (--max-queue); retry later", srv->cfg.max_queue);
+  rpc_job_done(job, srv);
+}
+
+/* Starts the jobs waiting for memory budget, in order, while they fit. */
+static void admit_waiting(gkcd_server *srv) {
+  while (srv->budget_head &&
+         srv->budget_used + srv->budget_head->cost <= srv->cfg.memory_budget) {
+    gkcd_job *job = srv->budget_head;
+    srv->budget_head = job->next;
+    if (!srv->budget_head) srv->budget_tail = NULL;
+    srv->budget_waiting--;
+    job->next = NULL;
+    srv->budget_used += job->cost;
+    dispatch(srv, job);
+  }
+}
+
+/* Returns 0 when the job was accepted (it now owns frame), else an error
+ * code with msg filled; frame is then still the caller's. */
+static int submit(gkcd_conn *c, const proto_request *req, void *frame, size_t frame_len,
+                  char *msg, size_t msglen) {
   gkcd_server *srv = c->srv;
   if (srv->draining) {
     snprintf(msg, msglen, "gkcd is shutting down");
@@ -104,24 +127,44 @@ static int submit(gkcd_conn *c, const proto_request *req, void *frame, char *msg
   }
   args_ctx a = {req->params, msg, msglen};
   int rc = methods_parse(req->method, srv->be, &a, job, srv->cfg.max_request_bytes);
-  if (rc == 0) {
-    job->conn = c;
-    job->msgid = req->msgid;
-    job->frame = frame;
-    job->t_start_ns = now_ns();
-    rc = pool_submit(srv->pool, job);
-    if (rc == GKC_EBUSY)
-      snprintf(msg, msglen, "the queue holds %zu requests (--max-queue); retry later",
-               srv->cfg.max_queue);
+  /* What the request holds while in flight: its bytes and its result. */
+  job->cost = frame_len + job->out_bytes;
+  if (rc == 0 && job->cost > srv->cfg.memory_budget) {
+    snprintf(msg, msglen, "the request and its result need %zu bytes, more than the whole"
+             " memory budget of %zu (--memory-budget)", job->cost, srv->cfg.memory_budget);
+    rc = GKC_ETOO_LARGE;
+  }
+  int must_wait = rc == 0 && (srv->budget_head ||
+                              srv->budget_used + job->cost > srv->cfg.memory_budget);
+  if (must_wait && srv->budget_waiting >= srv->cfg.budget_queue) {
+    snprintf(msg, msglen, "%zu requests already wait for memory (--memory-budget %zu,"
+             " --budget-queue %zu); retry later", srv->budget_waiting, srv->cfg.memory_budget,
+             srv->cfg.budget_queue);
+    rc = GKC_EBUSY;
   }
   if (rc) {
-    job->frame = NULL;
     free(job);
     return rc;
   }
+  job->conn = c;
+  job->msgid = req->msgid;
+  job->frame = frame;
+  job->t_start_ns = now_ns();
+  if (job->deadline_ns) job->deadline_ns += job->t_start_ns;
   c->refs++;
   c->jobs++;
   srv->in_flight++;
+  if (must_wait) { /* FIFO, so a big request is not starved by small ones */
+    if (srv->budget_tail)
+      srv->budget_tail->next = job;
+    else
+      srv->budget_head = job;
+    srv->budget_tail = job;
+    srv->budget_waiting++;
+  } else {
+    srv->budget_used += job->cost;
+    dispatch(srv, job);
+  }
   return 0;
 }
 
@@ -165,7 +208,7 @@ void rpc_handle_frame(gkcd_conn *c, void *frame, size_t len) {
     }
     goto done;
   }
-  rc = submit(c, &req, frame, msg, sizeof msg);
+  rc = submit(c, &req, frame, len, msg, sizeof msg);
   if (rc == 0) {
     frame = NULL; /* the job owns it */
   } else {
@@ -183,6 +226,7 @@ void rpc_job_done(gkcd_job *job, void *arg) {
   gkcd_server *srv = arg;
   gkcd_conn *c = job->conn;
   srv->in_flight--;
+  srv->served++;
   c->jobs--;
   if (job->err) {
     srv->errors[job->method]++;
@@ -201,8 +245,10 @@ void rpc_job_done(gkcd_job *job, void *arg) {
     send_sbuffer(c, &sb, job->out, out_bytes);
     job->out = NULL; /* the write owns it now */
   }
+  srv->budget_used -= job->cost;
   job_free(job);
-  if (srv->draining && c->jobs == 0 && c->writes == 0 && !c->closing) conn_close(c);
+  admit_waiting(srv);
+  if (!c->closing) conn_update_reading(c);
   conn_unref(c);
   server_maybe_finish(srv);
 }

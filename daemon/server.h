@@ -24,15 +24,24 @@ struct gkcd_conn {
   uv_pipe_t pipe;
   gkcd_server *srv;
   uint64_t id;
-  int refs;            /* the open handle, plus one per job in flight */
+  int pid, uid;        /* the peer, from SO_PEERCRED */
+  int refs;            /* the open handle, plus one per job or write in flight */
   int closing;         /* uv_close called: replies are dropped */
   int reading;         /* uv_read_start in effect */
   int close_when_flushed; /* an unrecoverable framing error was answered */
+  int parsing;         /* inside parse_frames: replies must not re-enter it */
   unsigned char *buf;  /* received bytes not yet parsed into frames */
   size_t len, cap;
   size_t need;         /* scanner's hint: rescan once len reaches it */
-  size_t jobs;         /* in flight */
+  size_t jobs;         /* in flight, including those waiting for budget */
   size_t writes;       /* uv_write calls not yet completed */
+  size_t queued_bytes; /* reply bytes pending or being written */
+  uint64_t last_active_ms; /* uv_now of the last byte in or out */
+  /* Replies collected during one loop iteration, written together. */
+  uv_buf_t *pend;
+  size_t npend, pend_cap;
+  gkcd_conn *next_dirty;
+  int dirty;
   gkcd_conn *prev, *next;
 };
 
@@ -44,8 +53,20 @@ struct gkcd_server {
   proto_limits limits;
   uv_pipe_t listener;
   uv_signal_t sigint, sigterm;
+  uv_check_t flush;    /* writes the replies collected in an iteration */
+  uv_timer_t sweep;    /* closes idle connections */
+  uv_timer_t status_timer, watchdog_timer; /* notify.c */
   int listening;
+  int activated;       /* the listening socket came from systemd */
+  int notifying, watchdog;
   int draining;        /* SIGINT/SIGTERM received */
+  gid_t socket_gid;    /* allowed by default */
+  gkcd_conn *dirty;    /* connections with replies to write */
+  uint64_t served, refused;
+  /* Memory budget: bytes held by requests in flight, and requests waiting. */
+  size_t budget_used;
+  gkcd_job *budget_head, *budget_tail;
+  size_t budget_waiting;
   uint64_t start_ns;
   uint64_t next_conn_id;
   gkcd_conn *conns;
@@ -72,6 +93,13 @@ void conn_accept(gkcd_server *srv);
 void conn_send(gkcd_conn *c, void *head, size_t head_len, void *body, size_t body_len);
 void conn_close(gkcd_conn *c);
 void conn_unref(gkcd_conn *c);
+/* Starts or stops reading from c as its limits allow; after any change in
+ * its jobs, queued replies or the server's state. */
+void conn_update_reading(gkcd_conn *c);
+/* Writes what every connection collected (the uv_check callback). */
+void conn_flush_all(gkcd_server *srv);
+/* Closes connections idle for longer than the idle timeout. */
+void conn_sweep_idle(gkcd_server *srv);
 
 /* rpc.c */
 /* Handles one complete frame; frame is malloc'd and ownership is taken. */

@@ -20,7 +20,7 @@ void status_pack(gkcd_server *srv, msgpack_packer *pk) {
   gkcd_device_info dev[8];
   int ndev = srv->be->devices(srv->be, dev, 8);
 
-  msgpack_pack_map(pk, 10);
+  msgpack_pack_map(pk, 14);
   proto_pack_cstr(pk, "version");
   proto_pack_cstr(pk, GKC_VERSION);
   proto_pack_cstr(pk, "backend");
@@ -31,6 +31,10 @@ void status_pack(gkcd_server *srv, msgpack_packer *pk) {
   kv_u64(pk, "queued", pool_waiting(srv->pool));
   kv_u64(pk, "connections", srv->nconns);
   kv_u64(pk, "bad_requests", srv->bad_frames);
+  kv_u64(pk, "served", srv->served);
+  kv_u64(pk, "refused_connections", srv->refused);
+  kv_u64(pk, "budget_used", srv->budget_used);
+  kv_u64(pk, "budget_waiting", srv->budget_waiting);
 
   proto_pack_cstr(pk, "devices");
   msgpack_pack_array(pk, (size_t)ndev);
@@ -59,10 +63,20 @@ void status_pack(gkcd_server *srv, msgpack_packer *pk) {
     msgpack_pack_double(pk, srv->kernel_us[m] / 1e3);
   }
 
+  const gkcd_config *cfg = &srv->cfg;
   proto_pack_cstr(pk, "limits");
-  msgpack_pack_map(pk, 4);
-  kv_u64(pk, "max_request_bytes", srv->cfg.max_request_bytes);
-  kv_u64(pk, "max_queue", srv->cfg.max_queue);
-  kv_u64(pk, "threads", (uint64_t)srv->cfg.threads);
+  msgpack_pack_map(pk, 12);
+  kv_u64(pk, "max_request_bytes", cfg->max_request_bytes);
+  kv_u64(pk, "max_queue", cfg->max_queue);
+  kv_u64(pk, "threads", (uint64_t)cfg->threads);
   kv_u64(pk, "max_objects", srv->limits.max_objects);
+  kv_u64(pk, "max_depth", srv->limits.max_depth);
+  kv_u64(pk, "max_connections", cfg->max_connections);
+  kv_u64(pk, "max_conn_requests", cfg->max_conn_requests);
+  kv_u64(pk, "max_conn_reply_bytes", cfg->max_conn_reply_bytes);
+  kv_u64(pk, "memory_budget", cfg->memory_budget);
+  kv_u64(pk, "budget_queue", cfg->budget_queue);
+  proto_pack_cstr(pk, "idle_timeout_s");
+  msgpack_pack_double(pk, cfg->idle_timeout_s);
+  kv_u64(pk, "streams", (uint64_t)cfg->streams);
 }

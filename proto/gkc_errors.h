@@ -22,6 +22,7 @@
   XX(BUSY,               -7,  "busy",              "server busy, retry later")         \
   XX(DEVICE_ERROR,       -8,  "device_error",      "device error")                     \
   XX(INTERNAL,           -9,  "internal",          "internal server error")            \
+  XX(DEADLINE_EXCEEDED,  -10, "deadline_exceeded", "request waited past its deadline") \
   /* client side only */                                                               \
   XX(CONNECT,            -20, "connect",           "cannot connect to gkcd")           \
   XX(IO,                 -21, "io",                "connection to gkcd failed")        \

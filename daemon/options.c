@@ -1,0 +1,369 @@
+/* options.c: the option table, and reading it from argv and gkcd.conf. */
+#include "options.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <getopt.h>
+#include <grp.h>
+#include <pwd.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "gkc.h"
+#include "log.h"
+#include "proto_socket.h"
+
+typedef struct opt_def opt_def;
+/* Parses val into the field at cfg + def->offset; 0, or -1 with the reason
+ * (what was expected) in why. */
+typedef int (*opt_parse)(const opt_def *def, const char *val, void *field, char *why, size_t n);
+
+struct opt_def {
+  const char *name; /* flag without "--"; the config key has '_' for '-' */
+  opt_parse parse;
+  size_t offset;
+  double lo, hi;    /* range, for numbers and sizes */
+  const char *arg;  /* placeholder in --help */
+  const char *help; /* may hold "\n" for continuation lines */
+};
+
+/* --- value parsers ------------------------------------------------------- */
+
+static int p_string(const opt_def *d, const char *v, void *f, char *why, size_t n) {
+  size_t cap = (size_t)d->hi;
+  if (strlen(v) >= cap) {
+    snprintf(why, n, "at most %zu characters", cap - 1);
+    return -1;
+  }
+  memcpy(f, v, strlen(v) + 1);
+  return 0;
+}
+
+static int p_mode(const opt_def *d, const char *v, void *f, char *why, size_t n) {
+  char *end;
+  errno = 0;
+  unsigned long m = strtoul(v, &end, 8);
+  if (v[0] != '0' || errno || *end || end == v || m > 0777) {
+    snprintf(why, n, "octal permissions such as 0660");
+    return -1;
+  }
+  *(unsigned *)f = (unsigned)m;
+  (void)d;
+  return 0;
+}
+
+static int p_backend(const opt_def *d, const char *v, void *f, char *why, size_t n) {
+  if (strcmp(v, "auto") && strcmp(v, "cpu") && strcmp(v, "cuda")) {
+    snprintf(why, n, "auto, cpu or cuda");
+    return -1;
+  }
+  snprintf(f, 8, "%s", v);
+  (void)d;
+  return 0;
+}
+
+static int p_level(const opt_def *d, const char *v, void *f, char *why, size_t n) {
+  int l = log_parse_level(v);
+  if (l < 0) {
+    snprintf(why, n, "error, warn, info or debug");
+    return -1;
+  }
+  *(int *)f = l;
+  (void)d;
+  return 0;
+}
+
+static int p_int(const opt_def *d, const char *v, void *f, char *why, size_t n) {
+  char *end;
+  errno = 0;
+  long x = strtol(v, &end, 10);
+  if (errno || end == v || *end || x < d->lo || x > d->hi) {
+    snprintf(why, n, "an integer from %.0f to %.0f", d->lo, d->hi);
+    return -1;
+  }
+  *(int *)f = (int)x;
+  return 0;
+}
+
+/* A size: digits with an optional K, M or G (powers of 1024). */
+static int p_size(const opt_def *d, const char *v, void *f, char *why, size_t n) {
+  char *end;
+  errno = 0;
+  unsigned long long x = strtoull(v, &end, 10);
+  unsigned long long mul = 1;
+  if (*end == 'K' || *end == 'k') mul = 1ull << 10, end++;
+  else if (*end == 'M' || *end == 'm') mul = 1ull << 20, end++;
+  else if (*end == 'G' || *end == 'g') mul = 1ull << 30, end++;
+  if (errno || end == v || *end || v[0] == '-' || x > UINT64_MAX / mul ||
+      (double)(x * mul) < d->lo || (double)(x * mul) > d->hi) {
+    snprintf(why, n, "a size from %.0f to %.0f bytes, with an optional K, M or G suffix", d->lo,
+             d->hi);
+    return -1;
+  }
+  *(size_t *)f = (size_t)(x * mul);
+  return 0;
+}
+
+static int p_count(const opt_def *d, const char *v, void *f, char *why, size_t n) {
+  int x;
+  if (p_int(d, v, &x, why, n)) return -1;
+  *(size_t *)f = (size_t)x;
+  return 0;
+}
+
+static int p_seconds(const opt_def *d, const char *v, void *f, char *why, size_t n) {
+  char *end;
+  errno = 0;
+  double x = strtod(v, &end);
+  if (errno || end == v || *end || !(x >= d->lo && x <= d->hi)) {
+    snprintf(why, n, "seconds from %.0f to %.0f (0 turns it off)", d->lo, d->hi);
+    return -1;
+  }
+  *(double *)f = x;
+  return 0;
+}
+
+/* --- the table ----------------------------------------------------------- */
+
+#define F(field) offsetof(gkcd_config, field)
+#define GiB (1024.0 * 1024 * 1024)
+
+static const opt_def table[] = {
+    {"config", p_string, F(config_path), 0, 256, "PATH",
+     "config file of key = value lines (default " GKCD_DEFAULT_CONFIG ",\nif it exists)"},
+    {"socket", p_string, F(socket_opt), 0, 108, "PATH",
+     "socket to listen on (default: $GKC_SOCKET, else\n$XDG_RUNTIME_DIR/gkcd.sock, else " PROTO_SOCKET_DEFAULT
+     ");\nignored when systemd passes a socket"},
+    {"socket-mode", p_mode, F(socket_mode), 0, 0, "MODE", "octal permissions of the socket (default 0660)"},
+    {"backend", p_backend, F(backend), 0, 0, "NAME",
+     "auto, cpu or cuda (default auto: cuda when a GPU is usable)"},
+    {"threads", p_int, F(threads), 1, 1024, "N", "requests computed at once (default: CPU count)"},
+    {"max-request-bytes", p_size, F(max_request_bytes), 1024, 4 * GiB - 1, "SIZE",
+     "largest request or result accepted (default 1G)"},
+    {"max-queue", p_count, F(max_queue), 1, 1 << 20, "N",
+     "requests waiting for a thread before clients get 'busy'\n(default 1024)"},
+    {"streams", p_int, F(streams), 1, 64, "N", "CUDA streams: requests on the GPU at once (default 4)"},
+    {"device-cache-bytes", p_size, F(device_cache_bytes), 0, 1024 * GiB, "SIZE",
+     "idle GPU memory kept for reuse (default 2G)"},
+    {"log-level", p_level, F(log_level), 0, 0, "LEVEL", "error, warn, info or debug (default info)"},
+    {"allow-users", p_string, F(allow_users), 0, 512, "LIST",
+     "comma-separated users (names or uids) that may connect,\nbesides root and gkcd's own user"},
+    {"allow-groups", p_string, F(allow_groups), 0, 512, "LIST",
+     "comma-separated groups that may connect (default: the\nsocket's group)"},
+    {"max-connections", p_count, F(max_connections), 1, 1 << 20, "N",
+     "open client connections at once (default 4096)"},
+    {"max-conn-requests", p_count, F(max_conn_requests), 1, 1 << 20, "N",
+     "requests in flight per connection before gkcd stops\nreading from it (default 64)"},
+    {"max-conn-reply-bytes", p_size, F(max_conn_reply_bytes), 4096, 64 * GiB, "SIZE",
+     "reply bytes queued for a slow reader before gkcd stops\nreading from it (default 256M)"},
+    {"memory-budget", p_size, F(memory_budget), 1 << 20, 1024 * GiB, "SIZE",
+     "host memory all requests in flight may hold (default:\nhalf the RAM, at most 16G)"},
+    {"budget-queue", p_count, F(budget_queue), 0, 1 << 20, "N",
+     "requests waiting for memory budget before 'busy' (default 64)"},
+    {"idle-timeout", p_seconds, F(idle_timeout_s), 0, 86400 * 7, "SECONDS",
+     "close connections idle this long (default 300; 0: never)"},
+};
+#define NOPT (int)(sizeof table / sizeof table[0])
+
+static void defaults(gkcd_config *cfg) {
+  memset(cfg, 0, sizeof *cfg);
+  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+  double half_ram = pages > 0 && psize > 0 ? (double)pages * (double)psize / 2 : 4 * GiB;
+  cfg->socket_mode = 0660;
+  snprintf(cfg->backend, sizeof cfg->backend, "auto");
+  cfg->threads = ncpu > 0 ? (int)ncpu : 1;
+  cfg->max_request_bytes = (size_t)1 << 30;
+  cfg->max_queue = 1024;
+  cfg->streams = 4;
+  cfg->device_cache_bytes = (size_t)2 << 30;
+  cfg->log_level = LOG_LVL_INFO;
+  cfg->max_connections = 4096;
+  cfg->max_conn_requests = 64;
+  cfg->max_conn_reply_bytes = (size_t)256 << 20;
+  cfg->memory_budget = (size_t)(half_ram < 16 * GiB ? half_ram : 16 * GiB);
+  cfg->budget_queue = 64;
+  cfg->idle_timeout_s = 300;
+}
+
+static void usage(void) {
+  printf("Usage: gkcd [OPTIONS]\n"
+         "GPU compute daemon: serves sgemm, reduce and spmv over a Unix socket\n"
+         "(msgpack-rpc, see PROTOCOL.md), on a CUDA GPU or on the CPU.\n\n"
+         "Options (each also a key in the config file, with '_' for '-'):\n");
+  for (int i = 0; i < NOPT; i++) {
+    char head[64];
+    snprintf(head, sizeof head, "--%s %s", table[i].name, table[i].arg);
+    printf("  %-25s", head);
+    for (const char *p = table[i].help; *p;) {
+      size_t len = strcspn(p, "\n");
+      printf("%s%.*s\n", p == table[i].help ? " " : "                            ", (int)len, p);
+      p += len + (p[len] == '\n');
+    }
+  }
+  printf("  %-25s show this help and exit\n  %-25s show the version and exit\n",
+         "-h, --help", "-V, --version");
+}
+
+static int apply(gkcd_config *cfg, const opt_def *d, const char *val, const char *where) {
+  char why[160];
+  if (d->parse(d, val, (char *)cfg + d->offset, why, sizeof why) == 0) return 0;
+  fprintf(stderr, "gkcd: %s: invalid value '%s' for %s: expected %s\n", where, val, d->name, why);
+  return -1;
+}
+
+/* One pass over argv.  only_config: look at --config/--help/--version only. */
+static int parse_argv(gkcd_config *cfg, int argc, char **argv, int only_config) {
+  struct option longopts[NOPT + 3];
+  for (int i = 0; i < NOPT; i++)
+    longopts[i] = (struct option){table[i].name, required_argument, NULL, 256 + i};
+  longopts[NOPT] = (struct option){"help", no_argument, NULL, 'h'};
+  longopts[NOPT + 1] = (struct option){"version", no_argument, NULL, 'V'};
+  longopts[NOPT + 2] = (struct option){0, 0, 0, 0};
+  optind = 1;
+  opterr = !only_config; /* complain once, on the second pass */
+  int o;
+  while ((o = getopt_long(argc, argv, "hV", longopts, NULL)) != -1) {
+    if (o == 'h') {
+      usage();
+      return 0;
+    }
+    if (o == 'V') {
+      printf("gkcd %s (protocol %d)\n", GKC_VERSION, GKC_PROTOCOL);
+      return 0;
+    }
+    if (o < 256) {
+      if (only_config) continue;
+      fprintf(stderr, "Try 'gkcd --help'.\n");
+      return 2;
+    }
+    const opt_def *d = &table[o - 256];
+    if (only_config != (d->offset == F(config_path))) continue;
+    char where[64];
+    snprintf(where, sizeof where, "option --%s", d->name);
+    if (apply(cfg, d, optarg, where)) return 2;
+  }
+  if (!only_config && optind < argc) {
+    fprintf(stderr, "gkcd: unexpected argument '%s'\nTry 'gkcd --help'.\n", argv[optind]);
+    return 2;
+  }
+  return -1;
+}
+
+static char *trim(char *s) {
+  while (isspace((unsigned char)*s)) s++;
+  char *e = s + strlen(s);
+  while (e > s && isspace((unsigned char)e[-1])) *--e = 0;
+  return s;
+}
+
+/* Reads key = value lines; '#' starts a comment. */
+static int load_file(gkcd_config *cfg, const char *path, int must_exist) {
+  FILE *f = fopen(path, "r");
+  if (!f) {
+    if (!must_exist && errno == ENOENT) return 0;
+    fprintf(stderr, "gkcd: cannot read config file %s: %s\n", path, strerror(errno));
+    return -1;
+  }
+  char line[1024];
+  int lineno = 0, rc = 0;
+  while (rc == 0 && fgets(line, sizeof line, f)) {
+    lineno++;
+    char where[300];
+    snprintf(where, sizeof where, "%s:%d", path, lineno);
+    if (!strchr(line, '\n') && !feof(f)) {
+      fprintf(stderr, "gkcd: %s: line longer than %zu characters\n", where, sizeof line - 2);
+      rc = -1;
+      break;
+    }
+    line[strcspn(line, "#")] = 0;
+    char *s = trim(line);
+    if (!*s) continue;
+    char *eq = strchr(s, '=');
+    if (!eq) {
+      fprintf(stderr, "gkcd: %s: expected 'key = value', got '%s'\n", where, s);
+      rc = -1;
+      break;
+    }
+    *eq = 0;
+    char *key = trim(s), *val = trim(eq + 1);
+    const opt_def *d = NULL;
+    for (int i = 0; i < NOPT && !d; i++) {
+      const char *a = table[i].name, *b = key;
+      while (*a && (*a == *b || (*a == '-' && *b == '_'))) a++, b++;
+      if (!*a && !*b) d = &table[i];
+    }
+    if (!d || d->offset == F(config_path)) {
+      fprintf(stderr, "gkcd: %s: unknown key '%s'\n", where, key);
+      rc = -1;
+    } else {
+      rc = apply(cfg, d, val, where);
+    }
+  }
+  fclose(f);
+  return rc;
+}
+
+int options_load(gkcd_config *cfg, int argc, char **argv) {
+  defaults(cfg);
+  int rc = parse_argv(cfg, argc, argv, 1);
+  if (rc >= 0) return rc;
+  int explicit_file = cfg->config_path[0] != 0;
+  const char *path = explicit_file ? cfg->config_path : GKCD_DEFAULT_CONFIG;
+  if (load_file(cfg, path, explicit_file) != 0) return 2;
+  if (!explicit_file && access(path, R_OK) == 0) snprintf(cfg->config_path, sizeof cfg->config_path, "%s", path);
+  if ((rc = parse_argv(cfg, argc, argv, 0)) >= 0) return rc;
+  if (proto_socket_path(cfg->socket_path, sizeof cfg->socket_path,
+                        cfg->socket_opt[0] ? cfg->socket_opt : NULL) != 0) {
+    fprintf(stderr, "gkcd: socket path is longer than a Unix socket allows (107 bytes)\n");
+    return 2;
+  }
+  return -1;
+}
+
+/* Splits a comma-separated list; each item is a name or a number. */
+static int resolve_list(const char *list, int users, void *ids, int *n) {
+  char buf[512];
+  snprintf(buf, sizeof buf, "%s", list);
+  *n = 0;
+  for (char *save, *tok = strtok_r(buf, ", ", &save); tok; tok = strtok_r(NULL, ", ", &save)) {
+    if (*n == GKCD_MAX_ALLOWED) {
+      fprintf(stderr, "gkcd: allow-%s: at most %d entries\n", users ? "users" : "groups",
+              GKCD_MAX_ALLOWED);
+      return -1;
+    }
+    char *end;
+    unsigned long id = strtoul(tok, &end, 10);
+    if (*end) {
+      if (users) {
+        struct passwd *pw = getpwnam(tok);
+        if (!pw) goto unknown;
+        id = pw->pw_uid;
+      } else {
+        struct group *gr = getgrnam(tok);
+        if (!gr) goto unknown;
+        id = gr->gr_gid;
+      }
+    }
+    if (users)
+      ((uid_t *)ids)[(*n)++] = (uid_t)id;
+    else
+      ((gid_t *)ids)[(*n)++] = (gid_t)id;
+    continue;
+  unknown:
+    fprintf(stderr, "gkcd: allow-%s: no such %s '%s'\n", users ? "users" : "groups",
+            users ? "user" : "group", tok);
+    return -1;
+  }
+  return 0;
+}
+
+int options_resolve_access(gkcd_config *cfg) {
+  if (resolve_list(cfg->allow_users, 1, cfg->allow_uids, &cfg->n_allow_uids) ||
+      resolve_list(cfg->allow_groups, 0, cfg->allow_gids, &cfg->n_allow_gids))
+    return -1;
+  return 0;
+}
