@@ -1,0 +1,321 @@
+/* gkcu_reduce.cu: the reduce ladder (smem, shfl) and CUB. */
+#include <string.h>
+
+#include <cub/device/device_reduce.cuh>
+#include <cuda/std/functional>
+
+#include "gkcu_internal.h"
+#include "gkcu_lab.h"
+#include "gkcu_reduce.h"
+
+namespace {
+
+/* What each op accumulates in, its identity, and how it folds values in.
+ * min/max start from NaN: fminf(NaN, v) = v, so NaN is their identity and
+ * an all-NaN input stays NaN. */
+template <int OP>
+struct Op;
+
+template <>
+struct Op<GKCU_SUM> {
+  using Acc = double;
+  static __device__ __forceinline__ Acc identity() { return 0.0; }
+  static __device__ __forceinline__ Acc combine(Acc a, Acc b) { return a + b; }
+  static __device__ __forceinline__ Acc from4(float4 v) { return (double)((v.x + v.y) + (v.z + v.w)); }
+};
+
+template <>
+struct Op<GKCU_MIN> {
+  using Acc = float;
+  static __device__ __forceinline__ Acc identity() { return __int_as_float(0x7fffffff); }
+  static __device__ __forceinline__ Acc combine(Acc a, Acc b) { return fminf(a, b); }
+  static __device__ __forceinline__ Acc from4(float4 v) { return fminf(fminf(v.x, v.y), fminf(v.z, v.w)); }
+};
+
+template <>
+struct Op<GKCU_MAX> {
+  using Acc = float;
+  static __device__ __forceinline__ Acc identity() { return __int_as_float(0x7fffffff); }
+  static __device__ __forceinline__ Acc combine(Acc a, Acc b) { return fmaxf(a, b); }
+  static __device__ __forceinline__ Acc from4(float4 v) { return fmaxf(fmaxf(v.x, v.y), fmaxf(v.z, v.w)); }
+};
+
+template <int OP>
+__device__ __forceinline__ typename Op<OP>::Acc warp_reduce(typename Op<OP>::Acc v) {
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) v = Op<OP>::combine(v, __shfl_down_sync(0xffffffffu, v, off));
+  return v;
+}
+
+/* Whole-block reduction; the result is valid in thread 0.  Ends with a
+ * barrier so that the shared slots can be reused by a second call. */
+template <int OP, int NT>
+__device__ __forceinline__ typename Op<OP>::Acc block_reduce(typename Op<OP>::Acc v) {
+  using Acc = typename Op<OP>::Acc;
+  __shared__ Acc warp_vals[NT / 32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  v = warp_reduce<OP>(v);
+  if (lane == 0) warp_vals[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    v = lane < NT / 32 ? warp_vals[lane] : Op<OP>::identity();
+    v = warp_reduce<OP>(v);
+  }
+  __syncthreads();
+  return v;
+}
+
+/* --- rung 0: shared-memory tree ------------------------------------------- */
+
+/* Each thread folds two elements (a block's reach is 512) into shared
+ * memory, then the active half shrinks each step (sequential addressing, no
+ * divergence within a warp until the last five steps).  One partial per
+ * block; the launcher repeats the kernel over the partials. */
+template <int OP, typename Tin, typename Tout>
+__global__ void __launch_bounds__(256) reduce_smem_kernel(const Tin *__restrict__ in, long long n,
+                                                          Tout *__restrict__ out) {
+  using Acc = typename Op<OP>::Acc;
+  __shared__ Acc s[256];
+  const int tid = threadIdx.x;
+  long long i = (long long)blockIdx.x * 512 + tid;
+  Acc v = Op<OP>::identity();
+  if (i < n) v = Op<OP>::combine(v, (Acc)in[i]);
+  if (i + 256 < n) v = Op<OP>::combine(v, (Acc)in[i + 256]);
+  s[tid] = v;
+  __syncthreads();
+  for (int st = 128; st > 0; st >>= 1) {
+    if (tid < st) s[tid] = Op<OP>::combine(s[tid], s[tid + st]);
+    __syncthreads();
+  }
+  if (tid == 0) out[blockIdx.x] = (Tout)s[0];
+}
+
+/* --- rung 1: float4 loads, warp shuffles, one pass ---------------------------- */
+
+constexpr int SHFL_NT = 256;
+constexpr int SHFL_UNROLL = 4;
+
+/* x[0..head) and the tail x[tail0..n) (fewer than 4 each) are read as
+ * scalars, the aligned body as float4s, four independent loads in flight per
+ * thread.  Each block leaves a partial; the block that draws the last ticket
+ * combines them, writes *out and puts the ticket counter back to zero. */
+/* (SHFL_NT, 8): at most 32 registers, so all 8 blocks the launcher puts on
+ * a multiprocessor are resident at once (40 registers left min/max with 6,
+ * and a second, partial wave cost 7% at 2^28). */
+template <int OP>
+__global__ void __launch_bounds__(SHFL_NT, 8) reduce_shfl_kernel(const float *__restrict__ x, long long n,
+                                                              int head,
+                                                              typename Op<OP>::Acc *__restrict__ partials,
+                                                              unsigned int *ticket, double *out) {
+  using Acc = typename Op<OP>::Acc;
+  const int tid = threadIdx.x;
+  const float4 *body = reinterpret_cast<const float4 *>(x + head);
+  const long long nvec = (n - head) >> 2;
+  const long long tail0 = head + nvec * 4;
+  const long long gid = (long long)blockIdx.x * SHFL_NT + tid;
+  const long long stride = (long long)gridDim.x * SHFL_NT;
+
+  Acc acc = Op<OP>::identity();
+  long long i = gid;
+  for (; i + (SHFL_UNROLL - 1) * stride < nvec; i += SHFL_UNROLL * stride) {
+    float4 v[SHFL_UNROLL];
+#pragma unroll
+    for (int u = 0; u < SHFL_UNROLL; u++) v[u] = body[i + u * stride];
+#pragma unroll
+    for (int u = 0; u < SHFL_UNROLL; u++) acc = Op<OP>::combine(acc, Op<OP>::from4(v[u]));
+  }
+  for (; i < nvec; i += stride) acc = Op<OP>::combine(acc, Op<OP>::from4(body[i]));
+  if (gid < head) acc = Op<OP>::combine(acc, (Acc)x[gid]);
+  if (gid < n - tail0) acc = Op<OP>::combine(acc, (Acc)x[tail0 + gid]);
+
+  acc = block_reduce<OP, SHFL_NT>(acc);
+  if (gridDim.x == 1) {
+    if (tid == 0) *out = (double)acc;
+    return;
+  }
+
+  __shared__ bool is_last;
+  if (tid == 0) {
+    partials[blockIdx.x] = acc;
+    __threadfence(); /* partial visible before the ticket is drawn */
+    unsigned int t = atomicAdd(ticket, 1u);
+    is_last = (t == gridDim.x - 1);
+  }
+  __syncthreads();
+  if (!is_last) return;
+  __threadfence();
+  acc = Op<OP>::identity();
+  for (int j = tid; j < (int)gridDim.x; j += SHFL_NT) acc = Op<OP>::combine(acc, __ldcg(&partials[j]));
+  acc = block_reduce<OP, SHFL_NT>(acc);
+  if (tid == 0) {
+    *out = (double)acc;
+    *ticket = 0u;
+  }
+}
+
+/* --- launchers ---------------------------------------------------------------- */
+
+template <int OP>
+int run_smem(gkcu_ctx *ctx, const float *x, long long n, double *d_result) {
+  using Acc = typename Op<OP>::Acc;
+  long long nb = (n + 511) / 512;
+  Acc *buf[2] = {NULL, NULL};
+  gkcu__carve cv = {};
+  gkcu__carve_add(&cv, (size_t)nb * sizeof(Acc), (void **)&buf[0]);
+  gkcu__carve_add(&cv, (size_t)((nb + 511) / 512) * sizeof(Acc), (void **)&buf[1]);
+  int rc = gkcu__carve_commit(ctx, &cv);
+  if (rc != 0) return rc;
+  if (nb > 0x7fffffffLL) return gkcu__fail(ctx, GKC_EINVALID_ARGUMENT, "reduce smem: n too large");
+
+  if (nb == 1) {
+    reduce_smem_kernel<OP, float, double><<<1, 256, 0, ctx->stream>>>(x, n, d_result);
+    GKCU__LAUNCHED(ctx, "reduce_smem_kernel");
+    return 0;
+  }
+  reduce_smem_kernel<OP, float, Acc><<<(unsigned int)nb, 256, 0, ctx->stream>>>(x, n, buf[0]);
+  GKCU__LAUNCHED(ctx, "reduce_smem_kernel");
+  int cur = 0;
+  for (long long len = nb; len > 1;) {
+    long long next = (len + 511) / 512;
+    if (next == 1) {
+      reduce_smem_kernel<OP, Acc, double><<<1, 256, 0, ctx->stream>>>(buf[cur], len, d_result);
+    } else {
+      reduce_smem_kernel<OP, Acc, Acc><<<(unsigned int)next, 256, 0, ctx->stream>>>(buf[cur], len, buf[cur ^ 1]);
+    }
+    GKCU__LAUNCHED(ctx, "reduce_smem_kernel");
+    cur ^= 1;
+    len = next;
+  }
+  return 0;
+}
+
+template <int OP>
+int run_shfl(gkcu_ctx *ctx, int blocks_per_sm, const float *x, long long n, double *d_result) {
+  using Acc = typename Op<OP>::Acc;
+  int head = (int)(((16u - ((uintptr_t)x & 15u)) & 15u) / 4u);
+  if (head > n) head = (int)n;
+  long long nvec = (n - head) / 4;
+  long long want = (nvec + (long long)SHFL_NT * SHFL_UNROLL - 1) / ((long long)SHFL_NT * SHFL_UNROLL);
+  long long cap = (long long)ctx->sm_count * blocks_per_sm;
+  unsigned int blocks = (unsigned int)(want < 1 ? 1 : (want > cap ? cap : want));
+  Acc *partials = NULL;
+  if (blocks > 1) {
+    gkcu__carve cv = {};
+    gkcu__carve_add(&cv, blocks * sizeof(Acc), (void **)&partials);
+    int rc = gkcu__carve_commit(ctx, &cv);
+    if (rc != 0) return rc;
+  }
+  reduce_shfl_kernel<OP><<<blocks, SHFL_NT, 0, ctx->stream>>>(x, n, head, partials, ctx->tickets, d_result);
+  GKCU__LAUNCHED(ctx, "reduce_shfl_kernel");
+  return 0;
+}
+
+struct FMin {
+  __device__ __forceinline__ float operator()(float a, float b) const { return fminf(a, b); }
+};
+struct FMax {
+  __device__ __forceinline__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+
+/* Accumulates in float (the init's type), writes the double out. */
+template <typename F>
+int run_cub_op(gkcu_ctx *ctx, const float *x, long long n, double *d_result, F f, float init) {
+  size_t bytes = 0;
+  GKCU__TRY_CUDA(ctx, cub::DeviceReduce::Reduce(NULL, bytes, x, d_result, n, f, init, ctx->stream));
+  void *tmp = NULL;
+  gkcu__carve cv = {};
+  gkcu__carve_add(&cv, bytes ? bytes : 1, &tmp);
+  int rc = gkcu__carve_commit(ctx, &cv);
+  if (rc != 0) return rc;
+  GKCU__TRY_CUDA(ctx, cub::DeviceReduce::Reduce(tmp, bytes, x, d_result, n, f, init, ctx->stream));
+  GKCU__LAUNCHED(ctx, "cub::DeviceReduce::Reduce");
+  return 0;
+}
+
+int run_cub(gkcu_ctx *ctx, int op, const float *x, long long n, double *d_result) {
+  const float nan = __builtin_nanf("");
+  switch (op) {
+    case GKCU_SUM: return run_cub_op(ctx, x, n, d_result, ::cuda::std::plus<float>(), 0.0f);
+    case GKCU_MIN: return run_cub_op(ctx, x, n, d_result, FMin(), nan);
+    default: return run_cub_op(ctx, x, n, d_result, FMax(), nan);
+  }
+}
+
+const char *const kNames[GKCU_REDUCE_NALGO] = {"auto", "smem", "shfl", "cub"};
+
+int check_args(gkcu_ctx *ctx, int algo, int op, const float *x, int64_t n, const double *out) {
+  if (!ctx) return GKC_EINVALID_ARGUMENT;
+  ctx->msg[0] = '\0';
+  GKCU__CHECK_ARG(ctx, algo >= 0 && algo < GKCU_REDUCE_NALGO);
+  GKCU__CHECK_ARG(ctx, op == GKCU_SUM || op == GKCU_MIN || op == GKCU_MAX);
+  GKCU__CHECK_ARG(ctx, n >= 1);
+  GKCU__CHECK_ARG(ctx, x != NULL && out != NULL);
+  GKCU__CHECK_ARG(ctx, ((uintptr_t)x & 3u) == 0);
+  return 0;
+}
+
+constexpr int kShflBlocksPerSm = 2048 / SHFL_NT;
+
+}  // namespace
+
+extern "C" const char *gkcu_reduce_algo_name(int algo) {
+  return (algo >= 0 && algo < GKCU_REDUCE_NALGO) ? kNames[algo] : NULL;
+}
+
+extern "C" int gkcu_reduce_algo_parse(const char *s) {
+  if (!s) return GKCU_REDUCE_AUTO;
+  for (int i = 0; i < GKCU_REDUCE_NALGO; i++)
+    if (strcmp(s, kNames[i]) == 0) return i;
+  return -1;
+}
+
+/* The auto rule: shfl at every size (one launch, so it leads where launch
+ * overhead dominates, and it streams at least as fast as CUB at 2^28: see
+ * bench/RESULTS.md). */
+extern "C" int gkcu_reduce_pick(const gkcu_ctx *ctx, int64_t n) {
+  (void)ctx;
+  (void)n;
+  return GKCU_REDUCE_SHFL;
+}
+
+extern "C" int gkcu_reduce_async(gkcu_ctx *ctx, int algo, int op, const float *x, int64_t n,
+                                 double *d_result) {
+  int rc = check_args(ctx, algo, op, x, n, d_result);
+  if (rc != 0) return rc;
+  if (algo == GKCU_REDUCE_AUTO) algo = gkcu_reduce_pick(ctx, n);
+  switch (algo) {
+    case GKCU_REDUCE_SMEM:
+      return op == GKCU_SUM ? run_smem<GKCU_SUM>(ctx, x, n, d_result)
+             : op == GKCU_MIN ? run_smem<GKCU_MIN>(ctx, x, n, d_result)
+                              : run_smem<GKCU_MAX>(ctx, x, n, d_result);
+    case GKCU_REDUCE_SHFL:
+      return op == GKCU_SUM ? run_shfl<GKCU_SUM>(ctx, kShflBlocksPerSm, x, n, d_result)
+             : op == GKCU_MIN ? run_shfl<GKCU_MIN>(ctx, kShflBlocksPerSm, x, n, d_result)
+                              : run_shfl<GKCU_MAX>(ctx, kShflBlocksPerSm, x, n, d_result);
+    case GKCU_REDUCE_CUB: return run_cub(ctx, op, x, n, d_result);
+  }
+  return gkcu__fail(ctx, GKC_EINTERNAL, "reduce: unhandled algo %d", algo);
+}
+
+extern "C" int gkcu_reduce(gkcu_ctx *ctx, int algo, int op, const float *x, int64_t n, double *result) {
+  if (!ctx) return GKC_EINVALID_ARGUMENT;
+  if (!result) return gkcu__fail(ctx, GKC_EINVALID_ARGUMENT, "invalid argument: result != NULL");
+  int rc = gkcu_reduce_async(ctx, algo, op, x, n, ctx->dev_result);
+  if (rc != 0) return rc;
+  GKCU__TRY_CUDA(ctx, cudaMemcpyAsync(ctx->host_result, ctx->dev_result, sizeof(double),
+                                      cudaMemcpyDeviceToHost, ctx->stream));
+  GKCU__TRY_CUDA(ctx, cudaStreamSynchronize(ctx->stream));
+  *result = *ctx->host_result;
+  return 0;
+}
+
+extern "C" int gkcu_lab_reduce_shfl(gkcu_ctx *ctx, int blocks_per_sm, int op, const float *x, int64_t n,
+                                    double *d_result) {
+  int rc = check_args(ctx, GKCU_REDUCE_SHFL, op, x, n, d_result);
+  if (rc != 0) return rc;
+  GKCU__CHECK_ARG(ctx, blocks_per_sm >= 0 && blocks_per_sm <= 8);
+  int bps = blocks_per_sm ? blocks_per_sm : kShflBlocksPerSm;
+  return op == GKCU_SUM ? run_shfl<GKCU_SUM>(ctx, bps, x, n, d_result)
+         : op == GKCU_MIN ? run_shfl<GKCU_MIN>(ctx, bps, x, n, d_result)
+                          : run_shfl<GKCU_MAX>(ctx, bps, x, n, d_result);
+}

@@ -1,0 +1,491 @@
+/* gkcu_spmv.cu: the CSR spmv ladder (scalar, vector, balanced) and cuSPARSE. */
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "gkcu_internal.h"
+#include "gkcu_lab.h"
+#include "gkcu_spmv.h"
+
+namespace {
+
+/* y[r] = alpha*s (+ beta*y[r] only when beta != 0: y is not read otherwise). */
+__device__ __forceinline__ void put_y(float *y, int r, float alpha, float s, float beta) {
+  y[r] = beta == 0.0f ? alpha * s : fmaf(beta, y[r], alpha * s);
+}
+
+/* --- rung 0: one thread per row --------------------------------------------- */
+
+__global__ void spmv_scalar_kernel(int rows, const int *__restrict__ rp, const int *__restrict__ ci,
+                                   const float *__restrict__ v, float alpha, const float *__restrict__ x,
+                                   float beta, float *__restrict__ y) {
+  for (int r = blockIdx.x * blockDim.x + threadIdx.x; r < rows; r += gridDim.x * blockDim.x) {
+    float s = 0.0f;
+    for (int j = rp[r], e = rp[r + 1]; j < e; j++) s = fmaf(v[j], __ldg(x + ci[j]), s);
+    put_y(y, r, alpha, s, beta);
+  }
+}
+
+/* --- rung 1: W threads per row ------------------------------------------------ */
+
+/* A warp holds 32/W rows at a time; the row loop is uniform across the warp
+ * (rows past the end just contribute nothing), so the full-mask shuffles are
+ * always legal. */
+template <int W>
+__global__ void __launch_bounds__(256) spmv_vector_kernel(int rows, const int *__restrict__ rp,
+                                                          const int *__restrict__ ci,
+                                                          const float *__restrict__ v, float alpha,
+                                                          const float *__restrict__ x, float beta,
+                                                          float *__restrict__ y) {
+  constexpr int RPW = 32 / W;
+  const int lane = threadIdx.x & 31;
+  const int g = lane / W, gl = lane % W;
+  const long long warp = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+  const long long nwarps = ((long long)gridDim.x * blockDim.x) >> 5;
+  for (long long base = warp * RPW; base < rows; base += nwarps * RPW) {
+    const long long r = base + g;
+    float s = 0.0f;
+    if (r < rows) {
+      const int e = rp[r + 1];
+      for (int j = rp[r] + gl; j < e; j += W) s = fmaf(v[j], __ldg(x + ci[j]), s);
+    }
+#pragma unroll
+    for (int off = W / 2; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
+    if (gl == 0 && r < rows) put_y(y, (int)r, alpha, s, beta);
+  }
+}
+
+/* --- rung 2: merge-path balanced ------------------------------------------------ */
+
+/* The merge path walks two lists at once: the row ends (row_ptr[1..rows])
+ * and the nonzero indices 0..nnz-1.  At (row r, nonzero q) it takes the
+ * nonzero when q < row_ptr[r+1], else it ends row r.  Every step is one
+ * item, rows + nnz in all; cutting the path into equal pieces gives every
+ * thread the same work however the nonzeros are spread over rows. */
+/* A tile is BAL_NT threads x BAL_IPT items (see kBalancedShapes below). */
+
+/* Where diagonal d crosses the path: the number of row ends consumed, found
+ * by one warp with 32-way search (about log32(rows) dependent loads instead
+ * of log2(rows)).  pred(p) = "row end p comes before item d" is true for
+ * p < answer and false after. */
+__device__ int merge_search_warp(long long d, int rows, long long nnz, const int *__restrict__ rp) {
+  const int lane = threadIdx.x & 31;
+  long long lo = d - nnz > 0 ? d - nnz : 0;
+  long long hi = d < rows ? d : rows;
+  while (hi - lo > 32) {
+    long long step = (hi - lo + 31) / 32;
+    long long p = lo + lane * step;
+    bool t = p < hi && (long long)rp[p + 1] <= d - p - 1;
+    int k = __popc(__ballot_sync(0xffffffffu, t));
+    long long nlo = k == 0 ? lo : lo + (k - 1) * step + 1;
+    long long nhi = lo + k * step < hi ? lo + k * step : hi;
+    lo = nlo;
+    hi = nhi;
+  }
+  long long p = lo + lane;
+  bool t = p < hi && (long long)rp[p + 1] <= d - p - 1;
+  return (int)(lo + __popc(__ballot_sync(0xffffffffu, t)));
+}
+
+/* coords[t] = (rows, nonzeros) consumed before tile t, for t = 0..ntiles,
+ * and .z = row_ptr[that row] (where the tile's first row starts, handed to
+ * the main kernel so that it need not fetch it on its critical path).
+ * A row whose nonzeros straddle a tile boundary ("split row") is summed by
+ * several blocks with atomicAdd, so it must hold beta*y (or 0) before the
+ * main kernel starts: the warp of the first boundary inside the row sets
+ * that (one writer per row: the boundary before it lies at or before the
+ * row's first item). */
+__global__ void spmv_partition_kernel(int rows, long long nnz, const int *__restrict__ rp, int ntiles, int tile,
+                                      int4 *__restrict__ coords, float beta, float *__restrict__ y) {
+  const long long t = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+  if (t > ntiles) return; /* whole warps leave together */
+  const long long total = (long long)rows + nnz;
+  const long long d = t * tile < total ? t * tile : total;
+  const int x = merge_search_warp(d, rows, nnz, rp);
+  if ((threadIdx.x & 31) != 0) return;
+  const int rs = rp[x]; /* row x starts at path item x + rs (x == rows: nnz) */
+  coords[t] = make_int4(x, (int)(d - x), rs, 0);
+  if (t > 0 && x < rows && rs < d - x && (t - 1) * tile <= x + rs)
+    y[x] = beta == 0.0f ? 0.0f : beta * y[x];
+}
+
+/* One tile of BAL_TILE path items per block.  The tile's row ends and its
+ * products values[q]*x[col[q]] are staged in shared memory with coalesced
+ * loads (all of a thread's loads issued before any is used), then each
+ * thread finds its own start by binary search in shared memory and walks
+ * BAL_IPT items.  A thread writes y for every row it ends except the first,
+ * whose earlier part may belong to the threads before it: a block-wide
+ * segmented scan of the threads' trailing partial sums supplies that carry.
+ * Rows that cross a tile boundary (at most the tile's first and last) are
+ * added with atomicAdd onto the beta*y that the partition kernel left
+ * there; every other row is stored once, by one thread. */
+template <int BAL_NT, int BAL_IPT, int MINB>
+__global__ void __launch_bounds__(BAL_NT, MINB) spmv_balanced_kernel(
+    int rows, const int *__restrict__ rp, const int *__restrict__ ci, const float *__restrict__ v, float alpha,
+    const float *__restrict__ x, float beta, float *__restrict__ y, const int4 *__restrict__ coords) {
+  constexpr int BAL_TILE = BAL_NT * BAL_IPT;
+  __shared__ int s_tile[BAL_TILE + 1];
+  __shared__ int s_wflag[BAL_NT / 32];
+  __shared__ float s_wval[BAL_NT / 32];
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+
+  const int4 c0 = coords[blockIdx.x], c1 = coords[blockIdx.x + 1];
+  const int x0 = c0.x, y0 = c0.y;
+  const int first_start = c0.z; /* row_ptr[x0] */
+  const int tile_rows = c1.x - c0.x, tile_nnz = c1.y - c0.y;
+  const int tile_items = tile_rows + tile_nnz;
+  int *s_rowend = s_tile;                                       /* tile_rows + 1 */
+  float *s_prod = reinterpret_cast<float *>(s_tile + tile_rows + 1); /* tile_nnz */
+
+  {
+    int ends[BAL_IPT], cols[BAL_IPT];
+    float vals[BAL_IPT];
+#pragma unroll
+    for (int k = 0; k < BAL_IPT; k++) {
+      int i = tid + k * BAL_NT;
+      if (i < tile_rows) ends[k] = rp[x0 + 1 + i];
+      if (i < tile_nnz) {
+        cols[k] = ci[y0 + i];
+        vals[k] = v[y0 + i];
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < BAL_IPT; k++) {
+      int i = tid + k * BAL_NT;
+      if (i < tile_nnz) vals[k] *= __ldg(x + cols[k]);
+    }
+#pragma unroll
+    for (int k = 0; k < BAL_IPT; k++) {
+      int i = tid + k * BAL_NT;
+      if (i < tile_rows) s_rowend[i] = ends[k];
+      if (i < tile_nnz) s_prod[i] = vals[k];
+    }
+    if (tid == 0) s_rowend[tile_rows] = INT_MAX; /* past the last row: take nonzeros */
+  }
+  __syncthreads();
+
+  const int d = min(tid * BAL_IPT, tile_items);
+  int lo = max(0, d - tile_nnz), hi = min(d, tile_rows);
+  while (lo < hi) {
+    int p = (lo + hi) >> 1;
+    if (s_rowend[p] <= y0 + d - p - 1) lo = p + 1;
+    else hi = p;
+  }
+  int r = lo, z = d - lo;
+  const int n_items = min(BAL_IPT, tile_items - d);
+
+  float sum = 0.0f, first_sum = 0.0f;
+  int first_row = -1;
+#pragma unroll
+  for (int it = 0; it < BAL_IPT; it++) {
+    if (it < n_items) {
+      if (y0 + z < s_rowend[r]) {
+        sum += s_prod[z];
+        z++;
+      } else {
+        if (first_row < 0) {
+          first_row = r;
+          first_sum = sum;
+        } else {
+          put_y(y, x0 + r, alpha, sum, beta);
+        }
+        sum = 0.0f;
+        r++;
+      }
+    }
+  }
+
+  /* Segmented inclusive scan of (ended a row?, trailing sum): a flag
+   * restarts the sum.  (f1,v1) then (f2,v2) = (f1|f2, f2 ? v2 : v1+v2). */
+  int flag = first_row >= 0;
+  float val = sum;
+#pragma unroll
+  for (int off = 1; off < 32; off <<= 1) {
+    int fu = __shfl_up_sync(0xffffffffu, flag, off);
+    float vu = __shfl_up_sync(0xffffffffu, val, off);
+    if (lane >= off) {
+      if (!flag) val += vu;
+      flag |= fu;
+    }
+  }
+  if (lane == 31) {
+    s_wflag[warp] = flag;
+    s_wval[warp] = val;
+  }
+  __syncthreads();
+  int ef = __shfl_up_sync(0xffffffffu, flag, 1);
+  float ev = __shfl_up_sync(0xffffffffu, val, 1);
+  if (lane == 0) {
+    ef = 0;
+    ev = 0.0f;
+  }
+  float pv = 0.0f; /* what the warps before this one carry in */
+  for (int w = 0; w < warp; w++) pv = s_wflag[w] ? s_wval[w] : pv + s_wval[w];
+  const float carry_in = ef ? ev : pv + ev;
+  if (first_row >= 0) {
+    /* only the tile's first row can have begun in an earlier tile */
+    if (first_row == 0 && first_start < y0) atomicAdd(y + x0, alpha * (first_sum + carry_in));
+    else put_y(y, x0 + first_row, alpha, first_sum + carry_in, beta);
+  }
+  if (tid == BAL_NT - 1 && c1.x < rows) {
+    /* the row open at the tile's end, if this tile holds some of it */
+    const int last_start = c1.z; /* row_ptr[c1.x] */
+    if (last_start < c1.y) atomicAdd(y + c1.x, alpha * (flag ? val : pv + val));
+  }
+}
+
+/* y = beta*y (0 when beta == 0) for a matrix without entries. */
+__global__ void spmv_scale_kernel(int rows, float beta, float *__restrict__ y) {
+  for (int r = blockIdx.x * blockDim.x + threadIdx.x; r < rows; r += gridDim.x * blockDim.x)
+    y[r] = beta == 0.0f ? 0.0f : beta * y[r];
+}
+
+/* --- launchers ---------------------------------------------------------------- */
+
+unsigned int capped_blocks(const gkcu_ctx *ctx, size_t threads, unsigned int per_sm) {
+  unsigned int b = gkcu__div_up(threads, 256);
+  unsigned int cap = (unsigned int)ctx->sm_count * per_sm;
+  if (b > cap) b = cap;
+  return b < 1 ? 1 : b;
+}
+
+int run_scalar(gkcu_ctx *ctx, int rows, const int *rp, const int *ci, const float *v, float alpha,
+               const float *x, float beta, float *y) {
+  spmv_scalar_kernel<<<capped_blocks(ctx, (size_t)rows, 32), 256, 0, ctx->stream>>>(rows, rp, ci, v, alpha, x, beta, y);
+  GKCU__LAUNCHED(ctx, "spmv_scalar_kernel");
+  return 0;
+}
+
+/* Group width, from the lab runs in bench/RESULTS.md: the power of two
+ * nearest (in log scale) to the larger of
+ *   - mean row length / 6: on big matrices a thread should take several
+ *     nonzeros of its row (5-point stencil: 2; 27-point: 4), and
+ *   - device threads / rows: small matrices need wide groups to fill the
+ *     chip at all (bcsstk13, 2003 rows: 32),
+ * clamped to 2..32. */
+int vector_width(int sm_count, int rows, long long nnz) {
+  double by_len = (double)nnz / (double)rows / 6.0;
+  double by_fill = (double)sm_count * 2048.0 / (double)rows;
+  double want = by_len > by_fill ? by_len : by_fill;
+  int w = 2;
+  while (w < 32 && want > w * 1.41421356) w *= 2;
+  return w;
+}
+
+int run_vector(gkcu_ctx *ctx, int w, int rows, const int *rp, const int *ci, const float *v,
+               float alpha, const float *x, float beta, float *y) {
+  unsigned int b = capped_blocks(ctx, (size_t)rows * w, 32);
+  cudaStream_t st = ctx->stream;
+  switch (w) {
+    case 2: spmv_vector_kernel<2><<<b, 256, 0, st>>>(rows, rp, ci, v, alpha, x, beta, y); break;
+    case 4: spmv_vector_kernel<4><<<b, 256, 0, st>>>(rows, rp, ci, v, alpha, x, beta, y); break;
+    case 8: spmv_vector_kernel<8><<<b, 256, 0, st>>>(rows, rp, ci, v, alpha, x, beta, y); break;
+    case 16: spmv_vector_kernel<16><<<b, 256, 0, st>>>(rows, rp, ci, v, alpha, x, beta, y); break;
+    default: spmv_vector_kernel<32><<<b, 256, 0, st>>>(rows, rp, ci, v, alpha, x, beta, y); break;
+  }
+  GKCU__LAUNCHED(ctx, "spmv_vector_kernel");
+  return 0;
+}
+
+/* Shapes of the balanced kernel: threads, items per thread, and the resident
+ * blocks per multiprocessor its registers are budgeted for.  The lab times
+ * all of them; balanced_shape() picks from the measurements. */
+struct BalancedShape {
+  int nt, ipt, minb;
+};
+constexpr BalancedShape kBalancedShapes[] = {{256, 8, 8}, {256, 8, 6}, {256, 4, 8}, {128, 8, 12}, {128, 8, 16}};
+
+/* Measured (bench/RESULTS.md, lab): below about 4M path items (rows + nnz)
+ * the smaller 256x4 tiles win (1.4-1.8x cuSPARSE on the shared matrices,
+ * against 1.1-1.5x for 256x8: more blocks to spread a small matrix over);
+ * above, 256x8 with 40 registers (6 blocks per SM) wins on the stencils
+ * and the power-law matrix. */
+int balanced_shape(int rows, long long nnz) { return (long long)rows + nnz < 4000000 ? 2 : 1; }
+constexpr int kBalancedShapeCount = (int)(sizeof kBalancedShapes / sizeof kBalancedShapes[0]);
+
+int run_balanced(gkcu_ctx *ctx, int shape, int rows, long long nnz, const int *rp, const int *ci, const float *v,
+                 float alpha, const float *x, float beta, float *y) {
+  const int tile = kBalancedShapes[shape].nt * kBalancedShapes[shape].ipt;
+  long long items = (long long)rows + nnz;
+  long long ntiles_ll = (items + tile - 1) / tile;
+  if (ntiles_ll >= 0x7fffffffLL) return gkcu__fail(ctx, GKC_EINVALID_ARGUMENT, "spmv: matrix too large");
+  int ntiles = (int)ntiles_ll;
+  int4 *coords = NULL;
+  gkcu__carve cv = {};
+  gkcu__carve_add(&cv, (size_t)(ntiles + 1) * sizeof(int4), (void **)&coords);
+  int rc = gkcu__carve_commit(ctx, &cv);
+  if (rc != 0) return rc;
+
+  cudaStream_t st = ctx->stream;
+  spmv_partition_kernel<<<gkcu__div_up((size_t)(ntiles + 1) * 32, 256), 256, 0, st>>>(rows, nnz, rp, ntiles, tile,
+                                                                                       coords, beta, y);
+  GKCU__LAUNCHED(ctx, "spmv_partition_kernel");
+#define GKCU__BAL(NT, IPT, MINB) \
+  spmv_balanced_kernel<NT, IPT, MINB><<<ntiles, NT, 0, st>>>(rows, rp, ci, v, alpha, x, beta, y, coords)
+  switch (shape) {
+    case 0: GKCU__BAL(256, 8, 8); break;
+    case 1: GKCU__BAL(256, 8, 6); break;
+    case 2: GKCU__BAL(256, 4, 8); break;
+    case 3: GKCU__BAL(128, 8, 12); break;
+    default: GKCU__BAL(128, 8, 16); break;
+  }
+#undef GKCU__BAL
+  GKCU__LAUNCHED(ctx, "spmv_balanced_kernel");
+  return 0;
+}
+
+int run_cusparse(gkcu_ctx *ctx, int rows, int cols, long long nnz, const int *rp, const int *ci,
+                 const float *v, float alpha, const float *x, float beta, float *y) {
+  if (nnz == 0) {
+    /* cuSPARSE wants real arrays even for no entries; the answer is known. */
+    spmv_scale_kernel<<<capped_blocks(ctx, (size_t)rows, 8), 256, 0, ctx->stream>>>(rows, beta, y);
+    GKCU__LAUNCHED(ctx, "spmv_scale_kernel");
+    return 0;
+  }
+  if (nnz > (long long)rows * cols)
+    return gkcu__fail(ctx, GKC_EINVALID_ARGUMENT,
+                      "cusparse: nnz %lld > rows*cols (duplicate entries), which cuSPARSE rejects", nnz);
+  cusparseConstSpMatDescr_t a = NULL;
+  cusparseConstDnVecDescr_t vx = NULL;
+  cusparseDnVecDescr_t vy = NULL;
+  cusparseStatus_t s;
+  const char *what = NULL;
+  size_t bytes = 0;
+  void *buf = NULL;
+  int rc = 0;
+
+  s = cusparseCreateConstCsr(&a, rows, cols, nnz, rp, ci, v, CUSPARSE_INDEX_32I, CUSPARSE_INDEX_32I,
+                             CUSPARSE_INDEX_BASE_ZERO, CUDA_R_32F);
+  if (s != CUSPARSE_STATUS_SUCCESS) { what = "cusparseCreateConstCsr"; goto fail; }
+  s = cusparseCreateConstDnVec(&vx, cols, x, CUDA_R_32F);
+  if (s != CUSPARSE_STATUS_SUCCESS) { what = "cusparseCreateConstDnVec"; goto fail; }
+  s = cusparseCreateDnVec(&vy, rows, y, CUDA_R_32F);
+  if (s != CUSPARSE_STATUS_SUCCESS) { what = "cusparseCreateDnVec"; goto fail; }
+  s = cusparseSpMV_bufferSize(ctx->cusparse, CUSPARSE_OPERATION_NON_TRANSPOSE, &alpha, a, vx, &beta, vy,
+                              CUDA_R_32F, CUSPARSE_SPMV_ALG_DEFAULT, &bytes);
+  if (s != CUSPARSE_STATUS_SUCCESS) { what = "cusparseSpMV_bufferSize"; goto fail; }
+  if (bytes > 0) {
+    gkcu__carve cv = {};
+    gkcu__carve_add(&cv, bytes, &buf);
+    rc = gkcu__carve_commit(ctx, &cv);
+    if (rc != 0) goto out;
+  }
+  s = cusparseSpMV(ctx->cusparse, CUSPARSE_OPERATION_NON_TRANSPOSE, &alpha, a, vx, &beta, vy, CUDA_R_32F,
+                   CUSPARSE_SPMV_ALG_DEFAULT, buf);
+  if (s != CUSPARSE_STATUS_SUCCESS) { what = "cusparseSpMV"; goto fail; }
+  {
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) rc = gkcu__cuda_fail(ctx, e, "launch cusparseSpMV");
+  }
+  goto out;
+fail:
+  rc = gkcu__cusparse_fail(ctx, s, what);
+out:
+  if (vy) cusparseDestroyDnVec(vy);
+  if (vx) cusparseDestroyDnVec(vx);
+  if (a) cusparseDestroySpMat(a);
+  return rc;
+}
+
+const char *const kNames[GKCU_SPMV_NALGO] = {"auto", "scalar", "vector", "balanced", "cusparse"};
+
+int check_args(gkcu_ctx *ctx, int rows, int cols, long long nnz, const int *rp, const int *ci,
+               const float *v, const float *x, const float *y) {
+  if (!ctx) return GKC_EINVALID_ARGUMENT;
+  ctx->msg[0] = '\0';
+  GKCU__CHECK_ARG(ctx, rows >= 1 && cols >= 1);
+  GKCU__CHECK_ARG(ctx, nnz >= 0 && nnz <= INT_MAX);
+  GKCU__CHECK_ARG(ctx, rp != NULL && x != NULL && y != NULL);
+  GKCU__CHECK_ARG(ctx, nnz == 0 || (ci != NULL && v != NULL));
+  return 0;
+}
+
+}  // namespace
+
+extern "C" const char *gkcu_spmv_algo_name(int algo) {
+  return (algo >= 0 && algo < GKCU_SPMV_NALGO) ? kNames[algo] : NULL;
+}
+
+extern "C" int gkcu_spmv_algo_parse(const char *s) {
+  if (!s) return GKCU_SPMV_AUTO;
+  for (int i = 0; i < GKCU_SPMV_NALGO; i++)
+    if (strcmp(s, kNames[i]) == 0) return i;
+  return -1;
+}
+
+/* The auto rule (figures in bench/RESULTS.md).  Without row statistics
+ * the only safe choice is balanced: its time follows rows + nnz whatever the
+ * row lengths (it lands within 0.8-1.4x of cuSPARSE everywhere we measured),
+ * while scalar and vector fall to 0.02-0.3x on one long row. */
+extern "C" int gkcu_spmv_pick(const gkcu_ctx *ctx, int32_t rows, int32_t cols, int64_t nnz) {
+  (void)ctx;
+  (void)rows;
+  (void)cols;
+  (void)nnz;
+  return GKCU_SPMV_BALANCED;
+}
+
+/* With the longest row known (the daemon has row_ptr on the host before it
+ * uploads it):
+ *   - a long row (> 1024 and > 32x the mean): balanced;
+ *   - every row <= 8 long: scalar (5-point stencil 1.5x cuSPARSE, vector
+ *     1.2x, balanced 0.9x: a warp reads 32 consecutive short rows);
+ *   - otherwise vector with the width rule above. */
+extern "C" int gkcu_spmv_pick_hint(const gkcu_ctx *ctx, int32_t rows, int32_t cols, int64_t nnz,
+                                   int32_t max_row) {
+  (void)cols;
+  if (!ctx || rows < 1 || nnz < 0 || max_row < 0) return GKCU_SPMV_BALANCED;
+  double mean = (double)nnz / (double)rows;
+  if (max_row > 1024 && max_row > 32.0 * mean) return GKCU_SPMV_BALANCED;
+  if (max_row <= 8) return GKCU_SPMV_SCALAR;
+  return GKCU_SPMV_VECTOR;
+}
+
+extern "C" int gkcu_spmv(gkcu_ctx *ctx, int algo, int32_t rows, int32_t cols, int64_t nnz,
+                         const int32_t *row_ptr, const int32_t *col_idx, const float *values,
+                         float alpha, const float *x, float beta, float *y) {
+  int rc = check_args(ctx, rows, cols, nnz, row_ptr, col_idx, values, x, y);
+  if (rc != 0) return rc;
+  GKCU__CHECK_ARG(ctx, algo >= 0 && algo < GKCU_SPMV_NALGO);
+  if (algo == GKCU_SPMV_AUTO) algo = gkcu_spmv_pick(ctx, rows, cols, nnz);
+  switch (algo) {
+    case GKCU_SPMV_SCALAR: return run_scalar(ctx, rows, row_ptr, col_idx, values, alpha, x, beta, y);
+    case GKCU_SPMV_VECTOR:
+      return run_vector(ctx, vector_width(ctx->sm_count, rows, nnz), rows, row_ptr, col_idx, values, alpha, x, beta, y);
+    case GKCU_SPMV_BALANCED: return run_balanced(ctx, balanced_shape(rows, nnz), rows, nnz, row_ptr, col_idx, values, alpha, x, beta, y);
+    case GKCU_SPMV_CUSPARSE:
+      return run_cusparse(ctx, rows, cols, nnz, row_ptr, col_idx, values, alpha, x, beta, y);
+  }
+  return gkcu__fail(ctx, GKC_EINTERNAL, "spmv: unhandled algo %d", algo);
+}
+
+extern "C" int gkcu_lab_spmv_vector_width(const gkcu_ctx *ctx, int32_t rows, int64_t nnz) {
+  return ctx && rows >= 1 && nnz >= 0 ? vector_width(ctx->sm_count, rows, nnz) : 2;
+}
+
+extern "C" int gkcu_lab_spmv_vector(gkcu_ctx *ctx, int width, int32_t rows, int32_t cols, int64_t nnz,
+                                    const int32_t *row_ptr, const int32_t *col_idx, const float *values,
+                                    float alpha, const float *x, float beta, float *y) {
+  int rc = check_args(ctx, rows, cols, nnz, row_ptr, col_idx, values, x, y);
+  if (rc != 0) return rc;
+  GKCU__CHECK_ARG(ctx, width == 2 || width == 4 || width == 8 || width == 16 || width == 32);
+  return run_vector(ctx, width, rows, row_ptr, col_idx, values, alpha, x, beta, y);
+}
+
+extern "C" int gkcu_lab_spmv_balanced(gkcu_ctx *ctx, int shape, int32_t rows, int32_t cols, int64_t nnz,
+                                      const int32_t *row_ptr, const int32_t *col_idx, const float *values,
+                                      float alpha, const float *x, float beta, float *y) {
+  int rc = check_args(ctx, rows, cols, nnz, row_ptr, col_idx, values, x, y);
+  if (rc != 0) return rc;
+  GKCU__CHECK_ARG(ctx, shape >= 0 && shape < kBalancedShapeCount);
+  return run_balanced(ctx, shape, rows, nnz, row_ptr, col_idx, values, alpha, x, beta, y);
+}
+
+extern "C" const char *gkcu_lab_spmv_balanced_name(int shape) {
+  static char names[kBalancedShapeCount][32];
+  if (shape < 0 || shape >= kBalancedShapeCount) return NULL;
+  snprintf(names[shape], sizeof names[shape], "t%dx%d/b%d", kBalancedShapes[shape].nt, kBalancedShapes[shape].ipt,
+           kBalancedShapes[shape].minb);
+  return names[shape];
+}

@@ -1,0 +1,58 @@
+/* gkcu_spmv.h: y = alpha * A * x + beta * y on the GPU, A in CSR.
+ *
+ * A is rows x cols with nnz entries: row_ptr holds rows + 1 int32 offsets
+ * (row_ptr[0] = 0, row_ptr[rows] = nnz, non-decreasing), col_idx and
+ * values hold nnz entries each (col_idx in [0, cols)); they may be NULL when
+ * nnz == 0.  x holds cols floats, y rows floats.  y is not read when
+ * beta == 0.  The structure is trusted: validate it on the host first.
+ * Empty rows, all-empty matrices and rows of any length work.
+ *
+ * Algorithms (each a separate kernel, see NOTES.md):
+ *   scalar    one thread per row
+ *   vector    a group of 2..32 threads per row, summed with warp shuffles
+ *             (width from the mean row length and the row count)
+ *   balanced  merge-path: rows + nonzeros split evenly over threads and
+ *             blocks, so one huge row or many empty rows cost no more than
+ *             their share; partial rows are carried across threads (block
+ *             scan) and across blocks (atomicAdd onto rows a partition
+ *             pass pre-scaled)
+ *   cusparse  cusparseSpMV (CSR, default algorithm), its buffer in scratch
+ *   auto      gkcu_spmv_pick()'s choice
+ */
+#ifndef GKCU_SPMV_H
+#define GKCU_SPMV_H
+
+#include "gkcu.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+  GKCU_SPMV_AUTO = 0,
+  GKCU_SPMV_SCALAR,
+  GKCU_SPMV_VECTOR,
+  GKCU_SPMV_BALANCED,
+  GKCU_SPMV_CUSPARSE,
+  GKCU_SPMV_NALGO
+} gkcu_spmv_algo;
+
+const char *gkcu_spmv_algo_name(int algo);
+int gkcu_spmv_algo_parse(const char *s); /* NULL means auto; -1 if unknown */
+/* What auto runs: balanced, the one algo whose time does not depend on
+ * how the nonzeros are spread over rows. */
+int gkcu_spmv_pick(const gkcu_ctx *ctx, int32_t rows, int32_t cols, int64_t nnz);
+/* A better choice when the caller knows the longest row (e.g. from row_ptr
+ * on the host before uploading it): scalar, vector or balanced. */
+int gkcu_spmv_pick_hint(const gkcu_ctx *ctx, int32_t rows, int32_t cols, int64_t nnz,
+                        int32_t max_row);
+
+int gkcu_spmv(gkcu_ctx *ctx, int algo, int32_t rows, int32_t cols, int64_t nnz,
+              const int32_t *row_ptr, const int32_t *col_idx, const float *values,
+              float alpha, const float *x, float beta, float *y);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GKCU_SPMV_H */
