@@ -50,12 +50,13 @@ if has e2e; then
 fi
 
 if has oom; then
-  "$B/tests/gpu_hog" 700 >"$OUT/hog.log" 2>&1 &
-  hog=$!
-  for _ in $(seq 300); do grep -q holding "$OUT/hog.log" && break; sleep 0.1; done
-  cat "$OUT/hog.log"
-  start_gkcd "$T/oom.sock" "$GKCD" --backend cuda --max-request-bytes 3G && {
-    # 16384 x 16384 result: 1 GiB on the device, more than is left.
+  # gkcd first (its contexts and handles need memory of their own), then a
+  # hog that leaves ~700 MiB, then a request whose 1 GiB result cannot fit.
+  if start_gkcd "$T/oom.sock" "$GKCD" --backend cuda --max-request-bytes 3G; then
+    "$B/tests/gpu_hog" 700 >"$OUT/hog.log" 2>&1 &
+    hog=$!
+    for _ in $(seq 300); do grep -q holding "$OUT/hog.log" && break; sleep 0.1; done
+    cat "$OUT/hog.log"
     "$GKC" --socket "$T/oom.sock" sgemm --random 16384x16384x1 >"$OUT/oom_big.log" 2>&1 &
     big=$!
     ok=0
@@ -63,11 +64,14 @@ if has oom; then
       "$GKC" --socket "$T/oom.sock" sgemm --random 256 --check >/dev/null 2>&1 && ok=$((ok + 1))
     done
     wait $big; bigrc=$?
-    summary+=("oom: big request rc=$bigrc ($(grep -o 'out_of_memory[^(]*' "$OUT/oom_big.log" | head -1)); small requests ok: $ok/20")
+    summary+=("oom: big request rc=$bigrc ($(grep -o 'out_of_memory.*' "$OUT/oom_big.log" | head -1)); small requests ok: $ok/20")
+    kill $hog 2>/dev/null; wait $hog 2>/dev/null
+    # With the memory back, the same big request succeeds: nothing was left broken.
+    "$GKC" --socket "$T/oom.sock" sgemm --random 16384x16384x1 >>"$OUT/oom_big.log" 2>&1
+    summary+=("oom: the same request after the hog is gone: rc=$?")
     "$GKC" --socket "$T/oom.sock" status --json >"$OUT/oom_status.json"
-    pkill -TERM -f "oom.sock"
-  }
-  kill $hog 2>/dev/null; wait 2>/dev/null
+    pkill -TERM -f "oom.sock"; sleep 0.5
+  fi
 fi
 
 if has mdwe; then

@@ -60,6 +60,24 @@ static const char *spmv_algos[GKCU_SPMV_NALGO];
 
 static size_t up(size_t n) { return (n + ALIGN - 1) / ALIGN * ALIGN; }
 
+/* Copies between the request, the pinned stage and the result are most of
+ * the daemon's own time on big requests (one core moves ~10 GB/s, and a
+ * fresh result buffer also takes its page faults there): split big ones
+ * over a few threads. */
+static void copy(void *dst, const void *src, size_t n) {
+  enum { PIECE = 8 << 20 };
+  if (n < 2 * (size_t)PIECE) {
+    memcpy(dst, src, n);
+    return;
+  }
+  long pieces = (long)((n + PIECE - 1) / PIECE);
+#pragma omp parallel for num_threads(8) schedule(static)
+  for (long i = 0; i < pieces; i++) {
+    size_t off = (size_t)i * PIECE, len = n - off < PIECE ? n - off : PIECE;
+    memcpy((char *)dst + off, (const char *)src + off, len);
+  }
+}
+
 static slot *take_slot(cuda_impl *impl) {
   pthread_mutex_lock(&impl->mu);
   for (;;) {
@@ -166,8 +184,11 @@ static int run_kernel(slot *s, gkcd_job *job, char *dev, const layout *l, int *e
     }
     case PROTO_M_SPMV: {
       __typeof__(job->in.spmv) *p = &job->in.spmv;
-      int algo = job->algo == GKCD_ALGO_AUTO ? gkcu_spmv_pick(ctx, p->rows, p->cols, p->nnz)
-                                             : job->algo + 1;
+      /* The longest row, known from validation, tells a regular matrix
+       * (thread- or warp-per-row kernels win) from a skewed one (merge path). */
+      int algo = job->algo == GKCD_ALGO_AUTO
+                     ? gkcu_spmv_pick_hint(ctx, p->rows, p->cols, p->nnz, p->max_row)
+                     : job->algo + 1;
       job->algo_name = gkcu_spmv_algo_name(algo);
       if (p->beta != 0.0f)
         cudaMemcpyAsync(out, dev + l->off[4], job->out_bytes, cudaMemcpyDeviceToDevice, s->stream);
@@ -221,8 +242,7 @@ static void run_on(cuda_impl *impl, slot *s, gkcd_job *job) {
     job_fail(job, GKC_EOUT_OF_MEMORY, "cannot allocate %zu bytes for the result", job->out_bytes);
     goto out;
   }
-  for (int i = 0; i < l.nin; i++)
-    memcpy((char *)s->stage + l.off[i], l.in[i]->ptr, l.in[i]->bytes);
+  for (int i = 0; i < l.nin; i++) copy((char *)s->stage + l.off[i], l.in[i]->ptr, l.in[i]->bytes);
 
   cudaError_t e = cudaEventRecord(s->ev_in, s->stream);
   if (e == cudaSuccess)
@@ -259,7 +279,7 @@ static void run_on(cuda_impl *impl, slot *s, gkcd_job *job) {
   if (job->method == PROTO_M_REDUCE)
     memcpy(&job->value, s->stage, sizeof(double));
   else
-    memcpy(job->out, s->stage, job->out_bytes);
+    copy(job->out, s->stage, job->out_bytes);
 out:
   devcache_free(impl->cache, dev, dev_cap);
 }

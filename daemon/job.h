@@ -43,6 +43,7 @@ struct gkcd_job {
       int64_t nnz;
       float alpha, beta;
       gkcd_span row_ptr, col_idx, values, x, y; /* y only when beta != 0 */
+      int32_t max_row; /* longest row, found while validating: guides "auto" */
     } spmv;
   } in;
 

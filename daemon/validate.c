@@ -17,14 +17,14 @@ static inline int32_t load_i32(const unsigned char *p, int64_t i) {
 }
 
 int validate_csr(int32_t rows, int32_t cols, int64_t nnz, const void *row_ptr,
-                 const void *col_idx, char *msg, size_t msglen) {
+                 const void *col_idx, int32_t *max_row, char *msg, size_t msglen) {
   const unsigned char *rp = row_ptr, *ci = col_idx;
   int32_t first = load_i32(rp, 0);
   if (first != 0) {
     snprintf(msg, msglen, "argument 'row_ptr': row_ptr[0] is %" PRId32 ", must be 0", first);
     return GKC_EINVALID_ARGUMENT;
   }
-  int32_t prev = 0;
+  int32_t prev = 0, longest = 0;
   for (int64_t r = 1; r <= rows; r++) {
     int32_t v = load_i32(rp, r);
     if (v < prev) {
@@ -32,8 +32,10 @@ int validate_csr(int32_t rows, int32_t cols, int64_t nnz, const void *row_ptr,
                " after %" PRId32 ")", r - 1, v, prev);
       return GKC_EINVALID_ARGUMENT;
     }
+    if (v - prev > longest) longest = v - prev;
     prev = v;
   }
+  *max_row = longest;
   if (prev != nnz) {
     snprintf(msg, msglen, "argument 'row_ptr': row_ptr[rows] is %" PRId32 " but col_idx holds"
              " %" PRId64 " entries", prev, nnz);
@@ -59,8 +61,8 @@ int validate_csr(int32_t rows, int32_t cols, int64_t nnz, const void *row_ptr,
 int validate_job(gkcd_job *job) {
   if (job->method != PROTO_M_SPMV) return 0;
   int rc = validate_csr(job->in.spmv.rows, job->in.spmv.cols, job->in.spmv.nnz,
-                        job->in.spmv.row_ptr.ptr, job->in.spmv.col_idx.ptr, job->errmsg,
-                        sizeof job->errmsg);
+                        job->in.spmv.row_ptr.ptr, job->in.spmv.col_idx.ptr,
+                        &job->in.spmv.max_row, job->errmsg, sizeof job->errmsg);
   if (rc) job->err = rc;
   return rc;
 }

@@ -15,9 +15,9 @@
 int validate_job(gkcd_job *job);
 
 /* The CSR rules, on possibly unaligned arrays: row_ptr starts at 0, never
- * decreases, ends at nnz; every col_idx in [0, cols).  0, or
- * GKC_EINVALID_ARGUMENT with a message. */
+ * decreases, ends at nnz; every col_idx in [0, cols).  0 with the longest
+ * row's length in *max_row, or GKC_EINVALID_ARGUMENT with a message. */
 int validate_csr(int32_t rows, int32_t cols, int64_t nnz, const void *row_ptr,
-                 const void *col_idx, char *msg, size_t msglen);
+                 const void *col_idx, int32_t *max_row, char *msg, size_t msglen);
 
 #endif
