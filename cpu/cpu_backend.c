@@ -21,6 +21,7 @@ typedef struct {
 static const char *const sgemm_algos[] = {"openblas", NULL};
 static const char *const reduce_algos[] = {"cpu_omp", NULL};
 static const char *const spmv_algos[] = {"cpu_merge", NULL};
+static const char *const blas1_algos[] = {"openblas", NULL};
 
 static double now_us(void) {
   struct timespec ts;
@@ -30,7 +31,8 @@ static double now_us(void) {
 
 /* The request's arrays sit at arbitrary byte offsets in its msgpack frame;
  * kernels want naturally aligned arrays.  Returns s->ptr when it already is,
- * else a malloc'd aligned copy stored in *tmp (NULL when out of memory). */
+ * else a malloc'd aligned copy stored in *tmp (NULL when out of memory).
+ * On this backend resident arrays and regions are host memory too. */
 static const void *aligned(const gkcd_span *s, void **tmp) {
   *tmp = NULL;
   if (((uintptr_t)s->ptr & 3) == 0 || s->bytes == 0) return s->ptr;
@@ -39,26 +41,68 @@ static const void *aligned(const gkcd_span *s, void **tmp) {
   return *tmp;
 }
 
-static void run_sgemm(cpu_impl *impl, gkcd_job *job) {
+static int cpu_res_alloc(gkcd_backend *be, size_t bytes, void **ptr, size_t *cap, char *msg,
+                         size_t msglen) {
+  (void)be;
+  *ptr = malloc(bytes ? bytes : 1);
+  *cap = bytes;
+  if (*ptr) return 0;
+  snprintf(msg, msglen, "cannot allocate %zu bytes", bytes);
+  return GKC_EOUT_OF_MEMORY;
+}
+
+static void cpu_res_free(gkcd_backend *be, void *ptr, size_t cap) {
+  (void)be, (void)cap;
+  free(ptr);
+}
+
+/* Where the array result goes: a new buffer for the reply, a new resident
+ * array, or straight into the region or resident array the client named.
+ * NULL (with the job failed) when out of memory. */
+static float *out_buffer(gkcd_backend *be, gkcd_job *job) {
+  switch (job->out_kind) {
+    case OUT_BIN:
+      if (!(job->out = malloc(job->out_bytes ? job->out_bytes : 1)))
+        job_fail(job, GKC_EOUT_OF_MEMORY, "cannot allocate %zu bytes for the result",
+                 job->out_bytes);
+      return job->out;
+    case OUT_RES_NEW:
+      if (cpu_res_alloc(be, job->out_bytes, &job->out_ptr, &job->out_cap, job->errmsg,
+                        sizeof job->errmsg)) {
+        job->err = GKC_EOUT_OF_MEMORY;
+        job->out_ptr = NULL;
+      }
+      return job->out_ptr;
+    default:
+      return job->out_ptr; /* 4-byte aligned: offsets are multiples of 4 */
+  }
+}
+
+/* Undoes out_buffer after a failure. */
+static void drop_out(gkcd_backend *be, gkcd_job *job) {
+  if (job->out_kind == OUT_RES_NEW && job->out_ptr) cpu_res_free(be, job->out_ptr, job->out_cap);
+  job->out_ptr = NULL;
+}
+
+static void run_sgemm(gkcd_backend *be, gkcd_job *job) {
   __typeof__(job->in.sgemm) *s = &job->in.sgemm;
   void *ta = NULL, *tb = NULL;
   const float *a = aligned(&s->a, &ta), *b = aligned(&s->b, &tb);
-  float *c = malloc(job->out_bytes);
-  if (!a || !b || !c) {
-    job_fail(job, GKC_EOUT_OF_MEMORY, "cannot allocate %zu bytes for sgemm", job->out_bytes);
-    free(c);
+  if (!a || !b) {
+    job_fail(job, GKC_EOUT_OF_MEMORY, "cannot allocate memory for sgemm");
     goto out;
   }
-  if (s->beta != 0.0f) memcpy(c, s->c.ptr, job->out_bytes);
+  float *c = out_buffer(be, job);
+  if (!c) goto out;
+  /* memmove: the client may name the same region bytes for c and out. */
+  if (s->beta != 0.0f) memmove(c, s->c.ptr, job->out_bytes);
   double t0 = now_us();
   cpu_sgemm(s->m, s->n, s->k, s->alpha, a, s->trans_a, b, s->trans_b, s->beta, c);
   job->kernel_us = now_us() - t0;
-  job->out = c;
   job->algo_name = sgemm_algos[0];
 out:
   free(ta);
   free(tb);
-  (void)impl;
 }
 
 static void run_reduce(cpu_impl *impl, gkcd_job *job) {
@@ -76,36 +120,90 @@ static void run_reduce(cpu_impl *impl, gkcd_job *job) {
   free(tx);
 }
 
-static void run_spmv(cpu_impl *impl, gkcd_job *job) {
+static void run_spmv(gkcd_backend *be, cpu_impl *impl, gkcd_job *job) {
   __typeof__(job->in.spmv) *s = &job->in.spmv;
   void *t[4] = {0};
   const int32_t *rp = aligned(&s->row_ptr, &t[0]), *ci = aligned(&s->col_idx, &t[1]);
   const float *v = aligned(&s->values, &t[2]), *x = aligned(&s->x, &t[3]);
-  float *y = malloc(job->out_bytes);
-  if (!rp || (!ci && s->nnz) || (!v && s->nnz) || !x || !y) {
+  if (!rp || (!ci && s->nnz) || (!v && s->nnz) || !x) {
     job_fail(job, GKC_EOUT_OF_MEMORY, "cannot allocate memory for spmv");
-    free(y);
     goto out;
   }
-  if (s->beta != 0.0f) memcpy(y, s->y.ptr, job->out_bytes);
+  float *y = out_buffer(be, job);
+  if (!y) goto out;
+  if (s->beta != 0.0f) memmove(y, s->y.ptr, job->out_bytes);
   double t0 = now_us();
   cpu_spmv(s->rows, s->cols, rp, ci, v, x, s->alpha, s->beta, y, impl->nthreads);
   job->kernel_us = now_us() - t0;
-  job->out = y;
   job->algo_name = spmv_algos[0];
 out:
   for (int i = 0; i < 4; i++) free(t[i]);
 }
 
+static void run_vec(gkcd_backend *be, gkcd_job *job) {
+  __typeof__(job->in.vec) *s = &job->in.vec;
+  void *tx, *ty = NULL;
+  const float *x = aligned(&s->x, &tx);
+  const float *y = x ? aligned(&s->y, &ty) : NULL;
+  if (!x || !y) {
+    job_fail(job, GKC_EOUT_OF_MEMORY, "cannot allocate memory for %s",
+             job->method == PROTO_M_DOT ? "dot" : "axpby");
+    goto out;
+  }
+  double t0 = now_us();
+  if (job->method == PROTO_M_DOT) {
+    job->value = cpu_dot(x, y, s->n);
+  } else {
+    float *o = out_buffer(be, job);
+    if (!o) goto out;
+    t0 = now_us();
+    cpu_axpby(s->n, s->alpha, x, s->beta, y, o);
+  }
+  job->kernel_us = now_us() - t0;
+  job->algo_name = blas1_algos[0];
+out:
+  free(tx);
+  free(ty);
+}
+
+/* upload, csr_upload: into resident memory; download: out of it. */
+static void run_copy(gkcd_backend *be, gkcd_job *job) {
+  double t0 = now_us();
+  char *o = (char *)out_buffer(be, job);
+  if (!o) return;
+  if (job->method == PROTO_M_CSR_UPLOAD) {
+    __typeof__(job->in.csr) *s = &job->in.csr;
+    memcpy(o, s->row_ptr.ptr, s->row_ptr.bytes);
+    memcpy(o + s->row_ptr.bytes, s->col_idx.ptr, s->col_idx.bytes);
+    memcpy(o + s->row_ptr.bytes + s->col_idx.bytes, s->values.ptr, s->values.bytes);
+    job->algo_used = 0;
+    job->algo_name = spmv_algos[0];
+  } else {
+    memcpy(o, job->in.upload.data.ptr, job->in.upload.data.bytes);
+  }
+  job->kernel_us = now_us() - t0;
+}
+
 static void cpu_run(gkcd_backend *be, gkcd_job *job) {
   cpu_impl *impl = be->impl;
   switch (job->method) {
-    case PROTO_M_SGEMM: run_sgemm(impl, job); break;
+    case PROTO_M_SGEMM: run_sgemm(be, job); break;
     case PROTO_M_REDUCE: run_reduce(impl, job); break;
-    case PROTO_M_SPMV: run_spmv(impl, job); break;
+    case PROTO_M_SPMV: run_spmv(be, impl, job); break;
+    case PROTO_M_DOT:
+    case PROTO_M_AXPBY: run_vec(be, job); break;
+    case PROTO_M_UPLOAD:
+    case PROTO_M_DOWNLOAD:
+    case PROTO_M_CSR_UPLOAD: run_copy(be, job); break;
     default: job_fail(job, GKC_EINTERNAL, "the cpu backend has no method %d", job->method);
   }
+  if (job->err) drop_out(be, job);
   job_finish(job);
+}
+
+static int cpu_spmv_pick(gkcd_backend *be, int32_t rows, int32_t cols, int64_t nnz, int32_t max_row) {
+  (void)be, (void)rows, (void)cols, (void)nnz, (void)max_row;
+  return 0;
 }
 
 /* "model name" from /proc/cpuinfo; "CPU" when it cannot be read. */
@@ -171,7 +269,12 @@ int cpu_backend_create(gkcd_backend **out, int nthreads, char *msg, size_t msgle
   be->algos[PROTO_M_SGEMM] = sgemm_algos;
   be->algos[PROTO_M_REDUCE] = reduce_algos;
   be->algos[PROTO_M_SPMV] = spmv_algos;
+  be->algos[PROTO_M_DOT] = blas1_algos;
+  be->algos[PROTO_M_AXPBY] = blas1_algos;
   be->run = cpu_run;
+  be->res_alloc = cpu_res_alloc;
+  be->res_free = cpu_res_free;
+  be->spmv_pick = cpu_spmv_pick;
   be->devices = cpu_devices;
   be->destroy = cpu_destroy;
   be->impl = impl;

@@ -33,6 +33,17 @@ struct gkcd_backend {
    * "auto" resolves to when the backend has no better rule. */
   const char *const *algos[PROTO_M_COUNT];
   void (*run)(gkcd_backend *be, gkcd_job *job);
+  /* Resident memory (device memory on a GPU): 0, or GKC_EOUT_OF_MEMORY with
+   * a message.  Any thread. */
+  int (*res_alloc)(gkcd_backend *be, size_t bytes, void **ptr, size_t *cap, char *msg,
+                   size_t msglen);
+  void (*res_free)(gkcd_backend *be, void *ptr, size_t cap);
+  /* Registers a client's region for DMA (may be NULL: nothing to do);
+   * nonzero when it could not, which is not an error. */
+  int (*region_pin)(gkcd_backend *be, void *ptr, size_t bytes);
+  void (*region_unpin)(gkcd_backend *be, void *ptr);
+  /* The spmv algo (index into algos[PROTO_M_SPMV]) auto picks for a matrix. */
+  int (*spmv_pick)(gkcd_backend *be, int32_t rows, int32_t cols, int64_t nnz, int32_t max_row);
   int (*devices)(gkcd_backend *be, gkcd_device_info *out, int max);
   void (*destroy)(gkcd_backend *be);
   void *impl;

@@ -16,12 +16,20 @@
  * replies thus stops being read from, instead of making gkcd buffer without
  * bound.
  *
- * Lifetime: refs counts the open handle, each job in flight and each write
- * in flight; the memory goes when the last of them is done.
+ * The socket is read with recvmsg under a uv_poll_t rather than as a libuv
+ * stream, because clients may attach file descriptors (shared-memory
+ * regions) to their bytes, which libuv's pipes would not hand over; they
+ * queue up in c->fds for shm_register.  Writes go out with sendmsg from the
+ * same poll handle.
+ *
+ * Lifetime: refs counts the open handle, each job in flight and the dirty
+ * list's hold; the memory goes when the last of them is done.
  */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -33,16 +41,12 @@
 /* An idle buffer bigger than this is given back to the allocator. */
 #define KEEP_MAX (1024 * 1024)
 
-typedef struct {
-  uv_write_t req;
-  gkcd_conn *conn;
-  size_t n, bytes;
-  uv_buf_t bufs[]; /* each base malloc'd, freed when written */
-} write_req;
-
 static void on_closed(uv_handle_t *h) {
   gkcd_conn *c = h->data;
   gkcd_server *srv = c->srv;
+  close(c->fd);
+  for (int i = 0; i < c->nfds; i++) close(c->fds[i]);
+  c->nfds = 0;
   if (c->prev)
     c->prev->next = c->next;
   else
@@ -50,6 +54,7 @@ static void on_closed(uv_handle_t *h) {
   if (c->next) c->next->prev = c->prev;
   srv->nconns--;
   log_debug("connection %llu closed", (unsigned long long)c->id);
+  res_drop_owner(srv, c);
   conn_unref(c);
   server_maybe_finish(srv);
 }
@@ -66,64 +71,76 @@ void conn_close(gkcd_conn *c) {
   if (c->closing) return;
   c->closing = 1;
   c->reading = 0;
-  uv_close((uv_handle_t *)&c->pipe, on_closed);
+  uv_close((uv_handle_t *)&c->poll, on_closed);
+}
+
+int conn_take_fd(gkcd_conn *c) {
+  if (c->nfds == 0) return -1;
+  int fd = c->fds[0];
+  memmove(c->fds, c->fds + 1, (size_t)--c->nfds * sizeof c->fds[0]);
+  return fd;
 }
 
 /* Closes c if it has nothing left to do: after framing errors, and while
  * the daemon drains for shutdown. */
 static void close_if_done(gkcd_conn *c) {
-  if (c->closing || c->writes > 0 || c->npend > 0) return;
+  if (c->closing || c->npend > 0) return;
   if (c->close_when_flushed || (c->srv->draining && c->jobs == 0)) conn_close(c);
 }
 
-static void on_written(uv_write_t *req, int status) {
-  write_req *w = (write_req *)req;
-  gkcd_conn *c = w->conn;
-  for (size_t i = 0; i < w->n; i++) free(w->bufs[i].base);
-  c->writes--;
-  c->queued_bytes -= w->bytes;
-  c->last_active_ms = uv_now(c->srv->loop);
-  free(w);
-  if (status < 0 && status != UV_ECANCELED) {
-    log_debug("connection %llu: write failed: %s", (unsigned long long)c->id,
-              uv_strerror(status));
+static void on_poll(uv_poll_t *h, int status, int events);
+
+/* Tells the poll handle what we wait for now. */
+static void watch(gkcd_conn *c) {
+  if (c->closing) return;
+  int want = (c->reading ? UV_READABLE : 0) | (c->npend ? UV_WRITABLE : 0);
+  if (want == c->events) return;
+  int rc = want ? uv_poll_start(&c->poll, want, on_poll) : uv_poll_stop(&c->poll);
+  if (rc) {
+    log_warn("connection %llu: poll: %s", (unsigned long long)c->id, uv_strerror(rc));
     conn_close(c);
+    return;
   }
+  c->events = want;
+}
+
+/* Writes as much of the pending replies as the socket takes now. */
+static void write_pending(gkcd_conn *c) {
+  while (c->npend > 0 && !c->closing) {
+    struct iovec iov[64];
+    size_t n = c->npend < 64 ? c->npend : 64;
+    for (size_t i = 0; i < n; i++) {
+      iov[i].iov_base = c->pend[i].base;
+      iov[i].iov_len = c->pend[i].len;
+    }
+    iov[0].iov_base = (char *)iov[0].iov_base + c->pend_off;
+    iov[0].iov_len -= c->pend_off;
+    struct msghdr mh = {.msg_iov = iov, .msg_iovlen = n};
+    ssize_t w = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      log_debug("connection %llu: write: %s", (unsigned long long)c->id, strerror(errno));
+      conn_close(c);
+      return;
+    }
+    c->queued_bytes -= (size_t)w;
+    c->last_active_ms = uv_now(c->srv->loop);
+    size_t done = 0, left = (size_t)w + c->pend_off;
+    while (done < c->npend && left >= c->pend[done].len) {
+      left -= c->pend[done].len;
+      free(c->pend[done].base);
+      done++;
+    }
+    memmove(c->pend, c->pend + done, (c->npend - done) * sizeof *c->pend);
+    c->npend -= done;
+    c->pend_off = left;
+  }
+  watch(c);
   if (!c->closing) {
     conn_update_reading(c);
     close_if_done(c);
   }
-  conn_unref(c);
-}
-
-static void flush(gkcd_conn *c) {
-  c->dirty = 0;
-  if (c->closing || c->npend == 0) return;
-  write_req *w = malloc(sizeof *w + c->npend * sizeof(uv_buf_t));
-  if (!w) {
-    log_err("connection %llu: out of memory writing replies", (unsigned long long)c->id);
-    conn_close(c);
-    return;
-  }
-  w->conn = c;
-  w->n = c->npend;
-  w->bytes = 0;
-  for (size_t i = 0; i < c->npend; i++) {
-    w->bufs[i] = c->pend[i];
-    w->bytes += c->pend[i].len;
-  }
-  c->npend = 0;
-  int rc = uv_write(&w->req, (uv_stream_t *)&c->pipe, w->bufs, (unsigned)w->n, on_written);
-  if (rc) {
-    log_warn("connection %llu: uv_write: %s", (unsigned long long)c->id, uv_strerror(rc));
-    for (size_t i = 0; i < w->n; i++) free(w->bufs[i].base);
-    c->queued_bytes -= w->bytes;
-    free(w);
-    conn_close(c);
-    return;
-  }
-  c->writes++;
-  c->refs++;
 }
 
 void conn_flush_all(gkcd_server *srv) {
@@ -132,7 +149,8 @@ void conn_flush_all(gkcd_server *srv) {
   while (list) {
     gkcd_conn *c = list, *next = c->next_dirty;
     c->next_dirty = NULL;
-    flush(c);
+    c->dirty = 0;
+    if (!c->closing) write_pending(c);
     conn_unref(c); /* the dirty list's reference */
     list = next;
   }
@@ -157,7 +175,7 @@ void conn_send(gkcd_conn *c, void *head, size_t head_len, void *body, size_t bod
   head = NULL;
   if (body_len && pend(c, body, body_len) != 0) goto oom;
   body = NULL;
-  if (!c->dirty) {
+  if (!c->dirty) { /* written once per loop iteration, by conn_flush_all */
     c->dirty = 1;
     c->refs++;
     c->next_dirty = c->srv->dirty;
@@ -173,23 +191,75 @@ drop:
   free(body);
 }
 
-static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
-  gkcd_conn *c = h->data;
-  (void)suggested;
-  if (c->cap - c->len < READ_CHUNK) {
-    /* Doubling keeps the cost of growth linear; capacity stays within twice
-     * what the peer has really sent, plus one chunk. */
-    size_t ncap = c->cap ? c->cap * 2 : READ_CHUNK;
-    if (ncap < c->len + READ_CHUNK) ncap = c->len + READ_CHUNK;
-    unsigned char *nb = realloc(c->buf, ncap);
-    if (!nb) {
-      *buf = uv_buf_init(NULL, 0); /* read_cb gets UV_ENOBUFS */
-      return;
+/* Room for at least one more chunk in the input buffer; -1 when out of memory. */
+static int reserve(gkcd_conn *c) {
+  if (c->cap - c->len >= READ_CHUNK) return 0;
+  /* Doubling keeps the cost of growth linear; capacity stays within twice
+   * what the peer has really sent, plus one chunk. */
+  size_t ncap = c->cap ? c->cap * 2 : READ_CHUNK;
+  if (ncap < c->len + READ_CHUNK) ncap = c->len + READ_CHUNK;
+  unsigned char *nb = realloc(c->buf, ncap);
+  if (!nb) return -1;
+  c->buf = nb;
+  c->cap = ncap;
+  return 0;
+}
+
+/* Keeps the descriptors a message carried; the surplus is closed. */
+static void take_rights(gkcd_conn *c, struct msghdr *mh) {
+  for (struct cmsghdr *cm = CMSG_FIRSTHDR(mh); cm; cm = CMSG_NXTHDR(mh, cm)) {
+    if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS) continue;
+    int n = (int)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+    int *fds = (int *)CMSG_DATA(cm);
+    for (int i = 0; i < n; i++) {
+      if (c->nfds < CONN_MAX_FDS) {
+        c->fds[c->nfds++] = fds[i];
+      } else {
+        log_warn("connection %llu: more than %d descriptors waiting; closing the extra one",
+                 (unsigned long long)c->id, CONN_MAX_FDS);
+        close(fds[i]);
+      }
     }
-    c->buf = nb;
-    c->cap = ncap;
   }
-  *buf = uv_buf_init((char *)c->buf + c->len, (unsigned)(c->cap - c->len));
+  if (mh->msg_flags & MSG_CTRUNC)
+    log_warn("connection %llu: descriptors were dropped (too many in one message)",
+             (unsigned long long)c->id);
+}
+
+/* Reads what the socket holds; 0, or -1 when the connection was closed. */
+static int read_some(gkcd_conn *c) {
+  for (int rounds = 0; rounds < 16 && c->reading; rounds++) {
+    if (reserve(c) != 0) {
+      log_err("connection %llu: out of memory for input, closing", (unsigned long long)c->id);
+      conn_close(c);
+      return -1;
+    }
+    struct iovec iov = {c->buf + c->len, c->cap - c->len};
+    union {
+      char buf[CMSG_SPACE(sizeof(int) * CONN_MAX_FDS)];
+      struct cmsghdr align;
+    } ctl;
+    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
+                        .msg_controllen = sizeof ctl.buf};
+    ssize_t n = recvmsg(c->fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
+      log_debug("connection %llu: read: %s", (unsigned long long)c->id, strerror(errno));
+      conn_close(c);
+      return -1;
+    }
+    if (mh.msg_controllen > 0) take_rights(c, &mh);
+    if (n == 0) {
+      log_debug("connection %llu: peer closed", (unsigned long long)c->id);
+      conn_close(c);
+      return -1;
+    }
+    c->len += (size_t)n;
+    c->last_active_ms = uv_now(c->srv->loop);
+    if ((size_t)n < iov.iov_len) return 0; /* drained */
+  }
+  return 0;
 }
 
 static int may_take_frames(const gkcd_conn *c) {
@@ -251,8 +321,6 @@ static void parse_frames(gkcd_conn *c) {
   }
 }
 
-static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
-
 void conn_update_reading(gkcd_conn *c) {
   if (c->closing || c->parsing) return; /* parse_frames' caller decides afterwards */
   int want = may_take_frames(c);
@@ -260,40 +328,21 @@ void conn_update_reading(gkcd_conn *c) {
     /* Frames that arrived before we paused are served first. */
     parse_frames(c);
     if (c->closing || !may_take_frames(c)) return;
-    int rc = uv_read_start((uv_stream_t *)&c->pipe, on_alloc, on_read);
-    if (rc) {
-      log_warn("connection %llu: uv_read_start: %s", (unsigned long long)c->id, uv_strerror(rc));
-      conn_close(c);
-      return;
-    }
-    c->reading = 1;
-  } else if (!want && c->reading) {
-    uv_read_stop((uv_stream_t *)&c->pipe);
-    c->reading = 0;
   }
+  c->reading = want;
+  watch(c);
 }
 
-static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
-  gkcd_conn *c = s->data;
-  (void)buf;
-  if (nread == 0) return;
-  if (nread == UV_EOF) {
-    log_debug("connection %llu: peer closed", (unsigned long long)c->id);
+static void on_poll(uv_poll_t *h, int status, int events) {
+  gkcd_conn *c = h->data;
+  if (status < 0) {
+    log_debug("connection %llu: poll: %s", (unsigned long long)c->id, uv_strerror(status));
     conn_close(c);
     return;
   }
-  if (nread == UV_ENOBUFS) {
-    log_err("connection %llu: out of memory for input, closing", (unsigned long long)c->id);
-    conn_close(c);
-    return;
-  }
-  if (nread < 0) {
-    log_debug("connection %llu: read: %s", (unsigned long long)c->id, uv_strerror((int)nread));
-    conn_close(c);
-    return;
-  }
-  c->len += (size_t)nread;
-  c->last_active_ms = uv_now(c->srv->loop);
+  if ((events & UV_WRITABLE) && c->npend) write_pending(c);
+  if (c->closing || !(events & UV_READABLE) || !c->reading) return;
+  if (read_some(c) != 0) return;
   parse_frames(c);
   if (!c->closing) {
     conn_update_reading(c);
@@ -324,50 +373,42 @@ static int peer_allowed(gkcd_server *srv, int fd, struct ucred *cr) {
   return 0;
 }
 
-void conn_accept(gkcd_server *srv) {
+void conn_accept(gkcd_server *srv, int fd) {
+  struct ucred cr = {0, (uid_t)-1, (gid_t)-1};
+  if (!peer_allowed(srv, fd, &cr)) {
+    srv->refused++;
+    log_warn("refused connection from pid %d uid %d gid %d: not an allowed user or group"
+             " (allow-users, allow-groups)", (int)cr.pid, (int)cr.uid, (int)cr.gid);
+    close(fd);
+    return;
+  }
+  if (srv->nconns >= srv->cfg.max_connections) {
+    srv->refused++;
+    log_warn("refused connection from pid %d uid %d: %llu connections open (max-connections)",
+             (int)cr.pid, (int)cr.uid, (unsigned long long)srv->nconns);
+    close(fd);
+    return;
+  }
   gkcd_conn *c = calloc(1, sizeof *c);
-  if (!c) {
-    log_err("out of memory accepting a connection");
-    return;
-  }
-  int rc = uv_pipe_init(srv->loop, &c->pipe, 0);
+  int rc = c ? uv_poll_init(srv->loop, &c->poll, fd) : UV_ENOMEM;
   if (rc) {
-    log_err("uv_pipe_init: %s", uv_strerror(rc));
+    log_err("accepting a connection: %s", uv_strerror(rc));
     free(c);
+    close(fd);
     return;
   }
-  c->pipe.data = c;
+  c->poll.data = c;
+  c->fd = fd;
   c->srv = srv;
   c->refs = 1;
+  c->pid = (int)cr.pid;
+  c->uid = (int)cr.uid;
   c->id = ++srv->next_conn_id;
   c->last_active_ms = uv_now(srv->loop);
   c->next = srv->conns;
   if (srv->conns) srv->conns->prev = c;
   srv->conns = c;
   srv->nconns++;
-  if ((rc = uv_accept((uv_stream_t *)&srv->listener, (uv_stream_t *)&c->pipe))) {
-    log_warn("accept: %s", uv_strerror(rc));
-    conn_close(c);
-    return;
-  }
-  uv_os_fd_t fd;
-  struct ucred cr = {0, (uid_t)-1, (gid_t)-1};
-  if (uv_fileno((uv_handle_t *)&c->pipe, &fd) != 0 || !peer_allowed(srv, fd, &cr)) {
-    srv->refused++;
-    log_warn("refused connection from pid %d uid %d gid %d: not an allowed user or group"
-             " (allow-users, allow-groups)", (int)cr.pid, (int)cr.uid, (int)cr.gid);
-    conn_close(c);
-    return;
-  }
-  c->pid = (int)cr.pid;
-  c->uid = (int)cr.uid;
-  if (srv->nconns > srv->cfg.max_connections) {
-    srv->refused++;
-    log_warn("refused connection from pid %d uid %d: %llu connections open (max-connections)",
-             c->pid, c->uid, (unsigned long long)srv->nconns - 1);
-    conn_close(c);
-    return;
-  }
   log_debug("connection %llu opened by pid %d uid %d", (unsigned long long)c->id, c->pid, c->uid);
   conn_update_reading(c);
 }
@@ -377,7 +418,7 @@ void conn_sweep_idle(gkcd_server *srv) {
   uint64_t now = uv_now(srv->loop), limit = (uint64_t)(srv->cfg.idle_timeout_s * 1000);
   for (gkcd_conn *c = srv->conns, *next; c; c = next) {
     next = c->next;
-    if (c->closing || c->jobs || c->writes || c->npend) continue;
+    if (c->closing || c->jobs || c->npend) continue;
     if (now - c->last_active_ms >= limit) {
       log_info("connection %llu (pid %d): idle for %.0f s, closing", (unsigned long long)c->id,
                c->pid, srv->cfg.idle_timeout_s);

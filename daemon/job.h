@@ -1,11 +1,12 @@
-/* job.h: one compute request on its way from the wire to a backend and back.
+/* job.h: one request on its way from the wire to a worker and back.
  *
- * The event loop fills the arguments after validating them, the scheduler
- * hands the job to a worker thread, the backend computes and fills the
- * results, and job_finish() returns it to the loop, which sends the reply and
- * frees it.  Array arguments point into the request's own bytes (`frame`),
- * which the job owns: they may be unaligned, so backends copy or load them
- * with memcpy as their hardware needs.
+ * The event loop fills the arguments after validating them, the pool hands
+ * the job to a worker thread, the backend computes and fills the results,
+ * and job_finish() returns it to the loop, which sends the reply and frees
+ * it.  An array argument is a span: bytes inside the request itself (which
+ * the job owns, `frame`) or inside a client's shared-memory region, both in
+ * host memory and possibly unaligned; or a resident array, in the backend's
+ * own memory (device memory on the CUDA backend).
  */
 #ifndef GKCD_JOB_H
 #define GKCD_JOB_H
@@ -15,16 +16,32 @@
 
 typedef struct gkcd_conn gkcd_conn;
 typedef struct gkcd_pool gkcd_pool;
+typedef struct gkcd_res gkcd_res;
+
+enum { SPAN_HOST = 0, SPAN_RES = 1 };
 
 typedef struct {
-  const void *ptr; /* into the frame; may be unaligned; NULL when absent */
+  const void *ptr; /* NULL when absent */
   size_t bytes;
+  int where;       /* SPAN_HOST: request or region bytes; SPAN_RES: backend memory */
+  int pinned;      /* SPAN_HOST inside a region the backend registered for DMA */
+  int shared;      /* SPAN_HOST inside a client's region: it may change under us */
 } gkcd_span;
+
+/* Where an array result goes. */
+enum {
+  OUT_BIN = 0,  /* job->out, malloc'd here, sent in the reply */
+  OUT_HOST,     /* out_ptr: inside a client's region */
+  OUT_RES,      /* out_ptr: an existing resident array */
+  OUT_RES_NEW,  /* a new resident array: the backend allocates out_ptr/out_cap */
+};
+
+#define JOB_MAX_RES 8
 
 typedef struct gkcd_job gkcd_job;
 struct gkcd_job {
   int method; /* proto_method */
-  int algo;   /* index into the backend's algo list for this method */
+  int algo;   /* index into the backend's algo list for this method, or auto */
   union {
     struct {
       int32_t m, n, k;
@@ -43,19 +60,40 @@ struct gkcd_job {
       int64_t nnz;
       float alpha, beta;
       gkcd_span row_ptr, col_idx, values, x, y; /* y only when beta != 0 */
-      int32_t max_row; /* longest row, found while validating: guides "auto" */
+      int32_t max_row;   /* longest row, found while validating: guides "auto" */
+      int validated;     /* a resident matrix, checked when it was uploaded */
     } spmv;
+    struct {
+      gkcd_span x, y;
+      int64_t n;
+      float alpha, beta; /* axpby */
+    } vec;               /* dot, axpby */
+    struct {
+      gkcd_span data;
+      int dtype;         /* upload: DT_F32 or DT_I32 */
+    } upload;            /* upload, download (data = the resident array) */
+    struct {
+      int32_t rows, cols;
+      int64_t nnz;
+      gkcd_span row_ptr, col_idx, values;
+      int32_t max_row;
+    } csr;               /* csr_upload */
   } in;
 
   /* Results, written by the backend. */
   int err;            /* 0 or a negative gkc_error */
   char errmsg[256];
-  void *out;          /* malloc'd result array (sgemm c, spmv y), freed after the reply */
+  int out_kind;       /* OUT_* */
+  void *out;          /* OUT_BIN: malloc'd result array, freed after the reply */
+  void *out_ptr;      /* OUT_HOST, OUT_RES, OUT_RES_NEW: where the result is */
+  size_t out_cap;     /* OUT_RES_NEW: the allocation's true size */
   size_t out_bytes;
-  double value;       /* reduce */
+  uint64_t out_offset; /* OUT_HOST: offset in the region, for the reply */
+  double value;       /* reduce, dot */
   double kernel_us;
   double h2d_us, d2h_us; /* host<->device copies, when the backend has them (else 0) */
   const char *algo_name; /* static string: the algo that ran */
+  int algo_used;      /* csr_upload: the spmv algo index auto will use */
 
   /* Daemon-private. */
   gkcd_conn *conn;
@@ -65,6 +103,13 @@ struct gkcd_job {
   uint64_t t_start_ns;
   uint64_t deadline_ns; /* from deadline_ms: drop the job if it starts later; 0 = none */
   size_t cost;          /* bytes it holds against the memory budget */
+  gkcd_res *res[JOB_MAX_RES]; /* resident objects it uses, referenced until it is freed */
+  int nres;
+  gkcd_res *out_res;    /* OUT_RES / OUT_HOST: the object written to */
+  int shared;           /* upload, csr_upload: create a shared object */
+  int reg_fd;           /* shm_register: the descriptor, until mapped (-1 after) */
+  void *priv[2];        /* private copies of CSR indices that came in a region */
+  int reg_pinned;       /* shm_register: the backend registered the mapping for DMA */
   gkcd_job *next;
 };
 
@@ -75,8 +120,5 @@ void job_fail(gkcd_job *job, int err, const char *fmt, ...)
 /* Hands a finished job (results or err filled) back to the event loop.
  * Safe from any thread, including a CUDA host callback. */
 void job_finish(gkcd_job *job);
-
-/* Frees the job and everything it owns. */
-void job_free(gkcd_job *job);
 
 #endif

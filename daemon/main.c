@@ -65,7 +65,7 @@ int main(int argc, char **argv) {
   if (open_backend(cfg, &be) != 0) return 1;
   uv_loop_t *loop = uv_default_loop();
   if (server_start(&srv, loop, be) != 0) {
-    if (srv.listening && !srv.activated) unlink(cfg->socket_path);
+    if (srv.bound) unlink(cfg->socket_path);
     be->destroy(be);
     return 1;
   }

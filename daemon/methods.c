@@ -9,10 +9,20 @@
 #include "gkc_errors.h"
 #include "proto_methods.h"
 #include "proto_rpc.h"
+#include "server.h"
 
-int methods_is_compute(int method) {
-  return method == PROTO_M_SGEMM || method == PROTO_M_REDUCE || method == PROTO_M_SPMV;
-}
+/* How each method runs: on the loop, or as a job run by the backend or by
+ * the daemon itself (shm_register maps and pins, which can take a while). */
+static const char method_kind[PROTO_M_COUNT] = {
+    [PROTO_M_PING] = 'L',        [PROTO_M_STATUS] = 'L',     [PROTO_M_SHM_RELEASE] = 'L',
+    [PROTO_M_RELEASE] = 'L',     [PROTO_M_SGEMM] = 'B',      [PROTO_M_REDUCE] = 'B',
+    [PROTO_M_SPMV] = 'B',        [PROTO_M_DOT] = 'B',        [PROTO_M_AXPBY] = 'B',
+    [PROTO_M_UPLOAD] = 'B',      [PROTO_M_DOWNLOAD] = 'B',   [PROTO_M_CSR_UPLOAD] = 'B',
+    [PROTO_M_SHM_REGISTER] = 'D',
+};
+
+int methods_is_compute(int method) { return method_kind[method] != 'L'; }
+int methods_is_backend(int method) { return method_kind[method] == 'B'; }
 
 static int too_large(args_ctx *a, const char *what, uint64_t bytes, size_t max) {
   snprintf(a->msg, a->msglen, "%s would take %" PRIu64 " bytes, over the limit of %zu"
@@ -37,7 +47,7 @@ static int parse_algo(args_ctx *a, const gkcd_backend *be, int method, int *algo
   int idx = backend_algo_lookup(be, method, s, len);
   if (idx == -2) {
     char list[256] = "auto";
-    for (const char *const *p = be->algos[method]; *p; p++) {
+    for (const char *const *p = be->algos[method]; p && *p; p++) {
       strncat(list, ", ", sizeof list - strlen(list) - 1);
       strncat(list, *p, sizeof list - strlen(list) - 1);
     }
@@ -50,9 +60,24 @@ static int parse_algo(args_ctx *a, const gkcd_backend *be, int method, int *algo
   return 0;
 }
 
-static int parse_sgemm(const gkcd_backend *be, args_ctx *a, gkcd_job *job, size_t max) {
-  static const char *const keys[] = {"m", "n", "k", "a", "b", "c", "alpha", "beta",
-                                     "trans_a", "trans_b", "algo", "precision", "deadline_ms", NULL};
+/* CSR indices are checked on the host before anything reads them, so they
+ * must come by value or in a region, not as resident arrays. */
+static int host_indices(args_ctx *a, const gkcd_span *row_ptr, const gkcd_span *col_idx) {
+  if (row_ptr->where == SPAN_RES || col_idx->where == SPAN_RES) {
+    snprintf(a->msg, a->msglen, "arguments 'row_ptr' and 'col_idx' must be sent (bin or region),"
+             " not handles: keep a matrix resident with csr_upload");
+    return GKC_EINVALID_ARGUMENT;
+  }
+  return 0;
+}
+
+static int parse_shared(args_ctx *a, gkcd_job *job) { return args_bool(a, "shared", 0, &job->shared); }
+
+static int parse_sgemm(refs_ctx *r, size_t max) {
+  static const char *const keys[] = {"m", "n", "k", "a", "b", "c", "alpha", "beta", "trans_a",
+                                     "trans_b", "algo", "precision", "deadline_ms", "out", NULL};
+  args_ctx *a = r->a;
+  gkcd_job *job = r->job;
   int64_t m, n, k;
   int rc;
   if ((rc = args_known(a, keys)) || (rc = args_int(a, "m", 1, 1, INT32_MAX, &m)) ||
@@ -65,7 +90,7 @@ static int parse_sgemm(const gkcd_backend *be, args_ctx *a, gkcd_job *job, size_
   if ((rc = args_float(a, "alpha", 0, &s->alpha)) || (rc = args_float(a, "beta", 0, &s->beta)) ||
       (rc = args_bool(a, "trans_a", 0, &s->trans_a)) ||
       (rc = args_bool(a, "trans_b", 0, &s->trans_b)) ||
-      (rc = parse_algo(a, be, PROTO_M_SGEMM, &job->algo)))
+      (rc = parse_algo(a, r->srv->be, PROTO_M_SGEMM, &job->algo)))
     return rc;
   const char *prec = "fp32";
   size_t plen = 4;
@@ -73,8 +98,8 @@ static int parse_sgemm(const gkcd_backend *be, args_ctx *a, gkcd_job *job, size_
   if (plen == 4 && !memcmp(prec, "tf32", 4)) {
     s->tf32 = 1;
   } else if (!(plen == 4 && !memcmp(prec, "fp32", 4))) {
-    int n = plen > 32 ? 32 : (int)plen;
-    snprintf(a->msg, a->msglen, "argument 'precision': '%.*s' is not fp32 or tf32", n, prec);
+    int l = plen > 32 ? 32 : (int)plen;
+    snprintf(a->msg, a->msglen, "argument 'precision': '%.*s' is not fp32 or tf32", l, prec);
     return GKC_EINVALID_ARGUMENT;
   }
 
@@ -87,27 +112,27 @@ static int parse_sgemm(const gkcd_backend *be, args_ctx *a, gkcd_job *job, size_
   if (cb > max) return too_large(a, "the result c (m*n float32)", cb, max);
   char what[96];
   snprintf(what, sizeof what, "m*k = %" PRId64 "*%" PRId64 " float32", m, k);
-  if ((rc = args_bin(a, "a", 1, ab, what, &s->a.ptr, &s->a.bytes))) return rc;
+  if ((rc = refs_array(r, "a", 1, ab, 0, DT_F32, what, &s->a))) return rc;
   snprintf(what, sizeof what, "k*n = %" PRId64 "*%" PRId64 " float32", k, n);
-  if ((rc = args_bin(a, "b", 1, bb, what, &s->b.ptr, &s->b.bytes))) return rc;
+  if ((rc = refs_array(r, "b", 1, bb, 0, DT_F32, what, &s->b))) return rc;
   snprintf(what, sizeof what, "m*n = %" PRId64 "*%" PRId64 " float32", m, n);
-  if (s->beta != 0.0f || args_present(a, "c")) {
-    if (s->beta != 0.0f && !args_present(a, "c")) {
-      snprintf(a->msg, a->msglen, "missing argument 'c' (required when beta != 0)");
-      return GKC_EINVALID_ARGUMENT;
-    }
-    if ((rc = args_bin(a, "c", 1, cb, what, &s->c.ptr, &s->c.bytes))) return rc;
-    if (s->beta == 0.0f) s->c.ptr = NULL; /* beta == 0: C is not read */
+  if (s->beta != 0.0f && !args_present(a, "c")) {
+    snprintf(a->msg, a->msglen, "missing argument 'c' (required when beta != 0)");
+    return GKC_EINVALID_ARGUMENT;
   }
+  if ((rc = refs_array(r, "c", 0, cb, 0, DT_F32, what, &s->c))) return rc;
+  if (s->beta == 0.0f) s->c.ptr = NULL; /* beta == 0: C is not read */
   job->out_bytes = cb;
-  return 0;
+  return refs_out(r, "c", cb);
 }
 
-static int parse_reduce(const gkcd_backend *be, args_ctx *a, gkcd_job *job, size_t max) {
+static int parse_reduce(refs_ctx *r, size_t max) {
   static const char *const keys[] = {"x", "op", "algo", "deadline_ms", NULL};
   static const char *const ops[] = {"sum", "min", "max"}; /* indexed by gkc_reduce_op */
+  args_ctx *a = r->a;
+  gkcd_job *job = r->job;
   int rc;
-  if ((rc = args_known(a, keys)) || (rc = parse_algo(a, be, PROTO_M_REDUCE, &job->algo)))
+  if ((rc = args_known(a, keys)) || (rc = parse_algo(a, r->srv->be, PROTO_M_REDUCE, &job->algo)))
     return rc;
   const char *op = "sum";
   size_t oplen = 3;
@@ -120,114 +145,309 @@ static int parse_reduce(const gkcd_backend *be, args_ctx *a, gkcd_job *job, size
     snprintf(a->msg, a->msglen, "argument 'op': '%.*s' is not one of sum, min, max", n, op);
     return GKC_EINVALID_ARGUMENT;
   }
-  const msgpack_object *x = proto_map_get(a->params, "x");
-  if (x && x->type == MSGPACK_OBJECT_BIN && (x->via.bin.size % 4 != 0 || x->via.bin.size == 0)) {
-    snprintf(a->msg, a->msglen, "argument 'x' holds %u bytes: need a positive multiple of 4"
-             " (float32 values)", (unsigned)x->via.bin.size);
-    return GKC_EINVALID_ARGUMENT;
-  }
-  uint64_t want = x && x->type == MSGPACK_OBJECT_BIN ? x->via.bin.size : 4;
-  if ((rc = args_bin(a, "x", 1, want, "float32 values", &job->in.reduce.x.ptr,
-                     &job->in.reduce.x.bytes)))
+  if ((rc = refs_array(r, "x", 1, REFS_ANY_LEN, 0, DT_F32, "float32 values", &job->in.reduce.x)))
     return rc;
   job->in.reduce.n = (int64_t)(job->in.reduce.x.bytes / 4);
   (void)max;
   return 0;
 }
 
-static int parse_spmv(const gkcd_backend *be, args_ctx *a, gkcd_job *job, size_t max) {
-  static const char *const keys[] = {"rows", "cols", "row_ptr", "col_idx", "values", "x",
-                                     "y", "alpha", "beta", "algo", "deadline_ms", NULL};
+/* spmv by value (rows, cols, row_ptr, col_idx, values) or on a resident
+ * matrix (matrix). */
+static int parse_spmv(refs_ctx *r, size_t max) {
+  static const char *const keys[] = {"rows", "cols", "row_ptr", "col_idx", "values", "matrix", "x",
+                                     "y", "alpha", "beta", "algo", "deadline_ms", "out", NULL};
+  args_ctx *a = r->a;
+  gkcd_job *job = r->job;
   __typeof__(job->in.spmv) *s = &job->in.spmv;
-  int64_t rows, cols;
   int rc;
-  if ((rc = args_known(a, keys)) || (rc = args_int(a, "rows", 1, 1, INT32_MAX - 1, &rows)) ||
-      (rc = args_int(a, "cols", 1, 1, INT32_MAX, &cols)))
-    return rc;
-  s->rows = (int32_t)rows, s->cols = (int32_t)cols;
-  s->alpha = 1.0f, s->beta = 0.0f;
-  if ((rc = args_float(a, "alpha", 0, &s->alpha)) || (rc = args_float(a, "beta", 0, &s->beta)) ||
-      (rc = parse_algo(a, be, PROTO_M_SPMV, &job->algo)))
-    return rc;
-  uint64_t yb = f32_bytes(rows, 1);
-  if (yb > max) return too_large(a, "the result y (rows float32)", yb, max);
-
-  char what[96];
-  snprintf(what, sizeof what, "rows+1 = %" PRId64 " int32", rows + 1);
-  if ((rc = args_bin(a, "row_ptr", 1, f32_bytes(rows + 1, 1), what, &s->row_ptr.ptr,
-                     &s->row_ptr.bytes)))
-    return rc;
-  const msgpack_object *ci = proto_map_get(a->params, "col_idx");
-  if (ci && ci->type == MSGPACK_OBJECT_BIN && ci->via.bin.size % 4 != 0) {
-    snprintf(a->msg, a->msglen, "argument 'col_idx' holds %u bytes, not a multiple of 4 (int32)",
-             (unsigned)ci->via.bin.size);
-    return GKC_EINVALID_ARGUMENT;
-  }
-  uint64_t nnz_bytes = ci && ci->type == MSGPACK_OBJECT_BIN ? ci->via.bin.size : 0;
-  if ((rc = args_bin(a, "col_idx", 1, nnz_bytes, "nnz int32", &s->col_idx.ptr, &s->col_idx.bytes)))
-    return rc;
-  s->nnz = (int64_t)(nnz_bytes / 4);
-  if (s->nnz > INT32_MAX) {
-    snprintf(a->msg, a->msglen, "argument 'col_idx': %" PRId64 " nonzeros, more than int32 row_ptr"
-             " can index", s->nnz);
-    return GKC_EINVALID_ARGUMENT;
-  }
-  snprintf(what, sizeof what, "nnz = %" PRId64 " float32, as many as col_idx", s->nnz);
-  if ((rc = args_bin(a, "values", 1, nnz_bytes, what, &s->values.ptr, &s->values.bytes))) return rc;
-  snprintf(what, sizeof what, "cols = %" PRId64 " float32", cols);
-  if ((rc = args_bin(a, "x", 1, f32_bytes(cols, 1), what, &s->x.ptr, &s->x.bytes))) return rc;
-  snprintf(what, sizeof what, "rows = %" PRId64 " float32", rows);
-  if (s->beta != 0.0f || args_present(a, "y")) {
-    if (s->beta != 0.0f && !args_present(a, "y")) {
-      snprintf(a->msg, a->msglen, "missing argument 'y' (required when beta != 0)");
+  if ((rc = args_known(a, keys))) return rc;
+  if (args_present(a, "matrix")) {
+    static const char *const byval[] = {"rows", "cols", "row_ptr", "col_idx", "values"};
+    for (int i = 0; i < 5; i++)
+      if (args_present(a, byval[i])) {
+        snprintf(a->msg, a->msglen, "argument '%s' cannot be given with 'matrix'", byval[i]);
+        return GKC_EINVALID_ARGUMENT;
+      }
+    gkcd_res *m;
+    if ((rc = refs_object(r, "matrix", RES_MATRIX, &m))) return rc;
+    s->rows = m->rows, s->cols = m->cols, s->nnz = m->nnz, s->max_row = m->max_row;
+    size_t rp = ((size_t)m->rows + 1) * 4, nz = (size_t)m->nnz * 4;
+    s->row_ptr = (gkcd_span){m->ptr, rp, SPAN_RES, 0, 0};
+    s->col_idx = (gkcd_span){(char *)m->ptr + rp, nz, SPAN_RES, 0, 0};
+    s->values = (gkcd_span){(char *)m->ptr + rp + nz, nz, SPAN_RES, 0, 0};
+    s->validated = 1;
+  } else {
+    int64_t rows, cols;
+    if ((rc = args_int(a, "rows", 1, 1, INT32_MAX - 1, &rows)) ||
+        (rc = args_int(a, "cols", 1, 1, INT32_MAX, &cols)))
+      return rc;
+    s->rows = (int32_t)rows, s->cols = (int32_t)cols;
+    char what[96];
+    snprintf(what, sizeof what, "rows+1 = %" PRId64 " int32", rows + 1);
+    if ((rc = refs_array(r, "row_ptr", 1, f32_bytes(rows + 1, 1), 0, DT_I32, what, &s->row_ptr)) ||
+        (rc = refs_array(r, "col_idx", 1, REFS_ANY_LEN, 1, DT_I32, "nnz int32", &s->col_idx)))
+      return rc;
+    s->nnz = (int64_t)(s->col_idx.bytes / 4);
+    if ((rc = host_indices(a, &s->row_ptr, &s->col_idx))) return rc;
+    if (s->nnz > INT32_MAX) {
+      snprintf(a->msg, a->msglen, "argument 'col_idx': %" PRId64 " nonzeros, more than int32"
+               " row_ptr can index", s->nnz);
       return GKC_EINVALID_ARGUMENT;
     }
-    if ((rc = args_bin(a, "y", 1, yb, what, &s->y.ptr, &s->y.bytes))) return rc;
-    if (s->beta == 0.0f) s->y.ptr = NULL;
+    snprintf(what, sizeof what, "nnz = %" PRId64 " float32, as many as col_idx", s->nnz);
+    if ((rc = refs_array(r, "values", 1, s->col_idx.bytes, 1, DT_F32, what, &s->values))) return rc;
   }
+  s->alpha = 1.0f, s->beta = 0.0f;
+  if ((rc = args_float(a, "alpha", 0, &s->alpha)) || (rc = args_float(a, "beta", 0, &s->beta)) ||
+      (rc = parse_algo(a, r->srv->be, PROTO_M_SPMV, &job->algo)))
+    return rc;
+  uint64_t yb = f32_bytes((uint64_t)s->rows, 1);
+  if (yb > max) return too_large(a, "the result y (rows float32)", yb, max);
+  char what[96];
+  snprintf(what, sizeof what, "cols = %" PRId32 " float32", s->cols);
+  if ((rc = refs_array(r, "x", 1, f32_bytes((uint64_t)s->cols, 1), 0, DT_F32, what, &s->x)))
+    return rc;
+  snprintf(what, sizeof what, "rows = %" PRId32 " float32", s->rows);
+  if (s->beta != 0.0f && !args_present(a, "y")) {
+    snprintf(a->msg, a->msglen, "missing argument 'y' (required when beta != 0)");
+    return GKC_EINVALID_ARGUMENT;
+  }
+  if ((rc = refs_array(r, "y", 0, yb, 0, DT_F32, what, &s->y))) return rc;
+  if (s->beta == 0.0f) s->y.ptr = NULL;
   job->out_bytes = yb;
+  return refs_out(r, "y", yb);
+}
+
+/* dot {x, y} and axpby {x, y, alpha, beta, out}. */
+static int parse_vec(refs_ctx *r, size_t max) {
+  static const char *const dot_keys[] = {"x", "y", "algo", "deadline_ms", NULL};
+  static const char *const axpby_keys[] = {"x", "y", "alpha", "beta", "algo", "deadline_ms",
+                                           "out", NULL};
+  args_ctx *a = r->a;
+  gkcd_job *job = r->job;
+  int is_dot = job->method == PROTO_M_DOT;
+  int rc;
+  if ((rc = args_known(a, is_dot ? dot_keys : axpby_keys)) ||
+      (rc = parse_algo(a, r->srv->be, job->method, &job->algo)) ||
+      (rc = refs_array(r, "x", 1, REFS_ANY_LEN, 0, DT_F32, "float32 values", &job->in.vec.x)))
+    return rc;
+  char what[96];
+  snprintf(what, sizeof what, "as many float32 as x (%zu)", job->in.vec.x.bytes / 4);
+  if ((rc = refs_array(r, "y", 1, job->in.vec.x.bytes, 0, DT_F32, what, &job->in.vec.y))) return rc;
+  job->in.vec.n = (int64_t)(job->in.vec.x.bytes / 4);
+  if (is_dot) return 0;
+  job->in.vec.alpha = 1.0f, job->in.vec.beta = 1.0f;
+  if ((rc = args_float(a, "alpha", 0, &job->in.vec.alpha)) ||
+      (rc = args_float(a, "beta", 0, &job->in.vec.beta)))
+    return rc;
+  if (job->in.vec.x.bytes > max) return too_large(a, "the result y", job->in.vec.x.bytes, max);
+  job->out_bytes = job->in.vec.x.bytes;
+  return refs_out(r, "y", job->out_bytes);
+}
+
+static int parse_upload(refs_ctx *r, size_t max) {
+  static const char *const keys[] = {"data", "dtype", "shared", NULL};
+  args_ctx *a = r->a;
+  gkcd_job *job = r->job;
+  const char *dt;
+  size_t dlen;
+  int rc;
+  if ((rc = args_known(a, keys)) || (rc = args_str(a, "dtype", 1, &dt, &dlen)) ||
+      (rc = parse_shared(a, job)))
+    return rc;
+  if (dlen == 3 && !memcmp(dt, "f32", 3)) {
+    job->in.upload.dtype = DT_F32;
+  } else if (dlen == 3 && !memcmp(dt, "i32", 3)) {
+    job->in.upload.dtype = DT_I32;
+  } else {
+    snprintf(a->msg, a->msglen, "argument 'dtype' must be \"f32\" or \"i32\"");
+    return GKC_EINVALID_ARGUMENT;
+  }
+  if (res_count(r->srv, r->conn, RES_ARRAY) >= RES_MAX_OBJECTS) {
+    snprintf(a->msg, a->msglen, "this connection holds %d resident objects already",
+             RES_MAX_OBJECTS);
+    return GKC_EINVALID_ARGUMENT;
+  }
+  if ((rc = refs_array(r, "data", 1, REFS_ANY_LEN, 0, job->in.upload.dtype, "4-byte values",
+                       &job->in.upload.data)))
+    return rc;
+  job->out_bytes = job->in.upload.data.bytes;
+  job->out_kind = OUT_RES_NEW;
+  (void)max;
   return 0;
 }
 
-int methods_parse(int method, const gkcd_backend *be, args_ctx *a, gkcd_job *job,
-                  size_t max_bytes) {
+static int parse_download(refs_ctx *r, size_t max) {
+  static const char *const keys[] = {"handle", "out", NULL};
+  gkcd_job *job = r->job;
+  gkcd_res *h;
+  int rc;
+  if ((rc = args_known(r->a, keys)) || (rc = refs_object(r, "handle", RES_ARRAY, &h))) return rc;
+  if (h->bytes > max) return too_large(r->a, "the downloaded array", h->bytes, max);
+  job->in.upload.data = (gkcd_span){h->ptr, h->bytes, SPAN_RES, 0, 0};
+  job->in.upload.dtype = h->dtype;
+  job->out_bytes = h->bytes;
+  if ((rc = refs_out(r, "data", h->bytes))) return rc;
+  if (job->out_kind == OUT_RES || job->out_kind == OUT_RES_NEW) {
+    snprintf(r->a->msg, r->a->msglen, "argument 'out': download writes to a region, not a handle");
+    return GKC_EINVALID_ARGUMENT;
+  }
+  return 0;
+}
+
+static int parse_csr_upload(refs_ctx *r, size_t max) {
+  static const char *const keys[] = {"rows", "cols", "row_ptr", "col_idx", "values", "shared", NULL};
+  args_ctx *a = r->a;
+  gkcd_job *job = r->job;
+  __typeof__(job->in.csr) *s = &job->in.csr;
+  int64_t rows, cols;
+  int rc;
+  if ((rc = args_known(a, keys)) || (rc = args_int(a, "rows", 1, 1, INT32_MAX - 1, &rows)) ||
+      (rc = args_int(a, "cols", 1, 1, INT32_MAX, &cols)) || (rc = parse_shared(a, job)))
+    return rc;
+  s->rows = (int32_t)rows, s->cols = (int32_t)cols;
+  char what[96];
+  snprintf(what, sizeof what, "rows+1 = %" PRId64 " int32", rows + 1);
+  if ((rc = refs_array(r, "row_ptr", 1, f32_bytes(rows + 1, 1), 0, DT_I32, what, &s->row_ptr)) ||
+      (rc = refs_array(r, "col_idx", 1, REFS_ANY_LEN, 1, DT_I32, "nnz int32", &s->col_idx)))
+    return rc;
+  s->nnz = (int64_t)(s->col_idx.bytes / 4);
+  if ((rc = host_indices(a, &s->row_ptr, &s->col_idx))) return rc;
+  if (s->nnz > INT32_MAX) {
+    snprintf(a->msg, a->msglen, "argument 'col_idx': more nonzeros than int32 row_ptr can index");
+    return GKC_EINVALID_ARGUMENT;
+  }
+  snprintf(what, sizeof what, "nnz = %" PRId64 " float32, as many as col_idx", s->nnz);
+  if ((rc = refs_array(r, "values", 1, s->col_idx.bytes, 1, DT_F32, what, &s->values))) return rc;
+  job->out_bytes = s->row_ptr.bytes + 2 * s->col_idx.bytes;
+  job->out_kind = OUT_RES_NEW;
+  (void)max;
+  return 0;
+}
+
+static int parse_shm_register(refs_ctx *r, size_t max) {
+  static const char *const keys[] = {"bytes", NULL};
+  int64_t bytes;
+  int rc;
+  if ((rc = args_known(r->a, keys)) || (rc = args_int(r->a, "bytes", 1, 1, (int64_t)max, &bytes)))
+    return rc;
+  if (res_count(r->srv, r->conn, RES_REGION) >= RES_MAX_REGIONS) {
+    snprintf(r->a->msg, r->a->msglen, "this connection holds %d regions already",
+             RES_MAX_REGIONS);
+    return GKC_EINVALID_ARGUMENT;
+  }
+  int fd = conn_take_fd(r->conn);
+  if (fd < 0) {
+    snprintf(r->a->msg, r->a->msglen, "no file descriptor came with this request (send the memfd"
+             " as SCM_RIGHTS ancillary data with its bytes)");
+    return GKC_EINVALID_ARGUMENT;
+  }
+  r->job->reg_fd = fd;
+  r->job->out_bytes = (size_t)bytes;
+  return 0;
+}
+
+int methods_parse(int method, refs_ctx *r, size_t max_bytes) {
+  args_ctx *a = r->a;
+  gkcd_job *job = r->job;
   job->method = method;
+  job->reg_fd = -1;
   int64_t deadline_ms = 0;
   int rc = args_int(a, "deadline_ms", 0, 1, 24 * 3600 * 1000, &deadline_ms);
   if (rc) return rc;
   job->deadline_ns = (uint64_t)deadline_ms * 1000000u; /* relative; rpc.c adds the start */
   switch (method) {
-    case PROTO_M_SGEMM: return parse_sgemm(be, a, job, max_bytes);
-    case PROTO_M_REDUCE: return parse_reduce(be, a, job, max_bytes);
-    case PROTO_M_SPMV: return parse_spmv(be, a, job, max_bytes);
+    case PROTO_M_SGEMM: return parse_sgemm(r, max_bytes);
+    case PROTO_M_REDUCE: return parse_reduce(r, max_bytes);
+    case PROTO_M_SPMV: return parse_spmv(r, max_bytes);
+    case PROTO_M_DOT:
+    case PROTO_M_AXPBY: return parse_vec(r, max_bytes);
+    case PROTO_M_UPLOAD: return parse_upload(r, max_bytes);
+    case PROTO_M_DOWNLOAD: return parse_download(r, max_bytes);
+    case PROTO_M_CSR_UPLOAD: return parse_csr_upload(r, max_bytes);
+    case PROTO_M_SHM_REGISTER: return parse_shm_register(r, max_bytes);
   }
-  snprintf(a->msg, a->msglen, "method '%s' is not a compute method", proto_method_name(method));
+  snprintf(a->msg, a->msglen, "method '%s' is not run as a job", proto_method_name(method));
   return GKC_EINTERNAL;
 }
 
-void methods_pack_result(msgpack_packer *pk, const gkcd_job *job, double server_us) {
-  int has_out = job->method != PROTO_M_REDUCE;
-  int copies = job->h2d_us > 0 || job->d2h_us > 0;
-  msgpack_pack_map(pk, (has_out ? 4 : 5) + (copies ? 2 : 0));
+/* How the array result is reported: bin header (the body follows), or a
+ * reference to where it was written. */
+static void pack_out(msgpack_packer *pk, const gkcd_job *job, const char *name, uint32_t new_id) {
+  proto_pack_cstr(pk, name);
+  switch (job->out_kind) {
+    case OUT_BIN: msgpack_pack_bin(pk, job->out_bytes); return;
+    case OUT_HOST:
+      msgpack_pack_map(pk, 3);
+      proto_pack_cstr(pk, "region"), msgpack_pack_uint32(pk, job->out_res->id);
+      proto_pack_cstr(pk, "offset"), msgpack_pack_uint64(pk, job->out_offset);
+      break;
+    default:
+      msgpack_pack_map(pk, 2);
+      proto_pack_cstr(pk, "handle");
+      msgpack_pack_uint32(pk, job->out_kind == OUT_RES ? job->out_res->id : new_id);
+  }
+  proto_pack_cstr(pk, "bytes"), msgpack_pack_uint64(pk, job->out_bytes);
+}
+
+static void pack_timing(msgpack_packer *pk, const gkcd_job *job, double server_us) {
   proto_pack_cstr(pk, "algo");
   proto_pack_cstr(pk, job->algo_name ? job->algo_name : "?");
   proto_pack_cstr(pk, "kernel_us");
   msgpack_pack_double(pk, job->kernel_us);
   proto_pack_cstr(pk, "server_us");
   msgpack_pack_double(pk, server_us);
-  if (copies) {
+  if (job->h2d_us > 0 || job->d2h_us > 0) {
     proto_pack_cstr(pk, "h2d_us");
     msgpack_pack_double(pk, job->h2d_us);
     proto_pack_cstr(pk, "d2h_us");
     msgpack_pack_double(pk, job->d2h_us);
   }
-  if (!has_out) {
-    proto_pack_cstr(pk, "value");
-    msgpack_pack_double(pk, job->value);
-    proto_pack_cstr(pk, "n");
-    msgpack_pack_int64(pk, job->in.reduce.n);
-    return;
+}
+
+void methods_pack_result(msgpack_packer *pk, const gkcd_job *job, double server_us,
+                         uint32_t new_id) {
+  int copies = job->h2d_us > 0 || job->d2h_us > 0 ? 2 : 0;
+  switch (job->method) {
+    case PROTO_M_REDUCE:
+    case PROTO_M_DOT:
+      msgpack_pack_map(pk, 5 + copies);
+      pack_timing(pk, job, server_us);
+      proto_pack_cstr(pk, "value"), msgpack_pack_double(pk, job->value);
+      proto_pack_cstr(pk, "n");
+      msgpack_pack_int64(pk, job->method == PROTO_M_DOT ? job->in.vec.n : job->in.reduce.n);
+      return;
+    case PROTO_M_SGEMM:
+    case PROTO_M_SPMV:
+    case PROTO_M_AXPBY:
+      msgpack_pack_map(pk, 4 + copies);
+      pack_timing(pk, job, server_us);
+      /* last, so that a bin body can follow the packed head directly */
+      pack_out(pk, job, job->method == PROTO_M_SGEMM ? "c" : "y", new_id);
+      return;
+    case PROTO_M_UPLOAD:
+      msgpack_pack_map(pk, 2);
+      proto_pack_cstr(pk, "handle"), msgpack_pack_uint32(pk, new_id);
+      proto_pack_cstr(pk, "bytes"), msgpack_pack_uint64(pk, job->out_bytes);
+      return;
+    case PROTO_M_DOWNLOAD:
+      msgpack_pack_map(pk, 1);
+      pack_out(pk, job, "data", 0);
+      return;
+    case PROTO_M_CSR_UPLOAD:
+      msgpack_pack_map(pk, 5);
+      proto_pack_cstr(pk, "matrix"), msgpack_pack_uint32(pk, new_id);
+      proto_pack_cstr(pk, "rows"), msgpack_pack_int32(pk, job->in.csr.rows);
+      proto_pack_cstr(pk, "cols"), msgpack_pack_int32(pk, job->in.csr.cols);
+      proto_pack_cstr(pk, "nnz"), msgpack_pack_int64(pk, job->in.csr.nnz);
+      proto_pack_cstr(pk, "algo"), proto_pack_cstr(pk, job->algo_name ? job->algo_name : "?");
+      return;
+    case PROTO_M_SHM_REGISTER:
+      msgpack_pack_map(pk, 2);
+      proto_pack_cstr(pk, "region"), msgpack_pack_uint32(pk, new_id);
+      proto_pack_cstr(pk, "bytes"), msgpack_pack_uint64(pk, job->out_bytes);
+      return;
   }
-  proto_pack_cstr(pk, job->method == PROTO_M_SGEMM ? "c" : "y");
-  msgpack_pack_bin(pk, job->out_bytes);
+  msgpack_pack_map(pk, 0);
 }

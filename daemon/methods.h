@@ -15,18 +15,22 @@
 #include "args.h"
 #include "backend.h"
 #include "job.h"
+#include "refs.h"
 
 /* 1 when method runs as a job on a worker, 0 when the loop answers it. */
 int methods_is_compute(int method);
+/* 1 when the backend runs the job; 0 when the daemon does (shm_register). */
+int methods_is_backend(int method);
 
-/* Fills job->in and job->algo from the params of a compute method.
- * Returns 0, GKC_EINVALID_ARGUMENT or GKC_ETOO_LARGE with a message. */
-int methods_parse(int method, const gkcd_backend *be, args_ctx *a, gkcd_job *job,
-                  size_t max_bytes);
+/* Fills r->job from the params of a job method.  Returns 0,
+ * GKC_EINVALID_ARGUMENT or GKC_ETOO_LARGE with a message. */
+int methods_parse(int method, refs_ctx *r, size_t max_bytes);
 
 /* Packs the result map of a successful job.  When the job has an array
- * result (job->out), the map's last value is a bin whose header is packed
- * here and whose job->out_bytes body the caller sends right after. */
-void methods_pack_result(msgpack_packer *pk, const gkcd_job *job, double server_us);
+ * result returned by value (OUT_BIN), the map's last value is a bin whose
+ * header is packed here and whose job->out_bytes body the caller sends right
+ * after.  new_id: the object the job created (handle, matrix, region). */
+void methods_pack_result(msgpack_packer *pk, const gkcd_job *job, double server_us,
+                         uint32_t new_id);
 
 #endif

@@ -11,6 +11,8 @@
 #include "fault.h"
 #include "gkc_errors.h"
 #include "log.h"
+#include "methods.h"
+#include "region.h"
 #include "validate.h"
 
 struct gkcd_pool {
@@ -53,10 +55,13 @@ static void *worker_main(void *arg) {
     if (job->deadline_ns && now > job->deadline_ns)
       job_fail(job, GKC_EDEADLINE_EXCEEDED, "waited %.1f ms for a worker, past its deadline_ms",
                (double)(now - job->t_start_ns) / 1e6);
-    else if (fault_inject(job) == 0 && validate_job(job) == 0)
+    else if (!methods_is_backend(job->method))
+      region_map(s->be, job);
+    else if (fault_inject(job) == 0 && validate_job(job) == 0) {
       s->be->run(s->be, job);
-    else
-      job_finish(job);
+      continue; /* the backend finishes the job, now or later */
+    }
+    job_finish(job);
   }
 }
 

@@ -7,7 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "args.h"
 #include "gkc.h"
@@ -89,6 +91,87 @@ static void send_status(gkcd_conn *c, uint32_t msgid) {
   send_sbuffer(c, &sb, NULL, 0);
 }
 
+static void send_empty(gkcd_conn *c, uint32_t msgid) {
+  msgpack_sbuffer sb;
+  msgpack_packer pk;
+  msgpack_sbuffer_init(&sb);
+  msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+  proto_pack_result_head(&pk, msgid);
+  msgpack_pack_map(&pk, 0);
+  send_sbuffer(c, &sb, NULL, 0);
+}
+
+/* shm_release {region} and release {handle | matrix}, on the loop. */
+static int release(gkcd_conn *c, const proto_request *req, char *msg, size_t msglen) {
+  args_ctx a = {req->params, msg, msglen};
+  const char *key = req->method == PROTO_M_SHM_RELEASE ? "region"
+                    : args_present(&a, "matrix")       ? "matrix"
+                                                       : "handle";
+  const char *keys[] = {key, NULL};
+  int64_t id;
+  int rc;
+  if ((rc = args_known(&a, keys)) || (rc = args_int(&a, key, 1, 1, UINT32_MAX, &id))) return rc;
+  gkcd_res *r = res_find(c->srv, c, (uint32_t)id);
+  int kind = key[0] == 'r' ? RES_REGION : key[0] == 'm' ? RES_MATRIX : RES_ARRAY;
+  if (!r || r->kind != kind) {
+    snprintf(msg, msglen, "argument '%s': no %s %lld on this connection", key, key, (long long)id);
+    return GKC_EINVALID_ARGUMENT;
+  }
+  res_release(c->srv, r);
+  return 0;
+}
+
+/* Frees the job and what it holds: its request bytes, its result, its
+ * references to resident objects. */
+static void job_free(gkcd_server *srv, gkcd_job *job) {
+  for (int i = 0; i < job->nres; i++) res_unref(srv, job->res[i]);
+  if (job->reg_fd >= 0) close(job->reg_fd);
+  free(job->priv[0]);
+  free(job->priv[1]);
+  free(job->out);
+  free(job->frame);
+  free(job);
+}
+
+/* A job created something that outlives it: register it, or free it when
+ * its connection has gone.  Returns the new id, 0 when nothing was made. */
+static uint32_t adopt(gkcd_server *srv, gkcd_job *job) {
+  int kind;
+  if (job->method == PROTO_M_SHM_REGISTER) kind = RES_REGION;
+  else if (job->method == PROTO_M_CSR_UPLOAD) kind = RES_MATRIX;
+  else if (job->out_kind == OUT_RES_NEW) kind = RES_ARRAY;
+  else return 0;
+  gkcd_conn *c = job->conn;
+  gkcd_res *r = c->closing ? NULL : res_add(srv, kind, job->shared ? NULL : c);
+  if (!r) { /* nobody can use it any more (or no memory to track it) */
+    if (kind == RES_REGION) {
+      if (job->reg_pinned && srv->be->region_unpin) srv->be->region_unpin(srv->be, job->out_ptr);
+      munmap(job->out_ptr, job->out_bytes);
+    } else {
+      srv->be->res_free(srv->be, job->out_ptr, job->out_cap);
+    }
+    if (!c->closing) job_fail(job, GKC_EOUT_OF_MEMORY, "out of memory");
+    return 0;
+  }
+  r->ptr = job->out_ptr;
+  r->cap = job->out_cap;
+  r->bytes = job->out_bytes;
+  if (kind == RES_REGION) {
+    r->pinned = job->reg_pinned;
+    return r->id;
+  }
+  r->dtype = job->method == PROTO_M_UPLOAD ? job->in.upload.dtype : DT_F32;
+  if (kind == RES_MATRIX) {
+    r->rows = job->in.csr.rows, r->cols = job->in.csr.cols, r->nnz = job->in.csr.nnz;
+    r->max_row = job->in.csr.max_row;
+    r->algo = job->algo_used;
+  }
+  /* Resident bytes stay in the budget until released (resident.c). */
+  srv->budget_used += r->bytes;
+  srv->resident_bytes += r->bytes;
+  return r->id;
+}
+
 /* Queues job for a worker; on failure answers it and frees it. */
 static void dispatch(gkcd_server *srv, gkcd_job *job) {
   int rc = pool_submit(srv->pool, job);
@@ -126,9 +209,12 @@ static int submit(gkcd_conn *c, const proto_request *req, void *frame, size_t fr
     return GKC_EOUT_OF_MEMORY;
   }
   args_ctx a = {req->params, msg, msglen};
-  int rc = methods_parse(req->method, srv->be, &a, job, srv->cfg.max_request_bytes);
-  /* What the request holds while in flight: its bytes and its result. */
-  job->cost = frame_len + job->out_bytes;
+  refs_ctx r = {&a, srv, c, job};
+  int rc = methods_parse(req->method, &r, srv->cfg.max_request_bytes);
+  /* What the request holds while in flight: its bytes, and its result when
+   * that is returned by value or becomes resident. */
+  job->cost = frame_len;
+  if (job->out_kind == OUT_BIN || job->out_kind == OUT_RES_NEW) job->cost += job->out_bytes;
   if (rc == 0 && job->cost > srv->cfg.memory_budget) {
     snprintf(msg, msglen, "the request and its result need %zu bytes, more than the whole"
              " memory budget of %zu (--memory-budget)", job->cost, srv->cfg.memory_budget);
@@ -143,7 +229,7 @@ static int submit(gkcd_conn *c, const proto_request *req, void *frame, size_t fr
     rc = GKC_EBUSY;
   }
   if (rc) {
-    free(job);
+    job_free(srv, job);
     return rc;
   }
   job->conn = c;
@@ -196,7 +282,7 @@ void rpc_handle_frame(gkcd_conn *c, void *frame, size_t len) {
     goto done;
   }
   srv->requests[req.method]++;
-  if (!methods_is_compute(req.method)) {
+  if (req.method == PROTO_M_PING || req.method == PROTO_M_STATUS) {
     if (req.params->via.map.size != 0) {
       srv->errors[req.method]++;
       snprintf(msg, sizeof msg, "method '%s' takes no arguments", proto_method_name(req.method));
@@ -205,6 +291,16 @@ void rpc_handle_frame(gkcd_conn *c, void *frame, size_t len) {
       send_ping(c, req.msgid);
     } else {
       send_status(c, req.msgid);
+    }
+    goto done;
+  }
+  if (req.method == PROTO_M_SHM_RELEASE || req.method == PROTO_M_RELEASE) {
+    rc = release(c, &req, msg, sizeof msg);
+    if (rc) {
+      srv->errors[req.method]++;
+      send_error(c, 1, req.msgid, rc, msg);
+    } else {
+      send_empty(c, req.msgid);
     }
     goto done;
   }
@@ -228,6 +324,7 @@ void rpc_job_done(gkcd_job *job, void *arg) {
   srv->in_flight--;
   srv->served++;
   c->jobs--;
+  uint32_t new_id = job->err ? 0 : adopt(srv, job);
   if (job->err) {
     srv->errors[job->method]++;
     log_debug("connection %llu: %s %u failed: %s: %s", (unsigned long long)c->id,
@@ -240,21 +337,17 @@ void rpc_job_done(gkcd_job *job, void *arg) {
     msgpack_sbuffer_init(&sb);
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
     proto_pack_result_head(&pk, job->msgid);
-    methods_pack_result(&pk, job, (double)(now_ns() - job->t_start_ns) / 1e3);
-    size_t out_bytes = job->out ? job->out_bytes : 0;
+    methods_pack_result(&pk, job, (double)(now_ns() - job->t_start_ns) / 1e3, new_id);
+    size_t out_bytes = job->out_kind == OUT_BIN && job->out ? job->out_bytes : 0;
     send_sbuffer(c, &sb, job->out, out_bytes);
     job->out = NULL; /* the write owns it now */
   }
   srv->budget_used -= job->cost;
-  job_free(job);
+  job_free(srv, job);
   admit_waiting(srv);
   if (!c->closing) conn_update_reading(c);
   conn_unref(c);
   server_maybe_finish(srv);
 }
 
-void job_free(gkcd_job *job) {
-  free(job->out);
-  free(job->frame);
-  free(job);
-}
+

@@ -17,11 +17,20 @@
 #include "proto_rpc.h"
 #include "proto_methods.h"
 #include "pool.h"
+#include "resident.h"
 
 typedef struct gkcd_server gkcd_server;
 
+#define CONN_MAX_FDS 16 /* descriptors received and not yet taken by shm_register */
+#define RES_BUCKETS 1024
+
 struct gkcd_conn {
-  uv_pipe_t pipe;
+  uv_poll_t poll;
+  int fd;
+  int events;          /* what poll watches: UV_READABLE and/or UV_WRITABLE */
+  int fds[CONN_MAX_FDS]; /* received descriptors, oldest first */
+  int nfds;
+  size_t pend_off;     /* bytes of pend[0] already written */
   gkcd_server *srv;
   uint64_t id;
   int pid, uid;        /* the peer, from SO_PEERCRED */
@@ -51,7 +60,10 @@ struct gkcd_server {
   gkcd_backend *be;
   gkcd_pool *pool;
   proto_limits limits;
-  uv_pipe_t listener;
+  int listen_fd;
+  uv_poll_t listen_poll;
+  uv_timer_t listen_pause; /* after EMFILE */
+  int bound;           /* we bound the socket file, so we remove it */
   uv_signal_t sigint, sigterm;
   uv_check_t flush;    /* writes the replies collected in an iteration */
   uv_timer_t sweep;    /* closes idle connections */
@@ -63,6 +75,11 @@ struct gkcd_server {
   gid_t socket_gid;    /* allowed by default */
   gkcd_conn *dirty;    /* connections with replies to write */
   uint64_t served, refused;
+  /* Resident arrays, matrices and regions (resident.c). */
+  struct gkcd_res *res_table[RES_BUCKETS];
+  uint32_t next_res_id;
+  uint64_t res_live[4];   /* by kind */
+  size_t resident_bytes;  /* arrays and matrices, also counted in budget_used */
   /* Memory budget: bytes held by requests in flight, and requests waiting. */
   size_t budget_used;
   gkcd_job *budget_head, *budget_tail;
@@ -77,8 +94,8 @@ struct gkcd_server {
   uint64_t bad_frames; /* requests that never reached a method */
 };
 
-/* Binds the socket (replacing a stale one, refusing if a gkcd answers there),
- * starts the scheduler and signal handling.  0, or -1 after logging why. */
+/* Opens the listening socket, starts the workers and signal handling.
+ * 0, or -1 after logging why. */
 int server_start(gkcd_server *srv, uv_loop_t *loop, gkcd_backend *be);
 /* After uv_run has returned: closes the last handles. */
 void server_close(gkcd_server *srv);
@@ -86,8 +103,18 @@ void server_close(gkcd_server *srv);
  * once nothing is left, closes every handle so uv_run returns. */
 void server_maybe_finish(gkcd_server *srv);
 
+/* listen.c */
+/* Takes the socket systemd passed or binds one (replacing a stale socket
+ * file, refusing when a gkcd answers there), and starts accepting. */
+int listen_open(gkcd_server *srv);
+/* Stops accepting and removes the socket file if we made it. */
+void listen_close(gkcd_server *srv);
+
 /* conn.c */
-void conn_accept(gkcd_server *srv);
+/* Takes a freshly accepted descriptor. */
+void conn_accept(gkcd_server *srv, int fd);
+/* The oldest descriptor received on c and not yet taken, or -1. */
+int conn_take_fd(gkcd_conn *c);
 /* Sends head (malloc'd, ownership taken) then body (malloc'd or NULL,
  * ownership taken).  Dropped silently when the connection is closing. */
 void conn_send(gkcd_conn *c, void *head, size_t head_len, void *body, size_t body_len);

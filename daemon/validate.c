@@ -3,6 +3,7 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "gkc_errors.h"
@@ -58,11 +59,39 @@ int validate_csr(int32_t rows, int32_t cols, int64_t nnz, const void *row_ptr,
   return 0;
 }
 
+/* A client can rewrite its region while we work: indices that decide what
+ * memory a kernel touches are copied out of it first, and the copy is what
+ * gets checked and used. */
+static int privatize(gkcd_job *job, gkcd_span *s, int slot) {
+  if (!s->shared || s->bytes == 0) return 0;
+  void *p = malloc(s->bytes);
+  if (!p) {
+    job_fail(job, GKC_EOUT_OF_MEMORY, "cannot copy %zu bytes of indices", s->bytes);
+    return -1;
+  }
+  memcpy(p, s->ptr, s->bytes);
+  job->priv[slot] = p;
+  s->ptr = p;
+  s->shared = s->pinned = 0;
+  return 0;
+}
+
 int validate_job(gkcd_job *job) {
-  if (job->method != PROTO_M_SPMV) return 0;
-  int rc = validate_csr(job->in.spmv.rows, job->in.spmv.cols, job->in.spmv.nnz,
-                        job->in.spmv.row_ptr.ptr, job->in.spmv.col_idx.ptr,
-                        &job->in.spmv.max_row, job->errmsg, sizeof job->errmsg);
+  int rc = 0;
+  if (job->method == PROTO_M_SPMV && !job->in.spmv.validated &&
+      (privatize(job, &job->in.spmv.row_ptr, 0) || privatize(job, &job->in.spmv.col_idx, 1)))
+    return job->err;
+  if (job->method == PROTO_M_CSR_UPLOAD &&
+      (privatize(job, &job->in.csr.row_ptr, 0) || privatize(job, &job->in.csr.col_idx, 1)))
+    return job->err;
+  if (job->method == PROTO_M_SPMV && !job->in.spmv.validated)
+    rc = validate_csr(job->in.spmv.rows, job->in.spmv.cols, job->in.spmv.nnz,
+                      job->in.spmv.row_ptr.ptr, job->in.spmv.col_idx.ptr, &job->in.spmv.max_row,
+                      job->errmsg, sizeof job->errmsg);
+  else if (job->method == PROTO_M_CSR_UPLOAD)
+    rc = validate_csr(job->in.csr.rows, job->in.csr.cols, job->in.csr.nnz,
+                      job->in.csr.row_ptr.ptr, job->in.csr.col_idx.ptr, &job->in.csr.max_row,
+                      job->errmsg, sizeof job->errmsg);
   if (rc) job->err = rc;
   return rc;
 }

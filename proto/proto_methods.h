@@ -8,12 +8,20 @@
 
 #include <stddef.h>
 
-#define PROTO_METHOD_MAP(XX) \
-  XX(PING, "ping")           \
-  XX(STATUS, "status")       \
-  XX(SGEMM, "sgemm")         \
-  XX(REDUCE, "reduce")       \
-  XX(SPMV, "spmv")
+#define PROTO_METHOD_MAP(XX)     \
+  XX(PING, "ping")               \
+  XX(STATUS, "status")           \
+  XX(SGEMM, "sgemm")             \
+  XX(REDUCE, "reduce")           \
+  XX(SPMV, "spmv")               \
+  XX(DOT, "dot")                 \
+  XX(AXPBY, "axpby")             \
+  XX(SHM_REGISTER, "shm_register") \
+  XX(SHM_RELEASE, "shm_release") \
+  XX(UPLOAD, "upload")           \
+  XX(DOWNLOAD, "download")       \
+  XX(CSR_UPLOAD, "csr_upload")   \
+  XX(RELEASE, "release")
 
 typedef enum {
 #define PROTO__M_ENUM(name, str) PROTO_M_##name,

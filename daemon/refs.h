@@ -1,0 +1,44 @@
+/* refs.h: array arguments given by value (bin), by region or by handle,
+ * and where array results go (`out`).  See PROTOCOL.md, "Data that stays".
+ *
+ * Every check happens here, on the loop, before anything is allocated:
+ * region bounds and alignment, handle ownership, dtype and length.  Objects
+ * a job uses are referenced by the job, so a release meanwhile cannot free
+ * memory under it.
+ */
+#ifndef GKCD_REFS_H
+#define GKCD_REFS_H
+
+#include <stdint.h>
+
+#include "args.h"
+#include "job.h"
+
+typedef struct gkcd_server gkcd_server;
+
+typedef struct {
+  args_ctx *a;
+  gkcd_server *srv;
+  gkcd_conn *conn;
+  gkcd_job *job;
+} refs_ctx;
+
+#define REFS_ANY_LEN UINT64_MAX /* any positive multiple of 4 bytes */
+
+/* The array argument key: a bin, {"region", "offset", "bytes"} or
+ * {"handle"}, holding want_bytes bytes (or any multiple of 4 with
+ * REFS_ANY_LEN, >= 4 unless allow_empty) of dtype.  what describes the
+ * expected size for messages.  Absent and optional: span left empty. */
+int refs_array(refs_ctx *r, const char *key, int required, uint64_t want_bytes, int allow_empty,
+               int dtype, const char *what, gkcd_span *out);
+
+/* The result's destination from the optional `out` map, whose only key
+ * must be name ("c" or "y"): sets job->out_kind and, for OUT_HOST/OUT_RES,
+ * job->out_ptr. */
+int refs_out(refs_ctx *r, const char *name, size_t out_bytes);
+
+/* The resident object id under key, of the given kind, usable by this
+ * connection; referenced by the job. */
+int refs_object(refs_ctx *r, const char *key, int kind, gkcd_res **out);
+
+#endif

@@ -1,0 +1,47 @@
+/* region.c: see region.h. */
+#include "region.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "gkc_errors.h"
+
+void region_map(gkcd_backend *be, gkcd_job *job) {
+  int fd = job->reg_fd;
+  job->reg_fd = -1;
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    job_fail(job, GKC_EINVALID_ARGUMENT, "the descriptor cannot be inspected: %s", strerror(errno));
+    goto out;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    job_fail(job, GKC_EINVALID_ARGUMENT, "the descriptor is not a memfd or regular file");
+    goto out;
+  }
+  int seals = fcntl(fd, F_GET_SEALS);
+  int need = F_SEAL_SHRINK | F_SEAL_GROW;
+  if (seals < 0 || (seals & need) != need) {
+    job_fail(job, GKC_EINVALID_ARGUMENT, "the memfd is not sealed against resizing: add"
+             " F_SEAL_SHRINK and F_SEAL_GROW (fcntl F_ADD_SEALS) before sending it");
+    goto out;
+  }
+  if ((uint64_t)st.st_size != job->out_bytes) {
+    job_fail(job, GKC_EINVALID_ARGUMENT, "argument 'bytes' is %zu but the memfd holds %lld bytes",
+             job->out_bytes, (long long)st.st_size);
+    goto out;
+  }
+  void *p = mmap(NULL, job->out_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) {
+    job_fail(job, errno == ENOMEM ? GKC_EOUT_OF_MEMORY : GKC_EINVALID_ARGUMENT,
+             "cannot map the region: %s", strerror(errno));
+    goto out;
+  }
+  job->out_ptr = p;
+  job->reg_pinned = be->region_pin && be->region_pin(be, p, job->out_bytes) == 0;
+out:
+  close(fd);
+}

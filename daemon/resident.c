@@ -1,0 +1,81 @@
+/* resident.c: see resident.h. */
+#include "resident.h"
+
+#include <stdlib.h>
+#include <sys/mman.h>
+
+#include "log.h"
+#include "server.h"
+
+static gkcd_res **bucket(gkcd_server *srv, uint32_t id) {
+  return &srv->res_table[id % RES_BUCKETS];
+}
+
+gkcd_res *res_add(gkcd_server *srv, int kind, gkcd_conn *owner) {
+  gkcd_res *r = calloc(1, sizeof *r);
+  if (!r) return NULL;
+  r->id = ++srv->next_res_id;
+  if (r->id == 0) r->id = ++srv->next_res_id; /* 0 is never an id */
+  r->kind = kind;
+  r->owner = owner;
+  r->refs = 1;
+  gkcd_res **b = bucket(srv, r->id);
+  r->next = *b;
+  *b = r;
+  srv->res_live[kind]++;
+  return r;
+}
+
+gkcd_res *res_find(gkcd_server *srv, gkcd_conn *asker, uint32_t id) {
+  for (gkcd_res *r = *bucket(srv, id); r; r = r->next)
+    if (r->id == id && !r->released && (r->owner == NULL || r->owner == asker)) return r;
+  return NULL;
+}
+
+void res_ref(gkcd_res *r) { r->refs++; }
+
+void res_unref(gkcd_server *srv, gkcd_res *r) {
+  if (--r->refs > 0) return;
+  if (r->kind == RES_REGION) {
+    if (r->pinned && srv->be->region_unpin) srv->be->region_unpin(srv->be, r->ptr);
+    munmap(r->ptr, r->bytes);
+  } else {
+    srv->be->res_free(srv->be, r->ptr, r->cap);
+    srv->budget_used -= r->bytes;
+    srv->resident_bytes -= r->bytes;
+  }
+  free(r);
+}
+
+void res_release(gkcd_server *srv, gkcd_res *r) {
+  if (r->released) return;
+  r->released = 1;
+  srv->res_live[r->kind]--;
+  for (gkcd_res **p = bucket(srv, r->id); *p; p = &(*p)->next)
+    if (*p == r) {
+      *p = r->next;
+      break;
+    }
+  res_unref(srv, r);
+}
+
+void res_drop_owner(gkcd_server *srv, gkcd_conn *owner) {
+  for (int b = 0; b < RES_BUCKETS; b++)
+    for (gkcd_res *r = srv->res_table[b], *next; r; r = next) {
+      next = r->next;
+      if (r->owner == owner) res_release(srv, r);
+    }
+}
+
+int res_count(gkcd_server *srv, gkcd_conn *owner, int kind) {
+  int n = 0;
+  for (int b = 0; b < RES_BUCKETS; b++)
+    for (gkcd_res *r = srv->res_table[b]; r; r = r->next)
+      n += r->owner == owner && (kind == RES_REGION ? r->kind == RES_REGION : r->kind != RES_REGION);
+  return n;
+}
+
+void resident_free_all(gkcd_server *srv) {
+  for (int b = 0; b < RES_BUCKETS; b++)
+    while (srv->res_table[b]) res_release(srv, srv->res_table[b]);
+}

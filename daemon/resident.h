@@ -1,0 +1,62 @@
+/* resident.h: what outlives a request: resident arrays and matrices in the
+ * backend's memory, and shared-memory regions mapped from a client.
+ *
+ * Every object has an id from one counter, an owner connection (NULL when
+ * shared) and a reference count: one for being registered, one for each
+ * job using it.  Releasing it (by request, or when its owner disconnects)
+ * makes the id unknown at once, and frees the memory when the last job
+ * using it is done.  Loop thread only.
+ */
+#ifndef GKCD_RESIDENT_H
+#define GKCD_RESIDENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "job.h"
+
+typedef struct gkcd_server gkcd_server;
+
+enum { RES_ARRAY = 1, RES_MATRIX = 2, RES_REGION = 3 };
+enum { DT_F32 = 0, DT_I32 = 1 };
+
+#define RES_MAX_REGIONS 64   /* per connection */
+#define RES_MAX_OBJECTS 4096 /* resident arrays and matrices per connection */
+
+struct gkcd_res {
+  uint32_t id;
+  int kind;
+  gkcd_conn *owner; /* NULL: shared */
+  int refs;
+  int released;
+  size_t bytes;     /* array or region size; a matrix's three arrays together */
+  void *ptr;        /* array, matrix: backend memory; region: the mapping */
+  size_t cap;       /* backend allocation size */
+  int dtype;        /* array */
+  int pinned;       /* region registered with the backend for DMA */
+  int32_t rows, cols; /* matrix: row_ptr at ptr, then col_idx, then values */
+  int64_t nnz;
+  int32_t max_row;
+  int algo;         /* matrix: the spmv algo auto uses */
+  gkcd_res *next;   /* hash chain */
+};
+
+/* Registers a new object (refs = 1) and returns it, or NULL when out of
+ * memory; fills id. */
+gkcd_res *res_add(gkcd_server *srv, int kind, gkcd_conn *owner);
+/* The live object with this id that asker may use, or NULL. */
+gkcd_res *res_find(gkcd_server *srv, gkcd_conn *asker, uint32_t id);
+void res_ref(gkcd_res *r);
+/* Drops a reference; the last one frees the memory (backend memory, or the
+ * mapping of a region). */
+void res_unref(gkcd_server *srv, gkcd_res *r);
+/* Makes the id unknown and drops the registration's reference. */
+void res_release(gkcd_server *srv, gkcd_res *r);
+/* Releases every object the connection owns (when it closes). */
+void res_drop_owner(gkcd_server *srv, gkcd_conn *owner);
+/* Counts of what a connection owns. */
+int res_count(gkcd_server *srv, gkcd_conn *owner, int kind);
+/* At exit: releases everything. */
+void resident_free_all(gkcd_server *srv);
+
+#endif
