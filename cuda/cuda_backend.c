@@ -24,9 +24,11 @@
 #include <string.h>
 
 #include "backend.h"
+#include "resident.h"
 #include "devcache.h"
 #include "gkc_errors.h"
 #include "gkcu.h"
+#include "gkcu_blas1.h"
 #include "gkcu_reduce.h"
 #include "gkcu_sgemm.h"
 #include "gkcu_spmv.h"
@@ -57,6 +59,7 @@ typedef struct {
 static const char *sgemm_algos[GKCU_SGEMM_NALGO];
 static const char *reduce_algos[GKCU_REDUCE_NALGO];
 static const char *spmv_algos[GKCU_SPMV_NALGO];
+static const char *const blas1_algos[] = {"gkcu", NULL};
 
 static size_t up(size_t n) { return (n + ALIGN - 1) / ALIGN * ALIGN; }
 
@@ -141,25 +144,118 @@ static int grow_stage(slot *s, size_t bytes, gkcd_job *job) {
   return 0;
 }
 
-/* The arrays one job sends to the device, and what it gets back. */
+/* Where one job's data lives on the device.  Inputs already resident are
+ * used where they are; the others get a place in one temporary allocation,
+ * as does the result unless it is to stay resident. */
 typedef struct {
   const gkcd_span *in[6];
-  size_t off[6];
+  const void *dev[6];   /* device address of each input */
+  size_t off[6];        /* its offset in tmp (when copied) or in the output (uploads) */
   int nin;
-  size_t in_bytes;  /* packed, aligned */
-  size_t out_bytes; /* result array, or 8 for a reduce's double */
+  size_t tmp_bytes;     /* inputs to copy, then the result */
+  size_t res_off;       /* offset of the result in tmp, when it goes there */
+  size_t res_bytes;     /* the result (8 for a reduce or dot) */
+  size_t stage_bytes;   /* unpinned host inputs, packed */
+  char *tmp, *out_dev;
+  size_t tmp_cap;
 } layout;
 
 static void add(layout *l, const gkcd_span *s) {
-  l->in[l->nin] = s;
-  l->off[l->nin] = l->in_bytes;
-  l->in_bytes += up(s->bytes ? s->bytes : 1);
+  l->in[l->nin] = s; /* absent optional inputs keep their place, with no bytes */
+  if (s->ptr && s->where != SPAN_RES) {
+    l->off[l->nin] = l->tmp_bytes;
+    l->tmp_bytes += up(s->bytes ? s->bytes : 1);
+    if (!s->pinned) l->stage_bytes += up(s->bytes);
+  }
   l->nin++;
 }
 
-static int run_kernel(slot *s, gkcd_job *job, char *dev, const layout *l, int *err) {
+static void plan(gkcd_job *job, layout *l) {
+  memset(l, 0, sizeof *l);
+  switch (job->method) {
+    case PROTO_M_SGEMM:
+      add(l, &job->in.sgemm.a);
+      add(l, &job->in.sgemm.b);
+      add(l, &job->in.sgemm.c);
+      break;
+    case PROTO_M_REDUCE: add(l, &job->in.reduce.x); break;
+    case PROTO_M_SPMV:
+      add(l, &job->in.spmv.row_ptr);
+      add(l, &job->in.spmv.col_idx);
+      add(l, &job->in.spmv.values);
+      add(l, &job->in.spmv.x);
+      add(l, &job->in.spmv.y);
+      break;
+    case PROTO_M_DOT:
+    case PROTO_M_AXPBY:
+      add(l, &job->in.vec.x);
+      add(l, &job->in.vec.y);
+      break;
+    case PROTO_M_DOWNLOAD: add(l, &job->in.upload.data); break;
+  }
+  int scalar = job->method == PROTO_M_REDUCE || job->method == PROTO_M_DOT;
+  l->res_bytes = scalar ? sizeof(double) : job->out_bytes;
+  if (scalar || job->out_kind == OUT_BIN || job->out_kind == OUT_HOST) {
+    l->res_off = l->tmp_bytes;
+    l->tmp_bytes += up(l->res_bytes);
+  }
+  if (job->method == PROTO_M_DOWNLOAD) l->tmp_bytes = 0; /* straight from resident memory */
+}
+
+/* Uploads: the inputs are copied straight into the new resident array. */
+static void plan_upload(gkcd_job *job, layout *l) {
+  memset(l, 0, sizeof *l);
+  const gkcd_span *parts[3];
+  int n = 0;
+  if (job->method == PROTO_M_UPLOAD) {
+    parts[n++] = &job->in.upload.data;
+  } else {
+    parts[n++] = &job->in.csr.row_ptr;
+    parts[n++] = &job->in.csr.col_idx;
+    parts[n++] = &job->in.csr.values;
+  }
+  size_t at = 0;
+  for (int i = 0; i < n; i++) {
+    l->in[i] = parts[i];
+    l->off[i] = at;
+    at += parts[i]->bytes;
+    if (!parts[i]->pinned) l->stage_bytes += up(parts[i]->bytes);
+  }
+  l->nin = n;
+}
+
+/* Enqueues the host-to-device copies; inputs outside regions go through
+ * the slot's pinned stage, region inputs are copied from the client's
+ * registered pages directly. */
+static cudaError_t copy_in(slot *s, layout *l, char *base) {
+  size_t st = 0;
+  for (int i = 0; i < l->nin; i++) {
+    const gkcd_span *sp = l->in[i];
+    if (sp->where == SPAN_RES || !sp->ptr) {
+      l->dev[i] = sp->ptr;
+      continue;
+    }
+    char *dst = base + l->off[i];
+    l->dev[i] = dst;
+    if (sp->bytes == 0) continue;
+    const void *src = sp->ptr;
+    if (!sp->pinned) {
+      copy((char *)s->stage + st, sp->ptr, sp->bytes);
+      src = (char *)s->stage + st;
+      st += up(sp->bytes);
+    }
+    cudaError_t e = cudaMemcpyAsync(dst, src, sp->bytes, cudaMemcpyHostToDevice, s->stream);
+    if (e != cudaSuccess) return e;
+  }
+  return cudaSuccess;
+}
+
+static const float *fdev(const layout *l, int i) { return (const float *)l->dev[i]; }
+
+/* Launches the kernel; a launcher error leaves a message in the context. */
+static int run_kernel(slot *s, gkcd_job *job, layout *l) {
   gkcu_ctx *ctx = s->ctx;
-  char *out = dev + l->in_bytes;
+  float *out = (float *)l->out_dev;
   switch (job->method) {
     case PROTO_M_SGEMM: {
       __typeof__(job->in.sgemm) *g = &job->in.sgemm;
@@ -167,20 +263,17 @@ static int run_kernel(slot *s, gkcd_job *job, char *dev, const layout *l, int *e
                      ? (g->tf32 ? GKCU_SGEMM_CUBLAS_TF32 : gkcu_sgemm_pick(ctx, g->m, g->n, g->k))
                      : job->algo + 1;
       job->algo_name = gkcu_sgemm_algo_name(algo);
-      if (g->beta != 0.0f) /* C starts as the input c, which was packed third */
-        cudaMemcpyAsync(out, dev + l->off[2], job->out_bytes, cudaMemcpyDeviceToDevice, s->stream);
-      *err = gkcu_sgemm(ctx, algo, g->m, g->n, g->k, g->alpha, (const float *)(dev + l->off[0]),
-                        g->trans_a, (const float *)(dev + l->off[1]), g->trans_b, g->beta,
-                        (float *)out);
-      return 0;
+      if (g->beta != 0.0f && l->dev[2] != out) /* C starts as the input c */
+        cudaMemcpyAsync(out, l->dev[2], job->out_bytes, cudaMemcpyDeviceToDevice, s->stream);
+      return gkcu_sgemm(ctx, algo, g->m, g->n, g->k, g->alpha, fdev(l, 0), g->trans_a, fdev(l, 1),
+                        g->trans_b, g->beta, out);
     }
     case PROTO_M_REDUCE: {
       int algo = job->algo == GKCD_ALGO_AUTO ? gkcu_reduce_pick(ctx, job->in.reduce.n)
                                              : job->algo + 1;
       job->algo_name = gkcu_reduce_algo_name(algo);
-      *err = gkcu_reduce_async(ctx, algo, job->in.reduce.op, (const float *)(dev + l->off[0]),
-                               job->in.reduce.n, (double *)out);
-      return 0;
+      return gkcu_reduce_async(ctx, algo, job->in.reduce.op, fdev(l, 0), job->in.reduce.n,
+                               (double *)out);
     }
     case PROTO_M_SPMV: {
       __typeof__(job->in.spmv) *p = &job->in.spmv;
@@ -190,98 +283,109 @@ static int run_kernel(slot *s, gkcd_job *job, char *dev, const layout *l, int *e
                      ? gkcu_spmv_pick_hint(ctx, p->rows, p->cols, p->nnz, p->max_row)
                      : job->algo + 1;
       job->algo_name = gkcu_spmv_algo_name(algo);
-      if (p->beta != 0.0f)
-        cudaMemcpyAsync(out, dev + l->off[4], job->out_bytes, cudaMemcpyDeviceToDevice, s->stream);
-      *err = gkcu_spmv(ctx, algo, p->rows, p->cols, p->nnz, (const int32_t *)(dev + l->off[0]),
-                       (const int32_t *)(dev + l->off[1]), (const float *)(dev + l->off[2]),
-                       p->alpha, (const float *)(dev + l->off[3]), p->beta, (float *)out);
-      return 0;
+      if (p->beta != 0.0f && l->dev[4] != out) /* inputs: row_ptr, col_idx, values, x, y */
+        cudaMemcpyAsync(out, l->dev[4], job->out_bytes, cudaMemcpyDeviceToDevice, s->stream);
+      return gkcu_spmv(ctx, algo, p->rows, p->cols, p->nnz, (const int32_t *)l->dev[0],
+                       (const int32_t *)l->dev[1], fdev(l, 2), p->alpha, fdev(l, 3), p->beta, out);
     }
+    case PROTO_M_DOT:
+      job->algo_name = "gkcu";
+      return gkcu_dot_async(ctx, job->in.vec.n, fdev(l, 0), fdev(l, 1), (double *)out);
+    case PROTO_M_AXPBY:
+      job->algo_name = "gkcu";
+      /* In place on the output: it starts as y (unless it is y). */
+      if (l->dev[1] != out)
+        cudaMemcpyAsync(out, l->dev[1], job->out_bytes, cudaMemcpyDeviceToDevice, s->stream);
+      return gkcu_axpby(ctx, job->in.vec.n, job->in.vec.alpha, fdev(l, 0), job->in.vec.beta, out);
+    case PROTO_M_DOWNLOAD:
+      return 0;
   }
-  return -1;
+  return GKC_EINTERNAL;
 }
 
-static void plan(gkcd_job *job, layout *l) {
-  memset(l, 0, sizeof *l);
-  switch (job->method) {
-    case PROTO_M_SGEMM:
-      add(l, &job->in.sgemm.a);
-      add(l, &job->in.sgemm.b);
-      if (job->in.sgemm.c.ptr) add(l, &job->in.sgemm.c);
-      l->out_bytes = job->out_bytes;
-      break;
-    case PROTO_M_REDUCE:
-      add(l, &job->in.reduce.x);
-      l->out_bytes = sizeof(double);
-      break;
-    case PROTO_M_SPMV:
-      add(l, &job->in.spmv.row_ptr);
-      add(l, &job->in.spmv.col_idx);
-      add(l, &job->in.spmv.values);
-      add(l, &job->in.spmv.x);
-      if (job->in.spmv.y.ptr) add(l, &job->in.spmv.y);
-      l->out_bytes = job->out_bytes;
-      break;
-  }
-}
-
+/* Runs job on slot s; leaves results or an error in job. */
 static void run_on(cuda_impl *impl, slot *s, gkcd_job *job) {
   layout l;
-  plan(job, &l);
-  size_t dev_bytes = l.in_bytes + up(l.out_bytes), dev_cap = 0;
-  char *dev = NULL;
-  int rc = devcache_alloc(impl->cache, dev_bytes, (void **)&dev, &dev_cap, job->errmsg,
-                          sizeof job->errmsg);
-  if (rc) {
+  int upload = job->method == PROTO_M_UPLOAD || job->method == PROTO_M_CSR_UPLOAD;
+  upload ? plan_upload(job, &l) : plan(job, &l);
+  int rc;
+  if (l.tmp_bytes &&
+      (rc = devcache_alloc(impl->cache, l.tmp_bytes, (void **)&l.tmp, &l.tmp_cap, job->errmsg,
+                           sizeof job->errmsg))) {
     job->err = rc;
     return;
   }
-  size_t stage_bytes = l.in_bytes > l.out_bytes ? l.in_bytes : l.out_bytes;
-  if (grow_stage(s, stage_bytes, job) != 0) goto out;
-  if (job->out_bytes && !(job->out = malloc(job->out_bytes))) {
+  if (job->out_kind == OUT_RES_NEW) {
+    if ((rc = devcache_alloc(impl->cache, job->out_bytes, &job->out_ptr, &job->out_cap,
+                             job->errmsg, sizeof job->errmsg))) {
+      job->err = rc;
+      job->out_ptr = NULL;
+      goto out;
+    }
+  }
+  l.out_dev = job->out_kind == OUT_RES || job->out_kind == OUT_RES_NEW ? job->out_ptr
+                                                                       : l.tmp + l.res_off;
+  size_t stage_need = l.stage_bytes > l.res_bytes ? l.stage_bytes : l.res_bytes;
+  if (stage_need && grow_stage(s, stage_need, job) != 0) goto out;
+  if (job->out_kind == OUT_BIN && !(job->out = malloc(job->out_bytes ? job->out_bytes : 1))) {
     job_fail(job, GKC_EOUT_OF_MEMORY, "cannot allocate %zu bytes for the result", job->out_bytes);
     goto out;
   }
-  for (int i = 0; i < l.nin; i++) copy((char *)s->stage + l.off[i], l.in[i]->ptr, l.in[i]->bytes);
 
   cudaError_t e = cudaEventRecord(s->ev_in, s->stream);
-  if (e == cudaSuccess)
-    e = cudaMemcpyAsync(dev, s->stage, l.in_bytes, cudaMemcpyHostToDevice, s->stream);
+  if (e == cudaSuccess) e = copy_in(s, &l, upload ? l.out_dev : l.tmp);
   if (e == cudaSuccess) e = cudaEventRecord(s->ev0, s->stream);
   if (e != cudaSuccess) {
     fail_cuda(impl, job, e, "copying the request to the device");
     goto out;
   }
-  int kerr = 0;
-  run_kernel(s, job, dev, &l, &kerr);
-  if (kerr) {
+  if (upload) {
+    if (job->method == PROTO_M_CSR_UPLOAD) {
+      __typeof__(job->in.csr) *c = &job->in.csr;
+      job->algo_used = gkcu_spmv_pick_hint(s->ctx, c->rows, c->cols, c->nnz, c->max_row) - 1;
+      job->algo_name = gkcu_spmv_algo_name(job->algo_used + 1);
+    }
+  } else if ((rc = run_kernel(s, job, &l)) != 0) {
     snprintf(job->errmsg, sizeof job->errmsg, "%s", gkcu_ctx_errmsg(s->ctx));
-    job->err = kerr;
+    job->err = rc;
     e = cudaStreamSynchronize(s->stream);
-    if (kerr == GKC_EDEVICE_ERROR && is_sticky(e) && !atomic_exchange(&impl->poisoned, 1))
+    if (rc == GKC_EDEVICE_ERROR && is_sticky(e) && !atomic_exchange(&impl->poisoned, 1))
       backend_fatal("the CUDA context is unusable after: %s", job->errmsg);
     goto out;
   }
+  /* The result back to the host: into the stage (then the reply), or
+   * straight into a registered region. */
+  int to_host = !upload && (job->out_kind == OUT_BIN || job->out_kind == OUT_HOST ||
+                            job->method == PROTO_M_REDUCE || job->method == PROTO_M_DOT);
+  const void *res_src = job->method == PROTO_M_DOWNLOAD ? l.dev[0] : l.out_dev;
+  int direct = job->out_kind == OUT_HOST && job->out_res && job->out_res->pinned &&
+               job->method != PROTO_M_REDUCE && job->method != PROTO_M_DOT;
   if ((e = cudaEventRecord(s->ev1, s->stream)) != cudaSuccess ||
-      (e = cudaMemcpyAsync(s->stage, dev + l.in_bytes, l.out_bytes, cudaMemcpyDeviceToHost,
-                           s->stream)) != cudaSuccess ||
+      (to_host && (e = cudaMemcpyAsync(direct ? job->out_ptr : s->stage, res_src, l.res_bytes,
+                                       cudaMemcpyDeviceToHost, s->stream)) != cudaSuccess) ||
       (e = cudaEventRecord(s->ev_out, s->stream)) != cudaSuccess ||
       (e = cudaStreamSynchronize(s->stream)) != cudaSuccess) {
     fail_cuda(impl, job, e, "running the kernel");
-    free(job->out);
-    job->out = NULL;
     goto out;
   }
   float ms = 0;
   if (cudaEventElapsedTime(&ms, s->ev0, s->ev1) == cudaSuccess) job->kernel_us = ms * 1e3;
   if (cudaEventElapsedTime(&ms, s->ev_in, s->ev0) == cudaSuccess) job->h2d_us = ms * 1e3;
   if (cudaEventElapsedTime(&ms, s->ev1, s->ev_out) == cudaSuccess) job->d2h_us = ms * 1e3;
-  if (job->method == PROTO_M_REDUCE)
+  if (job->method == PROTO_M_REDUCE || job->method == PROTO_M_DOT)
     memcpy(&job->value, s->stage, sizeof(double));
-  else
-    copy(job->out, s->stage, job->out_bytes);
+  else if (to_host && !direct)
+    copy(job->out_kind == OUT_BIN ? job->out : job->out_ptr, s->stage, job->out_bytes);
 out:
-  devcache_free(impl->cache, dev, dev_cap);
+  if (job->err) {
+    free(job->out);
+    job->out = NULL;
+    if (job->out_kind == OUT_RES_NEW && job->out_ptr) {
+      devcache_free(impl->cache, job->out_ptr, job->out_cap);
+      job->out_ptr = NULL;
+    }
+  }
+  devcache_free(impl->cache, l.tmp, l.tmp_cap);
 }
 
 static void cuda_run(gkcd_backend *be, gkcd_job *job) {
@@ -300,6 +404,44 @@ static void cuda_run(gkcd_backend *be, gkcd_job *job) {
     give_slot(impl, s);
   }
   job_finish(job);
+}
+
+/* Resident arrays live in device memory, from the same caching allocator. */
+static int cuda_res_alloc(gkcd_backend *be, size_t bytes, void **ptr, size_t *cap, char *msg,
+                          size_t msglen) {
+  cuda_impl *impl = be->impl;
+  cudaSetDevice(impl->device);
+  return devcache_alloc(impl->cache, bytes, ptr, cap, msg, msglen);
+}
+
+static void cuda_res_free(gkcd_backend *be, void *ptr, size_t cap) {
+  cuda_impl *impl = be->impl;
+  devcache_free(impl->cache, ptr, cap);
+}
+
+/* Client regions are page-locked for DMA, so copies to and from them need
+ * no staging.  Failure just means the slower staged path. */
+static int cuda_region_pin(gkcd_backend *be, void *ptr, size_t bytes) {
+  cuda_impl *impl = be->impl;
+  cudaSetDevice(impl->device);
+  cudaError_t e = cudaHostRegister(ptr, bytes, cudaHostRegisterDefault);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    return -1;
+  }
+  return 0;
+}
+
+static void cuda_region_unpin(gkcd_backend *be, void *ptr) {
+  cuda_impl *impl = be->impl;
+  cudaSetDevice(impl->device);
+  if (cudaHostUnregister(ptr) != cudaSuccess) cudaGetLastError();
+}
+
+static int cuda_spmv_pick(gkcd_backend *be, int32_t rows, int32_t cols, int64_t nnz,
+                          int32_t max_row) {
+  cuda_impl *impl = be->impl;
+  return gkcu_spmv_pick_hint(impl->slots[0].ctx, rows, cols, nnz, max_row) - 1;
 }
 
 static int cuda_devices(gkcd_backend *be, gkcd_device_info *out, int max) {
@@ -387,7 +529,14 @@ int cuda_backend_create(gkcd_backend **out, const gkcd_config *cfg, char *msg, s
   be->algos[PROTO_M_SGEMM] = sgemm_algos;
   be->algos[PROTO_M_REDUCE] = reduce_algos;
   be->algos[PROTO_M_SPMV] = spmv_algos;
+  be->algos[PROTO_M_DOT] = blas1_algos;
+  be->algos[PROTO_M_AXPBY] = blas1_algos;
   be->run = cuda_run;
+  be->res_alloc = cuda_res_alloc;
+  be->res_free = cuda_res_free;
+  be->region_pin = cuda_region_pin;
+  be->region_unpin = cuda_region_unpin;
+  be->spmv_pick = cuda_spmv_pick;
   be->devices = cuda_devices;
   be->destroy = cuda_destroy;
   *out = be;
