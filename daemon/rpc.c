@@ -215,6 +215,13 @@ static int submit(gkcd_conn *c, const proto_request *req, void *frame, size_t fr
    * that is returned by value or becomes resident. */
   job->cost = frame_len;
   if (job->out_kind == OUT_BIN || job->out_kind == OUT_RES_NEW) job->cost += job->out_bytes;
+  if (rc == 0 && job->out_kind == OUT_RES_NEW &&
+      srv->resident_bytes + job->out_bytes > srv->cfg.memory_budget) {
+    snprintf(msg, msglen, "keeping %zu more bytes resident would exceed the memory budget of %zu"
+             " (--memory-budget; %zu bytes are resident): release some first", job->out_bytes,
+             srv->cfg.memory_budget, srv->resident_bytes);
+    rc = GKC_EOUT_OF_MEMORY;
+  }
   if (rc == 0 && job->cost > srv->cfg.memory_budget) {
     snprintf(msg, msglen, "the request and its result need %zu bytes, more than the whole"
              " memory budget of %zu (--memory-budget)", job->cost, srv->cfg.memory_budget);

@@ -20,7 +20,7 @@ void status_pack(gkcd_server *srv, msgpack_packer *pk) {
   gkcd_device_info dev[8];
   int ndev = srv->be->devices(srv->be, dev, 8);
 
-  msgpack_pack_map(pk, 14);
+  msgpack_pack_map(pk, 15);
   proto_pack_cstr(pk, "version");
   proto_pack_cstr(pk, GKC_VERSION);
   proto_pack_cstr(pk, "backend");
@@ -35,6 +35,12 @@ void status_pack(gkcd_server *srv, msgpack_packer *pk) {
   kv_u64(pk, "refused_connections", srv->refused);
   kv_u64(pk, "budget_used", srv->budget_used);
   kv_u64(pk, "budget_waiting", srv->budget_waiting);
+  proto_pack_cstr(pk, "resident");
+  msgpack_pack_map(pk, 4);
+  kv_u64(pk, "arrays", srv->res_live[RES_ARRAY]);
+  kv_u64(pk, "matrices", srv->res_live[RES_MATRIX]);
+  kv_u64(pk, "regions", srv->res_live[RES_REGION]);
+  kv_u64(pk, "bytes", srv->resident_bytes);
 
   proto_pack_cstr(pk, "devices");
   msgpack_pack_array(pk, (size_t)ndev);
