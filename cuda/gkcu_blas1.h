@@ -1,0 +1,64 @@
+/* gkcu_blas1.h: the vector operations an iterative solver needs between
+ * spmv calls (protocol methods `dot` and `axpby`), on float32 vectors that
+ * stay on the GPU.
+ *
+ * dot     sum x[i]*y[i] as a double.  Each product of two floats is exact in
+ *         double and is accumulated in double per thread (128-bit loads
+ *         where x and y share their offset from 16-byte alignment, a scalar
+ *         head and tail, warp shuffles), in one launch: the last block to
+ *         finish (a ticket counter of the context) adds the block partials.
+ *         The error is a few hundred units of double rounding of
+ *         sum |x[i]*y[i]| at most (test_gpu_blas1.c derives the bound),
+ *         against ~1e-7 relative for float accumulation.
+ * axpby   y = alpha*x + beta*y, one memory-bound kernel (128-bit loads and
+ *         stores where x and y share their alignment offset, else 32-bit).
+ *         Computed as fmaf(alpha, x, beta*y): at most two roundings, so
+ *         |error| <= 2^-23 * (|alpha*x| + |beta*y|) per element.
+ *         A zero coefficient means its vector is not read: beta == 0 gives
+ *         y = alpha*x even when y holds NaN or Inf; alpha == 0 gives
+ *         y = beta*y without reading x; both zero stores zeros.  x == y (the
+ *         same pointer) is allowed; x and y overlapping otherwise is
+ *         GKC_EINVALID_ARGUMENT.
+ *
+ * Both take any n >= 1 and any 4-byte aligned device pointers, enqueue on
+ * the context's stream and return without waiting (except gkcu_dot, which
+ * waits for its result like gkcu_reduce).  Errors as in gkcu.h.
+ *
+ * The *_cublas twins do the same through cuBLAS, for the benchmarks:
+ * cublasSdot (float accumulation; its result is a float) and
+ * cublasSscal + cublasSaxpy (with the same zero-coefficient and x == y
+ * semantics as gkcu_axpby, arranged around the two calls).
+ */
+#ifndef GKCU_BLAS1_H
+#define GKCU_BLAS1_H
+
+#include "gkcu.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* *d_result (device) = sum_{i<n} x[i]*y[i]. */
+int gkcu_dot_async(gkcu_ctx *ctx, int64_t n, const float *x, const float *y, double *d_result);
+
+/* The same, then waits for the stream and stores the result in the host
+ * double *result (through the context's pinned slot). */
+int gkcu_dot(gkcu_ctx *ctx, int64_t n, const float *x, const float *y, double *result);
+
+/* y[i] = alpha*x[i] + beta*y[i], i < n. */
+int gkcu_axpby(gkcu_ctx *ctx, int64_t n, float alpha, const float *x, float beta, float *y);
+
+/* cublasSdot into the device float *d_result (device pointer mode for the
+ * call; the context's handle is put back to host mode afterwards). */
+int gkcu_dot_cublas_async(gkcu_ctx *ctx, int64_t n, const float *x, const float *y, float *d_result);
+
+/* cublasSscal(beta, y) then cublasSaxpy(alpha, x, y); beta == 0 is a
+ * cudaMemsetAsync of y instead of the scal (cuBLAS would compute 0*NaN),
+ * x == y is one cublasSscal(alpha + beta). */
+int gkcu_axpby_cublas(gkcu_ctx *ctx, int64_t n, float alpha, const float *x, float beta, float *y);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GKCU_BLAS1_H */
