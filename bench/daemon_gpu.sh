@@ -9,12 +9,13 @@
 #   oom    a request larger than the free GPU memory gets out_of_memory while
 #          small requests beside it succeed (gpu_hog holds the rest)
 #   mdwe   gkcd under a MemoryDenyWriteExecute-like seccomp filter
+#   soak   10k mixed requests on the CUDA backend, all checked, memory back to start
 #   path   sgemm 4096^3 through gkc, time broken down (socket, H2D, kernel, D2H)
 # Logs go to $OUT; a summary is printed last.
 set -u
 OUT=${OUT:-/tmp/gkc-out}
 mkdir -p "$OUT"
-STAGES=${STAGES:-"tests e2e oom mdwe path"}
+STAGES=${STAGES:-"tests e2e oom mdwe soak path"}
 ROOT=$(pwd -P)
 BUILD=${BUILD:-build-dev}
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -91,6 +92,15 @@ if has mdwe; then
     pkill -TERM -f "mdwe.sock" ; sleep 0.5
   }
   [ ${#res[@]} -eq 0 ] && summary+=("mdwe: gkcd did not start under the filter; see $OUT/gkcd.log")
+fi
+
+if has soak; then
+  # 10k mixed requests, every reply checked; device memory back to its level.
+  start_gkcd "$T/soak.sock" "$GKCD" --backend cuda && {
+    timeout 300 python3 bench/gpu_soak.py "$T/soak.sock" --count 10000 >"$OUT/soak.txt" 2>&1
+    summary+=("soak on cuda: rc=$? $(tr '\n' ' ' <"$OUT/soak.txt")")
+    pkill -TERM -f "soak.sock"; sleep 0.5
+  }
 fi
 
 if has path; then
