@@ -85,7 +85,8 @@ int conn_take_fd(gkcd_conn *c) {
  * the daemon drains for shutdown. */
 static void close_if_done(gkcd_conn *c) {
   if (c->closing || c->npend > 0) return;
-  if (c->close_when_flushed || (c->srv->draining && c->jobs == 0)) conn_close(c);
+  if (c->close_when_flushed || ((c->srv->draining || c->peer_closed) && c->jobs == 0))
+    conn_close(c);
 }
 
 static void on_poll(uv_poll_t *h, int status, int events);
@@ -251,9 +252,12 @@ static int read_some(gkcd_conn *c) {
     }
     if (mh.msg_controllen > 0) take_rights(c, &mh);
     if (n == 0) {
-      log_debug("connection %llu: peer closed", (unsigned long long)c->id);
-      conn_close(c);
-      return -1;
+      /* The peer will send no more, but may still read: answer what it
+       * sent (buffered frames, jobs in flight), then close. */
+      log_debug("connection %llu: peer finished sending", (unsigned long long)c->id);
+      c->peer_closed = 1;
+      c->reading = 0;
+      return 0;
     }
     c->len += (size_t)n;
     c->last_active_ms = uv_now(c->srv->loop);
@@ -324,12 +328,13 @@ static void parse_frames(gkcd_conn *c) {
 void conn_update_reading(gkcd_conn *c) {
   if (c->closing || c->parsing) return; /* parse_frames' caller decides afterwards */
   int want = may_take_frames(c);
-  if (want && !c->reading) {
+  if (want && !c->reading && c->len > 0) {
     /* Frames that arrived before we paused are served first. */
     parse_frames(c);
-    if (c->closing || !may_take_frames(c)) return;
+    if (c->closing) return;
+    want = may_take_frames(c);
   }
-  c->reading = want;
+  c->reading = want && !c->peer_closed;
   watch(c);
 }
 
@@ -343,6 +348,7 @@ static void on_poll(uv_poll_t *h, int status, int events) {
   if ((events & UV_WRITABLE) && c->npend) write_pending(c);
   if (c->closing || !(events & UV_READABLE) || !c->reading) return;
   if (read_some(c) != 0) return;
+  if (c->peer_closed) watch(c);
   parse_frames(c);
   if (!c->closing) {
     conn_update_reading(c);

@@ -39,6 +39,7 @@ struct gkcd_conn {
   int reading;         /* uv_read_start in effect */
   int close_when_flushed; /* an unrecoverable framing error was answered */
   int parsing;         /* inside parse_frames: replies must not re-enter it */
+  int peer_closed;     /* the peer shut down its sending side */
   unsigned char *buf;  /* received bytes not yet parsed into frames */
   size_t len, cap;
   size_t need;         /* scanner's hint: rescan once len reaches it */

@@ -1414,8 +1414,8 @@ static void test_deadline(void) {
 
   g_ctx = "deadline_ms: a request queued behind a slow one";
   {
-    /* 1024 x 1024 x 4096: 8.6 GFLOP, well over 50 ms on the CPU backend;
-     * the reduce behind it on the one worker waits that long. */
+    /* 1024 x 1024 x 4096: 8.6 GFLOP, tens of ms on the CPU backend; the
+     * reduce behind it on the one worker waits that long, far past its 1 ms. */
     enum { M = 1024, N = 1024, K = 4096 };
     float *a = rand_floats((size_t)M * K), *b = rand_floats((size_t)K * N), *x = rand_floats(1000);
     frame_t fr;
@@ -1448,7 +1448,9 @@ static void test_deadline(void) {
     const msgpack_object *cb = result_bin(&r1, "c", (size_t)M * N * 4);
     CHECK(cb && sgemm_entries_ok(cb->via.bin.ptr, a, b, M, N, K, 1.0, 8, why, sizeof why),
           "the slow sgemm: %s %s", reply_desc(&r1), why);
-    CHECK(kus > 50000, "the slow sgemm took only %.0f us of kernel time (need > 50 ms)", kus);
+    /* The setup's premise: the reduce had to wait several times its 1 ms
+     * deadline (machine speed varies, so not a fixed 50 ms). */
+    CHECK(kus > 5000, "the slow sgemm took only %.0f us of kernel time (need > 5 ms)", kus);
     CHECK(reply_err(&r2, 2, "deadline_exceeded") && strstr(r2.msg, "deadline"),
           "reduce with deadline_ms 1 behind a %.0f ms sgemm: %s", kus / 1000, reply_desc(&r2));
     fprintf(stderr, "deadline: sgemm %.0f ms of kernel time (reply after %.3f s); reduce behind it: %s\n",
