@@ -142,6 +142,185 @@ typedef struct {
 GKC_API int gkc_spmv(gkc_conn *c, const gkc_csr *A, float alpha, const float *x,
              float beta, float *y, const char *algo, gkc_info *info);
 
+/* --- Regions and resident data -------------------------------------------- */
+
+/* Arrays need not travel inside every request (proto/PROTOCOL.md, "Data
+ * that stays").  Two ways to keep them out of the socket:
+ *
+ *  - a shared-memory region: pages this process and gkcd both map.  The
+ *    caller fills them, then names (region, offset, bytes) in a call; gkcd
+ *    reads (and writes results) straight from and into them.  On the CUDA
+ *    backend they are registered with the driver, so GPU copies run at
+ *    pinned-memory speed.  The caller must not change bytes a request
+ *    reads, nor read bytes it writes, until its call returns (the calls are
+ *    blocking, so: while it runs).
+ *  - a resident array ("handle") or matrix: data uploaded once that stays
+ *    in gkcd's backend memory (GPU memory on CUDA) until released.
+ *
+ * Regions, handles and matrices belong to the connection that made them
+ * and are freed when it closes; a handle or matrix made with shared != 0
+ * can be used and released from any permitted connection instead, until
+ * one releases it.  Handles and matrices share one id space.
+ *
+ *   gkc_region *r;
+ *   gkc_region_create(c, 3 * n * n * 4, &r);           // A, B and C
+ *   float *f = gkc_region_floats(r);                   // fill A and B ...
+ *   gkc_sgemm_args s = GKC_SGEMM_ARGS_INIT;
+ *   s.m = s.n = s.k = n;
+ *   s.a = gkc_ref_region(r, 0, n * n * 4);
+ *   s.b = gkc_ref_region(r, n * n * 4, n * n * 4);
+ *   gkc_out out = gkc_out_region(r, 2 * n * n * 4);    // C lands in f[2*n*n..]
+ *   gkc_sgemm_ref(c, &s, &out, NULL);
+ *   gkc_region_release(c, r);
+ */
+
+/* --- shared-memory regions --- */
+
+typedef struct gkc_region gkc_region;
+
+/* Creates a region of bytes bytes (1 to gkcd's --max-request-bytes): a
+ * sealed memfd (memfd_create(MFD_CLOEXEC | MFD_ALLOW_SEALING), sized, with
+ * F_SEAL_SHRINK | F_SEAL_GROW), mapped read-write here and registered with
+ * gkcd by shm_register, the descriptor passed with the request.  Its bytes
+ * start zeroed.  *out is NULL on failure. */
+GKC_API int gkc_region_create(gkc_conn *c, size_t bytes, gkc_region **out);
+/* The region's mapping, its size, and gkcd's id for it. */
+GKC_API void *gkc_region_data(const gkc_region *r);
+GKC_API float *gkc_region_floats(const gkc_region *r); /* the same, as floats */
+GKC_API size_t gkc_region_bytes(const gkc_region *r);
+GKC_API uint32_t gkc_region_id(const gkc_region *r);
+/* Releases the region on gkcd (shm_release on c), then unmaps and closes
+ * it here.  The local side is always freed, also when the release fails or
+ * c is NULL (e.g. after the connection was closed, which released it on
+ * gkcd already); the return value is shm_release's.  r may be NULL. */
+GKC_API int gkc_region_release(gkc_conn *c, gkc_region *r);
+
+/* The protocol's low-level form, which gkc_region_create uses: registers the
+ * caller's descriptor fd (passed as SCM_RIGHTS; -1 sends none) as a region
+ * of bytes bytes, and sets *region to its id.  The caller keeps fd and its
+ * mapping.  gkcd accepts only a regular file sealed against shrinking and
+ * growing whose size is bytes. */
+GKC_API int gkc_shm_register(gkc_conn *c, int fd, size_t bytes, uint32_t *region);
+/* Releases region id on gkcd (only; nothing local). */
+GKC_API int gkc_shm_release(gkc_conn *c, uint32_t region);
+
+/* --- array references: where a call's input array is --- */
+
+typedef enum {
+  GKC_REF_NONE = 0, /* no array (an optional input left out) */
+  GKC_REF_MEM,      /* bytes at data, in this process: sent inside the request */
+  GKC_REF_REGION,   /* bytes at offset of region id `region` */
+  GKC_REF_HANDLE    /* resident array `handle` */
+} gkc_ref_kind;
+
+typedef struct {
+  int kind;         /* gkc_ref_kind */
+  const void *data; /* GKC_REF_MEM */
+  uint32_t region;  /* GKC_REF_REGION: the region's id */
+  uint64_t offset;  /* GKC_REF_REGION: byte offset, a multiple of 4 */
+  uint32_t handle;  /* GKC_REF_HANDLE */
+  size_t bytes;     /* MEM, REGION: the array's bytes, exactly what the argument
+                     * needs.  HANDLE: not sent (gkcd knows); 0 or the size
+                     * the caller expects, for its own bookkeeping. */
+} gkc_ref;
+
+GKC_API gkc_ref gkc_ref_mem(const void *data, size_t bytes);
+GKC_API gkc_ref gkc_ref_region(const gkc_region *r, uint64_t offset, size_t bytes);
+GKC_API gkc_ref gkc_ref_handle(uint32_t handle, size_t bytes);
+
+/* --- output targets: where a call's array result goes --- */
+
+typedef enum {
+  GKC_OUT_MEM = 0,    /* returned inside the reply, copied to data */
+  GKC_OUT_REGION,     /* written by gkcd into region `region` at offset */
+  GKC_OUT_NEW_HANDLE, /* kept on gkcd as a new resident array */
+  GKC_OUT_HANDLE      /* overwrites resident array `handle` (same dtype and length) */
+} gkc_out_kind;
+
+typedef struct {
+  int kind;        /* gkc_out_kind */
+  void *data;      /* GKC_OUT_MEM: where the result is copied */
+  uint32_t region; /* GKC_OUT_REGION: the region's id */
+  uint64_t offset; /* GKC_OUT_REGION: byte offset, a multiple of 4 */
+  uint32_t handle; /* GKC_OUT_HANDLE: the handle to overwrite; set by the call
+                    * for GKC_OUT_NEW_HANDLE and GKC_OUT_HANDLE */
+  size_t bytes;    /* GKC_OUT_MEM: in: the size of data, which the result must
+                    * match exactly.  Every kind: out: the result's bytes. */
+} gkc_out;
+
+GKC_API gkc_out gkc_out_mem(void *data, size_t bytes);
+GKC_API gkc_out gkc_out_region(const gkc_region *r, uint64_t offset);
+GKC_API gkc_out gkc_out_new_handle(void);
+GKC_API gkc_out gkc_out_handle(uint32_t handle);
+
+/* --- compute calls on references --- */
+
+/* gkc_sgemm with references.  c is sent when its kind is not
+ * GKC_REF_NONE; gkcd requires it when beta != 0.  The result goes to *out
+ * (not NULL).  precision: NULL for the connection's (gkc_set_precision). */
+typedef struct {
+  int32_t m, n, k;
+  float alpha, beta;
+  gkc_ref a, b, c;
+  int trans_a, trans_b;
+  const char *algo;      /* NULL: "auto" */
+  const char *precision; /* NULL, "fp32" or "tf32" */
+} gkc_sgemm_args;
+#define GKC_SGEMM_ARGS_INIT {0, 0, 0, 1.0f, 0.0f, {0}, {0}, {0}, 0, 0, NULL, NULL}
+
+GKC_API int gkc_sgemm_ref(gkc_conn *c, const gkc_sgemm_args *args, gkc_out *out, gkc_info *info);
+
+/* gkc_reduce of x (n float32 in any form); *n_out (may be NULL) gets n. */
+GKC_API int gkc_reduce_ref(gkc_conn *c, gkc_ref x, gkc_reduce_op op, double *value,
+                           int64_t *n_out, const char *algo, gkc_info *info);
+
+/* y' = alpha * A * x + beta * y, A either a resident matrix (use_matrix:
+ * from gkc_csr_upload) or a CSR given by references.  y is sent when its
+ * kind is not GKC_REF_NONE; gkcd requires it when beta != 0.  The result
+ * goes to *out (not NULL); it may not be the same handle as x or y. */
+typedef struct {
+  int use_matrix;   /* nonzero: A is resident matrix `matrix` */
+  uint32_t matrix;
+  int32_t rows, cols; /* !use_matrix: A's shape and arrays */
+  gkc_ref row_ptr, col_idx, values;
+  gkc_ref x, y;
+  float alpha, beta;
+  const char *algo; /* NULL: "auto" */
+} gkc_spmv_args;
+#define GKC_SPMV_ARGS_INIT {0, 0, 0, 0, {0}, {0}, {0}, {0}, {0}, 1.0f, 0.0f, NULL}
+
+GKC_API int gkc_spmv_ref(gkc_conn *c, const gkc_spmv_args *args, gkc_out *out, gkc_info *info);
+
+/* *value = sum of x[i] * y[i], x and y float32 arrays of equal length. */
+GKC_API int gkc_dot(gkc_conn *c, gkc_ref x, gkc_ref y, double *value, gkc_info *info);
+
+/* y' = alpha * x + beta * y into *out (not NULL).  out may be the same
+ * resident array as y: an in-place update, gkc_out_handle(y.handle). */
+GKC_API int gkc_axpby(gkc_conn *c, float alpha, gkc_ref x, float beta, gkc_ref y, gkc_out *out,
+                      gkc_info *info);
+
+/* --- resident arrays and matrices --- */
+
+typedef enum { GKC_F32 = 0, GKC_I32 = 1 } gkc_dtype;
+
+/* Copies data (in any form, even another handle) into a new resident array
+ * of dtype; *handle gets its id. */
+GKC_API int gkc_upload(gkc_conn *c, gkc_ref data, gkc_dtype dtype, int shared, uint32_t *handle);
+/* Copies resident array handle, which must hold exactly bytes bytes, to dst. */
+GKC_API int gkc_download(gkc_conn *c, uint32_t handle, void *dst, size_t bytes);
+/* The same into region r at offset; *bytes (may be NULL) gets the size. */
+GKC_API int gkc_download_region(gkc_conn *c, uint32_t handle, const gkc_region *r,
+                                uint64_t offset, size_t *bytes);
+/* Validates A once and keeps it resident; *matrix gets its id, algo (32
+ * bytes, may be NULL) the spmv algo "auto" will use for it. */
+GKC_API int gkc_csr_upload(gkc_conn *c, const gkc_csr *A, int shared, uint32_t *matrix,
+                           char algo[32]);
+/* Frees a resident array or matrix.  gkcd's release names the kind
+ * ("handle" or "matrix"), so an id that is no array is tried again as a
+ * matrix; gkc_release_matrix asks for a matrix at once. */
+GKC_API int gkc_release(gkc_conn *c, uint32_t id);
+GKC_API int gkc_release_matrix(gkc_conn *c, uint32_t matrix);
+
 #ifdef __cplusplus
 }
 #endif

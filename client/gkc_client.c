@@ -32,6 +32,7 @@ struct gkc_conn {
   uint32_t next_msgid;
   int tf32; /* gkc_set_precision */
   char errmsg[512];
+  int send_fd; /* gkc__call_fd: a descriptor to pass with the next request, or -1 */
   unsigned char *buf; /* received bytes */
   size_t len, cap;
 };
@@ -57,6 +58,7 @@ int gkc_connect(gkc_conn **out, const char *socket_path) {
   *out = c;
   if (!c) return GKC_EOUT_OF_MEMORY;
   c->fd = -1;
+  c->send_fd = -1;
   c->next_msgid = 1;
   char path[108];
   if (proto_socket_path(path, sizeof path, socket_path) != 0)
@@ -108,9 +110,26 @@ static int send_all(gkc_conn *c, const msgpack_vrefbuffer *vb) {
   memcpy(iov, msgpack_vrefbuffer_vec(vb), n * sizeof *iov);
   struct iovec *p = iov;
   int rc = 0;
+  /* A descriptor for gkc__call_fd travels as SCM_RIGHTS with the first
+   * sendmsg that moves bytes: the kernel attaches it to those bytes. */
+  union {
+    struct cmsghdr align;
+    char buf[CMSG_SPACE(sizeof(int))];
+  } cm;
   while (n > 0) {
     struct msghdr mh = {.msg_iov = p, .msg_iovlen = n > IOV_MAX ? IOV_MAX : n};
+    if (c->send_fd >= 0) {
+      memset(&cm, 0, sizeof cm);
+      mh.msg_control = cm.buf;
+      mh.msg_controllen = sizeof cm.buf;
+      struct cmsghdr *h = CMSG_FIRSTHDR(&mh);
+      h->cmsg_level = SOL_SOCKET;
+      h->cmsg_type = SCM_RIGHTS;
+      h->cmsg_len = CMSG_LEN(sizeof(int));
+      memcpy(CMSG_DATA(h), &c->send_fd, sizeof(int));
+    }
     ssize_t w = sendmsg(c->fd, &mh, MSG_NOSIGNAL);
+    if (w > 0) c->send_fd = -1; /* sent along with these bytes */
     if (w < 0) {
       if (errno == EINTR) continue;
       /* The daemon closes a connection after refusing a request it cannot
@@ -214,5 +233,13 @@ int gkc__call(gkc_conn *c, const char *method, gkc__pack_fn pack, const void *pa
     memmove(c->buf, c->buf + flen, c->len - (size_t)flen);
     c->len -= (size_t)flen;
   }
+  return rc;
+}
+
+int gkc__call_fd(gkc_conn *c, int fd, const char *method, gkc__pack_fn pack, const void *pack_arg,
+                 gkc__take_fn take, void *take_arg) {
+  c->send_fd = fd;
+  int rc = gkc__call(c, method, pack, pack_arg, take, take_arg);
+  c->send_fd = -1; /* not sent (packing or sending failed): never leak into the next request */
   return rc;
 }

@@ -14,6 +14,10 @@ typedef int (*gkc__take_fn)(gkc_conn *c, const msgpack_object *result, void *arg
 /* One request, one reply. */
 int gkc__call(gkc_conn *c, const char *method, gkc__pack_fn pack, const void *pack_arg,
               gkc__take_fn take, void *take_arg);
+/* The same, passing the descriptor fd (when >= 0) as SCM_RIGHTS ancillary
+ * data with the request's first bytes; the caller keeps its own copy. */
+int gkc__call_fd(gkc_conn *c, int fd, const char *method, gkc__pack_fn pack, const void *pack_arg,
+                 gkc__take_fn take, void *take_arg);
 /* Records a message for gkc_errmsg and returns err. */
 int gkc__fail(gkc_conn *c, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Nonzero when sgemm should ask for precision "tf32". */

@@ -227,10 +227,17 @@ static void plan_upload(gkcd_job *job, layout *l) {
 /* Enqueues the host-to-device copies; inputs outside regions go through
  * the slot's pinned stage, region inputs are copied from the client's
  * registered pages directly. */
-static cudaError_t copy_in(slot *s, layout *l, char *base) {
+static cudaError_t copy_in(slot *s, layout *l, char *base, int upload) {
   size_t st = 0;
   for (int i = 0; i < l->nin; i++) {
     const gkcd_span *sp = l->in[i];
+    if (upload && sp->where == SPAN_RES) { /* a new array made from a resident one */
+      l->dev[i] = base + l->off[i];
+      cudaError_t e = cudaMemcpyAsync(base + l->off[i], sp->ptr, sp->bytes,
+                                      cudaMemcpyDeviceToDevice, s->stream);
+      if (e != cudaSuccess) return e;
+      continue;
+    }
     if (sp->where == SPAN_RES || !sp->ptr) {
       l->dev[i] = sp->ptr;
       continue;
@@ -333,7 +340,7 @@ static void run_on(cuda_impl *impl, slot *s, gkcd_job *job) {
   }
 
   cudaError_t e = cudaEventRecord(s->ev_in, s->stream);
-  if (e == cudaSuccess) e = copy_in(s, &l, upload ? l.out_dev : l.tmp);
+  if (e == cudaSuccess) e = copy_in(s, &l, upload ? l.out_dev : l.tmp, upload);
   if (e == cudaSuccess) e = cudaEventRecord(s->ev0, s->stream);
   if (e != cudaSuccess) {
     fail_cuda(impl, job, e, "copying the request to the device");

@@ -328,6 +328,10 @@ static int parse_csr_upload(refs_ctx *r, size_t max) {
 
 static int parse_shm_register(refs_ctx *r, size_t max) {
   static const char *const keys[] = {"bytes", NULL};
+  /* The descriptor is taken first, so that a refused request still consumes
+   * its own (job_free closes it): the next shm_register must never map a
+   * file that was sent for an earlier one. */
+  r->job->reg_fd = conn_take_fd(r->conn);
   int64_t bytes;
   int rc;
   if ((rc = args_known(r->a, keys)) || (rc = args_int(r->a, "bytes", 1, 1, (int64_t)max, &bytes)))
@@ -337,13 +341,11 @@ static int parse_shm_register(refs_ctx *r, size_t max) {
              RES_MAX_REGIONS);
     return GKC_EINVALID_ARGUMENT;
   }
-  int fd = conn_take_fd(r->conn);
-  if (fd < 0) {
+  if (r->job->reg_fd < 0) {
     snprintf(r->a->msg, r->a->msglen, "no file descriptor came with this request (send the memfd"
              " as SCM_RIGHTS ancillary data with its bytes)");
     return GKC_EINVALID_ARGUMENT;
   }
-  r->job->reg_fd = fd;
   r->job->out_bytes = (size_t)bytes;
   return 0;
 }
@@ -352,7 +354,6 @@ int methods_parse(int method, refs_ctx *r, size_t max_bytes) {
   args_ctx *a = r->a;
   gkcd_job *job = r->job;
   job->method = method;
-  job->reg_fd = -1;
   int64_t deadline_ms = 0;
   int rc = args_int(a, "deadline_ms", 0, 1, 24 * 3600 * 1000, &deadline_ms);
   if (rc) return rc;

@@ -112,8 +112,11 @@ static int release(gkcd_conn *c, const proto_request *req, char *msg, size_t msg
   int rc;
   if ((rc = args_known(&a, keys)) || (rc = args_int(&a, key, 1, 1, UINT32_MAX, &id))) return rc;
   gkcd_res *r = res_find(c->srv, c, (uint32_t)id);
-  int kind = key[0] == 'r' ? RES_REGION : key[0] == 'm' ? RES_MATRIX : RES_ARRAY;
-  if (!r || r->kind != kind) {
+  /* Handles and matrices share one id space: "handle" names either. */
+  int ok = r && (key[0] == 'r' ? r->kind == RES_REGION
+                 : key[0] == 'm' ? r->kind == RES_MATRIX
+                                 : r->kind != RES_REGION);
+  if (!ok) {
     snprintf(msg, msglen, "argument '%s': no %s %lld on this connection", key, key, (long long)id);
     return GKC_EINVALID_ARGUMENT;
   }
@@ -208,6 +211,7 @@ static int submit(gkcd_conn *c, const proto_request *req, void *frame, size_t fr
     snprintf(msg, msglen, "out of memory");
     return GKC_EOUT_OF_MEMORY;
   }
+  job->reg_fd = -1;
   args_ctx a = {req->params, msg, msglen};
   refs_ctx r = {&a, srv, c, job};
   int rc = methods_parse(req->method, &r, srv->cfg.max_request_bytes);
@@ -215,8 +219,9 @@ static int submit(gkcd_conn *c, const proto_request *req, void *frame, size_t fr
    * that is returned by value or becomes resident. */
   job->cost = frame_len;
   if (job->out_kind == OUT_BIN || job->out_kind == OUT_RES_NEW) job->cost += job->out_bytes;
+  /* It must fit beside what is resident already, or it would wait forever. */
   if (rc == 0 && job->out_kind == OUT_RES_NEW &&
-      srv->resident_bytes + job->out_bytes > srv->cfg.memory_budget) {
+      srv->resident_bytes + job->cost > srv->cfg.memory_budget) {
     snprintf(msg, msglen, "keeping %zu more bytes resident would exceed the memory budget of %zu"
              " (--memory-budget; %zu bytes are resident): release some first", job->out_bytes,
              srv->cfg.memory_budget, srv->resident_bytes);
