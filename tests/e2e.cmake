@@ -1,5 +1,5 @@
 # End-to-end tests: each starts a real gkcd on a temporary socket.
-add_library(gkc_fixture STATIC fixture.c)
+add_library(gkc_fixture STATIC fixture.c rawrpc.c)
 target_include_directories(gkc_fixture PUBLIC ${CMAKE_CURRENT_SOURCE_DIR})
 target_link_libraries(gkc_fixture PUBLIC gkc_static gkc_proto gkcio Threads::Threads m)
 

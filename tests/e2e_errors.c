@@ -26,212 +26,26 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "fixture.h"
 #include "gkc.h"
-#include "proto_frame.h"
 #include "proto_rpc.h"
+#include "rawrpc.h"
 #include "test.h"
 
 /* ------------------------------------------------------------------------ */
-/* check bookkeeping                                                         */
-
-static int n_checks, n_failed;
-static const char *g_ctx = ""; /* what is being tested, for failure lines */
-
-#define CHECK(cond, ...)                                                        \
-  do {                                                                          \
-    n_checks++;                                                                 \
-    if (!(cond)) {                                                              \
-      n_failed++;                                                               \
-      fprintf(stderr, "%s:%d: CHECK FAILED [%s]: %s: ", __FILE__, __LINE__, g_ctx, #cond); \
-      fprintf(stderr, __VA_ARGS__);                                             \
-      fputc('\n', stderr);                                                      \
-    }                                                                           \
-  } while (0)
-
-static uint64_t g_rng;
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static void sleep_ms(int ms) {
-  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-  nanosleep(&ts, NULL);
-}
-
-static int env_flag(const char *name) {
-  const char *e = getenv(name);
-  return e && *e && strcmp(e, "0") != 0;
-}
-
-/* ------------------------------------------------------------------------ */
-/* a raw connection with its own receive buffer                              */
-
-typedef struct {
-  int fd;
-  unsigned char *buf;
-  size_t cap, have;
-} tconn;
-
-static void tconn_open(tconn *c, const fixture *f) {
-  memset(c, 0, sizeof *c);
-  c->fd = fixture_connect(f);
-}
-
-static void tconn_close(tconn *c) {
-  if (c->fd >= 0) close(c->fd);
-  c->fd = -1;
-  free(c->buf);
-  c->buf = NULL;
-  c->cap = c->have = 0;
-}
-
-/* Sends everything, or as much as the peer takes before it closes.
- * Returns 0, or the errno that stopped it (EPIPE, ECONNRESET). */
-static int send_some(int fd, const void *p, size_t n) {
-  const char *s = p;
-  while (n > 0) {
-    ssize_t w = send(fd, s, n, MSG_NOSIGNAL);
-    if (w < 0 && errno == EINTR) continue;
-    if (w < 0) return errno;
-    s += w;
-    n -= (size_t)w;
-  }
-  return 0;
-}
-
-enum { RF_CLOSED = 0, RF_TIMEOUT = -1, RF_ERROR = -2, RF_MIDFRAME = -3, RF_BADFRAME = -4 };
-
-/* Waits (bounded) for one whole frame in c->buf; returns its length, or
- * RF_CLOSED when the peer closed (EOF or ECONNRESET) with nothing pending,
- * RF_MIDFRAME when it closed inside a frame, RF_TIMEOUT, RF_ERROR. */
-static ssize_t recv_frame(tconn *c, int timeout_ms) {
-  static const proto_limits lim = {(size_t)1 << 40, 1u << 20, 64};
-  double deadline = now_s() + timeout_ms / 1000.0;
-  for (;;) {
-    if (c->have > 0) {
-      proto_frame_info info;
-      ssize_t r = proto_frame_scan(c->buf, c->have, &lim, &info);
-      if (r < 0) return RF_BADFRAME;
-      if (r > 0) return r;
-    }
-    if (c->cap - c->have < 65536) {
-      c->cap = c->cap * 2 + 65536;
-      c->buf = realloc(c->buf, c->cap);
-      if (!c->buf) TEST_FAIL("out of memory");
-    }
-    int left = (int)((deadline - now_s()) * 1000);
-    if (left <= 0) return RF_TIMEOUT;
-    struct pollfd p = {c->fd, POLLIN, 0};
-    int pr = poll(&p, 1, left);
-    if (pr < 0 && errno == EINTR) continue;
-    if (pr == 0) return RF_TIMEOUT;
-    ssize_t n = recv(c->fd, c->buf + c->have, c->cap - c->have, 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == ECONNRESET || errno == EPIPE)) n = 0;
-    if (n < 0) return RF_ERROR;
-    if (n == 0) return c->have ? RF_MIDFRAME : RF_CLOSED;
-    c->have += (size_t)n;
-  }
-}
-
-/* One decoded response. */
-typedef struct {
-  int got;      /* a frame arrived (else rf says why not) */
-  int rf;
-  int valid;    /* it is a well-formed [1, msgid, error, result] */
-  int msgid_nil;
-  uint32_t msgid;
-  int is_error;
-  char code[48];
-  char msg[640];
-  const msgpack_object *result;
-  void *frame;
-  msgpack_unpacked up;
-} reply;
-
-static void reply_free(reply *r) {
-  if (r->frame) {
-    msgpack_unpacked_destroy(&r->up);
-    free(r->frame);
-  }
-  memset(r, 0, sizeof *r);
-}
-
-static void copy_str(char *dst, size_t cap, const msgpack_object *o) {
-  size_t n = o->via.str.size < cap - 1 ? o->via.str.size : cap - 1;
-  memcpy(dst, o->via.str.ptr, n);
-  dst[n] = 0;
-}
-
-static void get_reply(tconn *c, reply *r, int timeout_ms) {
-  memset(r, 0, sizeof *r);
-  ssize_t len = recv_frame(c, timeout_ms);
-  if (len <= 0) {
-    r->rf = (int)len;
-    return;
-  }
-  r->got = 1;
-  r->frame = malloc((size_t)len);
-  memcpy(r->frame, c->buf, (size_t)len);
-  memmove(c->buf, c->buf + len, c->have - (size_t)len);
-  c->have -= (size_t)len;
-  msgpack_unpacked_init(&r->up);
-  size_t off = 0;
-  if (msgpack_unpack_next(&r->up, r->frame, (size_t)len, &off) != MSGPACK_UNPACK_SUCCESS) return;
-  const msgpack_object *o = &r->up.data;
-  if (o->type != MSGPACK_OBJECT_ARRAY || o->via.array.size != 4) return;
-  const msgpack_object *a = o->via.array.ptr;
-  if (a[0].type != MSGPACK_OBJECT_POSITIVE_INTEGER || a[0].via.u64 != 1) return;
-  if (a[1].type == MSGPACK_OBJECT_NIL) {
-    r->msgid_nil = 1;
-  } else if (a[1].type == MSGPACK_OBJECT_POSITIVE_INTEGER && a[1].via.u64 <= UINT32_MAX) {
-    r->msgid = (uint32_t)a[1].via.u64;
-  } else {
-    return;
-  }
-  if (a[2].type == MSGPACK_OBJECT_NIL) {
-    r->result = &a[3];
-    r->valid = 1;
-    return;
-  }
-  if (a[2].type != MSGPACK_OBJECT_MAP || a[3].type != MSGPACK_OBJECT_NIL) return;
-  const msgpack_object *code = proto_map_get(&a[2], "code");
-  const msgpack_object *msg = proto_map_get(&a[2], "message");
-  if (!code || code->type != MSGPACK_OBJECT_STR || !msg || msg->type != MSGPACK_OBJECT_STR) return;
-  copy_str(r->code, sizeof r->code, code);
-  copy_str(r->msg, sizeof r->msg, msg);
-  r->is_error = 1;
-  r->valid = 1;
-}
-
-static const char *rf_name(int rf) {
-  switch (rf) {
-    case RF_CLOSED: return "connection closed";
-    case RF_TIMEOUT: return "timed out";
-    case RF_ERROR: return "recv error";
-    case RF_MIDFRAME: return "closed inside a frame";
-    case RF_BADFRAME: return "malformed frame";
-  }
-  return "?";
-}
+/* checks of this test (rawrpc.h has the connection, replies and requests)   */
 
 /* msgid -1: expect nil.  needle/needle2 may be NULL. */
 #define CHECK_ERROR(r, want_code, want_msgid, needle, needle2) \
   check_error_(__LINE__, r, want_code, want_msgid, needle, needle2)
 
-static void check_error_(int line, const reply *r, const char *code, int64_t msgid,
+static void check_error_(int line, const rr_reply *r, const char *code, int64_t msgid,
                          const char *needle, const char *needle2) {
-  n_checks++;
   char why[900] = "";
   if (!r->got)
-    snprintf(why, sizeof why, "no reply (%s)", rf_name(r->rf));
+    snprintf(why, sizeof why, "no reply (%s)", rr_rf_name(r->rf));
   else if (!r->valid)
     snprintf(why, sizeof why, "reply is not a well-formed msgpack-rpc response");
   else if (!r->is_error)
@@ -247,205 +61,53 @@ static void check_error_(int line, const reply *r, const char *code, int64_t msg
     snprintf(why, sizeof why, "message \"%s\" does not contain \"%s\"", r->msg, needle);
   else if (needle2 && !strstr(r->msg, needle2))
     snprintf(why, sizeof why, "message \"%s\" does not contain \"%s\"", r->msg, needle2);
-  if (why[0]) {
-    n_failed++;
-    fprintf(stderr, "%s:%d: CHECK FAILED [%s]: %s\n", __FILE__, line, g_ctx, why);
-  }
+  rr_check_at(__FILE__, line, !why[0], "%s", why);
 }
 
-/* ------------------------------------------------------------------------ */
-/* building frames                                                           */
-
-typedef struct {
-  msgpack_sbuffer sb;
-  msgpack_packer pk;
-} frame_t;
-
-static void fr_init(frame_t *f) {
-  msgpack_sbuffer_init(&f->sb);
-  msgpack_packer_init(&f->pk, &f->sb, msgpack_sbuffer_write);
-}
-static void fr_free(frame_t *f) { msgpack_sbuffer_destroy(&f->sb); }
-
-static void pk_str(msgpack_packer *pk, const char *s) {
-  size_t n = strlen(s);
-  msgpack_pack_str(pk, n);
-  msgpack_pack_str_body(pk, s, n);
+/* Sends one request and reads one reply (30 s); a failed send fails the test. */
+static void call(rr_conn *c, uint32_t msgid, const char *method, const rr_arg *args, size_t n,
+                 rr_reply *r) {
+  int e = rr_call(c, msgid, method, args, n, r, 30000);
+  if (e) TEST_FAIL("send: %s", strerror(e));
 }
 
-enum { A_INT, A_F64, A_F32, A_STR, A_BIN, A_BOOL, A_NIL, A_RAW };
-typedef struct {
-  const char *key;
-  int t;
-  int64_t i;
-  double f;
-  const void *p;
-  size_t n;
-} arg;
-
-#define AI(k, v) {k, A_INT, (v), 0, NULL, 0}
-#define AF(k, v) {k, A_F64, 0, (v), NULL, 0}
-#define AF32(k, v) {k, A_F32, 0, (v), NULL, 0}
-#define AS(k, s) {k, A_STR, 0, 0, (s), 0}
-#define AB(k, p, n) {k, A_BIN, 0, 0, (p), (n)}
-#define ABOOL(k, v) {k, A_BOOL, (v), 0, NULL, 0}
-#define ARGS(...) (const arg[]){__VA_ARGS__}, sizeof((const arg[]){__VA_ARGS__}) / sizeof(arg)
-
-static void pk_arg(msgpack_packer *pk, const arg *a) {
-  pk_str(pk, a->key);
-  switch (a->t) {
-    case A_INT: msgpack_pack_int64(pk, a->i); break;
-    case A_F64: msgpack_pack_double(pk, a->f); break;
-    case A_F32: msgpack_pack_float(pk, (float)a->f); break;
-    case A_STR: pk_str(pk, a->p); break;
-    case A_BIN:
-      msgpack_pack_bin(pk, a->n);
-      msgpack_pack_bin_body(pk, a->p, a->n);
-      break;
-    case A_BOOL: a->i ? msgpack_pack_true(pk) : msgpack_pack_false(pk); break;
-    default: msgpack_pack_nil(pk);
-  }
-}
-
-static void pack_request(frame_t *f, uint32_t msgid, const char *method, const arg *args,
-                         size_t n) {
-  msgpack_pack_array(&f->pk, 4);
-  msgpack_pack_uint8(&f->pk, 0);
-  msgpack_pack_uint32(&f->pk, msgid);
-  pk_str(&f->pk, method);
-  msgpack_pack_array(&f->pk, 1);
-  msgpack_pack_map(&f->pk, n);
-  for (size_t i = 0; i < n; i++) pk_arg(&f->pk, &args[i]);
-}
-
-static void send_frame(tconn *c, const frame_t *f) { test_send_all(c->fd, f->sb.data, f->sb.size); }
-
-/* Sends one request and reads one reply. */
-static void call(tconn *c, uint32_t msgid, const char *method, const arg *args, size_t n,
-                 reply *r) {
-  frame_t f;
-  fr_init(&f);
-  pack_request(&f, msgid, method, args, n);
-  send_frame(c, &f);
-  fr_free(&f);
-  get_reply(c, r, 30000);
-}
-
-static void send_raw(tconn *c, const void *p, size_t n) { test_send_all(c->fd, p, n); }
+static void send_raw(rr_conn *c, const void *p, size_t n) { test_send_all(c->fd, p, n); }
 /* A string literal's bytes, without its terminating NUL. */
 #define LIT(s) s, sizeof(s) - 1
 #define send_lit(c, s) send_raw(c, LIT(s))
 
-static uint32_t g_ping_id = 0x70000000u;
-
 /* The connection still serves: a ping on it is answered. */
 #define CHECK_OPEN(c) check_open_(__LINE__, c)
-static void check_open_(int line, tconn *c) {
-  uint32_t id = g_ping_id++;
-  frame_t f;
-  fr_init(&f);
-  pack_request(&f, id, "ping", NULL, 0);
-  int e = send_some(c->fd, f.sb.data, f.sb.size);
-  fr_free(&f);
-  reply r;
-  if (e == 0) get_reply(c, &r, 20000);
-  n_checks++;
-  const msgpack_object *proto = e == 0 && r.valid && !r.is_error ? proto_map_get(r.result, "protocol") : NULL;
-  if (e || !r.valid || r.is_error || r.msgid_nil || r.msgid != id || !proto ||
-      proto->type != MSGPACK_OBJECT_POSITIVE_INTEGER || proto->via.u64 != 1) {
-    n_failed++;
-    fprintf(stderr, "%s:%d: CHECK FAILED [%s]: connection should stay open, but a ping on it %s\n",
-            __FILE__, line, g_ctx,
-            e ? strerror(e) : !r.got ? rf_name(r.rf) : r.is_error ? r.code : "got a wrong reply");
-  }
-  if (e == 0) reply_free(&r);
+static void check_open_(int line, rr_conn *c) {
+  char why[100];
+  int ok = rr_ping(c, 20000, why, sizeof why);
+  rr_check_at(__FILE__, line, ok, "connection should stay open, but a ping on it %s", ok ? "" : why);
 }
 
 /* The daemon closes the connection: nothing more arrives, then end-of-stream. */
 #define CHECK_CLOSED(c) check_closed_(__LINE__, c)
-static void check_closed_(int line, tconn *c) {
-  ssize_t r = recv_frame(c, 10000);
-  n_checks++;
-  if (r != RF_CLOSED) {
-    n_failed++;
-    fprintf(stderr, "%s:%d: CHECK FAILED [%s]: connection should be closed after the error, got %s\n",
-            __FILE__, line, g_ctx, r > 0 ? "another frame" : rf_name((int)r));
-  }
-}
-
-static double obj_num(const msgpack_object *o) {
-  if (!o) return NAN;
-  switch (o->type) {
-    case MSGPACK_OBJECT_FLOAT32:
-    case MSGPACK_OBJECT_FLOAT64: return o->via.f64;
-    case MSGPACK_OBJECT_POSITIVE_INTEGER: return (double)o->via.u64;
-    case MSGPACK_OBJECT_NEGATIVE_INTEGER: return (double)o->via.i64;
-    default: return NAN;
-  }
-}
-
-static const msgpack_object *result_bin(const reply *r, const char *key, size_t bytes) {
-  if (!r->valid || r->is_error) return NULL;
-  const msgpack_object *o = proto_map_get(r->result, key);
-  if (!o || o->type != MSGPACK_OBJECT_BIN || o->via.bin.size != bytes) return NULL;
-  return o;
-}
-
-static float ld_f32(const void *p, size_t i) {
-  float v;
-  memcpy(&v, (const char *)p + 4 * i, 4);
-  return v;
-}
-
-static float *rand_floats(size_t n) {
-  float *p = malloc(n * sizeof *p);
-  if (!p) TEST_FAIL("out of memory");
-  for (size_t i = 0; i < n; i++) p[i] = test_rand_f32(&g_rng);
-  return p;
-}
-
-/* Checks `samples` random entries of alpha * A * B (no transposes) against
- * a float64 reference with a tolerance scaled by the sum of magnitudes. */
-static int sgemm_entries_ok(const void *c, const float *a, const float *b, int m, int n, int k,
-                            double alpha, int samples, char *why, size_t whylen) {
-  for (int s = 0; s < samples; s++) {
-    int i = (int)(test_rand_u64(&g_rng) % (uint64_t)m), j = (int)(test_rand_u64(&g_rng) % (uint64_t)n);
-    double ref = 0, mag = 0;
-    for (int p = 0; p < k; p++) {
-      double t = (double)a[(size_t)i * k + p] * b[(size_t)p * n + j];
-      ref += t;
-      mag += fabs(t);
-    }
-    ref *= alpha;
-    mag *= fabs(alpha);
-    double got = ld_f32(c, (size_t)i * n + j);
-    if (!(fabs(got - ref) <= 2e-4 * mag + 1e-6)) {
-      snprintf(why, whylen, "C[%d][%d] = %.9g, reference %.9g", i, j, got, ref);
-      return 0;
-    }
-  }
-  return 1;
+static void check_closed_(int line, rr_conn *c) {
+  ssize_t r = rr_recv_frame(c, 10000);
+  rr_check_at(__FILE__, line, r == RF_CLOSED, "connection should be closed after the error, got %s",
+              r > 0 ? "another frame" : rr_rf_name((int)r));
 }
 
 /* A small sgemm on c that must succeed with the right numbers. */
 #define CHECK_SMALL_SGEMM(c, id) check_small_sgemm_(__LINE__, c, id)
-static void check_small_sgemm_(int line, tconn *c, uint32_t id) {
+static void check_small_sgemm_(int line, rr_conn *c, uint32_t id) {
   const int m = 7, n = 5, k = 3;
-  float *a = rand_floats(m * k), *b = rand_floats(k * n);
-  reply r;
+  float *a = rr_rand_floats(m * k), *b = rr_rand_floats(k * n);
+  rr_reply r;
   call(c, id, "sgemm", ARGS(AI("m", m), AI("n", n), AI("k", k), AB("a", a, m * k * 4),
                             AB("b", b, k * n * 4), AF("alpha", 0.5)), &r);
-  const msgpack_object *cb = result_bin(&r, "c", m * n * 4);
+  const msgpack_object *cb = rr_result_bin(&r, "c", m * n * 4);
   char why[200] = "";
   int ok = cb && r.msgid == id && !r.msgid_nil &&
-           sgemm_entries_ok(cb->via.bin.ptr, a, b, m, n, k, 0.5, 8, why, sizeof why);
-  n_checks++;
-  if (!ok) {
-    n_failed++;
-    fprintf(stderr, "%s:%d: CHECK FAILED [%s]: small sgemm %s %s\n", __FILE__, line, g_ctx,
-            !r.got ? rf_name(r.rf) : r.is_error ? r.code : "gave a wrong result", r.is_error ? r.msg : why);
-  }
-  reply_free(&r);
+           rr_sgemm_entries_ok(cb->via.bin.ptr, a, b, m, n, k, 0.5, 8, why, sizeof why);
+  rr_check_at(__FILE__, line, ok, "small sgemm %s %s",
+              !r.got ? rr_rf_name(r.rf) : r.is_error ? r.code : "gave a wrong result",
+              r.is_error ? r.msg : why);
+  rr_reply_free(&r);
   free(a);
   free(b);
 }
@@ -454,58 +116,58 @@ static void check_small_sgemm_(int line, tconn *c, uint32_t id) {
 /* parse_error                                                               */
 
 static void test_parse_error(const fixture *d) {
-  tconn c;
-  reply r;
+  rr_conn c;
+  rr_reply r;
 
-  g_ctx = "parse_error: lone 0xc1";
-  tconn_open(&c, d);
+  rr_ctx = "parse_error: lone 0xc1";
+  rr_open(&c, d);
   send_lit(&c, "\xc1");
-  get_reply(&c, &r, 10000);
+  rr_get_reply(&c, &r, 10000);
   CHECK_ERROR(&r, "parse_error", -1, "msgpack", NULL);
-  reply_free(&r);
+  rr_reply_free(&r);
   CHECK_CLOSED(&c);
-  tconn_close(&c);
+  rr_close(&c);
 
-  g_ctx = "parse_error: [0, 7, 0xc1";
-  tconn_open(&c, d);
+  rr_ctx = "parse_error: [0, 7, 0xc1";
+  rr_open(&c, d);
   send_lit(&c, "\x94\x00\x07\xc1");
-  get_reply(&c, &r, 10000);
+  rr_get_reply(&c, &r, 10000);
   CHECK_ERROR(&r, "parse_error", 7, NULL, NULL);
-  reply_free(&r);
+  rr_reply_free(&r);
   CHECK_CLOSED(&c);
-  tconn_close(&c);
+  rr_close(&c);
 
   /* A valid request and then garbage in the same write: the first is still
    * answered, then the garbage closes the connection. */
-  g_ctx = "parse_error: valid ping followed by 0xc1";
-  tconn_open(&c, d);
+  rr_ctx = "parse_error: valid ping followed by 0xc1";
+  rr_open(&c, d);
   {
-    frame_t f;
-    fr_init(&f);
-    pack_request(&f, 41, "ping", NULL, 0);
+    rr_frame f;
+    rr_frame_init(&f);
+    rr_pack_request(&f, 41, "ping", NULL, 0);
     msgpack_sbuffer_write(&f.sb, "\xc1", 1);
-    send_frame(&c, &f);
-    fr_free(&f);
+    test_send_all(c.fd, f.sb.data, f.sb.size);
+    rr_frame_free(&f);
   }
   int got_ping = 0, got_err = 0;
   for (int i = 0; i < 2; i++) {
-    get_reply(&c, &r, 10000);
+    rr_get_reply(&c, &r, 10000);
     if (r.valid && !r.is_error && r.msgid == 41) got_ping++;
     if (r.valid && r.is_error && strcmp(r.code, "parse_error") == 0 && r.msgid_nil) got_err++;
-    reply_free(&r);
+    rr_reply_free(&r);
   }
   CHECK(got_ping == 1 && got_err == 1, "ping answered %d, parse_error %d", got_ping, got_err);
   CHECK_CLOSED(&c);
-  tconn_close(&c);
+  rr_close(&c);
 }
 
 /* ------------------------------------------------------------------------ */
 /* invalid_request / unknown_method                                          */
 
 static void test_invalid_request(const fixture *d) {
-  tconn c;
-  reply r;
-  tconn_open(&c, d);
+  rr_conn c;
+  rr_reply r;
+  rr_open(&c, d);
   struct {
     const char *name;
     const char *bytes;
@@ -534,43 +196,43 @@ static void test_invalid_request(const fixture *d) {
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     char ctx[128];
     snprintf(ctx, sizeof ctx, "invalid_request: %s", cases[i].name);
-    g_ctx = ctx;
+    rr_ctx = ctx;
     send_raw(&c, cases[i].bytes, cases[i].n);
-    get_reply(&c, &r, 10000);
+    rr_get_reply(&c, &r, 10000);
     CHECK_ERROR(&r, "invalid_request", cases[i].msgid, cases[i].needle, NULL);
-    reply_free(&r);
+    rr_reply_free(&r);
     CHECK_OPEN(&c);
   }
 
-  g_ctx = "unknown_method frobnicate";
+  rr_ctx = "unknown_method frobnicate";
   send_lit(&c, "\x94\x00\x0e\xaa" "frobnicate\x91\x80");
-  get_reply(&c, &r, 10000);
+  rr_get_reply(&c, &r, 10000);
   CHECK_ERROR(&r, "unknown_method", 14, "frobnicate", NULL);
-  reply_free(&r);
+  rr_reply_free(&r);
   CHECK_OPEN(&c);
 
-  g_ctx = "unknown_method with arguments";
+  rr_ctx = "unknown_method with arguments";
   call(&c, 15, "sgemmm", ARGS(AI("m", 1)), &r);
   CHECK_ERROR(&r, "unknown_method", 15, "sgemmm", NULL);
-  reply_free(&r);
+  rr_reply_free(&r);
   CHECK_OPEN(&c);
 
-  g_ctx = "unknown_method: a request shape error wins over the method name";
+  rr_ctx = "unknown_method: a request shape error wins over the method name";
   send_lit(&c, "\x94\x00\x10\xaa" "frobnicate\x80");
-  get_reply(&c, &r, 10000);
+  rr_get_reply(&c, &r, 10000);
   CHECK_ERROR(&r, "invalid_request", 16, "params", NULL);
-  reply_free(&r);
+  rr_reply_free(&r);
   CHECK_OPEN(&c);
-  tconn_close(&c);
+  rr_close(&c);
 }
 
 /* ------------------------------------------------------------------------ */
 /* invalid_argument                                                          */
 
 static void test_invalid_argument(const fixture *d, const char *backend) {
-  tconn c;
-  reply r;
-  tconn_open(&c, d);
+  rr_conn c;
+  rr_reply r;
+  rr_open(&c, d);
   float a4[4] = {1, 2, 3, 4}, b4[4] = {5, 6, 7, 8}, b5[5] = {5, 6, 7, 8, 9}, x3[3] = {1, 2, 3};
   uint32_t id = 1000;
   int cpu = strcmp(backend, "cpu") == 0;
@@ -582,23 +244,23 @@ static void test_invalid_argument(const fixture *d, const char *backend) {
 #define SG_MNK AI("m", 2), AI("n", 2), AI("k", 2)
 #define ARG_CASE(label, method, needle, needle2, ...)                  \
   do {                                                                 \
-    g_ctx = "invalid_argument: " label;                                \
+    rr_ctx = "invalid_argument: " label;                                \
     call(&c, ++id, method, ARGS(__VA_ARGS__), &r);                     \
     CHECK_ERROR(&r, "invalid_argument", id, needle, needle2);          \
-    reply_free(&r);                                                    \
+    rr_reply_free(&r);                                                    \
   } while (0)
 
   /* The base request is valid: prove it first. */
-  g_ctx = "invalid_argument: base sgemm is valid";
+  rr_ctx = "invalid_argument: base sgemm is valid";
   call(&c, ++id, "sgemm", ARGS(SG_MNK, SG_AB), &r);
   {
-    const msgpack_object *cb = result_bin(&r, "c", 16);
-    CHECK(cb && ld_f32(cb->via.bin.ptr, 0) == 19.0f && ld_f32(cb->via.bin.ptr, 3) == 50.0f,
+    const msgpack_object *cb = rr_result_bin(&r, "c", 16);
+    CHECK(cb && rr_ld_f32(cb->via.bin.ptr, 0) == 19.0f && rr_ld_f32(cb->via.bin.ptr, 3) == 50.0f,
           "2x2 sgemm wrong or failed (%s %s)", r.code, r.msg);
     const msgpack_object *al = r.valid && !r.is_error ? proto_map_get(r.result, "algo") : NULL;
     CHECK(al && al->type == MSGPACK_OBJECT_STR, "result has no algo");
   }
-  reply_free(&r);
+  rr_reply_free(&r);
 
   ARG_CASE("sgemm missing m", "sgemm", "'m'", "missing", AI("n", 2), AI("k", 2), SG_AB);
   ARG_CASE("sgemm missing a", "sgemm", "'a'", "missing", SG_MNK, AB("b", b4, 16));
@@ -637,11 +299,11 @@ static void test_invalid_argument(const fixture *d, const char *backend) {
   ARG_CASE("status with an argument", "status", "status", NULL, AI("verbose", 1));
 
   /* A non-string key. */
-  g_ctx = "invalid_argument: integer key";
+  rr_ctx = "invalid_argument: integer key";
   send_lit(&c, "\x94\x00\xcd\x04\x00\xa6reduce\x91\x81\x01\x02");
-  get_reply(&c, &r, 10000);
+  rr_get_reply(&c, &r, 10000);
   CHECK_ERROR(&r, "invalid_argument", 1024, NULL, NULL);
-  reply_free(&r);
+  rr_reply_free(&r);
 
   /* spmv: 3x4 with 4 nonzeros:
    *   [1 0 2 0]
@@ -649,17 +311,17 @@ static void test_invalid_argument(const fixture *d, const char *backend) {
    *   [0 3 0 4] */
   int32_t rp[4] = {0, 2, 2, 4}, ci[4] = {0, 2, 1, 3};
   float vals[4] = {1, 2, 3, 4}, x4[4] = {1, 10, 100, 1000};
-  g_ctx = "invalid_argument: base spmv is valid";
+  rr_ctx = "invalid_argument: base spmv is valid";
   id = 2000;
   call(&c, ++id, "spmv", ARGS(AI("rows", 3), AI("cols", 4), AB("row_ptr", rp, 16), AB("col_idx", ci, 16),
                               AB("values", vals, 16), AB("x", x4, 16)), &r);
   {
-    const msgpack_object *yb = result_bin(&r, "y", 12);
-    CHECK(yb && ld_f32(yb->via.bin.ptr, 0) == 201.0f && ld_f32(yb->via.bin.ptr, 1) == 0.0f &&
-              ld_f32(yb->via.bin.ptr, 2) == 4030.0f,
+    const msgpack_object *yb = rr_result_bin(&r, "y", 12);
+    CHECK(yb && rr_ld_f32(yb->via.bin.ptr, 0) == 201.0f && rr_ld_f32(yb->via.bin.ptr, 1) == 0.0f &&
+              rr_ld_f32(yb->via.bin.ptr, 2) == 4030.0f,
           "spmv wrong or failed (%s %s)", r.code, r.msg);
   }
-  reply_free(&r);
+  rr_reply_free(&r);
 
 #define SP_DIMS AI("rows", 3), AI("cols", 4)
 #define SP_CASE(label, needle, needle2, rp_, ci_, nci, vals_, nv, x_, nx, ...)             \
@@ -692,16 +354,16 @@ static void test_invalid_argument(const fixture *d, const char *backend) {
   /* Dimensions at the int32 limit: m*n*k float32 does not overflow 64 bits
    * (the largest is 4*(2^31-1)^2 < 2^64), so methods.c reports the result
    * as too large rather than as an overflow (see the report). */
-  g_ctx = "sgemm m = n = k = 2^31-1";
+  rr_ctx = "sgemm m = n = k = 2^31-1";
   call(&c, ++id, "sgemm", ARGS(AI("m", INT32_MAX), AI("n", INT32_MAX), AI("k", INT32_MAX), SG_AB), &r);
   CHECK_ERROR(&r, "too_large", id, "--max-request-bytes", NULL);
-  reply_free(&r);
+  rr_reply_free(&r);
 
   /* All of the above left the connection usable. */
-  g_ctx = "invalid_argument: connection still serves";
+  rr_ctx = "invalid_argument: connection still serves";
   CHECK_OPEN(&c);
   CHECK_SMALL_SGEMM(&c, ++id);
-  tconn_close(&c);
+  rr_close(&c);
 #undef ARG_CASE
 #undef SP_CASE
 }
@@ -710,61 +372,61 @@ static void test_invalid_argument(const fixture *d, const char *backend) {
 /* too_large                                                                 */
 
 static void test_too_large(const fixture *d) {
-  tconn c;
-  reply r;
+  rr_conn c;
+  rr_reply r;
 
   /* (a) a result too large: stays open. */
-  g_ctx = "too_large: sgemm result 16 GiB";
-  tconn_open(&c, d);
+  rr_ctx = "too_large: sgemm result 16 GiB";
+  rr_open(&c, d);
   {
-    float *a = rand_floats(65536), *b = rand_floats(65536);
+    float *a = rr_rand_floats(65536), *b = rr_rand_floats(65536);
     call(&c, 77, "sgemm", ARGS(AI("m", 65536), AI("n", 65536), AI("k", 1), AB("a", a, 65536 * 4),
                                AB("b", b, 65536 * 4)), &r);
     CHECK_ERROR(&r, "too_large", 77, "--max-request-bytes", NULL);
-    reply_free(&r);
+    rr_reply_free(&r);
     free(a);
     free(b);
   }
   CHECK_OPEN(&c);
   CHECK_SMALL_SGEMM(&c, 78);
-  tconn_close(&c);
+  rr_close(&c);
 
   /* (b) a request whose argument declares a 4 GiB bin and never sends it. */
-  g_ctx = "too_large: [0, 9, \"sgemm\", [{\"a\": bin32(0xFFFFFFFF)";
-  tconn_open(&c, d);
+  rr_ctx = "too_large: [0, 9, \"sgemm\", [{\"a\": bin32(0xFFFFFFFF)";
+  rr_open(&c, d);
   {
     static const unsigned char hostile[] = {0x94, 0x00, 0x09, 0xa5, 's', 'g', 'e', 'm', 'm', 0x91,
                                             0x81, 0xa1, 'a', 0xc6, 0xff, 0xff, 0xff, 0xff};
-    double t0 = now_s();
+    double t0 = rr_now_s();
     send_raw(&c, hostile, sizeof hostile);
-    get_reply(&c, &r, 10000);
-    double dt = now_s() - t0;
+    rr_get_reply(&c, &r, 10000);
+    double dt = rr_now_s() - t0;
     CHECK_ERROR(&r, "too_large", 9, "--max-request-bytes", NULL);
     CHECK(dt < 2.0, "reply took %.2f s: the daemon should answer at once", dt);
-    reply_free(&r);
+    rr_reply_free(&r);
     CHECK_CLOSED(&c);
   }
-  tconn_close(&c);
+  rr_close(&c);
 
   /* (c) a top-level bin32 declaring 4 GiB: nil msgid. */
-  g_ctx = "too_large: top-level bin32(0xFFFFFFFF)";
-  tconn_open(&c, d);
+  rr_ctx = "too_large: top-level bin32(0xFFFFFFFF)";
+  rr_open(&c, d);
   send_lit(&c, "\xc6\xff\xff\xff\xff");
-  get_reply(&c, &r, 10000);
+  rr_get_reply(&c, &r, 10000);
   CHECK_ERROR(&r, "too_large", -1, NULL, NULL);
-  reply_free(&r);
+  rr_reply_free(&r);
   CHECK_CLOSED(&c);
-  tconn_close(&c);
+  rr_close(&c);
 
   /* A str32 method name declaring 1 GiB + 1: same rule for every length. */
-  g_ctx = "too_large: method str32(2^30)";
-  tconn_open(&c, d);
+  rr_ctx = "too_large: method str32(2^30)";
+  rr_open(&c, d);
   send_lit(&c, "\x94\x00\x11\xdb\x40\x00\x00\x00");
-  get_reply(&c, &r, 10000);
+  rr_get_reply(&c, &r, 10000);
   CHECK_ERROR(&r, "too_large", 17, NULL, NULL);
-  reply_free(&r);
+  rr_reply_free(&r);
   CHECK_CLOSED(&c);
-  tconn_close(&c);
+  rr_close(&c);
 }
 
 /* (d) a daemon with --max-request-bytes 64K. */
@@ -772,51 +434,51 @@ static void test_too_large_limit(void) {
   fixture d;
   const char *args[] = {"--max-request-bytes", "64K", "--threads", "2", NULL};
   fixture_start(&d, args, NULL);
-  tconn c;
-  reply r;
-  float *x = rand_floats(25000);
+  rr_conn c;
+  rr_reply r;
+  float *x = rr_rand_floats(25000);
 
-  g_ctx = "64K limit: a 60 KB reduce is fine";
-  tconn_open(&c, &d);
+  rr_ctx = "64K limit: a 60 KB reduce is fine";
+  rr_open(&c, &d);
   call(&c, 1, "reduce", ARGS(AB("x", x, 15000 * 4)), &r);
   {
     double ref = 0, mag = 0;
     for (int i = 0; i < 15000; i++) ref += x[i], mag += fabs(x[i]);
-    double got = r.valid && !r.is_error ? obj_num(proto_map_get(r.result, "value")) : NAN;
+    double got = r.valid && !r.is_error ? rr_num(proto_map_get(r.result, "value")) : NAN;
     CHECK(fabs(got - ref) <= 1e-5 * mag, "sum %.9g vs %.9g (%s)", got, ref, r.msg);
   }
-  reply_free(&r);
+  rr_reply_free(&r);
 
-  g_ctx = "64K limit: sgemm result of 160 KB is too_large, connection stays open";
+  rr_ctx = "64K limit: sgemm result of 160 KB is too_large, connection stays open";
   {
-    float *a = rand_floats(200), *b = rand_floats(200);
+    float *a = rr_rand_floats(200), *b = rr_rand_floats(200);
     call(&c, 2, "sgemm", ARGS(AI("m", 200), AI("n", 200), AI("k", 1), AB("a", a, 800), AB("b", b, 800)), &r);
     CHECK_ERROR(&r, "too_large", 2, "--max-request-bytes", NULL);
-    reply_free(&r);
+    rr_reply_free(&r);
     free(a);
     free(b);
   }
   CHECK_OPEN(&c);
 
-  g_ctx = "64K limit: a real 100 KB reduce request";
+  rr_ctx = "64K limit: a real 100 KB reduce request";
   {
-    frame_t f;
-    fr_init(&f);
-    pack_request(&f, 3, "reduce", ARGS(AB("x", x, 25000 * 4)));
+    rr_frame f;
+    rr_frame_init(&f);
+    rr_pack_request(&f, 3, "reduce", ARGS(AB("x", x, 25000 * 4)));
     CHECK(f.sb.size > 100000, "frame is %zu bytes", f.sb.size);
-    send_some(c.fd, f.sb.data, f.sb.size); /* the daemon may close before taking it all */
-    fr_free(&f);
-    get_reply(&c, &r, 10000);
+    rr_send_some(c.fd, f.sb.data, f.sb.size); /* the daemon may close before taking it all */
+    rr_frame_free(&f);
+    rr_get_reply(&c, &r, 10000);
     CHECK_ERROR(&r, "too_large", 3, "65536", NULL);
-    reply_free(&r);
+    rr_reply_free(&r);
     CHECK_CLOSED(&c);
   }
-  tconn_close(&c);
+  rr_close(&c);
 
-  g_ctx = "64K limit: other connections unaffected";
-  tconn_open(&c, &d);
+  rr_ctx = "64K limit: other connections unaffected";
+  rr_open(&c, &d);
   CHECK_OPEN(&c);
-  tconn_close(&c);
+  rr_close(&c);
   int st = fixture_stop(&d, SIGTERM);
   CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "gkcd exit status %#x", st);
   free(x);
@@ -826,47 +488,47 @@ static void test_too_large_limit(void) {
 /* complexity limits                                                         */
 
 static void test_complexity(const fixture *d) {
-  tconn c;
-  reply r;
+  rr_conn c;
+  rr_reply r;
 
-  g_ctx = "complexity: array32 declaring 2^32-1 elements";
-  tconn_open(&c, d);
+  rr_ctx = "complexity: array32 declaring 2^32-1 elements";
+  rr_open(&c, d);
   send_lit(&c, "\xdd\xff\xff\xff\xff");
-  get_reply(&c, &r, 10000);
+  rr_get_reply(&c, &r, 10000);
   CHECK_ERROR(&r, "invalid_request", -1, NULL, NULL);
-  reply_free(&r);
+  rr_reply_free(&r);
   CHECK_CLOSED(&c);
-  tconn_close(&c);
+  rr_close(&c);
 
-  g_ctx = "complexity: map32 declaring 2^31 pairs inside a request";
-  tconn_open(&c, d);
+  rr_ctx = "complexity: map32 declaring 2^31 pairs inside a request";
+  rr_open(&c, d);
   send_lit(&c, "\x94\x00\x15\xa6reduce\x91\xdf\x80\x00\x00\x00");
-  get_reply(&c, &r, 10000);
+  rr_get_reply(&c, &r, 10000);
   CHECK_ERROR(&r, "invalid_request", 21, NULL, NULL);
-  reply_free(&r);
+  rr_reply_free(&r);
   CHECK_CLOSED(&c);
-  tconn_close(&c);
+  rr_close(&c);
 
-  g_ctx = "complexity: arrays nested 100 deep";
-  tconn_open(&c, d);
+  rr_ctx = "complexity: arrays nested 100 deep";
+  rr_open(&c, d);
   {
     unsigned char deep[101];
     memset(deep, 0x91, 100);
     deep[100] = 0xc0;
     send_raw(&c, deep, sizeof deep);
-    get_reply(&c, &r, 10000);
+    rr_get_reply(&c, &r, 10000);
     CHECK_ERROR(&r, "invalid_request", -1, NULL, NULL);
-    reply_free(&r);
+    rr_reply_free(&r);
     CHECK_CLOSED(&c);
   }
-  tconn_close(&c);
+  rr_close(&c);
 
   /* [0, 30, "ping", [{"x": [[...[nil]...]]}]]: the envelope is 3 deep
    * (array, params array, map), so `extra` more arrays make 3 + extra. */
   for (int extra = 13; extra <= 14; extra++) {
-    g_ctx = extra == 13 ? "complexity: nesting exactly 16 is accepted"
-                        : "complexity: nesting 17 is refused";
-    tconn_open(&c, d);
+    rr_ctx = extra == 13 ? "complexity: nesting exactly 16 is accepted"
+                         : "complexity: nesting 17 is refused";
+    rr_open(&c, d);
     unsigned char buf[64];
     size_t n = 0;
     memcpy(buf, "\x94\x00\x1e\xa4ping\x91\x81\xa1x", 12);
@@ -874,98 +536,86 @@ static void test_complexity(const fixture *d) {
     for (int i = 0; i < extra; i++) buf[n++] = 0x91;
     buf[n++] = 0xc0;
     send_raw(&c, buf, n);
-    get_reply(&c, &r, 10000);
+    rr_get_reply(&c, &r, 10000);
     if (extra == 13) {
       CHECK_ERROR(&r, "invalid_argument", 30, "ping", NULL); /* ping takes no arguments */
-      reply_free(&r);
+      rr_reply_free(&r);
       CHECK_OPEN(&c);
     } else {
       CHECK_ERROR(&r, "invalid_request", 30, "16", NULL);
-      reply_free(&r);
+      rr_reply_free(&r);
       CHECK_CLOSED(&c);
     }
-    tconn_close(&c);
+    rr_close(&c);
   }
 
   /* [0, 35, "ping", [{"x": [nil * N]}]] holds 8 + N objects. */
   for (int total = 4096; total <= 4097; total++) {
-    g_ctx = total == 4096 ? "complexity: exactly 4096 objects are accepted"
-                          : "complexity: 4097 objects are refused";
-    tconn_open(&c, d);
-    frame_t f;
-    fr_init(&f);
-    msgpack_pack_array(&f.pk, 4);
-    msgpack_pack_uint8(&f.pk, 0);
-    msgpack_pack_uint32(&f.pk, 35);
-    pk_str(&f.pk, "ping");
-    msgpack_pack_array(&f.pk, 1);
+    rr_ctx = total == 4096 ? "complexity: exactly 4096 objects are accepted"
+                           : "complexity: 4097 objects are refused";
+    rr_open(&c, d);
+    rr_frame f;
+    rr_frame_init(&f);
+    proto_pack_request_head(&f.pk, 35, "ping");
     msgpack_pack_map(&f.pk, 1);
-    pk_str(&f.pk, "x");
+    proto_pack_cstr(&f.pk, "x");
     msgpack_pack_array(&f.pk, (size_t)total - 8);
     for (int i = 0; i < total - 8; i++) msgpack_pack_nil(&f.pk);
-    send_some(c.fd, f.sb.data, f.sb.size);
-    fr_free(&f);
-    get_reply(&c, &r, 10000);
+    rr_send_some(c.fd, f.sb.data, f.sb.size);
+    rr_frame_free(&f);
+    rr_get_reply(&c, &r, 10000);
     if (total == 4096) {
       CHECK_ERROR(&r, "invalid_argument", 35, "ping", NULL); /* accepted; ping takes no arguments */
-      reply_free(&r);
+      rr_reply_free(&r);
       CHECK_OPEN(&c);
     } else {
       CHECK_ERROR(&r, "invalid_request", 35, "4096", NULL);
-      reply_free(&r);
+      rr_reply_free(&r);
       CHECK_CLOSED(&c);
     }
-    tconn_close(&c);
+    rr_close(&c);
   }
 
-  g_ctx = "complexity: 5000 elements in one array";
-  tconn_open(&c, d);
+  rr_ctx = "complexity: 5000 elements in one array";
+  rr_open(&c, d);
   {
-    frame_t f;
-    fr_init(&f);
-    msgpack_pack_array(&f.pk, 4);
-    msgpack_pack_uint8(&f.pk, 0);
-    msgpack_pack_uint32(&f.pk, 31);
-    pk_str(&f.pk, "reduce");
-    msgpack_pack_array(&f.pk, 1);
+    rr_frame f;
+    rr_frame_init(&f);
+    proto_pack_request_head(&f.pk, 31, "reduce");
     msgpack_pack_map(&f.pk, 1);
-    pk_str(&f.pk, "x");
+    proto_pack_cstr(&f.pk, "x");
     msgpack_pack_array(&f.pk, 5000);
     for (int i = 0; i < 5000; i++) msgpack_pack_int(&f.pk, i & 127);
-    send_some(c.fd, f.sb.data, f.sb.size);
-    fr_free(&f);
-    get_reply(&c, &r, 10000);
+    rr_send_some(c.fd, f.sb.data, f.sb.size);
+    rr_frame_free(&f);
+    rr_get_reply(&c, &r, 10000);
     CHECK_ERROR(&r, "invalid_request", 31, "4096", NULL);
-    reply_free(&r);
+    rr_reply_free(&r);
     CHECK_CLOSED(&c);
   }
-  tconn_close(&c);
+  rr_close(&c);
 
-  g_ctx = "complexity: 4100 objects spread over small arrays";
-  tconn_open(&c, d);
+  rr_ctx = "complexity: 4100 objects spread over small arrays";
+  rr_open(&c, d);
   {
-    frame_t f;
-    fr_init(&f);
-    msgpack_pack_array(&f.pk, 4);
-    msgpack_pack_uint8(&f.pk, 0);
-    msgpack_pack_uint32(&f.pk, 32);
-    pk_str(&f.pk, "reduce");
-    msgpack_pack_array(&f.pk, 1);
+    rr_frame f;
+    rr_frame_init(&f);
+    proto_pack_request_head(&f.pk, 32, "reduce");
     msgpack_pack_map(&f.pk, 1);
-    pk_str(&f.pk, "x");
+    proto_pack_cstr(&f.pk, "x");
     msgpack_pack_array(&f.pk, 410);
     for (int i = 0; i < 410; i++) {
       msgpack_pack_array(&f.pk, 9);
       for (int j = 0; j < 9; j++) msgpack_pack_nil(&f.pk);
     }
-    send_some(c.fd, f.sb.data, f.sb.size);
-    fr_free(&f);
-    get_reply(&c, &r, 10000);
+    rr_send_some(c.fd, f.sb.data, f.sb.size);
+    rr_frame_free(&f);
+    rr_get_reply(&c, &r, 10000);
     CHECK_ERROR(&r, "invalid_request", 32, "4096", NULL);
-    reply_free(&r);
+    rr_reply_free(&r);
     CHECK_CLOSED(&c);
   }
-  tconn_close(&c);
+  rr_close(&c);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -977,26 +627,26 @@ typedef struct {
   uint32_t first_id;
   int m, n, k;
   const float *a, *b;
-  frame_t *frames; /* packed beforehand, so they go out back to back */
+  rr_frame *frames; /* packed beforehand, so they go out back to back */
   int err;
 } sender_arg;
 
 static void pack_senders(sender_arg *s) {
   s->frames = calloc((size_t)s->count, sizeof *s->frames);
   for (int i = 0; i < s->count; i++) {
-    fr_init(&s->frames[i]);
-    pack_request(&s->frames[i], s->first_id + (uint32_t)i, "sgemm",
-                 ARGS(AI("m", s->m), AI("n", s->n), AI("k", s->k),
-                      AB("a", s->a, (size_t)s->m * s->k * 4), AB("b", s->b, (size_t)s->k * s->n * 4),
-                      AF("alpha", 1.0 + i)));
+    rr_frame_init(&s->frames[i]);
+    rr_pack_request(&s->frames[i], s->first_id + (uint32_t)i, "sgemm",
+                    ARGS(AI("m", s->m), AI("n", s->n), AI("k", s->k),
+                         AB("a", s->a, (size_t)s->m * s->k * 4), AB("b", s->b, (size_t)s->k * s->n * 4),
+                         AF("alpha", 1.0 + i)));
   }
 }
 
 static void *sender_main(void *p) {
   sender_arg *s = p;
   for (int i = 0; i < s->count && !s->err; i++)
-    s->err = send_some(s->fd, s->frames[i].sb.data, s->frames[i].sb.size);
-  for (int i = 0; i < s->count; i++) fr_free(&s->frames[i]);
+    s->err = rr_send_some(s->fd, s->frames[i].sb.data, s->frames[i].sb.size);
+  for (int i = 0; i < s->count; i++) rr_frame_free(&s->frames[i]);
   free(s->frames);
   s->frames = NULL;
   return NULL;
@@ -1004,17 +654,17 @@ static void *sender_main(void *p) {
 
 /* status["in_flight"] from a fresh connection, or -1. */
 static long status_u64(const fixture *d, const char *key) {
-  tconn c;
-  reply r;
-  tconn_open(&c, d);
+  rr_conn c;
+  rr_reply r;
+  rr_open(&c, d);
   call(&c, 1, "status", NULL, 0, &r);
   long v = -1;
   if (r.valid && !r.is_error) {
     const msgpack_object *o = proto_map_get(r.result, key);
     if (o && o->type == MSGPACK_OBJECT_POSITIVE_INTEGER) v = (long)o->via.u64;
   }
-  reply_free(&r);
-  tconn_close(&c);
+  rr_reply_free(&r);
+  rr_close(&c);
   return v;
 }
 
@@ -1022,31 +672,31 @@ static void test_busy(void) {
   fixture d;
   const char *args[] = {"--threads", "1", "--max-queue", "1", NULL};
   fixture_start(&d, args, NULL);
-  tconn c;
-  reply r;
+  rr_conn c;
+  rr_reply r;
 
   /* 2048^3 is 17 GFLOP (about 0.2 s on 2 cores) against 32 MB to send:
    * compute dominates, so the queue is full while requests arrive. */
-  g_ctx = "busy: 8 pipelined 2048^3 sgemm, --threads 1 --max-queue 1";
+  rr_ctx = "busy: 8 pipelined 2048^3 sgemm, --threads 1 --max-queue 1";
   enum { NREQ = 8, N = 2048 };
-  float *a = rand_floats((size_t)N * N), *b = rand_floats((size_t)N * N);
-  tconn_open(&c, &d);
+  float *a = rr_rand_floats((size_t)N * N), *b = rr_rand_floats((size_t)N * N);
+  rr_open(&c, &d);
   sender_arg s = {c.fd, NREQ, 100, N, N, N, a, b, NULL, 0};
   pack_senders(&s);
   pthread_t th;
-  double t0 = now_s();
+  double t0 = rr_now_s();
   pthread_create(&th, NULL, sender_main, &s);
   int seen[NREQ] = {0}, nbusy = 0, nok = 0, nbad = 0, stray = 0;
   for (int i = 0; i < NREQ; i++) {
-    get_reply(&c, &r, 60000);
+    rr_get_reply(&c, &r, 60000);
     if (!r.valid) {
-      CHECK(0, "reply %d: %s", i, r.got ? "malformed" : rf_name(r.rf));
-      reply_free(&r);
+      CHECK(0, "reply %d: %s", i, r.got ? "malformed" : rr_rf_name(r.rf));
+      rr_reply_free(&r);
       break;
     }
     if (r.msgid_nil || r.msgid < 100 || r.msgid >= 100 + NREQ) {
       stray++;
-      reply_free(&r);
+      rr_reply_free(&r);
       continue;
     }
     int j = (int)(r.msgid - 100);
@@ -1059,19 +709,19 @@ static void test_busy(void) {
         fprintf(stderr, "busy: msgid %u failed with %s: %s\n", r.msgid, r.code, r.msg);
       }
     } else {
-      const msgpack_object *cb = result_bin(&r, "c", (size_t)N * N * 4);
+      const msgpack_object *cb = rr_result_bin(&r, "c", (size_t)N * N * 4);
       char why[200] = "";
-      if (cb && sgemm_entries_ok(cb->via.bin.ptr, a, b, N, N, N, 1.0 + j, 16, why, sizeof why)) {
+      if (cb && rr_sgemm_entries_ok(cb->via.bin.ptr, a, b, N, N, N, 1.0 + j, 16, why, sizeof why)) {
         nok++;
       } else {
         nbad++;
         fprintf(stderr, "busy: msgid %u: wrong result: %s\n", r.msgid, cb ? why : "no c");
       }
     }
-    reply_free(&r);
+    rr_reply_free(&r);
   }
   pthread_join(th, NULL);
-  double dt = now_s() - t0;
+  double dt = rr_now_s() - t0;
   fprintf(stderr, "busy: %d answered, %d busy, %d computed in %.2f s\n", nbusy + nok + nbad, nbusy,
           nok, dt);
   CHECK(s.err == 0, "sending failed: %s", strerror(s.err));
@@ -1081,17 +731,17 @@ static void test_busy(void) {
   CHECK(stray == 0, "%d replies with unknown msgids", stray);
   for (int i = 0; i < NREQ; i++) CHECK(seen[i] == 1, "msgid %d answered %d times", 100 + i, seen[i]);
   CHECK_OPEN(&c); /* also proves no extra reply was queued before it */
-  tconn_close(&c);
+  rr_close(&c);
   free(a);
   free(b);
 
   /* busy while shutting down: two long jobs in flight, SIGTERM, then a new
    * compute request on the same connection is refused busy. */
-  g_ctx = "busy: gkcd is shutting down";
+  rr_ctx = "busy: gkcd is shutting down";
   enum { M = 2048 };
-  a = rand_floats((size_t)M * M);
-  b = rand_floats((size_t)M * M);
-  tconn_open(&c, &d);
+  a = rr_rand_floats((size_t)M * M);
+  b = rr_rand_floats((size_t)M * M);
+  rr_open(&c, &d);
   sender_arg s2 = {c.fd, 2, 200, M, M, M, a, b, NULL, 0};
   pack_senders(&s2);
   sender_main(&s2);
@@ -1099,7 +749,7 @@ static void test_busy(void) {
   long inflight = -1;
   for (int i = 0; i < 2000 && inflight < 2; i++) {
     inflight = status_u64(&d, "in_flight");
-    if (inflight < 2) sleep_ms(2);
+    if (inflight < 2) rr_sleep_ms(2);
   }
   CHECK(inflight == 2, "in_flight never reached 2 (%ld)", inflight);
   kill(d.pid, SIGTERM);
@@ -1107,24 +757,24 @@ static void test_busy(void) {
   int gone = 0;
   for (int i = 0; i < 5000 && !gone; i++) {
     gone = stat(d.sock, &st) != 0;
-    if (!gone) sleep_ms(1);
+    if (!gone) rr_sleep_ms(1);
   }
   CHECK(gone, "socket file still there 5 s after SIGTERM");
   {
     float x[3] = {1, 2, 3};
-    frame_t f;
-    fr_init(&f);
-    pack_request(&f, 202, "reduce", ARGS(AB("x", x, 12)));
-    int e = send_some(c.fd, f.sb.data, f.sb.size);
-    fr_free(&f);
+    rr_frame f;
+    rr_frame_init(&f);
+    rr_pack_request(&f, 202, "reduce", ARGS(AB("x", x, 12)));
+    int e = rr_send_some(c.fd, f.sb.data, f.sb.size);
+    rr_frame_free(&f);
     CHECK(e == 0, "send after SIGTERM failed: %s (jobs should still be running)", strerror(e));
   }
   int ok200 = 0, busy202 = 0;
   for (int i = 0; i < 3; i++) {
-    get_reply(&c, &r, 60000);
+    rr_get_reply(&c, &r, 60000);
     if (!r.valid) {
-      CHECK(0, "reply %d during shutdown: %s", i, r.got ? "malformed" : rf_name(r.rf));
-      reply_free(&r);
+      CHECK(0, "reply %d during shutdown: %s", i, r.got ? "malformed" : rr_rf_name(r.rf));
+      rr_reply_free(&r);
       break;
     }
     if (r.msgid == 202) {
@@ -1132,25 +782,25 @@ static void test_busy(void) {
       if (!r.is_error || strcmp(r.code, "busy"))
         fprintf(stderr, "msgid 202 during shutdown: %s %s\n", r.is_error ? r.code : "ok", r.msg);
     } else if (r.msgid == 200 || r.msgid == 201) {
-      const msgpack_object *cb = result_bin(&r, "c", (size_t)M * M * 4);
+      const msgpack_object *cb = rr_result_bin(&r, "c", (size_t)M * M * 4);
       char why[200] = "";
-      if (cb && sgemm_entries_ok(cb->via.bin.ptr, a, b, M, M, M, 1.0 + (r.msgid - 200), 8, why, sizeof why))
+      if (cb && rr_sgemm_entries_ok(cb->via.bin.ptr, a, b, M, M, M, 1.0 + (r.msgid - 200), 8, why, sizeof why))
         ok200++;
       else
         fprintf(stderr, "msgid %u during shutdown: %s %s %s\n", r.msgid, r.code, r.msg, why);
     }
-    reply_free(&r);
+    rr_reply_free(&r);
   }
   CHECK(ok200 == 2, "%d of the 2 jobs in flight were answered correctly", ok200);
   CHECK(busy202 == 1, "the request sent during shutdown was not refused busy");
   CHECK_CLOSED(&c);
-  tconn_close(&c);
+  rr_close(&c);
   /* It was already told to stop: wait for it rather than signal it again. */
   int status = -1;
   pid_t w = 0;
   for (int i = 0; i < 3000 && w == 0; i++) {
     w = waitpid(d.pid, &status, WNOHANG);
-    if (w == 0) sleep_ms(10);
+    if (w == 0) rr_sleep_ms(10);
   }
   CHECK(w == d.pid, "gkcd did not exit within 30 s of SIGTERM");
   if (w == d.pid) d.pid = 0;
@@ -1173,44 +823,44 @@ static void test_faults(void) {
   for (size_t i = 0; i < sizeof faults / sizeof faults[0]; i++) {
     char ctx[128];
     snprintf(ctx, sizeof ctx, "fault injection %s", faults[i].code);
-    g_ctx = ctx;
+    rr_ctx = ctx;
     fixture d;
     const char *env[] = {faults[i].env, NULL};
     const char *args[] = {"--threads", "2", NULL};
     fixture_start(&d, args, env);
-    tconn c;
-    reply r;
+    rr_conn c;
+    rr_reply r;
     float a4[4] = {1, 2, 3, 4}, x3[3] = {1, 2, 3};
 
     /* raw frames */
-    tconn_open(&c, &d);
+    rr_open(&c, &d);
     call(&c, 500, "sgemm", ARGS(AI("m", 2), AI("n", 2), AI("k", 2), AB("a", a4, 16), AB("b", a4, 16)), &r);
     CHECK_ERROR(&r, faults[i].code, 500, "injected", NULL);
-    reply_free(&r);
+    rr_reply_free(&r);
     CHECK_OPEN(&c);
     call(&c, 501, "reduce", ARGS(AB("x", x3, 12), AS("op", "max")), &r);
-    CHECK(r.valid && !r.is_error && obj_num(proto_map_get(r.result, "value")) == 3.0,
+    CHECK(r.valid && !r.is_error && rr_num(proto_map_get(r.result, "value")) == 3.0,
           "reduce on the same daemon failed: %s %s", r.code, r.msg);
-    reply_free(&r);
+    rr_reply_free(&r);
     /* Pipelined: a failing and a working request, both answered. */
     {
-      frame_t f;
-      fr_init(&f);
-      pack_request(&f, 502, "sgemm", ARGS(AI("m", 2), AI("n", 2), AI("k", 2), AB("a", a4, 16), AB("b", a4, 16)));
-      pack_request(&f, 503, "reduce", ARGS(AB("x", x3, 12)));
-      send_frame(&c, &f);
-      fr_free(&f);
+      rr_frame f;
+      rr_frame_init(&f);
+      rr_pack_request(&f, 502, "sgemm", ARGS(AI("m", 2), AI("n", 2), AI("k", 2), AB("a", a4, 16), AB("b", a4, 16)));
+      rr_pack_request(&f, 503, "reduce", ARGS(AB("x", x3, 12)));
+      test_send_all(c.fd, f.sb.data, f.sb.size);
+      rr_frame_free(&f);
       int got502 = 0, got503 = 0;
       for (int j = 0; j < 2; j++) {
-        get_reply(&c, &r, 10000);
+        rr_get_reply(&c, &r, 10000);
         if (r.valid && r.msgid == 502 && r.is_error && !strcmp(r.code, faults[i].code)) got502++;
-        if (r.valid && r.msgid == 503 && !r.is_error && obj_num(proto_map_get(r.result, "value")) == 6.0)
+        if (r.valid && r.msgid == 503 && !r.is_error && rr_num(proto_map_get(r.result, "value")) == 6.0)
           got503++;
-        reply_free(&r);
+        rr_reply_free(&r);
       }
       CHECK(got502 == 1 && got503 == 1, "pipelined: sgemm error %d, reduce ok %d", got502, got503);
     }
-    tconn_close(&c);
+    rr_close(&c);
 
     /* through libgkc */
     gkc_conn *gc;
@@ -1237,14 +887,14 @@ static void test_faults(void) {
     gkc_close(gc);
     long errs = -1;
     {
-      tconn s;
-      tconn_open(&s, &d);
+      rr_conn s;
+      rr_open(&s, &d);
       call(&s, 1, "status", NULL, 0, &r);
       const msgpack_object *ms = r.valid && !r.is_error ? proto_map_get(r.result, "methods") : NULL;
       const msgpack_object *sg = ms ? proto_map_get(ms, "sgemm") : NULL;
-      errs = sg ? (long)obj_num(proto_map_get(sg, "errors")) : -1;
-      reply_free(&r);
-      tconn_close(&s);
+      errs = sg ? (long)rr_num(proto_map_get(sg, "errors")) : -1;
+      rr_reply_free(&r);
+      rr_close(&s);
     }
     CHECK(errs == 3, "status methods.sgemm.errors = %ld, expected 3", errs);
     int st = fixture_stop(&d, SIGTERM);
@@ -1263,49 +913,27 @@ static int start_limited(fixture *f, const char *const *args, rlim_t as_bytes) {
   return st == -1 ? 0 : -1;
 }
 
-static long vm_size_kib(pid_t pid) {
-  char p[64], line[256];
-  snprintf(p, sizeof p, "/proc/%d/status", (int)pid);
-  FILE *fp = fopen(p, "r");
-  if (!fp) return -1;
-  long kib = -1;
-  while (fgets(line, sizeof line, fp))
-    if (strncmp(line, "VmSize:", 7) == 0) kib = strtol(line + 7, NULL, 10);
-  fclose(fp);
-  return kib;
-}
-
-static void dump_log(const fixture *f) {
-  FILE *fp = fopen(f->log, "r");
-  if (!fp) return;
-  char line[512];
-  fprintf(stderr, "---- %s ----\n", f->log);
-  while (fgets(line, sizeof line, fp)) fputs(line, stderr);
-  fprintf(stderr, "----\n");
-  fclose(fp);
-}
-
 static void test_real_oom(void) {
-  g_ctx = "real out_of_memory under RLIMIT_AS";
+  rr_ctx = "real out_of_memory under RLIMIT_AS";
   const char *args[] = {"--threads", "1", "--max-request-bytes", "2G", NULL};
   /* Measure the daemon's address space once it has run an sgemm (OpenBLAS
    * maps its buffers on first use), then allow 512 MiB more than that: a
    * 1 GiB result cannot fit, everything small still does. */
   fixture probe;
   fixture_start(&probe, args, NULL);
-  tconn c;
-  tconn_open(&c, &probe);
+  rr_conn c;
+  rr_open(&c, &probe);
   CHECK_SMALL_SGEMM(&c, 1);
   {
-    float *a = rand_floats(256 * 256);
-    reply r;
+    float *a = rr_rand_floats(256 * 256);
+    rr_reply r;
     call(&c, 2, "sgemm", ARGS(AI("m", 256), AI("n", 256), AI("k", 256), AB("a", a, 256 * 256 * 4),
                               AB("b", a, 256 * 256 * 4)), &r);
-    reply_free(&r);
+    rr_reply_free(&r);
     free(a);
   }
-  tconn_close(&c);
-  long vm = vm_size_kib(probe.pid);
+  rr_close(&c);
+  long vm = fixture_vm_kib(&probe);
   fixture_stop(&probe, SIGTERM);
   CHECK(vm > 0, "cannot read VmSize");
   if (vm <= 0) return;
@@ -1316,19 +944,19 @@ static void test_real_oom(void) {
   fixture d;
   if (start_limited(&d, args, limit) != 0) {
     CHECK(0, "gkcd did not start under RLIMIT_AS = %lu MiB", (unsigned long)(limit >> 20));
-    dump_log(&d);
+    rr_dump_log(&d, 0);
     return;
   }
-  tconn_open(&c, &d);
+  rr_open(&c, &d);
   CHECK_SMALL_SGEMM(&c, 10);
   {
     enum { N = 16384 };
-    float *a = rand_floats(N), *b = rand_floats(N);
-    reply r;
+    float *a = rr_rand_floats(N), *b = rr_rand_floats(N);
+    rr_reply r;
     call(&c, 11, "sgemm", ARGS(AI("m", N), AI("n", N), AI("k", 1), AB("a", a, N * 4), AB("b", b, N * 4)), &r);
     CHECK_ERROR(&r, "out_of_memory", 11, NULL, NULL);
     if (r.valid) fprintf(stderr, "real oom: reply %s: %s\n", r.is_error ? r.code : "success", r.msg);
-    reply_free(&r);
+    rr_reply_free(&r);
     free(a);
     free(b);
   }
@@ -1337,18 +965,18 @@ static void test_real_oom(void) {
   CHECK(w == 0, "gkcd died: status %#x (%s %d)", status,
         WIFSIGNALED(status) ? "signal" : "exit", WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
   if (w == d.pid) {
-    dump_log(&d);
+    rr_dump_log(&d, 0);
     d.pid = 0;
     fixture_stop(&d, SIGTERM);
-    tconn_close(&c);
+    rr_close(&c);
     return;
   }
   CHECK_OPEN(&c);
   CHECK_SMALL_SGEMM(&c, 12);
-  tconn_close(&c);
-  tconn_open(&c, &d);
+  rr_close(&c);
+  rr_open(&c, &d);
   CHECK_OPEN(&c);
-  tconn_close(&c);
+  rr_close(&c);
   int st = fixture_stop(&d, SIGTERM);
   CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "gkcd exit status %#x", st);
 }
@@ -1361,36 +989,36 @@ static int wait_nfds(const fixture *d, int want, int ms) {
   for (int i = 0; i < ms / 10; i++) {
     n = fixture_nfds(d);
     if (n <= want) return n;
-    sleep_ms(10);
+    rr_sleep_ms(10);
   }
   return n;
 }
 
 /* A well-behaved request/reply on c; returns 1 when the answer is right. */
-static int good_request(tconn *c, uint32_t id, int kind) {
-  reply r;
+static int good_request(rr_conn *c, uint32_t id, int kind) {
+  rr_reply r;
   int ok = 0;
   if (kind % 2 == 0) {
     enum { N = 1000 };
-    float *x = rand_floats(N);
+    float *x = rr_rand_floats(N);
     double ref = 0, mag = 0;
     for (int i = 0; i < N; i++) ref += x[i], mag += fabs(x[i]);
     call(c, id, "reduce", ARGS(AB("x", x, N * 4)), &r);
-    double got = r.valid && !r.is_error ? obj_num(proto_map_get(r.result, "value")) : NAN;
+    double got = r.valid && !r.is_error ? rr_num(proto_map_get(r.result, "value")) : NAN;
     ok = r.msgid == id && fabs(got - ref) <= 1e-5 * mag;
     free(x);
   } else {
     enum { N = 64 };
-    float *a = rand_floats(N * N), *b = rand_floats(N * N);
+    float *a = rr_rand_floats(N * N), *b = rr_rand_floats(N * N);
     call(c, id, "sgemm", ARGS(AI("m", N), AI("n", N), AI("k", N), AB("a", a, N * N * 4), AB("b", b, N * N * 4)), &r);
-    const msgpack_object *cb = result_bin(&r, "c", N * N * 4);
+    const msgpack_object *cb = rr_result_bin(&r, "c", N * N * 4);
     char why[200];
-    ok = r.msgid == id && cb && sgemm_entries_ok(cb->via.bin.ptr, a, b, N, N, N, 1.0, 8, why, sizeof why);
+    ok = r.msgid == id && cb && rr_sgemm_entries_ok(cb->via.bin.ptr, a, b, N, N, N, 1.0, 8, why, sizeof why);
     free(a);
     free(b);
   }
-  if (!ok) fprintf(stderr, "good request %u: %s %s\n", id, r.got ? r.code : rf_name(r.rf), r.msg);
-  reply_free(&r);
+  if (!ok) fprintf(stderr, "good request %u: %s %s\n", id, r.got ? r.code : rr_rf_name(r.rf), r.msg);
+  rr_reply_free(&r);
   return ok;
 }
 
@@ -1400,8 +1028,8 @@ static void test_hostile(void) {
    * for it, holding the connection. */
   const char *args[] = {"--max-request-bytes", "2G", "--threads", "2", NULL};
   fixture_start(&d, args, NULL);
-  tconn good;
-  tconn_open(&good, &d);
+  rr_conn good;
+  rr_open(&good, &d);
   uint32_t gid = 1;
   int good_ok = 0, good_n = 0;
   for (int i = 0; i < 6; i++, good_n++) good_ok += good_request(&good, gid++, i);
@@ -1409,13 +1037,13 @@ static void test_hostile(void) {
   long rss0 = fixture_rss_kib(&d);
 
   /* 200 connections at once, each with a partial request, then closed. */
-  g_ctx = "hostile: 200 partial requests then close";
+  rr_ctx = "hostile: 200 partial requests then close";
   {
     enum { NC = 200 };
     static int fds[NC];
     for (int i = 0; i < NC; i++) {
-      tconn t;
-      tconn_open(&t, &d);
+      rr_conn t;
+      rr_open(&t, &d);
       fds[i] = t.fd;
     }
     for (int i = 0; i < NC; i++) {
@@ -1427,9 +1055,9 @@ static void test_hostile(void) {
         case 2: memcpy(buf, "\xc6\x00\x10\x00\x00" "abc", 8); n = 8; break;
         default: memcpy(buf, "\x94\x00\xce\x00\x00", 5); n = 5; break; /* cut inside the msgid */
       }
-      send_some(fds[i], buf, n);
+      rr_send_some(fds[i], buf, n);
     }
-    sleep_ms(100);
+    rr_sleep_ms(100);
     long peak = (long)fixture_nfds(&d);
     CHECK(peak >= fds0 + NC / 2, "daemon holds only %ld fds with %d clients connected", peak, NC);
     for (int i = 0; i < NC; i++) close(fds[i]);
@@ -1439,55 +1067,56 @@ static void test_hostile(void) {
   }
 
   /* A valid request sent one byte at a time. */
-  g_ctx = "hostile: byte-at-a-time request";
+  rr_ctx = "hostile: byte-at-a-time request";
   {
     float x[16];
     for (int i = 0; i < 16; i++) x[i] = (float)(i + 1);
-    frame_t f;
-    fr_init(&f);
-    pack_request(&f, 4242, "reduce", ARGS(AS("op", "sum"), AB("x", x, sizeof x)));
-    tconn t;
-    tconn_open(&t, &d);
+    rr_frame f;
+    rr_frame_init(&f);
+    rr_pack_request(&f, 4242, "reduce", ARGS(AS("op", "sum"), AB("x", x, sizeof x)));
+    rr_conn t;
+    rr_open(&t, &d);
     for (size_t i = 0; i < f.sb.size; i++) {
       test_send_all(t.fd, f.sb.data + i, 1);
-      sleep_ms(2);
+      rr_sleep_ms(2);
     }
-    fr_free(&f);
-    reply r;
-    get_reply(&t, &r, 10000);
-    CHECK(r.valid && !r.is_error && r.msgid == 4242 && obj_num(proto_map_get(r.result, "value")) == 136.0 &&
-              obj_num(proto_map_get(r.result, "n")) == 16.0,
-          "byte-at-a-time reduce: %s %s", r.got ? r.code : rf_name(r.rf), r.msg);
-    reply_free(&r);
+    rr_frame_free(&f);
+    rr_reply r;
+    rr_get_reply(&t, &r, 10000);
+    CHECK(r.valid && !r.is_error && r.msgid == 4242 && rr_num(proto_map_get(r.result, "value")) == 136.0 &&
+              rr_num(proto_map_get(r.result, "n")) == 16.0,
+          "byte-at-a-time reduce: %s %s", r.got ? r.code : rr_rf_name(r.rf), r.msg);
+    rr_reply_free(&r);
     CHECK_OPEN(&t);
-    tconn_close(&t);
+    rr_close(&t);
   }
 
   /* Clients that send a request and close before the reply. */
-  g_ctx = "hostile: request then close before the reply";
+  rr_ctx = "hostile: request then close before the reply";
   {
     enum { N = 512 };
-    float *a = rand_floats(N * N);
+    float *a = rr_rand_floats(N * N);
     for (int i = 0; i < 10; i++) {
-      tconn t;
-      tconn_open(&t, &d);
-      frame_t f;
-      fr_init(&f);
+      rr_conn t;
+      rr_open(&t, &d);
+      rr_frame f;
+      rr_frame_init(&f);
       if (i % 2 == 0)
-        pack_request(&f, 1, "sgemm", ARGS(AI("m", N), AI("n", N), AI("k", N), AB("a", a, N * N * 4), AB("b", a, N * N * 4)));
+        rr_pack_request(&f, 1, "sgemm",
+                        ARGS(AI("m", N), AI("n", N), AI("k", N), AB("a", a, N * N * 4), AB("b", a, N * N * 4)));
       else
-        pack_request(&f, 1, "reduce", ARGS(AB("x", a, N * N * 4)));
-      pack_request(&f, 2, "ping", NULL, 0);
-      send_some(t.fd, f.sb.data, f.sb.size);
-      fr_free(&f);
+        rr_pack_request(&f, 1, "reduce", ARGS(AB("x", a, N * N * 4)));
+      rr_pack_request(&f, 2, "ping", NULL, 0);
+      rr_send_some(t.fd, f.sb.data, f.sb.size);
+      rr_frame_free(&f);
       if (i == 9) shutdown(t.fd, SHUT_WR); /* half-close: the reply may still go out */
-      tconn_close(&t);
+      rr_close(&t);
     }
     free(a);
     long inflight = -1;
     for (int i = 0; i < 1000 && inflight != 0; i++) {
       inflight = status_u64(&d, "in_flight");
-      if (inflight != 0) sleep_ms(10);
+      if (inflight != 0) rr_sleep_ms(10);
     }
     CHECK(inflight == 0, "in_flight stays at %ld", inflight);
     int n = wait_nfds(&d, fds0, 5000);
@@ -1497,13 +1126,13 @@ static void test_hostile(void) {
   }
 
   /* 50 idle clients, each having declared a 1 GiB bin. */
-  g_ctx = "hostile: 50 idle clients declaring 1 GiB each";
+  rr_ctx = "hostile: 50 idle clients declaring 1 GiB each";
   {
     enum { NC = 50 };
-    tconn idle[NC];
-    long rss1 = fixture_rss_kib(&d), rss_max = 0, vm0 = vm_size_kib(d.pid), vm_max = 0;
+    rr_conn idle[NC];
+    long rss1 = fixture_rss_kib(&d), rss_max = 0, vm0 = fixture_vm_kib(&d), vm_max = 0;
     for (int i = 0; i < NC; i++) {
-      tconn_open(&idle[i], &d);
+      rr_open(&idle[i], &d);
       if (i % 2 == 0) {
         send_lit(&idle[i], "\xc6\x40\x00\x00\x00");
       } else {
@@ -1513,10 +1142,10 @@ static void test_hostile(void) {
     /* Some of them trickle in a little of what they promised. */
     static unsigned char junk[100000];
     for (int i = 0; i < NC; i += 5) send_raw(&idle[i], junk, sizeof junk);
-    sleep_ms(200);
+    rr_sleep_ms(200);
     for (int i = 0; i < 20; i++, good_n++) {
       good_ok += good_request(&good, gid++, i);
-      long rss = fixture_rss_kib(&d), vm = vm_size_kib(d.pid);
+      long rss = fixture_rss_kib(&d), vm = fixture_vm_kib(&d);
       if (rss > rss_max) rss_max = rss;
       if (vm > vm_max) vm_max = vm;
     }
@@ -1543,21 +1172,21 @@ static void test_hostile(void) {
     /* Absolute, over the daemon's RSS when it started serving: a build
      * linked with the CUDA libraries starts ~200 MiB higher than a CPU-only
      * one (their relocated pages), so the bound is on top of that start. */
-    CHECK(rss_max - rss0 < (env_flag("GKC_SANITIZE") ? 300 : 100) * 1024,
+    CHECK(rss_max - rss0 < (rr_env_flag("GKC_SANITIZE") ? 300 : 100) * 1024,
           "RSS %ld KiB, %ld KiB at start", rss_max, rss0);
     /* RSS alone would miss a malloc of the declared size that is never
      * touched: the address space must not grow by even one declaration. */
     fprintf(stderr, "hostile: gkcd VmSize %ld KiB before, max %ld KiB\n", vm0, vm_max);
     CHECK(vm_max - vm0 < 1024 * 1024, "VmSize grew by %ld KiB", vm_max - vm0);
-    for (int i = 0; i < NC; i++) tconn_close(&idle[i]);
+    for (int i = 0; i < NC; i++) rr_close(&idle[i]);
     int n = wait_nfds(&d, fds0, 5000);
     CHECK(n <= fds0, "daemon fds %d, %d before (leak?)", n, fds0);
   }
 
-  g_ctx = "hostile: the well-behaved client";
+  rr_ctx = "hostile: the well-behaved client";
   CHECK(good_ok == good_n, "%d of %d well-behaved requests answered correctly", good_ok, good_n);
   CHECK_OPEN(&good);
-  tconn_close(&good);
+  rr_close(&good);
   int st = fixture_stop(&d, SIGTERM);
   CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "gkcd exit status %#x", st);
 }
@@ -1566,9 +1195,9 @@ static void test_hostile(void) {
 
 int main(void) {
   signal(SIGPIPE, SIG_IGN);
-  g_rng = test_seed();
-  double t0 = now_s();
-  int fault = env_flag("GKC_FAULT_INJECTION"), sanitize = env_flag("GKC_SANITIZE");
+  rr_rng = test_seed();
+  double t0 = rr_now_s();
+  int fault = rr_env_flag("GKC_FAULT_INJECTION"), sanitize = rr_env_flag("GKC_SANITIZE");
 
   fixture d;
   const char *args[] = {"--threads", "2", NULL};
@@ -1581,29 +1210,20 @@ int main(void) {
     gkc_close(gc);
   }
 
-#define SECTION(call)                                                        \
-  do {                                                                       \
-    int f0 = n_failed, c0 = n_checks;                                        \
-    double s0 = now_s();                                                     \
-    call;                                                                    \
-    fprintf(stderr, "%-28s %3d checks, %d failed, %.1f s\n", #call, n_checks - c0, \
-            n_failed - f0, now_s() - s0);                                    \
-  } while (0)
-
   SECTION(test_parse_error(&d));
   SECTION(test_invalid_request(&d));
   SECTION(test_invalid_argument(&d, backend));
   SECTION(test_too_large(&d));
   SECTION(test_complexity(&d));
-  g_ctx = "main daemon after all errors";
+  rr_ctx = "main daemon after all errors";
   {
     long bad = status_u64(&d, "bad_requests");
     CHECK(bad >= 20, "status bad_requests = %ld", bad);
-    tconn c;
-    tconn_open(&c, &d);
+    rr_conn c;
+    rr_open(&c, &d);
     CHECK_OPEN(&c);
     CHECK_SMALL_SGEMM(&c, 9999);
-    tconn_close(&c);
+    rr_close(&c);
     int st = fixture_stop(&d, SIGTERM);
     CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "gkcd exit status %#x", st);
   }
@@ -1621,7 +1241,6 @@ int main(void) {
             "(ASan reserves terabytes of address space)\n");
   SECTION(test_hostile());
 
-  printf("e2e_errors: %d checks, %d passed, %d failed (%.1f s)\n", n_checks, n_checks - n_failed,
-         n_failed, now_s() - t0);
-  return n_failed ? 1 : 0;
+  rr_print_totals("e2e_errors", t0);
+  return rr_failed ? 1 : 0;
 }

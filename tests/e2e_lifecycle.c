@@ -14,12 +14,12 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "fixture.h"
 #include "gkc.h"
 #include "proto_rpc.h"
+#include "rawrpc.h"
 #include "test.h"
 
 /* Runs gkcd with args to completion (bounded), stderr to log; exit status. */
@@ -40,21 +40,11 @@ static int run_gkcd(const char *const *args, const char *log) {
   for (int i = 0; i < 500; i++) {
     int st;
     if (waitpid(pid, &st, WNOHANG) == pid) return st;
-    struct timespec ts = {0, 20000000};
-    nanosleep(&ts, NULL);
+    rr_sleep_ms(20);
   }
   kill(pid, SIGKILL);
   waitpid(pid, NULL, 0);
   TEST_FAIL("gkcd did not exit within 10 s");
-}
-
-static char *slurp(const char *path) {
-  static char buf[65536];
-  FILE *f = fopen(path, "r");
-  size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
-  if (f) fclose(f);
-  buf[n] = 0;
-  return buf;
 }
 
 static uint64_t sgemm_requests(const fixture *f, uint64_t *in_flight) {
@@ -93,11 +83,11 @@ static void test_sigterm_in_flight(void) {
   for (uint32_t id = 0; id < N; id++) {
     proto_pack_request_head(&pk, id, "sgemm");
     msgpack_pack_map(&pk, 5);
-    proto_pack_cstr(&pk, "m"), msgpack_pack_int(&pk, D);
-    proto_pack_cstr(&pk, "n"), msgpack_pack_int(&pk, D);
-    proto_pack_cstr(&pk, "k"), msgpack_pack_int(&pk, D);
-    proto_pack_cstr(&pk, "a"), msgpack_pack_bin(&pk, D * D * 4), msgpack_pack_bin_body(&pk, a, D * D * 4);
-    proto_pack_cstr(&pk, "b"), msgpack_pack_bin(&pk, D * D * 4), msgpack_pack_bin_body(&pk, b, D * D * 4);
+    rr_pack_int(&pk, "m", D);
+    rr_pack_int(&pk, "n", D);
+    rr_pack_int(&pk, "k", D);
+    rr_pack_bin(&pk, "a", a, D * D * 4);
+    rr_pack_bin(&pk, "b", b, D * D * 4);
   }
   int fd = fixture_connect(&f);
   test_send_all(fd, sb.data, sb.size);
@@ -105,8 +95,7 @@ static void test_sigterm_in_flight(void) {
   uint64_t in_flight;
   for (int i = 0; sgemm_requests(&f, &in_flight) < N; i++) {
     if (i > 1000) TEST_FAIL("gkcd did not read the requests");
-    struct timespec ts = {0, 5000000};
-    nanosleep(&ts, NULL);
+    rr_sleep_ms(5);
   }
   ASSERT(in_flight > 0); /* the signal really lands on work in progress */
   ASSERT_EQ(kill(f.pid, SIGTERM), 0);
@@ -118,12 +107,8 @@ static void test_sigterm_in_flight(void) {
     size_t len = test_recv_frame(fd, &buf, &cap, &have);
     if (len == 0) TEST_FAIL("connection closed after %d of %d replies", i, N);
     msgpack_zone z;
-    msgpack_zone_init(&z, 1024);
-    msgpack_object root;
-    size_t off = 0;
-    ASSERT_EQ(msgpack_unpack((const char *)buf, len, &off, &z, &root), MSGPACK_UNPACK_SUCCESS);
     proto_response r;
-    ASSERT_EQ(proto_response_parse(&root, &r), 0);
+    rr_decode(buf, len, &z, &r);
     if (r.error) TEST_FAIL("msgid %u: %.*s", r.msgid, (int)r.message_len, r.message);
     ASSERT(r.msgid < N && !answered[r.msgid]);
     answered[r.msgid] = 1;
@@ -172,7 +157,7 @@ static void test_start_conditions(void) {
   const char *const second[] = {"--socket", f.sock, NULL};
   int st = run_gkcd(second, log);
   ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 1);
-  ASSERT_CONTAINS(slurp(log), "already listening");
+  ASSERT_CONTAINS(rr_slurp(log), "already listening");
   gkc_conn *c;
   ASSERT_EQ(gkc_connect(&c, f.sock), 0);
   ASSERT_EQ(gkc_ping(c, NULL), 0);
@@ -186,8 +171,8 @@ static void test_start_conditions(void) {
   const char *const onfile[] = {"--socket", path, NULL};
   st = run_gkcd(onfile, log);
   ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 1);
-  ASSERT_CONTAINS(slurp(log), "not a socket");
-  ASSERT_CONTAINS(slurp(path), "keep me");
+  ASSERT_CONTAINS(rr_slurp(log), "not a socket");
+  ASSERT_CONTAINS(rr_slurp(path), "keep me");
 
   /* A stale socket is replaced, and the daemon serves there. */
   fixture g;
@@ -215,15 +200,15 @@ static void test_command_line(void) {
   const char *const help[] = {"--help", NULL};
   int st = run_gkcd(help, log);
   ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-  ASSERT_CONTAINS(slurp(log), "--max-request-bytes");
+  ASSERT_CONTAINS(rr_slurp(log), "--max-request-bytes");
   const char *const version[] = {"--version", NULL};
   st = run_gkcd(version, log);
   ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-  ASSERT_CONTAINS(slurp(log), GKC_VERSION);
+  ASSERT_CONTAINS(rr_slurp(log), GKC_VERSION);
   const char *const bad[] = {"--threads", "zero", NULL};
   st = run_gkcd(bad, log);
   ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 2);
-  ASSERT_CONTAINS(slurp(log), "--threads");
+  ASSERT_CONTAINS(rr_slurp(log), "--threads");
   const char *const unknown[] = {"--frobnicate", NULL};
   st = run_gkcd(unknown, log);
   ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 2);

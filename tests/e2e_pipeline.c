@@ -15,6 +15,7 @@
 
 #include "fixture.h"
 #include "proto_rpc.h"
+#include "rawrpc.h"
 #include "test.h"
 
 #define CONNS 16
@@ -35,12 +36,6 @@ typedef struct {
   int checked;
 } worker;
 
-static void pack_bin(msgpack_packer *pk, const char *key, const void *p, size_t n) {
-  proto_pack_cstr(pk, key);
-  msgpack_pack_bin(pk, n);
-  msgpack_pack_bin_body(pk, p, n);
-}
-
 static void add_sgemm(msgpack_packer *pk, uint32_t id, uint64_t *rng, expect *e) {
   int m = 1 + (int)(test_rand_u64(rng) % 16), n = 1 + (int)(test_rand_u64(rng) % 16);
   int k = 1 + (int)(test_rand_u64(rng) % 16);
@@ -49,11 +44,11 @@ static void add_sgemm(msgpack_packer *pk, uint32_t id, uint64_t *rng, expect *e)
   for (int i = 0; i < k * n; i++) b[i] = test_rand_f32(rng);
   proto_pack_request_head(pk, id, "sgemm");
   msgpack_pack_map(pk, 5);
-  proto_pack_cstr(pk, "m"), msgpack_pack_int(pk, m);
-  proto_pack_cstr(pk, "n"), msgpack_pack_int(pk, n);
-  proto_pack_cstr(pk, "k"), msgpack_pack_int(pk, k);
-  pack_bin(pk, "a", a, (size_t)m * k * 4);
-  pack_bin(pk, "b", b, (size_t)k * n * 4);
+  rr_pack_int(pk, "m", m);
+  rr_pack_int(pk, "n", n);
+  rr_pack_int(pk, "k", k);
+  rr_pack_bin(pk, "a", a, (size_t)m * k * 4);
+  rr_pack_bin(pk, "b", b, (size_t)k * n * 4);
   e->kind = 0;
   e->nwant = (size_t)m * n;
   e->want = calloc(e->nwant, sizeof(double));
@@ -81,7 +76,7 @@ static void add_reduce(msgpack_packer *pk, uint32_t id, uint64_t *rng, expect *e
   }
   proto_pack_request_head(pk, id, "reduce");
   msgpack_pack_map(pk, 1);
-  pack_bin(pk, "x", x, n * 4);
+  rr_pack_bin(pk, "x", x, n * 4);
   free(x);
 }
 
@@ -108,12 +103,12 @@ static void add_spmv(msgpack_packer *pk, uint32_t id, uint64_t *rng, expect *e) 
     }
   proto_pack_request_head(pk, id, "spmv");
   msgpack_pack_map(pk, 6);
-  proto_pack_cstr(pk, "rows"), msgpack_pack_int32(pk, rows);
-  proto_pack_cstr(pk, "cols"), msgpack_pack_int32(pk, cols);
-  pack_bin(pk, "row_ptr", rp, ((size_t)rows + 1) * 4);
-  pack_bin(pk, "col_idx", ci, (size_t)nnz * 4);
-  pack_bin(pk, "values", v, (size_t)nnz * 4);
-  pack_bin(pk, "x", x, (size_t)cols * 4);
+  rr_pack_int(pk, "rows", rows);
+  rr_pack_int(pk, "cols", cols);
+  rr_pack_bin(pk, "row_ptr", rp, ((size_t)rows + 1) * 4);
+  rr_pack_bin(pk, "col_idx", ci, (size_t)nnz * 4);
+  rr_pack_bin(pk, "values", v, (size_t)nnz * 4);
+  rr_pack_bin(pk, "x", x, (size_t)cols * 4);
 }
 
 static void check_reply(const msgpack_object *root, uint32_t base, expect *ex, int conn) {

@@ -39,55 +39,13 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "fixture.h"
 #include "gkc.h"
-#include "proto_frame.h"
 #include "proto_rpc.h"
+#include "rawrpc.h"
 #include "test.h"
-
-/* ------------------------------------------------------------------------ */
-/* check bookkeeping                                                         */
-
-static int n_checks, n_failed;
-static const char *g_ctx = ""; /* what is being tested, for failure lines */
-
-#define CHECK(cond, ...)                                                        \
-  do {                                                                          \
-    n_checks++;                                                                 \
-    if (!(cond)) {                                                              \
-      n_failed++;                                                               \
-      fprintf(stderr, "%s:%d: CHECK FAILED [%s]: %s: ", __FILE__, __LINE__, g_ctx, #cond); \
-      fprintf(stderr, __VA_ARGS__);                                             \
-      fputc('\n', stderr);                                                      \
-    }                                                                           \
-  } while (0)
-
-/* Test data and sample positions; per thread, seeded in main and in each
- * client thread. */
-static _Thread_local uint64_t g_rng;
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static void sleep_ms(int ms) {
-  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-  nanosleep(&ts, NULL);
-}
-
-static char *slurp(const char *path) {
-  static char buf[1 << 18];
-  FILE *f = fopen(path, "r");
-  size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
-  if (f) fclose(f);
-  buf[n] = 0;
-  return buf;
-}
 
 static void write_file(const char *path, const char *text) {
   FILE *f = fopen(path, "w");
@@ -119,19 +77,6 @@ static int is_socket_file(const char *path) {
   return lstat(path, &st) == 0 && S_ISSOCK(st.st_mode);
 }
 
-static float *rand_floats(size_t n) {
-  float *p = malloc(n * sizeof *p);
-  if (!p) TEST_FAIL("out of memory");
-  for (size_t i = 0; i < n; i++) p[i] = test_rand_f32(&g_rng);
-  return p;
-}
-
-static float ld_f32(const void *p, size_t i) {
-  float v;
-  memcpy(&v, (const char *)p + 4 * i, 4);
-  return v;
-}
-
 /* ------------------------------------------------------------------------ */
 /* daemons                                                                   */
 
@@ -140,7 +85,7 @@ static int wait_exit(pid_t pid, int ms) {
   for (int i = 0; i <= ms / 10; i++) {
     int st;
     if (waitpid(pid, &st, WNOHANG) == pid) return st;
-    sleep_ms(10);
+    rr_sleep_ms(10);
   }
   return -1;
 }
@@ -170,306 +115,17 @@ static void stop_daemon_(int line, fixture *f) {
       waitpid(f->pid, NULL, 0);
     }
     f->pid = 0;
-    n_checks++;
-    if (!(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
-      char why[64];
-      n_failed++;
-      fprintf(stderr, "%s:%d: CHECK FAILED [%s]: gkcd after SIGTERM: %s%s; its log:\n%s\n",
-              __FILE__, line, g_ctx, describe_status(st, why, sizeof why),
-              st == -1 ? " after 10 s (killed)" : "", slurp(f->log));
-    }
+    int ok = st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+    char why[64];
+    rr_check_at(__FILE__, line, ok, "gkcd after SIGTERM: %s%s; its log:\n%s",
+                describe_status(st, why, sizeof why), st == -1 ? " after 10 s (killed)" : "",
+                ok ? "" : rr_slurp(f->log));
   }
   fixture_stop(f, SIGTERM); /* pid is 0: only removes the directory */
 }
 
 /* ------------------------------------------------------------------------ */
-/* a raw connection with its own receive buffer                              */
-
-typedef struct {
-  int fd;
-  unsigned char *buf;
-  size_t cap, have;
-} tconn;
-
-/* Connects to path; 0, or the errno. */
-static int tconn_open_path(tconn *c, const char *path) {
-  memset(c, 0, sizeof *c);
-  c->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (c->fd < 0) TEST_FAIL("socket: %s", strerror(errno));
-  struct sockaddr_un sa = {.sun_family = AF_UNIX};
-  snprintf(sa.sun_path, sizeof sa.sun_path, "%.107s", path);
-  if (connect(c->fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
-    int e = errno;
-    close(c->fd);
-    c->fd = -1;
-    return e;
-  }
-  return 0;
-}
-
-static void tconn_open(tconn *c, const fixture *f) {
-  int e = tconn_open_path(c, f->sock);
-  if (e) TEST_FAIL("connect %s: %s", f->sock, strerror(e));
-}
-
-static void tconn_close(tconn *c) {
-  if (c->fd >= 0) close(c->fd);
-  c->fd = -1;
-  free(c->buf);
-  c->buf = NULL;
-  c->cap = c->have = 0;
-}
-
-/* Sends everything, or as much as the peer takes before it closes.
- * Returns 0, or the errno that stopped it (EPIPE, ECONNRESET). */
-static int send_some(int fd, const void *p, size_t n) {
-  const char *s = p;
-  while (n > 0) {
-    ssize_t w = send(fd, s, n, MSG_NOSIGNAL);
-    if (w < 0 && errno == EINTR) continue;
-    if (w < 0) return errno;
-    s += w;
-    n -= (size_t)w;
-  }
-  return 0;
-}
-
-enum { RF_CLOSED = 0, RF_TIMEOUT = -1, RF_ERROR = -2, RF_MIDFRAME = -3, RF_BADFRAME = -4 };
-
-static const char *rf_name(int rf) {
-  switch (rf) {
-    case RF_CLOSED: return "connection closed";
-    case RF_TIMEOUT: return "timed out";
-    case RF_ERROR: return "recv error";
-    case RF_MIDFRAME: return "closed inside a frame";
-    case RF_BADFRAME: return "malformed frame";
-  }
-  return "?";
-}
-
-/* Waits (bounded) for one whole frame in c->buf; returns its length, or
- * RF_CLOSED when the peer closed (EOF or ECONNRESET) with nothing pending,
- * RF_MIDFRAME when it closed inside a frame, RF_TIMEOUT, RF_ERROR. */
-static ssize_t recv_frame(tconn *c, int timeout_ms) {
-  static const proto_limits lim = {(size_t)1 << 40, 1u << 20, 64};
-  double deadline = now_s() + timeout_ms / 1000.0;
-  for (;;) {
-    if (c->have > 0) {
-      proto_frame_info info;
-      ssize_t r = proto_frame_scan(c->buf, c->have, &lim, &info);
-      if (r < 0) return RF_BADFRAME;
-      if (r > 0) return r;
-    }
-    if (c->cap - c->have < 65536) {
-      c->cap = c->cap * 2 + 65536;
-      c->buf = realloc(c->buf, c->cap);
-      if (!c->buf) TEST_FAIL("out of memory");
-    }
-    int left = (int)((deadline - now_s()) * 1000);
-    if (left < 0) left = 0;
-    struct pollfd p = {c->fd, POLLIN, 0};
-    int pr = poll(&p, 1, left);
-    if (pr < 0 && errno == EINTR) continue;
-    if (pr == 0) return RF_TIMEOUT;
-    ssize_t n = recv(c->fd, c->buf + c->have, c->cap - c->have, 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == ECONNRESET || errno == EPIPE)) n = 0;
-    if (n < 0) return RF_ERROR;
-    if (n == 0) return c->have ? RF_MIDFRAME : RF_CLOSED;
-    c->have += (size_t)n;
-  }
-}
-
-/* One decoded response. */
-typedef struct {
-  int got;      /* a frame arrived (else rf says why not) */
-  int rf;
-  int valid;    /* it is a well-formed [1, msgid, error, result] */
-  int msgid_nil;
-  uint32_t msgid;
-  int is_error;
-  char code[48];
-  char msg[640];
-  const msgpack_object *result;
-  void *frame;
-  msgpack_unpacked up;
-} reply;
-
-static void reply_free(reply *r) {
-  if (r->frame) {
-    msgpack_unpacked_destroy(&r->up);
-    free(r->frame);
-  }
-  memset(r, 0, sizeof *r);
-}
-
-static void copy_str(char *dst, size_t cap, const msgpack_object *o) {
-  size_t n = o->via.str.size < cap - 1 ? o->via.str.size : cap - 1;
-  memcpy(dst, o->via.str.ptr, n);
-  dst[n] = 0;
-}
-
-static void get_reply(tconn *c, reply *r, int timeout_ms) {
-  memset(r, 0, sizeof *r);
-  ssize_t len = recv_frame(c, timeout_ms);
-  if (len <= 0) {
-    r->rf = (int)len;
-    return;
-  }
-  r->got = 1;
-  r->frame = malloc((size_t)len);
-  memcpy(r->frame, c->buf, (size_t)len);
-  memmove(c->buf, c->buf + len, c->have - (size_t)len);
-  c->have -= (size_t)len;
-  msgpack_unpacked_init(&r->up);
-  size_t off = 0;
-  if (msgpack_unpack_next(&r->up, r->frame, (size_t)len, &off) != MSGPACK_UNPACK_SUCCESS) return;
-  const msgpack_object *o = &r->up.data;
-  if (o->type != MSGPACK_OBJECT_ARRAY || o->via.array.size != 4) return;
-  const msgpack_object *a = o->via.array.ptr;
-  if (a[0].type != MSGPACK_OBJECT_POSITIVE_INTEGER || a[0].via.u64 != 1) return;
-  if (a[1].type == MSGPACK_OBJECT_NIL) {
-    r->msgid_nil = 1;
-  } else if (a[1].type == MSGPACK_OBJECT_POSITIVE_INTEGER && a[1].via.u64 <= UINT32_MAX) {
-    r->msgid = (uint32_t)a[1].via.u64;
-  } else {
-    return;
-  }
-  if (a[2].type == MSGPACK_OBJECT_NIL) {
-    r->result = &a[3];
-    r->valid = 1;
-    return;
-  }
-  if (a[2].type != MSGPACK_OBJECT_MAP || a[3].type != MSGPACK_OBJECT_NIL) return;
-  const msgpack_object *code = proto_map_get(&a[2], "code");
-  const msgpack_object *msg = proto_map_get(&a[2], "message");
-  if (!code || code->type != MSGPACK_OBJECT_STR || !msg || msg->type != MSGPACK_OBJECT_STR) return;
-  copy_str(r->code, sizeof r->code, code);
-  copy_str(r->msg, sizeof r->msg, msg);
-  r->is_error = 1;
-  r->valid = 1;
-}
-
-/* What a reply is, for failure messages. */
-static const char *reply_desc(const reply *r) {
-  static char buf[800];
-  if (!r->got)
-    snprintf(buf, sizeof buf, "no reply (%s)", rf_name(r->rf));
-  else if (!r->valid)
-    snprintf(buf, sizeof buf, "a malformed reply");
-  else if (r->is_error)
-    snprintf(buf, sizeof buf, "error %s: %s", r->code, r->msg);
-  else
-    snprintf(buf, sizeof buf, "success");
-  return buf;
-}
-
-static int reply_ok(const reply *r, uint32_t msgid) {
-  return r->valid && !r->is_error && !r->msgid_nil && r->msgid == msgid;
-}
-
-static int reply_err(const reply *r, uint32_t msgid, const char *code) {
-  return r->valid && r->is_error && !r->msgid_nil && r->msgid == msgid && !strcmp(r->code, code);
-}
-
-/* ------------------------------------------------------------------------ */
-/* building frames                                                           */
-
-typedef struct {
-  msgpack_sbuffer sb;
-  msgpack_packer pk;
-} frame_t;
-
-static void fr_init(frame_t *f) {
-  msgpack_sbuffer_init(&f->sb);
-  msgpack_packer_init(&f->pk, &f->sb, msgpack_sbuffer_write);
-}
-static void fr_free(frame_t *f) { msgpack_sbuffer_destroy(&f->sb); }
-
-static void pk_str(msgpack_packer *pk, const char *s) {
-  size_t n = strlen(s);
-  msgpack_pack_str(pk, n);
-  msgpack_pack_str_body(pk, s, n);
-}
-
-enum { A_INT, A_F64, A_STR, A_BIN };
-typedef struct {
-  const char *key;
-  int t;
-  int64_t i;
-  double f;
-  const void *p;
-  size_t n;
-} arg;
-
-#define AI(k, v) {k, A_INT, (v), 0, NULL, 0}
-#define AF(k, v) {k, A_F64, 0, (v), NULL, 0}
-#define AS(k, s) {k, A_STR, 0, 0, (s), 0}
-#define AB(k, p, n) {k, A_BIN, 0, 0, (p), (n)}
-#define ARGS(...) (const arg[]){__VA_ARGS__}, sizeof((const arg[]){__VA_ARGS__}) / sizeof(arg)
-
-static void pk_arg(msgpack_packer *pk, const arg *a) {
-  pk_str(pk, a->key);
-  switch (a->t) {
-    case A_INT: msgpack_pack_int64(pk, a->i); break;
-    case A_F64: msgpack_pack_double(pk, a->f); break;
-    case A_STR: pk_str(pk, a->p); break;
-    default:
-      msgpack_pack_bin(pk, a->n);
-      msgpack_pack_bin_body(pk, a->p, a->n);
-  }
-}
-
-/* Appends one request to f (several make a pipelined batch). */
-static void pack_request(frame_t *f, uint32_t msgid, const char *method, const arg *args,
-                         size_t n) {
-  msgpack_pack_array(&f->pk, 4);
-  msgpack_pack_uint8(&f->pk, 0);
-  msgpack_pack_uint32(&f->pk, msgid);
-  pk_str(&f->pk, method);
-  msgpack_pack_array(&f->pk, 1);
-  msgpack_pack_map(&f->pk, n);
-  for (size_t i = 0; i < n; i++) pk_arg(&f->pk, &args[i]);
-}
-
-/* Sends one request and reads one reply. */
-static void call(tconn *c, uint32_t msgid, const char *method, const arg *args, size_t n,
-                 reply *r, int timeout_ms) {
-  frame_t f;
-  fr_init(&f);
-  pack_request(&f, msgid, method, args, n);
-  int e = send_some(c->fd, f.sb.data, f.sb.size);
-  fr_free(&f);
-  if (e) {
-    memset(r, 0, sizeof *r);
-    r->rf = RF_CLOSED;
-    return;
-  }
-  get_reply(c, r, timeout_ms);
-}
-
-/* A ping on c is answered (protocol 1). */
-static int ping_ok(tconn *c, int timeout_ms) {
-  static uint32_t id = 0x70000000u;
-  reply r;
-  uint32_t my = id++;
-  call(c, my, "ping", NULL, 0, &r, timeout_ms);
-  const msgpack_object *p = reply_ok(&r, my) ? proto_map_get(r.result, "protocol") : NULL;
-  int ok = p && p->type == MSGPACK_OBJECT_POSITIVE_INTEGER && p->via.u64 == 1;
-  reply_free(&r);
-  return ok;
-}
-
-static double obj_num(const msgpack_object *o) {
-  if (!o) return NAN;
-  switch (o->type) {
-    case MSGPACK_OBJECT_FLOAT32:
-    case MSGPACK_OBJECT_FLOAT64: return o->via.f64;
-    case MSGPACK_OBJECT_POSITIVE_INTEGER: return (double)o->via.u64;
-    case MSGPACK_OBJECT_NEGATIVE_INTEGER: return (double)o->via.i64;
-    default: return NAN;
-  }
-}
+/* requests (rawrpc.h)                                                       */
 
 /* A value in a map by dotted path ("limits.threads", "methods.sgemm.requests"). */
 static double map_path(const msgpack_object *m, const char *path) {
@@ -478,83 +134,53 @@ static double map_path(const msgpack_object *m, const char *path) {
     size_t n = strcspn(path, ".");
     snprintf(key, sizeof key, "%.*s", (int)n, path);
     m = proto_map_get(m, key);
-    if (!path[n]) return obj_num(m);
+    if (!path[n]) return rr_num(m);
     path += n + 1;
   }
   return NAN;
 }
 
 /* "status" on c; the value at path, NAN when anything fails. */
-static double status_on(tconn *c, const char *path) {
-  reply r;
-  call(c, 0x60000000u, "status", NULL, 0, &r, 10000);
-  double v = reply_ok(&r, 0x60000000u) ? map_path(r.result, path) : NAN;
-  reply_free(&r);
+static double status_on(rr_conn *c, const char *path) {
+  rr_reply r;
+  rr_call(c, 0x60000000u, "status", NULL, 0, &r, 10000);
+  double v = rr_reply_ok(&r, 0x60000000u) ? map_path(r.result, path) : NAN;
+  rr_reply_free(&r);
   return v;
 }
 
 /* The same on a fresh connection to f. */
 static double status_val(const fixture *f, const char *path) {
-  tconn c;
-  if (tconn_open_path(&c, f->sock)) return NAN;
+  rr_conn c;
+  if (rr_open_path(&c, f->sock)) return NAN;
   double v = status_on(&c, path);
-  tconn_close(&c);
+  rr_close(&c);
   return v;
 }
 
 /* A reduce (sum) of n fresh random floats on c, checked against a double
  * reference; 1 when right.  extra: more arguments (deadline_ms), or NULL. */
-static int good_reduce(tconn *c, uint32_t id, size_t n, const arg *extra, int timeout_ms,
+static int good_reduce(rr_conn *c, uint32_t id, size_t n, const rr_arg *extra, int timeout_ms,
                        char *why, size_t whylen) {
-  float *x = rand_floats(n);
+  float *x = rr_rand_floats(n);
   double ref = 0, mag = 0;
   for (size_t i = 0; i < n; i++) ref += x[i], mag += fabs(x[i]);
-  reply r;
+  rr_reply r;
   if (extra)
-    call(c, id, "reduce", ARGS(AB("x", x, n * 4), *extra), &r, timeout_ms);
+    rr_call(c, id, "reduce", ARGS(AB("x", x, n * 4), *extra), &r, timeout_ms);
   else
-    call(c, id, "reduce", ARGS(AB("x", x, n * 4)), &r, timeout_ms);
-  double got = reply_ok(&r, id) ? obj_num(proto_map_get(r.result, "value")) : NAN;
+    rr_call(c, id, "reduce", ARGS(AB("x", x, n * 4)), &r, timeout_ms);
+  double got = rr_reply_ok(&r, id) ? rr_num(proto_map_get(r.result, "value")) : NAN;
   int ok = fabs(got - ref) <= 1e-5 * mag + 1e-6;
   if (!ok && why) {
-    if (reply_ok(&r, id))
+    if (rr_reply_ok(&r, id))
       snprintf(why, whylen, "sum %.9g, reference %.9g", got, ref);
     else
-      snprintf(why, whylen, "%s", reply_desc(&r));
+      snprintf(why, whylen, "%s", rr_reply_desc(&r));
   }
-  reply_free(&r);
+  rr_reply_free(&r);
   free(x);
   return ok;
-}
-
-/* Entries of alpha * A * B (row-major, no transposes) at `samples` random
- * places, against a float64 reference scaled by the sum of magnitudes. */
-static int sgemm_entries_ok(const void *c, const float *a, const float *b, int m, int n, int k,
-                            double alpha, int samples, char *why, size_t whylen) {
-  for (int s = 0; s < samples; s++) {
-    int i = (int)(test_rand_u64(&g_rng) % (uint64_t)m), j = (int)(test_rand_u64(&g_rng) % (uint64_t)n);
-    double ref = 0, mag = 0;
-    for (int p = 0; p < k; p++) {
-      double t = (double)a[(size_t)i * k + p] * b[(size_t)p * n + j];
-      ref += t;
-      mag += fabs(t);
-    }
-    ref *= alpha;
-    mag *= fabs(alpha);
-    double got = ld_f32(c, (size_t)i * n + j);
-    if (!(fabs(got - ref) <= 2e-4 * mag + 1e-6)) {
-      snprintf(why, whylen, "C[%d][%d] = %.9g, reference %.9g", i, j, got, ref);
-      return 0;
-    }
-  }
-  return 1;
-}
-
-static const msgpack_object *result_bin(const reply *r, const char *key, size_t bytes) {
-  if (!r->valid || r->is_error) return NULL;
-  const msgpack_object *o = proto_map_get(r->result, key);
-  if (!o || o->type != MSGPACK_OBJECT_BIN || o->via.bin.size != bytes) return NULL;
-  return o;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -617,26 +243,26 @@ static void test_socket_activation(void) {
   snprintf(ignored, sizeof ignored, "%s/ignored.sock", dir);
   snprintf(log, sizeof log, "%s/gkcd.log", dir);
 
-  g_ctx = "activation: one socket from LISTEN_FDS";
+  rr_ctx = "activation: one socket from LISTEN_FDS";
   {
     int lfd = listen_unix(act);
     const char *const args[] = {"--backend", "cpu", "--socket", ignored, NULL};
     pid_t pid = spawn_activated(&lfd, 1, args, log);
     close(lfd); /* gkcd holds it now; if it dies, clients get a reset */
 
-    tconn c;
-    CHECK(tconn_open_path(&c, act) == 0, "connect %s: %s", act, strerror(errno));
-    reply r;
-    call(&c, 1, "ping", NULL, 0, &r, 15000);
-    const msgpack_object *proto = reply_ok(&r, 1) ? proto_map_get(r.result, "protocol") : NULL;
-    const msgpack_object *be = reply_ok(&r, 1) ? proto_map_get(r.result, "backend") : NULL;
-    CHECK(proto && obj_num(proto) == 1 && be && be->type == MSGPACK_OBJECT_STR &&
+    rr_conn c;
+    CHECK(rr_open_path(&c, act) == 0, "connect %s: %s", act, strerror(errno));
+    rr_reply r;
+    rr_call(&c, 1, "ping", NULL, 0, &r, 15000);
+    const msgpack_object *proto = rr_reply_ok(&r, 1) ? proto_map_get(r.result, "protocol") : NULL;
+    const msgpack_object *be = rr_reply_ok(&r, 1) ? proto_map_get(r.result, "backend") : NULL;
+    CHECK(proto && rr_num(proto) == 1 && be && be->type == MSGPACK_OBJECT_STR &&
               be->via.str.size == 3 && !memcmp(be->via.str.ptr, "cpu", 3),
-          "ping on the activated socket: %s; log:\n%s", reply_desc(&r), slurp(log));
-    reply_free(&r);
+          "ping on the activated socket: %s; log:\n%s", rr_reply_desc(&r), rr_slurp(log));
+    rr_reply_free(&r);
     char why[200] = "";
     CHECK(good_reduce(&c, 2, 5000, NULL, 10000, why, sizeof why), "raw reduce: %s", why);
-    tconn_close(&c);
+    rr_close(&c);
 
     /* And through the library. */
     gkc_conn *gc;
@@ -651,22 +277,22 @@ static void test_socket_activation(void) {
     gkc_close(gc);
 
     CHECK(!path_exists(ignored), "gkcd created %s although systemd passed a socket", ignored);
-    CHECK(strstr(slurp(log), "from systemd") != NULL, "log does not say the socket came from systemd:\n%s",
-          slurp(log));
-    CHECK(strstr(slurp(log), act) != NULL, "log does not name %s:\n%s", act, slurp(log));
+    CHECK(strstr(rr_slurp(log), "from systemd") != NULL, "log does not say the socket came from systemd:\n%s",
+          rr_slurp(log));
+    CHECK(strstr(rr_slurp(log), act) != NULL, "log does not name %s:\n%s", act, rr_slurp(log));
 
     kill(pid, SIGTERM);
     int st = wait_exit(pid, 10000);
     char d[64];
     if (st == -1) kill(pid, SIGKILL), waitpid(pid, NULL, 0);
     CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "gkcd after SIGTERM: %s; log:\n%s",
-          describe_status(st, d, sizeof d), slurp(log));
+          describe_status(st, d, sizeof d), rr_slurp(log));
     CHECK(is_socket_file(act), "the activated socket file %s was removed (it is systemd's)", act);
     CHECK(!path_exists(ignored), "%s exists after exit", ignored);
     unlink(act);
   }
 
-  g_ctx = "activation: LISTEN_FDS=2";
+  rr_ctx = "activation: LISTEN_FDS=2";
   {
     char b[300];
     snprintf(b, sizeof b, "%s/second.sock", dir);
@@ -679,8 +305,8 @@ static void test_socket_activation(void) {
     char d[64];
     if (st == -1) kill(pid, SIGKILL), waitpid(pid, NULL, 0);
     CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 1, "gkcd given two sockets: %s (want exit 1); log:\n%s",
-          describe_status(st, d, sizeof d), slurp(log));
-    CHECK(strstr(slurp(log), "2 sockets") != NULL, "log does not name the problem:\n%s", slurp(log));
+          describe_status(st, d, sizeof d), rr_slurp(log));
+    CHECK(strstr(rr_slurp(log), "2 sockets") != NULL, "log does not name the problem:\n%s", rr_slurp(log));
     CHECK(!path_exists(ignored), "gkcd created %s", ignored);
   }
   remove_tmpdir(dir);
@@ -698,9 +324,9 @@ typedef struct {
 
 /* Reads the datagrams waiting on fd (for up to ms) into n. */
 static void read_notes(int fd, notes *n, int ms, double t_ready) {
-  double end = now_s() + ms / 1000.0;
+  double end = rr_now_s() + ms / 1000.0;
   for (;;) {
-    int left = (int)((end - now_s()) * 1000);
+    int left = (int)((end - rr_now_s()) * 1000);
     if (left < 0) left = 0;
     struct pollfd p = {fd, POLLIN, 0};
     if (poll(&p, 1, left) <= 0) return;
@@ -717,7 +343,7 @@ static void read_notes(int fd, notes *n, int ms, double t_ready) {
         snprintf(n->status_text, sizeof n->status_text, "%s", line + 7);
       } else if (!strcmp(line, "WATCHDOG=1")) {
         if (!n->ready) n->order_ok = 0;
-        if (!n->watchdog) n->first_watchdog_s = now_s() - t_ready;
+        if (!n->watchdog) n->first_watchdog_s = rr_now_s() - t_ready;
         n->watchdog++;
       } else if (!strcmp(line, "STOPPING=1")) {
         n->stopping++;
@@ -727,7 +353,7 @@ static void read_notes(int fd, notes *n, int ms, double t_ready) {
 }
 
 static void test_notify(void) {
-  g_ctx = "sd_notify";
+  rr_ctx = "sd_notify";
   char dir[256], path[300];
   make_tmpdir(dir, sizeof dir);
   snprintf(path, sizeof path, "%s/notify.sock", dir);
@@ -742,30 +368,30 @@ static void test_notify(void) {
   const char *const env[] = {e1, "WATCHDOG_USEC=200000", NULL};
   fixture f;
   fixture_start(&f, NULL, env);
-  double t0 = now_s();
+  double t0 = rr_now_s();
   notes n = {0, 0, 0, 0, 1, -1, ""};
   /* The kernel queues only a few datagrams (net.unix.max_dgram_qlen), so
    * read continuously: until 2 watchdog pings are in, for at most 1 s. */
-  while (now_s() - t0 < 1.0 && (n.watchdog < 2 || !n.ready || !n.status))
+  while (rr_now_s() - t0 < 1.0 && (n.watchdog < 2 || !n.ready || !n.status))
     read_notes(nfd, &n, 50, t0);
-  double dt = now_s() - t0;
+  double dt = rr_now_s() - t0;
   CHECK(n.ready == 1, "READY=1 received %d times", n.ready);
   CHECK(n.status >= 1 && strstr(n.status_text, "serving"), "STATUS: %d lines, last \"%s\"", n.status,
         n.status_text);
   CHECK(n.watchdog >= 2, "%d WATCHDOG=1 in %.2f s with WATCHDOG_USEC=200000 (expected one per 100 ms)",
         n.watchdog, dt);
   CHECK(n.order_ok, "WATCHDOG=1 came before READY=1");
-  CHECK(strstr(slurp(f.log), "watchdog") != NULL, "log does not mention the watchdog");
+  CHECK(strstr(rr_slurp(f.log), "watchdog") != NULL, "log does not mention the watchdog");
   /* Still serving while notifying. */
-  tconn c;
-  tconn_open(&c, &f);
-  CHECK(ping_ok(&c, 5000), "ping failed");
-  tconn_close(&c);
+  rr_conn c;
+  rr_open(&c, &f);
+  CHECK(rr_ping(&c, 5000, NULL, 0), "ping failed");
+  rr_close(&c);
 
   /* SIGTERM: STOPPING=1.  Keep reading while it shuts down. */
   kill(f.pid, SIGTERM);
   int st = -1;
-  for (double t1 = now_s(); now_s() - t1 < 10;) {
+  for (double t1 = rr_now_s(); rr_now_s() - t1 < 10;) {
     read_notes(nfd, &n, 20, t0);
     int s;
     if (waitpid(f.pid, &s, WNOHANG) == f.pid) {
@@ -796,16 +422,13 @@ static void test_notify(void) {
 static void check_start_fails_(int line, const char *const *args, const char *n1, const char *n2) {
   fixture f;
   int st = fixture_try_start(&f, args, NULL);
-  char *log = slurp(f.log);
-  n_checks++;
+  char *log = rr_slurp(f.log);
   char why[64];
-  if (st == -1 || !WIFEXITED(st) || WEXITSTATUS(st) != 2 || (n1 && !strstr(log, n1)) ||
-      (n2 && !strstr(log, n2))) {
-    n_failed++;
-    fprintf(stderr, "%s:%d: CHECK FAILED [%s]: want exit 2 and \"%s\", \"%s\" in stderr; got %s, stderr:\n%s\n",
-            __FILE__, line, g_ctx, n1 ? n1 : "", n2 ? n2 : "",
-            st == -1 ? "a running daemon" : describe_status(st, why, sizeof why), log);
-  }
+  int ok = st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 2 && (!n1 || strstr(log, n1)) &&
+           (!n2 || strstr(log, n2));
+  rr_check_at(__FILE__, line, ok, "want exit 2 and \"%s\", \"%s\" in stderr; got %s, stderr:\n%s",
+              n1 ? n1 : "", n2 ? n2 : "", st == -1 ? "a running daemon" : describe_status(st, why, sizeof why),
+              log);
   if (st == -1)
     STOP_DAEMON(&f);
   else
@@ -817,7 +440,7 @@ static void test_config(void) {
   make_tmpdir(dir, sizeof dir);
   snprintf(conf, sizeof conf, "%s/gkcd.conf", dir);
 
-  g_ctx = "config: values from the file";
+  rr_ctx = "config: values from the file";
   write_file(conf,
              "# gkcd settings for the test\n"
              "\n"
@@ -830,27 +453,27 @@ static void test_config(void) {
     fixture f;
     const char *const args[] = {"--config", conf, NULL};
     fixture_start(&f, args, NULL);
-    tconn c;
-    tconn_open(&c, &f);
+    rr_conn c;
+    rr_open(&c, &f);
     double mrb = status_on(&c, "limits.max_request_bytes"), th = status_on(&c, "limits.threads");
     double idle = status_on(&c, "limits.idle_timeout_s");
     CHECK(mrb == 65536, "limits.max_request_bytes = %.0f", mrb);
     CHECK(th == 1, "limits.threads = %.0f", th);
     CHECK(idle == 0, "limits.idle_timeout_s = %g", idle);
     /* The limit is really applied: an 80 KB request is too large. */
-    float *x = rand_floats(20000);
-    reply r;
-    call(&c, 5, "reduce", ARGS(AB("x", x, 80000)), &r, 10000);
-    CHECK(reply_err(&r, 5, "too_large") && strstr(r.msg, "65536"),
-          "80 KB request under max_request_bytes = 64K: %s", reply_desc(&r));
-    reply_free(&r);
+    float *x = rr_rand_floats(20000);
+    rr_reply r;
+    rr_call(&c, 5, "reduce", ARGS(AB("x", x, 80000)), &r, 10000);
+    CHECK(rr_reply_err(&r, 5, "too_large") && strstr(r.msg, "65536"),
+          "80 KB request under max_request_bytes = 64K: %s", rr_reply_desc(&r));
+    rr_reply_free(&r);
     free(x);
-    tconn_close(&c);
-    CHECK(strstr(slurp(f.log), conf) != NULL, "log does not name the config file");
+    rr_close(&c);
+    CHECK(strstr(rr_slurp(f.log), conf) != NULL, "log does not name the config file");
     STOP_DAEMON(&f);
   }
 
-  g_ctx = "config: a flag overrides the file";
+  rr_ctx = "config: a flag overrides the file";
   {
     fixture f;
     const char *const args[] = {"--max-request-bytes", "128K", "--config", conf, NULL};
@@ -862,32 +485,32 @@ static void test_config(void) {
   }
 
   const char *const args[] = {"--config", conf, NULL};
-  g_ctx = "config: unknown key";
+  rr_ctx = "config: unknown key";
   write_file(conf, "# comment\nthreads = 1\nfrobnicate = 7\nmax_queue = 5\n");
   snprintf(needle, sizeof needle, "%s:3:", conf);
   CHECK_START_FAILS(args, needle, "frobnicate");
 
-  g_ctx = "config: bad value";
+  rr_ctx = "config: bad value";
   write_file(conf, "max_request_bytes = 1M\nthreads = lots\n");
   snprintf(needle, sizeof needle, "%s:2:", conf);
   CHECK_START_FAILS(args, needle, "lots");
 
-  g_ctx = "config: value out of range";
+  rr_ctx = "config: value out of range";
   write_file(conf, "\n\n\n\n\nthreads = 0\n");
   snprintf(needle, sizeof needle, "%s:6:", conf);
   CHECK_START_FAILS(args, needle, "threads");
 
-  g_ctx = "config: missing '='";
+  rr_ctx = "config: missing '='";
   write_file(conf, "\n# x\nthreads = 1\nmax_queue 5\n");
   snprintf(needle, sizeof needle, "%s:4:", conf);
   CHECK_START_FAILS(args, needle, "max_queue 5");
 
-  g_ctx = "config: 'config' is not a key of the file";
+  rr_ctx = "config: 'config' is not a key of the file";
   write_file(conf, "config = /etc/passwd\n");
   snprintf(needle, sizeof needle, "%s:1:", conf);
   CHECK_START_FAILS(args, needle, "config");
 
-  g_ctx = "config: missing explicit file";
+  rr_ctx = "config: missing explicit file";
   char missing[300];
   snprintf(missing, sizeof missing, "%s/no-such.conf", dir);
   const char *const margs[] = {"--config", missing, NULL};
@@ -918,19 +541,19 @@ static int ping_as(const char *sock, uid_t uid, gid_t gid, pid_t *cpid) {
     if (setgroups(0, NULL) != 0 || setgid(gid) != 0 || setuid(uid) != 0 || getuid() != uid ||
         geteuid() != uid)
       _exit(PC_SETID);
-    tconn c;
-    int e = tconn_open_path(&c, sock);
+    rr_conn c;
+    int e = rr_open_path(&c, sock);
     if (e) {
       fprintf(stderr, "uid %d: connect %s: %s\n", (int)uid, sock, strerror(e));
       _exit(PC_CONNECT);
     }
-    frame_t f;
-    fr_init(&f);
-    pack_request(&f, 77, "ping", NULL, 0);
-    send_some(c.fd, f.sb.data, f.sb.size); /* may fail: the daemon may have closed already */
-    reply r;
-    get_reply(&c, &r, 5000);
-    if (reply_ok(&r, 77)) _exit(PC_ANSWERED);
+    rr_frame f;
+    rr_frame_init(&f);
+    rr_pack_request(&f, 77, "ping", NULL, 0);
+    rr_send_some(c.fd, f.sb.data, f.sb.size); /* may fail: the daemon may have closed already */
+    rr_reply r;
+    rr_get_reply(&c, &r, 5000);
+    if (rr_reply_ok(&r, 77)) _exit(PC_ANSWERED);
     if (!r.got && r.rf == RF_CLOSED) _exit(PC_CLOSED);
     if (!r.got && r.rf == RF_TIMEOUT) _exit(PC_TIMEOUT);
     _exit(PC_OTHER);
@@ -955,7 +578,7 @@ static void test_peer_credentials(void) {
   pid_t cpid;
   char needle[200];
 
-  g_ctx = "peer credentials: no allow lists";
+  rr_ctx = "peer credentials: no allow lists";
   {
     fixture f;
     const char *const args[] = {"--socket-mode", "0666", NULL};
@@ -970,23 +593,23 @@ static void test_peer_credentials(void) {
     double after = status_val(&f, "refused_connections");
     CHECK(before == 0 && after == 1, "refused_connections %g before, %g after", before, after);
     snprintf(needle, sizeof needle, "refused connection from pid %d uid 65534", (int)cpid);
-    CHECK(strstr(slurp(f.log), needle) != NULL, "log lacks \"%s\":\n%s", needle, slurp(f.log));
+    CHECK(strstr(rr_slurp(f.log), needle) != NULL, "log lacks \"%s\":\n%s", needle, rr_slurp(f.log));
     /* root (the test) is still served */
-    tconn c;
-    tconn_open(&c, &f);
-    CHECK(ping_ok(&c, 5000), "root's ping failed");
-    tconn_close(&c);
+    rr_conn c;
+    rr_open(&c, &f);
+    CHECK(rr_ping(&c, 5000, NULL, 0), "root's ping failed");
+    rr_close(&c);
     STOP_DAEMON(&f);
   }
 
-  g_ctx = "peer credentials: --allow-users 65534";
+  rr_ctx = "peer credentials: --allow-users 65534";
   {
     fixture f;
     const char *const args[] = {"--socket-mode", "0666", "--allow-users", "65534", NULL};
     fixture_start(&f, args, NULL);
     chmod(f.dir, 0711);
     int r = ping_as(f.sock, NOBODY, NOBODY, &cpid);
-    CHECK(r == PC_ANSWERED, "uid 65534 with --allow-users 65534: %s; log:\n%s", pc_name(r), slurp(f.log));
+    CHECK(r == PC_ANSWERED, "uid 65534 with --allow-users 65534: %s; log:\n%s", pc_name(r), rr_slurp(f.log));
     /* The list allows that user, not everyone. */
     r = ping_as(f.sock, 65533, 65533, &cpid);
     CHECK(r == PC_CLOSED, "uid 65533 with --allow-users 65534: %s", pc_name(r));
@@ -1008,7 +631,7 @@ typedef struct {
 
 static void *sender_main(void *vp) {
   sender *s = vp;
-  s->err = send_some(s->fd, s->p, s->n);
+  s->err = rr_send_some(s->fd, s->p, s->n);
   return NULL;
 }
 
@@ -1017,84 +640,84 @@ static void test_max_conn_requests(void) {
   const char *const args[] = {"--max-conn-requests", "2", "--threads", "2", NULL};
   fixture_start(&f, args, NULL);
 
-  g_ctx = "back-pressure: 100 pipelined requests, --max-conn-requests 2";
+  rr_ctx = "back-pressure: 100 pipelined requests, --max-conn-requests 2";
   {
     enum { NREQ = 100, NX = 256 };
-    float *x = rand_floats((size_t)NREQ * NX);
+    float *x = rr_rand_floats((size_t)NREQ * NX);
     double ref[NREQ], mag[NREQ];
-    frame_t fr;
-    fr_init(&fr);
+    rr_frame fr;
+    rr_frame_init(&fr);
     for (int i = 0; i < NREQ; i++) {
       ref[i] = mag[i] = 0;
       for (int j = 0; j < NX; j++) ref[i] += x[i * NX + j], mag[i] += fabs(x[i * NX + j]);
-      pack_request(&fr, 1000 + (uint32_t)i, "reduce", ARGS(AB("x", x + (size_t)i * NX, NX * 4)));
+      rr_pack_request(&fr, 1000 + (uint32_t)i, "reduce", ARGS(AB("x", x + (size_t)i * NX, NX * 4)));
     }
-    tconn c;
-    tconn_open(&c, &f);
+    rr_conn c;
+    rr_open(&c, &f);
     /* About 27 KB: the socket buffers take it all, then the replies come. */
     test_send_all(c.fd, fr.sb.data, fr.sb.size);
     int seen[NREQ] = {0}, good = 0, bad = 0;
     for (int i = 0; i < NREQ; i++) {
-      reply r;
-      get_reply(&c, &r, 10000);
+      rr_reply r;
+      rr_get_reply(&c, &r, 10000);
       if (!r.valid || r.is_error || r.msgid < 1000 || r.msgid >= 1000 + NREQ) {
-        if (bad++ < 3) fprintf(stderr, "reply %d: %s (msgid %u)\n", i, reply_desc(&r), r.msgid);
+        if (bad++ < 3) fprintf(stderr, "reply %d: %s (msgid %u)\n", i, rr_reply_desc(&r), r.msgid);
         int stop = !r.got;
-        reply_free(&r);
+        rr_reply_free(&r);
         if (stop) break;
         continue;
       }
       int j = (int)(r.msgid - 1000);
-      double v = obj_num(proto_map_get(r.result, "value"));
+      double v = rr_num(proto_map_get(r.result, "value"));
       if (!seen[j]++ && fabs(v - ref[j]) <= 1e-5 * mag[j]) good++;
-      reply_free(&r);
+      rr_reply_free(&r);
     }
     CHECK(good == NREQ && bad == 0, "%d of %d pipelined requests answered correctly, %d bad", good, NREQ, bad);
-    CHECK(ping_ok(&c, 5000), "connection unusable afterwards");
-    tconn_close(&c);
-    fr_free(&fr);
+    CHECK(rr_ping(&c, 5000, NULL, 0), "connection unusable afterwards");
+    rr_close(&c);
+    rr_frame_free(&fr);
     free(x);
   }
 
   /* Compute-heavy requests, so that a connection's work in flight can be
    * watched: with the limit, no more than 2 are ever in flight. */
-  g_ctx = "back-pressure: in_flight never exceeds --max-conn-requests 2";
+  rr_ctx = "back-pressure: in_flight never exceeds --max-conn-requests 2";
   {
     enum { NREQ = 12, D = 320 };
-    float *a = rand_floats(D * D), *b = rand_floats(D * D);
-    frame_t fr;
-    fr_init(&fr);
+    float *a = rr_rand_floats(D * D), *b = rr_rand_floats(D * D);
+    rr_frame fr;
+    rr_frame_init(&fr);
     for (int i = 0; i < NREQ; i++)
-      pack_request(&fr, 2000 + (uint32_t)i, "sgemm",
-                   ARGS(AI("m", D), AI("n", D), AI("k", D), AB("a", a, D * D * 4), AB("b", b, D * D * 4),
-                        AF("alpha", 1.0 + i)));
-    tconn c, side;
-    tconn_open(&c, &f);
-    tconn_open(&side, &f);
+      rr_pack_request(&fr, 2000 + (uint32_t)i, "sgemm",
+                      ARGS(AI("m", D), AI("n", D), AI("k", D), AB("a", a, D * D * 4), AB("b", b, D * D * 4),
+                           AF("alpha", 1.0 + i)));
+    rr_conn c, side;
+    rr_open(&c, &f);
+    rr_open(&side, &f);
     sender s = {c.fd, fr.sb.data, fr.sb.size, 0};
     pthread_t th;
     pthread_create(&th, NULL, sender_main, &s);
     int got = 0, good = 0, samples = 0;
     double max_in_flight = 0;
-    double t0 = now_s();
-    while (got < NREQ && now_s() - t0 < 30) {
-      reply r;
-      get_reply(&c, &r, 2);
+    double t0 = rr_now_s();
+    while (got < NREQ && rr_now_s() - t0 < 30) {
+      rr_reply r;
+      rr_get_reply(&c, &r, 2);
       if (r.got) {
         got++;
-        const msgpack_object *cb = result_bin(&r, "c", D * D * 4);
+        const msgpack_object *cb = rr_result_bin(&r, "c", D * D * 4);
         char why[200] = "";
         if (cb && r.msgid >= 2000 && r.msgid < 2000 + NREQ &&
-            sgemm_entries_ok(cb->via.bin.ptr, a, b, D, D, D, 1.0 + (r.msgid - 2000), 4, why, sizeof why))
+            rr_sgemm_entries_ok(cb->via.bin.ptr, a, b, D, D, D, 1.0 + (r.msgid - 2000), 4, why, sizeof why))
           good++;
         else
-          fprintf(stderr, "sgemm reply: %s %s\n", reply_desc(&r), why);
+          fprintf(stderr, "sgemm reply: %s %s\n", rr_reply_desc(&r), why);
       } else if (r.rf != RF_TIMEOUT) {
-        fprintf(stderr, "sgemm replies: %s\n", rf_name(r.rf));
-        reply_free(&r);
+        fprintf(stderr, "sgemm replies: %s\n", rr_rf_name(r.rf));
+        rr_reply_free(&r);
         break;
       }
-      reply_free(&r);
+      rr_reply_free(&r);
       double v = status_on(&side, "in_flight");
       samples++;
       if (v > max_in_flight) max_in_flight = v;
@@ -1104,16 +727,16 @@ static void test_max_conn_requests(void) {
     CHECK(max_in_flight <= 2 && max_in_flight >= 1, "max in_flight seen %g (in %d samples)", max_in_flight,
           samples);
     fprintf(stderr, "max-conn-requests 2: max in_flight %g over %d samples\n", max_in_flight, samples);
-    tconn_close(&side);
-    tconn_close(&c);
-    fr_free(&fr);
+    rr_close(&side);
+    rr_close(&c);
+    rr_frame_free(&fr);
     free(a), free(b);
   }
   STOP_DAEMON(&f);
 }
 
 static void test_slow_reader(void) {
-  g_ctx = "back-pressure: a client that never reads";
+  rr_ctx = "back-pressure: a client that never reads";
   fixture f;
   /* --max-conn-requests 8 keeps what the daemon legitimately holds small
    * next to what it must not hold; on its own it would not stop the
@@ -1121,23 +744,23 @@ static void test_slow_reader(void) {
   const char *const args[] = {"--max-conn-reply-bytes", "1M", "--max-conn-requests", "8", NULL};
   fixture_start(&f, args, NULL);
   enum { NREQ = 200, M = 256, N = 256 }; /* k = 1: each result 256 KiB, each request 2 KiB */
-  tconn good;
-  tconn_open(&good, &f);
+  rr_conn good;
+  rr_open(&good, &f);
   uint32_t gid = 1;
   int good_ok = 0, good_n = 0;
   char why[200];
   for (int i = 0; i < 5; i++, good_n++) good_ok += good_reduce(&good, gid++, 1000, NULL, 5000, NULL, 0);
   long rss0 = fixture_rss_kib(&f);
 
-  float *a = rand_floats((size_t)NREQ * M), *b = rand_floats((size_t)NREQ * N);
-  frame_t fr;
-  fr_init(&fr);
+  float *a = rr_rand_floats((size_t)NREQ * M), *b = rr_rand_floats((size_t)NREQ * N);
+  rr_frame fr;
+  rr_frame_init(&fr);
   for (int i = 0; i < NREQ; i++)
-    pack_request(&fr, (uint32_t)i, "sgemm",
-                 ARGS(AI("m", M), AI("n", N), AI("k", 1), AB("a", a + (size_t)i * M, M * 4),
-                      AB("b", b + (size_t)i * N, N * 4)));
-  tconn slow;
-  tconn_open(&slow, &f);
+    rr_pack_request(&fr, (uint32_t)i, "sgemm",
+                    ARGS(AI("m", M), AI("n", N), AI("k", 1), AB("a", a + (size_t)i * M, M * 4),
+                         AB("b", b + (size_t)i * N, N * 4)));
+  rr_conn slow;
+  rr_open(&slow, &f);
   /* About 420 KB: more than the socket buffers hold once gkcd stops
    * reading, so a thread sends it. */
   sender s = {slow.fd, fr.sb.data, fr.sb.size, 0};
@@ -1146,18 +769,18 @@ static void test_slow_reader(void) {
 
   /* For 1.5 s the other client keeps working, and gkcd's memory is watched. */
   long rss_max = rss0;
-  double worst = 0, t0 = now_s();
-  while (now_s() - t0 < 1.5) {
-    double t1 = now_s();
+  double worst = 0, t0 = rr_now_s();
+  while (rr_now_s() - t0 < 1.5) {
+    double t1 = rr_now_s();
     int ok = good_reduce(&good, gid++, 1000, NULL, 5000, why, sizeof why);
-    double dt = now_s() - t1;
+    double dt = rr_now_s() - t1;
     if (dt > worst) worst = dt;
     if (!ok) fprintf(stderr, "good client, request %u: %s\n", gid - 1, why);
     good_ok += ok && dt < 2.0;
     good_n++;
     long rss = fixture_rss_kib(&f);
     if (rss > rss_max) rss_max = rss;
-    sleep_ms(10);
+    rr_sleep_ms(10);
   }
   CHECK(good_ok == good_n, "other client: %d of %d requests answered correctly within 2 s (slowest %.3f s)",
         good_ok, good_n, worst);
@@ -1180,13 +803,13 @@ static void test_slow_reader(void) {
   /* Now it reads: every reply arrives, right. */
   int seen[NREQ] = {0}, right = 0, in_order = 1, next = 0;
   for (int i = 0; i < NREQ; i++) {
-    reply r;
-    get_reply(&slow, &r, 20000);
-    const msgpack_object *cb = result_bin(&r, "c", (size_t)M * N * 4);
+    rr_reply r;
+    rr_get_reply(&slow, &r, 20000);
+    const msgpack_object *cb = rr_result_bin(&r, "c", (size_t)M * N * 4);
     if (!cb || r.msgid_nil || r.msgid >= NREQ) {
-      fprintf(stderr, "slow reader, reply %d: %s\n", i, reply_desc(&r));
+      fprintf(stderr, "slow reader, reply %d: %s\n", i, rr_reply_desc(&r));
       int stop = !r.got;
-      reply_free(&r);
+      rr_reply_free(&r);
       if (stop) break;
       continue;
     }
@@ -1202,7 +825,7 @@ static void test_slow_reader(void) {
     int entries_ok = 1;
     for (int p = 0; p < M; p++)
       for (int q = 0; q < N; q++) {
-        double v = ld_f32(cb->via.bin.ptr, (size_t)p * N + q), want = (double)aj[p] * bj[q];
+        double v = rr_ld_f32(cb->via.bin.ptr, (size_t)p * N + q), want = (double)aj[p] * bj[q];
         sum += v;
         if (fabs(v - want) > 1e-6 * fabs(want) + 1e-30) entries_ok = 0;
       }
@@ -1211,17 +834,17 @@ static void test_slow_reader(void) {
     else
       fprintf(stderr, "slow reader: msgid %u wrong (checksum %.9g, reference %.9g, entries %s, seen %d)\n",
               j, sum, sa * sb, entries_ok ? "ok" : "WRONG", seen[j]);
-    reply_free(&r);
+    rr_reply_free(&r);
   }
   pthread_join(th, NULL);
   CHECK(s.err == 0, "sending the slow client's requests: %s", strerror(s.err));
   CHECK(right == NREQ, "slow client: %d of %d replies right", right, NREQ);
   fprintf(stderr, "slow reader: %d replies, %s\n", right, in_order ? "in order" : "not in msgid order");
-  CHECK(ping_ok(&slow, 5000), "slow client's connection unusable afterwards");
-  CHECK(ping_ok(&good, 5000), "other client's connection unusable afterwards");
-  tconn_close(&slow);
-  tconn_close(&good);
-  fr_free(&fr);
+  CHECK(rr_ping(&slow, 5000, NULL, 0), "slow client's connection unusable afterwards");
+  CHECK(rr_ping(&good, 5000, NULL, 0), "other client's connection unusable afterwards");
+  rr_close(&slow);
+  rr_close(&good);
+  rr_frame_free(&fr);
   free(a), free(b);
   STOP_DAEMON(&f);
 }
@@ -1241,38 +864,38 @@ typedef struct {
 
 static void *budget_client_main(void *vp) {
   budget_client *w = vp;
-  g_rng = w->seed;
-  tconn c;
-  tconn_open(&c, w->f);
-  frame_t fr;
-  fr_init(&fr);
+  rr_rng = w->seed;
+  rr_conn c;
+  rr_open(&c, w->f);
+  rr_frame fr;
+  rr_frame_init(&fr);
   uint32_t base = (uint32_t)w->id * 100;
   for (int i = 0; i < w->nreq; i++)
-    pack_request(&fr, base + (uint32_t)i, "sgemm",
-                 ARGS(AI("m", BD), AI("n", BD), AI("k", BD), AB("a", w->a, BD * BD * 4),
-                      AB("b", w->b, BD * BD * 4), AF("alpha", 1.0 + w->id * 10 + i)));
-  int e = send_some(c.fd, fr.sb.data, fr.sb.size);
-  fr_free(&fr);
+    rr_pack_request(&fr, base + (uint32_t)i, "sgemm",
+                    ARGS(AI("m", BD), AI("n", BD), AI("k", BD), AB("a", w->a, BD * BD * 4),
+                         AB("b", w->b, BD * BD * 4), AF("alpha", 1.0 + w->id * 10 + i)));
+  int e = rr_send_some(c.fd, fr.sb.data, fr.sb.size);
+  rr_frame_free(&fr);
   if (e) w->bad++;
   for (int i = 0; i < w->nreq && !e; i++) {
-    reply r;
-    get_reply(&c, &r, 20000);
+    rr_reply r;
+    rr_get_reply(&c, &r, 20000);
     char why[200] = "";
-    const msgpack_object *cb = result_bin(&r, "c", BD * BD * 4);
+    const msgpack_object *cb = rr_result_bin(&r, "c", BD * BD * 4);
     if (r.valid && !r.msgid_nil && r.msgid >= base && r.msgid < base + (uint32_t)w->nreq && cb &&
-        sgemm_entries_ok(cb->via.bin.ptr, w->a, w->b, BD, BD, BD, 1.0 + w->id * 10 + (r.msgid - base), 8,
-                         why, sizeof why)) {
+        rr_sgemm_entries_ok(cb->via.bin.ptr, w->a, w->b, BD, BD, BD, 1.0 + w->id * 10 + (r.msgid - base), 8,
+                            why, sizeof why)) {
       w->ok++;
     } else if (r.valid && r.is_error && !strcmp(r.code, "busy") && strstr(r.msg, "--budget-queue")) {
       w->busy++;
     } else {
       w->bad++;
-      fprintf(stderr, "budget client %d, msgid %u: %s %s\n", w->id, r.msgid, reply_desc(&r), why);
+      fprintf(stderr, "budget client %d, msgid %u: %s %s\n", w->id, r.msgid, rr_reply_desc(&r), why);
       if (!r.got) i = w->nreq;
     }
-    reply_free(&r);
+    rr_reply_free(&r);
   }
-  tconn_close(&c);
+  rr_close(&c);
   return NULL;
 }
 
@@ -1280,52 +903,52 @@ static void test_memory_budget(void) {
   fixture f;
   const char *const args[] = {"--memory-budget", "4M", "--budget-queue", "2", "--threads", "1", NULL};
   fixture_start(&f, args, NULL);
-  tconn c;
-  tconn_open(&c, &f);
+  rr_conn c;
+  rr_open(&c, &f);
 
-  g_ctx = "memory budget: limits";
+  rr_ctx = "memory budget: limits";
   CHECK(status_on(&c, "limits.memory_budget") == 4194304, "limits.memory_budget = %g",
         status_on(&c, "limits.memory_budget"));
   CHECK(status_on(&c, "limits.budget_queue") == 2, "limits.budget_queue = %g", status_on(&c, "limits.budget_queue"));
 
-  g_ctx = "memory budget: a request that can never fit";
+  rr_ctx = "memory budget: a request that can never fit";
   {
     /* 1024 x 1024 result: 4 MiB, plus the 8 KB request: over 4 MiB. */
-    float *v = rand_floats(1024);
-    reply r;
-    double t0 = now_s();
-    call(&c, 7, "sgemm", ARGS(AI("m", 1024), AI("n", 1024), AI("k", 1), AB("a", v, 4096), AB("b", v, 4096)), &r,
-         10000);
-    double dt = now_s() - t0;
-    CHECK(reply_err(&r, 7, "too_large") && strstr(r.msg, "--memory-budget"),
-          "sgemm needing 4 MiB + 8 KB: %s", reply_desc(&r));
+    float *v = rr_rand_floats(1024);
+    rr_reply r;
+    double t0 = rr_now_s();
+    rr_call(&c, 7, "sgemm", ARGS(AI("m", 1024), AI("n", 1024), AI("k", 1), AB("a", v, 4096), AB("b", v, 4096)), &r,
+            10000);
+    double dt = rr_now_s() - t0;
+    CHECK(rr_reply_err(&r, 7, "too_large") && strstr(r.msg, "--memory-budget"),
+          "sgemm needing 4 MiB + 8 KB: %s", rr_reply_desc(&r));
     CHECK(dt < 1.0, "too_large took %.3f s", dt);
-    reply_free(&r);
-    CHECK(ping_ok(&c, 5000), "connection closed after too_large");
+    rr_reply_free(&r);
+    CHECK(rr_ping(&c, 5000, NULL, 0), "connection closed after too_large");
     /* Just under: 1000 x 1000 (3.8 MiB) fits and is computed. */
-    float *a = rand_floats(1000), *b = rand_floats(1000);
-    call(&c, 8, "sgemm", ARGS(AI("m", 1000), AI("n", 1000), AI("k", 1), AB("a", a, 4000), AB("b", b, 4000)), &r,
-         10000);
-    const msgpack_object *cb = result_bin(&r, "c", 4000000);
+    float *a = rr_rand_floats(1000), *b = rr_rand_floats(1000);
+    rr_call(&c, 8, "sgemm", ARGS(AI("m", 1000), AI("n", 1000), AI("k", 1), AB("a", a, 4000), AB("b", b, 4000)), &r,
+            10000);
+    const msgpack_object *cb = rr_result_bin(&r, "c", 4000000);
     char why[200] = "";
-    CHECK(cb && sgemm_entries_ok(cb->via.bin.ptr, a, b, 1000, 1000, 1, 1.0, 16, why, sizeof why),
-          "sgemm needing 3.8 MiB under a 4 MiB budget: %s %s", reply_desc(&r), why);
-    reply_free(&r);
+    CHECK(cb && rr_sgemm_entries_ok(cb->via.bin.ptr, a, b, 1000, 1000, 1, 1.0, 16, why, sizeof why),
+          "sgemm needing 3.8 MiB under a 4 MiB budget: %s %s", rr_reply_desc(&r), why);
+    rr_reply_free(&r);
     free(a), free(b), free(v);
   }
 
-  g_ctx = "memory budget: concurrent requests wait or are busy";
+  rr_ctx = "memory budget: concurrent requests wait or are busy";
   {
     enum { NCLIENT = 3, PER = 4 };
-    float *a = rand_floats(BD * BD), *b = rand_floats(BD * BD);
+    float *a = rr_rand_floats(BD * BD), *b = rr_rand_floats(BD * BD);
     budget_client w[NCLIENT];
     pthread_t th[NCLIENT];
     for (int i = 0; i < NCLIENT; i++) {
-      w[i] = (budget_client){&f, i + 1, PER, a, b, test_rand_u64(&g_rng), 0, 0, 0};
+      w[i] = (budget_client){&f, i + 1, PER, a, b, test_rand_u64(&rr_rng), 0, 0, 0};
       pthread_create(&th[i], NULL, budget_client_main, &w[i]);
     }
     /* Watch the budget from the side while they run. */
-    double max_wait = 0, max_used = 0, t0 = now_s();
+    double max_wait = 0, max_used = 0, t0 = rr_now_s();
     int samples = 0;
     for (;;) {
       double in_flight = status_on(&c, "in_flight");
@@ -1334,7 +957,7 @@ static void test_memory_budget(void) {
       if (waiting > max_wait) max_wait = waiting;
       if (used > max_used) max_used = used;
       double served = status_on(&c, "methods.sgemm.requests");
-      if ((served >= 2 + NCLIENT * PER && in_flight == 0) || now_s() - t0 > 30 || isnan(in_flight)) break;
+      if ((served >= 2 + NCLIENT * PER && in_flight == 0) || rr_now_s() - t0 > 30 || isnan(in_flight)) break;
     }
     int ok = 0, busy = 0, bad = 0;
     for (int i = 0; i < NCLIENT; i++) {
@@ -1354,8 +977,8 @@ static void test_memory_budget(void) {
           used, waiting, in_flight);
     free(a), free(b);
   }
-  CHECK(ping_ok(&c, 5000), "side connection unusable");
-  tconn_close(&c);
+  CHECK(rr_ping(&c, 5000, NULL, 0), "side connection unusable");
+  rr_close(&c);
   STOP_DAEMON(&f);
 }
 
@@ -1363,41 +986,41 @@ static void test_memory_budget(void) {
 /* 7. idle timeout                                                           */
 
 static void test_idle_timeout(void) {
-  g_ctx = "idle timeout 0.4 s";
+  rr_ctx = "idle timeout 0.4 s";
   fixture f;
   const char *const args[] = {"--idle-timeout", "0.4", NULL};
   fixture_start(&f, args, NULL);
-  tconn idle, busy;
-  double t0 = now_s();
-  tconn_open(&idle, &f);
-  tconn_open(&busy, &f);
+  rr_conn idle, busy;
+  double t0 = rr_now_s();
+  rr_open(&idle, &f);
+  rr_open(&busy, &f);
   double closed_at = -1;
   int pings = 0, pings_ok = 0;
-  double next_ping = now_s();
+  double next_ping = rr_now_s();
   /* Ping for 1.6 s, and on (up to 2.5 s) until the idle one is closed, so
    * that the pinging connection is never idle itself. */
-  while (now_s() - t0 < 1.6 || (closed_at < 0 && now_s() - t0 < 2.5)) {
-    if (now_s() >= next_ping) {
+  while (rr_now_s() - t0 < 1.6 || (closed_at < 0 && rr_now_s() - t0 < 2.5)) {
+    if (rr_now_s() >= next_ping) {
       pings++;
-      pings_ok += ping_ok(&busy, 2000);
+      pings_ok += rr_ping(&busy, 2000, NULL, 0);
       next_ping += 0.1;
     }
     if (closed_at < 0) {
-      ssize_t r = recv_frame(&idle, 5);
-      if (r == RF_CLOSED) closed_at = now_s() - t0;
+      ssize_t r = rr_recv_frame(&idle, 5);
+      if (r == RF_CLOSED) closed_at = rr_now_s() - t0;
       else if (r != RF_TIMEOUT) closed_at = 1000; /* a frame, or an error: wrong either way */
     } else {
-      sleep_ms(5);
+      rr_sleep_ms(5);
     }
   }
   CHECK(closed_at >= 0.35 && closed_at <= 2.0, "idle connection closed after %.3f s (-1: not at all)", closed_at);
   CHECK(pings_ok == pings && pings >= 14, "pinging connection: %d of %d pings answered", pings_ok, pings);
-  CHECK(ping_ok(&busy, 2000), "the pinging connection was closed within %.1f s", now_s() - t0);
-  CHECK(strstr(slurp(f.log), "idle for") != NULL, "log does not mention the idle close");
+  CHECK(rr_ping(&busy, 2000, NULL, 0), "the pinging connection was closed within %.1f s", rr_now_s() - t0);
+  CHECK(strstr(rr_slurp(f.log), "idle for") != NULL, "log does not mention the idle close");
   fprintf(stderr, "idle timeout: idle connection closed after %.3f s; %d pings answered over %.1f s\n",
-          closed_at, pings_ok, now_s() - t0);
-  tconn_close(&idle);
-  tconn_close(&busy);
+          closed_at, pings_ok, rr_now_s() - t0);
+  rr_close(&idle);
+  rr_close(&busy);
   STOP_DAEMON(&f);
 }
 
@@ -1408,89 +1031,89 @@ static void test_deadline(void) {
   fixture f;
   const char *const args[] = {"--threads", "1", NULL};
   fixture_start(&f, args, NULL);
-  tconn c;
-  tconn_open(&c, &f);
+  rr_conn c;
+  rr_open(&c, &f);
   char why[200] = "";
 
-  g_ctx = "deadline_ms: a request queued behind a slow one";
+  rr_ctx = "deadline_ms: a request queued behind a slow one";
   {
     /* 1024 x 1024 x 4096: 8.6 GFLOP, tens of ms on the CPU backend; the
      * reduce behind it on the one worker waits that long, far past its 1 ms. */
     enum { M = 1024, N = 1024, K = 4096 };
-    float *a = rand_floats((size_t)M * K), *b = rand_floats((size_t)K * N), *x = rand_floats(1000);
-    frame_t fr;
-    fr_init(&fr);
-    pack_request(&fr, 1, "sgemm", ARGS(AI("m", M), AI("n", N), AI("k", K), AB("a", a, (size_t)M * K * 4),
-                                       AB("b", b, (size_t)K * N * 4)));
-    pack_request(&fr, 2, "reduce", ARGS(AB("x", x, 4000), AI("deadline_ms", 1)));
-    double t0 = now_s();
+    float *a = rr_rand_floats((size_t)M * K), *b = rr_rand_floats((size_t)K * N), *x = rr_rand_floats(1000);
+    rr_frame fr;
+    rr_frame_init(&fr);
+    rr_pack_request(&fr, 1, "sgemm", ARGS(AI("m", M), AI("n", N), AI("k", K), AB("a", a, (size_t)M * K * 4),
+                                          AB("b", b, (size_t)K * N * 4)));
+    rr_pack_request(&fr, 2, "reduce", ARGS(AB("x", x, 4000), AI("deadline_ms", 1)));
+    double t0 = rr_now_s();
     test_send_all(c.fd, fr.sb.data, fr.sb.size); /* one connection: the sgemm is queued first */
-    fr_free(&fr);
-    reply r1 = {0}, r2 = {0};
+    rr_frame_free(&fr);
+    rr_reply r1 = {0}, r2 = {0};
     double t_sgemm = -1;
     for (int i = 0; i < 2; i++) {
-      reply r;
-      get_reply(&c, &r, 5000);
+      rr_reply r;
+      rr_get_reply(&c, &r, 5000);
       if (!r.got) r1.rf = r2.rf = r.rf; /* what became of the missing one */
       if (r.valid && !r.msgid_nil && r.msgid == 1 && !r1.got) {
         r1 = r;
-        t_sgemm = now_s() - t0;
+        t_sgemm = rr_now_s() - t0;
       } else if (r.valid && !r.msgid_nil && r.msgid == 2 && !r2.got) {
         r2 = r;
       } else {
-        fprintf(stderr, "deadline: unexpected %s (msgid %u)\n", reply_desc(&r), r.msgid);
+        fprintf(stderr, "deadline: unexpected %s (msgid %u)\n", rr_reply_desc(&r), r.msgid);
         int stop = !r.got;
-        reply_free(&r);
+        rr_reply_free(&r);
         if (stop) break;
       }
     }
-    double kus = reply_ok(&r1, 1) ? obj_num(proto_map_get(r1.result, "kernel_us")) : NAN;
-    const msgpack_object *cb = result_bin(&r1, "c", (size_t)M * N * 4);
-    CHECK(cb && sgemm_entries_ok(cb->via.bin.ptr, a, b, M, N, K, 1.0, 8, why, sizeof why),
-          "the slow sgemm: %s %s", reply_desc(&r1), why);
+    double kus = rr_reply_ok(&r1, 1) ? rr_num(proto_map_get(r1.result, "kernel_us")) : NAN;
+    const msgpack_object *cb = rr_result_bin(&r1, "c", (size_t)M * N * 4);
+    CHECK(cb && rr_sgemm_entries_ok(cb->via.bin.ptr, a, b, M, N, K, 1.0, 8, why, sizeof why),
+          "the slow sgemm: %s %s", rr_reply_desc(&r1), why);
     /* The setup's premise: the reduce had to wait several times its 1 ms
      * deadline (machine speed varies, so not a fixed 50 ms). */
     CHECK(kus > 5000, "the slow sgemm took only %.0f us of kernel time (need > 5 ms)", kus);
-    CHECK(reply_err(&r2, 2, "deadline_exceeded") && strstr(r2.msg, "deadline"),
-          "reduce with deadline_ms 1 behind a %.0f ms sgemm: %s", kus / 1000, reply_desc(&r2));
+    CHECK(rr_reply_err(&r2, 2, "deadline_exceeded") && strstr(r2.msg, "deadline"),
+          "reduce with deadline_ms 1 behind a %.0f ms sgemm: %s", kus / 1000, rr_reply_desc(&r2));
     fprintf(stderr, "deadline: sgemm %.0f ms of kernel time (reply after %.3f s); reduce behind it: %s\n",
-            kus / 1000, t_sgemm, reply_desc(&r2));
-    reply_free(&r1);
-    reply_free(&r2);
+            kus / 1000, t_sgemm, rr_reply_desc(&r2));
+    rr_reply_free(&r1);
+    rr_reply_free(&r2);
     free(a), free(b), free(x);
-    CHECK(ping_ok(&c, 5000), "connection unusable afterwards");
+    CHECK(rr_ping(&c, 5000, NULL, 0), "connection unusable afterwards");
   }
 
-  g_ctx = "deadline_ms: generous deadlines";
+  rr_ctx = "deadline_ms: generous deadlines";
   {
-    arg dl = AI("deadline_ms", 60000);
+    rr_arg dl = AI("deadline_ms", 60000);
     CHECK(good_reduce(&c, 10, 3000, &dl, 10000, why, sizeof why), "reduce with deadline_ms 60000: %s", why);
     float a[6] = {1, 2, 3, 4, 5, 6}, b[6] = {1, 0, 0, 1, 1, 1};
-    reply r;
-    call(&c, 11, "sgemm", ARGS(AI("m", 2), AI("n", 2), AI("k", 3), AB("a", a, 24), AB("b", b, 24),
-                               AI("deadline_ms", 60000)), &r, 10000);
-    const msgpack_object *cb = result_bin(&r, "c", 16);
+    rr_reply r;
+    rr_call(&c, 11, "sgemm", ARGS(AI("m", 2), AI("n", 2), AI("k", 3), AB("a", a, 24), AB("b", b, 24),
+                                  AI("deadline_ms", 60000)), &r, 10000);
+    const msgpack_object *cb = rr_result_bin(&r, "c", 16);
     /* [[1,2,3],[4,5,6]] x [[1,0],[0,1],[1,1]] = [[4,5],[10,11]] */
-    CHECK(cb && ld_f32(cb->via.bin.ptr, 0) == 4 && ld_f32(cb->via.bin.ptr, 1) == 5 &&
-              ld_f32(cb->via.bin.ptr, 2) == 10 && ld_f32(cb->via.bin.ptr, 3) == 11,
-          "sgemm with deadline_ms 60000: %s", reply_desc(&r));
-    reply_free(&r);
+    CHECK(cb && rr_ld_f32(cb->via.bin.ptr, 0) == 4 && rr_ld_f32(cb->via.bin.ptr, 1) == 5 &&
+              rr_ld_f32(cb->via.bin.ptr, 2) == 10 && rr_ld_f32(cb->via.bin.ptr, 3) == 11,
+          "sgemm with deadline_ms 60000: %s", rr_reply_desc(&r));
+    rr_reply_free(&r);
     int32_t rp[3] = {0, 1, 2}, ci[2] = {1, 0};
     float vals[2] = {2, 3}, xv[2] = {10, 100};
-    call(&c, 12, "spmv", ARGS(AI("rows", 2), AI("cols", 2), AB("row_ptr", rp, 12), AB("col_idx", ci, 8),
-                              AB("values", vals, 8), AB("x", xv, 8), AI("deadline_ms", 60000)), &r, 10000);
-    cb = result_bin(&r, "y", 8);
-    CHECK(cb && ld_f32(cb->via.bin.ptr, 0) == 200 && ld_f32(cb->via.bin.ptr, 1) == 30,
-          "spmv with deadline_ms 60000: %s", reply_desc(&r));
-    reply_free(&r);
+    rr_call(&c, 12, "spmv", ARGS(AI("rows", 2), AI("cols", 2), AB("row_ptr", rp, 12), AB("col_idx", ci, 8),
+                                 AB("values", vals, 8), AB("x", xv, 8), AI("deadline_ms", 60000)), &r, 10000);
+    cb = rr_result_bin(&r, "y", 8);
+    CHECK(cb && rr_ld_f32(cb->via.bin.ptr, 0) == 200 && rr_ld_f32(cb->via.bin.ptr, 1) == 30,
+          "spmv with deadline_ms 60000: %s", rr_reply_desc(&r));
+    rr_reply_free(&r);
   }
 
-  g_ctx = "deadline_ms: invalid values";
+  rr_ctx = "deadline_ms: invalid values";
   {
     float x[3] = {1, 2, 3};
     struct {
       const char *name;
-      arg a;
+      rr_arg a;
     } cases[] = {
         {"0", AI("deadline_ms", 0)},
         {"-5", AI("deadline_ms", -5)},
@@ -1499,21 +1122,21 @@ static void test_deadline(void) {
         {"over a day", AI("deadline_ms", 86400001)},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-      reply r;
+      rr_reply r;
       uint32_t id = 20 + (uint32_t)i;
-      call(&c, id, "reduce", ARGS(AB("x", x, 12), cases[i].a), &r, 10000);
-      CHECK(reply_err(&r, id, "invalid_argument") && strstr(r.msg, "deadline_ms"), "deadline_ms %s: %s",
-            cases[i].name, reply_desc(&r));
-      reply_free(&r);
+      rr_call(&c, id, "reduce", ARGS(AB("x", x, 12), cases[i].a), &r, 10000);
+      CHECK(rr_reply_err(&r, id, "invalid_argument") && strstr(r.msg, "deadline_ms"), "deadline_ms %s: %s",
+            cases[i].name, rr_reply_desc(&r));
+      rr_reply_free(&r);
     }
-    CHECK(ping_ok(&c, 5000), "connection unusable afterwards");
+    CHECK(rr_ping(&c, 5000, NULL, 0), "connection unusable afterwards");
   }
   /* Every request has been answered (or should have been): the books balance. */
   double in_flight = status_on(&c, "in_flight"), used = status_on(&c, "budget_used");
   CHECK(in_flight == 0, "in_flight = %g after every reply", in_flight);
   CHECK(used == 0, "budget_used = %g after every reply", used);
-  tconn_close(&c);
-  g_ctx = "deadline_ms";
+  rr_close(&c);
+  rr_ctx = "deadline_ms";
   STOP_DAEMON(&f);
 }
 
@@ -1521,54 +1144,54 @@ static void test_deadline(void) {
 /* 9. max-connections                                                        */
 
 static void test_max_connections(void) {
-  g_ctx = "max-connections 3";
+  rr_ctx = "max-connections 3";
   fixture f;
   const char *const args[] = {"--max-connections", "3", NULL};
   fixture_start(&f, args, NULL);
   /* fixture_start's own connection may still be closing: wait until none. */
-  tconn c[5];
-  tconn_open(&c[0], &f);
-  for (int i = 0; i < 200 && status_on(&c[0], "connections") > 1; i++) sleep_ms(10);
-  tconn_open(&c[1], &f);
-  tconn_open(&c[2], &f);
+  rr_conn c[5];
+  rr_open(&c[0], &f);
+  for (int i = 0; i < 200 && status_on(&c[0], "connections") > 1; i++) rr_sleep_ms(10);
+  rr_open(&c[1], &f);
+  rr_open(&c[2], &f);
   int pings = 0;
-  for (int i = 0; i < 3; i++) pings += ping_ok(&c[i], 5000);
+  for (int i = 0; i < 3; i++) pings += rr_ping(&c[i], 5000, NULL, 0);
   CHECK(pings == 3, "%d of 3 connections answered a ping", pings);
   double refused0 = status_on(&c[0], "refused_connections");
 
-  tconn_open(&c[3], &f);
+  rr_open(&c[3], &f);
   {
-    frame_t fr;
-    fr_init(&fr);
-    pack_request(&fr, 99, "ping", NULL, 0);
-    send_some(c[3].fd, fr.sb.data, fr.sb.size);
-    fr_free(&fr);
-    reply r;
-    get_reply(&c[3], &r, 5000);
-    CHECK(!r.got && r.rf == RF_CLOSED, "4th connection: %s (want closed without a reply)", reply_desc(&r));
-    reply_free(&r);
+    rr_frame fr;
+    rr_frame_init(&fr);
+    rr_pack_request(&fr, 99, "ping", NULL, 0);
+    rr_send_some(c[3].fd, fr.sb.data, fr.sb.size);
+    rr_frame_free(&fr);
+    rr_reply r;
+    rr_get_reply(&c[3], &r, 5000);
+    CHECK(!r.got && r.rf == RF_CLOSED, "4th connection: %s (want closed without a reply)", rr_reply_desc(&r));
+    rr_reply_free(&r);
   }
   double refused1 = status_on(&c[0], "refused_connections");
   CHECK(refused0 == 0 && refused1 >= 1, "refused_connections %g before, %g after", refused0, refused1);
-  CHECK(strstr(slurp(f.log), "max-connections") != NULL, "log does not name max-connections");
-  for (int i = 0; i < 3; i++) pings += ping_ok(&c[i], 5000);
+  CHECK(strstr(rr_slurp(f.log), "max-connections") != NULL, "log does not name max-connections");
+  for (int i = 0; i < 3; i++) pings += rr_ping(&c[i], 5000, NULL, 0);
   CHECK(pings == 6, "the 3 connections stopped working after the 4th was refused");
 
   /* Close one; once gkcd has seen that, a new connection works. */
-  tconn_close(&c[2]);
+  rr_close(&c[2]);
   double conns = -1;
   for (int i = 0; i < 200; i++) {
     conns = status_on(&c[0], "connections");
     if (conns <= 2) break;
-    sleep_ms(10);
+    rr_sleep_ms(10);
   }
   CHECK(conns == 2, "connections = %g after closing one of 3", conns);
-  tconn_open(&c[4], &f);
-  CHECK(ping_ok(&c[4], 5000), "a new connection after one closed is not served");
-  tconn_close(&c[3]);
-  tconn_close(&c[4]);
-  tconn_close(&c[1]);
-  tconn_close(&c[0]);
+  rr_open(&c[4], &f);
+  CHECK(rr_ping(&c[4], 5000, NULL, 0), "a new connection after one closed is not served");
+  rr_close(&c[3]);
+  rr_close(&c[4]);
+  rr_close(&c[1]);
+  rr_close(&c[0]);
   STOP_DAEMON(&f);
 }
 
@@ -1585,17 +1208,9 @@ int main(void) {
   unsetenv("LISTEN_PID");
   unsetenv("LISTEN_FDNAMES");
   if (!getenv("GKCD_BIN")) TEST_FAIL("GKCD_BIN is not set (run through ctest)");
-  g_rng = test_seed();
-  double t0 = now_s();
+  rr_rng = test_seed();
+  double t0 = rr_now_s();
 
-#define SECTION(call)                                                              \
-  do {                                                                             \
-    int f0 = n_failed, c0 = n_checks;                                              \
-    double s0 = now_s();                                                           \
-    call;                                                                          \
-    fprintf(stderr, "%-28s %3d checks, %d failed, %.1f s\n", #call, n_checks - c0, \
-            n_failed - f0, now_s() - s0);                                          \
-  } while (0)
 
   SECTION(test_socket_activation());
   SECTION(test_notify());
@@ -1608,9 +1223,8 @@ int main(void) {
   SECTION(test_deadline());
   SECTION(test_max_connections());
 
-  printf("e2e_service: %d checks, %d passed, %d failed (%.1f s)\n", n_checks, n_checks - n_failed, n_failed,
-         now_s() - t0);
-  if (n_failed) return 1;
+  rr_print_totals("e2e_service", t0);
+  if (rr_failed) return 1;
   printf("e2e_service: all passed\n");
   return 0;
 }

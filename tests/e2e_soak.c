@@ -40,12 +40,12 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "fixture.h"
 #include "proto_methods.h"
 #include "proto_rpc.h"
+#include "rawrpc.h"
 #include "test.h"
 
 #define NCONN 64
@@ -61,22 +61,6 @@
 #define RD_MAX 65536   /* reduce length in [1, RD_MAX] */
 #define SP_MAX 128     /* spmv rows, cols in [1, SP_MAX] */
 #define SP_ROW_NNZ 8   /* at most this many entries per row */
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static void sleep_ms(int ms) {
-  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-  nanosleep(&ts, NULL);
-}
-
-static int env_flag(const char *name) {
-  const char *e = getenv(name);
-  return e && *e && strcmp(e, "0") != 0;
-}
 
 /* Relative tolerance of a reduce sum, scaled by the sum of magnitudes: the
  * CPU backend accumulates in float64 (error ~ n * 2^-53), other backends may
@@ -184,32 +168,6 @@ static uint64_t rnd(worker *w, uint64_t n) { return test_rand_u64(&w->rng) % n; 
 /* ------------------------------------------------------------------------ */
 /* request builders                                                          */
 
-static void pk_bin(msgpack_packer *pk, const char *key, const void *p, size_t n) {
-  proto_pack_cstr(pk, key);
-  msgpack_pack_bin(pk, n);
-  msgpack_pack_bin_body(pk, p, n);
-}
-
-static void pk_int(msgpack_packer *pk, const char *key, int64_t v) {
-  proto_pack_cstr(pk, key);
-  msgpack_pack_int64(pk, v);
-}
-
-static void pk_f64(msgpack_packer *pk, const char *key, double v) {
-  proto_pack_cstr(pk, key);
-  msgpack_pack_double(pk, v);
-}
-
-static void pk_bool(msgpack_packer *pk, const char *key, int v) {
-  proto_pack_cstr(pk, key);
-  v ? msgpack_pack_true(pk) : msgpack_pack_false(pk);
-}
-
-static void pk_str(msgpack_packer *pk, const char *key, const char *v) {
-  proto_pack_cstr(pk, key);
-  proto_pack_cstr(pk, v);
-}
-
 static const double ALPHAS[] = {1.0, -0.5, 2.0, 0.25};
 static const double BETAS[] = {0.0, 0.5, -1.0};
 
@@ -230,13 +188,13 @@ static void add_sgemm(worker *w, slot *s) {
   msgpack_packer *pk = &w->pk;
   proto_pack_request_head(pk, s->msgid, "sgemm");
   msgpack_pack_map(pk, nkeys);
-  pk_int(pk, "m", m), pk_int(pk, "n", n), pk_int(pk, "k", k);
-  pk_bin(pk, "a", a, (size_t)m * k * 4);
-  pk_bin(pk, "b", b, (size_t)k * n * 4);
-  if (with_c) pk_bin(pk, "c", c, (size_t)m * n * 4), pk_f64(pk, "beta", beta);
-  if (send_alpha) pk_f64(pk, "alpha", alpha);
-  if (ta || tb || send_t) pk_bool(pk, "trans_a", ta), pk_bool(pk, "trans_b", tb);
-  if (send_algo) pk_str(pk, "algo", "auto");
+  rr_pack_int(pk, "m", m), rr_pack_int(pk, "n", n), rr_pack_int(pk, "k", k);
+  rr_pack_bin(pk, "a", a, (size_t)m * k * 4);
+  rr_pack_bin(pk, "b", b, (size_t)k * n * 4);
+  if (with_c) rr_pack_bin(pk, "c", c, (size_t)m * n * 4), rr_pack_f64(pk, "beta", beta);
+  if (send_alpha) rr_pack_f64(pk, "alpha", alpha);
+  if (ta || tb || send_t) rr_pack_bool(pk, "trans_a", ta), rr_pack_bool(pk, "trans_b", tb);
+  if (send_algo) rr_pack_str(pk, "algo", "auto");
   s->cls = PROTO_M_SGEMM;
   want_alloc(s, (size_t)m * n);
   for (int i = 0; i < m; i++)
@@ -284,9 +242,9 @@ static void add_reduce(worker *w, slot *s) {
   msgpack_packer *pk = &w->pk;
   proto_pack_request_head(pk, s->msgid, "reduce");
   msgpack_pack_map(pk, 1 + (size_t)send_op + (size_t)send_algo);
-  pk_bin(pk, "x", x, n * 4);
-  if (send_op) pk_str(pk, "op", op == 0 ? "sum" : op == 1 ? "min" : "max");
-  if (send_algo) pk_str(pk, "algo", "auto");
+  rr_pack_bin(pk, "x", x, n * 4);
+  if (send_op) rr_pack_str(pk, "op", op == 0 ? "sum" : op == 1 ? "min" : "max");
+  if (send_algo) rr_pack_str(pk, "algo", "auto");
   s->cls = PROTO_M_REDUCE;
   s->op = op;
   s->n = n;
@@ -316,13 +274,13 @@ static void add_spmv(worker *w, slot *s) {
   msgpack_packer *pk = &w->pk;
   proto_pack_request_head(pk, s->msgid, "spmv");
   msgpack_pack_map(pk, 6 + (size_t)send_alpha + 2u * (size_t)with_y);
-  pk_int(pk, "rows", rows), pk_int(pk, "cols", cols);
-  pk_bin(pk, "row_ptr", rp, ((size_t)rows + 1) * 4);
-  pk_bin(pk, "col_idx", ci, (size_t)nnz * 4);
-  pk_bin(pk, "values", v, (size_t)nnz * 4);
-  pk_bin(pk, "x", x, (size_t)cols * 4);
-  if (send_alpha) pk_f64(pk, "alpha", alpha);
-  if (with_y) pk_f64(pk, "beta", beta), pk_bin(pk, "y", y, (size_t)rows * 4);
+  rr_pack_int(pk, "rows", rows), rr_pack_int(pk, "cols", cols);
+  rr_pack_bin(pk, "row_ptr", rp, ((size_t)rows + 1) * 4);
+  rr_pack_bin(pk, "col_idx", ci, (size_t)nnz * 4);
+  rr_pack_bin(pk, "values", v, (size_t)nnz * 4);
+  rr_pack_bin(pk, "x", x, (size_t)cols * 4);
+  if (send_alpha) rr_pack_f64(pk, "alpha", alpha);
+  if (with_y) rr_pack_f64(pk, "beta", beta), rr_pack_bin(pk, "y", y, (size_t)rows * 4);
   s->cls = PROTO_M_SPMV;
   want_alloc(s, (size_t)rows);
   for (int32_t r = 0; r < rows; r++) {
@@ -348,33 +306,33 @@ static void add_invalid(worker *w, slot *s, int kind) {
     case INV_SG_M0:
       proto_pack_request_head(pk, s->msgid, "sgemm");
       msgpack_pack_map(pk, 5);
-      pk_int(pk, "m", kind == INV_SG_M0 ? 0 : 2), pk_int(pk, "n", 2), pk_int(pk, "k", 2);
-      pk_bin(pk, "a", f4, kind == INV_SG_SHORT_A ? 12 : 16);
-      pk_bin(pk, "b", f4, 16);
+      rr_pack_int(pk, "m", kind == INV_SG_M0 ? 0 : 2), rr_pack_int(pk, "n", 2), rr_pack_int(pk, "k", 2);
+      rr_pack_bin(pk, "a", f4, kind == INV_SG_SHORT_A ? 12 : 16);
+      rr_pack_bin(pk, "b", f4, 16);
       break;
     case INV_RD_OP:
     case INV_RD_EMPTY:
       proto_pack_request_head(pk, s->msgid, "reduce");
       msgpack_pack_map(pk, kind == INV_RD_OP ? 2 : 1);
-      pk_bin(pk, "x", f4, kind == INV_RD_OP ? 12 : 0);
-      if (kind == INV_RD_OP) pk_str(pk, "op", "avg");
+      rr_pack_bin(pk, "x", f4, kind == INV_RD_OP ? 12 : 0);
+      if (kind == INV_RD_OP) rr_pack_str(pk, "op", "avg");
       break;
     case INV_SP_COL: { /* 2x3, one column index equal to cols */
       static const int32_t rp[3] = {0, 1, 2}, ci[2] = {0, 3};
       proto_pack_request_head(pk, s->msgid, "spmv");
       msgpack_pack_map(pk, 6);
-      pk_int(pk, "rows", 2), pk_int(pk, "cols", 3);
-      pk_bin(pk, "row_ptr", rp, 12);
-      pk_bin(pk, "col_idx", ci, 8);
-      pk_bin(pk, "values", f4, 8);
-      pk_bin(pk, "x", f4, 12);
+      rr_pack_int(pk, "rows", 2), rr_pack_int(pk, "cols", 3);
+      rr_pack_bin(pk, "row_ptr", rp, 12);
+      rr_pack_bin(pk, "col_idx", ci, 8);
+      rr_pack_bin(pk, "values", f4, 8);
+      rr_pack_bin(pk, "x", f4, 12);
       break;
     }
     case INV_PING_ARG:
     case INV_STATUS_ARG:
       proto_pack_request_head(pk, s->msgid, kind == INV_PING_ARG ? "ping" : "status");
       msgpack_pack_map(pk, 1);
-      pk_int(pk, "verbose", 1);
+      rr_pack_int(pk, "verbose", 1);
       break;
     case INV_UNKNOWN_METHOD:
       proto_pack_request_head(pk, s->msgid, "frobnicate");
@@ -431,7 +389,7 @@ static void add_request(worker *w, long seq) {
     w->sent_req[s->cls]++;
   }
   w->inflight++;
-  s->t0 = now_s();
+  s->t0 = rr_now_s();
 }
 
 /* ------------------------------------------------------------------------ */
@@ -530,7 +488,7 @@ static void check_result(worker *w, const slot *s, const msgpack_object *res) {
 
 /* Checks the frame at w->buf[0..len) and frees its slot. */
 static void handle_reply(worker *w, size_t len) {
-  double t1 = now_s();
+  double t1 = rr_now_s();
   msgpack_object root;
   size_t off = 0;
   msgpack_zone_clear(&w->zone);
@@ -716,16 +674,16 @@ static void run_phase(const fixture *f, long total, uint64_t seed, phase_result 
     msgpack_zone_init(&w[i].zone, 8192);
   }
   g_finished = 0;
-  double t0 = now_s();
+  double t0 = rr_now_s();
   for (int i = 0; i < NCONN; i++) ASSERT_EQ(pthread_create(&th[i], NULL, run_worker, &w[i]), 0);
   /* The main thread samples the daemon's RSS while the clients run. */
   while (__atomic_load_n(&g_finished, __ATOMIC_ACQUIRE) < NCONN) {
     long rss = fixture_rss_kib(f);
     if (rss > pr->rss_peak) pr->rss_peak = rss;
-    sleep_ms(50);
+    rr_sleep_ms(50);
   }
   for (int i = 0; i < NCONN; i++) pthread_join(th[i], NULL);
-  pr->seconds = now_s() - t0;
+  pr->seconds = rr_now_s() - t0;
   for (int i = 0; i < NCONN; i++) {
     pr->replies += w[i].replies;
     pr->bytes_out += w[i].bytes_out;
@@ -764,26 +722,9 @@ typedef struct {
 
 /* One status call on a fresh connection. */
 static void read_status(const fixture *f, counters *c) {
-  int fd = fixture_connect(f);
-  msgpack_sbuffer sb;
-  msgpack_packer pk;
-  msgpack_sbuffer_init(&sb);
-  msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-  proto_pack_request_head(&pk, 4242, "status");
-  msgpack_pack_map(&pk, 0);
-  test_send_all(fd, sb.data, sb.size);
-  msgpack_sbuffer_destroy(&sb);
-  unsigned char *buf = NULL;
-  size_t cap = 0, have = 0;
-  size_t len = test_recv_frame(fd, &buf, &cap, &have);
-  if (len == 0) TEST_FAIL("status: connection closed");
-  msgpack_zone z;
-  msgpack_zone_init(&z, 4096);
-  msgpack_object root;
-  size_t off = 0;
-  ASSERT_EQ(msgpack_unpack((const char *)buf, len, &off, &z, &root), MSGPACK_UNPACK_SUCCESS);
-  proto_response r;
-  ASSERT_EQ(proto_response_parse(&root, &r), 0);
+  rr_fetched st;
+  rr_fetch(f, 4242, "status", &st);
+  const proto_response r = st.r;
   if (r.error) TEST_FAIL("status failed: %.*s", (int)r.message_len, r.message);
   ASSERT_EQ(r.msgid, 4242);
   worker dummy = {.id = -1, .max_in_flight = INT64_MAX};
@@ -802,9 +743,7 @@ static void read_status(const fixture *f, counters *c) {
   const msgpack_object *lim = proto_map_get(r.result, "limits");
   ASSERT(lim && lim->type == MSGPACK_OBJECT_MAP);
   c->max_queue = get_u64(&dummy, lim, "max_queue");
-  msgpack_zone_destroy(&z);
-  free(buf);
-  close(fd);
+  rr_fetched_free(&st);
 }
 
 /* Waits until the daemon's fd count stops changing (10 equal readings 20 ms
@@ -812,7 +751,7 @@ static void read_status(const fixture *f, counters *c) {
 static int settled_nfds(const fixture *f) {
   int last = fixture_nfds(f), same = 0;
   for (int i = 0; i < 500 && same < 10; i++) {
-    sleep_ms(20);
+    rr_sleep_ms(20);
     int n = fixture_nfds(f);
     same = n == last ? same + 1 : 0;
     last = n;
@@ -824,7 +763,7 @@ static int settled_nfds(const fixture *f) {
 static int wait_nfds(const fixture *f, int want) {
   int n = fixture_nfds(f);
   for (int i = 0; i < 500 && n != want; i++) {
-    sleep_ms(10);
+    rr_sleep_ms(10);
     n = fixture_nfds(f);
   }
   return n;
@@ -839,17 +778,6 @@ static double pct(const lat_list *l, double p) {
   if (!l->n) return NAN;
   size_t i = (size_t)(p * (double)(l->n - 1) + 0.5);
   return l->v[i];
-}
-
-static void dump_log(const fixture *f) {
-  FILE *fp = fopen(f->log, "r");
-  if (!fp) return;
-  char line[512];
-  int n = 0;
-  fprintf(stderr, "---- %s (first 200 lines) ----\n", f->log);
-  while (fgets(line, sizeof line, fp) && n++ < 200) fputs(line, stderr);
-  fprintf(stderr, "----\n");
-  fclose(fp);
 }
 
 /* Lines of the daemon's log at level warning or worse ("<0>".."<4>"), and
@@ -871,7 +799,7 @@ static int log_warnings(const fixture *f) {
 int main(void) {
   signal(SIGPIPE, SIG_IGN);
   uint64_t seed = test_seed();
-  int sanitize = env_flag("GKC_SANITIZE");
+  int sanitize = rr_env_flag("GKC_SANITIZE");
   long total = DEFAULT_TOTAL;
   if (getenv("GKC_SOAK_REQUESTS")) total = strtol(getenv("GKC_SOAK_REQUESTS"), NULL, 10);
   if (total < NCONN) TEST_FAIL("GKC_SOAK_REQUESTS must be at least %d", NCONN);
@@ -881,35 +809,16 @@ int main(void) {
   fixture_start(&f, NULL, NULL);
   {
     /* Which backend: the CPU one sums in float64, others may not. */
-    int fd = fixture_connect(&f);
-    msgpack_sbuffer sb;
-    msgpack_packer pk;
-    msgpack_sbuffer_init(&sb);
-    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    proto_pack_request_head(&pk, 1, "ping");
-    msgpack_pack_map(&pk, 0);
-    test_send_all(fd, sb.data, sb.size);
-    msgpack_sbuffer_destroy(&sb);
-    unsigned char *buf = NULL;
-    size_t cap = 0, have = 0;
-    size_t len = test_recv_frame(fd, &buf, &cap, &have);
-    ASSERT(len > 0);
-    msgpack_zone z;
-    msgpack_zone_init(&z, 1024);
-    msgpack_object root;
-    size_t off = 0;
-    ASSERT_EQ(msgpack_unpack((const char *)buf, len, &off, &z, &root), MSGPACK_UNPACK_SUCCESS);
-    proto_response r;
-    ASSERT_EQ(proto_response_parse(&root, &r), 0);
+    rr_fetched ping;
+    rr_fetch(&f, 1, "ping", &ping);
+    const proto_response r = ping.r;
     ASSERT(!r.error);
     const msgpack_object *be = proto_map_get(r.result, "backend");
     if (str_eq(be, "cpu")) g_sum_tol = 1e-9;
     fprintf(stderr, "backend %.*s, reduce sum tolerance %.0e x sum|x|\n",
             be && be->type == MSGPACK_OBJECT_STR ? (int)be->via.str.size : 1,
             be && be->type == MSGPACK_OBJECT_STR ? be->via.str.ptr : "?", g_sum_tol);
-    msgpack_zone_destroy(&z);
-    free(buf);
-    close(fd);
+    rr_fetched_free(&ping);
   }
   int fds_start = settled_nfds(&f);
 
@@ -940,7 +849,7 @@ int main(void) {
   long rss1 = fixture_rss_kib(&f);
   int st;
   if (waitpid(f.pid, &st, WNOHANG) == f.pid) {
-    dump_log(&f);
+    rr_dump_log(&f, 200);
     TEST_FAIL("gkcd died during the run: status %#x", st);
   }
   counters c1;
@@ -1001,7 +910,7 @@ int main(void) {
   pid_t wp = 0;
   for (int i = 0; i < 3000 && wp == 0; i++) {
     wp = waitpid(f.pid, &st, WNOHANG);
-    if (wp == 0) sleep_ms(10);
+    if (wp == 0) rr_sleep_ms(10);
   }
   if (wp != f.pid) {
     kill(f.pid, SIGKILL);
@@ -1015,7 +924,7 @@ int main(void) {
    * logged at debug level, and a clean run has no warning. */
   int warnings = log_warnings(&f);
   SOAK_CHECK(warnings == 0, "%d warning or error lines in the daemon's log", warnings);
-  if (failed) dump_log(&f);
+  if (failed) rr_dump_log(&f, 200);
   fixture_stop(&f, SIGTERM); /* removes its directory */
 
   /* Figures. */

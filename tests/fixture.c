@@ -148,17 +148,23 @@ int fixture_connect(const fixture *f) {
   return fd;
 }
 
-long fixture_rss_kib(const fixture *f) {
+/* A "Field:   N kB" line of /proc/PID/status, in KiB; -1 if absent. */
+static long proc_status_kib(pid_t pid, const char *field) {
   char p[64], line[256];
-  snprintf(p, sizeof p, "/proc/%d/status", (int)f->pid);
+  snprintf(p, sizeof p, "/proc/%d/status", (int)pid);
   FILE *fp = fopen(p, "r");
   if (!fp) return -1;
+  size_t n = strlen(field);
   long kib = -1;
   while (fgets(line, sizeof line, fp))
-    if (strncmp(line, "VmRSS:", 6) == 0) kib = strtol(line + 6, NULL, 10);
+    if (strncmp(line, field, n) == 0) kib = strtol(line + n, NULL, 10);
   fclose(fp);
   return kib;
 }
+
+long fixture_rss_kib(const fixture *f) { return proc_status_kib(f->pid, "VmRSS:"); }
+
+long fixture_vm_kib(const fixture *f) { return proc_status_kib(f->pid, "VmSize:"); }
 
 int fixture_nfds(const fixture *f) {
   char p[64];

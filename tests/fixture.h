@@ -36,6 +36,8 @@ int fixture_stop(fixture *f, int sig);
 int fixture_connect(const fixture *f);
 /* Resident set size of the daemon in KiB (from /proc). */
 long fixture_rss_kib(const fixture *f);
+/* Its address space (VmSize) in KiB: grows with a large malloc never touched. */
+long fixture_vm_kib(const fixture *f);
 /* Number of open file descriptors of the daemon. */
 int fixture_nfds(const fixture *f);
 
