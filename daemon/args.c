@@ -42,8 +42,9 @@ int args_known(args_ctx *a, const char *const *allowed) {
     for (const char *const *p = allowed; *p && !ok; p++)
       ok = strlen(*p) == k->via.str.size && memcmp(*p, k->via.str.ptr, k->via.str.size) == 0;
     if (!ok) {
-      int n = k->via.str.size > 64 ? 64 : (int)k->via.str.size;
-      snprintf(a->msg, a->msglen, "unknown argument '%.*s'", n, k->via.str.ptr);
+      char name[72];
+      snprintf(a->msg, a->msglen, "unknown argument '%s'",
+               proto_echo(name, sizeof name, k->via.str.ptr, k->via.str.size, 64));
       return GKC_EINVALID_ARGUMENT;
     }
     /* A repeated key would make the meaning depend on which copy we read. */
@@ -51,8 +52,9 @@ int args_known(args_ctx *a, const char *const *allowed) {
       const msgpack_object *kj = &m->ptr[j].key;
       if (kj->via.str.size == k->via.str.size &&
           memcmp(kj->via.str.ptr, k->via.str.ptr, k->via.str.size) == 0) {
-        int n = (int)k->via.str.size;
-        snprintf(a->msg, a->msglen, "argument '%.*s' given twice", n, k->via.str.ptr);
+        char name[72];
+        snprintf(a->msg, a->msglen, "argument '%s' given twice",
+                 proto_echo(name, sizeof name, k->via.str.ptr, k->via.str.size, 64));
         return GKC_EINVALID_ARGUMENT;
       }
     }

@@ -51,9 +51,10 @@ static int parse_algo(args_ctx *a, const gkcd_backend *be, int method, int *algo
       strncat(list, ", ", sizeof list - strlen(list) - 1);
       strncat(list, *p, sizeof list - strlen(list) - 1);
     }
-    int n = len > 32 ? 32 : (int)len;
-    snprintf(a->msg, a->msglen, "argument 'algo': '%.*s' is not a %s algo of the %s backend"
-             " (one of: %s)", n, s, proto_method_name(method), be->name, list);
+    char name[40];
+    snprintf(a->msg, a->msglen, "argument 'algo': '%s' is not a %s algo of the %s backend"
+             " (one of: %s)", proto_echo(name, sizeof name, s, len, 32), proto_method_name(method),
+             be->name, list);
     return GKC_EINVALID_ARGUMENT;
   }
   *algo = idx;
@@ -98,8 +99,9 @@ static int parse_sgemm(refs_ctx *r, size_t max) {
   if (plen == 4 && !memcmp(prec, "tf32", 4)) {
     s->tf32 = 1;
   } else if (!(plen == 4 && !memcmp(prec, "fp32", 4))) {
-    int l = plen > 32 ? 32 : (int)plen;
-    snprintf(a->msg, a->msglen, "argument 'precision': '%.*s' is not fp32 or tf32", l, prec);
+    char name[40];
+    snprintf(a->msg, a->msglen, "argument 'precision': '%s' is not fp32 or tf32",
+             proto_echo(name, sizeof name, prec, plen, 32));
     return GKC_EINVALID_ARGUMENT;
   }
 
@@ -141,8 +143,9 @@ static int parse_reduce(refs_ctx *r, size_t max) {
   for (int i = 0; i < 3; i++)
     if (strlen(ops[i]) == oplen && memcmp(ops[i], op, oplen) == 0) job->in.reduce.op = i;
   if (job->in.reduce.op < 0) {
-    int n = oplen > 32 ? 32 : (int)oplen;
-    snprintf(a->msg, a->msglen, "argument 'op': '%.*s' is not one of sum, min, max", n, op);
+    char name[40];
+    snprintf(a->msg, a->msglen, "argument 'op': '%s' is not one of sum, min, max",
+             proto_echo(name, sizeof name, op, oplen, 32));
     return GKC_EINVALID_ARGUMENT;
   }
   if ((rc = refs_array(r, "x", 1, REFS_ANY_LEN, 0, DT_F32, "float32 values", &job->in.reduce.x)))

@@ -140,6 +140,7 @@ int refs_out(refs_ctx *r, const char *name, size_t out_bytes) {
   uint64_t id, off;
   int rc;
   if (proto_map_get(t, "handle")) {
+    if (t->via.map.size != 1) return bad(r, "argument 'out': a handle target has only 'handle'");
     if ((rc = field(r, t, "handle", "out", 1, &id))) return rc;
     gkcd_res *obj = id <= UINT32_MAX ? res_find(r->srv, r->conn, (uint32_t)id) : NULL;
     if (!obj || obj->kind != RES_ARRAY)
@@ -159,6 +160,8 @@ int refs_out(refs_ctx *r, const char *name, size_t out_bytes) {
   }
   if ((rc = field(r, t, "region", "out", 1, &id)) || (rc = field(r, t, "offset", "out", 1, &off)))
     return rc;
+  if (t->via.map.size != 2)
+    return bad(r, "argument 'out': a region target has exactly 'region' and 'offset'");
   gkcd_res *reg = id <= UINT32_MAX ? res_find(r->srv, r->conn, (uint32_t)id) : NULL;
   if (!reg || reg->kind != RES_REGION)
     return bad(r, "argument 'out': no region %" PRIu64 " on this connection", id);

@@ -11,6 +11,18 @@ static int is_uint(const msgpack_object *o) {
   return o->type == MSGPACK_OBJECT_POSITIVE_INTEGER;
 }
 
+char *proto_echo(char *dst, size_t cap, const char *s, size_t len, size_t max) {
+  size_t n = 0;
+  if (cap < 5) max = 0; else if (max > cap - 4) max = cap - 4;
+  for (; n < len && n < max; n++) {
+    unsigned char ch = (unsigned char)s[n];
+    dst[n] = ch >= 0x20 && ch < 0x7f ? (char)ch : '?';
+  }
+  if (n < len && cap >= 4) memcpy(dst + n, "...", 3), n += 3;
+  if (cap) dst[n < cap ? n : cap - 1] = 0;
+  return dst;
+}
+
 int proto_request_parse(const msgpack_object *root, proto_request *req,
                         char *msg, size_t msglen) {
   memset(req, 0, sizeof *req);
@@ -52,9 +64,9 @@ int proto_request_parse(const msgpack_object *root, proto_request *req,
   req->method_len = a->ptr[2].via.str.size;
   req->method = proto_method_lookup(req->method_name, req->method_len);
   if (req->method < 0) {
-    int shown = req->method_len > 64 ? 64 : (int)req->method_len;
-    snprintf(msg, msglen, "unknown method '%.*s'%s", shown, req->method_name,
-             shown < (int)req->method_len ? "..." : "");
+    char name[72];
+    snprintf(msg, msglen, "unknown method '%s'",
+             proto_echo(name, sizeof name, req->method_name, req->method_len, 64));
     return GKC_EUNKNOWN_METHOD;
   }
   return 0;

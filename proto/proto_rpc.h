@@ -59,6 +59,12 @@ void proto_pack_result_head(msgpack_packer *pk, uint32_t msgid);
 void proto_pack_error(msgpack_packer *pk, int msgid_known, uint32_t msgid,
                       int code, const char *message);
 
+/* Copies a client-supplied name into dst for an error message: printable
+ * ASCII only (anything else becomes '?', so a message is always valid
+ * UTF-8 whatever bytes were sent), at most max characters, "..." marking a
+ * cut.  Returns dst. */
+char *proto_echo(char *dst, size_t cap, const char *s, size_t len, size_t max);
+
 /* Packs a NUL-terminated string. */
 void proto_pack_cstr(msgpack_packer *pk, const char *s);
 
