@@ -1036,10 +1036,15 @@ static void test_hostile(void) {
   int fds0 = fixture_nfds(&d);
   long rss0 = fixture_rss_kib(&d);
 
-  /* 200 connections at once, each with a partial request, then closed. */
-  rr_ctx = "hostile: 200 partial requests then close";
+  /* 1000 connections at once, each with a partial request, then closed. */
+  rr_ctx = "hostile: 1000 partial requests then close";
   {
-    enum { NC = 200 };
+    enum { NC = 1000 };
+    struct rlimit rl; /* 1000 descriptors here too: lift a low soft limit */
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+      rl.rlim_cur = rl.rlim_max;
+      setrlimit(RLIMIT_NOFILE, &rl);
+    }
     static int fds[NC];
     for (int i = 0; i < NC; i++) {
       rr_conn t;
