@@ -157,7 +157,8 @@ static int send_all(gkc_conn *c, const msgpack_vrefbuffer *vb) {
 
 /* Reads until buf holds one whole frame; returns its length or an error. */
 static ssize_t recv_frame(gkc_conn *c) {
-  static const proto_limits lim = {((size_t)1 << 40), 1u << 20, 64};
+  /* Depth 32: as deep as msgpack-c's unpacker goes. */
+  static const proto_limits lim = {((size_t)1 << 40), 1u << 20, 32};
   for (;;) {
     proto_frame_info info;
     if (c->len > 0) {

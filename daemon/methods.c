@@ -267,11 +267,6 @@ static int parse_upload(refs_ctx *r, size_t max) {
     snprintf(a->msg, a->msglen, "argument 'dtype' must be \"f32\" or \"i32\"");
     return GKC_EINVALID_ARGUMENT;
   }
-  if (res_count(r->srv, r->conn, RES_ARRAY) >= RES_MAX_OBJECTS) {
-    snprintf(a->msg, a->msglen, "this connection holds %d resident objects already",
-             RES_MAX_OBJECTS);
-    return GKC_EINVALID_ARGUMENT;
-  }
   if ((rc = refs_array(r, "data", 1, REFS_ANY_LEN, 0, job->in.upload.dtype, "4-byte values",
                        &job->in.upload.data)))
     return rc;
@@ -339,11 +334,7 @@ static int parse_shm_register(refs_ctx *r, size_t max) {
   int rc;
   if ((rc = args_known(r->a, keys)) || (rc = args_int(r->a, "bytes", 1, 1, (int64_t)max, &bytes)))
     return rc;
-  if (res_count(r->srv, r->conn, RES_REGION) >= RES_MAX_REGIONS) {
-    snprintf(r->a->msg, r->a->msglen, "this connection holds %d regions already",
-             RES_MAX_REGIONS);
-    return GKC_EINVALID_ARGUMENT;
-  }
+  if ((rc = res_room(r->srv, r->conn, RES_REGION, r->a->msg, r->a->msglen))) return rc;
   if (r->job->reg_fd < 0) {
     snprintf(r->a->msg, r->a->msglen, "no file descriptor came with this request (send the memfd"
              " as SCM_RIGHTS ancillary data with its bytes)");

@@ -1,11 +1,15 @@
 /* resident.c: see resident.h. */
 #include "resident.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 
+#include "gkc_errors.h"
 #include "log.h"
 #include "server.h"
+
+static int *counter(gkcd_server *srv, gkcd_conn *owner, int kind);
 
 static gkcd_res **bucket(gkcd_server *srv, uint32_t id) {
   return &srv->res_table[id % RES_BUCKETS];
@@ -23,6 +27,7 @@ gkcd_res *res_add(gkcd_server *srv, int kind, gkcd_conn *owner) {
   r->next = *b;
   *b = r;
   srv->res_live[kind]++;
+  (*counter(srv, owner, kind))++;
   return r;
 }
 
@@ -51,6 +56,7 @@ void res_release(gkcd_server *srv, gkcd_res *r) {
   if (r->released) return;
   r->released = 1;
   srv->res_live[r->kind]--;
+  (*counter(srv, r->owner, r->kind))--;
   for (gkcd_res **p = bucket(srv, r->id); *p; p = &(*p)->next)
     if (*p == r) {
       *p = r->next;
@@ -67,12 +73,19 @@ void res_drop_owner(gkcd_server *srv, gkcd_conn *owner) {
     }
 }
 
-int res_count(gkcd_server *srv, gkcd_conn *owner, int kind) {
-  int n = 0;
-  for (int b = 0; b < RES_BUCKETS; b++)
-    for (gkcd_res *r = srv->res_table[b]; r; r = r->next)
-      n += r->owner == owner && (kind == RES_REGION ? r->kind == RES_REGION : r->kind != RES_REGION);
-  return n;
+/* The counter of objects like r's, by owner and kind. */
+static int *counter(gkcd_server *srv, gkcd_conn *owner, int kind) {
+  if (!owner) return &srv->n_shared;
+  return kind == RES_REGION ? &owner->n_regions : &owner->n_objects;
+}
+
+int res_room(gkcd_server *srv, gkcd_conn *owner, int kind, char *msg, size_t msglen) {
+  int limit = !owner ? RES_MAX_SHARED : kind == RES_REGION ? RES_MAX_REGIONS : RES_MAX_OBJECTS;
+  if (*counter(srv, owner, kind) < limit) return 0;
+  snprintf(msg, msglen, "%s %d %s already: release some first", owner ? "this connection holds" :
+           "the daemon holds", limit, !owner ? "shared objects" : kind == RES_REGION ? "regions" :
+           "resident objects");
+  return GKC_EINVALID_ARGUMENT;
 }
 
 void resident_free_all(gkcd_server *srv) {

@@ -22,6 +22,7 @@ enum { DT_F32 = 0, DT_I32 = 1 };
 
 #define RES_MAX_REGIONS 64   /* per connection */
 #define RES_MAX_OBJECTS 4096 /* resident arrays and matrices per connection */
+#define RES_MAX_SHARED 4096  /* shared arrays and matrices, all connections together */
 
 struct gkcd_res {
   uint32_t id;
@@ -54,8 +55,9 @@ void res_unref(gkcd_server *srv, gkcd_res *r);
 void res_release(gkcd_server *srv, gkcd_res *r);
 /* Releases every object the connection owns (when it closes). */
 void res_drop_owner(gkcd_server *srv, gkcd_conn *owner);
-/* Counts of what a connection owns. */
-int res_count(gkcd_server *srv, gkcd_conn *owner, int kind);
+/* 0 when owner (NULL: shared) may create one more object of kind, else
+ * GKC_EINVALID_ARGUMENT with the limit in msg. */
+int res_room(gkcd_server *srv, gkcd_conn *owner, int kind, char *msg, size_t msglen);
 /* At exit: releases everything. */
 void resident_free_all(gkcd_server *srv);
 

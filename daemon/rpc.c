@@ -219,6 +219,10 @@ static int submit(gkcd_conn *c, const proto_request *req, void *frame, size_t fr
    * that is returned by value or becomes resident. */
   job->cost = frame_len;
   if (job->out_kind == OUT_BIN || job->out_kind == OUT_RES_NEW) job->cost += job->out_bytes;
+  /* Every request that creates an object (upload, csr_upload, out "handle")
+   * counts against the limits on objects. */
+  if (rc == 0 && job->out_kind == OUT_RES_NEW)
+    rc = res_room(srv, job->shared ? NULL : c, RES_ARRAY, msg, msglen);
   /* It must fit beside what is resident already, or it would wait forever. */
   if (rc == 0 && job->out_kind == OUT_RES_NEW &&
       srv->resident_bytes + job->cost > srv->cfg.memory_budget) {

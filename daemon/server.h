@@ -40,6 +40,7 @@ struct gkcd_conn {
   int close_when_flushed; /* an unrecoverable framing error was answered */
   int parsing;         /* inside parse_frames: replies must not re-enter it */
   int peer_closed;     /* the peer shut down its sending side */
+  int n_objects, n_regions; /* resident objects and regions it owns */
   unsigned char *buf;  /* received bytes not yet parsed into frames */
   size_t len, cap;
   size_t need;         /* scanner's hint: rescan once len reaches it */
@@ -80,6 +81,7 @@ struct gkcd_server {
   struct gkcd_res *res_table[RES_BUCKETS];
   uint32_t next_res_id;
   uint64_t res_live[4];   /* by kind */
+  int n_shared;           /* shared objects, owned by nobody */
   size_t resident_bytes;  /* arrays and matrices, also counted in budget_used */
   /* Memory budget: bytes held by requests in flight, and requests waiting. */
   size_t budget_used;

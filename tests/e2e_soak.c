@@ -552,7 +552,7 @@ static void handle_reply(worker *w, size_t len) {
 
 /* The length of a complete frame at the start of w->buf, or 0. */
 static size_t frame_ready(worker *w) {
-  static const proto_limits lim = {(size_t)1 << 40, 1u << 20, 64};
+  static const proto_limits lim = {(size_t)1 << 40, 1u << 20, 32};
   if (w->have == 0) return 0;
   proto_frame_info info;
   ssize_t r = proto_frame_scan(w->buf, w->have, &lim, &info);

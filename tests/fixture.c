@@ -216,7 +216,7 @@ void test_send_all(int fd, const void *p, size_t n) {
 }
 
 size_t test_recv_frame(int fd, unsigned char **buf, size_t *cap, size_t *have) {
-  static const proto_limits lim = {(size_t)1 << 40, 1u << 20, 64};
+  static const proto_limits lim = {(size_t)1 << 40, 1u << 20, 32};
   for (;;) {
     if (*have > 0) {
       proto_frame_info info;

@@ -140,7 +140,7 @@ const char *rr_rf_name(int rf) {
 }
 
 ssize_t rr_recv_frame(rr_conn *c, int timeout_ms) {
-  static const proto_limits lim = {(size_t)1 << 40, 1u << 20, 64};
+  static const proto_limits lim = {(size_t)1 << 40, 1u << 20, 32};
   double deadline = rr_now_s() + timeout_ms / 1000.0;
   for (;;) {
     if (c->have > 0) {

@@ -30,4 +30,23 @@ mkdir -p build
 run_variant release -DCMAKE_BUILD_TYPE=RelWithDebInfo || status=1
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
   run_variant asan -DCMAKE_BUILD_TYPE=Debug -DGKC_SANITIZE=ON -DGKC_CUDA=OFF || status=1
+
+# Third variant: the libFuzzer target over the request decoding path
+# (tests/fuzz), built with clang; only the fuzz targets are built and only
+# ctest -L fuzz runs (a fixed 200000 executions from the seed corpus, at
+# most two minutes).  Runs with no arguments or when they mention "fuzz"
+# (tests/run.sh -L fuzz); skipped for other selections (e.g. -L e2e).
+run_fuzz() {
+  local dir=build/test-fuzz
+  echo "=== fuzz: configure and build ($dir)"
+  CC=clang cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGKC_CUDA=OFF \
+    -DGKC_FUZZ=ON >"$dir.configure.log" 2>&1 || { cat "$dir.configure.log"; return 1; }
+  grep '^-- gkc:' "$dir.configure.log" || true
+  cmake --build "$dir" -j "$jobs" --target fuzz_request make_corpus
+  echo "=== fuzz: ctest -L fuzz"
+  ctest --test-dir "$dir" --output-on-failure -j "$jobs" -L fuzz
+}
+if [ ${#ctest_args[@]} -eq 0 ] || [[ " ${ctest_args[*]} " == *" fuzz "* ]]; then
+  run_fuzz || status=1
+fi
 exit $status
