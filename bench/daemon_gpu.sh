@@ -10,12 +10,13 @@
 #          small requests beside it succeed (gpu_hog holds the rest)
 #   mdwe   gkcd under a MemoryDenyWriteExecute-like seccomp filter
 #   soak   10k mixed requests on the CUDA backend, all checked, memory back to start
+#   resident  bench_resident (socket vs regions, resident spmv, CG) beside bench_direct
 #   path   sgemm 4096^3 through gkc, time broken down (socket, H2D, kernel, D2H)
 # Logs go to $OUT; a summary is printed last.
 set -u
 OUT=${OUT:-/tmp/gkc-out}
 mkdir -p "$OUT"
-STAGES=${STAGES:-"tests e2e oom mdwe soak path"}
+STAGES=${STAGES:-"tests e2e oom mdwe soak resident path"}
 ROOT=$(pwd -P)
 BUILD=${BUILD:-build-dev}
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -45,7 +46,7 @@ if has tests; then
 fi
 
 if has e2e; then
-  (cd "$B" && GKC_TEST_BACKEND=cuda timeout 200 ctest -R 'e2e_lib|e2e_pipeline|e2e_lifecycle' \
+  (cd "$B" && GKC_TEST_BACKEND=cuda timeout 300 ctest -R 'e2e_lib|e2e_pipeline|e2e_lifecycle|e2e_resident' \
      --output-on-failure) >"$OUT/ctest_e2e_cuda.log" 2>&1
   summary+=("e2e on the cuda backend: rc=$? $(grep -E 'tests passed' "$OUT/ctest_e2e_cuda.log")")
 fi
@@ -101,6 +102,18 @@ if has soak; then
     summary+=("soak on cuda: rc=$? $(tr '\n' ' ' <"$OUT/soak.txt")")
     pkill -TERM -f "soak.sock"; sleep 0.5
   }
+fi
+
+if has resident; then
+  # Regions and resident data against the socket path, and the same work
+  # done directly in one process (bench_direct), in the same run.
+  timeout 300 "$B/bench/bench_resident" --gkcd "$GKCD" --backend cuda --cg-grid 2048 \
+    --cg-iters 200 --time-limit 150 --json >"$OUT/resident.json" 2>"$OUT/resident.err"
+  summary+=("bench_resident: rc=$?")
+  timeout 120 "$B/bench/gpu/bench_direct" --n 2048 --iters 200 --json "$OUT/direct.json" \
+    >"$OUT/direct.txt" 2>&1
+  summary+=("bench_direct: rc=$?")
+  tail -30 "$OUT/direct.txt"
 fi
 
 if has path; then
