@@ -25,4 +25,17 @@ int gkc__tf32(const gkc_conn *c);
 /* Renders a msgpack object as JSON into a malloc'd string (NULL when out of memory). */
 char *gkc__json(const msgpack_object *o);
 
+/* Helpers of the method files (defined in gkc_methods.c). */
+/* Packs "algo": algo, or "auto" when algo is NULL or "". */
+void gkc__pack_algo(msgpack_packer *pk, const char *algo);
+/* Packs a reduce request's map header (3 entries), "op" and "algo"; the
+ * caller packs "x". */
+void gkc__pack_reduce_head(msgpack_packer *pk, gkc_reduce_op op, const char *algo);
+/* Copies a string field of map m into a fixed buffer; "" when absent. */
+void gkc__get_str(const msgpack_object *m, const char *key, char *dst, size_t n);
+/* A numeric field of map m as a double; dflt when absent or not a number. */
+double gkc__get_num(const msgpack_object *m, const char *key, double dflt);
+/* Fills info (when not NULL) from a result's algo and timings (NAN when absent). */
+void gkc__take_info(const msgpack_object *r, gkc_info *info);
+
 #endif

@@ -18,20 +18,26 @@ static void pack_bin(msgpack_packer *pk, const char *key, const void *p, size_t 
   msgpack_pack_bin_body(pk, p, bytes);
 }
 
-static void pack_algo(msgpack_packer *pk, const char *algo) {
+void gkc__pack_algo(msgpack_packer *pk, const char *algo) {
   proto_pack_cstr(pk, "algo");
   proto_pack_cstr(pk, algo && *algo ? algo : "auto");
 }
 
-/* Copies a string field into a fixed buffer; "" when absent. */
-static void get_str(const msgpack_object *m, const char *key, char *dst, size_t n) {
+void gkc__pack_reduce_head(msgpack_packer *pk, gkc_reduce_op op, const char *algo) {
+  static const char *const ops[] = {"sum", "min", "max"};
+  msgpack_pack_map(pk, 3);
+  proto_pack_cstr(pk, "op"), proto_pack_cstr(pk, ops[op]);
+  gkc__pack_algo(pk, algo);
+}
+
+void gkc__get_str(const msgpack_object *m, const char *key, char *dst, size_t n) {
   const msgpack_object *o = proto_map_get(m, key);
   dst[0] = 0;
   if (o && o->type == MSGPACK_OBJECT_STR)
     snprintf(dst, n, "%.*s", (int)o->via.str.size, o->via.str.ptr);
 }
 
-static double get_num(const msgpack_object *m, const char *key, double dflt) {
+double gkc__get_num(const msgpack_object *m, const char *key, double dflt) {
   const msgpack_object *o = proto_map_get(m, key);
   if (!o) return dflt;
   switch (o->type) {
@@ -43,13 +49,13 @@ static double get_num(const msgpack_object *m, const char *key, double dflt) {
   }
 }
 
-static void take_info(const msgpack_object *r, gkc_info *info) {
+void gkc__take_info(const msgpack_object *r, gkc_info *info) {
   if (!info) return;
-  get_str(r, "algo", info->algo, sizeof info->algo);
-  info->kernel_us = get_num(r, "kernel_us", NAN);
-  info->server_us = get_num(r, "server_us", NAN);
-  info->h2d_us = get_num(r, "h2d_us", NAN);
-  info->d2h_us = get_num(r, "d2h_us", NAN);
+  gkc__get_str(r, "algo", info->algo, sizeof info->algo);
+  info->kernel_us = gkc__get_num(r, "kernel_us", NAN);
+  info->server_us = gkc__get_num(r, "server_us", NAN);
+  info->h2d_us = gkc__get_num(r, "h2d_us", NAN);
+  info->d2h_us = gkc__get_num(r, "d2h_us", NAN);
 }
 
 /* Copies the bin result `key`, which must hold exactly bytes bytes, to dst. */
@@ -68,9 +74,9 @@ static int take_ping(gkc_conn *c, const msgpack_object *r, void *arg) {
   gkc_ping_info *p = arg;
   if (r->type != MSGPACK_OBJECT_MAP) return gkc__fail(c, GKC_EPROTOCOL, "ping result is not a map");
   if (!p) return 0;
-  get_str(r, "version", p->version, sizeof p->version);
-  get_str(r, "backend", p->backend, sizeof p->backend);
-  p->protocol = (int)get_num(r, "protocol", 0);
+  gkc__get_str(r, "version", p->version, sizeof p->version);
+  gkc__get_str(r, "backend", p->backend, sizeof p->backend);
+  p->protocol = (int)gkc__get_num(r, "protocol", 0);
   return 0;
 }
 
@@ -83,17 +89,17 @@ static int take_status(gkc_conn *c, const msgpack_object *r, void *arg) {
   if (r->type != MSGPACK_OBJECT_MAP)
     return gkc__fail(c, GKC_EPROTOCOL, "status result is not a map");
   memset(s, 0, sizeof *s);
-  get_str(r, "backend", s->backend, sizeof s->backend);
-  s->uptime_s = get_num(r, "uptime_s", 0);
-  s->in_flight = (uint64_t)get_num(r, "in_flight", 0);
-  s->connections = (uint64_t)get_num(r, "connections", 0);
+  gkc__get_str(r, "backend", s->backend, sizeof s->backend);
+  s->uptime_s = gkc__get_num(r, "uptime_s", 0);
+  s->in_flight = (uint64_t)gkc__get_num(r, "in_flight", 0);
+  s->connections = (uint64_t)gkc__get_num(r, "connections", 0);
   const msgpack_object *d = proto_map_get(r, "devices");
   if (d && d->type == MSGPACK_OBJECT_ARRAY) {
     for (uint32_t i = 0; i < d->via.array.size && s->n_devices < GKC_MAX_DEVICES; i++) {
       const msgpack_object *e = &d->via.array.ptr[i];
-      get_str(e, "name", s->devices[s->n_devices].name, sizeof s->devices[0].name);
-      s->devices[s->n_devices].memory_total = (uint64_t)get_num(e, "memory_total", 0);
-      s->devices[s->n_devices].memory_free = (uint64_t)get_num(e, "memory_free", 0);
+      gkc__get_str(e, "name", s->devices[s->n_devices].name, sizeof s->devices[0].name);
+      s->devices[s->n_devices].memory_total = (uint64_t)gkc__get_num(e, "memory_total", 0);
+      s->devices[s->n_devices].memory_free = (uint64_t)gkc__get_num(e, "memory_free", 0);
       s->n_devices++;
     }
   }
@@ -104,8 +110,8 @@ static int take_status(gkc_conn *c, const msgpack_object *r, void *arg) {
       if (kv->key.type != MSGPACK_OBJECT_STR) continue;
       snprintf(s->methods[s->n_methods].name, sizeof s->methods[0].name, "%.*s",
                (int)kv->key.via.str.size, kv->key.via.str.ptr);
-      s->methods[s->n_methods].requests = (uint64_t)get_num(&kv->val, "requests", 0);
-      s->methods[s->n_methods].errors = (uint64_t)get_num(&kv->val, "errors", 0);
+      s->methods[s->n_methods].requests = (uint64_t)gkc__get_num(&kv->val, "requests", 0);
+      s->methods[s->n_methods].errors = (uint64_t)gkc__get_num(&kv->val, "errors", 0);
       s->n_methods++;
     }
   }
@@ -152,7 +158,7 @@ static int pack_sgemm(msgpack_packer *pk, const void *arg) {
   proto_pack_cstr(pk, "beta"), msgpack_pack_float(pk, s->beta);
   proto_pack_cstr(pk, "trans_a"), s->ta ? msgpack_pack_true(pk) : msgpack_pack_false(pk);
   proto_pack_cstr(pk, "trans_b"), s->tb ? msgpack_pack_true(pk) : msgpack_pack_false(pk);
-  pack_algo(pk, s->algo);
+  gkc__pack_algo(pk, s->algo);
   pack_bin(pk, "a", s->a, m * k * 4);
   pack_bin(pk, "b", s->b, k * n * 4);
   if (s->beta != 0.0f) pack_bin(pk, "c", s->c, m * n * 4);
@@ -161,7 +167,7 @@ static int pack_sgemm(msgpack_packer *pk, const void *arg) {
 
 static int take_sgemm(gkc_conn *c, const msgpack_object *r, void *arg) {
   sgemm_call *s = arg;
-  take_info(r, s->info);
+  gkc__take_info(r, s->info);
   return take_array(c, r, "c", s->c, (size_t)s->m * (size_t)s->n * 4);
 }
 
@@ -201,10 +207,7 @@ typedef struct {
 
 static int pack_reduce(msgpack_packer *pk, const void *arg) {
   const reduce_call *r = arg;
-  static const char *const ops[] = {"sum", "min", "max"};
-  msgpack_pack_map(pk, 3);
-  proto_pack_cstr(pk, "op"), proto_pack_cstr(pk, ops[r->op]);
-  pack_algo(pk, r->algo);
+  gkc__pack_reduce_head(pk, r->op, r->algo);
   pack_bin(pk, "x", r->x, r->n * 4);
   return 0;
 }
@@ -215,7 +218,7 @@ static int take_reduce(gkc_conn *c, const msgpack_object *r, void *arg) {
   if (!v || (v->type != MSGPACK_OBJECT_FLOAT64 && v->type != MSGPACK_OBJECT_FLOAT32))
     return gkc__fail(c, GKC_EPROTOCOL, "reply lacks a float 'value'");
   *rc->value = v->via.f64;
-  take_info(r, rc->info);
+  gkc__take_info(r, rc->info);
   return 0;
 }
 
@@ -250,7 +253,7 @@ static int pack_spmv(msgpack_packer *pk, const void *arg) {
   proto_pack_cstr(pk, "cols"), msgpack_pack_int32(pk, A->cols);
   proto_pack_cstr(pk, "alpha"), msgpack_pack_float(pk, s->alpha);
   proto_pack_cstr(pk, "beta"), msgpack_pack_float(pk, s->beta);
-  pack_algo(pk, s->algo);
+  gkc__pack_algo(pk, s->algo);
   pack_bin(pk, "row_ptr", A->row_ptr, ((size_t)A->rows + 1) * 4);
   pack_bin(pk, "col_idx", A->col_idx, nnz * 4);
   pack_bin(pk, "values", A->values, nnz * 4);
@@ -261,7 +264,7 @@ static int pack_spmv(msgpack_packer *pk, const void *arg) {
 
 static int take_spmv(gkc_conn *c, const msgpack_object *r, void *arg) {
   spmv_call *s = arg;
-  take_info(r, s->info);
+  gkc__take_info(r, s->info);
   return take_array(c, r, "y", s->y, (size_t)s->A->rows * 4);
 }
 

@@ -144,31 +144,7 @@ static void pack_out(msgpack_packer *pk, const char *key, const gkc_out *o) {
   }
 }
 
-static void pack_algo(msgpack_packer *pk, const char *algo) {
-  proto_pack_cstr(pk, "algo");
-  proto_pack_cstr(pk, algo && *algo ? algo : "auto");
-}
-
 /* --- reading results --------------------------------------------------------------------- */
-
-static void get_str(const msgpack_object *m, const char *key, char *dst, size_t n) {
-  const msgpack_object *o = proto_map_get(m, key);
-  dst[0] = 0;
-  if (o && o->type == MSGPACK_OBJECT_STR)
-    snprintf(dst, n, "%.*s", (int)o->via.str.size, o->via.str.ptr);
-}
-
-static double get_num(const msgpack_object *m, const char *key, double dflt) {
-  const msgpack_object *o = proto_map_get(m, key);
-  if (!o) return dflt;
-  switch (o->type) {
-    case MSGPACK_OBJECT_POSITIVE_INTEGER: return (double)o->via.u64;
-    case MSGPACK_OBJECT_NEGATIVE_INTEGER: return (double)o->via.i64;
-    case MSGPACK_OBJECT_FLOAT32:
-    case MSGPACK_OBJECT_FLOAT64: return o->via.f64;
-    default: return dflt;
-  }
-}
 
 /* A non-negative integer under key of map m, in [0, max]; 0 or GKC_EPROTOCOL. */
 static int get_uint(gkc_conn *c, const msgpack_object *m, const char *key, uint64_t max,
@@ -178,15 +154,6 @@ static int get_uint(gkc_conn *c, const msgpack_object *m, const char *key, uint6
     return gkc__fail(c, GKC_EPROTOCOL, "reply lacks an integer '%s'", key);
   *v = o->via.u64;
   return 0;
-}
-
-static void take_info(const msgpack_object *r, gkc_info *info) {
-  if (!info) return;
-  get_str(r, "algo", info->algo, sizeof info->algo);
-  info->kernel_us = get_num(r, "kernel_us", NAN);
-  info->server_us = get_num(r, "server_us", NAN);
-  info->h2d_us = get_num(r, "h2d_us", NAN);
-  info->d2h_us = get_num(r, "d2h_us", NAN);
 }
 
 /* Reads the array result `key` as out asked for it. */
@@ -238,7 +205,7 @@ static int pack_sgemm(msgpack_packer *pk, const void *arg) {
   proto_pack_cstr(pk, "beta"), msgpack_pack_float(pk, a->beta);
   proto_pack_cstr(pk, "trans_a"), a->trans_a ? msgpack_pack_true(pk) : msgpack_pack_false(pk);
   proto_pack_cstr(pk, "trans_b"), a->trans_b ? msgpack_pack_true(pk) : msgpack_pack_false(pk);
-  pack_algo(pk, a->algo);
+  gkc__pack_algo(pk, a->algo);
   if (s->precision) proto_pack_cstr(pk, "precision"), proto_pack_cstr(pk, s->precision);
   pack_ref(pk, "a", &a->a);
   pack_ref(pk, "b", &a->b);
@@ -249,7 +216,7 @@ static int pack_sgemm(msgpack_packer *pk, const void *arg) {
 
 static int take_sgemm(gkc_conn *c, const msgpack_object *r, void *arg) {
   sgemm_call *s = arg;
-  take_info(r, s->info);
+  gkc__take_info(r, s->info);
   return take_out(c, r, "c", s->out);
 }
 
@@ -277,10 +244,7 @@ typedef struct {
 
 static int pack_reduce(msgpack_packer *pk, const void *arg) {
   const reduce_call *r = arg;
-  static const char *const ops[] = {"sum", "min", "max"};
-  msgpack_pack_map(pk, 3);
-  proto_pack_cstr(pk, "op"), proto_pack_cstr(pk, ops[r->op]);
-  pack_algo(pk, r->algo);
+  gkc__pack_reduce_head(pk, r->op, r->algo);
   pack_ref(pk, "x", r->x);
   return 0;
 }
@@ -291,13 +255,13 @@ static int take_value(gkc_conn *c, const msgpack_object *r, double *value, int64
   if (!v || (v->type != MSGPACK_OBJECT_FLOAT64 && v->type != MSGPACK_OBJECT_FLOAT32))
     return gkc__fail(c, GKC_EPROTOCOL, "reply lacks a float 'value'");
   *value = v->via.f64;
-  if (n) *n = (int64_t)get_num(r, "n", -1);
+  if (n) *n = (int64_t)gkc__get_num(r, "n", -1);
   return 0;
 }
 
 static int take_reduce(gkc_conn *c, const msgpack_object *r, void *arg) {
   reduce_call *rc = arg;
-  take_info(r, rc->info);
+  gkc__take_info(r, rc->info);
   return take_value(c, r, rc->value, rc->n);
 }
 
@@ -335,7 +299,7 @@ static int pack_spmv(msgpack_packer *pk, const void *arg) {
   }
   proto_pack_cstr(pk, "alpha"), msgpack_pack_float(pk, a->alpha);
   proto_pack_cstr(pk, "beta"), msgpack_pack_float(pk, a->beta);
-  pack_algo(pk, a->algo);
+  gkc__pack_algo(pk, a->algo);
   pack_ref(pk, "x", &a->x);
   pack_ref(pk, "y", &a->y);
   pack_out(pk, "y", s->out);
@@ -344,7 +308,7 @@ static int pack_spmv(msgpack_packer *pk, const void *arg) {
 
 static int take_spmv(gkc_conn *c, const msgpack_object *r, void *arg) {
   spmv_call *s = arg;
-  take_info(r, s->info);
+  gkc__take_info(r, s->info);
   return take_out(c, r, "y", s->out);
 }
 
@@ -383,7 +347,7 @@ static int pack_dot(msgpack_packer *pk, const void *arg) {
 
 static int take_dot(gkc_conn *c, const msgpack_object *r, void *arg) {
   vec_call *v = arg;
-  take_info(r, v->info);
+  gkc__take_info(r, v->info);
   return take_value(c, r, v->value, NULL);
 }
 
@@ -408,7 +372,7 @@ static int pack_axpby(msgpack_packer *pk, const void *arg) {
 
 static int take_axpby(gkc_conn *c, const msgpack_object *r, void *arg) {
   vec_call *v = arg;
-  take_info(r, v->info);
+  gkc__take_info(r, v->info);
   return take_out(c, r, "y", v->out);
 }
 
@@ -526,7 +490,7 @@ static int pack_csr(msgpack_packer *pk, const void *arg) {
 
 static int take_csr(gkc_conn *c, const msgpack_object *r, void *arg) {
   csr_call *u = arg;
-  if (u->algo) get_str(r, "algo", u->algo, 32);
+  if (u->algo) gkc__get_str(r, "algo", u->algo, 32);
   return take_id(c, r, "matrix", u->matrix);
 }
 

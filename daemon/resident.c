@@ -5,8 +5,10 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 
+#include "args.h"
 #include "gkc_errors.h"
 #include "log.h"
+#include "proto_methods.h"
 #include "server.h"
 
 static int *counter(gkcd_server *srv, gkcd_conn *owner, int kind);
@@ -91,4 +93,28 @@ int res_room(gkcd_server *srv, gkcd_conn *owner, int kind, char *msg, size_t msg
 void resident_free_all(gkcd_server *srv) {
   for (int b = 0; b < RES_BUCKETS; b++)
     while (srv->res_table[b]) res_release(srv, srv->res_table[b]);
+}
+
+/* shm_release {region} and release {handle | matrix}, on the loop. */
+int res_release_request(gkcd_conn *c, int method, const msgpack_object *params, char *msg,
+                        size_t msglen) {
+  args_ctx a = {params, msg, msglen};
+  const char *key = method == PROTO_M_SHM_RELEASE ? "region"
+                    : args_present(&a, "matrix")  ? "matrix"
+                                                  : "handle";
+  const char *keys[] = {key, NULL};
+  int64_t id;
+  int rc;
+  if ((rc = args_known(&a, keys)) || (rc = args_int(&a, key, 1, 1, UINT32_MAX, &id))) return rc;
+  gkcd_res *r = res_find(c->srv, c, (uint32_t)id);
+  /* Handles and matrices share one id space: "handle" names either. */
+  int ok = r && (key[0] == 'r' ? r->kind == RES_REGION
+                 : key[0] == 'm' ? r->kind == RES_MATRIX
+                                 : r->kind != RES_REGION);
+  if (!ok) {
+    snprintf(msg, msglen, "argument '%s': no %s %lld on this connection", key, key, (long long)id);
+    return GKC_EINVALID_ARGUMENT;
+  }
+  res_release(c->srv, r);
+  return 0;
 }

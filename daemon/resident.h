@@ -10,6 +10,7 @@
 #ifndef GKCD_RESIDENT_H
 #define GKCD_RESIDENT_H
 
+#include <msgpack.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -58,6 +59,12 @@ void res_drop_owner(gkcd_server *srv, gkcd_conn *owner);
 /* 0 when owner (NULL: shared) may create one more object of kind, else
  * GKC_EINVALID_ARGUMENT with the limit in msg. */
 int res_room(gkcd_server *srv, gkcd_conn *owner, int kind, char *msg, size_t msglen);
+/* The shm_release {region} and release {handle | matrix} requests (method
+ * PROTO_M_SHM_RELEASE or PROTO_M_RELEASE, params their map): releases the
+ * object of c's that the request names and returns 0, or returns
+ * GKC_EINVALID_ARGUMENT with a message in msg. */
+int res_release_request(gkcd_conn *c, int method, const msgpack_object *params, char *msg,
+                        size_t msglen);
 /* At exit: releases everything. */
 void resident_free_all(gkcd_server *srv);
 

@@ -101,29 +101,6 @@ static void send_empty(gkcd_conn *c, uint32_t msgid) {
   send_sbuffer(c, &sb, NULL, 0);
 }
 
-/* shm_release {region} and release {handle | matrix}, on the loop. */
-static int release(gkcd_conn *c, const proto_request *req, char *msg, size_t msglen) {
-  args_ctx a = {req->params, msg, msglen};
-  const char *key = req->method == PROTO_M_SHM_RELEASE ? "region"
-                    : args_present(&a, "matrix")       ? "matrix"
-                                                       : "handle";
-  const char *keys[] = {key, NULL};
-  int64_t id;
-  int rc;
-  if ((rc = args_known(&a, keys)) || (rc = args_int(&a, key, 1, 1, UINT32_MAX, &id))) return rc;
-  gkcd_res *r = res_find(c->srv, c, (uint32_t)id);
-  /* Handles and matrices share one id space: "handle" names either. */
-  int ok = r && (key[0] == 'r' ? r->kind == RES_REGION
-                 : key[0] == 'm' ? r->kind == RES_MATRIX
-                                 : r->kind != RES_REGION);
-  if (!ok) {
-    snprintf(msg, msglen, "argument '%s': no %s %lld on this connection", key, key, (long long)id);
-    return GKC_EINVALID_ARGUMENT;
-  }
-  res_release(c->srv, r);
-  return 0;
-}
-
 /* Frees the job and what it holds: its request bytes, its result, its
  * references to resident objects. */
 static void job_free(gkcd_server *srv, gkcd_job *job) {
@@ -311,7 +288,7 @@ void rpc_handle_frame(gkcd_conn *c, void *frame, size_t len) {
     goto done;
   }
   if (req.method == PROTO_M_SHM_RELEASE || req.method == PROTO_M_RELEASE) {
-    rc = release(c, &req, msg, sizeof msg);
+    rc = res_release_request(c, req.method, req.params, msg, sizeof msg);
     if (rc) {
       srv->errors[req.method]++;
       send_error(c, 1, req.msgid, rc, msg);

@@ -33,8 +33,9 @@
  * small functions of theirs that methods.c and validate.c call,
  * conn_take_fd and job_fail, are copied below; the fake connection never
  * has a descriptor waiting, so shm_register always fails and region_map is
- * not run.  rpc.c's release() is static and is copied too, as is the
- * one line of submit() that prepares a job (reg_fd = -1).  The fake
+ * not run.  release/shm_release go through resident.c's
+ * res_release_request, as in rpc.c; the one line of submit() that prepares
+ * a job (reg_fd = -1) is copied.  The fake
  * backends hold only algo name lists, which must be kept equal to
  * cpu/cpu_backend.c and cuda/cuda_backend.c + cuda/gkcu_*.cu.
  */
@@ -701,29 +702,6 @@ static void run_job(const proto_request *req, gkcd_backend *be, const uint8_t *f
   job_release(job);
 }
 
-/* rpc.c release(): shm_release {region} and release {handle | matrix}. */
-static int release(gkcd_conn *c, const proto_request *req, char *msg, size_t msglen) {
-  args_ctx a = {req->params, msg, msglen};
-  const char *key = req->method == PROTO_M_SHM_RELEASE ? "region"
-                    : args_present(&a, "matrix")       ? "matrix"
-                                                       : "handle";
-  const char *keys[] = {key, NULL};
-  int64_t id;
-  int rc;
-  if ((rc = args_known(&a, keys)) || (rc = args_int(&a, key, 1, 1, UINT32_MAX, &id))) return rc;
-  gkcd_res *r = res_find(c->srv, c, (uint32_t)id);
-  /* Handles and matrices share one id space: "handle" names either. */
-  int ok = r && (key[0] == 'r' ? r->kind == RES_REGION
-                 : key[0] == 'm' ? r->kind == RES_MATRIX
-                                 : r->kind != RES_REGION);
-  if (!ok) {
-    snprintf(msg, msglen, "argument '%s': no %s %lld on this connection", key, key, (long long)id);
-    return GKC_EINVALID_ARGUMENT;
-  }
-  res_release(c->srv, r);
-  return 0;
-}
-
 /* --- one frame, as rpc_handle_frame sees it -------------------------------- */
 
 static void handle_frame(const uint8_t *frame, size_t len, const proto_frame_info *scan_info) {
@@ -768,7 +746,7 @@ static void handle_frame(const uint8_t *frame, size_t len, const proto_frame_inf
   }
   if (req.method == PROTO_M_SHM_RELEASE || req.method == PROTO_M_RELEASE) {
     CHECK(!methods_is_compute(req.method));
-    rc = release(&g_conn, &req, msg, sizeof msg);
+    rc = res_release_request(&g_conn, req.method, req.params, msg, sizeof msg);
     NOTE("  release: %s%s\n", rc ? proto_err_wire(rc) : "done", rc ? msg : "");
     if (rc) {
       CHECK(rc == GKC_EINVALID_ARGUMENT);
