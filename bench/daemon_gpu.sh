@@ -21,12 +21,14 @@ ROOT=$(pwd -P)
 BUILD=${BUILD:-build-dev}
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export GKC_SHARED_MATRICES=$ROOT/.carry/matrices
-# ctest's files hold the workstation's absolute paths (/work/main/...).
-if [ "$(readlink -f /work/main 2>/dev/null)" != "$ROOT" ]; then
-  [ -e /work/main ] && mv /work/main "/work/main.moved.$$"
-  mkdir -p /work && ln -s "$ROOT" /work/main
+# ctest's files hold the absolute source path the build was configured in;
+# when this copy of the tree lives elsewhere, make that path point here.
+SRC=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$BUILD/CMakeCache.txt")
+if [ -n "$SRC" ] && [ "$(readlink -f "$SRC" 2>/dev/null)" != "$ROOT" ]; then
+  [ -e "$SRC" ] && mv "$SRC" "$SRC.moved.$$"
+  mkdir -p "$(dirname "$SRC")" && ln -s "$ROOT" "$SRC"
 fi
-B=/work/main/$BUILD
+B=${SRC:-$ROOT}/$BUILD
 GKCD=$B/daemon/gkcd GKC=$B/client/gkc
 has() { case " $STAGES " in *" $1 "*) return 0;; esac; return 1; }
 summary=()

@@ -26,11 +26,14 @@ has() {
 }
 left() { local l=$((DEADLINE + 50 - SECONDS)); [ "$l" -lt 10 ] && l=10; [ "$l" -gt "$1" ] && l=$1; echo "$l"; }
 
-# ctest's files hold the workstation's absolute paths (/work/main/...).
-if [ "$(readlink -f /work/main 2>/dev/null)" != "$ROOT" ]; then
-  if [ -e /work/main ]; then mv /work/main "/work/main.moved.$$"; fi
-  mkdir -p /work && ln -s "$ROOT" /work/main
+# ctest's files hold the absolute source path the build was configured in;
+# when this copy of the tree lives elsewhere, make that path point here.
+SRC=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$BUILD/CMakeCache.txt")
+if [ -n "$SRC" ] && [ "$(readlink -f "$SRC" 2>/dev/null)" != "$ROOT" ]; then
+  [ -e "$SRC" ] && mv "$SRC" "$SRC.moved.$$"
+  mkdir -p "$(dirname "$SRC")" && ln -s "$ROOT" "$SRC"
 fi
+SRC=${SRC:-$ROOT}
 
 if has env; then
   {
@@ -43,14 +46,14 @@ if has env; then
 fi
 
 if has tests; then
-  (cd "/work/main/$BUILD" && timeout $(left 200) ctest -L gpu -R '^test_gpu_' --output-on-failure --timeout 600) > "$OUT/ctest.log" 2>&1
+  (cd "$SRC/$BUILD" && timeout $(left 200) ctest -L gpu -R '^test_gpu_' --output-on-failure --timeout 600) > "$OUT/ctest.log" 2>&1
   echo "ctest rc=$?"; grep -E "tests passed|tests failed|Skipped|Failed|FAIL|seed|runs," "$OUT/ctest.log" | head -40
 fi
 
-B=/work/main/$BUILD/bench/gpu/bench_gpu
+B=$SRC/$BUILD/bench/gpu/bench_gpu
 if has sass; then
-  cuobjdump -sass "/work/main/$BUILD/cuda/CMakeFiles/gkc_cuda.dir/gkcu_sgemm.cu.o" 2>&1 | gzip > "$OUT/sgemm_sass.txt.gz"
-  cuobjdump -sass "/work/main/$BUILD/cuda/CMakeFiles/gkc_cuda.dir/gkcu_spmv.cu.o" 2>&1 | gzip > "$OUT/spmv_sass.txt.gz"
+  cuobjdump -sass "$SRC/$BUILD/cuda/CMakeFiles/gkc_cuda.dir/gkcu_sgemm.cu.o" 2>&1 | gzip > "$OUT/sgemm_sass.txt.gz"
+  cuobjdump -sass "$SRC/$BUILD/cuda/CMakeFiles/gkc_cuda.dir/gkcu_spmv.cu.o" 2>&1 | gzip > "$OUT/spmv_sass.txt.gz"
 fi
 
 if has bench; then
@@ -62,7 +65,7 @@ if has lab; then
   echo "lab rc=$?"
 fi
 if has sanitize; then
-  T=/work/main/$BUILD/tests/gpu
+  T=$SRC/$BUILD/tests/gpu
   {
     for t in test_gpu_spmv test_gpu_reduce test_gpu_sgemm; do
       echo "== memcheck $t (short)"
