@@ -131,20 +131,3 @@ int args_str(args_ctx *a, const char *key, int required, const char **out, size_
   return 0;
 }
 
-int args_bin(args_ctx *a, const char *key, int required, uint64_t want_bytes,
-             const char *what, const void **out, size_t *bytes) {
-  int rc;
-  const msgpack_object *o = get(a, key, required, &rc);
-  if (!o) return rc;
-  if (o->type != MSGPACK_OBJECT_BIN)
-    return fail(a, "argument '%s' must be a bin of raw little-endian values, got %s", key,
-                type_name(o));
-  if (o->via.bin.size != want_bytes) {
-    snprintf(a->msg, a->msglen, "argument '%s' holds %u bytes, expected %" PRIu64 " (%s)", key,
-             (unsigned)o->via.bin.size, want_bytes, what);
-    return GKC_EINVALID_ARGUMENT;
-  }
-  *out = o->via.bin.ptr;
-  *bytes = o->via.bin.size;
-  return 0;
-}

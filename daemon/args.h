@@ -27,9 +27,6 @@ int args_float(args_ctx *a, const char *key, int required, float *out);
 int args_bool(args_ctx *a, const char *key, int required, int *out);
 /* String; *out points into the request, not NUL-terminated. */
 int args_str(args_ctx *a, const char *key, int required, const char **out, size_t *len);
-/* bin holding exactly want_bytes bytes; elem names the element type in messages. */
-int args_bin(args_ctx *a, const char *key, int required, uint64_t want_bytes,
-             const char *what, const void **out, size_t *bytes);
 int args_present(args_ctx *a, const char *key);
 
 #endif

@@ -7,7 +7,7 @@
  * received, never with what a frame claims it will send.
  *
  * Replies produced during one loop iteration are collected and written with
- * a single uv_write (conn_flush_all runs from a uv_check), so a pipelining
+ * a single sendmsg (conn_flush_all runs from a uv_check), so a pipelining
  * client costs one write per batch rather than one per reply.
  *
  * Back-pressure: reading stops while the connection has max-conn-requests

@@ -45,7 +45,6 @@ struct gkcd_conn {
   size_t len, cap;
   size_t need;         /* scanner's hint: rescan once len reaches it */
   size_t jobs;         /* in flight, including those waiting for budget */
-  size_t writes;       /* uv_write calls not yet completed */
   size_t queued_bytes; /* reply bytes pending or being written */
   uint64_t last_active_ms; /* uv_now of the last byte in or out */
   /* Replies collected during one loop iteration, written together. */
