@@ -1,0 +1,49 @@
+#!/usr/bin/env python3
+"""spmv_probe.py: per-call cost of spmv and dot on resident data, from the wire.
+
+    spmv_probe.py SOCKET
+
+For 2-D Laplacians of 32^2, 512^2 and 2048^2 points: csr_upload, upload x,
+then 60 spmv calls with x and y resident (out into an existing handle) and 60
+dot calls, printing the medians of the round trip, the daemon's server_us
+and kernel_us.  A client written from PROTOCOL.md alone (msgpack, numpy)."""
+import msgpack, socket, sys, time, numpy as np
+path = sys.argv[1]
+s = socket.socket(socket.AF_UNIX); s.connect(path)
+u = msgpack.Unpacker(raw=False, max_buffer_size=1 << 31)
+mid = [0]
+def call(m, p):
+    mid[0] += 1
+    t = time.perf_counter()
+    s.sendall(msgpack.packb([0, mid[0], m, [p]], use_bin_type=True))
+    while True:
+        for r in u:
+            dt = (time.perf_counter() - t) * 1e6
+            if r[2]: raise SystemExit(f"{m}: {r[2]}")
+            return r[3], dt
+        u.feed(s.recv(1 << 22))
+def lap(g):
+    n = g * g; idx = np.arange(n).reshape(g, g)
+    rows = [idx.ravel()]*1; cols = [idx.ravel()]; vals = [np.full(n, 4.0)]
+    for dx, dy in ((0,1),(0,-1),(1,0),(-1,0)):
+        a = idx[max(0,-dx):g-max(0,dx), max(0,-dy):g-max(0,dy)]
+        b = idx[max(0,dx):g-max(0,-dx) if g-max(0,-dx)>0 else None, max(0,dy):g-max(0,-dy)]
+        rows.append(a.ravel()); cols.append(b.ravel()); vals.append(np.full(a.size, -1.0))
+    r = np.concatenate(rows); c = np.concatenate(cols); v = np.concatenate(vals)
+    o = np.lexsort((c, r)); r, c, v = r[o], c[o], v[o]
+    rp = np.zeros(n + 1, np.int32); np.add.at(rp, r + 1, 1); rp = np.cumsum(rp).astype(np.int32)
+    return n, rp, c.astype(np.int32), v.astype(np.float32)
+for g in (32, 512, 2048):
+    n, rp, ci, v = lap(g)
+    m, _ = call("csr_upload", {"rows": n, "cols": n, "row_ptr": rp.tobytes(), "col_idx": ci.tobytes(), "values": v.tobytes()})
+    x, _ = call("upload", {"data": np.ones(n, np.float32).tobytes(), "dtype": "f32"})
+    y, _ = call("spmv", {"matrix": m["matrix"], "x": {"handle": x["handle"]}, "out": {"y": "handle"}})
+    rt, sv, kr = [], [], []
+    for i in range(60):
+        res, dt = call("spmv", {"matrix": m["matrix"], "x": {"handle": x["handle"]}, "out": {"y": {"handle": y["y"]["handle"]}}})
+        rt.append(dt); sv.append(res["server_us"]); kr.append(res["kernel_us"])
+    rd, _ = call("dot", {"x": {"handle": x["handle"]}, "y": {"handle": x["handle"]}})
+    dts = [call("dot", {"x": {"handle": x["handle"]}, "y": {"handle": x["handle"]}}) for i in range(60)]
+    md = lambda a: float(np.median(a))
+    print(f"grid {g}: spmv rt {md(rt):.0f} us, server {md(sv):.0f}, kernel {md(kr):.0f}, algo {res['algo']} | "
+          f"dot rt {md([d[1] for d in dts]):.0f}, server {md([d[0]['server_us'] for d in dts]):.0f}, kernel {md([d[0]['kernel_us'] for d in dts]):.0f}")
