@@ -72,6 +72,12 @@ int cli_usage_error(const cli_globals *g, const char *fmt, ...)
 /* "invalid OPT 'VAL': WANT" as a usage error. */
 int cli_bad_value(const cli_globals *g, const char *opt, const char *val, const char *want);
 
+/* Option values shared by several commands: 0, or (after the usage error
+ * naming opt) CLI_USAGE. */
+int cli_opt_float(const cli_globals *g, const char *opt, const char *arg, float *out);
+/* --seed N: sets *seed and *seeded. */
+int cli_opt_seed(const cli_globals *g, const char *arg, uint64_t *seed, int *seeded);
+
 /* Parsers: 0, or -1 when s is not entirely a valid value. */
 int cli_parse_float(const char *s, float *out);      /* finite, in float32 range */
 int cli_parse_double(const char *s, double *out);    /* finite */

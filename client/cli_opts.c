@@ -29,6 +29,19 @@ int cli_bad_value(const cli_globals *g, const char *opt, const char *val, const 
   return cli_usage_error(g, "invalid %s '%s': %s", opt, val, want);
 }
 
+int cli_opt_float(const cli_globals *g, const char *opt, const char *arg, float *out) {
+  if (cli_parse_float(arg, out))
+    return cli_bad_value(g, opt, arg, "expected a finite float32 number");
+  return 0;
+}
+
+int cli_opt_seed(const cli_globals *g, const char *arg, uint64_t *seed, int *seeded) {
+  if (cli_parse_u64(arg, seed))
+    return cli_bad_value(g, "--seed", arg, "expected a non-negative integer");
+  *seeded = 1;
+  return 0;
+}
+
 /* The long name of the option whose value is val, for messages. */
 static const char *long_name(const struct option *opts, int val) {
   for (const struct option *p = opts; p->name; p++)

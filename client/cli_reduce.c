@@ -51,11 +51,7 @@ static int parse(cli_globals *g, reduce_job *s, int argc, char **argv) {
         if (cli_parse_dims(optarg, 1, INT64_MAX / 8, 0, &s->random_n))
           return cli_bad_value(g, "--random", optarg, "expected a positive integer N");
         break;
-      case O_SEED:
-        if (cli_parse_u64(optarg, &s->seed))
-          return cli_bad_value(g, "--seed", optarg, "expected a non-negative integer");
-        s->seeded = 1;
-        break;
+      case O_SEED: if ((rc = cli_opt_seed(g, optarg, &s->seed, &s->seeded))) return rc; break;
       case O_OP: {
         int found = -1;
         for (int i = 0; i < 3; i++)

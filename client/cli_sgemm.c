@@ -65,14 +65,8 @@ static int parse(cli_globals *g, sgemm_job *s, int argc, char **argv) {
       case O_A: s->a_path = optarg; break;
       case O_B: s->b_path = optarg; break;
       case O_C: s->c_path = optarg; break;
-      case O_ALPHA:
-        if (cli_parse_float(optarg, &s->alpha))
-          return cli_bad_value(g, "--alpha", optarg, "expected a finite float32 number");
-        break;
-      case O_BETA:
-        if (cli_parse_float(optarg, &s->beta))
-          return cli_bad_value(g, "--beta", optarg, "expected a finite float32 number");
-        break;
+      case O_ALPHA: if ((rc = cli_opt_float(g, "--alpha", optarg, &s->alpha))) return rc; break;
+      case O_BETA: if ((rc = cli_opt_float(g, "--beta", optarg, &s->beta))) return rc; break;
       case O_TA: s->trans_a = 1; break;
       case O_TB: s->trans_b = 1; break;
       case O_ALGO: s->algo = optarg; break;
@@ -91,11 +85,7 @@ static int parse(cli_globals *g, sgemm_job *s, int argc, char **argv) {
         s->m = d[0], s->n = d[1], s->k = d[2];
         break;
       }
-      case O_SEED:
-        if (cli_parse_u64(optarg, &s->seed))
-          return cli_bad_value(g, "--seed", optarg, "expected a non-negative integer");
-        s->seeded = 1;
-        break;
+      case O_SEED: if ((rc = cli_opt_seed(g, optarg, &s->seed, &s->seeded))) return rc; break;
       case O_CHECK: s->check = 1; break;
       default:
         if ((rc = cli_common_opt(g, opts, o, argv)) >= 0) return rc;

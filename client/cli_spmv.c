@@ -83,19 +83,9 @@ static int parse(cli_globals *g, spmv_job *s, int argc, char **argv) {
         break;
       case O_X: s->x_path = optarg; break;
       case O_Y: s->y_path = optarg; break;
-      case O_ALPHA:
-        if (cli_parse_float(optarg, &s->alpha))
-          return cli_bad_value(g, "--alpha", optarg, "expected a finite float32 number");
-        break;
-      case O_BETA:
-        if (cli_parse_float(optarg, &s->beta))
-          return cli_bad_value(g, "--beta", optarg, "expected a finite float32 number");
-        break;
-      case O_SEED:
-        if (cli_parse_u64(optarg, &s->seed))
-          return cli_bad_value(g, "--seed", optarg, "expected a non-negative integer");
-        s->seeded = 1;
-        break;
+      case O_ALPHA: if ((rc = cli_opt_float(g, "--alpha", optarg, &s->alpha))) return rc; break;
+      case O_BETA: if ((rc = cli_opt_float(g, "--beta", optarg, &s->beta))) return rc; break;
+      case O_SEED: if ((rc = cli_opt_seed(g, optarg, &s->seed, &s->seeded))) return rc; break;
       case O_ALGO: s->algo = optarg; break;
       case 'o': s->out_path = optarg; break;
       case O_CHECK: s->check = 1; break;

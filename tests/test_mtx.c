@@ -14,35 +14,9 @@
 
 #include "mtx.h"
 #include "test.h"
+#include "tmpfile.h"
 
-static char tmpdir[256];
 static char err[1024];
-
-static const char *tpath(const char *name) {
-  static char ring[4][512];
-  static int next;
-  char *p = ring[next++ % 4];
-  snprintf(p, sizeof ring[0], "%s/%s", tmpdir, name);
-  return p;
-}
-
-static void make_tmpdir(void) {
-  const char *base = getenv("TMPDIR");
-  snprintf(tmpdir, sizeof tmpdir, "%s/gkc_test_mtx.XXXXXX", base && *base ? base : "/tmp");
-  if (!mkdtemp(tmpdir)) TEST_FAIL("mkdtemp %s failed", tmpdir);
-}
-
-static void remove_tmpdir(void) {
-  DIR *d = opendir(tmpdir);
-  if (!d) return;
-  struct dirent *e;
-  while ((e = readdir(d))) {
-    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-    unlink(tpath(e->d_name));
-  }
-  closedir(d);
-  rmdir(tmpdir);
-}
 
 static const char *write_text(const char *name, const char *text) {
   const char *p = tpath(name);
@@ -458,7 +432,7 @@ static void test_shared_dir(void) {
 }
 
 int main(void) {
-  make_tmpdir();
+  make_tmpdir("gkc_test_mtx");
   atexit(remove_tmpdir); /* also after a failed assertion (exit 1) */
   test_general();
   test_symmetric();

@@ -1,5 +1,4 @@
 /* test_npy.c: the .npy reader and writer (client/npy.c). */
-#include <dirent.h>
 #include <stdint.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -7,37 +6,9 @@
 
 #include "npy.h"
 #include "test.h"
+#include "tmpfile.h"
 
-static char tmpdir[256];
 static char err[1024];
-
-/* A path inside this run's scratch directory (a small ring, so a test can
- * hold a few at once). */
-static const char *tpath(const char *name) {
-  static char ring[4][512];
-  static int next;
-  char *p = ring[next++ % 4];
-  snprintf(p, sizeof ring[0], "%s/%s", tmpdir, name);
-  return p;
-}
-
-static void make_tmpdir(void) {
-  const char *base = getenv("TMPDIR");
-  snprintf(tmpdir, sizeof tmpdir, "%s/gkc_test_npy.XXXXXX", base && *base ? base : "/tmp");
-  if (!mkdtemp(tmpdir)) TEST_FAIL("mkdtemp %s failed", tmpdir);
-}
-
-static void remove_tmpdir(void) {
-  DIR *d = opendir(tmpdir);
-  if (!d) return;
-  struct dirent *e;
-  while ((e = readdir(d))) {
-    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-    unlink(tpath(e->d_name));
-  }
-  closedir(d);
-  rmdir(tmpdir);
-}
 
 static void write_bytes(const char *path, const void *buf, size_t n) {
   FILE *f = fopen(path, "wb");
@@ -370,7 +341,7 @@ static void test_write_errors(void) {
 }
 
 int main(void) {
-  make_tmpdir();
+  make_tmpdir("gkc_test_npy");
   atexit(remove_tmpdir); /* also after a failed assertion (exit 1) */
   test_roundtrip();
   test_exact_numpy_header();

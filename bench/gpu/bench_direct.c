@@ -55,12 +55,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <cusparse.h>
 
+#include "bench_util.h"
 #include "gkcu.h"
 #include "gkcu_blas1.h"
 #include "gpu_util.h"
@@ -68,14 +68,6 @@
 
 /* --- plumbing -------------------------------------------------------------------- */
 
-#define CUDA_OK(call)                                                                              \
-  do {                                                                                             \
-    cudaError_t e_ = (call);                                                                       \
-    if (e_ != cudaSuccess) {                                                                       \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));       \
-      exit(2);                                                                                     \
-    }                                                                                              \
-  } while (0)
 #define CUBLAS_OK(call)                                                                            \
   do {                                                                                             \
     cublasStatus_t s_ = (call);                                                                    \
@@ -114,26 +106,10 @@ static FILE *json;
 static int json_first = 1;
 static const double kDeadline = 50.0;
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static int past_deadline(const char *what) {
-  if (now_s() - t_start < kDeadline) return 0;
+  if (bench_now_s() - t_start < kDeadline) return 0;
   printf("skipped %s: past %.0f s\n", what, kDeadline);
   return 1;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-  qsort(v, (size_t)n, sizeof *v, cmp_double);
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 static void flush_l2(void) { CUDA_OK(cudaMemsetAsync(flush_buf, 0x5a, flush_bytes, st)); }
@@ -173,7 +149,7 @@ static double copy_gbps(void *dst, const void *src, size_t bytes, enum cudaMemcp
     CUDA_OK(cudaEventRecord(ev1, st));
     v[r] = bytes / (event_ms() * 1e-3) / 1e9;
   }
-  double m = median(v, n);
+  double m = bench_median(v, n);
   *lo = v[0];
   *hi = v[n - 1];
   free(v);
@@ -312,7 +288,7 @@ static void bench_spmv_matrix(const char *name, const dcsr *a) {
   for (int r = 0; r < reps; r++) plan_run(&p, a, 1.0f, 0.0f);
   CUDA_OK(cudaEventRecord(ev1, st));
   double b2b = event_ms() / reps;
-  double mc = median(cold, reps), mw = median(warm, reps);
+  double mc = bench_median(cold, reps), mw = bench_median(warm, reps);
   /* napkin bytes: values + columns + row pointers + x once + y written */
   double bytes = (double)a->nnz * 8.0 + ((double)a->rows + 1) * 4.0 + (double)a->cols * 4.0 + (double)a->rows * 4.0;
   printf("%-26s %9d %10lld %10.4f %10.4f %10.4f %8.0f\n", name, a->rows, (long long)a->nnz, mc, mw, b2b,
@@ -377,7 +353,7 @@ static void bench_blas1(int64_t n) {
       CUDA_OK(cudaEventRecord(ev1, st));
       ms[r] = event_ms();
     }
-    double m = median(ms, reps);
+    double m = bench_median(ms, reps);
     printf("%-34s %10.4f %10.4f %8.0f\n", names[w], m, ms[0], bytes_per[w] * n / (m * 1e-3) / 1e9);
     json_rec("\"section\": \"blas1\", \"op\": \"%s\", \"n\": %lld, \"median_ms\": %.6f, \"min_ms\": %.6f, "
              "\"gbps\": %.2f",
@@ -388,12 +364,12 @@ static void bench_blas1(int64_t n) {
     double v = 0.0;
     float f = 0.0f;
     for (int r = 0; r < reps; r++) {
-      double t0 = now_s();
+      double t0 = bench_now_s();
       if (w == 0) GKCU_OK(gkcu_dot(ctx, n, a.x, a.y, &v));
       else CUBLAS_OK(cublasSdot(blas, (int)n, a.x, 1, a.y, 1, &f));
-      ms[r] = (now_s() - t0) * 1e3;
+      ms[r] = (bench_now_s() - t0) * 1e3;
     }
-    double m = median(ms, reps);
+    double m = bench_median(ms, reps);
     const char *nm = w ? "dot cublasSdot -> host (wall)" : "dot gkcu_dot -> host (wall)";
     printf("%-34s %10.4f %10.4f %8s\n", nm, m, ms[0], "-");
     json_rec("\"section\": \"blas1\", \"op\": \"%s\", \"n\": %lld, \"median_ms\": %.6f, \"min_ms\": %.6f", nm,
@@ -467,7 +443,7 @@ static cg_result cg_solve(cg_state *s, int use_gkcu, int max_iters, double tol, 
   const double bnorm = sqrt((double)n); /* b = ones */
   cg_result res = {0, 0, 0, 0, 0, 0, 0};
   CUDA_OK(cudaStreamSynchronize(st));
-  double t0 = now_s();
+  double t0 = bench_now_s();
   /* x = 0, r = b, p = r, rr = r.r */
   CUDA_OK(cudaMemsetAsync(s->x, 0, (size_t)n * sizeof(float), st));
   CUDA_OK(cudaMemcpyAsync(s->r, s->b, (size_t)n * sizeof(float), cudaMemcpyDeviceToDevice, st));
@@ -520,10 +496,10 @@ static cg_result cg_solve(cg_state *s, int use_gkcu, int max_iters, double tol, 
       CUBLAS_OK(cublasSaxpy(blas, n, &one, s->r, 1, s->p, 1));
     }
     rr = rr_new;
-    if ((k & 63) == 0 && now_s() - t0 > max_s) break;
+    if ((k & 63) == 0 && bench_now_s() - t0 > max_s) break;
   }
   CUDA_OK(cudaStreamSynchronize(st));
-  res.seconds = now_s() - t0;
+  res.seconds = bench_now_s() - t0;
   res.iters = k;
   res.rel_true = true_residual(s->a, s->x, s->b, s->t, s->h);
   res.rel_f64 = residual_f64(s->hA, s->x, s->h, &res.xmax);
@@ -605,7 +581,7 @@ int main(int argc, char **argv) {
   if (reps < 10) reps = 10;
   if (h2d_reps < 10) h2d_reps = 10;
   gpu_require_device();
-  t_start = now_s();
+  t_start = bench_now_s();
 
   struct cudaDeviceProp prop;
   int dev = 0, rt = 0, drv = 0;
@@ -684,7 +660,7 @@ int main(int argc, char **argv) {
     fprintf(json, "\n]}\n");
     fclose(json);
   }
-  printf("\nbench_direct: %.1f s\n", now_s() - t_start);
+  printf("\nbench_direct: %.1f s\n", bench_now_s() - t_start);
   dcsr_free(&dlap);
   cudaFree(flush_buf);
   cusparseDestroy(sparse);

@@ -22,10 +22,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <cuda_runtime_api.h>
 
+#include "bench_util.h"
 #include "gkcu.h"
 #include "gkcu_lab.h"
 #include "gkcu_reduce.h"
@@ -34,15 +34,6 @@
 #include "gpu_util.h"
 
 /* --- plumbing -------------------------------------------------------------------- */
-
-#define CUDA_OK(call)                                                              \
-  do {                                                                             \
-    cudaError_t e_ = (call);                                                       \
-    if (e_ != cudaSuccess) {                                                       \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-      exit(2);                                                                     \
-    }                                                                              \
-  } while (0)
 
 static gkcu_ctx *ctx;
 static cudaStream_t st;
@@ -53,18 +44,7 @@ static FILE *json;
 static int json_first = 1;
 static int validation_failures;
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 typedef int (*run_fn)(void *arg);
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
 
 typedef struct {
   double median_ms, min_ms;
@@ -97,8 +77,7 @@ static timing time_it(run_fn f, void *arg, int n) {
     CUDA_OK(cudaEventElapsedTime(&v, e0, e1));
     ms[r] = v;
   }
-  qsort(ms, (size_t)n, sizeof *ms, cmp_double);
-  t.median_ms = n % 2 ? ms[n / 2] : 0.5 * (ms[n / 2 - 1] + ms[n / 2]);
+  t.median_ms = bench_median(ms, n); /* sorts ms */
   t.min_ms = ms[0];
   t.ok = 1;
   free(ms);
@@ -515,19 +494,19 @@ static void bench_spmv(const char *dir, int synth, int lab) {
   }
   if (!synth) return;
   gpu_csr m;
-  double t0 = now_s();
+  double t0 = bench_now_s();
   if (gpu_csr_stencil2d(&m, 2048) != 0) exit(2);
-  printf("# generated in %.1f s\n", now_s() - t0);
+  printf("# generated in %.1f s\n", bench_now_s() - t0);
   bench_spmv_matrix(&m, "stencil2d-5pt-2048^2", lab);
   gpu_csr_free(&m);
-  t0 = now_s();
+  t0 = bench_now_s();
   if (gpu_csr_stencil3d(&m, 128, 27) != 0) exit(2);
-  printf("# generated in %.1f s\n", now_s() - t0);
+  printf("# generated in %.1f s\n", bench_now_s() - t0);
   bench_spmv_matrix(&m, "stencil3d-27pt-128^3", lab);
   gpu_csr_free(&m);
-  t0 = now_s();
+  t0 = bench_now_s();
   if (gpu_csr_powerlaw(&m, 42000000, 100000, 42) != 0) exit(2);
-  printf("# generated in %.1f s\n", now_s() - t0);
+  printf("# generated in %.1f s\n", bench_now_s() - t0);
   bench_spmv_matrix(&m, "powerlaw-rmat-42M", lab);
   gpu_csr_free(&m);
 }
@@ -594,7 +573,7 @@ int main(int argc, char **argv) {
     if (json) fprintf(json, "{\"device\": \"%s\", \"results\": [", prop.name);
   }
 
-  double t0 = now_s();
+  double t0 = bench_now_s();
   if (has_op(ops, "sgemm")) bench_sgemm(sizes, nsizes, lab);
   if (has_op(ops, "reduce")) bench_reduce(lab);
   if (has_op(ops, "spmv")) bench_spmv(dir, synth, lab);
@@ -603,7 +582,7 @@ int main(int argc, char **argv) {
     fprintf(json, "\n]}\n");
     fclose(json);
   }
-  printf("\nbench_gpu: %.0f s, %d validation failures\n", now_s() - t0, validation_failures);
+  printf("\nbench_gpu: %.0f s, %d validation failures\n", bench_now_s() - t0, validation_failures);
   cudaFree(flush_buf);
   gkcu_ctx_destroy(ctx);
   return validation_failures ? 1 : 0;
