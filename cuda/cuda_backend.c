@@ -292,8 +292,10 @@ static int run_kernel(slot *s, gkcd_job *job, layout *l) {
       job->algo_name = gkcu_spmv_algo_name(algo);
       if (p->beta != 0.0f && l->dev[4] != out) /* inputs: row_ptr, col_idx, values, x, y */
         cudaMemcpyAsync(out, l->dev[4], job->out_bytes, cudaMemcpyDeviceToDevice, s->stream);
-      return gkcu_spmv(ctx, algo, p->rows, p->cols, p->nnz, (const int32_t *)l->dev[0],
-                       (const int32_t *)l->dev[1], fdev(l, 2), p->alpha, fdev(l, 3), p->beta, out);
+      /* A resident matrix brings its plan (csr_upload made it); by value: none. */
+      return gkcu_spmv_planned(ctx, algo, p->rows, p->cols, p->nnz, (const int32_t *)l->dev[0],
+                               (const int32_t *)l->dev[1], fdev(l, 2), p->alpha, fdev(l, 3), p->beta,
+                               out, p->plan);
     }
     case PROTO_M_DOT:
       job->algo_name = "gkcu";
@@ -322,8 +324,18 @@ static void run_on(cuda_impl *impl, slot *s, gkcd_job *job) {
     job->err = rc;
     return;
   }
+  /* csr_upload: the balanced spmv plan goes after the three arrays, in the
+   * same allocation.  Its few KB ((rows + nnz) / 1024 * 16 bytes or less)
+   * are not counted in the memory budget, which uses out_bytes. */
+  size_t alloc_bytes = job->out_bytes, plan_bytes = 0;
+  job->plan_off = 0;
+  if (job->method == PROTO_M_CSR_UPLOAD &&
+      (plan_bytes = gkcu_spmv_plan_bytes(s->ctx, job->in.csr.rows, job->in.csr.nnz)) > 0) {
+    job->plan_off = up(job->out_bytes);
+    alloc_bytes = job->plan_off + plan_bytes;
+  }
   if (job->out_kind == OUT_RES_NEW) {
-    if ((rc = devcache_alloc(impl->cache, job->out_bytes, &job->out_ptr, &job->out_cap,
+    if ((rc = devcache_alloc(impl->cache, alloc_bytes, &job->out_ptr, &job->out_cap,
                              job->errmsg, sizeof job->errmsg))) {
       job->err = rc;
       job->out_ptr = NULL;
@@ -351,6 +363,17 @@ static void run_on(cuda_impl *impl, slot *s, gkcd_job *job) {
       __typeof__(job->in.csr) *c = &job->in.csr;
       job->algo_used = gkcu_spmv_pick_hint(s->ctx, c->rows, c->cols, c->nnz, c->max_row) - 1;
       job->algo_name = gkcu_spmv_algo_name(job->algo_used + 1);
+      /* row_ptr is at the start of out_dev, its copy enqueued on this stream */
+      if (job->plan_off &&
+          (rc = gkcu_spmv_plan(s->ctx, c->rows, c->nnz, (const int32_t *)l.out_dev,
+                               (char *)l.out_dev + job->plan_off)) != 0) {
+        snprintf(job->errmsg, sizeof job->errmsg, "%s", gkcu_ctx_errmsg(s->ctx));
+        job->err = rc;
+        e = cudaStreamSynchronize(s->stream);
+        if (rc == GKC_EDEVICE_ERROR && is_sticky(e) && !atomic_exchange(&impl->poisoned, 1))
+          backend_fatal("the CUDA context is unusable after: %s", job->errmsg);
+        goto out;
+      }
     }
   } else if ((rc = run_kernel(s, job, &l)) != 0) {
     snprintf(job->errmsg, sizeof job->errmsg, "%s", gkcu_ctx_errmsg(s->ctx));

@@ -1,5 +1,6 @@
 /* gkcu_spmv.cu: the CSR spmv ladder (scalar, vector, balanced) and cuSPARSE. */
 #include <limits.h>
+#include <stdint.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -106,8 +107,21 @@ __global__ void spmv_partition_kernel(int rows, long long nnz, const int *__rest
   if ((threadIdx.x & 31) != 0) return;
   const int rs = rp[x]; /* row x starts at path item x + rs (x == rows: nnz) */
   coords[t] = make_int4(x, (int)(d - x), rs, 0);
-  if (t > 0 && x < rows && rs < d - x && (t - 1) * tile <= x + rs)
+  /* y == NULL: a plan (gkcu_spmv_plan), the split rows are prescaled per call */
+  if (y && t > 0 && x < rows && rs < d - x && (t - 1) * tile <= x + rs)
     y[x] = beta == 0.0f ? 0.0f : beta * y[x];
+}
+
+/* With a plan: the split rows' beta*y (or 0) from the stored coords, the same
+ * rule and the same single writer per row as the partition kernel, without
+ * the merge-path search.  One thread per tile boundary t = 1..ntiles. */
+__global__ void spmv_prescale_kernel(int rows, int ntiles, int tile, const int4 *__restrict__ coords, float beta,
+                                     float *__restrict__ y) {
+  const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x + 1;
+  if (t > ntiles) return;
+  const int4 c = coords[t];
+  if (c.x < rows && c.z < c.y && (t - 1) * tile <= (long long)c.x + c.z)
+    y[c.x] = beta == 0.0f ? 0.0f : beta * y[c.x];
 }
 
 /* One tile of BAL_TILE path items per block.  The tile's row ends and its
@@ -304,23 +318,38 @@ constexpr BalancedShape kBalancedShapes[] = {{256, 8, 8}, {256, 8, 6}, {256, 4, 
 int balanced_shape(int rows, long long nnz) { return (long long)rows + nnz < 4000000 ? 2 : 1; }
 constexpr int kBalancedShapeCount = (int)(sizeof kBalancedShapes / sizeof kBalancedShapes[0]);
 
-int run_balanced(gkcu_ctx *ctx, int shape, int rows, long long nnz, const int *rp, const int *ci, const float *v,
-                 float alpha, const float *x, float beta, float *y) {
+/* Tiles of the given shape for rows + nnz path items; -1 when too many. */
+long long balanced_tiles(int shape, int rows, long long nnz) {
   const int tile = kBalancedShapes[shape].nt * kBalancedShapes[shape].ipt;
-  long long items = (long long)rows + nnz;
-  long long ntiles_ll = (items + tile - 1) / tile;
-  if (ntiles_ll >= 0x7fffffffLL) return gkcu__fail(ctx, GKC_EINVALID_ARGUMENT, "spmv: matrix too large");
-  int ntiles = (int)ntiles_ll;
-  int4 *coords = NULL;
-  gkcu__carve cv = {};
-  gkcu__carve_add(&cv, (size_t)(ntiles + 1) * sizeof(int4), (void **)&coords);
-  int rc = gkcu__carve_commit(ctx, &cv);
-  if (rc != 0) return rc;
+  long long ntiles = ((long long)rows + nnz + tile - 1) / tile;
+  return ntiles >= 0x7fffffffLL ? -1 : ntiles;
+}
 
+/* plan: coords made by gkcu_spmv_plan for this shape (NULL: partition now). */
+int run_balanced(gkcu_ctx *ctx, int shape, int rows, long long nnz, const int *rp, const int *ci, const float *v,
+                 float alpha, const float *x, float beta, float *y, const int4 *plan = NULL) {
+  const int tile = kBalancedShapes[shape].nt * kBalancedShapes[shape].ipt;
+  long long ntiles_ll = balanced_tiles(shape, rows, nnz);
+  if (ntiles_ll < 0) return gkcu__fail(ctx, GKC_EINVALID_ARGUMENT, "spmv: matrix too large");
+  int ntiles = (int)ntiles_ll;
   cudaStream_t st = ctx->stream;
-  spmv_partition_kernel<<<gkcu__div_up((size_t)(ntiles + 1) * 32, 256), 256, 0, st>>>(rows, nnz, rp, ntiles, tile,
-                                                                                       coords, beta, y);
-  GKCU__LAUNCHED(ctx, "spmv_partition_kernel");
+  const int4 *coords = plan;
+  if (plan) {
+    if (ntiles > 0) {
+      spmv_prescale_kernel<<<gkcu__div_up((size_t)ntiles, 256), 256, 0, st>>>(rows, ntiles, tile, plan, beta, y);
+      GKCU__LAUNCHED(ctx, "spmv_prescale_kernel");
+    }
+  } else {
+    int4 *c = NULL;
+    gkcu__carve cv = {};
+    gkcu__carve_add(&cv, (size_t)(ntiles + 1) * sizeof(int4), (void **)&c);
+    int rc = gkcu__carve_commit(ctx, &cv);
+    if (rc != 0) return rc;
+    spmv_partition_kernel<<<gkcu__div_up((size_t)(ntiles + 1) * 32, 256), 256, 0, st>>>(rows, nnz, rp, ntiles, tile,
+                                                                                         c, beta, y);
+    GKCU__LAUNCHED(ctx, "spmv_partition_kernel");
+    coords = c;
+  }
 #define GKCU__BAL(NT, IPT, MINB) \
   spmv_balanced_kernel<NT, IPT, MINB><<<ntiles, NT, 0, st>>>(rows, rp, ci, v, alpha, x, beta, y, coords)
   switch (shape) {
@@ -442,18 +471,52 @@ extern "C" int gkcu_spmv_pick_hint(const gkcu_ctx *ctx, int32_t rows, int32_t co
   return GKCU_SPMV_VECTOR;
 }
 
+extern "C" size_t gkcu_spmv_plan_bytes(const gkcu_ctx *ctx, int32_t rows, int64_t nnz) {
+  (void)ctx;
+  if (rows < 1 || nnz < 0 || nnz > INT_MAX) return 0;
+  long long ntiles = balanced_tiles(balanced_shape(rows, nnz), rows, nnz);
+  return ntiles < 0 ? 0 : (size_t)(ntiles + 1) * sizeof(int4);
+}
+
+extern "C" int gkcu_spmv_plan(gkcu_ctx *ctx, int32_t rows, int64_t nnz, const int32_t *row_ptr, void *plan) {
+  if (!ctx) return GKC_EINVALID_ARGUMENT;
+  ctx->msg[0] = '\0';
+  GKCU__CHECK_ARG(ctx, rows >= 1);
+  GKCU__CHECK_ARG(ctx, nnz >= 0 && nnz <= INT_MAX);
+  GKCU__CHECK_ARG(ctx, row_ptr != NULL && plan != NULL);
+  GKCU__CHECK_ARG(ctx, ((uintptr_t)plan & 15) == 0);
+  const int shape = balanced_shape(rows, nnz);
+  const int tile = kBalancedShapes[shape].nt * kBalancedShapes[shape].ipt;
+  long long ntiles_ll = balanced_tiles(shape, rows, nnz);
+  if (ntiles_ll < 0) return gkcu__fail(ctx, GKC_EINVALID_ARGUMENT, "spmv plan: matrix too large");
+  int ntiles = (int)ntiles_ll;
+  spmv_partition_kernel<<<gkcu__div_up((size_t)(ntiles + 1) * 32, 256), 256, 0, ctx->stream>>>(
+      rows, nnz, row_ptr, ntiles, tile, (int4 *)plan, 0.0f, NULL);
+  GKCU__LAUNCHED(ctx, "spmv_partition_kernel");
+  return 0;
+}
+
 extern "C" int gkcu_spmv(gkcu_ctx *ctx, int algo, int32_t rows, int32_t cols, int64_t nnz,
                          const int32_t *row_ptr, const int32_t *col_idx, const float *values,
                          float alpha, const float *x, float beta, float *y) {
+  return gkcu_spmv_planned(ctx, algo, rows, cols, nnz, row_ptr, col_idx, values, alpha, x, beta, y, NULL);
+}
+
+extern "C" int gkcu_spmv_planned(gkcu_ctx *ctx, int algo, int32_t rows, int32_t cols, int64_t nnz,
+                                 const int32_t *row_ptr, const int32_t *col_idx, const float *values,
+                                 float alpha, const float *x, float beta, float *y, const void *plan) {
   int rc = check_args(ctx, rows, cols, nnz, row_ptr, col_idx, values, x, y);
   if (rc != 0) return rc;
   GKCU__CHECK_ARG(ctx, algo >= 0 && algo < GKCU_SPMV_NALGO);
+  GKCU__CHECK_ARG(ctx, ((uintptr_t)plan & 15) == 0);
   if (algo == GKCU_SPMV_AUTO) algo = gkcu_spmv_pick(ctx, rows, cols, nnz);
   switch (algo) {
     case GKCU_SPMV_SCALAR: return run_scalar(ctx, rows, row_ptr, col_idx, values, alpha, x, beta, y);
     case GKCU_SPMV_VECTOR:
       return run_vector(ctx, vector_width(ctx->sm_count, rows, nnz), rows, row_ptr, col_idx, values, alpha, x, beta, y);
-    case GKCU_SPMV_BALANCED: return run_balanced(ctx, balanced_shape(rows, nnz), rows, nnz, row_ptr, col_idx, values, alpha, x, beta, y);
+    case GKCU_SPMV_BALANCED:
+      return run_balanced(ctx, balanced_shape(rows, nnz), rows, nnz, row_ptr, col_idx, values, alpha, x, beta, y,
+                          (const int4 *)plan);
     case GKCU_SPMV_CUSPARSE:
       return run_cusparse(ctx, rows, cols, nnz, row_ptr, col_idx, values, alpha, x, beta, y);
   }

@@ -51,6 +51,25 @@ int gkcu_spmv(gkcu_ctx *ctx, int algo, int32_t rows, int32_t cols, int64_t nnz,
               const int32_t *row_ptr, const int32_t *col_idx, const float *values,
               float alpha, const float *x, float beta, float *y);
 
+/* Plans: what the balanced algo works out from row_ptr alone (the merge-path
+ * tile coordinates), made once for a matrix that stays on the device.
+ * gkcu_spmv_plan_bytes: the device bytes a plan for rows x nnz needs (0 when
+ * the arguments are invalid or the matrix too large).
+ * gkcu_spmv_plan: enqueues the partition kernel on ctx's stream, writing the
+ * plan into plan (device memory of plan_bytes, 16-byte aligned); row_ptr must
+ * already be on the device (or enqueued before it on the same stream).
+ * gkcu_spmv_planned: gkcu_spmv, but balanced (also by auto) reads its tile
+ * coordinates from plan instead of searching for them; the other algos ignore
+ * it, and plan NULL is gkcu_spmv.  The plan must have been made from this
+ * row_ptr with these rows and nnz; it is only read, so several calls may use
+ * it at once.  Split rows (summed by several tiles) still get beta*y in a
+ * short kernel per call, without the search. */
+size_t gkcu_spmv_plan_bytes(const gkcu_ctx *ctx, int32_t rows, int64_t nnz);
+int gkcu_spmv_plan(gkcu_ctx *ctx, int32_t rows, int64_t nnz, const int32_t *row_ptr, void *plan);
+int gkcu_spmv_planned(gkcu_ctx *ctx, int algo, int32_t rows, int32_t cols, int64_t nnz,
+                      const int32_t *row_ptr, const int32_t *col_idx, const float *values,
+                      float alpha, const float *x, float beta, float *y, const void *plan);
+
 #ifdef __cplusplus
 }
 #endif

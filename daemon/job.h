@@ -62,6 +62,7 @@ struct gkcd_job {
       gkcd_span row_ptr, col_idx, values, x, y; /* y only when beta != 0 */
       int32_t max_row;   /* longest row, found while validating: guides "auto" */
       int validated;     /* a resident matrix, checked when it was uploaded */
+      const void *plan;  /* a resident matrix's spmv plan in backend memory, or NULL */
     } spmv;
     struct {
       gkcd_span x, y;
@@ -94,6 +95,7 @@ struct gkcd_job {
   double h2d_us, d2h_us; /* host<->device copies, when the backend has them (else 0) */
   const char *algo_name; /* static string: the algo that ran */
   int algo_used;      /* csr_upload: the spmv algo index auto will use */
+  size_t plan_off;    /* csr_upload: offset of the spmv plan in out_ptr (0: none) */
 
   /* Daemon-private. */
   gkcd_conn *conn;

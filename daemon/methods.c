@@ -179,6 +179,7 @@ static int parse_spmv(refs_ctx *r, size_t max) {
     s->row_ptr = (gkcd_span){m->ptr, rp, SPAN_RES, 0, 0};
     s->col_idx = (gkcd_span){(char *)m->ptr + rp, nz, SPAN_RES, 0, 0};
     s->values = (gkcd_span){(char *)m->ptr + rp + nz, nz, SPAN_RES, 0, 0};
+    s->plan = m->plan_off ? (const char *)m->ptr + m->plan_off : NULL;
     s->validated = 1;
   } else {
     int64_t rows, cols;

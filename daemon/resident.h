@@ -40,6 +40,8 @@ struct gkcd_res {
   int64_t nnz;
   int32_t max_row;
   int algo;         /* matrix: the spmv algo auto uses */
+  size_t plan_off;  /* matrix: offset of the backend's spmv plan in ptr, past
+                     * the arrays and within cap (0: none) */
   gkcd_res *next;   /* hash chain */
 };
 

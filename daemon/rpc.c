@@ -145,6 +145,7 @@ static uint32_t adopt(gkcd_server *srv, gkcd_job *job) {
     r->rows = job->in.csr.rows, r->cols = job->in.csr.cols, r->nnz = job->in.csr.nnz;
     r->max_row = job->in.csr.max_row;
     r->algo = job->algo_used;
+    r->plan_off = job->plan_off;
   }
   /* Resident bytes stay in the budget until released (resident.c). */
   srv->budget_used += r->bytes;

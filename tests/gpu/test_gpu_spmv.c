@@ -142,6 +142,106 @@ static void check_matrix(gkcu_ctx *ctx, gpu_rng *g, const gpu_csr *m, const char
   free(mag);
 }
 
+/* gkcu_spmv_planned with a plan from gkcu_spmv_plan against gkcu_spmv, for
+ * balanced (and auto, which runs balanced; scalar must ignore the plan).
+ * Bitwise identical where the sums are deterministic: beta = 0 and rows
+ * shorter than a tile (a row over at most two tiles is 0 + a + b either
+ * way); rows split over three or more tiles, or beta != 0 on a split row,
+ * are summed with atomics in either order, so those are checked against
+ * the reference like every other run. */
+static void check_planned(gkcu_ctx *ctx, gpu_rng *g, const gpu_csr *m, const char *what) {
+  int rows = m->rows, cols = m->cols;
+  long long nnz = m->nnz;
+  size_t pb = gkcu_spmv_plan_bytes(ctx, rows, nnz);
+  if (pb == 0) {
+    failures++;
+    printf("FAIL planned %s: plan_bytes 0\n", what);
+    return;
+  }
+  float *x = malloc((size_t)cols * sizeof *x), *y0 = malloc((size_t)rows * sizeof *y0);
+  float *a = malloc((size_t)rows * sizeof *a), *b = malloc((size_t)rows * sizeof *b);
+  double *ref = malloc((size_t)rows * sizeof *ref), *mag = malloc((size_t)rows * sizeof *mag);
+  if (!x || !y0 || !a || !b || !ref || !mag) TEST_FAIL("out of memory");
+  for (int i = 0; i < cols; i++) x[i] = gpu_rng_float(g, -1.0f, 1.0f);
+  for (int i = 0; i < rows; i++) y0[i] = gpu_rng_float(g, -1.0f, 1.0f);
+  int *drp, *dci = NULL;
+  float *dv = NULL, *dx, *dy;
+  void *plan;
+  CUDA_OK(cudaMalloc((void **)&drp, ((size_t)rows + 1) * sizeof(int)));
+  CUDA_OK(cudaMemcpy(drp, m->row_ptr, ((size_t)rows + 1) * sizeof(int), cudaMemcpyHostToDevice));
+  if (nnz > 0) {
+    CUDA_OK(cudaMalloc((void **)&dci, (size_t)nnz * sizeof(int)));
+    CUDA_OK(cudaMalloc((void **)&dv, (size_t)nnz * sizeof(float)));
+    CUDA_OK(cudaMemcpy(dci, m->col_idx, (size_t)nnz * sizeof(int), cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(dv, m->values, (size_t)nnz * sizeof(float), cudaMemcpyHostToDevice));
+  }
+  CUDA_OK(cudaMalloc((void **)&dx, (size_t)cols * sizeof(float)));
+  CUDA_OK(cudaMalloc((void **)&dy, (size_t)rows * sizeof(float)));
+  CUDA_OK(cudaMalloc(&plan, pb));
+  CUDA_OK(cudaMemset(plan, 0xff, pb)); /* garbage the plan must overwrite */
+  CUDA_OK(cudaMemcpy(dx, x, (size_t)cols * sizeof(float), cudaMemcpyHostToDevice));
+  int rc = gkcu_spmv_plan(ctx, rows, nnz, drp, plan);
+  if (rc != 0) {
+    failures++;
+    printf("FAIL planned %s: gkcu_spmv_plan rc %d (%s)\n", what, rc, gkcu_ctx_errmsg(ctx));
+    goto done;
+  }
+  static const float ab[][2] = {{1.0f, 0.0f}, {-0.75f, 1.5f}, {2.0f, 0.0f}};
+  static const int algos[] = {GKCU_SPMV_BALANCED, GKCU_SPMV_AUTO, GKCU_SPMV_SCALAR};
+  for (int p = 0; p < 3; p++) {
+    float alpha = ab[p][0], beta = ab[p][1];
+    gpu_spmv_ref(m, alpha, x, beta, y0, ref, mag);
+    for (int ai = 0; ai < 3; ai++) {
+      for (int k = 0; k < 2; k++) { /* twice with the same plan: it is only read */
+        for (int planned = 0; planned < 2; planned++) {
+          if (beta != 0.0f) CUDA_OK(cudaMemcpy(dy, y0, (size_t)rows * sizeof(float), cudaMemcpyHostToDevice));
+          else CUDA_OK(cudaMemset(dy, 0xff, (size_t)rows * sizeof(float))); /* NaN */
+          rc = planned ? gkcu_spmv_planned(ctx, algos[ai], rows, cols, nnz, drp, dci, dv, alpha, dx, beta, dy, plan)
+                       : gkcu_spmv(ctx, algos[ai], rows, cols, nnz, drp, dci, dv, alpha, dx, beta, dy);
+          runs++;
+          if (rc != 0) {
+            failures++;
+            printf("FAIL planned=%d %s %s: rc %d (%s)\n", planned, gkcu_spmv_algo_name(algos[ai]), what, rc,
+                   gkcu_ctx_errmsg(ctx));
+            goto done;
+          }
+          CUDA_OK(cudaMemcpy(planned ? b : a, dy, (size_t)rows * sizeof(float), cudaMemcpyDeviceToHost));
+        }
+        int nbad = 0, ndiff = 0, first = -1;
+        for (int r = 0; r < rows; r++) {
+          double e = fabs((double)b[r] - ref[r]) / (mag[r] + 1e-30);
+          if (!(e <= 1e-4)) nbad++;
+          int exact = (beta == 0.0f && m->row_ptr[r + 1] - m->row_ptr[r] < 1000) || algos[ai] == GKCU_SPMV_SCALAR;
+          if (exact && memcmp(&a[r], &b[r], sizeof(float)) != 0) {
+            if (first < 0) first = r;
+            ndiff++;
+          }
+        }
+        if (nbad || ndiff) {
+          failures++;
+          printf("FAIL planned %-8s %s alpha=%g beta=%g: %d rows off the reference, %d rows not bitwise equal "
+                 "to gkcu_spmv (first %d: %.9g vs %.9g)\n",
+                 gkcu_spmv_algo_name(algos[ai]), what, alpha, beta, nbad, ndiff, first, first >= 0 ? b[first] : 0.0,
+                 first >= 0 ? a[first] : 0.0);
+        }
+      }
+    }
+  }
+done:
+  cudaFree(plan);
+  cudaFree(drp);
+  cudaFree(dci);
+  cudaFree(dv);
+  cudaFree(dx);
+  cudaFree(dy);
+  free(x);
+  free(y0);
+  free(a);
+  free(b);
+  free(ref);
+  free(mag);
+}
+
 /* Rows with lengths from len(r), random columns (sorted, duplicates kept). */
 static void build(gpu_csr *m, gpu_rng *g, int rows, int cols, int (*len)(gpu_rng *, int, int), int arg) {
   int *l = malloc((size_t)rows * sizeof *l);
@@ -215,6 +315,17 @@ static void argument_checks(gkcu_ctx *ctx) {
   ASSERT_EQ(gkcu_spmv(ctx, GKCU_SPMV_CUSPARSE, 1, 1, 1, ip, ip, fp, 1.0f, NULL, 0.0f, fp), GKC_EINVALID_ARGUMENT);
   ASSERT_EQ(gkcu_spmv(ctx, 17, 1, 1, 1, ip, ip, fp, 1.0f, fp, 0.0f, fp), GKC_EINVALID_ARGUMENT);
   ASSERT_EQ(gkcu_lab_spmv_vector(ctx, 3, 1, 1, 1, ip, ip, fp, 1.0f, fp, 0.0f, fp), GKC_EINVALID_ARGUMENT);
+  ASSERT_EQ(gkcu_spmv_plan_bytes(ctx, 0, 0), 0);
+  ASSERT_EQ(gkcu_spmv_plan_bytes(ctx, 1, -1), 0);
+  ASSERT_EQ(gkcu_spmv_plan_bytes(ctx, 1, 0) >= 32, 1);
+  ASSERT_EQ(gkcu_spmv_plan(ctx, 0, 0, ip, fp), GKC_EINVALID_ARGUMENT);
+  ASSERT_EQ(gkcu_spmv_plan(ctx, 1, 0, NULL, fp), GKC_EINVALID_ARGUMENT);
+  ASSERT_EQ(gkcu_spmv_plan(ctx, 1, 0, ip, NULL), GKC_EINVALID_ARGUMENT);
+  ASSERT_EQ(gkcu_spmv_plan(ctx, 1, 0, ip, (char *)fp + 4), GKC_EINVALID_ARGUMENT);
+  ASSERT_EQ(gkcu_spmv_planned(ctx, GKCU_SPMV_BALANCED, 1, 1, 0, ip, ip, fp, 1.0f, fp, 0.0f, fp, (char *)fp + 4),
+            GKC_EINVALID_ARGUMENT);
+  ASSERT_EQ(gkcu_spmv_planned(ctx, GKCU_SPMV_BALANCED, 0, 1, 0, ip, ip, fp, 1.0f, fp, 0.0f, fp, fp),
+            GKC_EINVALID_ARGUMENT);
   ASSERT_EQ(gkcu_spmv_algo_parse("balanced"), GKCU_SPMV_BALANCED);
   ASSERT_EQ(gkcu_spmv_algo_parse("merge"), -1);
   ASSERT_EQ(gkcu_spmv_pick(ctx, 1000, 1000, 5000), GKCU_SPMV_BALANCED);
@@ -270,6 +381,29 @@ int main(void) {
   if (gpu_csr_stencil3d(&m, 24, gpu_rng_next(&g)) != 0) TEST_FAIL("out of memory");
   check_matrix(ctx, &g, &m, "stencil3d 24^3");
   gpu_csr_free(&m);
+  /* Plans: random with empty rows, one huge row, all-empty, a stencil. */
+  build(&m, &g, 30011, 30011, len_random, 70);
+  check_planned(ctx, &g, &m, "random 30011^2");
+  gpu_csr_free(&m);
+  build(&m, &g, 997, 1009, len_random, 40);
+  check_planned(ctx, &g, &m, "random 997x1009");
+  gpu_csr_free(&m);
+  build(&m, &g, 5000, 70000, len_one_huge, 1234);
+  check_planned(ctx, &g, &m, "one row with most nonzeros");
+  gpu_csr_free(&m);
+  build(&m, &g, 60000, 60000, len_sparse_long, 0);
+  check_planned(ctx, &g, &m, "95% empty rows, long others");
+  gpu_csr_free(&m);
+  build(&m, &g, 1000, 50, len_zero, 0);
+  check_planned(ctx, &g, &m, "all-empty 1000x50");
+  gpu_csr_free(&m);
+  if (gpu_csr_stencil2d(&m, 300) != 0) TEST_FAIL("out of memory");
+  check_planned(ctx, &g, &m, "stencil2d 300^2");
+  gpu_csr_free(&m);
+  if (gpu_csr_stencil2d(&m, 1000) != 0) TEST_FAIL("out of memory"); /* 6M items: 256x8 tiles */
+  check_planned(ctx, &g, &m, "stencil2d 1000^2");
+  gpu_csr_free(&m);
+
   if (!getenv("GKC_GPU_TEST_SHORT")) { /* short: for compute-sanitizer */
     if (gpu_csr_powerlaw(&m, 2000000, 100000, gpu_rng_next(&g)) != 0) TEST_FAIL("out of memory");
     check_matrix(ctx, &g, &m, "power-law 2M nnz");
