@@ -155,6 +155,30 @@ static int parse_reduce(refs_ctx *r, size_t max) {
   return 0;
 }
 
+/* The three arrays of a CSR matrix given by value (bin or region): row_ptr
+ * of rows+1 int32, col_idx of nnz int32, values of as many float32; sets
+ * *nnz.  Their contents are checked later, on a worker (validate.c). */
+static int parse_csr_arrays(refs_ctx *r, int32_t rows, gkcd_span *row_ptr, gkcd_span *col_idx,
+                            gkcd_span *values, int64_t *nnz) {
+  args_ctx *a = r->a;
+  char what[96];
+  int rc;
+  snprintf(what, sizeof what, "rows+1 = %" PRId64 " int32", (int64_t)rows + 1);
+  if ((rc = refs_array(r, "row_ptr", 1, f32_bytes((uint64_t)rows + 1, 1), 0, DT_I32, what,
+                       row_ptr)) ||
+      (rc = refs_array(r, "col_idx", 1, REFS_ANY_LEN, 1, DT_I32, "nnz int32", col_idx)))
+    return rc;
+  *nnz = (int64_t)(col_idx->bytes / 4);
+  if ((rc = host_indices(a, row_ptr, col_idx))) return rc;
+  if (*nnz > INT32_MAX) {
+    snprintf(a->msg, a->msglen, "argument 'col_idx': %" PRId64 " nonzeros, more than int32"
+             " row_ptr can index", *nnz);
+    return GKC_EINVALID_ARGUMENT;
+  }
+  snprintf(what, sizeof what, "nnz = %" PRId64 " float32, as many as col_idx", *nnz);
+  return refs_array(r, "values", 1, col_idx->bytes, 1, DT_F32, what, values);
+}
+
 /* spmv by value (rows, cols, row_ptr, col_idx, values) or on a resident
  * matrix (matrix). */
 static int parse_spmv(refs_ctx *r, size_t max) {
@@ -187,20 +211,8 @@ static int parse_spmv(refs_ctx *r, size_t max) {
         (rc = args_int(a, "cols", 1, 1, INT32_MAX, &cols)))
       return rc;
     s->rows = (int32_t)rows, s->cols = (int32_t)cols;
-    char what[96];
-    snprintf(what, sizeof what, "rows+1 = %" PRId64 " int32", rows + 1);
-    if ((rc = refs_array(r, "row_ptr", 1, f32_bytes(rows + 1, 1), 0, DT_I32, what, &s->row_ptr)) ||
-        (rc = refs_array(r, "col_idx", 1, REFS_ANY_LEN, 1, DT_I32, "nnz int32", &s->col_idx)))
+    if ((rc = parse_csr_arrays(r, s->rows, &s->row_ptr, &s->col_idx, &s->values, &s->nnz)))
       return rc;
-    s->nnz = (int64_t)(s->col_idx.bytes / 4);
-    if ((rc = host_indices(a, &s->row_ptr, &s->col_idx))) return rc;
-    if (s->nnz > INT32_MAX) {
-      snprintf(a->msg, a->msglen, "argument 'col_idx': %" PRId64 " nonzeros, more than int32"
-               " row_ptr can index", s->nnz);
-      return GKC_EINVALID_ARGUMENT;
-    }
-    snprintf(what, sizeof what, "nnz = %" PRId64 " float32, as many as col_idx", s->nnz);
-    if ((rc = refs_array(r, "values", 1, s->col_idx.bytes, 1, DT_F32, what, &s->values))) return rc;
   }
   s->alpha = 1.0f, s->beta = 0.0f;
   if ((rc = args_float(a, "alpha", 0, &s->alpha)) || (rc = args_float(a, "beta", 0, &s->beta)) ||
@@ -306,19 +318,8 @@ static int parse_csr_upload(refs_ctx *r, size_t max) {
       (rc = args_int(a, "cols", 1, 1, INT32_MAX, &cols)) || (rc = parse_shared(a, job)))
     return rc;
   s->rows = (int32_t)rows, s->cols = (int32_t)cols;
-  char what[96];
-  snprintf(what, sizeof what, "rows+1 = %" PRId64 " int32", rows + 1);
-  if ((rc = refs_array(r, "row_ptr", 1, f32_bytes(rows + 1, 1), 0, DT_I32, what, &s->row_ptr)) ||
-      (rc = refs_array(r, "col_idx", 1, REFS_ANY_LEN, 1, DT_I32, "nnz int32", &s->col_idx)))
+  if ((rc = parse_csr_arrays(r, s->rows, &s->row_ptr, &s->col_idx, &s->values, &s->nnz)))
     return rc;
-  s->nnz = (int64_t)(s->col_idx.bytes / 4);
-  if ((rc = host_indices(a, &s->row_ptr, &s->col_idx))) return rc;
-  if (s->nnz > INT32_MAX) {
-    snprintf(a->msg, a->msglen, "argument 'col_idx': more nonzeros than int32 row_ptr can index");
-    return GKC_EINVALID_ARGUMENT;
-  }
-  snprintf(what, sizeof what, "nnz = %" PRId64 " float32, as many as col_idx", s->nnz);
-  if ((rc = refs_array(r, "values", 1, s->col_idx.bytes, 1, DT_F32, what, &s->values))) return rc;
   job->out_bytes = s->row_ptr.bytes + 2 * s->col_idx.bytes;
   job->out_kind = OUT_RES_NEW;
   (void)max;
