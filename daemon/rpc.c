@@ -25,6 +25,12 @@ static uint64_t now_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* Every increase of budget_used goes through here, for the peak. */
+static void budget_take(gkcd_server *srv, size_t bytes) {
+  srv->budget_used += bytes;
+  if (srv->budget_used > srv->budget_used_peak) srv->budget_used_peak = srv->budget_used;
+}
+
 /* Sends whatever sb holds, taking its memory. */
 static void send_sbuffer(gkcd_conn *c, msgpack_sbuffer *sb, void *body, size_t body_len) {
   size_t len = sb->size;
@@ -148,7 +154,7 @@ static uint32_t adopt(gkcd_server *srv, gkcd_job *job) {
     r->plan_off = job->plan_off;
   }
   /* Resident bytes stay in the budget until released (resident.c). */
-  srv->budget_used += r->bytes;
+  budget_take(srv, r->bytes);
   srv->resident_bytes += r->bytes;
   return r->id;
 }
@@ -170,7 +176,7 @@ static void admit_waiting(gkcd_server *srv) {
     if (!srv->budget_head) srv->budget_tail = NULL;
     srv->budget_waiting--;
     job->next = NULL;
-    srv->budget_used += job->cost;
+    budget_take(srv, job->cost);
     dispatch(srv, job);
   }
 }
@@ -220,6 +226,7 @@ static int submit(gkcd_conn *c, const proto_request *req, void *frame, size_t fr
     snprintf(msg, msglen, "%zu requests already wait for memory (--memory-budget %zu,"
              " --budget-queue %zu); retry later", srv->budget_waiting, srv->cfg.memory_budget,
              srv->cfg.budget_queue);
+    srv->budget_refused++;
     rc = GKC_EBUSY;
   }
   if (rc) {
@@ -241,8 +248,10 @@ static int submit(gkcd_conn *c, const proto_request *req, void *frame, size_t fr
       srv->budget_head = job;
     srv->budget_tail = job;
     srv->budget_waiting++;
+    srv->budget_waited++;
+    if (srv->budget_waiting > srv->budget_waiting_peak) srv->budget_waiting_peak = srv->budget_waiting;
   } else {
-    srv->budget_used += job->cost;
+    budget_take(srv, job->cost);
     dispatch(srv, job);
   }
   return 0;

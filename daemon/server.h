@@ -86,6 +86,10 @@ struct gkcd_server {
   size_t budget_used;
   gkcd_job *budget_head, *budget_tail;
   size_t budget_waiting;
+  /* High-water marks and totals since start: a sampled budget_waiting can
+   * miss a queue that filled and drained between two status calls. */
+  size_t budget_used_peak, budget_waiting_peak;
+  uint64_t budget_waited, budget_refused;
   uint64_t start_ns;
   uint64_t next_conn_id;
   gkcd_conn *conns;

@@ -20,7 +20,7 @@ void status_pack(gkcd_server *srv, msgpack_packer *pk) {
   gkcd_device_info dev[8];
   int ndev = srv->be->devices(srv->be, dev, 8);
 
-  msgpack_pack_map(pk, 15);
+  msgpack_pack_map(pk, 19);
   proto_pack_cstr(pk, "version");
   proto_pack_cstr(pk, GKC_VERSION);
   proto_pack_cstr(pk, "backend");
@@ -35,6 +35,10 @@ void status_pack(gkcd_server *srv, msgpack_packer *pk) {
   kv_u64(pk, "refused_connections", srv->refused);
   kv_u64(pk, "budget_used", srv->budget_used);
   kv_u64(pk, "budget_waiting", srv->budget_waiting);
+  kv_u64(pk, "budget_used_peak", srv->budget_used_peak);
+  kv_u64(pk, "budget_waiting_peak", srv->budget_waiting_peak);
+  kv_u64(pk, "budget_waited", srv->budget_waited);
+  kv_u64(pk, "budget_refused", srv->budget_refused);
   proto_pack_cstr(pk, "resident");
   msgpack_pack_map(pk, 4);
   kv_u64(pk, "arrays", srv->res_live[RES_ARRAY]);
