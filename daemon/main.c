@@ -1,4 +1,6 @@
 /* main.c: gkcd's start-up: settings, backend choice, event loop. */
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -61,6 +63,18 @@ int main(int argc, char **argv) {
   raise_fd_limit();
   if (cfg->config_path[0]) log_info("read settings from %s", cfg->config_path);
 
+  /* SIGINT and SIGTERM go to the loop thread only: every thread created
+   * from here on (workers, BLAS, OpenMP, CUDA's own) inherits them blocked,
+   * and the loop thread unblocks them while it runs and blocks them again
+   * in server_close.  A late signal during teardown then stays pending
+   * instead of meeting the default action in some other thread after
+   * libuv has given the handler back. */
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
+
   gkcd_backend *be;
   if (open_backend(cfg, &be) != 0) return 1;
   uv_loop_t *loop = uv_default_loop();
@@ -73,6 +87,7 @@ int main(int argc, char **argv) {
            GKC_VERSION, cfg->socket_path, srv.activated ? " (from systemd)" : "", be->name,
            cfg->threads, cfg->max_request_bytes);
   notify_ready(&srv);
+  pthread_sigmask(SIG_UNBLOCK, &stop_signals, NULL);
   uv_run(loop, UV_RUN_DEFAULT);
   server_close(&srv);
   uv_loop_close(loop);
