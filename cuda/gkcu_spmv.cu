@@ -456,18 +456,28 @@ extern "C" int gkcu_spmv_pick(const gkcu_ctx *ctx, int32_t rows, int32_t cols, i
 }
 
 /* With the longest row known (the daemon has row_ptr on the host before it
- * uploads it):
- *   - a long row (> 1024 and > 32x the mean): balanced;
- *   - every row <= 8 long: scalar (5-point stencil 1.5x cuSPARSE, vector
- *     1.2x, balanced 0.9x: a warp reads 32 consecutive short rows);
+ * uploads it), from the H200 measurements in bench/RESULTS.md:
+ *   - a long row (> 1024 and > 32x the mean): balanced, except on large
+ *     matrices, where cuSPARSE's fixed cost no longer matters and its
+ *     kernel was faster (R-MAT, 42M nonzeros: cuSPARSE 0.33 ms, balanced
+ *     0.35 ms; vsp_model1, 0.38M nonzeros: balanced 12 us, cuSPARSE 18 us;
+ *     no skewed matrix measured in between, so the cut is the geometric
+ *     middle, rounded to 2^22);
+ *   - every row <= 8 long and enough rows to fill the GPU one thread per
+ *     row: scalar (5-point stencil, 4M rows: 1.5x cuSPARSE, vector 1.2x,
+ *     balanced 0.9x: a warp reads 32 consecutive short rows).  With fewer
+ *     rows vector wins or ties, since it spreads the same work over more
+ *     threads (west0067, 67 rows: 4.2 vs 4.7 us; luxembourg_osm, 115k rows:
+ *     6.0 vs 6.1 us);
  *   - otherwise vector with the width rule above. */
 extern "C" int gkcu_spmv_pick_hint(const gkcu_ctx *ctx, int32_t rows, int32_t cols, int64_t nnz,
                                    int32_t max_row) {
   (void)cols;
   if (!ctx || rows < 1 || nnz < 0 || max_row < 0) return GKCU_SPMV_BALANCED;
   double mean = (double)nnz / (double)rows;
-  if (max_row > 1024 && max_row > 32.0 * mean) return GKCU_SPMV_BALANCED;
-  if (max_row <= 8) return GKCU_SPMV_SCALAR;
+  if (max_row > 1024 && max_row > 32.0 * mean)
+    return nnz >= ((int64_t)1 << 22) ? GKCU_SPMV_CUSPARSE : GKCU_SPMV_BALANCED;
+  if (max_row <= 8 && rows >= (1 << 18)) return GKCU_SPMV_SCALAR;
   return GKCU_SPMV_VECTOR;
 }
 

@@ -43,7 +43,8 @@ int gkcu_spmv_algo_parse(const char *s); /* NULL means auto; -1 if unknown */
  * how the nonzeros are spread over rows. */
 int gkcu_spmv_pick(const gkcu_ctx *ctx, int32_t rows, int32_t cols, int64_t nnz);
 /* A better choice when the caller knows the longest row (e.g. from row_ptr
- * on the host before uploading it): scalar, vector or balanced. */
+ * on the host before uploading it): scalar, vector, balanced, or cuSPARSE
+ * for large skewed matrices; the rule and its figures are in gkcu_spmv.cu. */
 int gkcu_spmv_pick_hint(const gkcu_ctx *ctx, int32_t rows, int32_t cols, int64_t nnz,
                         int32_t max_row);
 

@@ -331,7 +331,10 @@ static void argument_checks(gkcu_ctx *ctx) {
   ASSERT_EQ(gkcu_spmv_pick(ctx, 1000, 1000, 5000), GKCU_SPMV_BALANCED);
   ASSERT_EQ(gkcu_spmv_pick_hint(ctx, 4000000, 4000000, 20000000, 5), GKCU_SPMV_SCALAR);
   ASSERT_EQ(gkcu_spmv_pick_hint(ctx, 2000000, 2000000, 54000000, 27), GKCU_SPMV_VECTOR);
-  ASSERT_EQ(gkcu_spmv_pick_hint(ctx, 4000000, 4000000, 42000000, 100000), GKCU_SPMV_BALANCED);
+  ASSERT_EQ(gkcu_spmv_pick_hint(ctx, 4000000, 4000000, 42000000, 100000), GKCU_SPMV_CUSPARSE);
+  ASSERT_EQ(gkcu_spmv_pick_hint(ctx, 45101, 45101, 379952, 17663), GKCU_SPMV_BALANCED); /* vsp_model1 */
+  ASSERT_EQ(gkcu_spmv_pick_hint(ctx, 67, 67, 294, 6), GKCU_SPMV_VECTOR);                 /* west0067 */
+  ASSERT_EQ(gkcu_spmv_pick_hint(ctx, 114599, 114599, 239332, 6), GKCU_SPMV_VECTOR);      /* luxembourg_osm */
   cudaFree(ip);
   cudaFree(fp);
 }
