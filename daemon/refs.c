@@ -84,7 +84,7 @@ int refs_array(refs_ctx *r, const char *key, int required, uint64_t want_bytes, 
   if (o->type != MSGPACK_OBJECT_MAP)
     return bad(r, "argument '%s' must be a bin or a reference map ({\"region\", \"offset\","
                " \"bytes\"} or {\"handle\"})", key);
-  uint64_t id, off, bytes;
+  uint64_t id = 0, off = 0, bytes = 0; /* set by field() whenever it returns 0 */
   if (proto_map_get(o, "handle")) {
     if (o->via.map.size != 1) return bad(r, "argument '%s': a handle reference has only 'handle'", key);
     int rc = field(r, o, "handle", key, 1, &id);
@@ -137,7 +137,7 @@ int refs_out(refs_ctx *r, const char *name, size_t out_bytes) {
   if (t->type != MSGPACK_OBJECT_MAP)
     return bad(r, "argument 'out': '%s' must be \"handle\", {\"handle\": h} or {\"region\": r,"
                " \"offset\": o}", name);
-  uint64_t id, off;
+  uint64_t id = 0, off = 0;
   int rc;
   if (proto_map_get(t, "handle")) {
     if (t->via.map.size != 1) return bad(r, "argument 'out': a handle target has only 'handle'");
