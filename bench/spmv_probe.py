@@ -6,7 +6,7 @@
 For 2-D Laplacians of 32^2, 512^2 and 2048^2 points: csr_upload, upload x,
 then 60 spmv calls with x and y resident (out into an existing handle) and 60
 dot calls, printing the medians of the round trip, the daemon's server_us
-and kernel_us.  A client written from PROTOCOL.md alone (msgpack, numpy)."""
+(with its queue_us and worker_us parts) and kernel_us.  A client written from PROTOCOL.md alone (msgpack, numpy)."""
 import msgpack, socket, sys, time, numpy as np
 path = sys.argv[1]
 s = socket.socket(socket.AF_UNIX); s.connect(path)
@@ -38,12 +38,14 @@ for g in (32, 512, 2048):
     m, _ = call("csr_upload", {"rows": n, "cols": n, "row_ptr": rp.tobytes(), "col_idx": ci.tobytes(), "values": v.tobytes()})
     x, _ = call("upload", {"data": np.ones(n, np.float32).tobytes(), "dtype": "f32"})
     y, _ = call("spmv", {"matrix": m["matrix"], "x": {"handle": x["handle"]}, "out": {"y": "handle"}})
-    rt, sv, kr = [], [], []
+    rt, sv, kr, qu, wk = [], [], [], [], []
     for i in range(60):
         res, dt = call("spmv", {"matrix": m["matrix"], "x": {"handle": x["handle"]}, "out": {"y": {"handle": y["y"]["handle"]}}})
         rt.append(dt); sv.append(res["server_us"]); kr.append(res["kernel_us"])
+        qu.append(res.get("queue_us", float("nan"))); wk.append(res.get("worker_us", float("nan")))
     rd, _ = call("dot", {"x": {"handle": x["handle"]}, "y": {"handle": x["handle"]}})
     dts = [call("dot", {"x": {"handle": x["handle"]}, "y": {"handle": x["handle"]}}) for i in range(60)]
     md = lambda a: float(np.median(a))
-    print(f"grid {g}: spmv rt {md(rt):.0f} us, server {md(sv):.0f}, kernel {md(kr):.0f}, algo {res['algo']} | "
+    print(f"grid {g}: spmv rt {md(rt):.0f} us, server {md(sv):.0f} (waiting {md(qu):.0f}, worker {md(wk):.0f}),"
+          f" kernel {md(kr):.0f}, algo {res['algo']} | "
           f"dot rt {md([d[1] for d in dts]):.0f}, server {md([d[0]['server_us'] for d in dts]):.0f}, kernel {md([d[0]['kernel_us'] for d in dts]):.0f}")

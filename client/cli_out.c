@@ -105,6 +105,8 @@ void cli_out_us(cli_out *o, const char *key, const char *label, double us) {
 void cli_out_times(cli_out *o, const gkc_info *info) {
   /* Older daemons, and the CPU backend for the copies, leave these out. */
   if (isfinite(info->server_us)) cli_out_us(o, "server_us", "in gkcd", info->server_us);
+  if (isfinite(info->queue_us)) cli_out_us(o, "queue_us", "  waiting", info->queue_us);
+  if (isfinite(info->worker_us)) cli_out_us(o, "worker_us", "  in a worker", info->worker_us);
   if (isfinite(info->h2d_us)) cli_out_us(o, "h2d_us", "copy to GPU", info->h2d_us);
   if (isfinite(info->d2h_us)) cli_out_us(o, "d2h_us", "copy from GPU", info->d2h_us);
 }

@@ -68,6 +68,8 @@ typedef struct {
   char algo[32];    /* the implementation that ran, e.g. "openblas" */
   double kernel_us; /* time spent in the kernel, microseconds */
   double server_us; /* from the request decoded to the reply ready, in gkcd */
+  double queue_us;  /* part of server_us: waiting for memory budget and a worker */
+  double worker_us; /* part of server_us: the worker's own time (copies, kernel, sync) */
   double h2d_us, d2h_us; /* copies to and from the GPU; NAN on the CPU backend */
 } gkc_info;
 

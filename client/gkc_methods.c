@@ -54,6 +54,8 @@ void gkc__take_info(const msgpack_object *r, gkc_info *info) {
   gkc__get_str(r, "algo", info->algo, sizeof info->algo);
   info->kernel_us = gkc__get_num(r, "kernel_us", NAN);
   info->server_us = gkc__get_num(r, "server_us", NAN);
+  info->queue_us = gkc__get_num(r, "queue_us", NAN);
+  info->worker_us = gkc__get_num(r, "worker_us", NAN);
   info->h2d_us = gkc__get_num(r, "h2d_us", NAN);
   info->d2h_us = gkc__get_num(r, "d2h_us", NAN);
 }

@@ -102,7 +102,8 @@ struct gkcd_job {
   gkcd_pool *pool;
   uint32_t msgid;
   void *frame;        /* owned request bytes */
-  uint64_t t_start_ns;
+  uint64_t t_start_ns;  /* decoded */
+  uint64_t t_run_ns, t_done_ns; /* a worker took it; the worker finished it */
   uint64_t deadline_ns; /* from deadline_ms: drop the job if it starts later; 0 = none */
   size_t cost;          /* bytes it holds against the memory budget */
   gkcd_res *res[JOB_MAX_RES]; /* resident objects it uses, referenced until it is freed */

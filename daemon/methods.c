@@ -395,6 +395,12 @@ static void pack_timing(msgpack_packer *pk, const gkcd_job *job, double server_u
   msgpack_pack_double(pk, job->kernel_us);
   proto_pack_cstr(pk, "server_us");
   msgpack_pack_double(pk, server_us);
+  /* server_us split: waiting (memory budget, a free worker), then the
+   * worker's own time; the rest is handing the result back to the loop. */
+  proto_pack_cstr(pk, "queue_us");
+  msgpack_pack_double(pk, (double)(job->t_run_ns - job->t_start_ns) / 1e3);
+  proto_pack_cstr(pk, "worker_us");
+  msgpack_pack_double(pk, (double)(job->t_done_ns - job->t_run_ns) / 1e3);
   if (job->h2d_us > 0 || job->d2h_us > 0) {
     proto_pack_cstr(pk, "h2d_us");
     msgpack_pack_double(pk, job->h2d_us);
@@ -409,7 +415,7 @@ void methods_pack_result(msgpack_packer *pk, const gkcd_job *job, double server_
   switch (job->method) {
     case PROTO_M_REDUCE:
     case PROTO_M_DOT:
-      msgpack_pack_map(pk, 5 + copies);
+      msgpack_pack_map(pk, 7 + copies);
       pack_timing(pk, job, server_us);
       proto_pack_cstr(pk, "value"), msgpack_pack_double(pk, job->value);
       proto_pack_cstr(pk, "n");
@@ -418,7 +424,7 @@ void methods_pack_result(msgpack_packer *pk, const gkcd_job *job, double server_
     case PROTO_M_SGEMM:
     case PROTO_M_SPMV:
     case PROTO_M_AXPBY:
-      msgpack_pack_map(pk, 4 + copies);
+      msgpack_pack_map(pk, 6 + copies);
       pack_timing(pk, job, server_us);
       /* last, so that a bin body can follow the packed head directly */
       pack_out(pk, job, job->method == PROTO_M_SGEMM ? "c" : "y", new_id);

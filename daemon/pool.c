@@ -32,6 +32,12 @@ struct gkcd_pool {
   pthread_t *workers;
 };
 
+static uint64_t mono_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 static void *worker_main(void *arg) {
   gkcd_pool *s = arg;
   for (;;) {
@@ -49,9 +55,8 @@ static void *worker_main(void *arg) {
     pthread_mutex_unlock(&s->mu);
 
     job->next = NULL;
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    uint64_t now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    uint64_t now = mono_ns();
+    job->t_run_ns = now;
     if (job->deadline_ns && now > job->deadline_ns)
       job_fail(job, GKC_EDEADLINE_EXCEEDED, "waited %.1f ms for a worker, past its deadline_ms",
                (double)(now - job->t_start_ns) / 1e6);
@@ -68,6 +73,7 @@ static void *worker_main(void *arg) {
 void job_finish(gkcd_job *job) {
   gkcd_pool *s = job->pool;
   job->next = NULL;
+  job->t_done_ns = mono_ns();
   pthread_mutex_lock(&s->mu);
   if (s->done_tail)
     s->done_tail->next = job;

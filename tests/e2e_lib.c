@@ -32,6 +32,12 @@ static void check_sgemm(gkc_conn *c, int m, int n, int k, int ta, int tb, float 
   if (rc) TEST_FAIL("sgemm %dx%dx%d: %s", m, n, k, gkc_errmsg(c));
   ASSERT(info.algo[0] != 0);
   ASSERT(info.kernel_us >= 0);
+  /* The timing fields nest: the kernel runs in the worker, and waiting plus
+   * the worker's time are parts of the time in gkcd (PROTOCOL.md). */
+  if (!(info.queue_us >= 0 && info.worker_us >= 0 && info.kernel_us <= info.worker_us + 1 &&
+        info.queue_us + info.worker_us <= info.server_us + 0.01))
+    TEST_FAIL("sgemm %dx%dx%d: timings do not nest: kernel %g, queue %g, worker %g, server %g us", m,
+              n, k, info.kernel_us, info.queue_us, info.worker_us, info.server_us);
   for (int i = 0; i < m; i++)
     for (int j = 0; j < n; j++) {
       double acc = 0, mag = 0;

@@ -323,6 +323,11 @@ def test_example(d):
         # "timings are float64": the raw reply carries kernel_us as 0xcb.
         check(b"\xa9kernel_us\xcb" in raw, "kernel_us is not encoded as float64")
         check(b"\xa5value\xcb" in raw, "value is not encoded as float64")
+        t = {k: res.get(k) for k in ("kernel_us", "server_us", "queue_us", "worker_us")}
+        check(all(isinstance(v, float) and v >= 0 for v in t.values()), f"timing fields {t}")
+        if all(isinstance(v, float) for v in t.values()):
+            check(t["queue_us"] + t["worker_us"] <= t["server_us"] + 0.01 and t["kernel_us"] <= t["worker_us"] + 1,
+                  f"timing fields do not nest as PROTOCOL.md says: {t}")
     c.close()
 
 
