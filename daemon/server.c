@@ -84,7 +84,7 @@ int server_start(gkcd_server *srv, uv_loop_t *loop, gkcd_backend *be) {
   if (listen_open(srv) != 0) return -1;
   struct stat st;
   srv->socket_gid = stat(srv->cfg.socket_path, &st) == 0 ? st.st_gid : getgid();
-  if ((rc = pool_start(&srv->pool, loop, srv->cfg.threads, srv->cfg.max_queue, be,
+  if ((rc = pool_start(&srv->pool, loop, srv->cfg.threads, srv->cfg.max_queue, srv->cfg.worker_spin_us, be,
                        rpc_job_done, srv))) {
     log_err("cannot start the worker threads (%d)", rc);
     return -1;

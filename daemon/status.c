@@ -20,7 +20,7 @@ void status_pack(gkcd_server *srv, msgpack_packer *pk) {
   gkcd_device_info dev[8];
   int ndev = srv->be->devices(srv->be, dev, 8);
 
-  msgpack_pack_map(pk, 19);
+  msgpack_pack_map(pk, 20);
   proto_pack_cstr(pk, "version");
   proto_pack_cstr(pk, GKC_VERSION);
   proto_pack_cstr(pk, "backend");
@@ -39,6 +39,7 @@ void status_pack(gkcd_server *srv, msgpack_packer *pk) {
   kv_u64(pk, "budget_waiting_peak", srv->budget_waiting_peak);
   kv_u64(pk, "budget_waited", srv->budget_waited);
   kv_u64(pk, "budget_refused", srv->budget_refused);
+  kv_u64(pk, "spin_hits", pool_spin_hits(srv->pool));
   proto_pack_cstr(pk, "resident");
   msgpack_pack_map(pk, 4);
   kv_u64(pk, "arrays", srv->res_live[RES_ARRAY]);
@@ -75,7 +76,7 @@ void status_pack(gkcd_server *srv, msgpack_packer *pk) {
 
   const gkcd_config *cfg = &srv->cfg;
   proto_pack_cstr(pk, "limits");
-  msgpack_pack_map(pk, 12);
+  msgpack_pack_map(pk, 13);
   kv_u64(pk, "max_request_bytes", cfg->max_request_bytes);
   kv_u64(pk, "max_queue", cfg->max_queue);
   kv_u64(pk, "threads", (uint64_t)cfg->threads);
@@ -89,4 +90,5 @@ void status_pack(gkcd_server *srv, msgpack_packer *pk) {
   proto_pack_cstr(pk, "idle_timeout_s");
   msgpack_pack_double(pk, cfg->idle_timeout_s);
   kv_u64(pk, "streams", (uint64_t)cfg->streams);
+  kv_u64(pk, "worker_spin_us", (uint64_t)cfg->worker_spin_us);
 }

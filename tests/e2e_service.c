@@ -1208,6 +1208,77 @@ static void test_max_connections(void) {
 }
 
 /* ------------------------------------------------------------------------ */
+/* 10. workers that poll for the next request                                */
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* Sends n sequential reduces on c, each checked; returns how many were right. */
+static int sequential_sums(rr_conn *c, int n, double *queue_us_median) {
+  enum { N = 257 };
+  float x[N];
+  double want = 0, *q = malloc((size_t)n * sizeof *q);
+  for (int i = 0; i < N; i++) x[i] = (float)(i % 7) - 3.0f, want += x[i];
+  int good = 0;
+  for (int i = 0; i < n; i++) {
+    rr_reply r;
+    uint32_t id = 1000 + (uint32_t)i;
+    rr_call(c, id, "reduce", ARGS(AB("x", x, sizeof x)), &r, 10000);
+    q[i] = rr_reply_ok(&r, id) ? rr_num(proto_map_get(r.result, "queue_us")) : NAN;
+    if (rr_reply_ok(&r, id) && rr_num(proto_map_get(r.result, "value")) == want) good++;
+    rr_reply_free(&r);
+  }
+  qsort(q, (size_t)n, sizeof *q, cmp_double);
+  *queue_us_median = q[n / 2];
+  free(q);
+  return good;
+}
+
+static void test_worker_spin(void) {
+  enum { NREQ = 200 };
+  rr_ctx = "worker-spin-us default";
+  {
+    fixture f;
+    fixture_start(&f, NULL, NULL);
+    rr_conn c;
+    rr_open(&c, &f);
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    double spin_us = status_on(&c, "limits.worker_spin_us");
+    CHECK(spin_us == (ncpu >= 4 ? 100 : 0), "limits.worker_spin_us = %g with %ld CPUs", spin_us, ncpu);
+    rr_close(&c);
+    STOP_DAEMON(&f);
+  }
+  const char *const spins[] = {"100", "0"};
+  for (int k = 0; k < 2; k++) {
+    rr_ctx = k == 0 ? "worker-spin-us 100" : "worker-spin-us 0";
+    fixture f;
+    const char *const args[] = {"--threads", "4", "--worker-spin-us", spins[k], NULL};
+    fixture_start(&f, args, NULL);
+    rr_conn c;
+    rr_open(&c, &f);
+    double spin_us = status_on(&c, "limits.worker_spin_us");
+    CHECK(spin_us == atof(spins[k]), "limits.worker_spin_us = %g", spin_us);
+    double hits0 = status_on(&c, "spin_hits"), q50 = NAN;
+    int good = sequential_sums(&c, NREQ, &q50);
+    double hits = status_on(&c, "spin_hits") - hits0;
+    fprintf(stderr, "%s: %d sequential reduces, %.0f taken by a polling worker, median queue_us %.1f\n", rr_ctx,
+            NREQ, hits, q50);
+    CHECK(good == NREQ, "%d of %d sums right", good, NREQ);
+    /* With polling on, a client that sends as soon as it has its reply finds
+     * the last worker still polling (100 us is far longer than a local round
+     * trip) at least some of the time; with it off, never. */
+    if (k == 0)
+      CHECK(hits >= 1, "no request of %d was taken by a polling worker", NREQ);
+    else
+      CHECK(hits == 0, "spin_hits grew by %g with --worker-spin-us 0", hits);
+    rr_close(&c);
+    STOP_DAEMON(&f);
+  }
+}
+
+/* ------------------------------------------------------------------------ */
 
 int main(void) {
   signal(SIGPIPE, SIG_IGN);
@@ -1234,6 +1305,7 @@ int main(void) {
   SECTION(test_idle_timeout());
   SECTION(test_deadline());
   SECTION(test_max_connections());
+  SECTION(test_worker_spin());
 
   rr_print_totals("e2e_service", t0);
   if (rr_failed) return 1;
