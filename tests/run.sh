@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what is missing, then builds and runs ctest
-# twice, once as released (with the CUDA backend when a CUDA Toolkit is
-# installed; GPU tests report "skipped" without a GPU) and once under
-# AddressSanitizer + UndefinedBehaviorSanitizer (CPU only: the sanitizers
-# do not see device code).
+# as released (with the CUDA backend when a CUDA Toolkit is installed; GPU
+# tests report "skipped" without a GPU), under AddressSanitizer +
+# UndefinedBehaviorSanitizer (CPU only: the sanitizers do not see device
+# code), the threaded end-to-end tests under ThreadSanitizer, and the fuzzer.
 #
 #   tests/run.sh            everything
 #   tests/run.sh -L e2e     extra arguments go to ctest (e.g. one label)
@@ -31,7 +31,22 @@ run_variant release -DCMAKE_BUILD_TYPE=RelWithDebInfo || status=1
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
   run_variant asan -DCMAKE_BUILD_TYPE=Debug -DGKC_SANITIZE=ON -DGKC_CUDA=OFF || status=1
 
-# Third variant: the libFuzzer target over the request decoding path
+# ThreadSanitizer over the end-to-end tests that drive the daemon's threads
+# hardest (pipelining, many connections, shutdown with work in flight,
+# resident objects freed while in use).  Left out: e2e_errors, e2e_service and
+# e2e_soak, which assert RSS and address-space figures that TSan's shadow
+# memory inflates.  OpenMP and OpenBLAS run one thread each: their own thread
+# pools are not instrumented, so TSan cannot see their barriers and would
+# report their hand-offs as races.
+# Runs with no arguments only.
+if [ ${#ctest_args[@]} -eq 0 ]; then
+  ctest_args=(-R '^e2e_(lib|pipeline|lifecycle|resident|cli|python)$')
+  OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 TSAN_OPTIONS=second_deadlock_stack=1 \
+    run_variant tsan -DCMAKE_BUILD_TYPE=Debug -DGKC_TSAN=ON -DGKC_CUDA=OFF || status=1
+  ctest_args=()
+fi
+
+# Last variant: the libFuzzer target over the request decoding path
 # (tests/fuzz), built with clang; only the fuzz targets are built and only
 # ctest -L fuzz runs (a fixed 200000 executions from the seed corpus, at
 # most two minutes).  Runs with no arguments or when they mention "fuzz"
