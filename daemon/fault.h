@@ -3,7 +3,9 @@
  * Only in builds configured with GKC_FAULT_INJECTION (tests); otherwise
  * these do nothing.  GKCD_FAULT="METHOD:CODE" (e.g. "sgemm:device_error")
  * makes every request of that method fail with that wire error code on the
- * worker thread, as a failing backend would.
+ * worker thread, as a failing backend would; "METHOD:delay=MS" (1 to 60000)
+ * makes each one wait MS milliseconds on its worker before it runs, as a
+ * slow device would, so tests can hold work in flight.
  */
 #ifndef GKCD_FAULT_H
 #define GKCD_FAULT_H

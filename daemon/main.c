@@ -57,7 +57,7 @@ int main(int argc, char **argv) {
   log_set_level(cfg->log_level);
   if (options_resolve_access(cfg) != 0) return 2;
   if (fault_init() != 0) {
-    log_err("GKCD_FAULT must be METHOD:CODE, e.g. sgemm:device_error");
+    log_err("GKCD_FAULT must be METHOD:CODE or METHOD:delay=MS, e.g. sgemm:device_error");
     return 2;
   }
   raise_fd_limit();

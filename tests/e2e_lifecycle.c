@@ -85,20 +85,23 @@ static void check_sgemm_reply(int fd, unsigned char **buf, size_t *cap, size_t *
 
 /* Requests accepted before SIGTERM are all answered, correctly; then the
  * daemon exits 0 and its socket file is gone.  The signal must land while
- * work is in flight; a machine that computes as fast as it reads (a slow
+ * work is in flight, but a machine that computes as fast as it reads (a slow
  * one under a sanitizer, say) may have answered everything by the time the
- * last request is read, so the matrices grow (work by D^3, bytes by D^2)
- * until some is left over. */
+ * last request is read.  With fault injection built in, each sgemm waits
+ * 50 ms on its worker first, as on a slow device; without it, the matrices
+ * grow (work by D^3, bytes by D^2) until some work is left over. */
 static void test_sigterm_in_flight(void) {
   enum { N = 24, DMAX = 1024 };
   fixture f;
   const char *const args[] = {"--threads", "1", NULL};
-  fixture_start(&f, args, NULL);
+  const char *const slow[] = {"GKCD_FAULT=sgemm:delay=50", NULL};
+  int fault = rr_env_flag("GKC_FAULT_INJECTION");
+  fixture_start(&f, args, fault ? slow : NULL);
   int fd = fixture_connect(&f);
   unsigned char *buf = NULL;
   size_t cap = 0, have = 0;
   uint64_t rng = test_seed(), seen = 0, in_flight = 0;
-  for (int D = 256;; D *= 2) {
+  for (int D = fault ? 64 : 256;; D *= 2) {
     const int k = D;
     float *a = malloc((size_t)D * k * 4), *b = malloc((size_t)k * D * 4);
     ASSERT(a && b);
