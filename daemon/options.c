@@ -165,7 +165,7 @@ static const opt_def table[] = {
      "requests waiting for memory budget before 'busy' (default 64)"},
     {"idle-timeout", p_seconds, F(idle_timeout_s), 0, 86400 * 7, "SECONDS",
      "close connections idle this long (default 300; 0: never)"},
-    {"worker-spin-us", p_int, F(worker_spin_us), 0, 100000, "MICROSECONDS",
+    {"worker-spin-us", p_int, F(worker_spin_us), 0, 100000, "USEC",
      "a worker that finishes a request polls this long for the\nnext one before it sleeps, so back-to-back requests skip\na thread wake-up (default 100 with 4 or more CPUs, else 0)"},
 };
 #define NOPT (int)(sizeof table / sizeof table[0])
