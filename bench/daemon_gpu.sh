@@ -12,6 +12,10 @@
 #   soak   10k mixed requests on the CUDA backend, all checked, memory back to start
 #   resident  bench_resident (socket vs regions, resident spmv, CG) beside bench_direct
 #   path   sgemm 4096^3 through gkc, time broken down (socket, H2D, kernel, D2H)
+#   spin   small resident requests with workers that poll for the next one
+#          (--worker-spin-us 100) against workers that sleep at once (0):
+#          bench_rpc round trips, resident spmv (bench_resident, spmv_probe)
+#          and CG, each with gkcd's queue_us / worker_us split
 # Logs go to $OUT; a summary is printed last.
 set -u
 OUT=${OUT:-/tmp/gkc-out}
@@ -141,6 +145,23 @@ for algo in ("auto", "cublas", "regblock"):
 PY
     pkill -TERM -f "path.sock"; sleep 0.5
   } 2>&1 | tee "$OUT/path.txt"
+fi
+
+if has spin; then
+  for spin in 0 100; do
+    start_gkcd "$T/spin$spin.sock" "$GKCD" --backend cuda --worker-spin-us $spin && {
+      echo "== --worker-spin-us $spin"
+      timeout 60 "$B/bench/bench_rpc" --socket "$T/spin$spin.sock" --no-echo --pin none --conns 1 \
+        --window 0 --rtt-count 5000 --count 5000 --repeat 1 2>&1 | grep -E "RTT, 1 conn|via libgkc"
+      timeout 120 "$B/bench/bench_resident" --socket "$T/spin$spin.sock" --no-sgemm --cg-grid 2048 \
+        --cg-iters 200 2>&1 | grep -E "^\| resident|iterations/s"
+      timeout 60 python3 bench/spmv_probe.py "$T/spin$spin.sock" 2>&1
+      timeout 10 "$GKC" --socket "$T/spin$spin.sock" --json status | python3 -c \
+        'import json,sys; d=json.load(sys.stdin); print("spin_hits", d.get("spin_hits"), "of", d["methods"]["spmv"]["requests"] + d["methods"]["dot"]["requests"] + d["methods"]["axpby"]["requests"] + d["methods"]["reduce"]["requests"], "spmv/dot/axpby/reduce requests")'
+      pkill -TERM -f "spin$spin.sock"; sleep 0.5
+    }
+  done 2>&1 | tee "$OUT/spin.txt"
+  summary+=("spin: see spin.txt")
 fi
 
 echo "=== summary"
