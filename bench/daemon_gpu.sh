@@ -13,7 +13,7 @@
 #   resident  bench_resident (socket vs regions, resident spmv, CG) beside bench_direct
 #   path   sgemm 4096^3 through gkc, time broken down (socket, H2D, kernel, D2H)
 #   spin   small resident requests with workers that poll for the next one
-#          (--worker-spin-us 100) against workers that sleep at once (0):
+#          (--spin-us 100) against workers that sleep at once (0):
 #          bench_rpc round trips, resident spmv (bench_resident, spmv_probe)
 #          and CG, each with gkcd's queue_us / worker_us split
 # Logs go to $OUT; a summary is printed last.
@@ -149,8 +149,8 @@ fi
 
 if has spin; then
   for spin in 0 100; do
-    start_gkcd "$T/spin$spin.sock" "$GKCD" --backend cuda --worker-spin-us $spin && {
-      echo "== --worker-spin-us $spin"
+    start_gkcd "$T/spin$spin.sock" "$GKCD" --backend cuda --spin-us $spin && {
+      echo "== --spin-us $spin"
       timeout 60 "$B/bench/bench_rpc" --socket "$T/spin$spin.sock" --no-echo --pin none --conns 1 \
         --window 0 --rtt-count 5000 --count 5000 --repeat 1 2>&1 | grep -E "RTT, 1 conn|via libgkc"
       timeout 120 "$B/bench/bench_resident" --socket "$T/spin$spin.sock" --no-sgemm --cg-grid 2048 \

@@ -40,7 +40,7 @@ typedef struct {
   size_t memory_budget;        /* bytes of requests and results held at once, all clients */
   size_t budget_queue;         /* requests waiting for budget before "busy" */
   double idle_timeout_s;       /* close connections idle this long; 0 = never */
-  int worker_spin_us;          /* a worker polls this long for the next job before sleeping */
+  int spin_us;                 /* workers and the loop poll this long before sleeping */
 } gkcd_config;
 
 #endif

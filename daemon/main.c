@@ -88,7 +88,7 @@ int main(int argc, char **argv) {
            cfg->threads, cfg->max_request_bytes);
   notify_ready(&srv);
   pthread_sigmask(SIG_UNBLOCK, &stop_signals, NULL);
-  uv_run(loop, UV_RUN_DEFAULT);
+  server_run(&srv);
   server_close(&srv);
   uv_loop_close(loop);
   be->destroy(be);

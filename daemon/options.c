@@ -165,8 +165,8 @@ static const opt_def table[] = {
      "requests waiting for memory budget before 'busy' (default 64)"},
     {"idle-timeout", p_seconds, F(idle_timeout_s), 0, 86400 * 7, "SECONDS",
      "close connections idle this long (default 300; 0: never)"},
-    {"worker-spin-us", p_int, F(worker_spin_us), 0, 100000, "USEC",
-     "a worker that finishes a request polls this long for the\nnext one before it sleeps, so back-to-back requests skip\na thread wake-up (default 100 with 4 or more CPUs, else 0)"},
+    {"spin-us", p_int, F(spin_us), 0, 100000, "USEC",
+     "after a request, the worker and the event loop poll this\nlong for more work before they sleep, so back-to-back\nrequests skip thread wake-ups (default 100 with 4 or more\nCPUs, else 0)"},
 };
 #define NOPT (int)(sizeof table / sizeof table[0])
 
@@ -192,7 +192,7 @@ static void defaults(gkcd_config *cfg) {
   /* Polling pays where a CPU is free for it: with fewer than 4 the poller
    * takes the CPU from the event loop and the clients (on 2 CPUs it made a
    * local client's round trip 20 us slower while saving 5 us of wake-up). */
-  cfg->worker_spin_us = ncpu >= 4 ? 100 : 0;
+  cfg->spin_us = ncpu >= 4 ? 100 : 0;
 }
 
 static void usage(void) {

@@ -35,7 +35,7 @@ int pool_submit(gkcd_pool *s, gkcd_job *job);
 /* Jobs waiting for a worker, and jobs a worker or device is running. */
 size_t pool_waiting(gkcd_pool *s);
 size_t pool_running(gkcd_pool *s);
-/* Jobs a polling worker took without being woken (see --worker-spin-us). */
+/* Jobs a polling worker took without being woken (see --spin-us). */
 uint64_t pool_spin_hits(gkcd_pool *s);
 
 /* Loop thread, once nothing is in flight: joins the workers and closes the

@@ -259,6 +259,8 @@ static int submit(gkcd_conn *c, const proto_request *req, void *frame, size_t fr
 
 void rpc_handle_frame(gkcd_conn *c, void *frame, size_t len) {
   gkcd_server *srv = c->srv;
+  srv->events++;
+  if (srv->polling) srv->loop_spin_hits++;
   msgpack_zone zone;
   msgpack_object root;
   size_t off = 0;
@@ -326,6 +328,8 @@ void rpc_job_done(gkcd_job *job, void *arg) {
   gkcd_conn *c = job->conn;
   srv->in_flight--;
   srv->served++;
+  srv->events++;
+  if (srv->polling) srv->loop_spin_hits++;
   c->jobs--;
   uint32_t new_id = job->err ? 0 : adopt(srv, job);
   if (job->err) {

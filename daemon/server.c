@@ -1,6 +1,7 @@
-/* server.c: start-up of the pieces, signals, and orderly shutdown. */
+/* server.c: start-up of the pieces, the loop, signals, and orderly shutdown. */
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -46,6 +47,33 @@ void server_maybe_finish(gkcd_server *srv) {
   log_info("all requests answered; exiting");
 }
 
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void server_run(gkcd_server *srv) {
+  const uint64_t spin_ns = (uint64_t)srv->cfg.spin_us * 1000;
+  uint64_t until = 0, seen = srv->events;
+  for (;;) {
+    int alive;
+    if (spin_ns && now_ns() < until) {
+      srv->polling = 1;
+      alive = uv_run(srv->loop, UV_RUN_NOWAIT);
+      srv->polling = 0;
+      sched_yield(); /* the CPU goes to whoever else needs it first */
+    } else {
+      alive = uv_run(srv->loop, UV_RUN_ONCE);
+    }
+    if (!alive) return;
+    if (spin_ns && srv->events != seen) {
+      seen = srv->events;
+      until = now_ns() + spin_ns;
+    }
+  }
+}
+
 void server_close(gkcd_server *srv) {
   sigset_t set;
   sigemptyset(&set);
@@ -64,11 +92,6 @@ void server_close(gkcd_server *srv) {
 static void on_check(uv_check_t *h) { conn_flush_all(h->data); }
 static void on_sweep(uv_timer_t *t) { conn_sweep_idle(t->data); }
 
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 int server_start(gkcd_server *srv, uv_loop_t *loop, gkcd_backend *be) {
   int rc;
@@ -84,7 +107,7 @@ int server_start(gkcd_server *srv, uv_loop_t *loop, gkcd_backend *be) {
   if (listen_open(srv) != 0) return -1;
   struct stat st;
   srv->socket_gid = stat(srv->cfg.socket_path, &st) == 0 ? st.st_gid : getgid();
-  if ((rc = pool_start(&srv->pool, loop, srv->cfg.threads, srv->cfg.max_queue, srv->cfg.worker_spin_us, be,
+  if ((rc = pool_start(&srv->pool, loop, srv->cfg.threads, srv->cfg.max_queue, srv->cfg.spin_us, be,
                        rpc_job_done, srv))) {
     log_err("cannot start the worker threads (%d)", rc);
     return -1;

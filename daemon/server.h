@@ -98,12 +98,21 @@ struct gkcd_server {
   uint64_t requests[PROTO_M_COUNT], errors[PROTO_M_COUNT];
   double kernel_us[PROTO_M_COUNT]; /* total kernel time of successful jobs */
   uint64_t bad_frames; /* requests that never reached a method */
+  /* server_run's polling (--spin-us): frames and completions handled since
+   * start, and how many of them a poll found rather than a wake-up. */
+  uint64_t events, loop_spin_hits;
+  int polling;
 };
 
 /* Opens the listening socket, starts the workers and signal handling.
  * 0, or -1 after logging why. */
 int server_start(gkcd_server *srv, uv_loop_t *loop, gkcd_backend *be);
-/* After uv_run has returned: closes the last handles. */
+/* Runs the loop until the server is done.  With --spin-us, for that long
+ * after each frame or completion it polls (UV_RUN_NOWAIT) instead of
+ * sleeping in epoll, so a completion or the next request of a busy client
+ * is seen without the wake-up of a sleeping thread. */
+void server_run(gkcd_server *srv);
+/* After server_run has returned: closes the last handles. */
 void server_close(gkcd_server *srv);
 /* Called whenever in-flight work or a connection goes away while draining:
  * once nothing is left, closes every handle so uv_run returns. */

@@ -20,7 +20,7 @@ void status_pack(gkcd_server *srv, msgpack_packer *pk) {
   gkcd_device_info dev[8];
   int ndev = srv->be->devices(srv->be, dev, 8);
 
-  msgpack_pack_map(pk, 20);
+  msgpack_pack_map(pk, 21);
   proto_pack_cstr(pk, "version");
   proto_pack_cstr(pk, GKC_VERSION);
   proto_pack_cstr(pk, "backend");
@@ -40,6 +40,7 @@ void status_pack(gkcd_server *srv, msgpack_packer *pk) {
   kv_u64(pk, "budget_waited", srv->budget_waited);
   kv_u64(pk, "budget_refused", srv->budget_refused);
   kv_u64(pk, "spin_hits", pool_spin_hits(srv->pool));
+  kv_u64(pk, "loop_spin_hits", srv->loop_spin_hits);
   proto_pack_cstr(pk, "resident");
   msgpack_pack_map(pk, 4);
   kv_u64(pk, "arrays", srv->res_live[RES_ARRAY]);
@@ -90,5 +91,5 @@ void status_pack(gkcd_server *srv, msgpack_packer *pk) {
   proto_pack_cstr(pk, "idle_timeout_s");
   msgpack_pack_double(pk, cfg->idle_timeout_s);
   kv_u64(pk, "streams", (uint64_t)cfg->streams);
-  kv_u64(pk, "worker_spin_us", (uint64_t)cfg->worker_spin_us);
+  kv_u64(pk, "spin_us", (uint64_t)cfg->spin_us);
 }

@@ -1241,43 +1241,45 @@ static int sequential_sums(rr_conn *c, int n, double *queue_us_median) {
   return good;
 }
 
-static void test_worker_spin(void) {
+static void test_spin(void) {
   enum { NREQ = 200 };
-  rr_ctx = "worker-spin-us default";
+  rr_ctx = "spin-us default";
   {
     fixture f;
     fixture_start(&f, NULL, NULL);
     rr_conn c;
     rr_open(&c, &f);
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    double spin_us = status_on(&c, "limits.worker_spin_us");
-    CHECK(spin_us == (ncpu >= 4 ? 100 : 0), "limits.worker_spin_us = %g with %ld CPUs", spin_us, ncpu);
+    double spin_us = status_on(&c, "limits.spin_us");
+    CHECK(spin_us == (ncpu >= 4 ? 100 : 0), "limits.spin_us = %g with %ld CPUs", spin_us, ncpu);
     rr_close(&c);
     STOP_DAEMON(&f);
   }
   const char *const spins[] = {"100", "0"};
   for (int k = 0; k < 2; k++) {
-    rr_ctx = k == 0 ? "worker-spin-us 100" : "worker-spin-us 0";
+    rr_ctx = k == 0 ? "spin-us 100" : "spin-us 0";
     fixture f;
-    const char *const args[] = {"--threads", "4", "--worker-spin-us", spins[k], NULL};
+    const char *const args[] = {"--threads", "4", "--spin-us", spins[k], NULL};
     fixture_start(&f, args, NULL);
     rr_conn c;
     rr_open(&c, &f);
-    double spin_us = status_on(&c, "limits.worker_spin_us");
-    CHECK(spin_us == atof(spins[k]), "limits.worker_spin_us = %g", spin_us);
-    double hits0 = status_on(&c, "spin_hits"), q50 = NAN;
+    double spin_us = status_on(&c, "limits.spin_us");
+    CHECK(spin_us == atof(spins[k]), "limits.spin_us = %g", spin_us);
+    double hits0 = status_on(&c, "spin_hits"), loop0 = status_on(&c, "loop_spin_hits"), q50 = NAN;
     int good = sequential_sums(&c, NREQ, &q50);
-    double hits = status_on(&c, "spin_hits") - hits0;
-    fprintf(stderr, "%s: %d sequential reduces, %.0f taken by a polling worker, median queue_us %.1f\n", rr_ctx,
-            NREQ, hits, q50);
+    double hits = status_on(&c, "spin_hits") - hits0, loop = status_on(&c, "loop_spin_hits") - loop0;
+    fprintf(stderr, "%s: %d sequential reduces; %.0f taken by a polling worker, %.0f requests and completions"
+            " found by the polling loop; median queue_us %.1f\n", rr_ctx, NREQ, hits, loop, q50);
     CHECK(good == NREQ, "%d of %d sums right", good, NREQ);
     /* With polling on, a client that sends as soon as it has its reply finds
-     * the last worker still polling (100 us is far longer than a local round
-     * trip) at least some of the time; with it off, never. */
-    if (k == 0)
+     * the last worker and the loop still polling (100 us is far longer than
+     * a local round trip) at least some of the time; with it off, never. */
+    if (k == 0) {
       CHECK(hits >= 1, "no request of %d was taken by a polling worker", NREQ);
-    else
-      CHECK(hits == 0, "spin_hits grew by %g with --worker-spin-us 0", hits);
+      CHECK(loop >= 1, "the loop found none of %d requests and completions while polling", 2 * NREQ);
+    } else {
+      CHECK(hits == 0 && loop == 0, "spin_hits grew by %g, loop_spin_hits by %g with --spin-us 0", hits, loop);
+    }
     rr_close(&c);
     STOP_DAEMON(&f);
   }
@@ -1310,7 +1312,7 @@ int main(void) {
   SECTION(test_idle_timeout());
   SECTION(test_deadline());
   SECTION(test_max_connections());
-  SECTION(test_worker_spin());
+  SECTION(test_spin());
 
   rr_print_totals("e2e_service", t0);
   if (rr_failed) return 1;
