@@ -12,8 +12,8 @@
 #   soak   10k mixed requests on the CUDA backend, all checked, memory back to start
 #   resident  bench_resident (socket vs regions, resident spmv, CG) beside bench_direct
 #   path   sgemm 4096^3 through gkc, time broken down (socket, H2D, kernel, D2H)
-#   spin   small resident requests with workers that poll for the next one
-#          (--spin-us 100) against workers that sleep at once (0):
+#   spin   small resident requests with the workers and the loop polling for
+#          more work (--spin-us 100) against sleeping at once (0):
 #          bench_rpc round trips, resident spmv (bench_resident, spmv_probe)
 #          and CG, each with gkcd's queue_us / worker_us split
 # Logs go to $OUT; a summary is printed last.
@@ -157,7 +157,7 @@ if has spin; then
         --cg-iters 200 2>&1 | grep -E "^\| resident|iterations/s"
       timeout 60 python3 bench/spmv_probe.py "$T/spin$spin.sock" 2>&1
       timeout 10 "$GKC" --socket "$T/spin$spin.sock" --json status | python3 -c \
-        'import json,sys; d=json.load(sys.stdin); print("spin_hits", d.get("spin_hits"), "of", d["methods"]["spmv"]["requests"] + d["methods"]["dot"]["requests"] + d["methods"]["axpby"]["requests"] + d["methods"]["reduce"]["requests"], "spmv/dot/axpby/reduce requests")'
+        'import json,sys; d=json.load(sys.stdin); print("spin_hits", d.get("spin_hits"), "loop_spin_hits", d.get("loop_spin_hits"), "of", d["methods"]["spmv"]["requests"] + d["methods"]["dot"]["requests"] + d["methods"]["axpby"]["requests"] + d["methods"]["reduce"]["requests"], "spmv/dot/axpby/reduce requests")'
       pkill -TERM -f "spin$spin.sock"; sleep 0.5
     }
   done 2>&1 | tee "$OUT/spin.txt"
