@@ -11,6 +11,7 @@ nothing failed, 77 (skipped) when msgpack is missing.
 import math
 import os
 import random
+import re
 import shutil
 import signal
 import socket
@@ -331,6 +332,24 @@ def test_example(d):
     c.close()
 
 
+def documented_status_keys():
+    """The keys PROTOCOL.md's `status` table promises: the top-level ones
+    (first column) and those it lists for `limits`."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "proto", "PROTOCOL.md")
+    with open(path, encoding="utf-8") as f:
+        section = f.read().split("### `status` {}", 1)[1].split("\n### ", 1)[0]
+    top, limits = [], []
+    for line in section.splitlines():
+        cells = line.split("|")
+        if len(cells) < 3 or not cells[1].strip().startswith("`"):
+            continue
+        keys = re.findall(r"`([a-z_]+)`", cells[1])
+        top += keys
+        if keys == ["limits"]:
+            limits = re.findall(r"`([a-z_]+)`", cells[2])
+    return top, limits
+
+
 def test_ping_status(d):
     ctx("ping")
     c = Conn(d.sock)
@@ -367,6 +386,14 @@ def test_ping_status(d):
         lim = res.get("limits", {})
         for k in ("max_request_bytes", "max_queue", "threads", "max_objects"):
             check(isinstance(lim.get(k), int), f"status limits[{k!r}] = {lim.get(k)}")
+        # Every key the document's table names is there, and nothing it
+        # names for limits is missing.
+        top, limits = documented_status_keys()
+        check(len(top) >= 15 and len(limits) >= 10, f"PROTOCOL.md status table parsed: {top} / {limits}")
+        for k in top:
+            check(k in res, f"PROTOCOL.md documents status key {k!r}; the daemon did not send it")
+        for k in limits:
+            check(k in lim, f"PROTOCOL.md documents limits key {k!r}; the daemon did not send it")
         check(lim.get("max_request_bytes") == 1 << 30, f"default max_request_bytes {lim}")
     c.close()
     return backend
