@@ -237,8 +237,28 @@ static void test_command_line(void) {
   const char *const mode[] = {"--socket-mode", "777", NULL};
   st = run_gkcd(mode, log);
   ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 2);
+  const char *const spins[][3] = {{"--spin-us", "-1", NULL}, {"--spin-us", "100001", NULL},
+                                  {"--spin-us", "1e3", NULL}};
+  for (int i = 0; i < 3; i++) {
+    st = run_gkcd(spins[i], log);
+    ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 2);
+    ASSERT_CONTAINS(rr_slurp(log), "--spin-us");
+  }
+  /* GKCD_FAULT is read only by fault-injection builds: there a malformed
+   * delay is a start-up error too. */
+  if (rr_env_flag("GKC_FAULT_INJECTION")) {
+    const char *const bad_delays[] = {"sgemm:delay=0", "sgemm:delay=60001", "sgemm:delay=5x", "nope:delay=5"};
+    const char *const none[] = {NULL};
+    for (int i = 0; i < 4; i++) {
+      setenv("GKCD_FAULT", bad_delays[i], 1);
+      st = run_gkcd(none, log);
+      ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 2);
+      ASSERT_CONTAINS(rr_slurp(log), "GKCD_FAULT");
+    }
+    unsetenv("GKCD_FAULT");
+  }
   unlink(log);
-  printf("command line: --help, --version, bad flags exit 2\n");
+  printf("command line: --help, --version, bad flags and bad GKCD_FAULT exit 2\n");
 }
 
 int main(void) {
