@@ -55,6 +55,19 @@ static void on_listen(uv_poll_t *h, int status, int events) {
   }
 }
 
+/* A new Unix stream socket and path's address in sa; -1 after logging why.
+ * The configured path was checked to fit sun_path when it was resolved. */
+static int unix_socket(const char *path, struct sockaddr_un *sa) {
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    log_err("socket: %s", strerror(errno));
+    return -1;
+  }
+  *sa = (struct sockaddr_un){.sun_family = AF_UNIX};
+  snprintf(sa->sun_path, sizeof sa->sun_path, "%s", path);
+  return fd;
+}
+
 /* Decides what to do about a file already at path: nothing there is fine; a
  * socket nobody listens on is left over from a crash and is removed; a live
  * gkcd or anything that is not a socket makes us refuse to start. */
@@ -69,13 +82,9 @@ static int clear_stale_socket(const char *path) {
     log_err("%s exists and is not a socket; refusing to replace it", path);
     return -1;
   }
-  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) {
-    log_err("socket: %s", strerror(errno));
-    return -1;
-  }
-  struct sockaddr_un sa = {.sun_family = AF_UNIX};
-  snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
+  struct sockaddr_un sa;
+  int fd = unix_socket(path, &sa);
+  if (fd < 0) return -1;
   int rc = connect(fd, (struct sockaddr *)&sa, sizeof sa);
   int err = errno;
   close(fd);
@@ -127,13 +136,9 @@ static int activated_fd(gkcd_server *srv) {
 static int bind_own(gkcd_server *srv) {
   const char *path = srv->cfg.socket_path;
   if (clear_stale_socket(path) != 0) return -1;
-  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) {
-    log_err("socket: %s", strerror(errno));
-    return -1;
-  }
-  struct sockaddr_un sa = {.sun_family = AF_UNIX};
-  snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
+  struct sockaddr_un sa;
+  int fd = unix_socket(path, &sa);
+  if (fd < 0) return -1;
   /* The umask makes the socket file appear with the final mode already, so
    * there is no moment when a wider audience could connect. */
   mode_t old = umask(~srv->cfg.socket_mode & 0777);

@@ -71,12 +71,23 @@ void rpc_reject_frame(gkcd_conn *c, int scan_rc, const proto_frame_info *info) {
   send_error(c, info->msgid_known, info->msgid, code, msg);
 }
 
+/* Starts a success reply to msgid in sb. */
+static void result_begin(msgpack_sbuffer *sb, msgpack_packer *pk, uint32_t msgid) {
+  msgpack_sbuffer_init(sb);
+  msgpack_packer_init(pk, sb, msgpack_sbuffer_write);
+  proto_pack_result_head(pk, msgid);
+}
+
+/* A frame or a completion reached the loop; server_run polls on after it. */
+static void count_event(gkcd_server *srv) {
+  srv->events++;
+  if (srv->polling) srv->loop_spin_hits++;
+}
+
 static void send_ping(gkcd_conn *c, uint32_t msgid) {
   msgpack_sbuffer sb;
   msgpack_packer pk;
-  msgpack_sbuffer_init(&sb);
-  msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-  proto_pack_result_head(&pk, msgid);
+  result_begin(&sb, &pk, msgid);
   msgpack_pack_map(&pk, 3);
   proto_pack_cstr(&pk, "version");
   proto_pack_cstr(&pk, GKC_VERSION);
@@ -90,9 +101,7 @@ static void send_ping(gkcd_conn *c, uint32_t msgid) {
 static void send_status(gkcd_conn *c, uint32_t msgid) {
   msgpack_sbuffer sb;
   msgpack_packer pk;
-  msgpack_sbuffer_init(&sb);
-  msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-  proto_pack_result_head(&pk, msgid);
+  result_begin(&sb, &pk, msgid);
   status_pack(c->srv, &pk);
   send_sbuffer(c, &sb, NULL, 0);
 }
@@ -100,9 +109,7 @@ static void send_status(gkcd_conn *c, uint32_t msgid) {
 static void send_empty(gkcd_conn *c, uint32_t msgid) {
   msgpack_sbuffer sb;
   msgpack_packer pk;
-  msgpack_sbuffer_init(&sb);
-  msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-  proto_pack_result_head(&pk, msgid);
+  result_begin(&sb, &pk, msgid);
   msgpack_pack_map(&pk, 0);
   send_sbuffer(c, &sb, NULL, 0);
 }
@@ -259,8 +266,7 @@ static int submit(gkcd_conn *c, const proto_request *req, void *frame, size_t fr
 
 void rpc_handle_frame(gkcd_conn *c, void *frame, size_t len) {
   gkcd_server *srv = c->srv;
-  srv->events++;
-  if (srv->polling) srv->loop_spin_hits++;
+  count_event(srv);
   msgpack_zone zone;
   msgpack_object root;
   size_t off = 0;
@@ -328,8 +334,7 @@ void rpc_job_done(gkcd_job *job, void *arg) {
   gkcd_conn *c = job->conn;
   srv->in_flight--;
   srv->served++;
-  srv->events++;
-  if (srv->polling) srv->loop_spin_hits++;
+  count_event(srv);
   c->jobs--;
   uint32_t new_id = job->err ? 0 : adopt(srv, job);
   if (job->err) {
@@ -341,9 +346,7 @@ void rpc_job_done(gkcd_job *job, void *arg) {
     srv->kernel_us[job->method] += job->kernel_us;
     msgpack_sbuffer sb;
     msgpack_packer pk;
-    msgpack_sbuffer_init(&sb);
-    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    proto_pack_result_head(&pk, job->msgid);
+    result_begin(&sb, &pk, job->msgid);
     methods_pack_result(&pk, job, (double)(now_ns() - job->t_start_ns) / 1e3, new_id);
     size_t out_bytes = job->out_kind == OUT_BIN && job->out ? job->out_bytes : 0;
     send_sbuffer(c, &sb, job->out, out_bytes);

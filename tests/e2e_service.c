@@ -1215,11 +1215,6 @@ static void test_max_connections(void) {
 /* ------------------------------------------------------------------------ */
 /* 10. workers that poll for the next request                                */
 
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
 /* Sends n sequential reduces on c, each checked; returns how many were right. */
 static int sequential_sums(rr_conn *c, int n, double *queue_us_median) {
   enum { N = 257 };
@@ -1235,7 +1230,7 @@ static int sequential_sums(rr_conn *c, int n, double *queue_us_median) {
     if (rr_reply_ok(&r, id) && rr_num(proto_map_get(r.result, "value")) == want) good++;
     rr_reply_free(&r);
   }
-  qsort(q, (size_t)n, sizeof *q, cmp_double);
+  rr_sort_doubles(q, (size_t)n);
   *queue_us_median = q[n / 2];
   free(q);
   return good;

@@ -769,11 +769,6 @@ static int wait_nfds(const fixture *f, int want) {
   return n;
 }
 
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
 static double pct(const lat_list *l, double p) {
   if (!l->n) return NAN;
   size_t i = (size_t)(p * (double)(l->n - 1) + 0.5);
@@ -941,7 +936,7 @@ int main(void) {
   for (int c = 0; c < NCLS; c++) {
     lat_list *l = &pr.lat[c];
     if (!l->n) continue; /* methods this test does not send */
-    qsort(l->v, l->n, sizeof *l->v, cmp_double);
+    rr_sort_doubles(l->v, l->n);
     printf("  %-8s %8zu %10.0f %10.0f %10.0f\n", c == CLS_BAD ? "invalid" : proto_method_name(c), l->n,
            pct(l, 0.5), pct(l, 0.99), l->n ? l->v[l->n - 1] : NAN);
   }

@@ -51,6 +51,13 @@ void rr_sleep_ms(int ms) {
   nanosleep(&ts, NULL);
 }
 
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+void rr_sort_doubles(double *v, size_t n) { qsort(v, n, sizeof *v, cmp_double); }
+
 int rr_env_flag(const char *name) {
   const char *e = getenv(name);
   return e && *e && strcmp(e, "0") != 0;

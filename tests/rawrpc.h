@@ -64,6 +64,7 @@ void rr_print_totals(const char *name, double t0);
 double rr_now_s(void); /* CLOCK_MONOTONIC */
 void rr_sleep_ms(int ms);
 int rr_env_flag(const char *name); /* set, not empty and not "0" */
+void rr_sort_doubles(double *v, size_t n); /* ascending */
 /* Up to 256 KiB of a file as a string ("" if unreadable), in a static buffer
  * that the next call reuses. */
 char *rr_slurp(const char *path);

@@ -13,16 +13,24 @@ tests/install-deps.sh
 
 jobs=$(nproc 2>/dev/null || echo 2)
 status=0
-run_variant() {
+# Configures build/test-NAME with the given cmake arguments and builds it
+# (only the targets in $targets when that is set).
+build_variant() {
   local name=$1; shift
   local dir=build/test-$name
   echo "=== $name: configure and build ($dir)"
-  cmake -S . -B "$dir" -G Ninja -DGKC_FAULT_INJECTION=ON "$@" >"$dir.configure.log" 2>&1 ||
+  cmake -S . -B "$dir" -G Ninja "$@" >"$dir.configure.log" 2>&1 ||
     { cat "$dir.configure.log"; return 1; }
   grep '^-- gkc:' "$dir.configure.log" || true
-  cmake --build "$dir" -j "$jobs"
+  # shellcheck disable=SC2086 # $targets is a list of names
+  cmake --build "$dir" -j "$jobs" ${targets:+--target $targets}
+}
+
+run_variant() {
+  local name=$1; shift
+  build_variant "$name" -DGKC_FAULT_INJECTION=ON "$@" || return 1
   echo "=== $name: ctest"
-  ctest --test-dir "$dir" --output-on-failure -j "$jobs" "${ctest_args[@]}"
+  ctest --test-dir "build/test-$name" --output-on-failure -j "$jobs" "${ctest_args[@]}"
 }
 
 ctest_args=("$@")
@@ -42,10 +50,8 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
 # work ("unexpected memory mapping"): then it says so and skips.
 run_tsan() {
   local dir=build/test-tsan
-  echo "=== tsan: configure and build ($dir)"
-  cmake -S . -B "$dir" -G Ninja -DGKC_FAULT_INJECTION=ON -DCMAKE_BUILD_TYPE=Debug -DGKC_TSAN=ON \
-    -DGKC_CUDA=OFF >"$dir.configure.log" 2>&1 || { cat "$dir.configure.log"; return 1; }
-  cmake --build "$dir" -j "$jobs"
+  build_variant tsan -DGKC_FAULT_INJECTION=ON -DCMAKE_BUILD_TYPE=Debug -DGKC_TSAN=ON -DGKC_CUDA=OFF ||
+    return 1
   if ! "$dir/daemon/gkcd" --version >/dev/null 2>"$dir.probe.log"; then
     if grep -q ThreadSanitizer "$dir.probe.log"; then
       echo "=== tsan: skipped: ThreadSanitizer cannot run on this machine: $(head -1 "$dir.probe.log")"
@@ -68,14 +74,10 @@ fi
 # most two minutes).  Runs with no arguments or when they mention "fuzz"
 # (tests/run.sh -L fuzz); skipped for other selections (e.g. -L e2e).
 run_fuzz() {
-  local dir=build/test-fuzz
-  echo "=== fuzz: configure and build ($dir)"
-  CC=clang cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGKC_CUDA=OFF \
-    -DGKC_FUZZ=ON >"$dir.configure.log" 2>&1 || { cat "$dir.configure.log"; return 1; }
-  grep '^-- gkc:' "$dir.configure.log" || true
-  cmake --build "$dir" -j "$jobs" --target fuzz_request make_corpus
+  CC=clang targets="fuzz_request make_corpus" build_variant fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DGKC_CUDA=OFF -DGKC_FUZZ=ON || return 1
   echo "=== fuzz: ctest -L fuzz"
-  ctest --test-dir "$dir" --output-on-failure -j "$jobs" -L fuzz
+  ctest --test-dir build/test-fuzz --output-on-failure -j "$jobs" -L fuzz
 }
 if [ ${#ctest_args[@]} -eq 0 ] || [[ " ${ctest_args[*]} " == *" fuzz "* ]]; then
   run_fuzz || status=1
