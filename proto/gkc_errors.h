@@ -23,11 +23,15 @@
   XX(DEVICE_ERROR,       -8,  "device_error",      "device error")                     \
   XX(INTERNAL,           -9,  "internal",          "internal server error")            \
   XX(DEADLINE_EXCEEDED,  -10, "deadline_exceeded", "request waited past its deadline") \
+  XX(TOO_MANY_CONNECTIONS, -11, "too_many_connections", "gkcd has no connection slot free") \
+  XX(DEVICE_LOST,        -12, "device_lost",       "the device running the request failed") \
+  XX(TIMEOUT,            -13, "timeout",           "the connection made no progress in time") \
   /* client side only */                                                               \
   XX(CONNECT,            -20, "connect",           "cannot connect to gkcd")           \
   XX(IO,                 -21, "io",                "connection to gkcd failed")        \
   XX(PROTOCOL,           -22, "protocol",          "malformed reply from gkcd")        \
-  XX(UNKNOWN_CODE,       -23, "unknown_code",      "gkcd sent an unknown error code")
+  XX(UNKNOWN_CODE,       -23, "unknown_code",      "gkcd sent an unknown error code")  \
+  XX(CANCELLED,          -24, "cancelled",         "request cancelled before its reply")
 
 typedef enum {
   GKC_OK = 0,
