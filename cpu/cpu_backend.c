@@ -266,6 +266,11 @@ int cpu_backend_create(gkcd_backend **out, int nthreads, char *msg, size_t msgle
   }
   impl->nthreads = nthreads;
   be->name = "cpu";
+  /* A start for the cost model, from a 2-core x86 (OpenBLAS ~100 GFLOP/s,
+   * ~10 GB/s); it corrects itself from measured times. */
+  be->rates = (cost_rates){.flops_per_us = 5e4 * (nthreads > 0 ? nthreads : 2),
+                           .bytes_per_us = 1e4, .fixed_us = 5};
+  be->latency_workers = 1;
   be->algos[PROTO_M_SGEMM] = sgemm_algos;
   be->algos[PROTO_M_REDUCE] = reduce_algos;
   be->algos[PROTO_M_SPMV] = spmv_algos;

@@ -556,6 +556,12 @@ int cuda_backend_create(gkcd_backend **out, const gkcd_config *cfg, char *msg, s
   for (int a = 1; a < GKCU_REDUCE_NALGO; a++) reduce_algos[a - 1] = gkcu_reduce_algo_name(a);
   for (int a = 1; a < GKCU_SPMV_NALGO; a++) spmv_algos[a - 1] = gkcu_spmv_algo_name(a);
   be->name = "cuda";
+  /* A start for the cost model, from an H100/H200 (FP32 ~50 TFLOP/s, HBM
+   * ~3 TB/s, pinned PCIe ~20 GB/s, launch and hand-off ~15 us); it corrects
+   * itself from measured times. */
+  be->rates = (cost_rates){.flops_per_us = 5e7, .bytes_per_us = 3e6, .host_bytes_per_us = 2e4,
+                           .fixed_us = 15};
+  be->latency_workers = 2;
   be->algos[PROTO_M_SGEMM] = sgemm_algos;
   be->algos[PROTO_M_REDUCE] = reduce_algos;
   be->algos[PROTO_M_SPMV] = spmv_algos;

@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "cost.h"
 #include "job.h"
 #include "proto_methods.h"
 
@@ -26,12 +27,22 @@ typedef struct {
   int streams, streams_busy;          /* GPU streams, and how many are working */
 } gkcd_device_info;
 
+/* A lane as the backend made it (status). */
+typedef struct {
+  int sms;     /* GPU multiprocessors it may use; 0: not partitioned */
+  int streams; /* its streams; 0 on the CPU */
+} gkcd_lane_info;
+
 typedef struct gkcd_backend gkcd_backend;
 struct gkcd_backend {
   const char *name; /* "cpu", "cuda": the value of ping's "backend" */
   /* Per method, a NULL-terminated list of algo names; index 0 is what
    * "auto" resolves to when the backend has no better rule. */
   const char *const *algos[PROTO_M_COUNT];
+  /* What the cost model starts from (it refines them as requests run). */
+  cost_rates rates;
+  /* Workers of the latency lane (0: one); the bulk lane has --threads. */
+  int latency_workers;
   void (*run)(gkcd_backend *be, gkcd_job *job);
   /* Resident memory (device memory on a GPU): 0, or GKC_EOUT_OF_MEMORY with
    * a message.  Any thread. */
@@ -45,6 +56,8 @@ struct gkcd_backend {
   /* The spmv algo (index into algos[PROTO_M_SPMV]) auto picks for a matrix. */
   int (*spmv_pick)(gkcd_backend *be, int32_t rows, int32_t cols, int64_t nnz, int32_t max_row);
   int (*devices)(gkcd_backend *be, gkcd_device_info *out, int max);
+  /* May be NULL. */
+  void (*lane_info)(gkcd_backend *be, int lane, gkcd_lane_info *out);
   void (*destroy)(gkcd_backend *be);
   void *impl;
 };

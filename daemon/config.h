@@ -40,7 +40,20 @@ typedef struct {
   size_t memory_budget;        /* bytes of requests and results held at once, all clients */
   size_t budget_queue;         /* requests waiting for budget before "busy" */
   double idle_timeout_s;       /* close connections idle this long; 0 = never */
+  double send_timeout_s;       /* close connections whose replies make no progress this long */
+  double request_timeout_s;    /* close connections that take longer to send one request */
+  size_t max_conn_per_user;    /* connections one uid may hold; 0 = max_connections / 4 */
+  double queue_wait_s;         /* a queued request waiting longer is answered busy; 0 = never */
   int spin_us;                 /* workers and the loop poll this long before sleeping */
+
+  /* Scheduling (scheduler.c). */
+  int latency_sms;             /* SMs of the GPU's latency lane; 0: no lanes */
+  double latency_us;           /* requests predicted under this go to the latency lane */
+  double slice_us;             /* without green contexts: longest bulk launch */
+  char weights_opt[512];       /* --weights user:N,... as given */
+  uid_t weight_uids[GKCD_MAX_ALLOWED];
+  double weights[GKCD_MAX_ALLOWED];
+  int n_weights;
 } gkcd_config;
 
 #endif

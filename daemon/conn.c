@@ -4,17 +4,27 @@
  * scanned for complete frames (proto_frame_scan), each of which is handed to
  * rpc.c as its own allocation, so the buffer can keep receiving while jobs
  * still use earlier requests.  The buffer grows only with bytes actually
- * received, never with what a frame claims it will send.
+ * received, never with what a frame claims it will send, and each growth is
+ * charged to the memory budget first: when the budget is spent the
+ * connection is simply not read until memory comes back.
  *
  * Replies produced during one loop iteration are collected and written with
  * a single sendmsg (conn_flush_all runs from a uv_check), so a pipelining
- * client costs one write per batch rather than one per reply.
+ * client costs one write per batch rather than one per reply.  A reply's
+ * bytes stay charged to the memory budget and to its connection until the
+ * socket has taken them.
  *
- * Back-pressure: reading stops while the connection has max-conn-requests
- * jobs in flight or more than max-conn-reply-bytes of replies its peer has
- * not read, and resumes when that falls; a client that never reads its
- * replies thus stops being read from, instead of making gkcd buffer without
- * bound.
+ * Back-pressure: frames are not taken from a connection while it has
+ * max-conn-requests jobs in flight, while its unwritten replies reach
+ * max-conn-reply-bytes, while the scheduler holds one of its requests
+ * because the result would take it past that (scheduler.h), or while the
+ * scheduler's queues are full; its socket then fills and the client waits,
+ * as with a full pipe.
+ *
+ * Deadlines (conn_sweep): a connection whose pending replies make no
+ * progress for --send-timeout, or whose next request takes longer than
+ * --request-timeout to arrive while we read, is closed, and everything it
+ * held is freed; an idle one after --idle-timeout.
  *
  * The socket is read with recvmsg under a uv_poll_t rather than as a libuv
  * stream, because clients may attach file descriptors (shared-memory
@@ -32,14 +42,43 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "gkc_errors.h"
 #include "log.h"
 #include "server.h"
 
 #define READ_CHUNK (64 * 1024)
-/* Frames at least this big take over the whole buffer instead of being copied. */
-#define STEAL_MIN (1024 * 1024)
-/* An idle buffer bigger than this is given back to the allocator. */
-#define KEEP_MAX (1024 * 1024)
+/* How long a refused socket stays open so its client can read why. */
+#define LINGER_MS 2000
+
+/* --- buffers and their charges ------------------------------------------ */
+
+/* The connection that may read past the memory budget (reserve). */
+static void drop_overdraft(gkcd_conn *c) {
+  if (c->srv->overdraft != c) return;
+  c->srv->overdraft = NULL;
+  c->srv->paused_mem = 1; /* someone else may take it */
+}
+
+static void free_input(gkcd_conn *c) {
+  drop_overdraft(c);
+  free(c->buf);
+  c->buf = NULL;
+  budget_give(&c->srv->budget, BUDGET_INPUT, c->cap);
+  c->cap = c->len = 0;
+}
+
+/* Frees the replies not yet written: once closing, nobody will read them. */
+static void free_pending(gkcd_conn *c) {
+  size_t bytes = 0;
+  for (size_t i = 0; i < c->npend; i++) {
+    bytes += c->pend[i].len;
+    free(c->pend[i].base);
+  }
+  bytes -= c->pend_off;
+  c->npend = c->pend_off = 0;
+  budget_give(&c->srv->budget, BUDGET_REPLIES, bytes);
+  c->sc.reply_queued -= bytes;
+}
 
 static void on_closed(uv_handle_t *h) {
   gkcd_conn *c = h->data;
@@ -61,9 +100,7 @@ static void on_closed(uv_handle_t *h) {
 
 void conn_unref(gkcd_conn *c) {
   if (--c->refs > 0) return;
-  for (size_t i = 0; i < c->npend; i++) free(c->pend[i].base);
   free(c->pend);
-  free(c->buf);
   free(c);
 }
 
@@ -71,6 +108,11 @@ void conn_close(gkcd_conn *c) {
   if (c->closing) return;
   c->closing = 1;
   c->reading = 0;
+  /* What it holds goes now, not when its last job returns: queued jobs are
+   * dropped, unwritten replies and unparsed input freed. */
+  sched_drop_client(c->srv->sched, &c->sc);
+  free_pending(c);
+  free_input(c);
   uv_close((uv_handle_t *)&c->poll, on_closed);
 }
 
@@ -81,8 +123,8 @@ int conn_take_fd(gkcd_conn *c) {
   return fd;
 }
 
-/* Closes c if it has nothing left to do: after framing errors, and while
- * the daemon drains for shutdown. */
+/* Closes c if it has nothing left to do: after errors that end it, and
+ * while the daemon drains for shutdown. */
 static void close_if_done(gkcd_conn *c) {
   if (c->closing || c->npend > 0) return;
   if (c->close_when_flushed || ((c->srv->draining || c->peer_closed) && c->jobs == 0))
@@ -105,8 +147,11 @@ static void watch(gkcd_conn *c) {
   c->events = want;
 }
 
+/* --- writing ------------------------------------------------------------- */
+
 /* Writes as much of the pending replies as the socket takes now. */
 static void write_pending(gkcd_conn *c) {
+  size_t written = 0;
   while (c->npend > 0 && !c->closing) {
     struct iovec iov[64];
     size_t n = c->npend < 64 ? c->npend : 64;
@@ -125,8 +170,7 @@ static void write_pending(gkcd_conn *c) {
       conn_close(c);
       return;
     }
-    c->queued_bytes -= (size_t)w;
-    c->last_active_ms = uv_now(c->srv->loop);
+    written += (size_t)w;
     size_t done = 0, left = (size_t)w + c->pend_off;
     while (done < c->npend && left >= c->pend[done].len) {
       left -= c->pend[done].len;
@@ -136,6 +180,14 @@ static void write_pending(gkcd_conn *c) {
     memmove(c->pend, c->pend + done, (c->npend - done) * sizeof *c->pend);
     c->npend -= done;
     c->pend_off = left;
+  }
+  if (written) {
+    gkcd_server *srv = c->srv;
+    c->sc.reply_queued -= written;
+    budget_give(&srv->budget, BUDGET_REPLIES, written);
+    c->last_active_ms = uv_now(srv->loop);
+    c->send_since_ms = c->npend ? c->last_active_ms : 0;
+    sched_client_drained(srv->sched, &c->sc);
   }
   watch(c);
   if (!c->closing) {
@@ -166,7 +218,9 @@ static int pend(gkcd_conn *c, void *p, size_t len) {
     c->pend_cap = ncap;
   }
   c->pend[c->npend++] = uv_buf_init(p, (unsigned)len);
-  c->queued_bytes += len;
+  c->sc.reply_queued += len;
+  budget_take(&c->srv->budget, BUDGET_REPLIES, len);
+  if (!c->send_since_ms) c->send_since_ms = uv_now(c->srv->loop);
   return 0;
 }
 
@@ -192,15 +246,37 @@ drop:
   free(body);
 }
 
-/* Room for at least one more chunk in the input buffer; -1 when out of memory. */
+/* --- reading ------------------------------------------------------------- */
+
+/* Room for at least one more chunk in the input buffer, charged to the
+ * memory budget: 0; 1 when the budget has no room (reading pauses); -1 when
+ * out of memory.
+ *
+ * Two exceptions keep everyone moving when the budget is spent.  A
+ * connection's first chunk is always granted, so small requests (status,
+ * ping, a small reduce) are read even then: what that can add is 64 KiB per
+ * connection.  And one connection at a time, the overdraft, may go on
+ * receiving a request it has started: partial requests that together fill
+ * the budget would otherwise wait for each other forever.  What that can
+ * add is one request (--max-request-bytes). */
 static int reserve(gkcd_conn *c) {
   if (c->cap - c->len >= READ_CHUNK) return 0;
   /* Doubling keeps the cost of growth linear; capacity stays within twice
    * what the peer has really sent, plus one chunk. */
   size_t ncap = c->cap ? c->cap * 2 : READ_CHUNK;
   if (ncap < c->len + READ_CHUNK) ncap = c->len + READ_CHUNK;
+  gkcd_server *srv = c->srv;
+  gkcd_budget *b = &srv->budget;
+  if (c->cap && !budget_input_fits(b, ncap - c->cap)) {
+    ncap = c->len + READ_CHUNK; /* the least that lets the read go on */
+    if (!budget_input_fits(b, ncap - c->cap)) {
+      if (srv->overdraft && srv->overdraft != c) return 1;
+      srv->overdraft = c;
+    }
+  }
   unsigned char *nb = realloc(c->buf, ncap);
   if (!nb) return -1;
+  budget_take(b, BUDGET_INPUT, ncap - c->cap);
   c->buf = nb;
   c->cap = ncap;
   return 0;
@@ -230,10 +306,16 @@ static void take_rights(gkcd_conn *c, struct msghdr *mh) {
 /* Reads what the socket holds; 0, or -1 when the connection was closed. */
 static int read_some(gkcd_conn *c) {
   for (int rounds = 0; rounds < 16 && c->reading; rounds++) {
-    if (reserve(c) != 0) {
+    int r = reserve(c);
+    if (r < 0) {
       log_err("connection %llu: out of memory for input, closing", (unsigned long long)c->id);
       conn_close(c);
       return -1;
+    }
+    if (r > 0) { /* resumed by conn_resume_paused once memory comes back */
+      c->wait_mem = 1;
+      c->srv->paused_mem = 1;
+      return 0;
     }
     struct iovec iov = {c->buf + c->len, c->cap - c->len};
     union {
@@ -259,16 +341,32 @@ static int read_some(gkcd_conn *c) {
       c->reading = 0;
       return 0;
     }
-    c->len += (size_t)n;
     c->last_active_ms = uv_now(c->srv->loop);
+    if (c->len == 0) c->req_start_ms = c->last_active_ms;
+    c->len += (size_t)n;
     if ((size_t)n < iov.iov_len) return 0; /* drained */
   }
   return 0;
 }
 
 static int may_take_frames(const gkcd_conn *c) {
-  return !c->closing && !c->close_when_flushed && c->jobs < c->srv->cfg.max_conn_requests &&
-         c->queued_bytes <= c->srv->cfg.max_conn_reply_bytes;
+  const gkcd_server *srv = c->srv;
+  return !c->closing && !c->wait_mem && !c->close_when_flushed && c->jobs < srv->cfg.max_conn_requests &&
+         c->sc.reply_queued + c->sc.reply_predicted < srv->cfg.max_conn_reply_bytes &&
+         sched_client_open(&c->sc) && !sched_full(srv->sched);
+}
+
+/* A frame that will never be completed: the peer stopped sending in the
+ * middle of it.  Say so, since the client may still be reading. */
+static void reject_truncated(gkcd_conn *c, size_t pos) {
+  proto_frame_info info;
+  memset(&info, 0, sizeof info);
+  (void)proto_frame_scan(c->buf + pos, c->len - pos, &c->srv->limits, &info);
+  char msg[160];
+  snprintf(msg, sizeof msg, "connection closed in the middle of a request (%zu bytes of it received)",
+           c->len - pos);
+  c->srv->bad_frames++;
+  rpc_send_error(c, info.msgid_known, info.msgid, GKC_EPARSE_ERROR, msg);
 }
 
 /* Hands complete frames in the buffer to rpc.c while the limits allow. */
@@ -278,10 +376,15 @@ static void parse_frames(gkcd_conn *c) {
   if (c->parsing) return;
   c->parsing = 1;
   while (pos < c->len && may_take_frames(c)) {
-    if (c->need > c->len) break;
+    if (c->need > c->len && !c->peer_closed) break;
     proto_frame_info info;
     ssize_t r = proto_frame_scan(c->buf + pos, c->len - pos, &srv->limits, &info);
     if (r == PROTO_PARTIAL) {
+      if (c->peer_closed) {
+        reject_truncated(c, pos);
+        pos = c->len;
+        break;
+      }
       /* info.need is relative to pos, and pos is about to move to 0. */
       c->need = info.need > c->len - pos ? info.need : 0;
       break;
@@ -296,10 +399,23 @@ static void parse_frames(gkcd_conn *c) {
       break;
     }
     void *frame;
-    if (pos == 0 && (size_t)r == c->len && (size_t)r >= STEAL_MIN) {
-      frame = c->buf; /* the frame is the whole buffer: take it as it is */
+    if (pos == 0 && (size_t)r == c->len) {
+      /* The frame is the whole buffer: take it as it is, trimmed to its
+       * length (a shrinking realloc moves no bytes), and give its input
+       * charge back; the job that rpc.c makes of it charges its length. */
+      frame = realloc(c->buf, (size_t)r);
+      if (!frame) frame = c->buf;
+      budget_give(&srv->budget, BUDGET_INPUT, c->cap);
       c->buf = NULL;
       c->cap = c->len = 0;
+    } else if (c->jobs && !budget_input_fits(&srv->budget, (size_t)r)) {
+      /* Copying it out would take input memory the allowance does not have:
+       * wait for this connection's own jobs to give some back, as a read
+       * would (conn_resume_paused goes on).  With none in flight nothing of
+       * its own could free memory, so it goes on past it by one frame. */
+      c->wait_mem = 1;
+      srv->paused_mem = 1;
+      break;
     } else if (!(frame = malloc((size_t)r))) {
       log_err("connection %llu: out of memory for a %zd-byte frame", (unsigned long long)c->id, r);
       c->parsing = 0;
@@ -309,20 +425,21 @@ static void parse_frames(gkcd_conn *c) {
       memcpy(frame, c->buf + pos, (size_t)r);
     }
     pos += (size_t)r;
+    drop_overdraft(c); /* its request is whole: the next one waits its turn */
     rpc_handle_frame(c, frame, (size_t)r);
-    if (!c->buf) break;
+    if (!c->buf || c->closing) break;
   }
   c->parsing = 0;
-  if (!c->buf) return;
+  if (!c->buf || c->closing) return;
   if (pos > 0) {
     memmove(c->buf, c->buf + pos, c->len - pos);
     c->len -= pos;
+    /* What is left is the start of the next request, just received. */
+    c->req_start_ms = c->len ? uv_now(srv->loop) : 0;
   }
-  if (c->len == 0 && c->cap > KEEP_MAX) {
-    free(c->buf);
-    c->buf = NULL;
-    c->cap = 0;
-  }
+  /* An empty buffer is given back, so an idle connection holds none of
+   * the memory budget (and its own next request never waits for it). */
+  if (c->len == 0) free_input(c);
 }
 
 void conn_update_reading(gkcd_conn *c) {
@@ -334,8 +451,33 @@ void conn_update_reading(gkcd_conn *c) {
     if (c->closing) return;
     want = may_take_frames(c);
   }
+  if (!want && !c->closing && sched_full(c->srv->sched)) c->srv->paused_full = 1;
+  int was = c->reading;
   c->reading = want && !c->peer_closed;
+  /* The request clock runs only while we read: a pause for back-pressure is
+   * not the client's.  A wait for memory keeps it running, so that
+   * connections whose partial requests fill the budget between them cannot
+   * wait for each other forever. */
+  if (c->reading && !was && c->len && !c->mem_clock) c->req_start_ms = uv_now(c->srv->loop);
+  if (c->reading) c->mem_clock = 0;
   watch(c);
+}
+
+void conn_resume_paused(gkcd_server *srv) {
+  int full = srv->paused_full && !sched_full(srv->sched);
+  int mem = srv->paused_mem && (budget_input_fits(&srv->budget, READ_CHUNK) || !srv->overdraft);
+  if (!full && !mem) return;
+  if (full) srv->paused_full = 0;
+  if (mem) srv->paused_mem = 0;
+  for (gkcd_conn *c = srv->conns, *next; c; c = next) {
+    next = c->next;
+    if (c->closing) continue;
+    if (mem && c->wait_mem) {
+      c->wait_mem = 0;
+      c->mem_clock = 1;
+    }
+    conn_update_reading(c);
+  }
 }
 
 static void on_poll(uv_poll_t *h, int status, int events) {
@@ -348,13 +490,15 @@ static void on_poll(uv_poll_t *h, int status, int events) {
   if ((events & UV_WRITABLE) && c->npend) write_pending(c);
   if (c->closing || !(events & UV_READABLE) || !c->reading) return;
   if (read_some(c) != 0) return;
-  if (c->peer_closed) watch(c);
+  if (c->peer_closed || c->wait_mem) watch(c);
   parse_frames(c);
   if (!c->closing) {
     conn_update_reading(c);
     close_if_done(c);
   }
 }
+
+/* --- accepting ----------------------------------------------------------- */
 
 /* Root, gkcd's own user, an allowed user, or a member of an allowed group
  * (the socket's group when none is configured). */
@@ -379,6 +523,41 @@ static int peer_allowed(gkcd_server *srv, int fd, struct ucred *cr) {
   return 0;
 }
 
+/* Tells a refused client why, then keeps its socket open for a moment:
+ * closed at once, a client that has just sent its first request could see
+ * only a reset before it reads the reason. */
+static void refuse(gkcd_server *srv, int fd, int code, const char *msg) {
+  msgpack_sbuffer sb;
+  msgpack_packer pk;
+  msgpack_sbuffer_init(&sb);
+  msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+  proto_pack_error_notification(&pk, code, msg);
+  ssize_t w = send(fd, sb.data, sb.size, MSG_NOSIGNAL | MSG_DONTWAIT);
+  (void)w; /* a refused peer that cannot take 100 bytes learns from the close */
+  msgpack_sbuffer_destroy(&sb);
+  shutdown(fd, SHUT_WR);
+  if (srv->nlinger == LINGER_MAX) { /* the oldest goes first */
+    close(srv->linger_fds[0]);
+    memmove(srv->linger_fds, srv->linger_fds + 1, (LINGER_MAX - 1) * sizeof srv->linger_fds[0]);
+    memmove(srv->linger_ms, srv->linger_ms + 1, (LINGER_MAX - 1) * sizeof srv->linger_ms[0]);
+    srv->nlinger--;
+  }
+  srv->linger_fds[srv->nlinger] = fd;
+  srv->linger_ms[srv->nlinger++] = uv_now(srv->loop);
+}
+
+void conn_linger_close_all(gkcd_server *srv) {
+  for (int i = 0; i < srv->nlinger; i++) close(srv->linger_fds[i]);
+  srv->nlinger = 0;
+}
+
+static uint64_t conns_of_user(gkcd_server *srv, int uid) {
+  uint64_t n = 0;
+  for (gkcd_conn *c = srv->conns; c; c = c->next)
+    if (c->uid == uid && !c->closing) n++;
+  return n;
+}
+
 void conn_accept(gkcd_server *srv, int fd) {
   struct ucred cr = {0, (uid_t)-1, (gid_t)-1};
   if (!peer_allowed(srv, fd, &cr)) {
@@ -388,11 +567,22 @@ void conn_accept(gkcd_server *srv, int fd) {
     close(fd);
     return;
   }
+  char msg[200];
   if (srv->nconns >= srv->cfg.max_connections) {
+    snprintf(msg, sizeof msg, "gkcd has %llu connections open, its limit (--max-connections %zu);"
+             " retry later", (unsigned long long)srv->nconns, srv->cfg.max_connections);
+  } else if (conns_of_user(srv, (int)cr.uid) >= srv->cfg.max_conn_per_user) {
+    snprintf(msg, sizeof msg, "user %d has %zu connections open, the limit per user"
+             " (--max-conn-per-user %zu); close some or retry later", (int)cr.uid,
+             srv->cfg.max_conn_per_user, srv->cfg.max_conn_per_user);
+  } else {
+    msg[0] = 0;
+  }
+  if (msg[0]) {
     srv->refused++;
-    log_warn("refused connection from pid %d uid %d: %llu connections open (max-connections)",
-             (int)cr.pid, (int)cr.uid, (unsigned long long)srv->nconns);
-    close(fd);
+    srv->refused_slots++;
+    log_warn("refused connection from pid %d uid %d: %s", (int)cr.pid, (int)cr.uid, msg);
+    refuse(srv, fd, GKC_ETOO_MANY_CONNECTIONS, msg);
     return;
   }
   gkcd_conn *c = calloc(1, sizeof *c);
@@ -410,6 +600,7 @@ void conn_accept(gkcd_server *srv, int fd) {
   c->pid = (int)cr.pid;
   c->uid = (int)cr.uid;
   c->id = ++srv->next_conn_id;
+  sched_client_init(srv->sched, &c->sc, c->id, c->uid);
   c->last_active_ms = uv_now(srv->loop);
   c->next = srv->conns;
   if (srv->conns) srv->conns->prev = c;
@@ -419,16 +610,61 @@ void conn_accept(gkcd_server *srv, int fd) {
   conn_update_reading(c);
 }
 
-void conn_sweep_idle(gkcd_server *srv) {
-  if (srv->cfg.idle_timeout_s <= 0) return;
-  uint64_t now = uv_now(srv->loop), limit = (uint64_t)(srv->cfg.idle_timeout_s * 1000);
+/* --- deadlines ----------------------------------------------------------- */
+
+/* Tells the client why (it may be reading even if it is not sending), then
+ * closes once that is out, or at once when its replies are what is stuck. */
+static void timeout_close(gkcd_conn *c, const char *msg) {
+  log_info("connection %llu (pid %d): %s", (unsigned long long)c->id, c->pid, msg);
+  if (c->npend) {
+    conn_close(c);
+    return;
+  }
+  msgpack_sbuffer sb;
+  msgpack_packer pk;
+  msgpack_sbuffer_init(&sb);
+  msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+  proto_pack_error_notification(&pk, GKC_ETIMEOUT, msg);
+  size_t len = sb.size;
+  c->close_when_flushed = 1;
+  c->reading = 0;
+  conn_send(c, msgpack_sbuffer_release(&sb), len, NULL, 0);
+}
+
+void conn_sweep(gkcd_server *srv) {
+  const gkcd_config *cfg = &srv->cfg;
+  uint64_t now = uv_now(srv->loop);
+  uint64_t idle = (uint64_t)(cfg->idle_timeout_s * 1000), send = (uint64_t)(cfg->send_timeout_s * 1000),
+           req = (uint64_t)(cfg->request_timeout_s * 1000);
+  char msg[200];
   for (gkcd_conn *c = srv->conns, *next; c; c = next) {
     next = c->next;
-    if (c->closing || c->jobs || c->npend) continue;
-    if (now - c->last_active_ms >= limit) {
-      log_info("connection %llu (pid %d): idle for %.0f s, closing", (unsigned long long)c->id,
-               c->pid, srv->cfg.idle_timeout_s);
-      conn_close(c);
+    if (c->closing) continue;
+    if (send && c->npend && c->send_since_ms && now - c->send_since_ms >= send) {
+      srv->closed_send_timeout++;
+      snprintf(msg, sizeof msg, "%zu reply bytes not read for %g s (--send-timeout); closing",
+               c->sc.reply_queued, cfg->send_timeout_s);
+      timeout_close(c, msg);
+    } else if (req && c->len && (c->reading || c->wait_mem) && !c->close_when_flushed && c->req_start_ms &&
+               now - c->req_start_ms >= req) {
+      srv->closed_request_timeout++;
+      snprintf(msg, sizeof msg, "a request took longer than %g s to arrive (--request-timeout;"
+               " %zu bytes of it received); closing", cfg->request_timeout_s, c->len);
+      timeout_close(c, msg);
+    } else if (idle && !c->jobs && !c->npend && !c->len && now - c->last_active_ms >= idle) {
+      srv->closed_idle++;
+      snprintf(msg, sizeof msg, "idle for %g s (--idle-timeout); closing", cfg->idle_timeout_s);
+      timeout_close(c, msg);
     }
   }
+  int kept = 0;
+  for (int i = 0; i < srv->nlinger; i++) {
+    if (now - srv->linger_ms[i] >= LINGER_MS) {
+      close(srv->linger_fds[i]);
+    } else {
+      srv->linger_fds[kept] = srv->linger_fds[i];
+      srv->linger_ms[kept++] = srv->linger_ms[i];
+    }
+  }
+  srv->nlinger = kept;
 }

@@ -17,6 +17,7 @@
 typedef struct gkcd_conn gkcd_conn;
 typedef struct gkcd_pool gkcd_pool;
 typedef struct gkcd_res gkcd_res;
+typedef struct sched_client sched_client;
 
 enum { SPAN_HOST = 0, SPAN_RES = 1 };
 
@@ -102,10 +103,18 @@ struct gkcd_job {
   gkcd_pool *pool;
   uint32_t msgid;
   void *frame;        /* owned request bytes */
+  size_t frame_bytes;
   uint64_t t_start_ns;  /* decoded */
   uint64_t t_run_ns, t_done_ns; /* a worker took it; the worker finished it */
   uint64_t deadline_ns; /* from deadline_ms: drop the job if it starts later; 0 = none */
-  size_t cost;          /* bytes it holds against the memory budget */
+  /* The scheduler's (scheduler.c). */
+  sched_client *client;
+  int lane;             /* LANE_BULK or LANE_LATENCY */
+  double cost_us;       /* predicted worker time */
+  int dispatched;       /* handed to the pool, not yet back */
+  size_t frame_charge, out_charge; /* bytes charged to the memory budget */
+  int frame_is_work;    /* frame_charge moved from input to work (admitted) */
+  size_t reply_charge;  /* result bytes counted against its connection */
   gkcd_res *res[JOB_MAX_RES]; /* resident objects it uses, referenced until it is freed */
   int nres;
   gkcd_res *out_res;    /* OUT_RES / OUT_HOST: the object written to */

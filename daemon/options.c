@@ -165,6 +165,22 @@ static const opt_def table[] = {
      "requests waiting for memory budget before 'busy' (default 64)"},
     {"idle-timeout", p_seconds, F(idle_timeout_s), 0, 86400 * 7, "SECONDS",
      "close connections idle this long (default 300; 0: never)"},
+    {"send-timeout", p_seconds, F(send_timeout_s), 0, 86400, "SECONDS",
+     "close a connection whose unread replies make no progress\nthis long, freeing all it holds (default 60; 0: never)"},
+    {"request-timeout", p_seconds, F(request_timeout_s), 0, 86400, "SECONDS",
+     "close a connection that takes longer than this from a\nrequest's first byte to its last (default 30; 0: never)"},
+    {"max-conn-per-user", p_count, F(max_conn_per_user), 0, 1 << 20, "N",
+     "connections one user may hold (default: a quarter of\n--max-connections)"},
+    {"queue-wait", p_seconds, F(queue_wait_s), 0, 86400, "SECONDS",
+     "a request queued this long is answered 'busy'; a full\nqueue pauses reading instead (default 5; 0: never)"},
+    {"latency-sms", p_int, F(latency_sms), 0, 1024, "N",
+     "SMs of the GPU's latency lane (default 8; 0 turns lanes\noff); the CPU backend gives that lane one thread"},
+    {"latency-us", p_seconds, F(latency_us), 1, 1e6, "USEC",
+     "requests predicted to take less go to the latency lane\n(default 200)"},
+    {"slice-us", p_seconds, F(slice_us), 1, 1e6, "USEC",
+     "without green contexts, bulk kernels are cut into pieces\nof about this long (default 100)"},
+    {"weights", p_string, F(weights_opt), 0, 512, "LIST",
+     "fair-share weights by user, e.g. alice:2,bob:1 (default 1)"},
     {"spin-us", p_int, F(spin_us), 0, 100000, "USEC",
      "after a request, the worker and the event loop poll this\nlong for more work before they sleep, so back-to-back\nrequests skip thread wake-ups (default 100 with 4 or more\nCPUs, else 0)"},
 };
@@ -189,6 +205,12 @@ static void defaults(gkcd_config *cfg) {
   cfg->memory_budget = (size_t)(half_ram < 16 * GiB ? half_ram : 16 * GiB);
   cfg->budget_queue = 64;
   cfg->idle_timeout_s = 300;
+  cfg->send_timeout_s = 60;
+  cfg->request_timeout_s = 30;
+  cfg->queue_wait_s = 5;
+  cfg->latency_sms = 8;
+  cfg->latency_us = 200;
+  cfg->slice_us = 100;
   /* Polling pays where a CPU is free for it: with fewer than 4 the poller
    * takes the CPU from the event loop and the clients (on 2 CPUs it made a
    * local client's round trip 20 us slower while saving 5 us of wake-up). */
@@ -367,9 +389,45 @@ static int resolve_list(const char *list, int users, void *ids, int *n) {
   return 0;
 }
 
+/* --weights alice:2,1001:0.5 */
+static int resolve_weights(gkcd_config *cfg) {
+  char buf[512];
+  snprintf(buf, sizeof buf, "%s", cfg->weights_opt);
+  cfg->n_weights = 0;
+  for (char *save, *tok = strtok_r(buf, ", ", &save); tok; tok = strtok_r(NULL, ", ", &save)) {
+    char *colon = strrchr(tok, ':'), *end;
+    if (!colon) {
+      fprintf(stderr, "gkcd: weights: '%s' is not USER:WEIGHT\n", tok);
+      return -1;
+    }
+    *colon = 0;
+    errno = 0;
+    double w = strtod(colon + 1, &end);
+    if (errno || *end || end == colon + 1 || !(w >= 0.01 && w <= 100)) {
+      fprintf(stderr, "gkcd: weights: '%s' for %s is not a number from 0.01 to 100\n", colon + 1, tok);
+      return -1;
+    }
+    uid_t ids[1];
+    int n;
+    if (resolve_list(tok, 1, ids, &n) || n != 1) return -1;
+    if (cfg->n_weights == GKCD_MAX_ALLOWED) {
+      fprintf(stderr, "gkcd: weights: at most %d entries\n", GKCD_MAX_ALLOWED);
+      return -1;
+    }
+    cfg->weight_uids[cfg->n_weights] = ids[0];
+    cfg->weights[cfg->n_weights++] = w;
+  }
+  return 0;
+}
+
 int options_resolve_access(gkcd_config *cfg) {
   if (resolve_list(cfg->allow_users, 1, cfg->allow_uids, &cfg->n_allow_uids) ||
-      resolve_list(cfg->allow_groups, 0, cfg->allow_gids, &cfg->n_allow_gids))
+      resolve_list(cfg->allow_groups, 0, cfg->allow_gids, &cfg->n_allow_gids) ||
+      resolve_weights(cfg))
     return -1;
+  if (cfg->max_conn_per_user == 0) {
+    cfg->max_conn_per_user = cfg->max_connections / 4;
+    if (cfg->max_conn_per_user == 0) cfg->max_conn_per_user = 1;
+  }
   return 0;
 }

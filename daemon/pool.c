@@ -4,55 +4,55 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "fault.h"
 #include "gkc_errors.h"
 #include "log.h"
-#include "methods.h"
-#include "region.h"
-#include "validate.h"
 
 /* A worker, as the pool sees it: asleep on its own condition variable, so
  * that the pool chooses whom to wake. */
 typedef struct worker {
   gkcd_pool *pool;
+  struct lane *lane;
   pthread_t thread;
   pthread_cond_t cv;
   struct worker *next_idle;
   int idle; /* on the idle stack; cleared by whoever wakes it */
 } worker;
 
-struct gkcd_pool {
-  uv_async_t async;        /* loop side: wakes on finished jobs */
-  gkcd_backend *be;
-  pool_done_cb done;
-  void *done_arg;
-
-  pthread_mutex_t mu;
+typedef struct lane {
   gkcd_job *head, *tail;   /* waiting for a worker */
-  size_t waiting, max_queue, running;
+  size_t waiting;
   atomic_size_t queued;    /* = waiting, for the spinner to poll without mu */
-  gkcd_job *done_head, *done_tail; /* finished, not yet seen by the loop */
-  int stopping;
-
   /* Waking a sleeping thread costs tens of microseconds on a virtual
    * machine whose idle vCPUs halt (measured 17-27 us of queue_us on the
    * H200 hosts), more than a small GPU request's own overhead.  So the
    * worker that finishes a job polls for the next one for spin_ns before it
    * sleeps: a client that sends its next request as soon as it has the
-   * reply (an iterative solver) finds a worker awake.  One spinner at a
-   * time; the others sleep on a stack, and the most recently active one is
-   * woken first, its caches and its vCPU the warmest. */
-  uint64_t spin_ns;
+   * reply (an iterative solver) finds a worker awake.  One spinner per lane
+   * at a time; the others sleep on a stack, and the most recently active
+   * one is woken first, its caches and its vCPU the warmest. */
   int spinning;            /* a worker is polling */
   int spin_claimed;        /* a queued job counts on that worker: wake no one for it */
-  uint64_t spin_hits;      /* jobs taken by the spinner */
   worker *idle_top;
+} lane;
+
+struct gkcd_pool {
+  uv_async_t async;        /* loop side: wakes on finished jobs */
+  pool_run_cb run;
+  void *run_arg;
+  pool_done_cb done;
+  void *done_arg;
+
+  pthread_mutex_t mu;
+  lane lanes[POOL_MAX_LANES];
+  int nlanes;
+  gkcd_job *done_head, *done_tail; /* finished, not yet seen by the loop */
+  int stopping;
+  uint64_t spin_ns;
+  uint64_t spin_hits;      /* jobs taken by a spinner */
 
   int nworkers;
   worker *workers;
@@ -67,42 +67,42 @@ static uint64_t mono_ns(void) {
 /* With mu held: the next job for w, or NULL when the pool stops.  may_spin:
  * w has just finished a job (a worker polls once per job, not forever). */
 static gkcd_job *next_job(gkcd_pool *s, worker *w, int may_spin) {
+  lane *l = w->lane;
   for (;;) {
-    if (s->head) {
-      gkcd_job *job = s->head;
-      s->head = job->next;
-      if (!s->head) s->tail = NULL;
-      s->waiting--;
-      atomic_store_explicit(&s->queued, s->waiting, memory_order_relaxed);
-      s->running++;
+    if (l->head) {
+      gkcd_job *job = l->head;
+      l->head = job->next;
+      if (!l->head) l->tail = NULL;
+      l->waiting--;
+      atomic_store_explicit(&l->queued, l->waiting, memory_order_relaxed);
       return job;
     }
     if (s->stopping) return NULL;
-    if (may_spin && s->spin_ns && !s->spinning) {
+    if (may_spin && s->spin_ns && !l->spinning) {
       may_spin = 0;
-      s->spinning = 1;
+      l->spinning = 1;
       pthread_mutex_unlock(&s->mu);
       /* sched_yield, not a bare pause: on a machine with fewer CPUs than
        * busy threads the event loop and the clients get the CPU first. */
       uint64_t end = mono_ns() + s->spin_ns;
-      while (!atomic_load_explicit(&s->queued, memory_order_relaxed) && mono_ns() < end) sched_yield();
+      while (!atomic_load_explicit(&l->queued, memory_order_relaxed) && mono_ns() < end) sched_yield();
       pthread_mutex_lock(&s->mu);
-      if (s->spin_claimed && s->head) s->spin_hits++;
-      s->spinning = s->spin_claimed = 0;
+      if (l->spin_claimed && l->head) s->spin_hits++;
+      l->spinning = l->spin_claimed = 0;
       continue; /* whatever it saw, the queue is checked again under mu */
     }
     w->idle = 1;
-    w->next_idle = s->idle_top;
-    s->idle_top = w;
+    w->next_idle = l->idle_top;
+    l->idle_top = w;
     while (w->idle) pthread_cond_wait(&w->cv, &s->mu);
   }
 }
 
-/* With mu held: wakes the most recently idle worker, if any sleeps. */
-static void wake_one(gkcd_pool *s) {
-  worker *w = s->idle_top;
+/* With mu held: wakes the lane's most recently idle worker, if any sleeps. */
+static void wake_one(lane *l) {
+  worker *w = l->idle_top;
   if (!w) return;
-  s->idle_top = w->next_idle;
+  l->idle_top = w->next_idle;
   w->idle = 0;
   pthread_cond_signal(&w->cv);
 }
@@ -117,20 +117,9 @@ static void *worker_main(void *arg) {
     pthread_mutex_unlock(&s->mu);
     if (!job) return NULL;
     may_spin = 1;
-
     job->next = NULL;
-    uint64_t now = mono_ns();
-    job->t_run_ns = now;
-    if (job->deadline_ns && now > job->deadline_ns)
-      job_fail(job, GKC_EDEADLINE_EXCEEDED, "waited %.1f ms for a worker, past its deadline_ms",
-               (double)(now - job->t_start_ns) / 1e6);
-    else if (!methods_is_backend(job->method))
-      region_map(s->be, job);
-    else if (fault_inject(job) == 0 && validate_job(job) == 0) {
-      s->be->run(s->be, job);
-      continue; /* the backend finishes the job, now or later */
-    }
-    job_finish(job);
+    job->t_run_ns = mono_ns();
+    s->run(job, s->run_arg); /* ends, now or later, in job_finish */
   }
 }
 
@@ -144,18 +133,9 @@ void job_finish(gkcd_job *job) {
   else
     s->done_head = job;
   s->done_tail = job;
-  s->running--;
   pthread_mutex_unlock(&s->mu);
   int rc = uv_async_send(&s->async);
   if (rc) log_err("uv_async_send: %s", uv_strerror(rc)); /* cannot fail on Linux */
-}
-
-void job_fail(gkcd_job *job, int err, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(job->errmsg, sizeof job->errmsg, fmt, ap);
-  va_end(ap);
-  job->err = err;
 }
 
 static void on_async(uv_async_t *h) {
@@ -172,18 +152,22 @@ static void on_async(uv_async_t *h) {
   }
 }
 
-int pool_start(gkcd_pool **out, uv_loop_t *loop, int nworkers, size_t max_queue,
-               double spin_us, gkcd_backend *be, pool_done_cb done, void *done_arg) {
+int pool_start(gkcd_pool **out, uv_loop_t *loop, int nlanes, const int *workers, double spin_us,
+               pool_run_cb run, void *run_arg, pool_done_cb done, void *done_arg) {
+  if (nlanes < 1 || nlanes > POOL_MAX_LANES) return GKC_EINVALID_ARGUMENT;
+  int total = 0;
+  for (int l = 0; l < nlanes; l++) total += workers[l];
   gkcd_pool *s = calloc(1, sizeof *s);
   if (!s) return GKC_EOUT_OF_MEMORY;
-  s->be = be;
+  s->run = run;
+  s->run_arg = run_arg;
   s->done = done;
   s->done_arg = done_arg;
-  s->max_queue = max_queue;
+  s->nlanes = nlanes;
   s->spin_ns = spin_us > 0 ? (uint64_t)(spin_us * 1e3) : 0;
-  atomic_init(&s->queued, 0);
+  for (int l = 0; l < nlanes; l++) atomic_init(&s->lanes[l].queued, 0);
   pthread_mutex_init(&s->mu, NULL);
-  s->workers = calloc((size_t)nworkers, sizeof *s->workers);
+  s->workers = calloc((size_t)total, sizeof *s->workers);
   if (!s->workers) {
     pthread_mutex_destroy(&s->mu);
     free(s);
@@ -197,63 +181,48 @@ int pool_start(gkcd_pool **out, uv_loop_t *loop, int nworkers, size_t max_queue,
     return rc;
   }
   s->async.data = s;
-  for (int i = 0; i < nworkers; i++) {
-    worker *w = &s->workers[i];
-    w->pool = s;
-    pthread_cond_init(&w->cv, NULL);
-    rc = pthread_create(&w->thread, NULL, worker_main, w);
-    if (rc) {
-      log_err("cannot start worker thread %d: %s", i, strerror(rc));
-      pthread_cond_destroy(&w->cv);
-      pool_stop(s);
-      return GKC_EINTERNAL;
+  for (int l = 0, i = 0; l < nlanes; l++) {
+    for (int k = 0; k < workers[l]; k++, i++) {
+      worker *w = &s->workers[i];
+      w->pool = s;
+      w->lane = &s->lanes[l];
+      pthread_cond_init(&w->cv, NULL);
+      rc = pthread_create(&w->thread, NULL, worker_main, w);
+      if (rc) {
+        log_err("cannot start worker thread %d: %s", i, strerror(rc));
+        pthread_cond_destroy(&w->cv);
+        pool_stop(s);
+        return GKC_EINTERNAL;
+      }
+      s->nworkers = i + 1;
     }
-    s->nworkers = i + 1;
   }
   *out = s;
   return 0;
 }
 
-int pool_submit(gkcd_pool *s, gkcd_job *job) {
+void pool_submit(gkcd_pool *s, gkcd_job *job) {
   pthread_mutex_lock(&s->mu);
-  if (s->waiting >= s->max_queue) {
-    pthread_mutex_unlock(&s->mu);
-    return GKC_EBUSY;
-  }
+  lane *l = &s->lanes[job->lane < s->nlanes ? job->lane : 0];
   job->pool = s;
   job->next = NULL;
-  if (s->tail)
-    s->tail->next = job;
+  if (l->tail)
+    l->tail->next = job;
   else
-    s->head = job;
-  s->tail = job;
-  s->waiting++;
-  atomic_store_explicit(&s->queued, s->waiting, memory_order_relaxed);
-  if (s->spinning && !s->spin_claimed)
-    s->spin_claimed = 1; /* the spinner will see it */
+    l->head = job;
+  l->tail = job;
+  l->waiting++;
+  atomic_store_explicit(&l->queued, l->waiting, memory_order_relaxed);
+  if (l->spinning && !l->spin_claimed)
+    l->spin_claimed = 1; /* the spinner will see it */
   else
-    wake_one(s);
+    wake_one(l);
   pthread_mutex_unlock(&s->mu);
-  return 0;
-}
-
-size_t pool_waiting(gkcd_pool *s) {
-  pthread_mutex_lock(&s->mu);
-  size_t n = s->waiting;
-  pthread_mutex_unlock(&s->mu);
-  return n;
 }
 
 uint64_t pool_spin_hits(gkcd_pool *s) {
   pthread_mutex_lock(&s->mu);
   uint64_t n = s->spin_hits;
-  pthread_mutex_unlock(&s->mu);
-  return n;
-}
-
-size_t pool_running(gkcd_pool *s) {
-  pthread_mutex_lock(&s->mu);
-  size_t n = s->running;
   pthread_mutex_unlock(&s->mu);
   return n;
 }
@@ -269,7 +238,8 @@ static void on_async_closed(uv_handle_t *h) {
 void pool_stop(gkcd_pool *s) {
   pthread_mutex_lock(&s->mu);
   s->stopping = 1;
-  while (s->idle_top) wake_one(s); /* a spinner sees stopping when its time is up */
+  for (int l = 0; l < s->nlanes; l++)
+    while (s->lanes[l].idle_top) wake_one(&s->lanes[l]); /* a spinner sees stopping when its time is up */
   pthread_mutex_unlock(&s->mu);
   for (int i = 0; i < s->nworkers; i++) pthread_join(s->workers[i].thread, NULL);
   uv_close((uv_handle_t *)&s->async, on_async_closed);

@@ -1,11 +1,16 @@
 /* pool.h: worker threads between the event loop and the backend.
  *
- * The loop submits validated jobs; a fixed pool of workers takes them in
- * order (the last worker to finish one polls briefly for the next before it
- * sleeps, and the most recently active sleeper is woken first), checks their contents (CSR structure and the like, which costs time
- * proportional to the input and so must not run on the loop), and hands them
- * to the backend.  Finished jobs come back through a queue drained on the
- * loop after a uv_async_send (which coalesces wake-ups, hence the queue).
+ * The pool runs jobs; it decides nothing about their order.  The scheduler
+ * (scheduler.c, on the loop thread) hands it a job only when the job's lane has
+ * a worker for it, so the pool's queues stay a few jobs deep and every
+ * ordering decision is made where all clients' queues are visible.
+ *
+ * Workers are grouped by lane: each lane has its own workers and its own
+ * FIFO, so a long job in one lane never delays a job of another.  The last
+ * worker of a lane to finish a job polls briefly for the next one before it
+ * sleeps (spin_us), and the most recently active sleeper is woken first.
+ * Finished jobs come back through a queue drained on the loop after a
+ * uv_async_send (which coalesces wake-ups, hence the queue).
  */
 #ifndef GKCD_POOL_H
 #define GKCD_POOL_H
@@ -14,27 +19,26 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "backend.h"
 #include "job.h"
 
 typedef struct gkcd_pool gkcd_pool;
 
-/* Called on the loop thread for every finished job, in completion order. */
+#define POOL_MAX_LANES 2
+
+/* Worker thread: runs job; the job reaches `done` once job_finish is called
+ * for it (by run itself, or later by a device callback). */
+typedef void (*pool_run_cb)(gkcd_job *job, void *arg);
+/* Loop thread: every finished job, in completion order. */
 typedef void (*pool_done_cb)(gkcd_job *job, void *arg);
 
-/* Starts nworkers threads; a worker that finishes a job polls spin_us for
- * the next one before it sleeps (0: never).  Returns 0 or a negative
- * gkc_error / uv error. */
-int pool_start(gkcd_pool **out, uv_loop_t *loop, int nworkers, size_t max_queue,
-               double spin_us, gkcd_backend *be, pool_done_cb done, void *done_arg);
+/* Starts workers[l] threads for each of nlanes lanes.  Returns 0 or a
+ * negative gkc_error / uv error. */
+int pool_start(gkcd_pool **out, uv_loop_t *loop, int nlanes, const int *workers, double spin_us,
+               pool_run_cb run, void *run_arg, pool_done_cb done, void *done_arg);
 
-/* Loop thread.  Queues job, or returns GKC_EBUSY when max_queue jobs are
- * already waiting; then the caller still owns job. */
-int pool_submit(gkcd_pool *s, gkcd_job *job);
+/* Loop thread: queues job on its lane (job->lane) and wakes a worker. */
+void pool_submit(gkcd_pool *s, gkcd_job *job);
 
-/* Jobs waiting for a worker, and jobs a worker or device is running. */
-size_t pool_waiting(gkcd_pool *s);
-size_t pool_running(gkcd_pool *s);
 /* Jobs a polling worker took without being woken (see --spin-us). */
 uint64_t pool_spin_hits(gkcd_pool *s);
 

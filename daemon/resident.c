@@ -48,8 +48,7 @@ void res_unref(gkcd_server *srv, gkcd_res *r) {
     munmap(r->ptr, r->bytes);
   } else {
     srv->be->res_free(srv->be, r->ptr, r->cap);
-    srv->budget_used -= r->bytes;
-    srv->resident_bytes -= r->bytes;
+    budget_give(&srv->budget, BUDGET_RESIDENT, r->bytes);
   }
   free(r);
 }

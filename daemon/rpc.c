@@ -25,20 +25,13 @@ static uint64_t now_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* Every increase of budget_used goes through here, for the peak. */
-static void budget_take(gkcd_server *srv, size_t bytes) {
-  srv->budget_used += bytes;
-  if (srv->budget_used > srv->budget_used_peak) srv->budget_used_peak = srv->budget_used;
-}
-
 /* Sends whatever sb holds, taking its memory. */
 static void send_sbuffer(gkcd_conn *c, msgpack_sbuffer *sb, void *body, size_t body_len) {
   size_t len = sb->size;
   conn_send(c, msgpack_sbuffer_release(sb), len, body, body_len);
 }
 
-static void send_error(gkcd_conn *c, int msgid_known, uint32_t msgid, int code,
-                       const char *msg) {
+void rpc_send_error(gkcd_conn *c, int msgid_known, uint32_t msgid, int code, const char *msg) {
   msgpack_sbuffer sb;
   msgpack_packer pk;
   msgpack_sbuffer_init(&sb);
@@ -68,7 +61,7 @@ void rpc_reject_frame(gkcd_conn *c, int scan_rc, const proto_frame_info *info) {
       snprintf(msg, sizeof msg, "bytes are not msgpack; closing the connection");
   }
   log_info("connection %llu: %s: %s", (unsigned long long)c->id, proto_err_wire(code), msg);
-  send_error(c, info->msgid_known, info->msgid, code, msg);
+  rpc_send_error(c, info->msgid_known, info->msgid, code, msg);
 }
 
 /* Starts a success reply to msgid in sb. */
@@ -161,31 +154,8 @@ static uint32_t adopt(gkcd_server *srv, gkcd_job *job) {
     r->plan_off = job->plan_off;
   }
   /* Resident bytes stay in the budget until released (resident.c). */
-  budget_take(srv, r->bytes);
-  srv->resident_bytes += r->bytes;
+  budget_take(&srv->budget, BUDGET_RESIDENT, r->bytes);
   return r->id;
-}
-
-/* Queues job for a worker; on failure answers it and frees it. */
-static void dispatch(gkcd_server *srv, gkcd_job *job) {
-  int rc = pool_submit(srv->pool, job);
-  if (rc == 0) return;
-  job_fail(job, rc, "the queue holds %zu requests (--max-queue); retry later", srv->cfg.max_queue);
-  rpc_job_done(job, srv);
-}
-
-/* Starts the jobs waiting for memory budget, in order, while they fit. */
-static void admit_waiting(gkcd_server *srv) {
-  while (srv->budget_head &&
-         srv->budget_used + srv->budget_head->cost <= srv->cfg.memory_budget) {
-    gkcd_job *job = srv->budget_head;
-    srv->budget_head = job->next;
-    if (!srv->budget_head) srv->budget_tail = NULL;
-    srv->budget_waiting--;
-    job->next = NULL;
-    budget_take(srv, job->cost);
-    dispatch(srv, job);
-  }
 }
 
 /* Returns 0 when the job was accepted (it now owns frame), else an error
@@ -206,61 +176,25 @@ static int submit(gkcd_conn *c, const proto_request *req, void *frame, size_t fr
   args_ctx a = {req->params, msg, msglen};
   refs_ctx r = {&a, srv, c, job};
   int rc = methods_parse(req->method, &r, srv->cfg.max_request_bytes);
-  /* What the request holds while in flight: its bytes, and its result when
-   * that is returned by value or becomes resident. */
-  job->cost = frame_len;
-  if (job->out_kind == OUT_BIN || job->out_kind == OUT_RES_NEW) job->cost += job->out_bytes;
   /* Every request that creates an object (upload, csr_upload, out "handle")
    * counts against the limits on objects. */
   if (rc == 0 && job->out_kind == OUT_RES_NEW)
     rc = res_room(srv, job->shared ? NULL : c, RES_ARRAY, msg, msglen);
-  /* It must fit beside what is resident already, or it would wait forever. */
-  if (rc == 0 && job->out_kind == OUT_RES_NEW &&
-      srv->resident_bytes + job->cost > srv->cfg.memory_budget) {
-    snprintf(msg, msglen, "keeping %zu more bytes resident would exceed the memory budget of %zu"
-             " (--memory-budget; %zu bytes are resident): release some first", job->out_bytes,
-             srv->cfg.memory_budget, srv->resident_bytes);
-    rc = GKC_EOUT_OF_MEMORY;
-  }
-  if (rc == 0 && job->cost > srv->cfg.memory_budget) {
-    snprintf(msg, msglen, "the request and its result need %zu bytes, more than the whole"
-             " memory budget of %zu (--memory-budget)", job->cost, srv->cfg.memory_budget);
-    rc = GKC_ETOO_LARGE;
-  }
-  int must_wait = rc == 0 && (srv->budget_head ||
-                              srv->budget_used + job->cost > srv->cfg.memory_budget);
-  if (must_wait && srv->budget_waiting >= srv->cfg.budget_queue) {
-    snprintf(msg, msglen, "%zu requests already wait for memory (--memory-budget %zu,"
-             " --budget-queue %zu); retry later", srv->budget_waiting, srv->cfg.memory_budget,
-             srv->cfg.budget_queue);
-    srv->budget_refused++;
-    rc = GKC_EBUSY;
-  }
+  job->conn = c;
+  job->client = &c->sc;
+  job->msgid = req->msgid;
+  job->frame_bytes = frame_len;
+  job->t_start_ns = now_ns();
+  if (job->deadline_ns) job->deadline_ns += job->t_start_ns;
+  if (rc == 0) rc = sched_submit(srv->sched, job, msg, msglen);
   if (rc) {
     job_free(srv, job);
     return rc;
   }
-  job->conn = c;
-  job->msgid = req->msgid;
   job->frame = frame;
-  job->t_start_ns = now_ns();
-  if (job->deadline_ns) job->deadline_ns += job->t_start_ns;
   c->refs++;
   c->jobs++;
   srv->in_flight++;
-  if (must_wait) { /* FIFO, so a big request is not starved by small ones */
-    if (srv->budget_tail)
-      srv->budget_tail->next = job;
-    else
-      srv->budget_head = job;
-    srv->budget_tail = job;
-    srv->budget_waiting++;
-    srv->budget_waited++;
-    if (srv->budget_waiting > srv->budget_waiting_peak) srv->budget_waiting_peak = srv->budget_waiting;
-  } else {
-    budget_take(srv, job->cost);
-    dispatch(srv, job);
-  }
   return 0;
 }
 
@@ -275,21 +209,21 @@ void rpc_handle_frame(gkcd_conn *c, void *frame, size_t len) {
 
   if (!msgpack_zone_init(&zone, 2048)) {
     free(frame);
-    send_error(c, 0, 0, GKC_EOUT_OF_MEMORY, "out of memory decoding the request");
+    rpc_send_error(c, 0, 0, GKC_EOUT_OF_MEMORY, "out of memory decoding the request");
     return;
   }
   if (msgpack_unpack(frame, len, &off, &zone, &root) != MSGPACK_UNPACK_SUCCESS || off != len) {
     /* The scanner accepted the structure, so this is msgpack-c refusing
      * something (e.g. its own allocation failing). */
     srv->bad_frames++;
-    send_error(c, 0, 0, GKC_EPARSE_ERROR, "request could not be decoded");
+    rpc_send_error(c, 0, 0, GKC_EPARSE_ERROR, "request could not be decoded");
     goto done;
   }
   int rc = proto_request_parse(&root, &req, msg, sizeof msg);
   if (rc) {
     srv->bad_frames++;
     log_debug("connection %llu: %s: %s", (unsigned long long)c->id, proto_err_wire(rc), msg);
-    send_error(c, req.msgid_known, req.msgid, rc, msg);
+    rpc_send_error(c, req.msgid_known, req.msgid, rc, msg);
     goto done;
   }
   srv->requests[req.method]++;
@@ -297,7 +231,7 @@ void rpc_handle_frame(gkcd_conn *c, void *frame, size_t len) {
     if (req.params->via.map.size != 0) {
       srv->errors[req.method]++;
       snprintf(msg, sizeof msg, "method '%s' takes no arguments", proto_method_name(req.method));
-      send_error(c, 1, req.msgid, GKC_EINVALID_ARGUMENT, msg);
+      rpc_send_error(c, 1, req.msgid, GKC_EINVALID_ARGUMENT, msg);
     } else if (req.method == PROTO_M_PING) {
       send_ping(c, req.msgid);
     } else {
@@ -309,7 +243,7 @@ void rpc_handle_frame(gkcd_conn *c, void *frame, size_t len) {
     rc = res_release_request(c, req.method, req.params, msg, sizeof msg);
     if (rc) {
       srv->errors[req.method]++;
-      send_error(c, 1, req.msgid, rc, msg);
+      rpc_send_error(c, 1, req.msgid, rc, msg);
     } else {
       send_empty(c, req.msgid);
     }
@@ -322,7 +256,7 @@ void rpc_handle_frame(gkcd_conn *c, void *frame, size_t len) {
     srv->errors[req.method]++;
     log_debug("connection %llu: %s %u: %s: %s", (unsigned long long)c->id,
               proto_method_name(req.method), req.msgid, proto_err_wire(rc), msg);
-    send_error(c, 1, req.msgid, rc, msg);
+    rpc_send_error(c, 1, req.msgid, rc, msg);
   }
 done:
   msgpack_zone_destroy(&zone);
@@ -336,12 +270,13 @@ void rpc_job_done(gkcd_job *job, void *arg) {
   srv->served++;
   count_event(srv);
   c->jobs--;
+  sched_finished(srv->sched, job); /* gives back its memory; replies take their own */
   uint32_t new_id = job->err ? 0 : adopt(srv, job);
   if (job->err) {
     srv->errors[job->method]++;
     log_debug("connection %llu: %s %u failed: %s: %s", (unsigned long long)c->id,
               proto_method_name(job->method), job->msgid, proto_err_wire(job->err), job->errmsg);
-    send_error(c, 1, job->msgid, job->err, job->errmsg);
+    rpc_send_error(c, 1, job->msgid, job->err, job->errmsg);
   } else {
     srv->kernel_us[job->method] += job->kernel_us;
     msgpack_sbuffer sb;
@@ -352,9 +287,7 @@ void rpc_job_done(gkcd_job *job, void *arg) {
     send_sbuffer(c, &sb, job->out, out_bytes);
     job->out = NULL; /* the write owns it now */
   }
-  srv->budget_used -= job->cost;
   job_free(srv, job);
-  admit_waiting(srv);
   if (!c->closing) conn_update_reading(c);
   conn_unref(c);
   server_maybe_finish(srv);

@@ -11,6 +11,7 @@
 #include "log.h"
 #include "notify.h"
 #include "server.h"
+#include "work.h"
 
 static void begin_drain(gkcd_server *srv, const char *why) {
   if (srv->draining) {
@@ -38,6 +39,8 @@ void server_maybe_finish(gkcd_server *srv) {
   if (!srv->draining || finished || srv->nconns > 0 || srv->in_flight > 0) return;
   finished = 1;
   pool_stop(srv->pool);
+  sched_destroy(srv->sched);
+  conn_linger_close_all(srv);
   /* Closing the signal handles would give SIGTERM back its default action,
    * and a second signal during teardown would kill us with a non-zero
    * status.  Unreferenced, they let uv_run return; server_close blocks the
@@ -89,8 +92,40 @@ void server_close(gkcd_server *srv) {
   resident_free_all(srv);
 }
 
-static void on_check(uv_check_t *h) { conn_flush_all(h->data); }
-static void on_sweep(uv_timer_t *t) { conn_sweep_idle(t->data); }
+/* Once per loop iteration, after I/O: what the iteration's frames,
+ * completions and writes made possible. */
+static void on_check(uv_check_t *h) {
+  gkcd_server *srv = h->data;
+  if (srv->sched) sched_pump(srv->sched);
+  conn_resume_paused(srv);
+  conn_flush_all(srv);
+}
+
+static void on_sweep(uv_timer_t *t) {
+  gkcd_server *srv = t->data;
+  conn_sweep(srv);
+  on_check(&srv->flush); /* a timer is not followed by a check until the next I/O */
+}
+
+/* The CPU backend's lanes: the latency lane gets one worker of its own. */
+static int lane_workers(gkcd_server *srv, int *workers) {
+  if (srv->cfg.latency_sms <= 0) {
+    workers[LANE_BULK] = srv->cfg.threads;
+    return 1;
+  }
+  workers[LANE_BULK] = srv->cfg.threads;
+  workers[LANE_LATENCY] = srv->be->latency_workers > 0 ? srv->be->latency_workers : 1;
+  return 2;
+}
+
+/* Every period the sweep must keep: a quarter of the shortest deadline,
+ * between 50 ms and 1 s. */
+static double sweep_every(const gkcd_config *cfg) {
+  double t[] = {cfg->idle_timeout_s, cfg->send_timeout_s, cfg->request_timeout_s}, every = 1.0;
+  for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+    if (t[i] > 0 && t[i] / 4 < every) every = t[i] / 4;
+  return every < 0.05 ? 0.05 : every;
+}
 
 
 int server_start(gkcd_server *srv, uv_loop_t *loop, gkcd_backend *be) {
@@ -107,11 +142,20 @@ int server_start(gkcd_server *srv, uv_loop_t *loop, gkcd_backend *be) {
   if (listen_open(srv) != 0) return -1;
   struct stat st;
   srv->socket_gid = stat(srv->cfg.socket_path, &st) == 0 ? st.st_gid : getgid();
-  if ((rc = pool_start(&srv->pool, loop, srv->cfg.threads, srv->cfg.max_queue, srv->cfg.spin_us, be,
-                       rpc_job_done, srv))) {
-    log_err("cannot start the worker threads (%d)", rc);
+  srv->budget.limit = srv->cfg.memory_budget;
+  int workers[SCHED_MAX_LANES];
+  int nlanes = lane_workers(srv, workers);
+  if ((rc = cost_create(&srv->cost, &be->rates)) ||
+      (rc = pool_start(&srv->pool, loop, nlanes, workers, srv->cfg.spin_us, work_run, be,
+                       rpc_job_done, srv)) ||
+      (rc = sched_create(&srv->sched, loop, &srv->cfg, &srv->budget, srv->pool, srv->cost, nlanes,
+                         workers, rpc_job_done, srv))) {
+    log_err("cannot start the scheduler and its worker threads (%d)", rc);
     return -1;
   }
+  if (nlanes > 1)
+    log_info("lanes: latency (requests predicted under %g us) %d worker(s), bulk %d", srv->cfg.latency_us,
+             workers[LANE_LATENCY], workers[LANE_BULK]);
   if ((rc = uv_signal_init(loop, &srv->sigint)) || (rc = uv_signal_init(loop, &srv->sigterm)) ||
       (rc = uv_signal_start(&srv->sigint, on_signal, SIGINT)) ||
       (rc = uv_signal_start(&srv->sigterm, on_signal, SIGTERM))) {
@@ -125,8 +169,7 @@ int server_start(gkcd_server *srv, uv_loop_t *loop, gkcd_backend *be) {
   }
   srv->flush.data = srv;
   uv_unref((uv_handle_t *)&srv->flush);
-  double every = srv->cfg.idle_timeout_s > 0 && srv->cfg.idle_timeout_s < 4
-                     ? srv->cfg.idle_timeout_s / 4 : 1.0;
+  double every = sweep_every(&srv->cfg);
   if ((rc = uv_timer_init(loop, &srv->sweep)) ||
       (rc = uv_timer_start(&srv->sweep, on_sweep, (uint64_t)(every * 1000),
                            (uint64_t)(every * 1000)))) {

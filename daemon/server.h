@@ -12,12 +12,15 @@
 #include <uv.h>
 
 #include "backend.h"
+#include "budget.h"
 #include "config.h"
+#include "cost.h"
 #include "proto_frame.h"
 #include "proto_rpc.h"
 #include "proto_methods.h"
 #include "pool.h"
 #include "resident.h"
+#include "scheduler.h"
 
 typedef struct gkcd_server gkcd_server;
 
@@ -36,17 +39,21 @@ struct gkcd_conn {
   int pid, uid;        /* the peer, from SO_PEERCRED */
   int refs;            /* the open handle, plus one per job or write in flight */
   int closing;         /* uv_close called: replies are dropped */
-  int reading;         /* uv_read_start in effect */
-  int close_when_flushed; /* an unrecoverable framing error was answered */
+  int reading;         /* the socket is being read */
+  int close_when_flushed; /* an unrecoverable error was answered */
   int parsing;         /* inside parse_frames: replies must not re-enter it */
   int peer_closed;     /* the peer shut down its sending side */
+  int wait_mem;        /* not read: no memory budget to grow the input buffer */
+  int mem_clock;       /* resumed after wait_mem: the request clock keeps running */
   int n_objects, n_regions; /* resident objects and regions it owns */
   unsigned char *buf;  /* received bytes not yet parsed into frames */
-  size_t len, cap;
+  size_t len, cap;     /* cap is charged to the memory budget (input) */
   size_t need;         /* scanner's hint: rescan once len reaches it */
-  size_t jobs;         /* in flight, including those waiting for budget */
-  size_t queued_bytes; /* reply bytes pending or being written */
+  size_t jobs;         /* in flight, including those queued or held */
   uint64_t last_active_ms; /* uv_now of the last byte in or out */
+  uint64_t req_start_ms;   /* when the partial request in buf began; 0: none */
+  uint64_t send_since_ms;  /* replies pending and the socket took none since */
+  sched_client sc;     /* its queues in the scheduler; sc.reply_queued: unwritten bytes */
   /* Replies collected during one loop iteration, written together. */
   uv_buf_t *pend;
   size_t npend, pend_cap;
@@ -55,19 +62,24 @@ struct gkcd_conn {
   gkcd_conn *prev, *next;
 };
 
+#define LINGER_MAX 64 /* refused sockets kept open briefly so the refusal is read */
+
 struct gkcd_server {
   uv_loop_t *loop;
   gkcd_config cfg;
   gkcd_backend *be;
   gkcd_pool *pool;
+  gkcd_sched *sched;
+  gkcd_cost *cost;
+  gkcd_budget budget;  /* every byte held for clients (budget.h) */
   proto_limits limits;
   int listen_fd;
   uv_poll_t listen_poll;
   uv_timer_t listen_pause; /* after EMFILE */
   int bound;           /* we bound the socket file, so we remove it */
   uv_signal_t sigint, sigterm;
-  uv_check_t flush;    /* writes the replies collected in an iteration */
-  uv_timer_t sweep;    /* closes idle connections */
+  uv_check_t flush;    /* once per iteration: scheduler, resumed reads, writes */
+  uv_timer_t sweep;    /* closes idle, stalled and too slow connections */
   uv_timer_t status_timer, watchdog_timer; /* notify.c */
   int listening;
   int activated;       /* the listening socket came from systemd */
@@ -75,21 +87,20 @@ struct gkcd_server {
   int draining;        /* SIGINT/SIGTERM received */
   gid_t socket_gid;    /* allowed by default */
   gkcd_conn *dirty;    /* connections with replies to write */
+  int paused_full;     /* some connections are unread because the queues were full */
+  int paused_mem;      /* some connections are unread for lack of memory budget */
+  gkcd_conn *overdraft; /* may finish receiving a request past the budget (conn.c) */
+  int linger_fds[LINGER_MAX]; /* refused connections, closed by the sweep */
+  uint64_t linger_ms[LINGER_MAX];
+  int nlinger;
   uint64_t served, refused;
+  uint64_t refused_slots;     /* of refused: no slot (max-connections, max-conn-per-user) */
+  uint64_t closed_send_timeout, closed_request_timeout, closed_idle;
   /* Resident arrays, matrices and regions (resident.c). */
   struct gkcd_res *res_table[RES_BUCKETS];
   uint32_t next_res_id;
   uint64_t res_live[4];   /* by kind */
   int n_shared;           /* shared objects, owned by nobody */
-  size_t resident_bytes;  /* arrays and matrices, also counted in budget_used */
-  /* Memory budget: bytes held by requests in flight, and requests waiting. */
-  size_t budget_used;
-  gkcd_job *budget_head, *budget_tail;
-  size_t budget_waiting;
-  /* High-water marks and totals since start: a sampled budget_waiting can
-   * miss a queue that filled and drained between two status calls. */
-  size_t budget_used_peak, budget_waiting_peak;
-  uint64_t budget_waited, budget_refused;
   uint64_t start_ns;
   uint64_t next_conn_id;
   gkcd_conn *conns;
@@ -138,14 +149,23 @@ void conn_unref(gkcd_conn *c);
 /* Starts or stops reading from c as its limits allow; after any change in
  * its jobs, queued replies or the server's state. */
 void conn_update_reading(gkcd_conn *c);
+/* Resumes the connections paused for full queues or memory once that has
+ * passed (part of the uv_check callback). */
+void conn_resume_paused(gkcd_server *srv);
 /* Writes what every connection collected (the uv_check callback). */
 void conn_flush_all(gkcd_server *srv);
-/* Closes connections idle for longer than the idle timeout. */
-void conn_sweep_idle(gkcd_server *srv);
+/* Closes connections past a deadline: idle (--idle-timeout), replies not
+ * read (--send-timeout), a request arriving too slowly (--request-timeout);
+ * and refused sockets whose linger is over. */
+void conn_sweep(gkcd_server *srv);
+/* Closes every lingering refused socket (shutdown). */
+void conn_linger_close_all(gkcd_server *srv);
 
 /* rpc.c */
 /* Handles one complete frame; frame is malloc'd and ownership is taken. */
 void rpc_handle_frame(gkcd_conn *c, void *frame, size_t len);
+/* Answers an error the connection itself ran into (msgid when known). */
+void rpc_send_error(gkcd_conn *c, int msgid_known, uint32_t msgid, int code, const char *msg);
 /* Answers a frame the scanner rejected (scan_rc < 0). */
 void rpc_reject_frame(gkcd_conn *c, int scan_rc, const proto_frame_info *info);
 /* Scheduler callback: a job came back. */

@@ -5,6 +5,8 @@
 #include "proto_rpc.h"
 #include "server.h"
 
+#define STATUS_MAX_CLIENTS 64 /* the busiest clients listed, so the reply stays small */
+
 static uint64_t now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -16,37 +18,121 @@ static void kv_u64(msgpack_packer *pk, const char *k, uint64_t v) {
   msgpack_pack_uint64(pk, v);
 }
 
+static void kv_dbl(msgpack_packer *pk, const char *k, double v) {
+  proto_pack_cstr(pk, k);
+  msgpack_pack_double(pk, v);
+}
+
+static void pack_lanes(gkcd_server *srv, msgpack_packer *pk) {
+  int n = sched_nlanes(srv->sched);
+  proto_pack_cstr(pk, "lanes");
+  msgpack_pack_array(pk, (size_t)n);
+  for (int l = 0; l < n; l++) {
+    sched_lane_stats st;
+    sched_lane_stats_get(srv->sched, l, &st);
+    gkcd_lane_info li = {0};
+    if (srv->be->lane_info) srv->be->lane_info(srv->be, l, &li);
+    msgpack_pack_map(pk, 9);
+    proto_pack_cstr(pk, "name");
+    proto_pack_cstr(pk, l == LANE_LATENCY ? "latency" : "bulk");
+    kv_u64(pk, "workers", (uint64_t)st.workers);
+    kv_u64(pk, "sms", (uint64_t)li.sms);
+    kv_u64(pk, "streams", (uint64_t)li.streams);
+    kv_u64(pk, "queued", st.queued);
+    kv_u64(pk, "running", st.running);
+    kv_u64(pk, "served", st.served);
+    kv_dbl(pk, "wait_p50_us", st.wait_p50_us);
+    kv_dbl(pk, "wait_p99_us", st.wait_p99_us);
+  }
+}
+
+/* The clients with work queued or running, then the rest, up to a bound;
+ * share: their fraction of the measured work served since they connected. */
+static void pack_clients(gkcd_server *srv, msgpack_packer *pk) {
+  double total = 0;
+  size_t n = 0;
+  for (gkcd_conn *c = srv->conns; c; c = c->next) {
+    total += c->sc.served_us;
+    n++;
+  }
+  if (n > STATUS_MAX_CLIENTS) n = STATUS_MAX_CLIENTS;
+  proto_pack_cstr(pk, "clients");
+  msgpack_pack_array(pk, n);
+  size_t packed = 0;
+  for (int pass = 0; pass < 2; pass++)
+    for (gkcd_conn *c = srv->conns; c && packed < n; c = c->next) {
+      const sched_client *sc = &c->sc;
+      size_t queued = sc->mem_waiting + (sc->held != NULL);
+      for (int l = 0; l < SCHED_MAX_LANES; l++) queued += sc->queued[l];
+      int busy = queued || sc->running;
+      if (busy != (pass == 0)) continue;
+      msgpack_pack_map(pk, 8);
+      kv_u64(pk, "id", c->id);
+      kv_u64(pk, "pid", (uint64_t)c->pid);
+      kv_u64(pk, "uid", (uint64_t)c->uid);
+      kv_u64(pk, "queued", queued);
+      kv_u64(pk, "running", sc->running);
+      kv_u64(pk, "served", sc->served);
+      kv_dbl(pk, "served_ms", sc->served_us / 1e3);
+      kv_dbl(pk, "share", total > 0 ? sc->served_us / total : 0);
+      packed++;
+    }
+}
+
+static void pack_memory(gkcd_server *srv, msgpack_packer *pk) {
+  proto_pack_cstr(pk, "memory");
+  msgpack_pack_map(pk, 5 + BUDGET_KINDS);
+  kv_u64(pk, "limit", srv->budget.limit);
+  kv_u64(pk, "used", srv->budget.used);
+  kv_u64(pk, "peak", srv->budget.peak);
+  kv_u64(pk, "input_limit", BUDGET_INPUT_CAP);
+  kv_u64(pk, "input_peak", srv->budget.input_peak);
+  for (int k = 0; k < BUDGET_KINDS; k++) kv_u64(pk, budget_kind_name(k), srv->budget.by_kind[k]);
+}
+
 void status_pack(gkcd_server *srv, msgpack_packer *pk) {
   gkcd_device_info dev[8];
   int ndev = srv->be->devices(srv->be, dev, 8);
+  sched_counters sn;
+  sched_counters_get(srv->sched, &sn);
 
-  msgpack_pack_map(pk, 21);
+  msgpack_pack_map(pk, 32);
   proto_pack_cstr(pk, "version");
   proto_pack_cstr(pk, GKC_VERSION);
   proto_pack_cstr(pk, "backend");
   proto_pack_cstr(pk, srv->be->name);
-  proto_pack_cstr(pk, "uptime_s");
-  msgpack_pack_double(pk, (double)(now_ns() - srv->start_ns) / 1e9);
+  kv_dbl(pk, "uptime_s", (double)(now_ns() - srv->start_ns) / 1e9);
   kv_u64(pk, "in_flight", srv->in_flight);
-  kv_u64(pk, "queued", pool_waiting(srv->pool));
+  kv_u64(pk, "queued", sched_queued(srv->sched));
   kv_u64(pk, "connections", srv->nconns);
   kv_u64(pk, "bad_requests", srv->bad_frames);
   kv_u64(pk, "served", srv->served);
   kv_u64(pk, "refused_connections", srv->refused);
-  kv_u64(pk, "budget_used", srv->budget_used);
-  kv_u64(pk, "budget_waiting", srv->budget_waiting);
-  kv_u64(pk, "budget_used_peak", srv->budget_used_peak);
-  kv_u64(pk, "budget_waiting_peak", srv->budget_waiting_peak);
-  kv_u64(pk, "budget_waited", srv->budget_waited);
-  kv_u64(pk, "budget_refused", srv->budget_refused);
+  kv_u64(pk, "refused_no_slot", srv->refused_slots);
+  kv_u64(pk, "closed_send_timeout", srv->closed_send_timeout);
+  kv_u64(pk, "closed_request_timeout", srv->closed_request_timeout);
+  kv_u64(pk, "closed_idle", srv->closed_idle);
+  kv_u64(pk, "cancelled", sn.cancelled);
+  kv_u64(pk, "expired_deadline", sn.expired_deadline);
+  kv_u64(pk, "expired_wait", sn.expired_wait);
+  kv_u64(pk, "held", sn.held);
+  kv_u64(pk, "budget_used", srv->budget.used);
+  kv_u64(pk, "budget_waiting", sched_mem_waiting(srv->sched));
+  kv_u64(pk, "budget_used_peak", srv->budget.peak);
+  kv_u64(pk, "budget_waiting_peak", sn.mem_waiting_peak);
+  kv_u64(pk, "budget_waited", sn.mem_waited);
+  kv_u64(pk, "budget_refused", sn.mem_refused);
   kv_u64(pk, "spin_hits", pool_spin_hits(srv->pool));
   kv_u64(pk, "loop_spin_hits", srv->loop_spin_hits);
+  pack_memory(srv, pk);
   proto_pack_cstr(pk, "resident");
   msgpack_pack_map(pk, 4);
   kv_u64(pk, "arrays", srv->res_live[RES_ARRAY]);
   kv_u64(pk, "matrices", srv->res_live[RES_MATRIX]);
   kv_u64(pk, "regions", srv->res_live[RES_REGION]);
-  kv_u64(pk, "bytes", srv->resident_bytes);
+  kv_u64(pk, "bytes", srv->budget.by_kind[BUDGET_RESIDENT]);
+  pack_lanes(srv, pk);
+  pack_clients(srv, pk);
 
   proto_pack_cstr(pk, "devices");
   msgpack_pack_array(pk, (size_t)ndev);
@@ -71,25 +157,30 @@ void status_pack(gkcd_server *srv, msgpack_packer *pk) {
     msgpack_pack_map(pk, 3);
     kv_u64(pk, "requests", srv->requests[m]);
     kv_u64(pk, "errors", srv->errors[m]);
-    proto_pack_cstr(pk, "kernel_ms");
-    msgpack_pack_double(pk, srv->kernel_us[m] / 1e3);
+    kv_dbl(pk, "kernel_ms", srv->kernel_us[m] / 1e3);
   }
 
   const gkcd_config *cfg = &srv->cfg;
   proto_pack_cstr(pk, "limits");
-  msgpack_pack_map(pk, 13);
+  msgpack_pack_map(pk, 20);
   kv_u64(pk, "max_request_bytes", cfg->max_request_bytes);
   kv_u64(pk, "max_queue", cfg->max_queue);
   kv_u64(pk, "threads", (uint64_t)cfg->threads);
   kv_u64(pk, "max_objects", srv->limits.max_objects);
   kv_u64(pk, "max_depth", srv->limits.max_depth);
   kv_u64(pk, "max_connections", cfg->max_connections);
+  kv_u64(pk, "max_conn_per_user", cfg->max_conn_per_user);
   kv_u64(pk, "max_conn_requests", cfg->max_conn_requests);
   kv_u64(pk, "max_conn_reply_bytes", cfg->max_conn_reply_bytes);
   kv_u64(pk, "memory_budget", cfg->memory_budget);
   kv_u64(pk, "budget_queue", cfg->budget_queue);
-  proto_pack_cstr(pk, "idle_timeout_s");
-  msgpack_pack_double(pk, cfg->idle_timeout_s);
+  kv_dbl(pk, "idle_timeout_s", cfg->idle_timeout_s);
+  kv_dbl(pk, "send_timeout_s", cfg->send_timeout_s);
+  kv_dbl(pk, "request_timeout_s", cfg->request_timeout_s);
+  kv_dbl(pk, "queue_wait_s", cfg->queue_wait_s);
+  kv_u64(pk, "latency_sms", (uint64_t)cfg->latency_sms);
+  kv_dbl(pk, "latency_us", cfg->latency_us);
+  kv_dbl(pk, "slice_us", cfg->slice_us);
   kv_u64(pk, "streams", (uint64_t)cfg->streams);
   kv_u64(pk, "spin_us", (uint64_t)cfg->spin_us);
 }

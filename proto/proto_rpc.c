@@ -136,6 +136,18 @@ void proto_pack_result_head(msgpack_packer *pk, uint32_t msgid) {
   msgpack_pack_nil(pk);
 }
 
+void proto_pack_error_notification(msgpack_packer *pk, int code, const char *message) {
+  msgpack_pack_array(pk, 3);
+  msgpack_pack_uint8(pk, 2);
+  proto_pack_cstr(pk, "error");
+  msgpack_pack_array(pk, 1);
+  msgpack_pack_map(pk, 2);
+  proto_pack_cstr(pk, "code");
+  proto_pack_cstr(pk, proto_err_wire(code));
+  proto_pack_cstr(pk, "message");
+  proto_pack_cstr(pk, message ? message : proto_err_text(code));
+}
+
 void proto_pack_error(msgpack_packer *pk, int msgid_known, uint32_t msgid,
                       int code, const char *message) {
   msgpack_pack_array(pk, 4);

@@ -59,6 +59,11 @@ void proto_pack_result_head(msgpack_packer *pk, uint32_t msgid);
 void proto_pack_error(msgpack_packer *pk, int msgid_known, uint32_t msgid,
                       int code, const char *message);
 
+/* Packs the notification [2, "error", [{"code": ..., "message": ...}]] that
+ * gkcd sends before it closes a connection on its own initiative (no slot
+ * free, a timeout), so the client learns why. */
+void proto_pack_error_notification(msgpack_packer *pk, int code, const char *message);
+
 /* Copies a client-supplied name into dst for an error message: printable
  * ASCII only (anything else becomes '?', so a message is always valid
  * UTF-8 whatever bytes were sent), at most max characters, "..." marking a

@@ -200,6 +200,21 @@ void rr_get_reply(rr_conn *c, rr_reply *r, int timeout_ms) {
   size_t off = 0;
   if (msgpack_unpack_next(&r->up, r->frame, (size_t)len, &off) != MSGPACK_UNPACK_SUCCESS) return;
   const msgpack_object *o = &r->up.data;
+  if (o->type == MSGPACK_OBJECT_ARRAY && o->via.array.size == 3) { /* a notification? */
+    const msgpack_object *a = o->via.array.ptr;
+    if (a[0].type == MSGPACK_OBJECT_POSITIVE_INTEGER && a[0].via.u64 == 2 && a[1].type == MSGPACK_OBJECT_STR &&
+        a[1].via.str.size == 5 && !memcmp(a[1].via.str.ptr, "error", 5) && a[2].type == MSGPACK_OBJECT_ARRAY &&
+        a[2].via.array.size == 1 && a[2].via.array.ptr[0].type == MSGPACK_OBJECT_MAP) {
+      const msgpack_object *code = proto_map_get(&a[2].via.array.ptr[0], "code");
+      const msgpack_object *msg = proto_map_get(&a[2].via.array.ptr[0], "message");
+      if (code && code->type == MSGPACK_OBJECT_STR && msg && msg->type == MSGPACK_OBJECT_STR) {
+        copy_str(r->code, sizeof r->code, code);
+        copy_str(r->msg, sizeof r->msg, msg);
+        r->notification = 1;
+      }
+    }
+    return;
+  }
   if (o->type != MSGPACK_OBJECT_ARRAY || o->via.array.size != 4) return;
   const msgpack_object *a = o->via.array.ptr;
   if (a[0].type != MSGPACK_OBJECT_POSITIVE_INTEGER || a[0].via.u64 != 1) return;
@@ -237,6 +252,8 @@ const char *rr_reply_desc(const rr_reply *r) {
   static _Thread_local char buf[800];
   if (!r->got)
     snprintf(buf, sizeof buf, "no reply (%s)", rr_rf_name(r->rf));
+  else if (r->notification)
+    snprintf(buf, sizeof buf, "notification %s: %s", r->code, r->msg);
   else if (!r->valid)
     snprintf(buf, sizeof buf, "a malformed reply");
   else if (r->is_error)

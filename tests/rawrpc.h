@@ -108,6 +108,7 @@ typedef struct {
   int msgid_nil;
   uint32_t msgid;
   int is_error;
+  int notification; /* [2, "error", [{code, message}]]: code and msg filled, valid stays 0 */
   char code[48];
   char msg[640];
   const msgpack_object *result; /* on success; lives until rr_reply_free */

@@ -1,0 +1,57 @@
+/* budget.h: the memory budget (--memory-budget), in one set of books.
+ *
+ * Every byte gkcd holds on a client's behalf is charged here, by what holds
+ * it.  Two pools:
+ *
+ *  - work: requests admitted to run and their results (jobs), replies not
+ *    yet taken by the socket, resident arrays and matrices.  The scheduler
+ *    admits a request only when its bytes and its result fit under
+ *    --memory-budget (budget_fits), so admitted work never waits on bytes
+ *    that are not yet work;
+ *  - input: bytes received and not admitted: input buffers and the requests
+ *    waiting for memory or for their client to read.  It has a fixed
+ *    allowance of its own (BUDGET_INPUT_CAP; conn.c reads only while it has
+ *    room), plus one request at a time past it (conn.c's overdraft), so
+ *    partial requests can neither fill the work pool nor wait for each
+ *    other forever.
+ *
+ * What gkcd holds for clients is thus at most --memory-budget + the input
+ * allowance + one request, whatever they do.  Loop thread only.
+ */
+#ifndef GKCD_BUDGET_H
+#define GKCD_BUDGET_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum { BUDGET_INPUT, BUDGET_JOBS, BUDGET_REPLIES, BUDGET_RESIDENT, BUDGET_KINDS };
+
+#define BUDGET_INPUT_CAP ((size_t)32 << 20)
+
+typedef struct {
+  size_t limit;
+  size_t used;               /* work: jobs, replies, resident */
+  size_t by_kind[BUDGET_KINDS];
+  size_t peak;               /* highest `used` since start */
+  size_t input_peak;
+  void (*on_free)(void *arg); /* called after every give, to resume waiters */
+  void *arg;
+} gkcd_budget;
+
+/* 1 when n more bytes of work fit under the limit. */
+static inline int budget_fits(const gkcd_budget *b, size_t n) {
+  return b->used <= b->limit && n <= b->limit - b->used;
+}
+/* 1 when n more input bytes fit in the input allowance. */
+static inline int budget_input_fits(const gkcd_budget *b, size_t n) {
+  size_t in = b->by_kind[BUDGET_INPUT];
+  return in <= BUDGET_INPUT_CAP && n <= BUDGET_INPUT_CAP - in;
+}
+void budget_take(gkcd_budget *b, int kind, size_t n);
+void budget_give(gkcd_budget *b, int kind, size_t n);
+/* Moves n bytes from one kind to another (a result becoming a reply). */
+void budget_move(gkcd_budget *b, int from, int to, size_t n);
+/* "input", "jobs", "replies", "resident". */
+const char *budget_kind_name(int kind);
+
+#endif

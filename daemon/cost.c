@@ -1,0 +1,99 @@
+/* cost.c: see cost.h. */
+#include "cost.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+#include "gkc_errors.h"
+#include "proto_methods.h"
+
+#define BUCKETS 24 /* base predictions of 2^0 .. 2^23 us */
+
+struct gkcd_cost {
+  cost_rates r;
+  double corr[PROTO_M_COUNT][BUCKETS]; /* measured / base, running average */
+};
+
+int cost_create(gkcd_cost **out, const cost_rates *rates) {
+  gkcd_cost *c = calloc(1, sizeof *c);
+  if (!c) return GKC_EOUT_OF_MEMORY;
+  c->r = *rates;
+  for (int m = 0; m < PROTO_M_COUNT; m++)
+    for (int b = 0; b < BUCKETS; b++) c->corr[m][b] = 1.0;
+  *out = c;
+  return 0;
+}
+
+void cost_destroy(gkcd_cost *c) { free(c); }
+
+/* Bytes of a span that must cross from host memory to the backend's. */
+static double host_bytes(const gkcd_span *s) { return s->ptr && s->where == SPAN_HOST ? (double)s->bytes : 0; }
+
+/* The napkin: flops, bytes touched, bytes crossing to and from the device. */
+static double base_us(const gkcd_cost *c, const gkcd_job *job) {
+  double flops = 0, bytes = 0, xfer = 0;
+  switch (job->method) {
+    case PROTO_M_SGEMM: {
+      const __typeof__(job->in.sgemm) *s = &job->in.sgemm;
+      double m = s->m, n = s->n, k = s->k;
+      flops = 2 * m * n * k;
+      bytes = 4 * (m * k + k * n + m * n * (s->c.ptr ? 2 : 1));
+      xfer = host_bytes(&s->a) + host_bytes(&s->b) + host_bytes(&s->c) +
+             (job->out_kind == OUT_RES || job->out_kind == OUT_RES_NEW ? 0 : 4 * m * n);
+      break;
+    }
+    case PROTO_M_REDUCE:
+      flops = (double)job->in.reduce.n;
+      bytes = 4.0 * (double)job->in.reduce.n;
+      xfer = host_bytes(&job->in.reduce.x);
+      break;
+    case PROTO_M_SPMV: {
+      const __typeof__(job->in.spmv) *s = &job->in.spmv;
+      flops = 2.0 * (double)s->nnz;
+      bytes = 8.0 * (double)s->nnz + 4.0 * s->rows * (s->y.ptr ? 3 : 2) + 4.0 * s->cols;
+      xfer = host_bytes(&s->row_ptr) + host_bytes(&s->col_idx) + host_bytes(&s->values) +
+             host_bytes(&s->x) + host_bytes(&s->y);
+      break;
+    }
+    case PROTO_M_DOT:
+    case PROTO_M_AXPBY:
+      flops = 2.0 * (double)job->in.vec.n;
+      bytes = (job->method == PROTO_M_DOT ? 8.0 : 12.0) * (double)job->in.vec.n;
+      xfer = host_bytes(&job->in.vec.x) + host_bytes(&job->in.vec.y);
+      break;
+    case PROTO_M_UPLOAD:
+    case PROTO_M_DOWNLOAD:
+      bytes = (double)job->in.upload.data.bytes;
+      xfer = bytes;
+      break;
+    case PROTO_M_CSR_UPLOAD:
+      bytes = 12.0 * (double)job->in.csr.nnz + 4.0 * job->in.csr.rows;
+      xfer = bytes;
+      break;
+    default: /* shm_register and whatever has no shape: the fixed cost */
+      break;
+  }
+  double us = c->r.fixed_us + flops / c->r.flops_per_us + bytes / c->r.bytes_per_us;
+  if (c->r.host_bytes_per_us > 0) us += xfer / c->r.host_bytes_per_us;
+  return us;
+}
+
+static int bucket(double us) {
+  int b = us < 1 ? 0 : (int)log2(us);
+  return b >= BUCKETS ? BUCKETS - 1 : b;
+}
+
+double cost_predict(gkcd_cost *c, const gkcd_job *job) {
+  double base = base_us(c, job);
+  return base * c->corr[job->method][bucket(base)];
+}
+
+void cost_observe(gkcd_cost *c, const gkcd_job *job, double measured_us) {
+  if (!(measured_us > 0) || job->err) return;
+  double base = base_us(c, job);
+  double *k = &c->corr[job->method][bucket(base)];
+  double ratio = measured_us / base;
+  /* A quarter of the way to each new measurement: a few requests adapt it,
+   * one outlier (a page fault, a cold cache) does not swing it. */
+  *k += 0.25 * (ratio - *k);
+}

@@ -1,0 +1,35 @@
+/* cost.h: how long a job will hold its worker, predicted from its shape.
+ *
+ * The base prediction is napkin math: floating-point work over the
+ * backend's compute rate, bytes touched over its memory bandwidth, bytes
+ * crossing to the device over the host link, plus a fixed overhead.  A
+ * correction factor per method and size bucket (powers of two of the base
+ * prediction) is a running average of measured over predicted, so the model
+ * learns what the napkin misses (small sgemm tiles poorly, spmv depends on
+ * the matrix) within a few requests.  Expect ~10-30% error: good enough to
+ * tell a 20 us request from a 20 ms one, which is all the lanes need.
+ *
+ * Loop thread only.
+ */
+#ifndef GKCD_COST_H
+#define GKCD_COST_H
+
+#include "job.h"
+
+typedef struct {
+  double flops_per_us;  /* float32 multiply-adds count 2 */
+  double bytes_per_us;  /* the backend's memory */
+  double host_bytes_per_us; /* host memory to the backend's (0: same memory) */
+  double fixed_us;      /* launch and hand-off */
+} cost_rates;
+
+typedef struct gkcd_cost gkcd_cost;
+
+int cost_create(gkcd_cost **out, const cost_rates *rates);
+void cost_destroy(gkcd_cost *c);
+/* Predicted worker time of job, in microseconds (> 0). */
+double cost_predict(gkcd_cost *c, const gkcd_job *job);
+/* job came back having held its worker measured_us: refine the model. */
+void cost_observe(gkcd_cost *c, const gkcd_job *job, double measured_us);
+
+#endif

@@ -1,0 +1,529 @@
+/* scheduler.c: see scheduler.h. */
+#include "scheduler.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "gkc_errors.h"
+#include "log.h"
+
+#define WAIT_RING 1024   /* queue waits kept per lane for the percentiles */
+#define SWEEP_MS 5       /* how often queued jobs are checked for expiry */
+
+typedef struct {
+  int workers;
+  int slots;             /* jobs handed to the pool at once: workers + primed */
+  size_t queued, running;
+  uint64_t served;
+  sched_client *active;  /* clients with jobs queued in this lane */
+  double waits[WAIT_RING];
+  size_t nwaits;         /* total recorded; the ring holds the last WAIT_RING */
+} lane;
+
+struct gkcd_sched {
+  const gkcd_config *cfg;
+  gkcd_budget *budget;
+  gkcd_pool *pool;
+  gkcd_cost *cost;
+  sched_done_cb done;
+  void *arg;
+  int nlanes;
+  lane lanes[SCHED_MAX_LANES];
+  gkcd_job *mem_head, *mem_tail; /* waiting for memory, oldest first */
+  size_t mem_waiting;
+  gkcd_job *fin_head, *fin_tail; /* finished here, for the done hook */
+  sched_client *held;            /* clients whose held job may be able to go on */
+  uv_timer_t timer;
+  int timer_on;
+  sched_counters n;
+};
+
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* --- small lists --------------------------------------------------------- */
+
+static void append(gkcd_job **head, gkcd_job **tail, gkcd_job *job) {
+  job->next = NULL;
+  if (*tail)
+    (*tail)->next = job;
+  else
+    *head = job;
+  *tail = job;
+}
+
+/* The reply bytes a job's result will add to its connection. */
+static size_t reply_bytes(const gkcd_job *job) { return job->out_kind == OUT_BIN ? job->out_bytes : 0; }
+/* The memory its result needs while it runs and until it is sent. */
+static size_t result_bytes(const gkcd_job *job) {
+  return job->out_kind == OUT_BIN || job->out_kind == OUT_RES_NEW ? job->out_bytes : 0;
+}
+
+/* Answers job (failed already) from the next pump. */
+static void finish_here(gkcd_sched *s, gkcd_job *job) { append(&s->fin_head, &s->fin_tail, job); }
+
+static void cancel(gkcd_sched *s, gkcd_job *job) {
+  job_fail(job, GKC_ECANCELLED, "the client disconnected before the request started");
+  finish_here(s, job);
+}
+
+/* --- fair queues --------------------------------------------------------- */
+
+static void activate(gkcd_sched *s, sched_client *c, int l) {
+  lane *ln = &s->lanes[l];
+  /* Level with the least-served busy client: idling earns no credit. */
+  double floor = -1;
+  for (sched_client *a = ln->active; a; a = a->next_active[l])
+    if (floor < 0 || a->vtime[l] < floor) floor = a->vtime[l];
+  if (floor >= 0 && c->vtime[l] < floor) c->vtime[l] = floor;
+  c->active[l] = 1;
+  c->prev_active[l] = NULL;
+  c->next_active[l] = ln->active;
+  if (ln->active) ln->active->prev_active[l] = c;
+  ln->active = c;
+}
+
+static void deactivate(gkcd_sched *s, sched_client *c, int l) {
+  if (!c->active[l]) return;
+  if (c->prev_active[l])
+    c->prev_active[l]->next_active[l] = c->next_active[l];
+  else
+    s->lanes[l].active = c->next_active[l];
+  if (c->next_active[l]) c->next_active[l]->prev_active[l] = c->prev_active[l];
+  c->active[l] = 0;
+  c->next_active[l] = c->prev_active[l] = NULL;
+}
+
+static void timer_arm(gkcd_sched *s);
+
+/* A job with its memory reserved joins its client's queue in its lane. */
+static void enqueue(gkcd_sched *s, gkcd_job *job) {
+  sched_client *c = job->client;
+  int l = job->lane;
+  append(&c->head[l], &c->tail[l], job);
+  c->queued[l]++;
+  s->lanes[l].queued++;
+  if (!c->active[l]) activate(s, c, l);
+  timer_arm(s);
+}
+
+static gkcd_job *pop(gkcd_sched *s, sched_client *c, int l) {
+  gkcd_job *job = c->head[l];
+  c->head[l] = job->next;
+  if (!c->head[l]) c->tail[l] = NULL;
+  job->next = NULL;
+  c->queued[l]--;
+  s->lanes[l].queued--;
+  if (!c->head[l]) deactivate(s, c, l);
+  return job;
+}
+
+/* 1 when job must not start: answered deadline_exceeded or busy. */
+static int expired(gkcd_sched *s, gkcd_job *job, uint64_t now) {
+  if (job->deadline_ns && now >= job->deadline_ns) {
+    s->n.expired_deadline++;
+    job_fail(job, GKC_EDEADLINE_EXCEEDED, "waited %.1f ms in the queue, past its deadline_ms",
+             (double)(now - job->t_start_ns) / 1e6);
+    finish_here(s, job);
+    return 1;
+  }
+  uint64_t wait_ns = (uint64_t)(s->cfg->queue_wait_s * 1e9);
+  if (wait_ns && now - job->t_start_ns >= wait_ns) {
+    s->n.expired_wait++;
+    job_fail(job, GKC_EBUSY, "waited %.1f s in the queue (--queue-wait %g); retry later",
+             (double)(now - job->t_start_ns) / 1e9, s->cfg->queue_wait_s);
+    finish_here(s, job);
+    return 1;
+  }
+  return 0;
+}
+
+/* Hands jobs to the lane's workers while it has room; the least-served
+ * client goes first.  Returns how many left the queues. */
+static int dispatch(gkcd_sched *s, int l) {
+  lane *ln = &s->lanes[l];
+  int moved = 0;
+  uint64_t now = now_ns();
+  while (ln->running < (size_t)ln->slots && ln->active) {
+    sched_client *best = ln->active;
+    for (sched_client *c = best->next_active[l]; c; c = c->next_active[l])
+      if (c->vtime[l] < best->vtime[l]) best = c;
+    gkcd_job *job = pop(s, best, l);
+    moved++;
+    if (expired(s, job, now)) continue;
+    best->vtime[l] += job->cost_us / best->weight;
+    best->running++;
+    ln->running++;
+    job->dispatched = 1;
+    double wait = (double)(now - job->t_start_ns) / 1e3;
+    ln->waits[ln->nwaits++ % WAIT_RING] = wait;
+    pool_submit(s->pool, job);
+  }
+  return moved;
+}
+
+/* --- admission ----------------------------------------------------------- */
+
+/* Reserves the result's memory and queues the job, or makes it wait for
+ * memory behind the jobs already waiting. */
+/* The job's bytes become work: its frame moves from the input allowance
+ * to the work pool, its result is reserved there. */
+static void take_work(gkcd_sched *s, gkcd_job *job) {
+  size_t need = result_bytes(job);
+  budget_move(s->budget, BUDGET_INPUT, BUDGET_JOBS, job->frame_charge);
+  budget_take(s->budget, BUDGET_JOBS, need);
+  job->out_charge = need;
+  job->frame_is_work = 1;
+}
+
+static void admit(gkcd_sched *s, gkcd_job *job) {
+  sched_client *c = job->client;
+  job->reply_charge = reply_bytes(job);
+  c->reply_predicted += job->reply_charge;
+  if (!s->mem_head && budget_fits(s->budget, job->frame_charge + result_bytes(job))) {
+    take_work(s, job);
+    enqueue(s, job);
+    return;
+  }
+  append(&s->mem_head, &s->mem_tail, job);
+  s->mem_waiting++;
+  c->mem_waiting++;
+  s->n.mem_waited++;
+  if (s->mem_waiting > s->n.mem_waiting_peak) s->n.mem_waiting_peak = s->mem_waiting;
+  timer_arm(s);
+}
+
+/* 1 when job's reply would take its client past --max-conn-reply-bytes
+ * while the client has other replies outstanding.  A client with nothing
+ * outstanding may always have one: a single result larger than the limit
+ * is refused as too_large elsewhere only when it exceeds the request limit. */
+static int must_hold(const gkcd_sched *s, const sched_client *c, const gkcd_job *job) {
+  size_t out = c->reply_queued + c->reply_predicted;
+  return out > 0 && out + reply_bytes(job) > s->cfg->max_conn_reply_bytes;
+}
+
+int sched_submit(gkcd_sched *s, gkcd_job *job, char *msg, size_t msglen) {
+  const gkcd_config *cfg = s->cfg;
+  size_t result = result_bytes(job);
+  size_t total = job->frame_bytes + result;
+  if (total > cfg->memory_budget) {
+    snprintf(msg, msglen, "the request and its result need %zu bytes, more than the whole"
+             " memory budget of %zu (--memory-budget)", total, cfg->memory_budget);
+    return GKC_ETOO_LARGE;
+  }
+  /* A new resident array must fit beside what is resident already, or it
+   * would wait forever. */
+  size_t resident = s->budget->by_kind[BUDGET_RESIDENT];
+  if (job->out_kind == OUT_RES_NEW && resident + total > cfg->memory_budget) {
+    snprintf(msg, msglen, "keeping %zu more bytes resident would exceed the memory budget of %zu"
+             " (--memory-budget; %zu bytes are resident): release some first", job->out_bytes,
+             cfg->memory_budget, resident);
+    return GKC_EOUT_OF_MEMORY;
+  }
+  job->cost_us = cost_predict(s->cost, job);
+  job->lane = sched_lane_for(s, job->cost_us);
+  /* The request's bytes are held from now on: input until it is admitted. */
+  budget_take(s->budget, BUDGET_INPUT, job->frame_bytes);
+  job->frame_charge = job->frame_bytes;
+  sched_client *c = job->client;
+  if (must_hold(s, c, job) || c->held) {
+    if (c->held) { /* the connection stops reading once one is held */
+      log_err("sched: client %llu already has a held job", (unsigned long long)c->id);
+      budget_give(s->budget, BUDGET_INPUT, job->frame_charge);
+      job->frame_charge = 0;
+      snprintf(msg, msglen, "internal: a second held request");
+      return GKC_EINTERNAL;
+    }
+    c->held = job;
+    s->n.held++;
+    return 0;
+  }
+  admit(s, job);
+  return 0;
+}
+
+void sched_client_drained(gkcd_sched *s, sched_client *c) {
+  if (!c->held || c->on_held_list) return;
+  c->on_held_list = 1;
+  c->next_held = s->held;
+  s->held = c;
+}
+
+/* --- completion and cancellation ---------------------------------------- */
+
+void sched_finished(gkcd_sched *s, gkcd_job *job) {
+  sched_client *c = job->client;
+  if (job->dispatched) {
+    lane *ln = &s->lanes[job->lane];
+    ln->running--;
+    ln->served++;
+    c->running--;
+    double measured = job->t_done_ns > job->t_run_ns ? (double)(job->t_done_ns - job->t_run_ns) / 1e3 : 0;
+    /* Charge what the job really cost, not what was predicted. */
+    c->vtime[job->lane] += (measured - job->cost_us) / c->weight;
+    if (c->vtime[job->lane] < 0) c->vtime[job->lane] = 0;
+    c->served++;
+    c->served_us += measured;
+    cost_observe(s->cost, job, measured);
+    job->dispatched = 0;
+  }
+  c->reply_predicted -= job->reply_charge;
+  job->reply_charge = 0;
+  if (job->out_charge) budget_give(s->budget, BUDGET_JOBS, job->out_charge);
+  if (job->frame_charge) budget_give(s->budget, job->frame_is_work ? BUDGET_JOBS : BUDGET_INPUT, job->frame_charge);
+  job->out_charge = job->frame_charge = 0;
+  if (c->held) sched_client_drained(s, c);
+}
+
+void sched_drop_client(gkcd_sched *s, sched_client *c) {
+  uint64_t n = 0;
+  for (int l = 0; l < s->nlanes; l++)
+    while (c->head[l]) {
+      cancel(s, pop(s, c, l));
+      n++;
+    }
+  if (c->mem_waiting) {
+    gkcd_job **pp = &s->mem_head, *prev = NULL;
+    while (*pp) {
+      gkcd_job *job = *pp;
+      if (job->client != c) {
+        prev = job;
+        pp = &job->next;
+        continue;
+      }
+      *pp = job->next;
+      if (s->mem_tail == job) s->mem_tail = prev;
+      s->mem_waiting--;
+      c->mem_waiting--;
+      cancel(s, job);
+      n++;
+    }
+  }
+  if (c->held) {
+    cancel(s, c->held);
+    c->held = NULL;
+    n++;
+  }
+  if (c->on_held_list) {
+    for (sched_client **pp = &s->held; *pp; pp = &(*pp)->next_held)
+      if (*pp == c) {
+        *pp = c->next_held;
+        break;
+      }
+    c->on_held_list = 0;
+  }
+  s->n.cancelled += n;
+}
+
+/* --- the pump ------------------------------------------------------------ */
+
+/* Held jobs whose clients have read enough go on to admission. */
+static int release_held(gkcd_sched *s) {
+  int moved = 0;
+  sched_client *list = s->held;
+  s->held = NULL;
+  while (list) {
+    sched_client *c = list;
+    list = c->next_held;
+    c->on_held_list = 0;
+    if (c->held && !must_hold(s, c, c->held)) {
+      gkcd_job *job = c->held;
+      c->held = NULL;
+      admit(s, job);
+      moved++;
+    }
+  }
+  return moved;
+}
+
+/* Jobs waiting for memory start, oldest first, while they fit. */
+static int admit_waiting(gkcd_sched *s) {
+  int moved = 0;
+  while (s->mem_head && budget_fits(s->budget, s->mem_head->frame_charge + result_bytes(s->mem_head))) {
+    gkcd_job *job = s->mem_head;
+    s->mem_head = job->next;
+    if (!s->mem_head) s->mem_tail = NULL;
+    s->mem_waiting--;
+    job->client->mem_waiting--;
+    take_work(s, job);
+    enqueue(s, job);
+    moved++;
+  }
+  return moved;
+}
+
+void sched_pump(gkcd_sched *s) {
+  /* Each step can make room for another (a cancelled job frees memory, a
+   * dispatch frees queue space), so go round until nothing moves. */
+  for (int round = 0; round < 64; round++) {
+    int moved = release_held(s) + admit_waiting(s);
+    for (int l = 0; l < s->nlanes; l++) moved += dispatch(s, l);
+    gkcd_job *fin = s->fin_head;
+    s->fin_head = s->fin_tail = NULL;
+    while (fin) {
+      gkcd_job *next = fin->next;
+      fin->next = NULL;
+      s->done(fin, s->arg);
+      fin = next;
+      moved++;
+    }
+    if (!moved) break;
+  }
+}
+
+/* Expiry: queued jobs past their deadline or --queue-wait are answered now,
+ * not when a worker would have reached them. */
+static void on_timer(uv_timer_t *t) {
+  gkcd_sched *s = t->data;
+  uint64_t now = now_ns();
+  for (int l = 0; l < s->nlanes; l++)
+    for (sched_client *c = s->lanes[l].active, *cn; c; c = cn) {
+      cn = c->next_active[l];
+      gkcd_job **pp = &c->head[l], *prev = NULL;
+      while (*pp) {
+        gkcd_job *job = *pp;
+        if (!(job->deadline_ns && now >= job->deadline_ns) &&
+            !(s->cfg->queue_wait_s > 0 && now - job->t_start_ns >= (uint64_t)(s->cfg->queue_wait_s * 1e9))) {
+          prev = job;
+          pp = &job->next;
+          continue;
+        }
+        *pp = job->next;
+        if (c->tail[l] == job) c->tail[l] = prev;
+        c->queued[l]--;
+        s->lanes[l].queued--;
+        expired(s, job, now);
+      }
+      if (!c->head[l]) deactivate(s, c, l);
+    }
+  gkcd_job **pp = &s->mem_head, *prev = NULL;
+  while (*pp) {
+    gkcd_job *job = *pp;
+    int late = (job->deadline_ns && now >= job->deadline_ns) ||
+               (s->cfg->queue_wait_s > 0 && now - job->t_start_ns >= (uint64_t)(s->cfg->queue_wait_s * 1e9));
+    if (!late) {
+      prev = job;
+      pp = &job->next;
+      continue;
+    }
+    *pp = job->next;
+    if (s->mem_tail == job) s->mem_tail = prev;
+    s->mem_waiting--;
+    job->client->mem_waiting--;
+    if (!(job->deadline_ns && now >= job->deadline_ns)) s->n.mem_refused++;
+    expired(s, job, now);
+  }
+  if (!sched_queued(s) && !s->mem_waiting) {
+    uv_timer_stop(&s->timer);
+    s->timer_on = 0;
+  }
+  sched_pump(s);
+}
+
+static void timer_arm(gkcd_sched *s) {
+  if (s->timer_on) return;
+  int rc = uv_timer_start(&s->timer, on_timer, SWEEP_MS, SWEEP_MS);
+  if (rc) {
+    log_err("sched: uv_timer_start: %s", uv_strerror(rc));
+    return;
+  }
+  s->timer_on = 1;
+}
+
+/* --- set-up and figures -------------------------------------------------- */
+
+int sched_create(gkcd_sched **out, uv_loop_t *loop, const gkcd_config *cfg, gkcd_budget *budget,
+                 gkcd_pool *pool, gkcd_cost *cost, int nlanes, const int *workers,
+                 sched_done_cb done, void *arg) {
+  if (nlanes < 1 || nlanes > SCHED_MAX_LANES) return GKC_EINVALID_ARGUMENT;
+  gkcd_sched *s = calloc(1, sizeof *s);
+  if (!s) return GKC_EOUT_OF_MEMORY;
+  s->cfg = cfg;
+  s->budget = budget;
+  s->pool = pool;
+  s->cost = cost;
+  s->done = done;
+  s->arg = arg;
+  s->nlanes = nlanes;
+  for (int l = 0; l < nlanes; l++) {
+    s->lanes[l].workers = workers[l];
+    /* One job ready behind each busy bulk worker would delay a newcomer by
+     * a whole bulk job, so the bulk lane keeps one job primed in all; the
+     * latency lane's jobs are short, so each worker gets one ready. */
+    s->lanes[l].slots = workers[l] + (l == LANE_LATENCY ? workers[l] : 1);
+  }
+  int rc = uv_timer_init(loop, &s->timer);
+  if (rc) {
+    free(s);
+    return rc;
+  }
+  s->timer.data = s;
+  uv_unref((uv_handle_t *)&s->timer);
+  *out = s;
+  return 0;
+}
+
+static void on_timer_closed(uv_handle_t *h) { free(h->data); }
+
+void sched_destroy(gkcd_sched *s) {
+  uv_timer_stop(&s->timer);
+  uv_close((uv_handle_t *)&s->timer, on_timer_closed);
+}
+
+void sched_client_init(gkcd_sched *s, sched_client *c, uint64_t id, int uid) {
+  memset(c, 0, sizeof *c);
+  c->id = id;
+  c->uid = uid;
+  c->weight = 1.0;
+  for (int i = 0; i < s->cfg->n_weights; i++)
+    if (s->cfg->weight_uids[i] == (uid_t)uid) c->weight = s->cfg->weights[i];
+}
+
+int sched_full(const gkcd_sched *s) {
+  return sched_queued(s) + s->mem_waiting >= s->cfg->max_queue ||
+         (s->mem_waiting > 0 && s->mem_waiting >= s->cfg->budget_queue);
+}
+
+int sched_client_open(const sched_client *c) { return c->held == NULL; }
+
+int sched_lane_for(const gkcd_sched *s, double cost_us) {
+  return s->nlanes > 1 && cost_us < s->cfg->latency_us ? LANE_LATENCY : LANE_BULK;
+}
+
+int sched_nlanes(const gkcd_sched *s) { return s->nlanes; }
+
+size_t sched_queued(const gkcd_sched *s) {
+  size_t n = 0;
+  for (int l = 0; l < s->nlanes; l++) n += s->lanes[l].queued;
+  return n;
+}
+
+size_t sched_mem_waiting(const gkcd_sched *s) { return s->mem_waiting; }
+
+void sched_counters_get(const gkcd_sched *s, sched_counters *out) { *out = s->n; }
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+void sched_lane_stats_get(gkcd_sched *s, int l, sched_lane_stats *out) {
+  lane *ln = &s->lanes[l];
+  memset(out, 0, sizeof *out);
+  out->workers = ln->workers;
+  out->queued = ln->queued;
+  out->running = ln->running;
+  out->served = ln->served;
+  size_t n = ln->nwaits < WAIT_RING ? ln->nwaits : WAIT_RING;
+  if (!n) return;
+  double v[WAIT_RING];
+  memcpy(v, ln->waits, n * sizeof *v);
+  qsort(v, n, sizeof *v, cmp_double);
+  out->wait_p50_us = v[(n - 1) / 2];
+  out->wait_p99_us = v[(size_t)((double)(n - 1) * 0.99)];
+}
