@@ -89,9 +89,6 @@ int cli_parse_dims(const char *s, int n, int64_t max, int allow_cube, int64_t *o
 
 /* --- input and output files (cli_files.c) ---------------------------------- */
 
-/* Reads a float32 .npy for option opt; on failure prints a usage error
- * naming opt and returns CLI_USAGE. */
-int cli_load_npy(const cli_globals *g, const char *opt, const char *path, npy_array *out);
 /* "(2, 3)" as numpy writes a shape. */
 const char *cli_shape_str(int ndim, const int64_t *shape, char *buf, size_t len);
 /* Checks before any work that path can be created (its folder exists and is
@@ -146,9 +143,10 @@ int cli_limits_connect(const cli_globals *g, cli_limits *l, gkc_conn **out);
 void cli_limits_close(cli_limits *l); /* an early connection not taken */
 /* CLI_OK, or CLI_FAIL after a message naming the limit and both sizes. */
 int cli_plan_check(const cli_limits *l, const cli_plan *p);
-/* cli_load_npy, refusing after the header (before reading the data) a file
- * whose data, added to request and local bytes already planned, would pass
- * a limit. */
+/* Reads a float32 .npy for option opt: a file that cannot be read is a usage
+ * error naming opt (CLI_USAGE); one whose data, added to the request and
+ * local bytes already planned, would pass a limit is refused after its
+ * header, before its data is read (CLI_FAIL). */
 int cli_load_npy_limited(const cli_globals *g, const cli_limits *l, const char *opt,
                          const char *path, uint64_t request, uint64_t local, npy_array *out);
 

@@ -217,8 +217,8 @@ static void test_dot_axpby(void) {
   free(x), free(y), free(out);
 }
 
-/* A random rows x cols CSR matrix with at least 4 nonzeros and a float64
- * y = A x. */
+/* A random rows x cols CSR matrix with at least 4 nonzeros, with spare
+ * room after each array for the calls that send them too long. */
 typedef struct {
   int32_t rows, cols, nnz;
   int32_t *rp, *ci;
@@ -227,8 +227,8 @@ typedef struct {
 
 static void random_csr(csr *A) {
   A->rows = rnd(4, 40), A->cols = rnd(2, 40);
-  A->rp = malloc(((size_t)A->rows + 1) * 4);
-  A->ci = malloc((size_t)A->rows * A->cols * 4 + 16);
+  A->rp = malloc(((size_t)A->rows + 2) * 4); /* one spare: "row_ptr long" sends it */
+  A->ci = calloc((size_t)A->rows * A->cols + 4, 4);
   A->rp[0] = 0;
   for (int r = 0; r < A->rows; r++) {
     int len = rnd(1, A->cols), at = A->rp[r];
@@ -236,6 +236,7 @@ static void random_csr(csr *A) {
     A->rp[r + 1] = at + len;
   }
   A->nnz = A->rp[A->rows];
+  A->rp[A->rows + 1] = A->nnz;
   A->v = rr_rand_floats((size_t)A->nnz + 8);
 }
 
@@ -354,7 +355,7 @@ static void test_csr_upload(void) {
   uint32_t mat;
   gkc_csr g = {rows, cols, nnz, A.rp, A.ci, A.v};
   if (gkc_csr_upload(gc, &g, 0, &mat, NULL)) TEST_FAIL("csr_upload: %s", gkc_errmsg(gc));
-  float *x = rr_rand_floats((size_t)cols), *out = malloc((size_t)rows * 4);
+  float *x = rr_rand_floats((size_t)cols + 8), *out = malloc((size_t)rows * 4);
   gkc_spmv_args s = GKC_SPMV_ARGS_INIT;
   s.use_matrix = 1, s.matrix = mat, s.x = gkc_ref_mem(x, (size_t)cols * 4);
   gkc_out o = gkc_out_mem(out, (size_t)rows * 4);
