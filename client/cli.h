@@ -2,8 +2,9 @@
  *
  * gkc_cli.c parses the global options and dispatches to one cli_<command>.c
  * per command.  Every command follows the same contract: validate all
- * arguments and read all input files before connecting (so a usage error
- * never depends on the daemon), then return an exit code:
+ * arguments and read all input files before talking to gkcd, except for
+ * its limits (cli_limits_get), so that a usage error never depends on the
+ * daemon; then return an exit code:
  *   CLI_OK (0), CLI_FAIL (1: server, connection or --check failure),
  *   CLI_USAGE (2: bad option or argument, unreadable or mismatched input).
  */
@@ -88,9 +89,6 @@ int cli_parse_dims(const char *s, int n, int64_t max, int allow_cube, int64_t *o
 
 /* --- input and output files (cli_files.c) ---------------------------------- */
 
-/* Reads a float32 .npy for option opt; on failure prints a usage error
- * naming opt and returns CLI_USAGE. */
-int cli_load_npy(const cli_globals *g, const char *opt, const char *path, npy_array *out);
 /* "(2, 3)" as numpy writes a shape. */
 const char *cli_shape_str(int ndim, const int64_t *shape, char *buf, size_t len);
 /* Checks before any work that path can be created (its folder exists and is
@@ -107,6 +105,50 @@ int cli_connect(const cli_globals *g, gkc_conn **out);
 int cli_call_failed(gkc_conn *c, int rc);
 /* Microseconds on a monotonic clock. */
 double cli_now_us(void);
+
+/* --- sizes against the limits (cli_limits.c) ------------------------------- */
+
+/* A command with big inputs checks them before it allocates or reads them:
+ * against gkcd's limits (from status, on a connection made early and kept
+ * for the call) and against this machine's available memory.  A size over
+ * a limit is a failure (exit 1) whose message names the limit, not a usage
+ * error: it depends on gkcd and on this machine. */
+typedef struct {
+  gkc_conn *conn;                            /* the early connection, or NULL */
+  uint64_t max_request_bytes, memory_budget; /* gkcd's; 0: unknown */
+  uint64_t mem_available;                    /* /proc/meminfo; 0: unknown */
+} cli_limits;
+
+/* One planned call: bytes of arrays sent, of the array result returned (0:
+ * none), and held by this process at its peak (about). */
+typedef struct {
+  const char *what; /* the call or file, for messages: "sgemm 10x10x10" */
+  uint64_t request;
+  const char *request_what; /* "A and B" */
+  uint64_t result;
+  const char *result_what; /* "C" */
+  uint64_t local;
+} cli_plan;
+
+/* Sizes that saturate at UINT64_MAX instead of wrapping. */
+uint64_t cli_add_sat(uint64_t a, uint64_t b);
+uint64_t cli_mul_sat(uint64_t a, uint64_t b);
+
+/* Reads the limits.  Never fails: when gkcd cannot be reached its limits
+ * stay unknown, and cli_limits_connect says why later, after the usage
+ * checks that do not depend on gkcd. */
+void cli_limits_get(const cli_globals *g, cli_limits *l);
+/* The early connection (then owned by the caller), or cli_connect. */
+int cli_limits_connect(const cli_globals *g, cli_limits *l, gkc_conn **out);
+void cli_limits_close(cli_limits *l); /* an early connection not taken */
+/* CLI_OK, or CLI_FAIL after a message naming the limit and both sizes. */
+int cli_plan_check(const cli_limits *l, const cli_plan *p);
+/* Reads a float32 .npy for option opt: a file that cannot be read is a usage
+ * error naming opt (CLI_USAGE); one whose data, added to the request and
+ * local bytes already planned, would pass a limit is refused after its
+ * header, before its data is read (CLI_FAIL). */
+int cli_load_npy_limited(const cli_globals *g, const cli_limits *l, const char *opt,
+                         const char *path, uint64_t request, uint64_t local, npy_array *out);
 
 /* --- random data (cli_rand.c) ---------------------------------------------- */
 

@@ -9,27 +9,36 @@
 /* Files with more entries than this take seconds to parse: say so. */
 #define BIG_MTX_ENTRIES 5000000
 
-/* The entry count on the size line, or -1 when the header cannot be read
- * (mtx_read_csr will then say what is wrong). */
-static long long peek_entries(const char *path) {
+int cli_csr_peek(const char *path, int64_t *rows, int64_t *cols, int64_t *nnz, int *symmetric) {
   gzFile f = gzopen(path, "rb");
   if (!f) return -1;
   char line[1024];
-  long long rows, cols, nnz = -1;
+  long long r, c, n;
+  int rc = -1, first = 1;
+  *symmetric = 0;
   while (gzgets(f, line, sizeof line)) {
+    /* The banner: "%%MatrixMarket matrix coordinate real symmetric". */
+    if (first && strncmp(line, "%%MatrixMarket", 14) == 0)
+      *symmetric = strstr(line, "symmetric") != NULL; /* skew-symmetric too */
+    first = 0;
     if (line[0] == '%' || line[strspn(line, " \t\r\n")] == '\0') continue;
-    if (sscanf(line, "%lld %lld %lld", &rows, &cols, &nnz) != 3) nnz = -1;
+    if (sscanf(line, "%lld %lld %lld", &r, &c, &n) == 3 && r > 0 && c > 0 && n >= 0) {
+      *rows = r, *cols = c, *nnz = n;
+      rc = 0;
+    }
     break;
   }
   gzclose(f);
-  return nnz;
+  return rc;
 }
 
 int cli_csr_read(const cli_globals *g, const char *opt, const char *path, mtx_csr *m) {
-  long long entries = peek_entries(path);
+  int64_t rows, cols, entries = -1;
+  int sym;
+  if (cli_csr_peek(path, &rows, &cols, &entries, &sym)) entries = -1;
   int big = entries > BIG_MTX_ENTRIES;
   double t0 = cli_now_us();
-  if (big) fprintf(stderr, "gkc: reading %s (%lld entries)...\n", path, entries);
+  if (big) fprintf(stderr, "gkc: reading %s (%lld entries)...\n", path, (long long)entries);
   char err[512];
   if (mtx_read_csr(path, m, err, sizeof err) != 0) return cli_usage_error(g, "%s: %s", opt, err);
   if (big) fprintf(stderr, "gkc: read %s in %.1f s\n", path, (cli_now_us() - t0) / 1e6);

@@ -5,6 +5,12 @@
 #include "cli.h"
 #include "mtx.h"
 
+/* The size line of a .mtx or .mtx.gz (rows, cols, entries in the file) and
+ * whether the banner says symmetric (then up to twice the entries after
+ * expansion), without reading the entries: 0, or -1 when the header cannot
+ * be read (cli_csr_read then says what is wrong). */
+int cli_csr_peek(const char *path, int64_t *rows, int64_t *cols, int64_t *nnz, int *symmetric);
+
 /* Reads a .mtx or .mtx.gz into m, with a note on stderr when the file is big
  * enough to take a while.  Returns CLI_OK or a usage error naming opt. */
 int cli_csr_read(const cli_globals *g, const char *opt, const char *path, mtx_csr *m);

@@ -7,12 +7,6 @@
 
 #include "cli.h"
 
-int cli_load_npy(const cli_globals *g, const char *opt, const char *path, npy_array *out) {
-  char err[512];
-  if (npy_read(path, out, err, sizeof err) == 0) return CLI_OK;
-  return cli_usage_error(g, "%s: %s", opt, err);
-}
-
 const char *cli_shape_str(int ndim, const int64_t *shape, char *buf, size_t len) {
   size_t n = 0;
   n += (size_t)snprintf(buf, len, "(");

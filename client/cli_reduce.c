@@ -74,9 +74,9 @@ static int parse(cli_globals *g, reduce_job *s, int argc, char **argv) {
   return -1;
 }
 
-static int load(cli_globals *g, reduce_job *s) {
+static int load(cli_globals *g, const cli_limits *l, reduce_job *s) {
   if (s->x_path) {
-    int rc = cli_load_npy(g, "--x", s->x_path, &s->x);
+    int rc = cli_load_npy_limited(g, l, "--x", s->x_path, 0, 0, &s->x);
     if (rc) return rc;
     char sh[96];
     if (s->x.count == 0)
@@ -84,6 +84,12 @@ static int load(cli_globals *g, reduce_job *s) {
                              s->x_path, cli_shape_str(s->x.ndim, s->x.shape, sh, sizeof sh));
     return CLI_OK;
   }
+  char what[64];
+  snprintf(what, sizeof what, "reduce --random %lld", (long long)s->random_n);
+  uint64_t bytes = cli_mul_sat((uint64_t)s->random_n, 4);
+  cli_plan p = {what, bytes, "x", 0, NULL, bytes};
+  int rc = cli_plan_check(l, &p);
+  if (rc) return rc;
   if (!s->seeded) s->seed = cli_default_seed();
   cli_rng r;
   cli_rng_init(&r, s->seed);
@@ -116,9 +122,11 @@ static double reference_error(const reduce_job *s, double value) {
 static int run(cli_globals *g, int argc, char **argv) {
   reduce_job s = {.op = GKC_SUM};
   gkc_conn *conn = NULL;
+  cli_limits lim;
   int rc = parse(g, &s, argc, argv);
   if (rc >= 0) return rc;
-  if ((rc = load(g, &s)) || (rc = cli_connect(g, &conn))) goto done;
+  cli_limits_get(g, &lim);
+  if ((rc = load(g, &lim, &s)) || (rc = cli_limits_connect(g, &lim, &conn))) goto done;
 
   gkc_info info;
   double value;
@@ -147,6 +155,7 @@ static int run(cli_globals *g, int argc, char **argv) {
   cli_out_end(&o);
 done:
   gkc_close(conn);
+  cli_limits_close(&lim);
   npy_free(&s.x);
   return rc;
 }

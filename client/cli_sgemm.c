@@ -105,6 +105,28 @@ static int parse(cli_globals *g, sgemm_job *s, int argc, char **argv) {
   return -1;
 }
 
+/* The call's sizes, checked before A, B or C is made or read in full:
+ * gkcd gets A, B (and C when beta != 0) and returns C; this process holds
+ * A, B, C and the reply, plus for --check a copy of C and the reference. */
+static int check_plan(const cli_limits *l, const sgemm_job *s) {
+  uint64_t mk = cli_mul_sat((uint64_t)s->m, (uint64_t)s->k);
+  uint64_t kn = cli_mul_sat((uint64_t)s->k, (uint64_t)s->n);
+  uint64_t mn = cli_mul_sat((uint64_t)s->m, (uint64_t)s->n);
+  uint64_t in = cli_mul_sat(cli_add_sat(mk, kn), 4), c = cli_mul_sat(mn, 4);
+  uint64_t local = cli_add_sat(in, cli_mul_sat(c, 2));
+  if (s->check) {
+    local = cli_add_sat(local, cli_mul_sat(mn, 16)); /* reference and scale, in double */
+    if (s->beta != 0.0f) local = cli_add_sat(local, c);
+    if (s->trans_b) local = cli_add_sat(local, cli_mul_sat(kn, 4));
+  }
+  char what[128];
+  snprintf(what, sizeof what, "sgemm %lldx%lldx%lld", (long long)s->m, (long long)s->n,
+           (long long)s->k);
+  cli_plan p = {what, s->beta != 0.0f ? cli_add_sat(in, c) : in,
+                s->beta != 0.0f ? "A, B and C" : "A and B", c, "C", local};
+  return cli_plan_check(l, &p);
+}
+
 static void *alloc_floats(int64_t count, const char *what) {
   void *p = NULL;
   if ((uint64_t)count <= SIZE_MAX / 4) p = malloc((size_t)count * 4);
@@ -126,9 +148,9 @@ static int make_random(sgemm_job *s) {
 }
 
 /* Reads a 2-D array; fails for another rank, an empty axis or int32 overflow. */
-static int load_matrix(cli_globals *g, const char *opt, const char *path, const char *want,
-                       npy_array *arr) {
-  int rc = cli_load_npy(g, opt, path, arr);
+static int load_matrix(cli_globals *g, const cli_limits *l, const char *opt, const char *path,
+                       const char *want, uint64_t loaded, npy_array *arr) {
+  int rc = cli_load_npy_limited(g, l, opt, path, loaded, loaded, arr);
   if (rc) return rc;
   char sh[96];
   if (arr->ndim != 2)
@@ -140,14 +162,16 @@ static int load_matrix(cli_globals *g, const char *opt, const char *path, const 
   return CLI_OK;
 }
 
-static int load_files(cli_globals *g, sgemm_job *s) {
+static int load_files(cli_globals *g, const cli_limits *l, sgemm_job *s) {
   npy_array a = {0}, b = {0}, c = {0};
   char sa[96], sb[96], sc[96];
-  int rc = load_matrix(g, "--a", s->a_path, s->trans_a ? "(k, m) (--trans-a)" : "(m, k)", &a);
+  int rc = load_matrix(g, l, "--a", s->a_path, s->trans_a ? "(k, m) (--trans-a)" : "(m, k)", 0,
+                       &a);
   if (rc) goto done;
   s->m = a.shape[s->trans_a ? 1 : 0];
   s->k = a.shape[s->trans_a ? 0 : 1];
-  rc = load_matrix(g, "--b", s->b_path, s->trans_b ? "(n, k) (--trans-b)" : "(k, n)", &b);
+  rc = load_matrix(g, l, "--b", s->b_path, s->trans_b ? "(n, k) (--trans-b)" : "(k, n)",
+                   (uint64_t)a.count * 4, &b);
   if (rc) goto done;
   int64_t kb = b.shape[s->trans_b ? 1 : 0];
   s->n = b.shape[s->trans_b ? 0 : 1];
@@ -162,8 +186,11 @@ static int load_files(cli_globals *g, sgemm_job *s) {
                          s->trans_a ? " (--trans-a)" : "", (long long)s->k, want);
     goto done;
   }
+  if ((rc = check_plan(l, s))) goto done; /* before C is read or made */
   if (s->c_path) {
-    if ((rc = load_matrix(g, "--c", s->c_path, "(m, n)", &c))) goto done;
+    if ((rc = load_matrix(g, l, "--c", s->c_path, "(m, n)", (uint64_t)(a.count + b.count) * 4,
+                          &c)))
+      goto done;
     if (c.shape[0] != s->m || c.shape[1] != s->n) {
       rc = cli_usage_error(g, "shape mismatch: --c %s has shape %s, expected (m, n) = (%lld, "
                            "%lld) from --a and --b",
@@ -271,9 +298,13 @@ static void print_result(const cli_globals *g, const sgemm_job *s, const gkc_inf
 static int run(cli_globals *g, int argc, char **argv) {
   sgemm_job s = {.alpha = 1.0f};
   gkc_conn *conn = NULL;
+  cli_limits lim;
   int rc = parse(g, &s, argc, argv);
   if (rc >= 0) return rc;
-  if ((rc = s.random ? make_random(&s) : load_files(g, &s))) goto done;
+  cli_limits_get(g, &lim);
+  if ((rc = s.random ? check_plan(&lim, &s) : 0) ||
+      (rc = s.random ? make_random(&s) : load_files(g, &lim, &s)))
+    goto done;
   if (s.check && s.beta != 0.0f) {
     if (!(s.c0 = alloc_floats(s.m * s.n, "a copy of C"))) {
       rc = CLI_FAIL;
@@ -281,7 +312,7 @@ static int run(cli_globals *g, int argc, char **argv) {
     }
     memcpy(s.c0, s.c, (size_t)(s.m * s.n) * sizeof *s.c);
   }
-  if ((rc = cli_connect(g, &conn))) goto done;
+  if ((rc = cli_limits_connect(g, &lim, &conn))) goto done;
 
   gkc_info info;
   if (s.precision) gkc_set_precision(conn, s.precision); /* checked in parse() */
@@ -311,6 +342,7 @@ static int run(cli_globals *g, int argc, char **argv) {
   cli_out_end(&o);
 done:
   gkc_close(conn);
+  cli_limits_close(&lim);
   free(s.a), free(s.b), free(s.c), free(s.c0);
   return rc;
 }

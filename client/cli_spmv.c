@@ -121,10 +121,10 @@ static int parse(cli_globals *g, spmv_job *s, int argc, char **argv) {
 }
 
 /* Reads a 1-D float32 vector of length want into *out (which it then owns). */
-static int load_vector(cli_globals *g, const char *opt, const char *path, int64_t want,
-                       const char *what, float **out) {
+static int load_vector(cli_globals *g, const cli_limits *l, const char *opt, const char *path,
+                       int64_t want, const char *what, float **out) {
   npy_array v;
-  int rc = cli_load_npy(g, opt, path, &v);
+  int rc = cli_load_npy_limited(g, l, opt, path, 0, 0, &v);
   if (rc) return rc;
   if (v.ndim != 1 || v.shape[0] != want) {
     char sh[96];
@@ -139,31 +139,67 @@ static int load_vector(cli_globals *g, const char *opt, const char *path, int64_
   return CLI_OK;
 }
 
-static int load(cli_globals *g, spmv_job *s) {
+/* The call's sizes, checked before the matrix is read or made: gkcd gets
+ * row_ptr, col_idx, values, x (and y when beta != 0) and returns y; this
+ * process holds those, the reply, what --check and --repeat keep, and while
+ * reading a file its entries as triplets.  nnz_lo is the fewest entries A
+ * can have (what gkcd is sure to get), nnz_hi the most (a symmetric file
+ * doubles). */
+static int check_plan(const cli_limits *l, const spmv_job *s, int64_t rows, int64_t cols,
+                      int64_t nnz_lo, int64_t nnz_hi, uint64_t reading) {
+  uint64_t r4 = (uint64_t)rows * 4, c4 = (uint64_t)cols * 4;
+  uint64_t in = cli_add_sat(cli_add_sat(r4 + 4, c4), cli_mul_sat((uint64_t)nnz_lo, 8));
+  if (s->beta != 0.0f) in = cli_add_sat(in, r4);
+  uint64_t local = cli_add_sat(cli_add_sat(r4 + 4, c4), cli_mul_sat((uint64_t)nnz_hi, 8));
+  local = cli_add_sat(local, 2 * r4 + reading); /* y and the reply */
+  if (s->check) local = cli_add_sat(local, r4 * 4 + (s->beta != 0.0f ? r4 : 0));
+  if (s->repeat) local = cli_add_sat(local, r4 + (uint64_t)s->repeat * 16);
+  char what[600];
+  if (s->matrix)
+    snprintf(what, sizeof what, "spmv --matrix %s (%lld x %lld, %lld entries%s)", s->matrix,
+             (long long)rows, (long long)cols, (long long)nnz_lo,
+             nnz_hi > nnz_lo ? ", symmetric" : "");
+  else
+    snprintf(what, sizeof what, "spmv --random %lldx%lld --density %g (about %lld nonzeros)",
+             (long long)rows, (long long)cols, s->density, (long long)nnz_lo);
+  cli_plan p = {what, in, s->beta != 0.0f ? "A, x and y" : "A and x", r4, "y", local};
+  return cli_plan_check(l, &p);
+}
+
+static int load(cli_globals *g, const cli_limits *l, spmv_job *s) {
   int rc;
   cli_rng r;
   if (!s->seeded) s->seed = cli_default_seed();
   cli_rng_init(&r, s->seed);
   if (s->matrix) {
+    int64_t rows, cols, nnz;
+    int sym;
+    /* An unreadable header is cli_csr_read's to report. */
+    if (cli_csr_peek(s->matrix, &rows, &cols, &nnz, &sym) == 0 &&
+        (rc = check_plan(l, s, rows, cols, nnz, sym ? 2 * nnz : nnz,
+                         cli_mul_sat((uint64_t)nnz, 12))))
+      return rc;
     if ((rc = cli_csr_read(g, "--matrix", s->matrix, &s->A))) return rc;
     if (s->A.nnz > INT32_MAX)
       return cli_usage_error(g, "--matrix %s: %lld entries, more than int32 indices can address",
                              s->matrix, (long long)s->A.nnz);
   } else {
+    int64_t expect = (int64_t)((double)s->rand_dims[0] * (double)s->rand_dims[1] * s->density);
+    if ((rc = check_plan(l, s, s->rand_dims[0], s->rand_dims[1], expect, expect, 0))) return rc;
     s->used_rng = 1;
     if ((rc = cli_csr_random((int32_t)s->rand_dims[0], (int32_t)s->rand_dims[1], s->density, &r,
                              &s->A)))
       return rc;
   }
   if (s->x_path) {
-    if ((rc = load_vector(g, "--x", s->x_path, s->A.cols, "cols", &s->x))) return rc;
+    if ((rc = load_vector(g, l, "--x", s->x_path, s->A.cols, "cols", &s->x))) return rc;
   } else {
     s->used_rng = 1;
     if (!(s->x = malloc((size_t)s->A.cols * sizeof *s->x))) goto oom;
     cli_rng_fill(&r, s->x, (size_t)s->A.cols);
   }
   if (s->y_path) {
-    if ((rc = load_vector(g, "--y", s->y_path, s->A.rows, "rows", &s->y))) return rc;
+    if ((rc = load_vector(g, l, "--y", s->y_path, s->A.rows, "rows", &s->y))) return rc;
     if (s->beta == 0.0f) fprintf(stderr, "gkc: note: --y is not read when --beta is 0\n");
   } else if (!(s->y = malloc((size_t)s->A.rows * sizeof *s->y))) {
     goto oom;
@@ -335,9 +371,11 @@ static int run(cli_globals *g, int argc, char **argv) {
   resident_run res = {0};
   float *y_value = NULL; /* --repeat: the by-value call's result */
   gkc_conn *conn = NULL;
+  cli_limits lim;
   int rc = parse(g, &s, argc, argv);
   if (rc >= 0) return rc;
-  if ((rc = load(g, &s)) || (rc = cli_connect(g, &conn))) goto done;
+  cli_limits_get(g, &lim);
+  if ((rc = load(g, &lim, &s)) || (rc = cli_limits_connect(g, &lim, &conn))) goto done;
 
   gkc_csr A = {s.A.rows, s.A.cols, s.A.nnz, s.A.row_ptr, s.A.col_idx, s.A.values};
   gkc_info info;
@@ -382,6 +420,7 @@ static int run(cli_globals *g, int argc, char **argv) {
   cli_out_end(&o);
 done:
   gkc_close(conn);
+  cli_limits_close(&lim);
   mtx_free(&s.A);
   free(s.x), free(s.y), free(s.y0);
   free(y_value), free(res.rtt), free(res.kernel);

@@ -105,6 +105,12 @@ typedef struct {
 
 GKC_API int gkc_status(gkc_conn *c, gkc_status_info *out);
 
+/* One entry of the status reply's "limits" map, e.g. "max_request_bytes" or
+ * "memory_budget" (PROTOCOL.md lists them), so that a client can size its
+ * requests before it builds them.  GKC_EPROTOCOL when gkcd reports no such
+ * limit (an older gkcd). */
+GKC_API int gkc_status_limit(gkc_conn *c, const char *name, uint64_t *value);
+
 /* The raw status map rendered as JSON, with every field the daemon sent.
  * *json is malloc'd; free() it. */
 GKC_API int gkc_status_json(gkc_conn *c, char **json);

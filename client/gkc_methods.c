@@ -124,6 +124,26 @@ int gkc_status(gkc_conn *c, gkc_status_info *out) {
   return gkc__call(c, "status", no_params, NULL, take_status, out);
 }
 
+typedef struct {
+  const char *name;
+  uint64_t *value;
+} limit_arg;
+
+static int take_limit(gkc_conn *c, const msgpack_object *r, void *arg) {
+  const limit_arg *l = arg;
+  const msgpack_object *m = r->type == MSGPACK_OBJECT_MAP ? proto_map_get(r, "limits") : NULL;
+  const msgpack_object *v = m && m->type == MSGPACK_OBJECT_MAP ? proto_map_get(m, l->name) : NULL;
+  if (!v || v->type != MSGPACK_OBJECT_POSITIVE_INTEGER)
+    return gkc__fail(c, GKC_EPROTOCOL, "gkcd's status reports no limit '%s'", l->name);
+  *l->value = v->via.u64;
+  return 0;
+}
+
+int gkc_status_limit(gkc_conn *c, const char *name, uint64_t *value) {
+  limit_arg l = {name, value};
+  return gkc__call(c, "status", no_params, NULL, take_limit, &l);
+}
+
 static int take_json(gkc_conn *c, const msgpack_object *r, void *arg) {
   char **json = arg;
   *json = gkc__json(r);

@@ -37,7 +37,8 @@ write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/gkcConfigVersion.cm
   COMPATIBILITY SameMajorVersion)
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/gkcConfig.cmake
   ${CMAKE_CURRENT_BINARY_DIR}/gkcConfigVersion.cmake DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/gkc)
-configure_file(${CMAKE_CURRENT_SOURCE_DIR}/gkc.pc.in ${CMAKE_CURRENT_BINARY_DIR}/gkc.pc @ONLY)
-install(FILES ${CMAKE_CURRENT_BINARY_DIR}/gkc.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+# gkc.pc names the install prefix: written at install time (--prefix included).
+include(${CMAKE_SOURCE_DIR}/cmake/InstallConfigured.cmake)
+gkc_install_configured(gkc.pc.in ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
 
 include(cli.cmake OPTIONAL)

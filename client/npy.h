@@ -32,4 +32,12 @@ int npy_write(const char *path, int ndim, const int64_t *shape, const float *dat
               char *err, size_t errlen);
 void npy_free(npy_array *a);
 
+/* npy_read that calls check with the header's shape and element count
+ * before any data is read or allocated (so a caller can refuse a file too
+ * big for it); when check returns nonzero the read stops, out stays zeroed
+ * and that value is returned, err untouched.  check may be NULL. */
+typedef int (*npy_check_fn)(void *ctx, int ndim, const int64_t *shape, int64_t count);
+int npy_read_checked(const char *path, npy_array *out, npy_check_fn check, void *ctx, char *err,
+                     size_t errlen);
+
 #endif

@@ -113,11 +113,11 @@ static int parse_sgemm(refs_ctx *r, size_t max) {
   }
   if (cb > max) return too_large(a, "the result c (m*n float32)", cb, max);
   char what[96];
-  snprintf(what, sizeof what, "m*k = %" PRId64 "*%" PRId64 " float32", m, k);
+  snprintf(what, sizeof what, "m*k = %" PRId64 "*%" PRId64, m, k);
   if ((rc = refs_array(r, "a", 1, ab, 0, DT_F32, what, &s->a))) return rc;
-  snprintf(what, sizeof what, "k*n = %" PRId64 "*%" PRId64 " float32", k, n);
+  snprintf(what, sizeof what, "k*n = %" PRId64 "*%" PRId64, k, n);
   if ((rc = refs_array(r, "b", 1, bb, 0, DT_F32, what, &s->b))) return rc;
-  snprintf(what, sizeof what, "m*n = %" PRId64 "*%" PRId64 " float32", m, n);
+  snprintf(what, sizeof what, "m*n = %" PRId64 "*%" PRId64, m, n);
   if (s->beta != 0.0f && !args_present(a, "c")) {
     snprintf(a->msg, a->msglen, "missing argument 'c' (required when beta != 0)");
     return GKC_EINVALID_ARGUMENT;
@@ -148,7 +148,7 @@ static int parse_reduce(refs_ctx *r, size_t max) {
              proto_echo(name, sizeof name, op, oplen, 32));
     return GKC_EINVALID_ARGUMENT;
   }
-  if ((rc = refs_array(r, "x", 1, REFS_ANY_LEN, 0, DT_F32, "float32 values", &job->in.reduce.x)))
+  if ((rc = refs_array(r, "x", 1, REFS_ANY_LEN, 0, DT_F32, "reduce", &job->in.reduce.x)))
     return rc;
   job->in.reduce.n = (int64_t)(job->in.reduce.x.bytes / 4);
   (void)max;
@@ -156,27 +156,42 @@ static int parse_reduce(refs_ctx *r, size_t max) {
 }
 
 /* The three arrays of a CSR matrix given by value (bin or region): row_ptr
- * of rows+1 int32, col_idx of nnz int32, values of as many float32; sets
- * *nnz.  Their contents are checked later, on a worker (validate.c). */
+ * of rows+1 int32, col_idx of nnz int32, values of as many float32, where
+ * nnz = row_ptr[rows]; sets *nnz.  Only that one entry is read here, to
+ * say which array has the wrong length; the contents are checked on a
+ * worker (validate.c), on a private copy of what a region holds. */
 static int parse_csr_arrays(refs_ctx *r, int32_t rows, gkcd_span *row_ptr, gkcd_span *col_idx,
                             gkcd_span *values, int64_t *nnz) {
   args_ctx *a = r->a;
   char what[96];
   int rc;
-  snprintf(what, sizeof what, "rows+1 = %" PRId64 " int32", (int64_t)rows + 1);
+  snprintf(what, sizeof what, "rows+1 = %" PRId64, (int64_t)rows + 1);
   if ((rc = refs_array(r, "row_ptr", 1, f32_bytes((uint64_t)rows + 1, 1), 0, DT_I32, what,
                        row_ptr)) ||
-      (rc = refs_array(r, "col_idx", 1, REFS_ANY_LEN, 1, DT_I32, "nnz int32", col_idx)))
+      (rc = refs_array(r, "col_idx", 1, REFS_ANY_LEN, 1, DT_I32, "nnz", col_idx)) ||
+      (rc = refs_array(r, "values", 1, REFS_ANY_LEN, 1, DT_F32, "nnz", values)) ||
+      (rc = host_indices(a, row_ptr, col_idx)))
     return rc;
-  *nnz = (int64_t)(col_idx->bytes / 4);
-  if ((rc = host_indices(a, row_ptr, col_idx))) return rc;
-  if (*nnz > INT32_MAX) {
-    snprintf(a->msg, a->msglen, "argument 'col_idx': %" PRId64 " nonzeros, more than int32"
-             " row_ptr can index", *nnz);
+  int32_t last;
+  memcpy(&last, (const char *)row_ptr->ptr + 4 * (size_t)rows, 4);
+  uint64_t nci = col_idx->bytes / 4, nv = values->bytes / 4;
+  if (last < 0) {
+    snprintf(a->msg, a->msglen, "argument 'row_ptr': row_ptr[rows] = %" PRId32 " nonzeros is"
+             " negative", last);
     return GKC_EINVALID_ARGUMENT;
   }
-  snprintf(what, sizeof what, "nnz = %" PRId64 " float32, as many as col_idx", *nnz);
-  return refs_array(r, "values", 1, col_idx->bytes, 1, DT_F32, what, values);
+  /* col_idx and values agree with each other: row_ptr is the odd one out. */
+  if (nci == nv && nci != (uint64_t)last) {
+    snprintf(a->msg, a->msglen, "argument 'row_ptr': row_ptr[rows] = %" PRId32 " nonzeros, but"
+             " col_idx and values hold %" PRIu64 " each", last, nci);
+    return GKC_EINVALID_ARGUMENT;
+  }
+  snprintf(what, sizeof what, "row_ptr[rows] = %" PRId32 " nonzeros", last);
+  if ((rc = refs_check_len(r, "col_idx", col_idx->bytes, 4 * (uint64_t)last, DT_I32, what)) ||
+      (rc = refs_check_len(r, "values", values->bytes, 4 * (uint64_t)last, DT_F32, what)))
+    return rc;
+  *nnz = last;
+  return 0;
 }
 
 /* spmv by value (rows, cols, row_ptr, col_idx, values) or on a resident
@@ -221,10 +236,10 @@ static int parse_spmv(refs_ctx *r, size_t max) {
   uint64_t yb = f32_bytes((uint64_t)s->rows, 1);
   if (yb > max) return too_large(a, "the result y (rows float32)", yb, max);
   char what[96];
-  snprintf(what, sizeof what, "cols = %" PRId32 " float32", s->cols);
+  snprintf(what, sizeof what, "cols = %" PRId32, s->cols);
   if ((rc = refs_array(r, "x", 1, f32_bytes((uint64_t)s->cols, 1), 0, DT_F32, what, &s->x)))
     return rc;
-  snprintf(what, sizeof what, "rows = %" PRId32 " float32", s->rows);
+  snprintf(what, sizeof what, "rows = %" PRId32, s->rows);
   if (s->beta != 0.0f && !args_present(a, "y")) {
     snprintf(a->msg, a->msglen, "missing argument 'y' (required when beta != 0)");
     return GKC_EINVALID_ARGUMENT;
@@ -246,10 +261,10 @@ static int parse_vec(refs_ctx *r, size_t max) {
   int rc;
   if ((rc = args_known(a, is_dot ? dot_keys : axpby_keys)) ||
       (rc = parse_algo(a, r->srv->be, job->method, &job->algo)) ||
-      (rc = refs_array(r, "x", 1, REFS_ANY_LEN, 0, DT_F32, "float32 values", &job->in.vec.x)))
+      (rc = refs_array(r, "x", 1, REFS_ANY_LEN, 0, DT_F32, proto_method_name(job->method), &job->in.vec.x)))
     return rc;
   char what[96];
-  snprintf(what, sizeof what, "as many float32 as x (%zu)", job->in.vec.x.bytes / 4);
+  snprintf(what, sizeof what, "as many as x");
   if ((rc = refs_array(r, "y", 1, job->in.vec.x.bytes, 0, DT_F32, what, &job->in.vec.y))) return rc;
   job->in.vec.n = (int64_t)(job->in.vec.x.bytes / 4);
   if (is_dot) return 0;
@@ -280,7 +295,7 @@ static int parse_upload(refs_ctx *r, size_t max) {
     snprintf(a->msg, a->msglen, "argument 'dtype' must be \"f32\" or \"i32\"");
     return GKC_EINVALID_ARGUMENT;
   }
-  if ((rc = refs_array(r, "data", 1, REFS_ANY_LEN, 0, job->in.upload.dtype, "4-byte values",
+  if ((rc = refs_array(r, "data", 1, REFS_ANY_LEN, 0, job->in.upload.dtype, "upload",
                        &job->in.upload.data)))
     return rc;
   job->out_bytes = job->in.upload.data.bytes;

@@ -20,6 +20,7 @@ static int bad(refs_ctx *r, const char *fmt, ...) {
 }
 
 static const char *dtype_name(int dtype) { return dtype == DT_I32 ? "i32" : "f32"; }
+const char *refs_type_name(int dtype) { return dtype == DT_I32 ? "int32" : "float32"; }
 
 /* Keeps obj alive for as long as the job. */
 static int hold(refs_ctx *r, gkcd_res *obj) {
@@ -43,18 +44,38 @@ static int field(refs_ctx *r, const msgpack_object *m, const char *key, const ch
   return 0;
 }
 
+/* "12 float32 (48 bytes)", or "13 bytes" when not a whole number of elements. */
+static const char *count(char *buf, size_t len, uint64_t bytes, int dtype) {
+  if (bytes % 4)
+    snprintf(buf, len, "%" PRIu64 " bytes", bytes);
+  else
+    snprintf(buf, len, "%" PRIu64 " %s (%" PRIu64 " bytes)", bytes / 4, refs_type_name(dtype), bytes);
+  return buf;
+}
+
+/* Every length error names the argument, what it holds and what the other
+ * arguments require of it. */
 static int check_len(refs_ctx *r, const char *key, uint64_t have, uint64_t want, int allow_empty,
-                     const char *what) {
+                     int dtype, const char *what) {
+  char h[64], w[64];
   if (want == REFS_ANY_LEN) {
-    if (have % 4 || (have == 0 && !allow_empty))
-      return bad(r, "argument '%s' holds %" PRIu64 " bytes: need a %s multiple of 4 (%s)", key,
-                 have, allow_empty ? "" : "positive", what);
+    if (have % 4)
+      return bad(r, "argument '%s' holds %" PRIu64 " bytes, not a whole number of %s (4 bytes"
+                 " each)", key, have, refs_type_name(dtype));
+    if (have == 0 && !allow_empty)
+      return bad(r, "argument '%s' holds 0 bytes, expected at least 1 %s (%s)", key,
+                 refs_type_name(dtype), what);
     return 0;
   }
   if (have != want)
-    return bad(r, "argument '%s' holds %" PRIu64 " bytes, expected %" PRIu64 " (%s)", key, have,
-               want, what);
+    return bad(r, "argument '%s' holds %s, expected %s: %s", key, count(h, sizeof h, have, dtype),
+               count(w, sizeof w, want, dtype), what);
   return 0;
+}
+
+int refs_check_len(refs_ctx *r, const char *key, uint64_t have, uint64_t want, int dtype,
+                   const char *what) {
+  return check_len(r, key, have, want, 0, dtype, what);
 }
 
 int refs_object(refs_ctx *r, const char *key, int kind, gkcd_res **out) {
@@ -76,7 +97,7 @@ int refs_array(refs_ctx *r, const char *key, int required, uint64_t want_bytes, 
   const msgpack_object *o = proto_map_get(r->a->params, key);
   if (!o) return required ? bad(r, "missing argument '%s'", key) : 0;
   if (o->type == MSGPACK_OBJECT_BIN) {
-    int rc = check_len(r, key, o->via.bin.size, want_bytes, allow_empty, what);
+    int rc = check_len(r, key, o->via.bin.size, want_bytes, allow_empty, dtype, what);
     if (rc) return rc;
     *out = (gkcd_span){o->via.bin.ptr, o->via.bin.size, SPAN_HOST, 0, 0};
     return 0;
@@ -95,7 +116,7 @@ int refs_array(refs_ctx *r, const char *key, int required, uint64_t want_bytes, 
     if (obj->dtype != dtype)
       return bad(r, "argument '%s': handle %" PRIu64 " holds %s, expected %s", key, id,
                  dtype_name(obj->dtype), dtype_name(dtype));
-    if ((rc = check_len(r, key, obj->bytes, want_bytes, allow_empty, what)) || (rc = hold(r, obj)))
+    if ((rc = check_len(r, key, obj->bytes, want_bytes, allow_empty, dtype, what)) || (rc = hold(r, obj)))
       return rc;
     *out = (gkcd_span){obj->ptr, obj->bytes, SPAN_RES, 0, 0};
     return 0;
@@ -113,7 +134,7 @@ int refs_array(refs_ctx *r, const char *key, int required, uint64_t want_bytes, 
   if (off > reg->bytes || bytes > reg->bytes - off)
     return bad(r, "argument '%s': bytes [%" PRIu64 ", %" PRIu64 ") lie outside region %" PRIu64
                " of %zu bytes", key, off, off + bytes, id, reg->bytes);
-  if ((rc = check_len(r, key, bytes, want_bytes, allow_empty, what)) || (rc = hold(r, reg)))
+  if ((rc = check_len(r, key, bytes, want_bytes, allow_empty, dtype, what)) || (rc = hold(r, reg)))
     return rc;
   *out = (gkcd_span){(const char *)reg->ptr + off, bytes, SPAN_HOST, reg->pinned, 1};
   return 0;
@@ -146,8 +167,8 @@ int refs_out(refs_ctx *r, const char *name, size_t out_bytes) {
     if (!obj || obj->kind != RES_ARRAY)
       return bad(r, "argument 'out': no handle %" PRIu64 " on this connection", id);
     if (obj->dtype != DT_F32 || obj->bytes != out_bytes)
-      return bad(r, "argument 'out': handle %" PRIu64 " holds %zu bytes of %s; the result is %zu"
-                 " bytes of f32", id, obj->bytes, dtype_name(obj->dtype), out_bytes);
+      return bad(r, "argument 'out': handle %" PRIu64 " holds %zu bytes of %s, expected %zu"
+                 " bytes of f32 (the result)", id, obj->bytes, dtype_name(obj->dtype), out_bytes);
     for (int i = 0; i < job->nres; i++)
       if (job->res[i] == obj && !(job->method == PROTO_M_AXPBY && job->in.vec.y.ptr == obj->ptr))
         return bad(r, "argument 'out': handle %" PRIu64 " is also an input (only axpby's y may be"

@@ -27,10 +27,19 @@ typedef struct {
 
 /* The array argument key: a bin, {"region", "offset", "bytes"} or
  * {"handle"}, holding want_bytes bytes (or any multiple of 4 with
- * REFS_ANY_LEN, >= 4 unless allow_empty) of dtype.  what describes the
- * expected size for messages.  Absent and optional: span left empty. */
+ * REFS_ANY_LEN, >= 4 unless allow_empty) of dtype.  what says where
+ * want_bytes comes from ("m*k = 3*4"), for the message that gives both
+ * lengths when they differ.  Absent and optional: span left empty. */
 int refs_array(refs_ctx *r, const char *key, int required, uint64_t want_bytes, int allow_empty,
                int dtype, const char *what, gkcd_span *out);
+
+/* The same length check for a span already taken: have bytes of dtype where
+ * what requires want (not REFS_ANY_LEN). */
+int refs_check_len(refs_ctx *r, const char *key, uint64_t have, uint64_t want, int dtype,
+                   const char *what);
+
+/* "float32" or "int32", as messages name the element types. */
+const char *refs_type_name(int dtype);
 
 /* The result's destination from the optional `out` map, whose only key
  * must be name ("c" or "y"): sets job->out_kind and, for OUT_HOST/OUT_RES,

@@ -46,11 +46,13 @@ bad() {
 }
 skip() { echo "skip $1"; }
 
-# Starts a gkcd on socket $1 (extra environment in the caller's env); waits
-# until it answers a ping, at most ~10 s.
+# Starts a gkcd on socket $1, log $2, more gkcd options after them (extra
+# environment in the caller's env); waits until it answers a ping, at most
+# ~10 s.
 start_daemon() {
   local s=$1 log=$2 i
-  "$GKCD" --socket "$s" --log-level warn 2>"$log" &
+  shift 2
+  "$GKCD" --socket "$s" --log-level warn "$@" 2>"$log" &
   daemon_pids+=($!)
   for ((i = 0; i < 100; i++)); do
     if "$GKC" --socket "$s" ping >/dev/null 2>&1; then return 0; fi
@@ -369,6 +371,80 @@ run spmv --matrix "$dir/array.mtx"
 expect "unsupported .mtx: exit 2" 2 "array.mtx"
 run sgemm --random 8 --out "$dir/no/such/dir/c.npy"
 expect "--out into a missing folder: exit 2 before any work" 2 "no/such/dir"
+
+# Every command: an unknown option and each kind of bad value exit 2, name
+# the culprit and point at the command's --help, like gkcd --bogus.
+declare -A BAD_VALUES=(
+  [ping]="extra|--json=1|--socket"
+  [status]="extra|--json=1|--socket"
+  [sgemm]="--random 8 --alpha abc|--random 8x0x4|--random 8 --precision fp16|--random 8 --seed -1|--random 8 -x|--random 8 --beta"
+  [reduce]="--random 0|--random 10 --op avg|--random 10 --seed x|--random 10 --check=1"
+  [spmv]="--random 10 --density 2|--random 10 --repeat 0|--random 0x5|--random 10 --beta x|--random 10 --alpha inf"
+)
+for cmd in ping status sgemm reduce spmv; do
+  run "$cmd" --bogus
+  expect "gkc $cmd --bogus: exit 2, named, with the hint" 2 "^gkc: unknown option '--bogus'" "^Try 'gkc $cmd --help'\.\$"
+  IFS='|' read -r -a cases <<<"${BAD_VALUES[$cmd]}"
+  for c in "${cases[@]}"; do
+    # shellcheck disable=SC2086
+    run "$cmd" $c
+    culprit=${c##* }
+    expect "gkc $cmd $c: exit 2, names '${culprit%%=*}', with the hint" 2       "^gkc: .*${culprit%%=*}" "^Try 'gkc $cmd --help'\.\$"
+  done
+done
+
+# --- sizes over the limits: refused before anything is allocated, exit 1 -----------
+# The brief's case: C alone would be 40 GB, over the default --max-request-bytes.
+run status --json
+maxreq=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["limits"]["max_request_bytes"])' "$dir/out")
+run sgemm --random 100000x100000x1
+expect "sgemm --random 100000x100000x1: exit 1 before allocating 40 GB, names the limit" 1 \
+  "^gkc: sgemm 100000x100000x1: the result C would be 40000000000 bytes" "limit of $maxreq bytes" \
+  "gkcd --max-request-bytes"
+# A gkcd with small limits: 1 MiB a request, 1 MiB of memory budget.
+lsock=$dir/l.sock
+start_daemon "$lsock" "$dir/gkcd_limits.log" --max-request-bytes 1M --memory-budget 1M
+lrun() { run_raw --socket "$lsock" "$@"; }
+lrun sgemm --random 1000x1000x1
+expect "sgemm, result over --max-request-bytes: exit 1, both sizes" 1 \
+  "the result C would be 4000000 bytes" "limit of 1048576 bytes" "gkcd --max-request-bytes"
+lrun sgemm --random 1x1x300000
+expect "sgemm, A and B over --max-request-bytes: exit 1, both sizes" 1 \
+  "the request would carry 2400000 bytes .* of A and B" "limit of 1048576 bytes" "gkcd --max-request-bytes"
+lrun sgemm --random 400x400x300
+expect "sgemm, request and result over --memory-budget: exit 1, both sizes" 1 \
+  "would take 1600000 bytes .*in gkcd" "memory budget of 1048576 bytes" "gkcd --memory-budget"
+lrun reduce --random 300000
+expect "reduce --random over --max-request-bytes: exit 1" 1 \
+  "reduce --random 300000: the request would carry 1200000 bytes" "gkcd --max-request-bytes"
+lrun spmv --random 1000x1000 --density 0.2
+expect "spmv --random over --max-request-bytes: exit 1" 1 \
+  "spmv --random 1000x1000 .*the request would carry [0-9]+ bytes" "limit of 1048576 bytes" "gkcd --max-request-bytes"
+# Files whose headers declare more than the limit: refused after the header.
+python3 -c '
+import sys
+hdr = "{\x27descr\x27: \x27<f4\x27, \x27fortran_order\x27: False, \x27shape\x27: (2000, 2000), }"
+hdr += " " * (117 - len(hdr)) + "\n"
+with open(sys.argv[1], "wb") as f:
+    f.write(b"\x93NUMPY\x01\x00\x76\x00" + hdr.encode())
+    f.truncate(128 + 4 * 2000 * 2000)
+' "$dir/big.npy"
+lrun sgemm --a "$dir/big.npy" --b "$dir/big.npy"
+expect "sgemm --a with a 16 MB header: exit 1, names the file and the limit" 1 \
+  "--a .*big.npy of shape \(2000, 2000\)" "16000000 bytes" "gkcd --max-request-bytes"
+lrun reduce --x "$dir/big.npy"
+expect "reduce --x with a 16 MB header: exit 1" 1 "--x .*big.npy" "gkcd --max-request-bytes"
+printf '%%%%MatrixMarket matrix coordinate real general\n1000 1000 500000\n1 1 1\n' >"$dir/big.mtx"
+lrun spmv --matrix "$dir/big.mtx"
+expect "spmv --matrix declaring 500000 entries: exit 1 before reading them" 1 \
+  "big.mtx \(1000 x 1000, 500000 entries\)" "gkcd --max-request-bytes"
+lrun sgemm --random 100x100x100 --check
+expect "within the limits the same gkcd computes" 0 "check: +passed"
+# This machine's memory, checked even when gkcd cannot be reached (its
+# limits unknown): 8 TB for A, B, C and the reply.
+run_raw --socket "$dir/nobody.sock" sgemm --random 1000000x1000000x1
+expect "sgemm larger than this machine's memory: exit 1, names MemAvailable" 1 \
+  "needs about 8000008000000 bytes" "MemAvailable in /proc/meminfo"
 
 # --- server and connection errors: exit 1 ------------------------------------------
 for cmd in "sgemm --random 16" "reduce --random 100" "spmv --random 100"; do

@@ -340,6 +340,60 @@ static void test_write_errors(void) {
   }
 }
 
+/* npy_read_checked: the check sees the header's shape before any data is
+ * read; its refusal is returned as is, with nothing allocated; its consent
+ * reads the file as npy_read does.  Over a pipe the refusal comes after the
+ * header alone (the data never arrives). */
+typedef struct {
+  int calls, refuse, ndim;
+  int64_t shape[NPY_MAX_DIMS], count;
+} seen;
+
+static int record(void *ctx, int ndim, const int64_t *shape, int64_t count) {
+  seen *s = ctx;
+  s->calls++;
+  s->ndim = ndim;
+  memcpy(s->shape, shape, sizeof s->shape);
+  s->count = count;
+  return s->refuse;
+}
+
+static void test_checked(void) {
+  const char *p = tpath("checked.npy");
+  int64_t shape[2] = {2, 3};
+  const float data[6] = {1, -2, 3.5f, 4, 5, 6.25f};
+  if (npy_write(p, 2, shape, data, err, sizeof err)) TEST_FAIL("write: %s", err);
+  npy_array a;
+  seen s = {0};
+  ASSERT_EQ(npy_read_checked(p, &a, record, &s, err, sizeof err), 0);
+  ASSERT(s.calls == 1 && s.ndim == 2 && s.shape[0] == 2 && s.shape[1] == 3 && s.count == 6);
+  ASSERT(a.count == 6 && memcmp(a.data, data, sizeof data) == 0);
+  npy_free(&a);
+  s = (seen){.refuse = 7};
+  ASSERT_EQ(npy_read_checked(p, &a, record, &s, err, sizeof err), 7);
+  ASSERT(s.calls == 1 && a.data == NULL && a.count == 0);
+
+  /* A header that promises 4e12 bytes over a pipe: refused, not read. */
+  static uint8_t buf[4096];
+  pid_t child;
+  size_t n = build_npy(buf, 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (1000000000000,), }\n",
+                       six, sizeof six);
+  const char *pp = pipe_path(buf, n, &child);
+  s = (seen){.refuse = 1};
+  ASSERT_EQ(npy_read_checked(pp, &a, record, &s, err, sizeof err), 1);
+  ASSERT(s.calls == 1 && s.count == 1000000000000LL && a.data == NULL);
+  pipe_done(pp, child);
+
+  /* A regular file whose size disagrees with its header is reported as such
+   * (a usage error), without asking the check. */
+  n = build_npy(buf, 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (1000000,), }\n",
+                six, sizeof six);
+  write_bytes(tpath("short.npy"), buf, n);
+  s = (seen){.refuse = 1};
+  ASSERT_EQ(npy_read_checked(tpath("short.npy"), &a, record, &s, err, sizeof err), -1);
+  ASSERT(s.calls == 0);
+}
+
 int main(void) {
   make_tmpdir("gkc_test_npy");
   atexit(remove_tmpdir); /* also after a failed assertion (exit 1) */
@@ -351,6 +405,7 @@ int main(void) {
   test_file_errors();
   test_pipe();
   test_write_errors();
+  test_checked();
   printf("test_npy: all passed\n");
   return 0;
 }
