@@ -159,14 +159,14 @@ static void fail_all(gkc_conn *c, int err) {
       if ((int32_t)((*p)->msgid - (*pmin)->msgid) < 0) pmin = p;
     gkc__req *r = *pmin;
     *pmin = r->next;
-    gkc_result res;
-    gkc__result_init(&res);
+    gkc_result local, *res = r->res; /* blocking: the caller's */
+    if (!res) gkc__result_init(res = &local);
     if (c->cancelling) {
       err = GKC_ECANCELLED;
       snprintf(msg, sizeof msg, "cancelled: the connection was closed before the reply arrived");
     }
     snprintf(c->errmsg, sizeof c->errmsg, "%s", msg);
-    finish(c, r, &res, err);
+    finish(c, r, res, err);
   }
 }
 
@@ -390,8 +390,8 @@ int gkc__flush(gkc_conn *c) {
 /* --- replies and notifications ----------------------------------------------------- */
 
 /* [2, "error", [{"code": str, "message": str}]]: gkcd says why it is about
- * to close the connection.  Returns 1 when root is such a notification
- * (and broke the connection), 0 for any other notification (skipped). */
+ * to close the connection.  Returns its code (negative) when root is such
+ * a notification (and broke the connection), 0 for any other (skipped). */
 static int notification(gkc_conn *c, const msgpack_object *root) {
   const msgpack_object *a = root->via.array.ptr;
   uint32_t n = root->via.array.size;
@@ -411,10 +411,8 @@ static int notification(gkc_conn *c, const msgpack_object *root) {
   if (msg && msg->type == MSGPACK_OBJECT_STR)
     proto_echo(text, sizeof text, msg->via.str.ptr, msg->via.str.size, 180);
   if (err == GKC_EUNKNOWN_CODE)
-    gkc__break(c, err, "gkcd closed the connection: %s (code \"%s\")", text, name);
-  else
-    gkc__break(c, err, "gkcd closed the connection: %s", text[0] ? text : gkc_strerror(err));
-  return 1;
+    return gkc__break(c, err, "gkcd closed the connection: %s (code \"%s\")", text, name);
+  return gkc__break(c, err, "gkcd closed the connection: %s", text[0] ? text : gkc_strerror(err));
 }
 
 /* Handles one whole frame; 0, or an error after breaking the connection. */
@@ -433,7 +431,7 @@ static int dispatch(gkc_conn *c, const unsigned char *frame, size_t len) {
   if (root.type == MSGPACK_OBJECT_ARRAY && root.via.array.size >= 1 &&
       root.via.array.ptr[0].type == MSGPACK_OBJECT_POSITIVE_INTEGER &&
       root.via.array.ptr[0].via.u64 == 2) {
-    if (notification(c, &root)) rc = GKC_EIO;
+    rc = notification(c, &root);
     goto out;
   }
   if (proto_response_parse(&root, &resp) != 0) {

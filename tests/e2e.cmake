@@ -28,6 +28,10 @@ if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/e2e_async.c)
   gkc_e2e_test(e2e_async)
   target_link_libraries(e2e_async PRIVATE gkc_uv_static)
 endif()
+# gkcd's error notifications, from a fake server (no gkcd needed).
+if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/e2e_notify.c)
+  gkc_e2e_test(e2e_notify)
+endif()
 
 # The daemon's CUDA backend, end to end; reports skipped without a GPU.
 if(GKC_HAVE_CUDA)
