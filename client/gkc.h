@@ -15,6 +15,16 @@
  * gkc_errors.h).  After a failure, gkc_errmsg() holds the daemon's message
  * (which names the offending argument) or a client-side description.
  * Link with `pkg-config --libs gkc` or CMake's find_package(gkc).
+ *
+ * gkc_async.h is the same library without blocking: many requests in
+ * flight on one connection, callbacks run from the caller's event loop.
+ *
+ * When gkcd closes a connection on its own it first sends a notification
+ * [2, "error", [{"code", "message"}]] (too_many_connections when it has no
+ * slot for a new connection, timeout when one made no progress): the call
+ * waiting for a reply then fails with that code (GKC_ETOO_MANY_CONNECTIONS,
+ * GKC_ETIMEOUT) and gkc_errmsg holds the daemon's message.  Notifications
+ * the library does not know are skipped.
  */
 #ifndef GKC_H
 #define GKC_H

@@ -1,23 +1,131 @@
-/* gkc_internal.h: what the library's files share; not installed. */
+/* gkc_internal.h: what the library's files share; not installed.
+ *
+ * One core carries every request, blocking or async (gkc_wire.c): a request
+ * (gkc__req) is checked and described by its method's prep function, packed
+ * into the connection's output queue under a fresh msgid, kept in a table
+ * of pending requests until the reply with that msgid arrives, then read by
+ * its method's take function into a gkc_result and handed to its done hook.
+ * The blocking calls of gkc.h wait for that on a blocking socket
+ * (gkc__run); a gkc_async context drives the same core from an event loop.
+ */
 #ifndef GKC_INTERNAL_H
 #define GKC_INTERNAL_H
 
 #include <msgpack.h>
 
 #include "gkc.h"
+#include "gkc_async.h"
 
-/* Packs the params map of a request (exactly one map); 0 or an error. */
-typedef int (*gkc__pack_fn)(msgpack_packer *pk, const void *arg);
-/* Reads a successful result; 0 or an error set with gkc__fail. */
-typedef int (*gkc__take_fn)(gkc_conn *c, const msgpack_object *result, void *arg);
+typedef struct gkc__req gkc__req;
 
-/* One request, one reply. */
-int gkc__call(gkc_conn *c, const char *method, gkc__pack_fn pack, const void *pack_arg,
-              gkc__take_fn take, void *take_arg);
-/* The same, passing the descriptor fd (when >= 0) as SCM_RIGHTS ancillary
- * data with the request's first bytes; the caller keeps its own copy. */
-int gkc__call_fd(gkc_conn *c, int fd, const char *method, gkc__pack_fn pack, const void *pack_arg,
-                 gkc__take_fn take, void *take_arg);
+/* Packs the params map of a request (exactly one map). */
+typedef void (*gkc__pack_fn)(msgpack_packer *pk, const gkc__req *r);
+/* Reads a successful result into res (and r->out); 0 or an error set with gkc__fail. */
+typedef int (*gkc__take_fn)(gkc_conn *c, const msgpack_object *result, gkc__req *r,
+                            gkc_result *res);
+/* The request is over: res->status says how; runs exactly once. */
+typedef void (*gkc__done_fn)(gkc_conn *c, gkc__req *r, gkc_result *res);
+
+struct gkc__req {
+  gkc__req *next;     /* in the pending table's chain, or a list being failed */
+  uint32_t msgid;
+  const char *method; /* a string literal */
+  int fd;             /* sent with the request as SCM_RIGHTS, or -1 */
+  gkc__pack_fn pack;
+  gkc__take_fn take;
+  gkc__done_fn done;
+  gkc_out *out;       /* the caller's, for methods with an array result */
+  const char *limit_name; /* gkc_status_limit: the entry of "limits" wanted */
+  union {             /* a copy of the caller's arguments, read by pack */
+    gkc_sgemm_args sgemm;
+    gkc_spmv_args spmv;
+    gkc_reduce_args reduce;
+    gkc_dot_args dot;
+    gkc_axpby_args axpby;
+    gkc_shm_register_args shm_register;
+    gkc_shm_release_args shm_release;
+    gkc_upload_args upload;
+    gkc_download_args download;
+    gkc_csr_upload_args csr_upload;
+    gkc_release_args release;
+  } a;
+  uint64_t bytes;     /* the request's size, counted against the in-flight bound */
+  uint64_t t0_ns;     /* when it was queued */
+  gkc_result *res;    /* blocking: the caller's result; async: NULL (one on the stack) */
+  int finished;       /* blocking: set by done */
+  gkc_async_cb cb;    /* async */
+  void *userdata;
+  gkc_region *region; /* gkc_async_region_create: the region being registered */
+};
+
+/* One output segment: bytes in the connection's buffer, or caller memory. */
+typedef struct {
+  const unsigned char *ref; /* NULL: obuf[off .. off + len) */
+  size_t off, len;
+  int fd; /* to pass with this segment's first byte, or -1 */
+} gkc__seg;
+
+struct gkc_conn {
+  int fd;
+  int nonblock; /* an async context's: never wait */
+  uint32_t next_msgid;
+  int tf32; /* gkc_set_precision */
+  char errmsg[512];
+  /* Why the connection is gone (kept for later calls), once fd is -1. */
+  char dead_msg[512];
+  int cancelling; /* closing on the owner's request: fail with GKC_ECANCELLED */
+  int write_cut;  /* gkcd closed while we were sending: read what it said */
+  /* output queue */
+  unsigned char *obuf;
+  size_t olen, ocap;
+  gkc__seg *segs;
+  size_t seg_head, nseg, segcap;
+  int pack_oom; /* the packer could not grow the queue */
+  /* received bytes not yet dispatched: ibuf[ipos .. ilen) */
+  unsigned char *ibuf;
+  size_t ipos, ilen, icap;
+  /* pending requests by msgid: chained buckets, a power of two of them */
+  gkc__req **tab;
+  size_t tabsize, npending;
+  uint64_t pending_bytes;
+  /* Called just before the core closes fd (async: to stop watching it). */
+  void (*before_close)(gkc_conn *c);
+};
+
+/* --- the core (gkc_wire.c) ------------------------------------------------------- */
+
+/* A zeroed connection with fd -1. */
+void gkc__conn_init(gkc_conn *c);
+/* Connects c->fd to the socket (NULL: the default path); 0 or an error. */
+int gkc__conn_connect(gkc_conn *c, const char *socket_path);
+/* Closes fd and fails every pending request with GKC_ECANCELLED; the
+ * buffers stay until gkc__conn_destroy (a read may be under way). */
+void gkc__cancel(gkc_conn *c);
+/* Cancels what is pending, closes fd and frees the buffers; c itself stays. */
+void gkc__conn_destroy(gkc_conn *c);
+/* A request ready for its prep function (fd -1, everything else zero). */
+void gkc__req_init(gkc__req *r);
+/* Gives r a msgid, packs it into the output queue and makes it pending.
+ * On failure nothing was queued and r is not pending; the error is set.
+ * max_requests/max_bytes: the in-flight bound (0: none). */
+int gkc__submit(gkc_conn *c, gkc__req *r, size_t max_requests, uint64_t max_bytes);
+/* Writes queued output; returns 0 once the queue is empty or the socket
+ * would block, or an error after breaking the connection. */
+int gkc__flush(gkc_conn *c);
+int gkc__want_write(const gkc_conn *c);
+/* Reads what is there (async) or waits for bytes (blocking), then completes
+ * every pending request whose reply is whole.  0, or an error after the
+ * connection broke (every pending request failed with it). */
+int gkc__read(gkc_conn *c);
+/* Closes fd and fails every pending request with err and msg (made the
+ * connection's lasting message); returns err. */
+int gkc__break(gkc_conn *c, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Runs one request on a blocking connection to its end; returns res->status. */
+int gkc__run(gkc_conn *c, gkc__req *r, gkc_result *res);
+/* A gkc_result with nothing in it yet (NAN timings). */
+void gkc__result_init(gkc_result *res);
+uint64_t gkc__now_ns(void);
+
 /* Records a message for gkc_errmsg and returns err. */
 int gkc__fail(gkc_conn *c, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Nonzero when sgemm should ask for precision "tf32". */
@@ -25,17 +133,36 @@ int gkc__tf32(const gkc_conn *c);
 /* Renders a msgpack object as JSON into a malloc'd string (NULL when out of memory). */
 char *gkc__json(const msgpack_object *o);
 
+/* --- the methods: one prep per row of GKC_ASYNC_METHOD_MAP --------------------------
+ * Each checks the arguments (errors through gkc__fail on c) and fills r. */
+#define GKC__PREP_NONE(name) int gkc__prep_##name(gkc_conn *c, gkc__req *r);
+#define GKC__PREP_ARGS(name, type) int gkc__prep_##name(gkc_conn *c, gkc__req *r, const type *a);
+#define GKC__PREP_OUT(name, type) \
+  int gkc__prep_##name(gkc_conn *c, gkc__req *r, const type *a, gkc_out *out);
+GKC_ASYNC_METHOD_MAP(GKC__PREP_NONE, GKC__PREP_ARGS, GKC__PREP_OUT)
+#undef GKC__PREP_NONE
+#undef GKC__PREP_ARGS
+#undef GKC__PREP_OUT
+
+/* Regions (gkc_region.c): the local half of gkc_region_create, and its undoing. */
+int gkc__region_alloc(gkc_conn *c, size_t bytes, gkc_region **out);
+int gkc__region_fd(const gkc_region *r);
+void gkc__region_set_id(gkc_region *r, uint32_t id);
+void gkc__region_free(gkc_region *r);
+
 /* Helpers of the method files (defined in gkc_methods.c). */
 /* Packs "algo": algo, or "auto" when algo is NULL or "". */
 void gkc__pack_algo(msgpack_packer *pk, const char *algo);
-/* Packs a reduce request's map header (3 entries), "op" and "algo"; the
- * caller packs "x". */
-void gkc__pack_reduce_head(msgpack_packer *pk, gkc_reduce_op op, const char *algo);
 /* Copies a string field of map m into a fixed buffer; "" when absent. */
 void gkc__get_str(const msgpack_object *m, const char *key, char *dst, size_t n);
 /* A numeric field of map m as a double; dflt when absent or not a number. */
 double gkc__get_num(const msgpack_object *m, const char *key, double dflt);
 /* Fills info (when not NULL) from a result's algo and timings (NAN when absent). */
 void gkc__take_info(const msgpack_object *r, gkc_info *info);
+/* A result that must be a map (and holds nothing we need). */
+int gkc__take_map(gkc_conn *c, const msgpack_object *result, gkc__req *r, gkc_result *res);
+/* An unsigned integer under key of map m, in [0, max]; 0 or GKC_EPROTOCOL. */
+int gkc__get_uint(gkc_conn *c, const msgpack_object *m, const char *key, uint64_t max,
+                  uint64_t *v);
 
 #endif

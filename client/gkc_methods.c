@@ -1,33 +1,22 @@
-/* gkc_methods.c: one function per protocol method (see gkc.h). */
+/* gkc_methods.c: ping and status, the calls on plain arrays (gkc_sgemm,
+ * gkc_reduce, gkc_spmv, which pass their arrays as GKC_REF_MEM to the
+ * calls on references in gkc_resident.c), and helpers of the method files. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "gkc_internal.h"
 #include "proto_rpc.h"
 
-static int no_params(msgpack_packer *pk, const void *arg) {
-  (void)arg;
+static void no_params(msgpack_packer *pk, const gkc__req *r) {
+  (void)r;
   msgpack_pack_map(pk, 0);
-  return 0;
-}
-
-static void pack_bin(msgpack_packer *pk, const char *key, const void *p, size_t bytes) {
-  proto_pack_cstr(pk, key);
-  msgpack_pack_bin(pk, bytes);
-  msgpack_pack_bin_body(pk, p, bytes);
 }
 
 void gkc__pack_algo(msgpack_packer *pk, const char *algo) {
   proto_pack_cstr(pk, "algo");
   proto_pack_cstr(pk, algo && *algo ? algo : "auto");
-}
-
-void gkc__pack_reduce_head(msgpack_packer *pk, gkc_reduce_op op, const char *algo) {
-  static const char *const ops[] = {"sum", "min", "max"};
-  msgpack_pack_map(pk, 3);
-  proto_pack_cstr(pk, "op"), proto_pack_cstr(pk, ops[op]);
-  gkc__pack_algo(pk, algo);
 }
 
 void gkc__get_str(const msgpack_object *m, const char *key, char *dst, size_t n) {
@@ -60,36 +49,63 @@ void gkc__take_info(const msgpack_object *r, gkc_info *info) {
   info->d2h_us = gkc__get_num(r, "d2h_us", NAN);
 }
 
-/* Copies the bin result `key`, which must hold exactly bytes bytes, to dst. */
-static int take_array(gkc_conn *c, const msgpack_object *r, const char *key, void *dst,
-                      size_t bytes) {
-  const msgpack_object *o = proto_map_get(r, key);
-  if (!o || o->type != MSGPACK_OBJECT_BIN || o->via.bin.size != bytes)
-    return gkc__fail(c, GKC_EPROTOCOL, "reply lacks a %zu-byte '%s'", bytes, key);
-  memcpy(dst, o->via.bin.ptr, bytes);
+int gkc__take_map(gkc_conn *c, const msgpack_object *result, gkc__req *r, gkc_result *res) {
+  (void)r, (void)res;
+  if (result->type != MSGPACK_OBJECT_MAP)
+    return gkc__fail(c, GKC_EPROTOCOL, "%s result is not a map", r->method);
+  return 0;
+}
+
+int gkc__get_uint(gkc_conn *c, const msgpack_object *m, const char *key, uint64_t max,
+                  uint64_t *v) {
+  const msgpack_object *o = m->type == MSGPACK_OBJECT_MAP ? proto_map_get(m, key) : NULL;
+  if (!o || o->type != MSGPACK_OBJECT_POSITIVE_INTEGER || o->via.u64 > max)
+    return gkc__fail(c, GKC_EPROTOCOL, "reply lacks an integer '%s'", key);
+  *v = o->via.u64;
   return 0;
 }
 
 /* --- ping / status ------------------------------------------------------- */
 
-static int take_ping(gkc_conn *c, const msgpack_object *r, void *arg) {
-  gkc_ping_info *p = arg;
+static int take_ping(gkc_conn *c, const msgpack_object *r, gkc__req *req, gkc_result *res) {
+  (void)req;
   if (r->type != MSGPACK_OBJECT_MAP) return gkc__fail(c, GKC_EPROTOCOL, "ping result is not a map");
-  if (!p) return 0;
+  gkc_ping_info *p = &res->ping;
   gkc__get_str(r, "version", p->version, sizeof p->version);
   gkc__get_str(r, "backend", p->backend, sizeof p->backend);
   p->protocol = (int)gkc__get_num(r, "protocol", 0);
   return 0;
 }
 
-int gkc_ping(gkc_conn *c, gkc_ping_info *out) {
-  return gkc__call(c, "ping", no_params, NULL, take_ping, out);
+int gkc__prep_ping(gkc_conn *c, gkc__req *r) {
+  (void)c;
+  r->method = "ping";
+  r->pack = no_params;
+  r->take = take_ping;
+  return 0;
 }
 
-static int take_status(gkc_conn *c, const msgpack_object *r, void *arg) {
-  gkc_status_info *s = arg;
+int gkc_ping(gkc_conn *c, gkc_ping_info *out) {
+  gkc__req r;
+  gkc_result res;
+  gkc__req_init(&r);
+  gkc__result_init(&res);
+  gkc__prep_ping(c, &r);
+  int rc = gkc__run(c, &r, &res);
+  if (rc == 0 && out) *out = res.ping;
+  return rc;
+}
+
+/* Fills res->status_info (when the caller gave one) and res->status_json. */
+static int take_status(gkc_conn *c, const msgpack_object *r, gkc__req *req, gkc_result *res) {
+  (void)req;
   if (r->type != MSGPACK_OBJECT_MAP)
     return gkc__fail(c, GKC_EPROTOCOL, "status result is not a map");
+  char *json = gkc__json(r);
+  if (!json) return gkc__fail(c, GKC_EOUT_OF_MEMORY, "out of memory");
+  res->status_json = json;
+  gkc_status_info *s = (gkc_status_info *)res->status_info;
+  if (!s) return 0;
   memset(s, 0, sizeof *s);
   gkc__get_str(r, "backend", s->backend, sizeof s->backend);
   s->uptime_s = gkc__get_num(r, "uptime_s", 0);
@@ -120,78 +136,62 @@ static int take_status(gkc_conn *c, const msgpack_object *r, void *arg) {
   return 0;
 }
 
-int gkc_status(gkc_conn *c, gkc_status_info *out) {
-  return gkc__call(c, "status", no_params, NULL, take_status, out);
+int gkc__prep_status(gkc_conn *c, gkc__req *r) {
+  (void)c;
+  r->method = "status";
+  r->pack = no_params;
+  r->take = take_status;
+  return 0;
 }
 
-typedef struct {
-  const char *name;
-  uint64_t *value;
-} limit_arg;
+/* Both blocking status calls; *json (when not NULL) takes the JSON. */
+static int status_call(gkc_conn *c, gkc_status_info *out, char **json) {
+  gkc__req r;
+  gkc_result res;
+  gkc__req_init(&r);
+  gkc__result_init(&res);
+  res.status_info = out;
+  gkc__prep_status(c, &r);
+  int rc = gkc__run(c, &r, &res);
+  if (json && rc == 0)
+    *json = (char *)res.status_json;
+  else
+    free((char *)res.status_json);
+  return rc;
+}
 
-static int take_limit(gkc_conn *c, const msgpack_object *r, void *arg) {
-  const limit_arg *l = arg;
+int gkc_status(gkc_conn *c, gkc_status_info *out) { return status_call(c, out, NULL); }
+
+int gkc_status_json(gkc_conn *c, char **json) {
+  *json = NULL;
+  return status_call(c, NULL, json);
+}
+
+/* gkc_status_limit: one entry of status's "limits" map, into res->value. */
+static int take_limit(gkc_conn *c, const msgpack_object *r, gkc__req *req, gkc_result *res) {
+  const char *name = req->limit_name;
   const msgpack_object *m = r->type == MSGPACK_OBJECT_MAP ? proto_map_get(r, "limits") : NULL;
-  const msgpack_object *v = m && m->type == MSGPACK_OBJECT_MAP ? proto_map_get(m, l->name) : NULL;
+  const msgpack_object *v = m && m->type == MSGPACK_OBJECT_MAP ? proto_map_get(m, name) : NULL;
   if (!v || v->type != MSGPACK_OBJECT_POSITIVE_INTEGER)
-    return gkc__fail(c, GKC_EPROTOCOL, "gkcd's status reports no limit '%s'", l->name);
-  *l->value = v->via.u64;
+    return gkc__fail(c, GKC_EPROTOCOL, "gkcd's status reports no limit '%s'", name);
+  res->value = (double)v->via.u64;
   return 0;
 }
 
 int gkc_status_limit(gkc_conn *c, const char *name, uint64_t *value) {
-  limit_arg l = {name, value};
-  return gkc__call(c, "status", no_params, NULL, take_limit, &l);
+  gkc__req r;
+  gkc_result res;
+  gkc__req_init(&r);
+  gkc__result_init(&res);
+  gkc__prep_status(c, &r);
+  r.take = take_limit;
+  r.limit_name = name;
+  int rc = gkc__run(c, &r, &res);
+  if (rc == 0) *value = (uint64_t)res.value;
+  return rc;
 }
 
-static int take_json(gkc_conn *c, const msgpack_object *r, void *arg) {
-  char **json = arg;
-  *json = gkc__json(r);
-  return *json ? 0 : gkc__fail(c, GKC_EOUT_OF_MEMORY, "out of memory");
-}
-
-int gkc_status_json(gkc_conn *c, char **json) {
-  *json = NULL;
-  return gkc__call(c, "status", no_params, NULL, take_json, json);
-}
-
-/* --- sgemm --------------------------------------------------------------- */
-
-typedef struct {
-  int32_t m, n, k;
-  float alpha, beta;
-  const float *a, *b;
-  float *c;
-  int ta, tb;
-  const char *algo;
-  gkc_info *info;
-  int tf32;
-} sgemm_call;
-
-static int pack_sgemm(msgpack_packer *pk, const void *arg) {
-  const sgemm_call *s = arg;
-  size_t m = (size_t)s->m, n = (size_t)s->n, k = (size_t)s->k;
-  msgpack_pack_map(pk, (s->beta != 0.0f ? 11 : 10) + (s->tf32 ? 1 : 0));
-  if (s->tf32) proto_pack_cstr(pk, "precision"), proto_pack_cstr(pk, "tf32");
-  proto_pack_cstr(pk, "m"), msgpack_pack_int32(pk, s->m);
-  proto_pack_cstr(pk, "n"), msgpack_pack_int32(pk, s->n);
-  proto_pack_cstr(pk, "k"), msgpack_pack_int32(pk, s->k);
-  proto_pack_cstr(pk, "alpha"), msgpack_pack_float(pk, s->alpha);
-  proto_pack_cstr(pk, "beta"), msgpack_pack_float(pk, s->beta);
-  proto_pack_cstr(pk, "trans_a"), s->ta ? msgpack_pack_true(pk) : msgpack_pack_false(pk);
-  proto_pack_cstr(pk, "trans_b"), s->tb ? msgpack_pack_true(pk) : msgpack_pack_false(pk);
-  gkc__pack_algo(pk, s->algo);
-  pack_bin(pk, "a", s->a, m * k * 4);
-  pack_bin(pk, "b", s->b, k * n * 4);
-  if (s->beta != 0.0f) pack_bin(pk, "c", s->c, m * n * 4);
-  return 0;
-}
-
-static int take_sgemm(gkc_conn *c, const msgpack_object *r, void *arg) {
-  sgemm_call *s = arg;
-  gkc__take_info(r, s->info);
-  return take_array(c, r, "c", s->c, (size_t)s->m * (size_t)s->n * 4);
-}
+/* --- the calls on plain arrays ---------------------------------------------- */
 
 /* Dimensions whose products overflow size_t cannot be sent; the daemon
  * checks again, but the client must not compute garbage lengths first. */
@@ -212,36 +212,16 @@ int gkc_sgemm(gkc_conn *c, int32_t m, int32_t n, int32_t k, float alpha, const f
       (rc = dims_ok(c, m, n, "m*n")))
     return rc;
   if (!a || !b || !cmat) return gkc__fail(c, GKC_EINVALID_ARGUMENT, "a, b and c must not be NULL");
-  sgemm_call s = {m, n, k, alpha, beta, a, b, cmat, trans_a, trans_b, algo, info, gkc__tf32(c)};
-  return gkc__call(c, "sgemm", pack_sgemm, &s, take_sgemm, &s);
-}
-
-/* --- reduce -------------------------------------------------------------- */
-
-typedef struct {
-  const float *x;
-  size_t n;
-  gkc_reduce_op op;
-  const char *algo;
-  double *value;
-  gkc_info *info;
-} reduce_call;
-
-static int pack_reduce(msgpack_packer *pk, const void *arg) {
-  const reduce_call *r = arg;
-  gkc__pack_reduce_head(pk, r->op, r->algo);
-  pack_bin(pk, "x", r->x, r->n * 4);
-  return 0;
-}
-
-static int take_reduce(gkc_conn *c, const msgpack_object *r, void *arg) {
-  reduce_call *rc = arg;
-  const msgpack_object *v = proto_map_get(r, "value");
-  if (!v || (v->type != MSGPACK_OBJECT_FLOAT64 && v->type != MSGPACK_OBJECT_FLOAT32))
-    return gkc__fail(c, GKC_EPROTOCOL, "reply lacks a float 'value'");
-  *rc->value = v->via.f64;
-  gkc__take_info(r, rc->info);
-  return 0;
+  size_t mk = (size_t)m * (size_t)k * 4, kn = (size_t)k * (size_t)n * 4;
+  size_t mn = (size_t)m * (size_t)n * 4;
+  gkc_sgemm_args s = GKC_SGEMM_ARGS_INIT;
+  s.m = m, s.n = n, s.k = k, s.alpha = alpha, s.beta = beta;
+  s.trans_a = trans_a, s.trans_b = trans_b, s.algo = algo;
+  s.a = gkc_ref_mem(a, mk);
+  s.b = gkc_ref_mem(b, kn);
+  if (beta != 0.0f) s.c = gkc_ref_mem(cmat, mn);
+  gkc_out out = gkc_out_mem(cmat, mn);
+  return gkc_sgemm_ref(c, &s, &out, info);
 }
 
 int gkc_reduce(gkc_conn *c, const float *x, size_t n, gkc_reduce_op op, double *value,
@@ -249,45 +229,7 @@ int gkc_reduce(gkc_conn *c, const float *x, size_t n, gkc_reduce_op op, double *
   if (n < 1 || n > ((size_t)1 << 32) / 4)
     return gkc__fail(c, GKC_EINVALID_ARGUMENT, "n must be in [1, 2^30]");
   if (!x || !value) return gkc__fail(c, GKC_EINVALID_ARGUMENT, "x and value must not be NULL");
-  if (op != GKC_SUM && op != GKC_MIN && op != GKC_MAX)
-    return gkc__fail(c, GKC_EINVALID_ARGUMENT, "op must be GKC_SUM, GKC_MIN or GKC_MAX");
-  reduce_call r = {x, n, op, algo, value, info};
-  return gkc__call(c, "reduce", pack_reduce, &r, take_reduce, &r);
-}
-
-/* --- spmv ---------------------------------------------------------------- */
-
-typedef struct {
-  const gkc_csr *A;
-  float alpha, beta;
-  const float *x;
-  float *y;
-  const char *algo;
-  gkc_info *info;
-} spmv_call;
-
-static int pack_spmv(msgpack_packer *pk, const void *arg) {
-  const spmv_call *s = arg;
-  const gkc_csr *A = s->A;
-  size_t nnz = (size_t)A->nnz;
-  msgpack_pack_map(pk, s->beta != 0.0f ? 10 : 9);
-  proto_pack_cstr(pk, "rows"), msgpack_pack_int32(pk, A->rows);
-  proto_pack_cstr(pk, "cols"), msgpack_pack_int32(pk, A->cols);
-  proto_pack_cstr(pk, "alpha"), msgpack_pack_float(pk, s->alpha);
-  proto_pack_cstr(pk, "beta"), msgpack_pack_float(pk, s->beta);
-  gkc__pack_algo(pk, s->algo);
-  pack_bin(pk, "row_ptr", A->row_ptr, ((size_t)A->rows + 1) * 4);
-  pack_bin(pk, "col_idx", A->col_idx, nnz * 4);
-  pack_bin(pk, "values", A->values, nnz * 4);
-  pack_bin(pk, "x", s->x, (size_t)A->cols * 4);
-  if (s->beta != 0.0f) pack_bin(pk, "y", s->y, (size_t)A->rows * 4);
-  return 0;
-}
-
-static int take_spmv(gkc_conn *c, const msgpack_object *r, void *arg) {
-  spmv_call *s = arg;
-  gkc__take_info(r, s->info);
-  return take_array(c, r, "y", s->y, (size_t)s->A->rows * 4);
+  return gkc_reduce_ref(c, gkc_ref_mem(x, n * 4), op, value, NULL, algo, info);
 }
 
 int gkc_spmv(gkc_conn *c, const gkc_csr *A, float alpha, const float *x, float beta, float *y,
@@ -296,6 +238,14 @@ int gkc_spmv(gkc_conn *c, const gkc_csr *A, float alpha, const float *x, float b
     return gkc__fail(c, GKC_EINVALID_ARGUMENT, "A, its arrays, x and y must not be NULL");
   if (A->rows < 1 || A->cols < 1 || A->nnz < 0 || A->nnz > INT32_MAX)
     return gkc__fail(c, GKC_EINVALID_ARGUMENT, "need rows, cols >= 1 and 0 <= nnz <= INT32_MAX");
-  spmv_call s = {A, alpha, beta, x, y, algo, info};
-  return gkc__call(c, "spmv", pack_spmv, &s, take_spmv, &s);
+  size_t nnz = (size_t)A->nnz;
+  gkc_spmv_args s = GKC_SPMV_ARGS_INIT;
+  s.rows = A->rows, s.cols = A->cols, s.alpha = alpha, s.beta = beta, s.algo = algo;
+  s.row_ptr = gkc_ref_mem(A->row_ptr, ((size_t)A->rows + 1) * 4);
+  s.col_idx = gkc_ref_mem(A->col_idx, nnz * 4);
+  s.values = gkc_ref_mem(A->values, nnz * 4);
+  s.x = gkc_ref_mem(x, (size_t)A->cols * 4);
+  if (beta != 0.0f) s.y = gkc_ref_mem(y, (size_t)A->rows * 4);
+  gkc_out out = gkc_out_mem(y, (size_t)A->rows * 4);
+  return gkc_spmv_ref(c, &s, &out, info);
 }

@@ -24,63 +24,74 @@ struct gkc_region {
 
 /* --- the protocol methods ------------------------------------------------------------- */
 
-typedef struct {
-  size_t bytes;
-  uint32_t *region;
-} register_call;
-
-static int pack_register(msgpack_packer *pk, const void *arg) {
-  const register_call *r = arg;
+static void pack_register(msgpack_packer *pk, const gkc__req *r) {
   msgpack_pack_map(pk, 1);
-  proto_pack_cstr(pk, "bytes"), msgpack_pack_uint64(pk, r->bytes);
-  return 0;
+  proto_pack_cstr(pk, "bytes"), msgpack_pack_uint64(pk, r->a.shm_register.bytes);
 }
 
-/* An unsigned id in [0, 2^32) under key; 0 or GKC_EPROTOCOL. */
-static int get_id(gkc_conn *c, const msgpack_object *m, const char *key, uint32_t *id) {
-  const msgpack_object *o = m->type == MSGPACK_OBJECT_MAP ? proto_map_get(m, key) : NULL;
-  if (!o || o->type != MSGPACK_OBJECT_POSITIVE_INTEGER || o->via.u64 > UINT32_MAX)
-    return gkc__fail(c, GKC_EPROTOCOL, "reply lacks an integer '%s'", key);
-  *id = (uint32_t)o->via.u64;
-  return 0;
+static int take_register(gkc_conn *c, const msgpack_object *r, gkc__req *req, gkc_result *res) {
+  (void)req;
+  uint64_t v = 0;
+  int rc = gkc__get_uint(c, r, "region", UINT32_MAX, &v);
+  res->id = (uint32_t)v;
+  return rc;
 }
 
-static int take_register(gkc_conn *c, const msgpack_object *r, void *arg) {
-  register_call *rc = arg;
-  return get_id(c, r, "region", rc->region);
+int gkc__prep_shm_register(gkc_conn *c, gkc__req *r, const gkc_shm_register_args *a) {
+  if (!a) return gkc__fail(c, GKC_EINVALID_ARGUMENT, "args must not be NULL");
+  r->a.shm_register = *a;
+  r->fd = a->fd;
+  r->method = "shm_register", r->pack = pack_register, r->take = take_register;
+  return 0;
 }
 
 int gkc_shm_register(gkc_conn *c, int fd, size_t bytes, uint32_t *region) {
-  uint32_t dummy;
-  register_call r = {bytes, region ? region : &dummy};
-  return gkc__call_fd(c, fd, "shm_register", pack_register, &r, take_register, &r);
+  gkc_shm_register_args a = {fd, bytes};
+  gkc__req r;
+  gkc_result res;
+  gkc__req_init(&r);
+  gkc__result_init(&res);
+  gkc__prep_shm_register(c, &r, &a);
+  int rc = gkc__run(c, &r, &res);
+  if (rc == 0 && region) *region = res.id;
+  return rc;
 }
 
-static int pack_release(msgpack_packer *pk, const void *arg) {
+static void pack_release(msgpack_packer *pk, const gkc__req *r) {
   msgpack_pack_map(pk, 1);
-  proto_pack_cstr(pk, "region"), msgpack_pack_uint32(pk, *(const uint32_t *)arg);
-  return 0;
+  proto_pack_cstr(pk, "region"), msgpack_pack_uint32(pk, r->a.shm_release.region);
 }
 
-static int take_nothing(gkc_conn *c, const msgpack_object *r, void *arg) {
-  (void)arg;
-  if (r->type != MSGPACK_OBJECT_MAP) return gkc__fail(c, GKC_EPROTOCOL, "result is not a map");
+int gkc__prep_shm_release(gkc_conn *c, gkc__req *r, const gkc_shm_release_args *a) {
+  if (!a) return gkc__fail(c, GKC_EINVALID_ARGUMENT, "args must not be NULL");
+  r->a.shm_release = *a;
+  r->method = "shm_release", r->pack = pack_release, r->take = gkc__take_map;
   return 0;
 }
 
 int gkc_shm_release(gkc_conn *c, uint32_t region) {
-  return gkc__call(c, "shm_release", pack_release, &region, take_nothing, NULL);
+  gkc_shm_release_args a = {region};
+  gkc__req r;
+  gkc_result res;
+  gkc__req_init(&r);
+  gkc__result_init(&res);
+  gkc__prep_shm_release(c, &r, &a);
+  return gkc__run(c, &r, &res);
 }
 
 /* --- regions ---------------------------------------------------------------------------- */
 
-static void region_free(gkc_region *r) {
+void gkc__region_free(gkc_region *r) {
+  if (!r) return;
   if (r->data && r->data != MAP_FAILED) munmap(r->data, r->bytes);
   if (r->fd >= 0) close(r->fd);
   free(r);
 }
 
-int gkc_region_create(gkc_conn *c, size_t bytes, gkc_region **out) {
+int gkc__region_fd(const gkc_region *r) { return r->fd; }
+void gkc__region_set_id(gkc_region *r, uint32_t id) { r->id = id; }
+
+int gkc__region_alloc(gkc_conn *c, size_t bytes, gkc_region **out) {
   *out = NULL;
   if (bytes < 1 || bytes > (size_t)INT64_MAX)
     return gkc__fail(c, GKC_EINVALID_ARGUMENT, "a region needs 1 to 2^63 - 1 bytes, not %zu", bytes);
@@ -88,7 +99,6 @@ int gkc_region_create(gkc_conn *c, size_t bytes, gkc_region **out) {
   if (!r) return gkc__fail(c, GKC_EOUT_OF_MEMORY, "out of memory");
   r->bytes = bytes;
   r->fd = memfd_create("gkc-region", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-  int rc;
   const char *step = "memfd_create";
   if (r->fd < 0) goto sys_fail;
   step = "ftruncate";
@@ -98,17 +108,27 @@ int gkc_region_create(gkc_conn *c, size_t bytes, gkc_region **out) {
   step = "mmap";
   r->data = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, r->fd, 0);
   if (r->data == MAP_FAILED) goto sys_fail;
+  *out = r;
+  return 0;
+sys_fail:;
+  int e = errno;
+  int rc = e == ENOMEM || e == ENOSPC || e == EFBIG ? GKC_EOUT_OF_MEMORY : GKC_EIO;
+  gkc__fail(c, rc, "cannot create a %zu-byte region: %s: %s", bytes, step, strerror(e));
+  gkc__region_free(r);
+  return rc;
+}
+
+int gkc_region_create(gkc_conn *c, size_t bytes, gkc_region **out) {
+  gkc_region *r;
+  *out = NULL;
+  int rc = gkc__region_alloc(c, bytes, &r);
+  if (rc) return rc;
   if ((rc = gkc_shm_register(c, r->fd, bytes, &r->id)) != 0) {
-    region_free(r);
+    gkc__region_free(r);
     return rc;
   }
   *out = r;
   return 0;
-sys_fail:
-  rc = errno == ENOMEM || errno == ENOSPC || errno == EFBIG ? GKC_EOUT_OF_MEMORY : GKC_EIO;
-  gkc__fail(c, rc, "cannot create a %zu-byte region: %s: %s", bytes, step, strerror(errno));
-  region_free(r);
-  return rc;
 }
 
 void *gkc_region_data(const gkc_region *r) { return r ? r->data : NULL; }
@@ -119,6 +139,6 @@ uint32_t gkc_region_id(const gkc_region *r) { return r ? r->id : 0; }
 int gkc_region_release(gkc_conn *c, gkc_region *r) {
   if (!r) return 0;
   int rc = c ? gkc_shm_release(c, r->id) : 0;
-  region_free(r);
+  gkc__region_free(r);
   return rc;
 }

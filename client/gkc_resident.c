@@ -146,16 +146,6 @@ static void pack_out(msgpack_packer *pk, const char *key, const gkc_out *o) {
 
 /* --- reading results --------------------------------------------------------------------- */
 
-/* A non-negative integer under key of map m, in [0, max]; 0 or GKC_EPROTOCOL. */
-static int get_uint(gkc_conn *c, const msgpack_object *m, const char *key, uint64_t max,
-                    uint64_t *v) {
-  const msgpack_object *o = m->type == MSGPACK_OBJECT_MAP ? proto_map_get(m, key) : NULL;
-  if (!o || o->type != MSGPACK_OBJECT_POSITIVE_INTEGER || o->via.u64 > max)
-    return gkc__fail(c, GKC_EPROTOCOL, "reply lacks an integer '%s'", key);
-  *v = o->via.u64;
-  return 0;
-}
-
 /* Reads the array result `key` as out asked for it. */
 static int take_out(gkc_conn *c, const msgpack_object *r, const char *key, gkc_out *out) {
   const msgpack_object *o = r->type == MSGPACK_OBJECT_MAP ? proto_map_get(r, key) : NULL;
@@ -175,29 +165,63 @@ static int take_out(gkc_conn *c, const msgpack_object *r, const char *key, gkc_o
   if (o->type != MSGPACK_OBJECT_MAP)
     return gkc__fail(c, GKC_EPROTOCOL, "reply's '%s' is not a reference map", key);
   if (out->kind == GKC_OUT_REGION) {
-    if ((rc = get_uint(c, o, "region", UINT32_MAX, &v))) return rc;
+    if ((rc = gkc__get_uint(c, o, "region", UINT32_MAX, &v))) return rc;
   } else {
-    if ((rc = get_uint(c, o, "handle", UINT32_MAX, &v))) return rc;
+    if ((rc = gkc__get_uint(c, o, "handle", UINT32_MAX, &v))) return rc;
     out->handle = (uint32_t)v;
   }
-  if ((rc = get_uint(c, o, "bytes", SIZE_MAX, &v))) return rc;
+  if ((rc = gkc__get_uint(c, o, "bytes", SIZE_MAX, &v))) return rc;
   out->bytes = (size_t)v;
   return 0;
 }
 
+/* A float64 "value" and an integer "n", as reduce and dot return them. */
+static int take_value(gkc_conn *c, const msgpack_object *r, gkc_result *res) {
+  const msgpack_object *v = r->type == MSGPACK_OBJECT_MAP ? proto_map_get(r, "value") : NULL;
+  if (!v || (v->type != MSGPACK_OBJECT_FLOAT64 && v->type != MSGPACK_OBJECT_FLOAT32))
+    return gkc__fail(c, GKC_EPROTOCOL, "reply lacks a float 'value'");
+  res->value = v->via.f64;
+  res->n = (int64_t)gkc__get_num(r, "n", -1);
+  return 0;
+}
+
+/* The compute calls: algo and timings, then the array result `key`. */
+static int take_y(gkc_conn *c, const msgpack_object *r, gkc__req *req, gkc_result *res) {
+  gkc__take_info(r, &res->info);
+  return take_out(c, r, "y", req->out);
+}
+
+static int take_c(gkc_conn *c, const msgpack_object *r, gkc__req *req, gkc_result *res) {
+  gkc__take_info(r, &res->info);
+  return take_out(c, r, "c", req->out);
+}
+
+static int take_scalar(gkc_conn *c, const msgpack_object *r, gkc__req *req, gkc_result *res) {
+  (void)req;
+  gkc__take_info(r, &res->info);
+  return take_value(c, r, res);
+}
+
+/* Runs a prepared request on a blocking connection; info gets its timings. */
+static int run(gkc_conn *c, gkc__req *r, int rc, gkc_result *res, gkc_info *info) {
+  if (rc == 0) rc = gkc__run(c, r, res);
+  if (rc == 0 && info) *info = res->info;
+  return rc;
+}
+
+/* The blocking call of method NAME from its prep: r and res on the stack. */
+#define BLOCKING(prep_call)   \
+  gkc__req r;                 \
+  gkc_result res;             \
+  gkc__req_init(&r);          \
+  gkc__result_init(&res);     \
+  int rc = prep_call;
+
 /* --- sgemm -------------------------------------------------------------------------------- */
 
-typedef struct {
-  const gkc_sgemm_args *a;
-  const char *precision;
-  gkc_out *out;
-  gkc_info *info;
-} sgemm_call;
-
-static int pack_sgemm(msgpack_packer *pk, const void *arg) {
-  const sgemm_call *s = arg;
-  const gkc_sgemm_args *a = s->a;
-  msgpack_pack_map(pk, 10 + has(&a->c) + (s->precision != NULL) + out_keys(s->out));
+static void pack_sgemm(msgpack_packer *pk, const gkc__req *r) {
+  const gkc_sgemm_args *a = &r->a.sgemm;
+  msgpack_pack_map(pk, 10 + has(&a->c) + (a->precision != NULL) + out_keys(r->out));
   proto_pack_cstr(pk, "m"), msgpack_pack_int32(pk, a->m);
   proto_pack_cstr(pk, "n"), msgpack_pack_int32(pk, a->n);
   proto_pack_cstr(pk, "k"), msgpack_pack_int32(pk, a->k);
@@ -206,88 +230,70 @@ static int pack_sgemm(msgpack_packer *pk, const void *arg) {
   proto_pack_cstr(pk, "trans_a"), a->trans_a ? msgpack_pack_true(pk) : msgpack_pack_false(pk);
   proto_pack_cstr(pk, "trans_b"), a->trans_b ? msgpack_pack_true(pk) : msgpack_pack_false(pk);
   gkc__pack_algo(pk, a->algo);
-  if (s->precision) proto_pack_cstr(pk, "precision"), proto_pack_cstr(pk, s->precision);
+  if (a->precision) proto_pack_cstr(pk, "precision"), proto_pack_cstr(pk, a->precision);
   pack_ref(pk, "a", &a->a);
   pack_ref(pk, "b", &a->b);
   pack_ref(pk, "c", &a->c);
-  pack_out(pk, "c", s->out);
-  return 0;
+  pack_out(pk, "c", r->out);
 }
 
-static int take_sgemm(gkc_conn *c, const msgpack_object *r, void *arg) {
-  sgemm_call *s = arg;
-  gkc__take_info(r, s->info);
-  return take_out(c, r, "c", s->out);
-}
-
-int gkc_sgemm_ref(gkc_conn *c, const gkc_sgemm_args *args, gkc_out *out, gkc_info *info) {
+int gkc__prep_sgemm(gkc_conn *c, gkc__req *r, const gkc_sgemm_args *args, gkc_out *out) {
   int rc;
   if (!args) return gkc__fail(c, GKC_EINVALID_ARGUMENT, "args must not be NULL");
   if ((rc = check_ref(c, &args->a, "a", 0)) || (rc = check_ref(c, &args->b, "b", 0)) ||
       (rc = check_ref(c, &args->c, "c", 1)) || (rc = check_out(c, out)))
     return rc;
-  sgemm_call s = {args, args->precision, out, info};
-  if (!s.precision && gkc__tf32(c)) s.precision = "tf32";
-  return gkc__call(c, "sgemm", pack_sgemm, &s, take_sgemm, &s);
+  r->a.sgemm = *args;
+  if (!args->precision && gkc__tf32(c)) r->a.sgemm.precision = "tf32";
+  r->method = "sgemm", r->pack = pack_sgemm, r->take = take_c, r->out = out;
+  return 0;
+}
+
+int gkc_sgemm_ref(gkc_conn *c, const gkc_sgemm_args *args, gkc_out *out, gkc_info *info) {
+  BLOCKING(gkc__prep_sgemm(c, &r, args, out));
+  return run(c, &r, rc, &res, info);
 }
 
 /* --- reduce ------------------------------------------------------------------------------- */
 
-typedef struct {
-  const gkc_ref *x;
-  gkc_reduce_op op;
-  const char *algo;
-  double *value;
-  int64_t *n;
-  gkc_info *info;
-} reduce_call;
-
-static int pack_reduce(msgpack_packer *pk, const void *arg) {
-  const reduce_call *r = arg;
-  gkc__pack_reduce_head(pk, r->op, r->algo);
-  pack_ref(pk, "x", r->x);
-  return 0;
+static void pack_reduce(msgpack_packer *pk, const gkc__req *r) {
+  static const char *const ops[] = {"sum", "min", "max"};
+  const gkc_reduce_args *a = &r->a.reduce;
+  msgpack_pack_map(pk, 3);
+  proto_pack_cstr(pk, "op"), proto_pack_cstr(pk, ops[a->op]);
+  gkc__pack_algo(pk, a->algo);
+  pack_ref(pk, "x", &a->x);
 }
 
-/* A float64 "value" and an integer "n", as reduce and dot return them. */
-static int take_value(gkc_conn *c, const msgpack_object *r, double *value, int64_t *n) {
-  const msgpack_object *v = r->type == MSGPACK_OBJECT_MAP ? proto_map_get(r, "value") : NULL;
-  if (!v || (v->type != MSGPACK_OBJECT_FLOAT64 && v->type != MSGPACK_OBJECT_FLOAT32))
-    return gkc__fail(c, GKC_EPROTOCOL, "reply lacks a float 'value'");
-  *value = v->via.f64;
-  if (n) *n = (int64_t)gkc__get_num(r, "n", -1);
+int gkc__prep_reduce(gkc_conn *c, gkc__req *r, const gkc_reduce_args *a) {
+  int rc;
+  if (!a) return gkc__fail(c, GKC_EINVALID_ARGUMENT, "args must not be NULL");
+  if ((rc = check_ref(c, &a->x, "x", 0))) return rc;
+  if (a->op != GKC_SUM && a->op != GKC_MIN && a->op != GKC_MAX)
+    return gkc__fail(c, GKC_EINVALID_ARGUMENT, "op must be GKC_SUM, GKC_MIN or GKC_MAX");
+  r->a.reduce = *a;
+  r->method = "reduce", r->pack = pack_reduce, r->take = take_scalar;
   return 0;
-}
-
-static int take_reduce(gkc_conn *c, const msgpack_object *r, void *arg) {
-  reduce_call *rc = arg;
-  gkc__take_info(r, rc->info);
-  return take_value(c, r, rc->value, rc->n);
 }
 
 int gkc_reduce_ref(gkc_conn *c, gkc_ref x, gkc_reduce_op op, double *value, int64_t *n_out,
                    const char *algo, gkc_info *info) {
-  int rc;
-  if ((rc = check_ref(c, &x, "x", 0))) return rc;
   if (!value) return gkc__fail(c, GKC_EINVALID_ARGUMENT, "value must not be NULL");
-  if (op != GKC_SUM && op != GKC_MIN && op != GKC_MAX)
-    return gkc__fail(c, GKC_EINVALID_ARGUMENT, "op must be GKC_SUM, GKC_MIN or GKC_MAX");
-  reduce_call r = {&x, op, algo, value, n_out, info};
-  return gkc__call(c, "reduce", pack_reduce, &r, take_reduce, &r);
+  gkc_reduce_args a = {x, op, algo};
+  BLOCKING(gkc__prep_reduce(c, &r, &a));
+  rc = run(c, &r, rc, &res, info);
+  if (rc == 0) {
+    *value = res.value;
+    if (n_out) *n_out = res.n;
+  }
+  return rc;
 }
 
 /* --- spmv --------------------------------------------------------------------------------- */
 
-typedef struct {
-  const gkc_spmv_args *a;
-  gkc_out *out;
-  gkc_info *info;
-} spmv_call;
-
-static int pack_spmv(msgpack_packer *pk, const void *arg) {
-  const spmv_call *s = arg;
-  const gkc_spmv_args *a = s->a;
-  msgpack_pack_map(pk, (a->use_matrix ? 1 : 5) + 4 + has(&a->y) + out_keys(s->out));
+static void pack_spmv(msgpack_packer *pk, const gkc__req *r) {
+  const gkc_spmv_args *a = &r->a.spmv;
+  msgpack_pack_map(pk, (a->use_matrix ? 1 : 5) + 4 + has(&a->y) + out_keys(r->out));
   if (a->use_matrix) {
     proto_pack_cstr(pk, "matrix"), msgpack_pack_uint32(pk, a->matrix);
   } else {
@@ -302,17 +308,10 @@ static int pack_spmv(msgpack_packer *pk, const void *arg) {
   gkc__pack_algo(pk, a->algo);
   pack_ref(pk, "x", &a->x);
   pack_ref(pk, "y", &a->y);
-  pack_out(pk, "y", s->out);
-  return 0;
+  pack_out(pk, "y", r->out);
 }
 
-static int take_spmv(gkc_conn *c, const msgpack_object *r, void *arg) {
-  spmv_call *s = arg;
-  gkc__take_info(r, s->info);
-  return take_out(c, r, "y", s->out);
-}
-
-int gkc_spmv_ref(gkc_conn *c, const gkc_spmv_args *args, gkc_out *out, gkc_info *info) {
+int gkc__prep_spmv(gkc_conn *c, gkc__req *r, const gkc_spmv_args *args, gkc_out *out) {
   int rc;
   if (!args) return gkc__fail(c, GKC_EINVALID_ARGUMENT, "args must not be NULL");
   if (!args->use_matrix &&
@@ -323,215 +322,225 @@ int gkc_spmv_ref(gkc_conn *c, const gkc_spmv_args *args, gkc_out *out, gkc_info 
   if ((rc = check_ref(c, &args->x, "x", 0)) || (rc = check_ref(c, &args->y, "y", 1)) ||
       (rc = check_out(c, out)))
     return rc;
-  spmv_call s = {args, out, info};
-  return gkc__call(c, "spmv", pack_spmv, &s, take_spmv, &s);
+  r->a.spmv = *args;
+  r->method = "spmv", r->pack = pack_spmv, r->take = take_y, r->out = out;
+  return 0;
+}
+
+int gkc_spmv_ref(gkc_conn *c, const gkc_spmv_args *args, gkc_out *out, gkc_info *info) {
+  BLOCKING(gkc__prep_spmv(c, &r, args, out));
+  return run(c, &r, rc, &res, info);
 }
 
 /* --- dot and axpby ---------------------------------------------------------------------- */
 
-typedef struct {
-  const gkc_ref *x, *y;
-  float alpha, beta;
-  gkc_out *out; /* axpby */
-  double *value; /* dot */
-  gkc_info *info;
-} vec_call;
-
-static int pack_dot(msgpack_packer *pk, const void *arg) {
-  const vec_call *v = arg;
+static void pack_dot(msgpack_packer *pk, const gkc__req *r) {
   msgpack_pack_map(pk, 2);
-  pack_ref(pk, "x", v->x);
-  pack_ref(pk, "y", v->y);
-  return 0;
+  pack_ref(pk, "x", &r->a.dot.x);
+  pack_ref(pk, "y", &r->a.dot.y);
 }
 
-static int take_dot(gkc_conn *c, const msgpack_object *r, void *arg) {
-  vec_call *v = arg;
-  gkc__take_info(r, v->info);
-  return take_value(c, r, v->value, NULL);
+int gkc__prep_dot(gkc_conn *c, gkc__req *r, const gkc_dot_args *a) {
+  int rc;
+  if (!a) return gkc__fail(c, GKC_EINVALID_ARGUMENT, "args must not be NULL");
+  if ((rc = check_ref(c, &a->x, "x", 0)) || (rc = check_ref(c, &a->y, "y", 0))) return rc;
+  r->a.dot = *a;
+  r->method = "dot", r->pack = pack_dot, r->take = take_scalar;
+  return 0;
 }
 
 int gkc_dot(gkc_conn *c, gkc_ref x, gkc_ref y, double *value, gkc_info *info) {
-  int rc;
-  if ((rc = check_ref(c, &x, "x", 0)) || (rc = check_ref(c, &y, "y", 0))) return rc;
   if (!value) return gkc__fail(c, GKC_EINVALID_ARGUMENT, "value must not be NULL");
-  vec_call v = {&x, &y, 0, 0, NULL, value, info};
-  return gkc__call(c, "dot", pack_dot, &v, take_dot, &v);
+  gkc_dot_args a = {x, y};
+  BLOCKING(gkc__prep_dot(c, &r, &a));
+  rc = run(c, &r, rc, &res, info);
+  if (rc == 0) *value = res.value;
+  return rc;
 }
 
-static int pack_axpby(msgpack_packer *pk, const void *arg) {
-  const vec_call *v = arg;
-  msgpack_pack_map(pk, 4 + out_keys(v->out));
-  proto_pack_cstr(pk, "alpha"), msgpack_pack_float(pk, v->alpha);
-  proto_pack_cstr(pk, "beta"), msgpack_pack_float(pk, v->beta);
-  pack_ref(pk, "x", v->x);
-  pack_ref(pk, "y", v->y);
-  pack_out(pk, "y", v->out);
+static void pack_axpby(msgpack_packer *pk, const gkc__req *r) {
+  const gkc_axpby_args *a = &r->a.axpby;
+  msgpack_pack_map(pk, 4 + out_keys(r->out));
+  proto_pack_cstr(pk, "alpha"), msgpack_pack_float(pk, a->alpha);
+  proto_pack_cstr(pk, "beta"), msgpack_pack_float(pk, a->beta);
+  pack_ref(pk, "x", &a->x);
+  pack_ref(pk, "y", &a->y);
+  pack_out(pk, "y", r->out);
+}
+
+int gkc__prep_axpby(gkc_conn *c, gkc__req *r, const gkc_axpby_args *a, gkc_out *out) {
+  int rc;
+  if (!a) return gkc__fail(c, GKC_EINVALID_ARGUMENT, "args must not be NULL");
+  if ((rc = check_ref(c, &a->x, "x", 0)) || (rc = check_ref(c, &a->y, "y", 0)) ||
+      (rc = check_out(c, out)))
+    return rc;
+  r->a.axpby = *a;
+  r->method = "axpby", r->pack = pack_axpby, r->take = take_y, r->out = out;
   return 0;
-}
-
-static int take_axpby(gkc_conn *c, const msgpack_object *r, void *arg) {
-  vec_call *v = arg;
-  gkc__take_info(r, v->info);
-  return take_out(c, r, "y", v->out);
 }
 
 int gkc_axpby(gkc_conn *c, float alpha, gkc_ref x, float beta, gkc_ref y, gkc_out *out,
               gkc_info *info) {
-  int rc;
-  if ((rc = check_ref(c, &x, "x", 0)) || (rc = check_ref(c, &y, "y", 0)) ||
-      (rc = check_out(c, out)))
-    return rc;
-  vec_call v = {&x, &y, alpha, beta, out, NULL, info};
-  return gkc__call(c, "axpby", pack_axpby, &v, take_axpby, &v);
+  gkc_axpby_args a = {alpha, beta, x, y};
+  BLOCKING(gkc__prep_axpby(c, &r, &a, out));
+  return run(c, &r, rc, &res, info);
 }
 
 /* --- resident arrays and matrices ------------------------------------------------------- */
 
-typedef struct {
-  const gkc_ref *data;
-  gkc_dtype dtype;
-  int shared;
-  uint32_t *id;
-} upload_call;
-
-static int pack_upload(msgpack_packer *pk, const void *arg) {
-  const upload_call *u = arg;
+static void pack_upload(msgpack_packer *pk, const gkc__req *r) {
+  const gkc_upload_args *u = &r->a.upload;
   msgpack_pack_map(pk, 3);
   proto_pack_cstr(pk, "dtype"), proto_pack_cstr(pk, u->dtype == GKC_I32 ? "i32" : "f32");
   proto_pack_cstr(pk, "shared"), u->shared ? msgpack_pack_true(pk) : msgpack_pack_false(pk);
-  pack_ref(pk, "data", u->data);
-  return 0;
+  pack_ref(pk, "data", &u->data);
 }
 
-static int take_id(gkc_conn *c, const msgpack_object *r, const char *key, uint32_t *id) {
+static int take_handle(gkc_conn *c, const msgpack_object *r, gkc__req *req, gkc_result *res) {
+  (void)req;
   uint64_t v = 0;
-  int rc = get_uint(c, r, key, UINT32_MAX, &v);
-  if (rc == 0 && id) *id = (uint32_t)v;
+  int rc = gkc__get_uint(c, r, "handle", UINT32_MAX, &v);
+  res->id = (uint32_t)v;
   return rc;
 }
 
-static int take_upload(gkc_conn *c, const msgpack_object *r, void *arg) {
-  upload_call *u = arg;
-  return take_id(c, r, "handle", u->id);
+int gkc__prep_upload(gkc_conn *c, gkc__req *r, const gkc_upload_args *a) {
+  int rc;
+  if (!a) return gkc__fail(c, GKC_EINVALID_ARGUMENT, "args must not be NULL");
+  if ((rc = check_ref(c, &a->data, "data", 0))) return rc;
+  if (a->dtype != GKC_F32 && a->dtype != GKC_I32)
+    return gkc__fail(c, GKC_EINVALID_ARGUMENT, "dtype must be GKC_F32 or GKC_I32");
+  r->a.upload = *a;
+  r->method = "upload", r->pack = pack_upload, r->take = take_handle;
+  return 0;
 }
 
 int gkc_upload(gkc_conn *c, gkc_ref data, gkc_dtype dtype, int shared, uint32_t *handle) {
-  int rc;
-  if ((rc = check_ref(c, &data, "data", 0))) return rc;
-  if (dtype != GKC_F32 && dtype != GKC_I32)
-    return gkc__fail(c, GKC_EINVALID_ARGUMENT, "dtype must be GKC_F32 or GKC_I32");
-  upload_call u = {&data, dtype, shared, handle};
-  return gkc__call(c, "upload", pack_upload, &u, take_upload, &u);
-}
-
-typedef struct {
-  uint32_t handle;
-  gkc_out out;
-} download_call;
-
-static int pack_download(msgpack_packer *pk, const void *arg) {
-  const download_call *d = arg;
-  msgpack_pack_map(pk, 1 + out_keys(&d->out));
-  proto_pack_cstr(pk, "handle"), msgpack_pack_uint32(pk, d->handle);
-  pack_out(pk, "data", &d->out);
-  return 0;
-}
-
-static int take_download(gkc_conn *c, const msgpack_object *r, void *arg) {
-  download_call *d = arg;
-  const msgpack_object *o = r->type == MSGPACK_OBJECT_MAP ? proto_map_get(r, "data") : NULL;
-  if (d->out.kind == GKC_OUT_MEM && o && o->type == MSGPACK_OBJECT_BIN &&
-      o->via.bin.size != d->out.bytes)
-    return gkc__fail(c, GKC_EINVALID_ARGUMENT, "handle %u holds %u bytes, not the %zu asked for",
-                     d->handle, o->via.bin.size, d->out.bytes);
-  return take_out(c, r, "data", &d->out);
-}
-
-int gkc_download(gkc_conn *c, uint32_t handle, void *dst, size_t bytes) {
-  download_call d = {handle, gkc_out_mem(dst, bytes)};
-  int rc = check_out(c, &d.out);
-  if (rc) return rc;
-  return gkc__call(c, "download", pack_download, &d, take_download, &d);
-}
-
-int gkc_download_region(gkc_conn *c, uint32_t handle, const gkc_region *r, uint64_t offset,
-                        size_t *bytes) {
-  download_call d = {handle, gkc_out_region(r, offset)};
-  int rc = check_out(c, &d.out);
-  if (rc) return rc;
-  rc = gkc__call(c, "download", pack_download, &d, take_download, &d);
-  if (rc == 0 && bytes) *bytes = d.out.bytes;
+  gkc_upload_args a = {data, dtype, shared};
+  BLOCKING(gkc__prep_upload(c, &r, &a));
+  rc = run(c, &r, rc, &res, NULL);
+  if (rc == 0 && handle) *handle = res.id;
   return rc;
 }
 
-typedef struct {
-  const gkc_csr *A;
-  int shared;
-  uint32_t *matrix;
-  char *algo;
-} csr_call;
+static void pack_download(msgpack_packer *pk, const gkc__req *r) {
+  msgpack_pack_map(pk, 1 + out_keys(r->out));
+  proto_pack_cstr(pk, "handle"), msgpack_pack_uint32(pk, r->a.download.handle);
+  pack_out(pk, "data", r->out);
+}
 
-static int pack_csr(msgpack_packer *pk, const void *arg) {
-  const csr_call *u = arg;
-  const gkc_csr *A = u->A;
+static int take_download(gkc_conn *c, const msgpack_object *r, gkc__req *req, gkc_result *res) {
+  (void)res;
+  const msgpack_object *o = r->type == MSGPACK_OBJECT_MAP ? proto_map_get(r, "data") : NULL;
+  if (req->out->kind == GKC_OUT_MEM && o && o->type == MSGPACK_OBJECT_BIN &&
+      o->via.bin.size != req->out->bytes)
+    return gkc__fail(c, GKC_EINVALID_ARGUMENT, "handle %u holds %u bytes, not the %zu asked for",
+                     req->a.download.handle, o->via.bin.size, req->out->bytes);
+  return take_out(c, r, "data", req->out);
+}
+
+int gkc__prep_download(gkc_conn *c, gkc__req *r, const gkc_download_args *a, gkc_out *out) {
+  int rc;
+  if (!a) return gkc__fail(c, GKC_EINVALID_ARGUMENT, "args must not be NULL");
+  if ((rc = check_out(c, out))) return rc;
+  r->a.download = *a;
+  r->method = "download", r->pack = pack_download, r->take = take_download, r->out = out;
+  return 0;
+}
+
+int gkc_download(gkc_conn *c, uint32_t handle, void *dst, size_t bytes) {
+  gkc_download_args a = {handle};
+  gkc_out out = gkc_out_mem(dst, bytes);
+  BLOCKING(gkc__prep_download(c, &r, &a, &out));
+  return run(c, &r, rc, &res, NULL);
+}
+
+int gkc_download_region(gkc_conn *c, uint32_t handle, const gkc_region *reg, uint64_t offset,
+                        size_t *bytes) {
+  gkc_download_args a = {handle};
+  gkc_out out = gkc_out_region(reg, offset);
+  BLOCKING(gkc__prep_download(c, &r, &a, &out));
+  rc = run(c, &r, rc, &res, NULL);
+  if (rc == 0 && bytes) *bytes = out.bytes;
+  return rc;
+}
+
+static void pack_csr(msgpack_packer *pk, const gkc__req *r) {
+  const gkc_csr *A = &r->a.csr_upload.A;
   size_t nnz = (size_t)A->nnz;
   gkc_ref rp = gkc_ref_mem(A->row_ptr, ((size_t)A->rows + 1) * 4);
   gkc_ref ci = gkc_ref_mem(A->col_idx, nnz * 4), va = gkc_ref_mem(A->values, nnz * 4);
   msgpack_pack_map(pk, 6);
   proto_pack_cstr(pk, "rows"), msgpack_pack_int32(pk, A->rows);
   proto_pack_cstr(pk, "cols"), msgpack_pack_int32(pk, A->cols);
-  proto_pack_cstr(pk, "shared"), u->shared ? msgpack_pack_true(pk) : msgpack_pack_false(pk);
+  proto_pack_cstr(pk, "shared"),
+      r->a.csr_upload.shared ? msgpack_pack_true(pk) : msgpack_pack_false(pk);
   pack_ref(pk, "row_ptr", &rp);
   pack_ref(pk, "col_idx", &ci);
   pack_ref(pk, "values", &va);
-  return 0;
 }
 
-static int take_csr(gkc_conn *c, const msgpack_object *r, void *arg) {
-  csr_call *u = arg;
-  if (u->algo) gkc__get_str(r, "algo", u->algo, 32);
-  return take_id(c, r, "matrix", u->matrix);
+static int take_csr(gkc_conn *c, const msgpack_object *r, gkc__req *req, gkc_result *res) {
+  (void)req;
+  gkc__get_str(r, "algo", res->info.algo, sizeof res->info.algo);
+  uint64_t v = 0;
+  int rc = gkc__get_uint(c, r, "matrix", UINT32_MAX, &v);
+  res->id = (uint32_t)v;
+  return rc;
+}
+
+int gkc__prep_csr_upload(gkc_conn *c, gkc__req *r, const gkc_csr_upload_args *a) {
+  if (!a) return gkc__fail(c, GKC_EINVALID_ARGUMENT, "args must not be NULL");
+  const gkc_csr *A = &a->A;
+  if (!A->row_ptr || (A->nnz > 0 && (!A->col_idx || !A->values)))
+    return gkc__fail(c, GKC_EINVALID_ARGUMENT, "A and its arrays must not be NULL");
+  if (A->rows < 1 || A->cols < 1 || A->nnz < 0 || A->nnz > INT32_MAX)
+    return gkc__fail(c, GKC_EINVALID_ARGUMENT, "need rows, cols >= 1 and 0 <= nnz <= INT32_MAX");
+  r->a.csr_upload = *a;
+  r->method = "csr_upload", r->pack = pack_csr, r->take = take_csr;
+  return 0;
 }
 
 int gkc_csr_upload(gkc_conn *c, const gkc_csr *A, int shared, uint32_t *matrix, char algo[32]) {
   if (algo) algo[0] = 0;
-  if (!A || !A->row_ptr || (A->nnz > 0 && (!A->col_idx || !A->values)))
-    return gkc__fail(c, GKC_EINVALID_ARGUMENT, "A and its arrays must not be NULL");
-  if (A->rows < 1 || A->cols < 1 || A->nnz < 0 || A->nnz > INT32_MAX)
-    return gkc__fail(c, GKC_EINVALID_ARGUMENT, "need rows, cols >= 1 and 0 <= nnz <= INT32_MAX");
-  csr_call u = {A, shared, matrix, algo};
-  return gkc__call(c, "csr_upload", pack_csr, &u, take_csr, &u);
+  if (!A) return gkc__fail(c, GKC_EINVALID_ARGUMENT, "A and its arrays must not be NULL");
+  gkc_csr_upload_args a = {*A, shared};
+  BLOCKING(gkc__prep_csr_upload(c, &r, &a));
+  rc = run(c, &r, rc, &res, NULL);
+  if (rc == 0) {
+    if (matrix) *matrix = res.id;
+    if (algo) memcpy(algo, res.info.algo, 32);
+  }
+  return rc;
 }
 
-typedef struct {
-  const char *key; /* "handle" or "matrix" */
-  uint32_t id;
-} release_call;
-
-static int pack_release(msgpack_packer *pk, const void *arg) {
-  const release_call *r = arg;
+static void pack_release(msgpack_packer *pk, const gkc__req *r) {
   msgpack_pack_map(pk, 1);
-  proto_pack_cstr(pk, r->key), msgpack_pack_uint32(pk, r->id);
+  proto_pack_cstr(pk, r->a.release.matrix ? "matrix" : "handle");
+  msgpack_pack_uint32(pk, r->a.release.id);
+}
+
+int gkc__prep_release(gkc_conn *c, gkc__req *r, const gkc_release_args *a) {
+  if (!a) return gkc__fail(c, GKC_EINVALID_ARGUMENT, "args must not be NULL");
+  r->a.release = *a;
+  r->method = "release", r->pack = pack_release, r->take = gkc__take_map;
   return 0;
 }
 
-static int take_nothing(gkc_conn *c, const msgpack_object *r, void *arg) {
-  (void)arg;
-  if (r->type != MSGPACK_OBJECT_MAP) return gkc__fail(c, GKC_EPROTOCOL, "result is not a map");
-  return 0;
+static int release(gkc_conn *c, uint32_t id, int matrix) {
+  gkc_release_args a = {id, matrix};
+  BLOCKING(gkc__prep_release(c, &r, &a));
+  return run(c, &r, rc, &res, NULL);
 }
 
 /* gkcd wants the key that names the object's kind; the id alone does not
  * say which, so an id that is no array is tried as a matrix. */
 int gkc_release(gkc_conn *c, uint32_t id) {
-  release_call r = {"handle", id};
-  int rc = gkc__call(c, "release", pack_release, &r, take_nothing, NULL);
+  int rc = release(c, id, 0);
   if (rc != GKC_EINVALID_ARGUMENT) return rc;
   char first[256];
   snprintf(first, sizeof first, "%s", gkc_errmsg(c));
-  r.key = "matrix";
-  rc = gkc__call(c, "release", pack_release, &r, take_nothing, NULL);
+  rc = release(c, id, 1);
   if (rc == GKC_EINVALID_ARGUMENT) {
     char second[256];
     snprintf(second, sizeof second, "%s", gkc_errmsg(c));
@@ -541,7 +550,4 @@ int gkc_release(gkc_conn *c, uint32_t id) {
   return rc;
 }
 
-int gkc_release_matrix(gkc_conn *c, uint32_t matrix) {
-  release_call r = {"matrix", matrix};
-  return gkc__call(c, "release", pack_release, &r, take_nothing, NULL);
-}
+int gkc_release_matrix(gkc_conn *c, uint32_t matrix) { return release(c, matrix, 1); }

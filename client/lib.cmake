@@ -1,6 +1,7 @@
 # libgkc: the client library, shared and static, with the pieces of proto/
 # it needs compiled in so that users link one library.
-set(GKC_LIB_SOURCES gkc_client.c gkc_methods.c gkc_json.c gkc_region.c gkc_resident.c
+set(GKC_LIB_SOURCES gkc_wire.c gkc_client.c gkc_async.c gkc_methods.c gkc_json.c gkc_region.c
+    gkc_resident.c
     ${CMAKE_SOURCE_DIR}/proto/proto_frame.c ${CMAKE_SOURCE_DIR}/proto/proto_tables.c
     ${CMAKE_SOURCE_DIR}/proto/proto_rpc.c ${CMAKE_SOURCE_DIR}/proto/proto_socket.c)
 
@@ -20,13 +21,29 @@ endif()
 target_link_libraries(gkc_shared PRIVATE ${GKC_MSGPACK_LINK})
 target_link_libraries(gkc_static PRIVATE ${GKC_MSGPACK_LINK})
 set_target_properties(gkc_shared PROPERTIES OUTPUT_NAME gkc EXPORT_NAME gkc VERSION ${PROJECT_VERSION} SOVERSION 0
-  C_VISIBILITY_PRESET hidden PUBLIC_HEADER "gkc.h;${CMAKE_SOURCE_DIR}/proto/gkc_errors.h")
+  C_VISIBILITY_PRESET hidden PUBLIC_HEADER "gkc.h;gkc_async.h;${CMAKE_SOURCE_DIR}/proto/gkc_errors.h")
 set_target_properties(gkc_static PROPERTIES OUTPUT_NAME gkc EXPORT_NAME gkc_static)
 # Only the gkc_ functions of gkc.h are exported from the shared library.
 target_compile_definitions(gkc_shared PRIVATE GKC_BUILDING_SHARED)
 
+# libgkc_uv: the libuv adapter (gkc_uv.h), apart so that libgkc needs no libuv.
+# libuv by name, as msgpack above: the pkg-config target is not exported.
+if(GKC_STATIC_DEPS)
+  set(GKC_UV_LINK PkgConfig::LIBUV)
+else()
+  set(GKC_UV_LINK uv)
+endif()
+add_library(gkc_uv_shared SHARED gkc_uv.c)
+add_library(gkc_uv_static STATIC gkc_uv.c)
+target_link_libraries(gkc_uv_shared PUBLIC gkc_shared PRIVATE ${GKC_UV_LINK})
+target_link_libraries(gkc_uv_static PUBLIC gkc_static PRIVATE ${GKC_UV_LINK})
+target_compile_definitions(gkc_uv_shared PRIVATE GKC_BUILDING_SHARED)
+set_target_properties(gkc_uv_shared PROPERTIES OUTPUT_NAME gkc_uv EXPORT_NAME gkc_uv
+  VERSION ${PROJECT_VERSION} SOVERSION 0 C_VISIBILITY_PRESET hidden PUBLIC_HEADER gkc_uv.h)
+set_target_properties(gkc_uv_static PROPERTIES OUTPUT_NAME gkc_uv EXPORT_NAME gkc_uv_static)
+
 include(CMakePackageConfigHelpers)
-install(TARGETS gkc_shared gkc_static EXPORT gkcTargets
+install(TARGETS gkc_shared gkc_static gkc_uv_shared gkc_uv_static EXPORT gkcTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   PUBLIC_HEADER DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
@@ -37,8 +54,9 @@ write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/gkcConfigVersion.cm
   COMPATIBILITY SameMajorVersion)
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/gkcConfig.cmake
   ${CMAKE_CURRENT_BINARY_DIR}/gkcConfigVersion.cmake DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/gkc)
-# gkc.pc names the install prefix: written at install time (--prefix included).
+# gkc.pc and gkc-uv.pc name the install prefix: written at install time (--prefix included).
 include(${CMAKE_SOURCE_DIR}/cmake/InstallConfigured.cmake)
 gkc_install_configured(gkc.pc.in ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+gkc_install_configured(gkc-uv.pc.in ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
 
 include(cli.cmake OPTIONAL)

@@ -23,6 +23,16 @@ foreach(t e2e_lib e2e_errors e2e_lengths e2e_pipeline e2e_lifecycle e2e_soak e2e
   endif()
 endforeach()
 
+# libgkc's async context, with its libuv adapter.
+if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/e2e_async.c)
+  gkc_e2e_test(e2e_async)
+  target_link_libraries(e2e_async PRIVATE gkc_uv_static)
+endif()
+# gkcd's error notifications, from a fake server (no gkcd needed).
+if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/e2e_notify.c)
+  gkc_e2e_test(e2e_notify)
+endif()
+
 # The daemon's CUDA backend, end to end; reports skipped without a GPU.
 if(GKC_HAVE_CUDA)
   gkc_e2e_test(e2e_gpu)

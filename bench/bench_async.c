@@ -1,0 +1,255 @@
+/* bench_async.c: libgkc blocking vs async, small requests, one run.
+ *
+ * Each shape sends reduces of 16 floats (or pings, --ping) for --duration
+ * seconds and reports requests/s and the client-measured latency's p50 and
+ * p99 (from the call to the reply in hand):
+ *   blocking x1    one gkc_conn, one request at a time
+ *   blocking x16   16 gkc_conns, one thread each, one request at a time each
+ *   async wN       one gkc_async connection keeping N in flight (1, 8, 64),
+ *                  each callback issuing the next request
+ * The question it answers: does one async connection reach the throughput
+ * of 16 blocking ones?  Every reply's value is checked (the sum of the 16
+ * floats); a wrong one fails the run.
+ *
+ *   bench_async --gkcd build/daemon/gkcd     # starts gkcd on a temporary socket
+ *   bench_async --socket PATH                # or measures one already running
+ */
+#include <getopt.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gkc_async.h"
+
+#define N_FLOATS 16
+#define MAX_SAMPLES 4000000
+
+static double duration_s = 2.0;
+static int use_ping;
+static const char *sock;
+static float xs[N_FLOATS];
+static double want_sum;
+static int total_errors;
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+typedef struct {
+  double *lat; /* microseconds */
+  size_t n, cap;
+  int errors;
+} samples;
+
+static void add(samples *s, double us) {
+  if (s->n == s->cap) {
+    s->cap = s->cap ? s->cap * 2 : 65536;
+    if (s->cap > MAX_SAMPLES) s->cap = MAX_SAMPLES;
+    if (s->n == s->cap) return; /* enough for the percentiles */
+    s->lat = realloc(s->lat, s->cap * sizeof *s->lat);
+  }
+  s->lat[s->n++] = us;
+}
+
+static void report(const char *shape, samples *s, size_t total, double secs) {
+  qsort(s->lat, s->n, sizeof *s->lat, cmp_double);
+  double p50 = s->n ? s->lat[s->n / 2] : NAN, p99 = s->n ? s->lat[(size_t)(s->n * 0.99)] : NAN;
+  total_errors += s->errors;
+  printf("| %-12s | %10.0f | %8.1f | %8.1f | %d |\n", shape, (double)total / secs, p50, p99,
+         s->errors);
+  fflush(stdout);
+}
+
+/* --- blocking ------------------------------------------------------------------------ */
+
+typedef struct {
+  samples s;
+  size_t count;
+} worker;
+
+static void *blocking_worker(void *arg) {
+  worker *w = arg;
+  gkc_conn *c;
+  if (gkc_connect(&c, sock) != 0) {
+    fprintf(stderr, "bench_async: %s\n", gkc_errmsg(c));
+    exit(1);
+  }
+  double end = now_s() + duration_s;
+  while (now_s() < end) {
+    double t0 = now_s(), v = 0;
+    int rc = use_ping ? gkc_ping(c, NULL) : gkc_reduce(c, xs, N_FLOATS, GKC_SUM, &v, NULL, NULL);
+    add(&w->s, (now_s() - t0) * 1e6);
+    if (rc != 0 || (!use_ping && fabs(v - want_sum) > 1e-4)) w->s.errors++;
+    w->count++;
+  }
+  gkc_close(c);
+  return NULL;
+}
+
+static void run_blocking(int conns) {
+  worker *w = calloc((size_t)conns, sizeof *w);
+  pthread_t *th = calloc((size_t)conns, sizeof *th);
+  double t0 = now_s();
+  for (int i = 0; i < conns; i++) pthread_create(&th[i], NULL, blocking_worker, &w[i]);
+  for (int i = 0; i < conns; i++) pthread_join(th[i], NULL);
+  double secs = now_s() - t0;
+  samples all = {0};
+  size_t total = 0;
+  for (int i = 0; i < conns; i++) {
+    for (size_t k = 0; k < w[i].s.n; k++) add(&all, w[i].s.lat[k]);
+    all.errors += w[i].s.errors;
+    total += w[i].count;
+    free(w[i].s.lat);
+  }
+  char shape[32];
+  snprintf(shape, sizeof shape, "blocking x%d", conns);
+  report(shape, &all, total, secs);
+  free(all.lat), free(w), free(th);
+}
+
+/* --- async ---------------------------------------------------------------------------- */
+
+typedef struct {
+  samples s;
+  size_t count;
+  double end;
+  int stopping;
+} stream;
+
+static void issue(gkc_async *ac, stream *st);
+
+static void on_reply(gkc_async *ac, const gkc_result *res, void *ud) {
+  stream *st = ud;
+  add(&st->s, res->latency_us);
+  if (res->status != 0 || (!use_ping && fabs(res->value - want_sum) > 1e-4)) st->s.errors++;
+  st->count++;
+  if (!st->stopping && (st->count & 63) == 0 && now_s() >= st->end) st->stopping = 1;
+  if (!st->stopping) issue(ac, st);
+}
+
+static void issue(gkc_async *ac, stream *st) {
+  gkc_reduce_args a = {gkc_ref_mem(xs, sizeof xs), GKC_SUM, NULL};
+  int rc = use_ping ? gkc_async_ping(ac, on_reply, st) : gkc_async_reduce(ac, &a, on_reply, st);
+  if (rc) {
+    fprintf(stderr, "bench_async: %s\n", gkc_async_errmsg(ac));
+    exit(1);
+  }
+}
+
+static void run_async(int window) {
+  gkc_async *ac;
+  if (gkc_async_connect(&ac, sock) != 0) {
+    fprintf(stderr, "bench_async: %s\n", gkc_async_errmsg(ac));
+    exit(1);
+  }
+  stream st = {0};
+  double t0 = now_s();
+  st.end = t0 + duration_s;
+  for (int i = 0; i < window; i++) issue(ac, &st);
+  int rc;
+  while ((rc = gkc_async_poll(ac, 10000)) > 0) {
+  }
+  double secs = now_s() - t0;
+  if (rc < 0) {
+    fprintf(stderr, "bench_async: %s\n", gkc_errname(rc));
+    exit(1);
+  }
+  char shape[32];
+  snprintf(shape, sizeof shape, "async w%d", window);
+  report(shape, &st.s, st.count, secs);
+  free(st.s.lat);
+  gkc_async_close(ac);
+}
+
+/* --- a gkcd of our own ------------------------------------------------------------------ */
+
+static pid_t start_gkcd(const char *bin, char *path, size_t n) {
+  snprintf(path, n, "%s/gkc-bench-async-%d.sock",
+           getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid());
+  pid_t pid = fork();
+  if (pid == 0) {
+    execl(bin, bin, "--socket", path, "--backend", "cpu", "--log-level", "warn", (char *)NULL);
+    _exit(127);
+  }
+  for (int i = 0; i < 200; i++) {
+    gkc_conn *c;
+    int rc = gkc_connect(&c, path);
+    if (rc == 0) rc = gkc_ping(c, NULL);
+    gkc_close(c);
+    if (rc == 0) return pid;
+    usleep(25000);
+  }
+  fprintf(stderr, "bench_async: gkcd at %s did not come up\n", bin);
+  kill(pid, SIGKILL);
+  exit(1);
+}
+
+int main(int argc, char **argv) {
+  static const struct option opts[] = {{"gkcd", 1, 0, 'g'}, {"socket", 1, 0, 's'},
+                                       {"duration", 1, 0, 'd'}, {"ping", 0, 0, 'p'},
+                                       {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+  const char *gkcd = getenv("GKCD_BIN");
+  int o;
+  while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    switch (o) {
+      case 'g': gkcd = optarg; break;
+      case 's': sock = optarg; break;
+      case 'd': duration_s = atof(optarg); break;
+      case 'p': use_ping = 1; break;
+      case 'h':
+        printf("usage: bench_async [--gkcd PATH | --socket PATH] [--duration S] [--ping]\n"
+               "Small requests: blocking x1, blocking x16 (threads), async with 1/8/64 in\n"
+               "flight on one connection; requests/s, p50/p99 latency in microseconds.\n"
+               "  --gkcd PATH      gkcd to start on a temporary socket (default $GKCD_BIN)\n"
+               "  --socket PATH    measure a gkcd already running there instead\n"
+               "  --duration S     seconds per shape (default 2)\n"
+               "  --ping           send pings instead of reduces of 16 floats\n");
+        return 0;
+      default: return 2;
+    }
+  }
+  if (duration_s <= 0) {
+    fprintf(stderr, "bench_async: --duration must be > 0\n");
+    return 2;
+  }
+  signal(SIGPIPE, SIG_IGN);
+  char path[108];
+  pid_t pid = 0;
+  if (!sock) {
+    if (!gkcd) {
+      fprintf(stderr, "bench_async: give --gkcd PATH (or $GKCD_BIN) or --socket PATH\n");
+      return 2;
+    }
+    pid = start_gkcd(gkcd, path, sizeof path);
+    sock = path;
+  }
+  for (int i = 0; i < N_FLOATS; i++) xs[i] = (float)(i + 1) / 8.0f, want_sum += xs[i];
+  printf("%s, %.1f s per shape\n\n", use_ping ? "ping" : "reduce of 16 floats", duration_s);
+  printf("| shape        |      req/s | p50 (us) | p99 (us) | errors |\n");
+  printf("|---|---|---|---|---|\n");
+  run_blocking(1);
+  run_blocking(16);
+  run_async(1);
+  run_async(8);
+  run_async(64);
+  int status = 0;
+  if (pid > 0) {
+    kill(pid, SIGTERM);
+    waitpid(pid, &status, 0);
+    unlink(path);
+  }
+  return total_errors ? 1 : 0;
+}

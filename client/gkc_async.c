@@ -1,0 +1,227 @@
+/* gkc_async.c: the async context (see gkc_async.h).
+ *
+ * A context is the core of gkc_wire.c on a non-blocking socket, plus what
+ * an event loop needs: the bounds on what is in flight, the hooks that tell
+ * a loop which events to watch, and the rule that a context closed from
+ * one of its own callbacks is freed only when the library returns to the
+ * loop (depth counts the library's frames on the stack), as hiredis does.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gkc_internal.h"
+
+#define DEFAULT_MAX_REQUESTS 4096
+#define DEFAULT_MAX_BYTES ((uint64_t)256 << 20)
+
+struct gkc_async {
+  gkc_conn c; /* first: the core's callbacks get &ac->c */
+  size_t max_requests;
+  uint64_t max_bytes;
+  gkc_async_hooks hooks;
+  void *hooks_data;
+  int want_read, want_write; /* as last told to the hooks */
+  int depth;                 /* library frames under way that may run callbacks */
+  int closing;               /* gkc_async_close was called; free at depth 0 */
+};
+
+static gkc_async *of(gkc_conn *c) { return (gkc_async *)c; }
+
+/* Tells the hooks when the wanted events change. */
+static void update(gkc_async *ac) {
+  int rd = ac->c.fd >= 0, wr = gkc__want_write(&ac->c);
+  if (!ac->hooks.update || (rd == ac->want_read && wr == ac->want_write)) return;
+  ac->want_read = rd, ac->want_write = wr;
+  ac->hooks.update(ac->hooks_data, rd, wr);
+}
+
+static void before_close(gkc_conn *c) {
+  gkc_async *ac = of(c);
+  if (ac->hooks.update && (ac->want_read || ac->want_write)) {
+    ac->want_read = ac->want_write = 0;
+    ac->hooks.update(ac->hooks_data, 0, 0);
+  }
+}
+
+int gkc_async_connect(gkc_async **out, const char *socket_path) {
+  gkc_async *ac = calloc(1, sizeof *ac);
+  *out = ac;
+  if (!ac) return GKC_EOUT_OF_MEMORY;
+  gkc__conn_init(&ac->c);
+  ac->c.nonblock = 1;
+  ac->c.before_close = before_close;
+  ac->max_requests = DEFAULT_MAX_REQUESTS;
+  ac->max_bytes = DEFAULT_MAX_BYTES;
+  /* Connecting a Unix socket does not wait for the server's accept (the
+   * backlog takes it), so it is done blocking; the rest never blocks. */
+  return gkc__conn_connect(&ac->c, socket_path);
+}
+
+static void destroy(gkc_async *ac) {
+  gkc__conn_destroy(&ac->c);
+  if (ac->hooks.cleanup) ac->hooks.cleanup(ac->hooks_data);
+  free(ac);
+}
+
+void gkc_async_close(gkc_async *ac) {
+  if (!ac || ac->closing) return;
+  ac->closing = 1;
+  ac->depth++; /* the cancellation callbacks below may call close again */
+  gkc__cancel(&ac->c);
+  ac->depth--;
+  if (ac->depth == 0) destroy(ac);
+}
+
+/* Leaves a library frame; 1 when the context was freed on the way out. */
+static int leave(gkc_async *ac) {
+  if (--ac->depth > 0 || !ac->closing) return 0;
+  destroy(ac);
+  return 1;
+}
+
+const char *gkc_async_errmsg(const gkc_async *ac) { return ac ? ac->c.errmsg : "out of memory"; }
+size_t gkc_async_pending(const gkc_async *ac) { return ac->c.npending; }
+int gkc_async_fd(const gkc_async *ac) { return ac->c.fd; }
+int gkc_async_want_write(const gkc_async *ac) { return gkc__want_write(&ac->c); }
+
+int gkc_async_set_precision(gkc_async *ac, const char *precision) {
+  return gkc_set_precision(&ac->c, precision);
+}
+
+void gkc_async_set_limits(gkc_async *ac, size_t max_requests, uint64_t max_bytes) {
+  if (max_requests) ac->max_requests = max_requests;
+  if (max_bytes) ac->max_bytes = max_bytes;
+}
+
+void gkc_async_set_hooks(gkc_async *ac, const gkc_async_hooks *hooks, void *data) {
+  memset(&ac->hooks, 0, sizeof ac->hooks);
+  if (hooks) ac->hooks = *hooks;
+  ac->hooks_data = data;
+  ac->want_read = ac->want_write = -1; /* unknown: tell at once */
+  update(ac);
+}
+
+int gkc_async_handle_write(gkc_async *ac) {
+  ac->depth++;
+  int rc = gkc__flush(&ac->c);
+  if (leave(ac)) return GKC_ECANCELLED;
+  update(ac);
+  return rc;
+}
+
+int gkc_async_handle_read(gkc_async *ac) {
+  ac->depth++;
+  int rc = gkc__read(&ac->c);
+  if (leave(ac)) return GKC_ECANCELLED;
+  update(ac);
+  return rc;
+}
+
+int gkc_async_poll(gkc_async *ac, int timeout_ms) {
+  if (ac->c.fd < 0) return ac->c.npending ? GKC_EIO : 0;
+  struct pollfd p = {.fd = ac->c.fd, .events = POLLIN | (gkc__want_write(&ac->c) ? POLLOUT : 0)};
+  int n = poll(&p, 1, timeout_ms);
+  if (n < 0 && errno != EINTR) {
+    ac->depth++; /* breaking runs callbacks */
+    int rc = gkc__break(&ac->c, GKC_EIO, "poll: %s", strerror(errno));
+    return leave(ac) ? GKC_ECANCELLED : rc;
+  }
+  if (n <= 0) return (int)ac->c.npending;
+  int rc = 0;
+  if (p.revents & POLLOUT) rc = gkc_async_handle_write(ac);
+  if (rc == GKC_ECANCELLED) return rc;
+  /* POLLHUP and POLLERR are read too: reading says what happened. */
+  if (ac->c.fd >= 0 && (p.revents & (POLLIN | POLLHUP | POLLERR)))
+    rc = gkc_async_handle_read(ac);
+  if (rc < 0) return rc;
+  return (int)ac->c.npending;
+}
+
+/* --- requests ---------------------------------------------------------------------- */
+
+/* A request's end: the caller's callback, then the request's memory. */
+static void async_done(gkc_conn *c, gkc__req *r, gkc_result *res) {
+  gkc_async *ac = of(c);
+  char msg[sizeof c->errmsg];
+  snprintf(msg, sizeof msg, "%s", res->errmsg);
+  res->errmsg = msg; /* the callback's own requests may rewrite c->errmsg */
+  if (r->region) {   /* gkc_async_region_create */
+    if (res->status == 0) {
+      gkc__region_set_id(r->region, res->id);
+      res->region = r->region;
+    } else {
+      gkc__region_free(r->region);
+    }
+  }
+  ac->depth++;
+  r->cb(ac, res, r->userdata);
+  ac->depth--; /* the frame that called us frees a closed context */
+  free((char *)res->status_json);
+  free(r);
+}
+
+/* A request for cb, or an error (and its message) when none can be made. */
+static int new_req(gkc_async *ac, gkc_async_cb cb, void *userdata, gkc__req **out) {
+  *out = NULL;
+  if (!cb) return gkc__fail(&ac->c, GKC_EINVALID_ARGUMENT, "the callback must not be NULL");
+  if (ac->closing) return gkc__fail(&ac->c, GKC_ECANCELLED, "the context is being closed");
+  gkc__req *r = malloc(sizeof *r);
+  if (!r) return gkc__fail(&ac->c, GKC_EOUT_OF_MEMORY, "out of memory");
+  gkc__req_init(r);
+  r->done = async_done;
+  r->cb = cb;
+  r->userdata = userdata;
+  *out = r;
+  return 0;
+}
+
+/* Queues a prepared request (rc: its prep's result); frees it on failure. */
+static int submit(gkc_async *ac, gkc__req *r, int rc) {
+  if (rc == 0) rc = gkc__submit(&ac->c, r, ac->max_requests, ac->max_bytes);
+  if (rc) {
+    if (r->region) gkc__region_free(r->region);
+    free(r);
+    return rc;
+  }
+  update(ac);
+  return 0;
+}
+
+#define GKC__ASYNC_DEF_NONE(name)                                                      \
+  int gkc_async_##name(gkc_async *ac, gkc_async_cb cb, void *userdata) {               \
+    gkc__req *r;                                                                       \
+    int rc = new_req(ac, cb, userdata, &r);                                            \
+    if (rc) return rc;                                                                 \
+    return submit(ac, r, gkc__prep_##name(&ac->c, r));                                 \
+  }
+#define GKC__ASYNC_DEF_ARGS(name, type)                                                 \
+  int gkc_async_##name(gkc_async *ac, const type *args, gkc_async_cb cb, void *userdata) { \
+    gkc__req *r;                                                                       \
+    int rc = new_req(ac, cb, userdata, &r);                                            \
+    if (rc) return rc;                                                                 \
+    return submit(ac, r, gkc__prep_##name(&ac->c, r, args));                           \
+  }
+#define GKC__ASYNC_DEF_OUT(name, type)                                                  \
+  int gkc_async_##name(gkc_async *ac, const type *args, gkc_out *out, gkc_async_cb cb,  \
+                       void *userdata) {                                                \
+    gkc__req *r;                                                                       \
+    int rc = new_req(ac, cb, userdata, &r);                                            \
+    if (rc) return rc;                                                                 \
+    return submit(ac, r, gkc__prep_##name(&ac->c, r, args, out));                      \
+  }
+GKC_ASYNC_METHOD_MAP(GKC__ASYNC_DEF_NONE, GKC__ASYNC_DEF_ARGS, GKC__ASYNC_DEF_OUT)
+
+int gkc_async_region_create(gkc_async *ac, size_t bytes, gkc_async_cb cb, void *userdata) {
+  gkc__req *r;
+  int rc = new_req(ac, cb, userdata, &r);
+  if (rc) return rc;
+  rc = gkc__region_alloc(&ac->c, bytes, &r->region);
+  if (rc == 0) {
+    gkc_shm_register_args a = {gkc__region_fd(r->region), bytes};
+    rc = gkc__prep_shm_register(&ac->c, r, &a);
+  }
+  return submit(ac, r, rc);
+}
