@@ -8,7 +8,7 @@ exception; so does an end of stream.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Iterator, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import msgpack
 
@@ -34,22 +34,28 @@ class Rpc:
             raise errors.InvalidArgument(f"{method}: cannot encode the arguments: {e}") from e  # type: ignore[attr-defined]
         return msgid, data
 
-    def feed(self, data: bytes) -> Iterator[Tuple[int, Optional[Dict[str, Any]], Any]]:
-        """(msgid, error map or None, result) for each reply in data.  Raises
-        the notified error, or ProtocolError for something that is not a reply."""
+    def feed(self, data: bytes) -> Tuple[List[Tuple[int, Optional[Dict[str, Any]], Any]],
+                                          Optional[errors.Error]]:
+        """The replies in data as (msgid, error map or None, result), and the
+        error that ends the connection, if data holds one: a notification, a
+        reply gkcd could not give a msgid, or something that is not a reply.
+        Replies before it are still returned."""
         self._unpacker.feed(data)
+        replies: List[Tuple[int, Optional[Dict[str, Any]], Any]] = []
         for msg in self._unpacker:
             if (isinstance(msg, list) and len(msg) == 3 and msg[0] == 2 and msg[1] == "error"
                     and isinstance(msg[2], list) and msg[2]):
-                raise errors.from_wire(msg[2][0])
+                return replies, errors.from_wire(msg[2][0])
             if not (isinstance(msg, list) and len(msg) == 4 and msg[0] == 1):
-                raise errors.ProtocolError(f"not a msgpack-rpc reply: {msg!r:.200}")  # type: ignore[attr-defined]
+                return replies, errors.ProtocolError(f"not a msgpack-rpc reply: {msg!r:.200}")  # type: ignore[attr-defined]
             if msg[1] is None:
                 # gkcd could not read a request's msgid: our own bytes were bad.
-                raise errors.from_wire(msg[2])
+                return replies, errors.from_wire(msg[2])
             if msg[2] is not None and not isinstance(msg[2], dict):
-                raise errors.ProtocolError(f"malformed error in reply {msg[1]}: {msg[2]!r:.200}")  # type: ignore[attr-defined]
-            yield msg[1], msg[2], msg[3]
+                return replies, errors.ProtocolError(  # type: ignore[attr-defined]
+                    f"malformed error in reply {msg[1]}: {msg[2]!r:.200}")
+            replies.append((msg[1], msg[2], msg[3]))
+        return replies, None
 
 
 def closed_error(what: str = "gkcd closed the connection") -> errors.Error:

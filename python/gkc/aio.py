@@ -64,7 +64,7 @@ class AsyncConnection(Api):
     def _fail_pending(self, e: errors.Error) -> None:
         for fut in self._pending.values():
             if not fut.done():
-                fut.set_exception(type(e)(e.message))
+                fut.set_exception(type(e)(e.message, code=e.code))
         self._pending.clear()
 
     async def _read(self) -> None:
@@ -73,10 +73,13 @@ class AsyncConnection(Api):
                 d = await self._loop.sock_recv(self._sock, 1 << 20)
                 if not d:
                     raise closed_error()
-                for mid, err, res in self._rpc.feed(d):
+                replies, ended = self._rpc.feed(d)
+                for mid, err, res in replies:
                     fut = self._pending.pop(mid, None)
                     if fut is not None and not fut.done():
                         fut.set_result((err, res))
+                if ended is not None:
+                    raise ended
         except errors.Error as e:
             self._broken = e
         except OSError as e:
@@ -87,7 +90,7 @@ class AsyncConnection(Api):
                       fd: Optional[int] = None) -> Any:
         try:
             if self._broken is not None:
-                raise type(self._broken)(self._broken.message)
+                raise type(self._broken)(self._broken.message, code=self._broken.code)
             if self.closed:
                 raise closed_error("the connection is closed")
             msgid, data = self._rpc.request(method, params)

@@ -60,7 +60,7 @@ class Connection(Api):
         try:
             with self._lock:
                 if self._broken is not None:
-                    raise type(self._broken)(self._broken.message)
+                    raise type(self._broken)(self._broken.message, code=self._broken.code)
                 if self.closed:
                     raise closed_error("the connection is closed")
                 msgid, data = self._rpc.request(method, params)
@@ -100,11 +100,13 @@ class Connection(Api):
                 raise self._fail(closed_error(failure or f"receiving from gkcd: {e.strerror or e}"))
             if not d:
                 raise self._fail(closed_error(failure or "gkcd closed the connection"))
-            try:
-                for mid, err, res in self._rpc.feed(d):
-                    self._replies[mid] = (err, res)
-            except errors.Error as e:
-                raise self._fail(e)
+            replies, ended = self._rpc.feed(d)
+            for mid, err, res in replies:
+                self._replies[mid] = (err, res)
+            if ended is not None:
+                self._fail(ended)
+                if msgid not in self._replies:
+                    raise ended
         return self._replies.pop(msgid)
 
 

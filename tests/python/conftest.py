@@ -35,6 +35,7 @@ class Daemon:
         e.pop("GKC_SOCKET", None)
         e.pop("GKCD_FAULT", None)
         e.update(env or {})
+        self.stop_timeout = 30
         self.proc = subprocess.Popen([self.bin, "--socket", self.sock, *args], stderr=self.log, env=e)
         deadline = time.monotonic() + 20
         while True:
@@ -61,7 +62,7 @@ class Daemon:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
         try:
-            rc = self.proc.wait(30)
+            rc = self.proc.wait(self.stop_timeout)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             rc = self.proc.wait()
