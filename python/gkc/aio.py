@@ -52,10 +52,21 @@ class AsyncConnection(Api):
         if self.closed:
             return
         self.closed = True
+        try:
+            # Makes a send in progress fail at once, so the socket is not
+            # closed under it.
+            self._sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
         self._reader.cancel()
         try:
             await self._reader
         except (asyncio.CancelledError, Exception):
+            pass
+        try:
+            await asyncio.wait_for(self._send_lock.acquire(), 1.0)
+            self._send_lock.release()
+        except asyncio.TimeoutError:
             pass
         self._sock.close()
         self._fail_pending(errors.Cancelled("the connection was closed before the reply"))  # type: ignore[attr-defined]
@@ -102,6 +113,8 @@ class AsyncConnection(Api):
                 err, res = await fut
             finally:
                 self._pending.pop(msgid, None)
+                if fut.done() and not fut.cancelled():
+                    fut.exception()  # failed while we were still sending: ours is raised instead
         finally:
             if fd is not None:
                 os.close(fd)
