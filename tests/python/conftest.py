@@ -36,6 +36,8 @@ class Daemon:
         e.pop("GKCD_FAULT", None)
         e.update(env or {})
         self.stop_timeout = 30
+        self.may_hang = False  # a test that leaves a request stuck sets this
+        self.args = args
         self.proc = subprocess.Popen([self.bin, "--socket", self.sock, *args], stderr=self.log, env=e)
         deadline = time.monotonic() + 20
         while True:
@@ -94,8 +96,13 @@ def daemon_factory():
         started.append(d)
         return d
     yield start
+    bad = []
     for d in started:
-        d.stop()
+        log = d.logtext()
+        rc = d.stop()
+        if rc != 0 and not d.may_hang:
+            bad.append(f"gkcd {d.args} exited {rc} on SIGTERM: {log[-2000:]}")
+    assert not bad, bad
 
 
 _SEED = int(os.environ.get("GKC_TEST_SEED", str(time.time_ns() % 2**32)))
