@@ -50,3 +50,17 @@ if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/e2e_python.py)
   set_tests_properties(e2e_python PROPERTIES LABELS e2e TIMEOUT 300 SKIP_RETURN_CODE 77
     ENVIRONMENT "${GKC_E2E_ENV}")
 endif()
+
+# The Python package (python/gkc) under pytest, against a gkcd of this build.
+# The interpreter must have msgpack, numpy, scipy and pytest: Debian's
+# /usr/bin/python3 with tests/install-deps.sh's packages (a python3 earlier on
+# PATH, such as a pyenv one, may lack them).  pytest's own exit status is the
+# test's: any failure, and also "no tests collected" (5), fails it.
+set(GKC_TEST_PYTHON /usr/bin/python3 CACHE FILEPATH "Python with msgpack, numpy, scipy and pytest for tests/python")
+if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/python/conftest.py)
+  add_test(NAME python_pytest
+           COMMAND ${GKC_TEST_PYTHON} -m pytest -p no:cacheprovider -q -rsx
+                   ${CMAKE_CURRENT_SOURCE_DIR}/python)
+  set_tests_properties(python_pytest PROPERTIES LABELS e2e TIMEOUT 600
+    ENVIRONMENT "${GKC_E2E_ENV};GKC_BUILD_DIR=${CMAKE_BINARY_DIR};GKC_CMAKE=${CMAKE_COMMAND};PYTHONDONTWRITEBYTECODE=1")
+endif()

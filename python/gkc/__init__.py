@@ -1,0 +1,42 @@
+"""gkc: a Python client for gkcd, the GPU compute daemon.
+
+    import numpy as np, gkc
+
+    with gkc.connect() as c:                      # the socket as libgkc finds it
+        C = c.sgemm(A, B, alpha=2.0)              # a NumPy float32 array
+        s = c.reduce(x, op="max")                 # a float
+        y = c.spmv(scipy_csr, x)                  # or (row_ptr, col_idx, values)
+        with c.upload(x) as hx, c.csr_upload(M) as hM:
+            y = c.spmv(hM, hx, out="handle")      # stays on gkcd
+        r = c.region(1 << 20)                     # shared memory, no copies
+        v = r.array((1000,), np.float32)
+
+Errors are exceptions under :class:`gkc.Error`, one class per code
+(``gkc.InvalidArgument``, ``gkc.Busy``, ...), carrying gkcd's message.
+:mod:`gkc.aio` has the same methods for asyncio, with requests pipelined.
+The wire protocol is proto/PROTOCOL.md in the gkc sources.
+"""
+from __future__ import annotations
+
+from . import errors
+from ._objects import Array, Matrix, Region
+from ._transport import DEFAULT_SOCKET, socket_path
+from .client import Connection, connect
+from .errors import ERRORS, Error
+
+__version__ = "0.1.0"
+PROTOCOL = 1
+
+# One class per row of the error table (gkc.InvalidArgument, gkc.Busy, ...).
+globals().update({cls.__name__: cls for cls in ERRORS.values()})
+
+__all__ = ["connect", "Connection", "Array", "Matrix", "Region", "Error", "ERRORS",
+           "socket_path", "DEFAULT_SOCKET", "PROTOCOL", "errors", "aio"] + \
+          [cls.__name__ for cls in ERRORS.values()]
+
+
+def __getattr__(name: str) -> object:
+    if name == "aio":  # asyncio is imported only by those who use it
+        import importlib
+        return importlib.import_module(".aio", __name__)
+    raise AttributeError(f"module 'gkc' has no attribute {name!r}")

@@ -1,0 +1,350 @@
+"""The methods, written once for the blocking and the asyncio connection.
+
+Each method is one function: it turns Python arguments into the request's
+argument map (PROTOCOL.md's table for that method) and names a ``decode``
+that turns the result map into what the caller gets.  It then returns
+``self._invoke(method, params, decode)``, which the blocking connection runs
+to completion and the asyncio one returns as an awaitable.  Adding a method
+that gkcd gains is one more such function here.
+
+Arrays, wherever a method takes one, may be a NumPy array (or anything
+``numpy.asarray`` takes), a resident :class:`Array`, or a view of a
+:class:`Region` of this connection (sent as a region reference, not copied).
+``out=`` (sgemm, spmv, axpby, download) chooses where a result goes: None
+(a new NumPy array), ``"handle"`` (a new resident :class:`Array`), an
+existing :class:`Array` (overwritten), or a region view (written in place).
+Every compute method takes ``deadline_ms`` and ``info``: a dict that is
+filled with the reply's other fields (``algo``, ``kernel_us``, ...).
+"""
+from __future__ import annotations
+
+import weakref
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from . import errors
+from ._objects import Array, Matrix, Region
+
+ArrayArg = Union[np.ndarray, Array, Sequence[float]]
+Out = Union[None, str, Array, np.ndarray]
+Decode = Callable[[Any], Any]
+
+_INT32_MAX = 2**31 - 1
+
+
+def _bad(msg: str) -> errors.Error:
+    return errors.InvalidArgument(msg)  # type: ignore[attr-defined]
+
+
+class Api:
+    """Methods shared by :class:`gkc.Connection` and :class:`gkc.aio.AsyncConnection`."""
+
+    _is_async = False
+    closed = False
+
+    def __init__(self) -> None:
+        self._regions: Dict[int, Region] = {}
+        self._owned: "weakref.WeakSet[Any]" = weakref.WeakSet()
+
+    # --- what a connection provides -----------------------------------------------------
+
+    def _invoke(self, method: str, params: Dict[str, Any], decode: Decode,
+                fd: Optional[int] = None) -> Any:
+        """Sends [0, msgid, method, [params]] (with fd attached, then closed)
+        and returns decode(result), or an awaitable of it."""
+        raise NotImplementedError
+
+    # --- arguments --------------------------------------------------------------------
+
+    def _array(self, name: str, x: ArrayArg, wire: str = "f32") -> Tuple[Any, Tuple[int, ...]]:
+        """(wire value, shape) for an array argument: a handle reference, a
+        region reference, or raw little-endian bytes."""
+        if isinstance(x, Array):
+            x._check(self)
+            if x.wire_dtype != wire:
+                raise _bad(f"'{name}': resident array {x.id} holds {x.wire_dtype}, {wire} is needed")
+            return {"handle": x.id}, x.shape
+        if isinstance(x, (Matrix, Region)):
+            raise _bad(f"'{name}' takes an array, not a {x._kind}")
+        want = np.dtype("<f4") if wire == "f32" else np.dtype("<i4")
+        if isinstance(x, np.ndarray) and x.dtype == want and x.flags.c_contiguous and x.size:
+            ref = self._region_ref(x)
+            if ref is not None:
+                r, off, n = ref
+                return {"region": r, "offset": off, "bytes": n}, x.shape
+        a = np.asarray(x)
+        if wire == "i32":
+            if a.dtype.kind not in "iub":
+                raise _bad(f"'{name}' must hold integers, not {a.dtype}")
+            if a.size and (a.min() < -_INT32_MAX - 1 or a.max() > _INT32_MAX):
+                raise _bad(f"'{name}' holds values outside int32")
+        elif a.dtype.kind not in "fiub":
+            raise _bad(f"'{name}' must hold numbers, not {a.dtype}")
+        a = np.ascontiguousarray(a, dtype=want)
+        return memoryview(a).cast("B"), a.shape
+
+    def _region_ref(self, a: np.ndarray) -> Optional[Tuple[int, int, int]]:
+        for r in self._regions.values():
+            span = r.span(a)
+            if span is not None:
+                if span[0] % 4:
+                    return None  # gkcd needs 4-byte alignment: send the bytes instead
+                return r.id, span[0], span[1]
+        return None
+
+    def _out(self, params: Dict[str, Any], key: str, out: Out, size: int) -> None:
+        """Adds params["out"] for out=; size is the result's element count."""
+        if out is None:
+            return
+        if isinstance(out, str):
+            if out != "handle":
+                raise _bad(f"'out' must be None, 'handle', a gkc.Array or a region view, not {out!r}")
+            params["out"] = {key: "handle"}
+        elif isinstance(out, Array):
+            out._check(self)
+            if out.size != size or out.wire_dtype != "f32":
+                raise _bad(f"'out': resident array {out.id} holds {out.size} {out.wire_dtype},"
+                           f" the result is {size} f32")
+            params["out"] = {key: {"handle": out.id}}
+        elif isinstance(out, np.ndarray):
+            if out.dtype != np.dtype("<f4") or not out.flags.c_contiguous or out.size != size:
+                raise _bad(f"'out' must be a C-contiguous float32 region view of {size} elements")
+            ref = self._region_ref(out)
+            if ref is None:
+                raise _bad("'out' is a NumPy array outside this connection's live regions")
+            params["out"] = {key: {"region": ref[0], "offset": ref[1]}}
+        else:
+            raise _bad(f"'out' must be None, 'handle', a gkc.Array or a region view, not {type(out).__name__}")
+
+    def _result(self, res: Dict[str, Any], key: str, out: Out, shape: Tuple[int, ...]) -> Any:
+        v = res.get(key)
+        if out is None:
+            if not isinstance(v, (bytes, bytearray)):
+                raise errors.ProtocolError(f"reply field {key!r} is not a bin")  # type: ignore[attr-defined]
+            return np.frombuffer(v, dtype="<f4").reshape(shape).copy()
+        if not isinstance(v, dict):
+            raise errors.ProtocolError(f"reply field {key!r} is not a reference")  # type: ignore[attr-defined]
+        if isinstance(out, str):
+            return Array(self, int(v["handle"]), shape, "f32")
+        return out
+
+    @staticmethod
+    def _common(params: Dict[str, Any], algo: Optional[str], deadline_ms: Optional[int]) -> Dict[str, Any]:
+        if algo is not None:
+            params["algo"] = algo
+        if deadline_ms is not None:
+            params["deadline_ms"] = int(deadline_ms)
+        return params
+
+    @staticmethod
+    def _info(info: Optional[Dict[str, Any]], res: Dict[str, Any], *data: str) -> None:
+        if info is not None:
+            info.update({k: v for k, v in res.items() if k not in data})
+
+    # --- service ----------------------------------------------------------------------
+
+    def call(self, method: str, params: Optional[Dict[str, Any]] = None, *,
+             fd: Optional[int] = None) -> Any:
+        """Any method by name, with a raw argument map; returns the raw result
+        (bins as bytes).  For methods this package does not wrap."""
+        return self._invoke(method, dict(params or {}), lambda res: res, fd)
+
+    def ping(self) -> Any:
+        """``{"version", "protocol", "backend"}``."""
+        return self._invoke("ping", {}, lambda res: res)
+
+    def status(self) -> Any:
+        """The daemon's counters and limits (PROTOCOL.md, ``status``)."""
+        return self._invoke("status", {}, lambda res: res)
+
+    # --- compute ----------------------------------------------------------------------
+
+    def sgemm(self, A: ArrayArg, B: ArrayArg, *, alpha: float = 1.0, beta: float = 0.0,
+              C: Optional[ArrayArg] = None, trans_a: bool = False, trans_b: bool = False,
+              algo: Optional[str] = None, precision: Optional[str] = None, out: Out = None,
+              deadline_ms: Optional[int] = None, info: Optional[Dict[str, Any]] = None) -> Any:
+        """``alpha * op(A) @ op(B) + beta * C`` in float32, an (m, n) array.
+
+        A and B are 2-D (op(A) = A.T when trans_a).  C is needed when beta != 0."""
+        a, ash = self._array("A", A)
+        b, bsh = self._array("B", B)
+        if len(ash) != 2 or len(bsh) != 2:
+            raise _bad(f"'A' and 'B' must be 2-D, not of shapes {ash} and {bsh}")
+        m, k = (ash[1], ash[0]) if trans_a else ash
+        kb, n = (bsh[1], bsh[0]) if trans_b else bsh
+        if k != kb:
+            raise _bad(f"'B': op(A) is {m}x{k} but op(B) is {kb}x{n}")
+        p: Dict[str, Any] = {"m": m, "n": n, "k": k, "a": a, "b": b, "alpha": float(alpha),
+                             "beta": float(beta), "trans_a": bool(trans_a), "trans_b": bool(trans_b)}
+        if C is not None:
+            p["c"] = self._array("C", C)[0]
+        if precision is not None:
+            p["precision"] = precision
+        self._out(p, "c", out, m * n)
+
+        def decode(res: Dict[str, Any]) -> Any:
+            self._info(info, res, "c")
+            return self._result(res, "c", out, (m, n))
+        return self._invoke("sgemm", self._common(p, algo, deadline_ms), decode)
+
+    def reduce(self, x: ArrayArg, op: str = "sum", *, algo: Optional[str] = None,
+               deadline_ms: Optional[int] = None, info: Optional[Dict[str, Any]] = None) -> Any:
+        """The ``sum``, ``min`` or ``max`` of x's float32 values, as a float."""
+        p = {"x": self._array("x", x)[0], "op": op}
+
+        def decode(res: Dict[str, Any]) -> float:
+            self._info(info, res, "value")
+            return float(res["value"])
+        return self._invoke("reduce", self._common(p, algo, deadline_ms), decode)
+
+    def spmv(self, A: Any, x: ArrayArg, *, alpha: float = 1.0, beta: float = 0.0,
+             y: Optional[ArrayArg] = None, algo: Optional[str] = None, out: Out = None,
+             deadline_ms: Optional[int] = None, info: Optional[Dict[str, Any]] = None) -> Any:
+        """``alpha * A @ x + beta * y`` with a sparse A, a (rows,) array.
+
+        A is a resident :class:`Matrix`, a SciPy sparse matrix (any format;
+        converted to CSR), or a tuple ``(row_ptr, col_idx, values)`` whose
+        column count is x's length (or ``(row_ptr, col_idx, values, shape)``)."""
+        xv, xsh = self._array("x", x)
+        cols = int(np.prod(xsh, dtype=np.int64))
+        if isinstance(A, Matrix):
+            A._check(self)
+            rows = A.rows
+            p: Dict[str, Any] = {"matrix": A.id}
+        else:
+            p = self._csr(A, cols)
+            rows = p["rows"]
+        p.update({"x": xv, "alpha": float(alpha), "beta": float(beta)})
+        if y is not None:
+            p["y"] = self._array("y", y)[0]
+        self._out(p, "y", out, rows)
+
+        def decode(res: Dict[str, Any]) -> Any:
+            self._info(info, res, "y")
+            return self._result(res, "y", out, (rows,))
+        return self._invoke("spmv", self._common(p, algo, deadline_ms), decode)
+
+    def _csr(self, A: Any, cols: Optional[int]) -> Dict[str, Any]:
+        """rows, cols, row_ptr, col_idx, values for a SciPy matrix or a tuple."""
+        if hasattr(A, "tocsr") and hasattr(A, "shape"):
+            A = A.tocsr()
+            rp, ci, vals, shape = A.indptr, A.indices, A.data, A.shape
+        elif isinstance(A, tuple) and len(A) in (3, 4):
+            rp, ci, vals = A[:3]
+            shape = tuple(A[3]) if len(A) == 4 else None
+        else:
+            raise _bad("'A' must be a gkc.Matrix, a scipy.sparse matrix or (row_ptr, col_idx, values[, shape])")
+        rpv, rpsh = self._array("row_ptr", rp, "i32")
+        civ, _ = self._array("col_idx", ci, "i32")
+        vv, _ = self._array("values", vals)
+        rows = int(np.prod(rpsh, dtype=np.int64)) - 1
+        if shape is None:
+            if cols is None:
+                raise _bad("'A': give the shape as (row_ptr, col_idx, values, (rows, cols))")
+            shape = (rows, cols)
+        if int(shape[0]) != rows:
+            raise _bad(f"'A': row_ptr has {rows + 1} entries for {shape[0]} rows")
+        return {"rows": rows, "cols": int(shape[1]), "row_ptr": rpv, "col_idx": civ, "values": vv}
+
+    def dot(self, x: ArrayArg, y: ArrayArg, *, algo: Optional[str] = None,
+            deadline_ms: Optional[int] = None, info: Optional[Dict[str, Any]] = None) -> Any:
+        """x . y of two float32 vectors of equal length, as a float."""
+        p = {"x": self._array("x", x)[0], "y": self._array("y", y)[0]}
+
+        def decode(res: Dict[str, Any]) -> float:
+            self._info(info, res, "value")
+            return float(res["value"])
+        return self._invoke("dot", self._common(p, algo, deadline_ms), decode)
+
+    def axpby(self, x: ArrayArg, y: ArrayArg, *, alpha: float = 1.0, beta: float = 1.0,
+              algo: Optional[str] = None, out: Out = None, deadline_ms: Optional[int] = None,
+              info: Optional[Dict[str, Any]] = None) -> Any:
+        """``alpha * x + beta * y``, shaped like y.  ``out=y`` with y resident
+        updates it in place."""
+        xv, _ = self._array("x", x)
+        yv, ysh = self._array("y", y)
+        n = int(np.prod(ysh, dtype=np.int64))
+        p: Dict[str, Any] = {"x": xv, "y": yv, "alpha": float(alpha), "beta": float(beta)}
+        self._out(p, "y", out, n)
+
+        def decode(res: Dict[str, Any]) -> Any:
+            self._info(info, res, "y")
+            return self._result(res, "y", out, ysh)
+        return self._invoke("axpby", self._common(p, algo, deadline_ms), decode)
+
+    # --- resident data and regions ----------------------------------------------------
+
+    def upload(self, x: ArrayArg, *, dtype: Optional[str] = None, shared: bool = False) -> Any:
+        """Keeps x on gkcd; returns a resident :class:`Array`.  dtype is
+        ``"f32"`` or ``"i32"``; by default i32 for integer arrays, else f32."""
+        if dtype is None:
+            if isinstance(x, Array):
+                dtype = x.wire_dtype
+            else:
+                dtype = "i32" if np.asarray(x).dtype.kind in "iu" else "f32"
+        if dtype not in ("f32", "i32"):
+            raise _bad(f"'dtype' must be 'f32' or 'i32', not {dtype!r}")
+        data, shape = self._array("data", x, dtype)
+        p = {"data": data, "dtype": dtype, "shared": bool(shared)}
+        return self._invoke("upload", p, lambda res: Array(self, int(res["handle"]), shape, dtype))
+
+    def download(self, a: Array, *, out: Optional[np.ndarray] = None) -> Any:
+        """A resident array's values: a new NumPy array of its shape, or
+        written into the region view out (returned)."""
+        if not isinstance(a, Array):
+            raise _bad(f"'handle' must be a gkc.Array, not {type(a).__name__}")
+        a._check(self)
+        p: Dict[str, Any] = {"handle": a.id}
+        if out is not None:
+            if out.dtype != a.dtype or not out.flags.c_contiguous or out.size != a.size:
+                raise _bad(f"'out' must be a C-contiguous {a.dtype} region view of {a.size} elements")
+            ref = self._region_ref(out)
+            if ref is None:
+                raise _bad("'out' is a NumPy array outside this connection's live regions")
+            p["out"] = {"data": {"region": ref[0], "offset": ref[1]}}
+
+        def decode(res: Dict[str, Any]) -> Any:
+            if out is not None:
+                return out
+            return np.frombuffer(res["data"], dtype=a.dtype).reshape(a.shape).copy()
+        return self._invoke("download", p, decode)
+
+    def csr_upload(self, A: Any, *, shared: bool = False) -> Any:
+        """Keeps a sparse matrix on gkcd (validated once); returns a :class:`Matrix`.
+        A is a SciPy sparse matrix or ``(row_ptr, col_idx, values, (rows, cols))``."""
+        p = self._csr(A, None)
+        p["shared"] = bool(shared)
+        return self._invoke("csr_upload", p, lambda res: Matrix(
+            self, int(res["matrix"]), int(res["rows"]), int(res["cols"]), int(res["nnz"]),
+            str(res.get("algo", ""))))
+
+    def release(self, obj: Union[Array, Matrix, Region]) -> Any:
+        """``obj.release()``."""
+        return obj.release()
+
+    def region(self, nbytes: int) -> Any:
+        """A new shared-memory :class:`Region` of nbytes (a sealed memfd passed
+        to gkcd over SCM_RIGHTS)."""
+        from ._transport import make_memfd
+        nbytes = int(nbytes)
+        if nbytes < 1:
+            raise _bad(f"'bytes' must be at least 1, not {nbytes}")
+        fd, mm = make_memfd(nbytes)
+
+        def decode(res: Dict[str, Any]) -> Region:
+            r = Region(self, int(res["region"]), mm, nbytes)
+            self._regions[r.id] = r
+            return r
+        try:
+            return self._invoke("shm_register", {"bytes": nbytes}, decode, fd)
+        except BaseException:
+            mm.close()
+            raise
+
+    def _forget_all(self) -> None:
+        """The connection closed: gkcd freed its objects."""
+        for r in list(self._regions.values()):
+            r._mark_released()
+        for o in list(self._owned):
+            o.released = True

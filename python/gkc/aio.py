@@ -1,0 +1,183 @@
+"""The asyncio connection: many requests in flight on one socket.
+
+    async with gkc.aio.connect() as c:
+        sums = await asyncio.gather(*(c.reduce(x) for x in xs))
+
+Every method of :class:`gkc.Connection` exists here and returns an awaitable.
+Requests go out as soon as they are called (in call order); one task reads
+replies and hands each to its caller by msgid, in whatever order gkcd
+answers.  gkcd reads at most ``max-conn-requests`` requests of a connection
+at once; the rest wait in the socket, so any number may be awaited together.
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+from typing import Any, Dict, Generator, Optional
+
+from . import errors
+from ._api import Api, Decode
+from ._rpc import Rpc, closed_error, outcome
+from ._transport import connect_socket, send_with_fd, socket_path
+
+__all__ = ["AsyncConnection", "connect"]
+
+
+class AsyncConnection(Api):
+    """An asyncio connection to gkcd; make one with :func:`connect`."""
+
+    _is_async = True
+
+    def __init__(self, sock: socket.socket, path: str) -> None:
+        super().__init__()
+        self.path = path
+        self._sock = sock
+        self._loop = asyncio.get_running_loop()
+        self._rpc = Rpc()
+        self._pending: Dict[int, "asyncio.Future[Any]"] = {}
+        self._send_lock = asyncio.Lock()
+        self._broken: Optional[errors.Error] = None
+        self.closed = False
+        self._reader = self._loop.create_task(self._read())
+
+    async def __aenter__(self) -> "AsyncConnection":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Closes the socket; requests still pending get gkc.Cancelled."""
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            # Makes a send in progress fail at once, so the socket is not
+            # closed under it.
+            self._sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self._reader.cancel()
+        try:
+            await self._reader
+        except (asyncio.CancelledError, Exception):
+            pass
+        try:
+            await asyncio.wait_for(self._send_lock.acquire(), 1.0)
+            self._send_lock.release()
+        except asyncio.TimeoutError:
+            pass
+        self._sock.close()
+        self._fail_pending(errors.Cancelled("the connection was closed before the reply"))  # type: ignore[attr-defined]
+        self._forget_all()
+
+    def _fail_pending(self, e: errors.Error) -> None:
+        for fut in self._pending.values():
+            if not fut.done():
+                fut.set_exception(type(e)(e.message, code=e.code))
+        self._pending.clear()
+
+    async def _read(self) -> None:
+        try:
+            while True:
+                d = await self._loop.sock_recv(self._sock, 1 << 20)
+                if not d:
+                    raise closed_error()
+                replies, ended = self._rpc.feed(d)
+                for mid, err, res in replies:
+                    fut = self._pending.pop(mid, None)
+                    if fut is not None and not fut.done():
+                        fut.set_result((err, res))
+                if ended is not None:
+                    raise ended
+        except errors.Error as e:
+            self._broken = e
+        except OSError as e:
+            self._broken = closed_error(f"receiving from gkcd: {e.strerror or e}")
+        self._fail_pending(self._broken)
+
+    async def _invoke(self, method: str, params: Dict[str, Any], decode: Decode,
+                      fd: Optional[int] = None) -> Any:
+        try:
+            if self._broken is not None:
+                raise type(self._broken)(self._broken.message, code=self._broken.code)
+            if self.closed:
+                raise closed_error("the connection is closed")
+            msgid, data = self._rpc.request(method, params)
+            fut = self._loop.create_future()
+            self._pending[msgid] = fut
+            try:
+                sending, fd = fd, None
+                await self._send(data, sending)
+                err, res = await fut
+            finally:
+                self._pending.pop(msgid, None)
+                if fut.done() and not fut.cancelled():
+                    fut.exception()  # failed while we were still sending: ours is raised instead
+        finally:
+            if fd is not None:
+                os.close(fd)
+        return decode(outcome(err, res))
+
+    async def _send(self, data: bytes, fd: Optional[int]) -> None:
+        """Sends one request whole (requests never interleave), closing fd.
+        A failed send is left to the reader: gkcd may still answer or say why."""
+        async with self._send_lock:
+            try:
+                if fd is not None:
+                    try:
+                        while True:
+                            try:
+                                sent = send_with_fd(self._sock, data, fd)
+                                break
+                            except BlockingIOError:
+                                await self._writable()
+                    finally:
+                        os.close(fd)
+                    data = data[sent:]
+                if data:
+                    await self._loop.sock_sendall(self._sock, data)
+            except OSError as e:
+                # A live reader sees the close and fails this request with
+                # gkcd's reason; a finished one no longer can.
+                if self._reader.done():
+                    raise self._broken or closed_error(f"sending to gkcd: {e.strerror or e}")
+
+    async def _writable(self) -> None:
+        fut = self._loop.create_future()
+        fd = self._sock.fileno()
+        self._loop.add_writer(fd, lambda: fut.done() or fut.set_result(None))
+        try:
+            await fut
+        finally:
+            self._loop.remove_writer(fd)
+
+
+class _Connecting:
+    """``await connect()`` or ``async with connect() as c``."""
+
+    def __init__(self, path: Optional[str]) -> None:
+        self._path = path
+        self._conn: Optional[AsyncConnection] = None
+
+    async def _open(self) -> AsyncConnection:
+        path = socket_path(self._path)
+        self._conn = AsyncConnection(connect_socket(path, blocking=False), path)
+        return self._conn
+
+    def __await__(self) -> Generator[Any, None, AsyncConnection]:
+        return self._open().__await__()
+
+    async def __aenter__(self) -> AsyncConnection:
+        return await self._open()
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._conn is not None:
+            await self._conn.close()
+
+
+def connect(path: Optional[str] = None) -> _Connecting:
+    """An :class:`AsyncConnection` to gkcd: ``c = await gkc.aio.connect()``
+    or ``async with gkc.aio.connect() as c``."""
+    return _Connecting(path)
