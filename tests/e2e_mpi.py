@@ -71,6 +71,13 @@ ENV.update({
     "OMPI_ALLOW_RUN_AS_ROOT": "1",
     "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
 })
+if os.environ.get("GKC_SANITIZE", "").upper() in ("1", "ON", "TRUE", "YES"):
+    supp = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lsan_mpi.supp")
+    ENV["LSAN_OPTIONS"] = f"suppressions={supp}:print_suppressions=0"
+    ENV["OMPI_MCA_mca_base_component_disable_dlclose"] = "1"
+    # The slow unwinder walks through Open MPI's frames, which the
+    # suppressions name; the fast one stops at the first.
+    ENV["ASAN_OPTIONS"] = ENV.get("ASAN_OPTIONS", "") + ":fast_unwind_on_malloc=0"
 
 
 class Daemon:
