@@ -7,7 +7,8 @@
 # each told its socket through $GKC_SOCKET), solves the 3-D Poisson problem
 # GRID^3 (default 48) with CG to 1e-6 REPEATS times (default 3) per rank
 # count, and prints a Markdown row per count with the best time per
-# iteration.  For GPU runs pass extra gkcd flags in GKCD_FLAGS.  Ranks yield
+# iteration.  DAEMONS=1 puts every rank on one gkcd (several ranks sharing a
+# GPU through its scheduler).  For GPU runs pass extra gkcd flags in GKCD_FLAGS.  Ranks yield
 # while they wait in MPI (mpi_yield_when_idle): they share cores with gkcd.
 set -euo pipefail
 build=${1:?usage: mpi_scaling.sh BUILD_DIR [GRID] [REPEATS]}
@@ -17,12 +18,14 @@ tmp=$(mktemp -d)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$tmp"; }
 trap cleanup EXIT
-for d in a b; do
+second=b
+[ "${DAEMONS:-2}" = 1 ] && second=a
+for d in a $second; do
   # shellcheck disable=SC2086
   "$build/daemon/gkcd" --socket "$tmp/$d.sock" --log-level warn ${GKCD_FLAGS:-} 2>"$tmp/$d.log" &
   pids+=($!)
 done
-for _ in $(seq 100); do [ -S "$tmp/a.sock" ] && [ -S "$tmp/b.sock" ] && break; sleep 0.05; done
+for _ in $(seq 100); do [ -S "$tmp/a.sock" ] && [ -S "$tmp/$second.sock" ] && break; sleep 0.05; done
 export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none \
   OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_hwloc_base_binding_policy=none \
   OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
@@ -37,7 +40,7 @@ for np in 1 2 4; do
     else
       h=$((np / 2))
       cmd=(mpirun -np "$h" env GKC_SOCKET="$tmp/a.sock" "$build/examples/mpi_cg" "${args[@]}"
-           : -np "$h" env GKC_SOCKET="$tmp/b.sock" "$build/examples/mpi_cg" "${args[@]}")
+           : -np "$h" env GKC_SOCKET="$tmp/$second.sock" "$build/examples/mpi_cg" "${args[@]}")
     fi
     out=$(timeout 300 "${cmd[@]}")
     best=$(python3 -c 'import json,sys
