@@ -1,0 +1,236 @@
+/* dmat.c: the distributed matrix: halo plan exchange, upload, spmv. */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define HALO_TAG 0x6b64
+
+/* Uploads a CSR block; records a failure. */
+static void upload(gkcm_matrix *A, int32_t rows, int32_t cols, int64_t nnz, const int32_t *rp,
+                   const int32_t *ci, const float *v, uint32_t *id, int *have, const char *what,
+                   char *algo) {
+  gkcm_ctx *ctx = A->ctx;
+  if (ctx->err) return;
+  gkc_csr m = {rows, cols, nnz, rp, ci, v};
+  int rc = gkc_csr_upload(ctx->conn, &m, 0, id, algo);
+  if (rc) ctx_fail_gkc(ctx, rc, what);
+  else *have = 1;
+}
+
+int gkcm_matrix_create(gkcm_ctx *ctx, const gkcm_rows *mine, gkcm_matrix **out) {
+  *out = NULL;
+  int P = ctx->size, rc;
+  char msg[256];
+  gkcm_matrix *A = calloc(1, sizeof *A);
+  int64_t *all = malloc((size_t)P * 3 * sizeof *all);
+  int *counts = calloc((size_t)P, sizeof *counts);
+  int *displ = calloc((size_t)P, sizeof *displ);
+  int64_t *ids = NULL;
+  if (A) A->offsets = malloc(((size_t)P + 1) * sizeof *A->offsets);
+  int nomem = !A || !A->offsets || !all || !counts || !displ;
+  /* Agree on memory first: the gathers below need the buffers on all ranks. */
+  if (nomem) ctx_fail(ctx, GKC_EOUT_OF_MEMORY, "out of memory for the matrix");
+  if ((rc = ctx_sync(ctx, NULL, 0))) goto fail;
+  A->ctx = ctx;
+
+  int64_t me[3] = {mine->n, mine->row0, mine->rows};
+  MPI_Allgather(me, 3, MPI_INT64_T, all, 3, MPI_INT64_T, ctx->comm);
+  for (int q = 0; q < P; q++) {
+    if (all[3 * q] != mine->n) {
+      ctx_fail(ctx, GKC_EINVALID_ARGUMENT, "rank %d says the matrix has %" PRId64 " rows, rank "
+               "%d %" PRId64, q, all[3 * q], ctx->rank, mine->n);
+      break;
+    }
+    A->offsets[q] = all[3 * q + 1];
+    if (q + 1 < P && all[3 * q + 1] + all[3 * q + 2] != all[3 * q + 4]) {
+      ctx_fail(ctx, GKC_EINVALID_ARGUMENT, "rank %d's rows end at %" PRId64 " but rank %d's "
+               "start at %" PRId64 ": the ranks' rows must tile [0, n) in rank order", q,
+               all[3 * q + 1] + all[3 * q + 2], q + 1, all[3 * q + 4]);
+      break;
+    }
+  }
+  A->offsets[P] = all[3 * (P - 1) + 1] + all[3 * (P - 1) + 2];
+  if (!ctx->err && halo_plan_build(&A->plan, A->offsets, P, ctx->rank, mine->n, mine->rows,
+                                   mine->row_ptr, mine->col_idx, mine->values, msg,
+                                   sizeof msg) != 0)
+    ctx_fail(ctx, GKC_EINVALID_ARGUMENT, "%s", msg);
+  if ((rc = ctx_sync(ctx, NULL, 0))) goto fail;
+
+  /* Tell each owner which of its rows we need: counts, then the ids. */
+  halo_plan *p = &A->plan;
+  MPI_Alltoall(p->recv_count, 1, MPI_INT, counts, 1, MPI_INT, ctx->comm);
+  int64_t total = 0;
+  for (int q = 0; q < P; q++) displ[q] = (int)total, total += counts[q];
+  ids = malloc((size_t)(total ? total : 1) * sizeof *ids);
+  if (!ids || total > INT32_MAX) ctx_fail(ctx, GKC_EOUT_OF_MEMORY, "out of memory for %" PRId64
+                                          " halo indices", total);
+  if ((rc = ctx_sync(ctx, NULL, 0))) goto fail;
+  MPI_Alltoallv(p->ghost, p->recv_count, p->recv_displ, MPI_INT64_T, ids, counts, displ,
+                MPI_INT64_T, ctx->comm);
+  if (halo_plan_set_sends(p, counts, ids, msg, sizeof msg) != 0)
+    ctx_fail(ctx, GKC_EINVALID_ARGUMENT, "%s", msg);
+  if ((rc = ctx_sync(ctx, NULL, 0))) goto fail;
+
+  A->sendbuf = calloc((size_t)p->nsend + 1, sizeof(float));
+  A->recvbuf = calloc((size_t)p->nghost + 1, sizeof(float));
+  A->reqs = malloc((size_t)P * 2 * sizeof *A->reqs);
+  for (int q = 0; q < P; q++) A->nneigh += p->recv_count[q] > 0 || p->send_count[q] > 0;
+  if (!A->sendbuf || !A->recvbuf || !A->reqs)
+    ctx_fail(ctx, GKC_EOUT_OF_MEMORY, "out of memory for the halo buffers");
+
+  /* Upload: the own columns, the ghost columns, and the gather G (nsend x
+   * rows, a single 1 per row) whose product with x is the send buffer. */
+  upload(A, p->rows, p->rows, p->d_nnz, p->d_row_ptr, p->d_col, p->d_val, &A->diag,
+         &A->have_diag, "csr_upload (own columns)", A->spmv_algo);
+  if (p->nghost > 0) {
+    upload(A, p->rows, p->nghost, p->o_nnz, p->o_row_ptr, p->o_col, p->o_val, &A->offd,
+           &A->have_offd, "csr_upload (ghost columns)", NULL);
+    float *zeros = calloc((size_t)p->rows, sizeof *zeros);
+    if (!zeros) ctx_fail(ctx, GKC_EOUT_OF_MEMORY, "out of memory");
+    else if (!ctx->err) {
+      rc = gkc_upload(ctx->conn, gkc_ref_mem(zeros, (size_t)p->rows * 4), GKC_F32, 0,
+                      &A->scratch);
+      if (rc) ctx_fail_gkc(ctx, rc, "upload (scratch vector)");
+      else A->have_scratch = 1;
+    }
+    free(zeros);
+  }
+  if (p->nsend > 0 && !ctx->err) {
+    int32_t *grp = malloc(((size_t)p->nsend + 1) * sizeof *grp);
+    float *ones = malloc((size_t)p->nsend * sizeof *ones);
+    if (!grp || !ones) {
+      ctx_fail(ctx, GKC_EOUT_OF_MEMORY, "out of memory");
+    } else {
+      for (int32_t k = 0; k <= p->nsend; k++) grp[k] = k;
+      for (int32_t k = 0; k < p->nsend; k++) ones[k] = 1.0f;
+      upload(A, p->nsend, p->rows, p->nsend, grp, p->send_idx, ones, &A->gather,
+             &A->have_gather, "csr_upload (halo gather)", NULL);
+    }
+    free(grp), free(ones);
+  }
+  if ((rc = ctx_sync(ctx, NULL, 0))) goto fail;
+  free(all), free(counts), free(displ), free(ids);
+  *out = A;
+  return 0;
+fail:
+  free(all), free(counts), free(displ), free(ids);
+  gkcm_matrix_free(A);
+  return rc;
+}
+
+void gkcm_matrix_free(gkcm_matrix *A) {
+  if (!A) return;
+  gkc_conn *c = A->ctx ? A->ctx->conn : NULL;
+  /* After a failure the connection may be gone: the releases then fail
+   * quietly, and gkcd freed everything when the connection closed. */
+  if (c) {
+    if (A->have_diag) gkc_release_matrix(c, A->diag);
+    if (A->have_offd) gkc_release_matrix(c, A->offd);
+    if (A->have_gather) gkc_release_matrix(c, A->gather);
+    if (A->have_scratch) gkc_release(c, A->scratch);
+  }
+  halo_plan_free(&A->plan);
+  free(A->offsets), free(A->sendbuf), free(A->recvbuf), free(A->reqs);
+  free(A);
+}
+
+void gkcm_matrix_info_get(const gkcm_matrix *A, gkcm_matrix_info *info) {
+  memset(info, 0, sizeof *info);
+  info->n = A->plan.n, info->row0 = A->plan.row0, info->rows = A->plan.rows;
+  info->nnz = A->plan.d_nnz + A->plan.o_nnz;
+  info->ghosts = A->plan.nghost, info->sends = A->plan.nsend, info->neighbours = A->nneigh;
+  memcpy(info->spmv_algo, A->spmv_algo, sizeof info->spmv_algo);
+}
+
+/* Posts the exchange of sendbuf into recvbuf; returns the request count. */
+static int halo_post(gkcm_matrix *A) {
+  halo_plan *p = &A->plan;
+  int nreq = 0;
+  for (int q = 0; q < p->nranks; q++)
+    if (p->recv_count[q] > 0)
+      MPI_Irecv(A->recvbuf + p->recv_displ[q], p->recv_count[q], MPI_FLOAT, q, HALO_TAG,
+                A->ctx->comm, &A->reqs[nreq++]);
+  for (int q = 0; q < p->nranks; q++)
+    if (p->send_count[q] > 0)
+      MPI_Isend(A->sendbuf + p->send_displ[q], p->send_count[q], MPI_FLOAT, q, HALO_TAG,
+                A->ctx->comm, &A->reqs[nreq++]);
+  return nreq;
+}
+
+void dmat_spmv(gkcm_matrix *A, float alpha, uint32_t x, float beta, int has_y, uint32_t y,
+               uint32_t out, gkcm_clock *clk) {
+  gkcm_ctx *ctx = A->ctx;
+  halo_plan *p = &A->plan;
+  size_t nb = (size_t)p->rows * 4;
+  int rc;
+  double t = ctx_now();
+  if (p->nsend > 0 && !ctx->err) { /* 1 */
+    gkc_spmv_args g = GKC_SPMV_ARGS_INIT;
+    g.use_matrix = 1, g.matrix = A->gather, g.x = gkc_ref_handle(x, nb);
+    gkc_out o = gkc_out_mem(A->sendbuf, (size_t)p->nsend * 4);
+    if ((rc = gkc_spmv_ref(ctx->conn, &g, &o, NULL))) ctx_fail_gkc(ctx, rc, "spmv (halo gather)");
+    clk->requests++;
+  }
+  double t1 = ctx_now();
+  int nreq = halo_post(A); /* 2 */
+  clk->halo_bytes += (int64_t)p->nsend * 4;
+  double t2 = ctx_now();
+  if (!ctx->err) { /* 3 */
+    gkc_spmv_args d = GKC_SPMV_ARGS_INIT;
+    d.use_matrix = 1, d.matrix = A->diag, d.x = gkc_ref_handle(x, nb);
+    d.alpha = alpha, d.beta = has_y ? beta : 0.0f;
+    if (has_y) d.y = gkc_ref_handle(y, nb);
+    gkc_out o = gkc_out_handle(p->nghost > 0 ? A->scratch : out);
+    if ((rc = gkc_spmv_ref(ctx->conn, &d, &o, NULL))) ctx_fail_gkc(ctx, rc, "spmv (own columns)");
+    clk->requests++;
+  }
+  double t3 = ctx_now();
+  MPI_Waitall(nreq, A->reqs, MPI_STATUSES_IGNORE); /* 4 */
+  double t4 = ctx_now();
+  if (p->nghost > 0 && !ctx->err) { /* 5 */
+    gkc_spmv_args o5 = GKC_SPMV_ARGS_INIT;
+    o5.use_matrix = 1, o5.matrix = A->offd;
+    o5.x = gkc_ref_mem(A->recvbuf, (size_t)p->nghost * 4);
+    o5.y = gkc_ref_handle(A->scratch, nb);
+    o5.alpha = alpha, o5.beta = 1.0f;
+    gkc_out o = gkc_out_handle(out);
+    if ((rc = gkc_spmv_ref(ctx->conn, &o5, &o, NULL))) ctx_fail_gkc(ctx, rc, "spmv (ghost columns)");
+    clk->requests++;
+  }
+  double t5 = ctx_now();
+  clk->local_s += (t1 - t) + (t3 - t2) + (t5 - t4);
+  clk->comm_s += (t2 - t1) + (t4 - t3);
+}
+
+int gkcm_host_spmv(gkcm_matrix *A, const float *x, double *y) {
+  halo_plan *p = &A->plan;
+  for (int32_t k = 0; k < p->nsend; k++) A->sendbuf[k] = x[p->send_idx[k]];
+  int nreq = halo_post(A);
+  MPI_Waitall(nreq, A->reqs, MPI_STATUSES_IGNORE);
+  for (int32_t i = 0; i < p->rows; i++) {
+    double acc = 0;
+    for (int32_t k = p->d_row_ptr[i]; k < p->d_row_ptr[i + 1]; k++)
+      acc += (double)p->d_val[k] * x[p->d_col[k]];
+    for (int32_t k = p->o_row_ptr[i]; k < p->o_row_ptr[i + 1]; k++)
+      acc += (double)p->o_val[k] * A->recvbuf[p->o_col[k]];
+    y[i] = acc;
+  }
+  return 0;
+}
+
+int gkcm_gather(gkcm_matrix *A, int root, const float *x, float *y) {
+  gkcm_ctx *ctx = A->ctx;
+  int P = ctx->size;
+  int *counts = malloc((size_t)P * sizeof *counts), *displ = malloc((size_t)P * sizeof *displ);
+  if (!counts || !displ) ctx_fail(ctx, GKC_EOUT_OF_MEMORY, "out of memory");
+  int rc = ctx_sync(ctx, NULL, 0);
+  if (rc == 0) {
+    for (int q = 0; q < P; q++)
+      counts[q] = (int)(A->offsets[q + 1] - A->offsets[q]), displ[q] = (int)A->offsets[q];
+    MPI_Gatherv(x, A->plan.rows, MPI_FLOAT, y, counts, displ, MPI_FLOAT, root, ctx->comm);
+  }
+  free(counts), free(displ);
+  return rc;
+}
