@@ -40,3 +40,12 @@ if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/e2e_python.py)
   set_tests_properties(e2e_python PROPERTIES LABELS e2e TIMEOUT 300 SKIP_RETURN_CODE 77
     ENVIRONMENT "${GKC_E2E_ENV}")
 endif()
+
+# solve and batch through raw msgpack-rpc, against SciPy and NumPy.
+foreach(t e2e_solve e2e_batch)
+  if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/${t}.py)
+    add_test(NAME ${t} COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/${t}.py)
+    set_tests_properties(${t} PROPERTIES LABELS e2e TIMEOUT 600 SKIP_RETURN_CODE 77
+      ENVIRONMENT "${GKC_E2E_ENV}")
+  endif()
+endforeach()

@@ -5,7 +5,7 @@
 set -euo pipefail
 
 pkgs=(build-essential cmake ninja-build pkg-config libuv1-dev libopenblas-dev zlib1g-dev
-      libsystemd-dev gzip python3 python3-msgpack python3-numpy
+      libsystemd-dev gzip python3 python3-msgpack python3-numpy python3-scipy
       clang libclang-rt-dev libomp-dev systemd)
 
 # msgpack-c's development package was renamed after Debian 12.
