@@ -49,3 +49,11 @@ foreach(t e2e_solve e2e_batch)
       ENVIRONMENT "${GKC_E2E_ENV}")
   endif()
 endforeach()
+# The same on the CUDA backend: ctest -L gpu; skipped without a GPU.
+if(GKC_HAVE_CUDA)
+  foreach(t e2e_solve e2e_batch)
+    add_test(NAME ${t}_gpu COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/${t}.py)
+    set_tests_properties(${t}_gpu PROPERTIES LABELS "gpu;e2e" TIMEOUT 600 SKIP_RETURN_CODE 77
+      ENVIRONMENT "${GKC_E2E_ENV};GKC_TEST_BACKEND=cuda")
+  endforeach()
+endif()

@@ -261,9 +261,20 @@ def test_validation(c, rng):
 
 def main():
     rng = np.random.default_rng(int(os.environ.get("GKC_TEST_SEED", time.time_ns() % 2**32)))
-    d = ep.Daemon(["--threads", "2"]).wait_ready()
+    # GKC_TEST_BACKEND=cuda (ctest -L gpu): the same checks on the CUDA
+    # backend; skipped when gkcd cannot start it (no GPU).
+    backend = os.environ.get("GKC_TEST_BACKEND", "cpu")
+    d = ep.Daemon(["--threads", "2", "--backend", backend])
+    try:
+        d.wait_ready()
+    except RuntimeError as e:
+        if backend != "cpu":
+            print(f"SKIP: gkcd --backend {backend} did not start: {e}", file=sys.stderr)
+            sys.exit(77)
+        raise
     try:
         c = ep.Conn(d.sock, timeout=120)
+        check(ep.Conn(d.sock).call("ping", {})[3]["backend"] == backend, f"backend {backend}")
         for t in (test_ops, test_cg, test_failing_step, test_validation):
             print(t.__name__)
             t(c, rng)
