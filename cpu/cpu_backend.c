@@ -3,6 +3,7 @@
  * Runs each job synchronously on the scheduler's worker thread: OpenBLAS for
  * sgemm, our own OpenMP kernels for reduce and spmv (cpu_kernels.h).
  */
+#include <inttypes.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,8 +11,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <stdatomic.h>
+
 #include "backend.h"
 #include "cpu_kernels.h"
+#include "cpu_solve.h"
 #include "gkc_errors.h"
 
 typedef struct {
@@ -22,6 +26,18 @@ static const char *const sgemm_algos[] = {"openblas", NULL};
 static const char *const reduce_algos[] = {"cpu_omp", NULL};
 static const char *const spmv_algos[] = {"cpu_merge", NULL};
 static const char *const blas1_algos[] = {"openblas", NULL};
+static const char *const solve_algos[] = {"cpu_omp", NULL};
+static const char *const batch_algos[] = {"cpu", NULL};
+
+_Static_assert((int)CPU_CG == SOLVE_CG && (int)CPU_PCG == SOLVE_PCG &&
+               (int)CPU_BICGSTAB == SOLVE_BICGSTAB, "cpu_solve.h and job.h number the methods alike");
+_Static_assert((int)CPU_SOLVE_CONVERGED == SOLVE_R_CONVERGED &&
+               (int)CPU_SOLVE_MAX_ITER == SOLVE_R_MAX_ITER &&
+               (int)CPU_SOLVE_BREAKDOWN == SOLVE_R_BREAKDOWN &&
+               (int)CPU_SOLVE_NON_FINITE == SOLVE_R_NON_FINITE &&
+               (int)CPU_SOLVE_DEADLINE == SOLVE_R_DEADLINE &&
+               (int)CPU_SOLVE_CANCELLED == SOLVE_R_CANCELLED,
+               "cpu_solve.h and job.h number the reasons alike");
 
 static double now_us(void) {
   struct timespec ts;
@@ -184,6 +200,108 @@ static void run_copy(gkcd_backend *be, gkcd_job *job) {
   job->kernel_us = now_us() - t0;
 }
 
+/* Between iterations and steps: has the job been cancelled, or its
+ * deadline passed? */
+static int job_poll(void *arg) {
+  gkcd_job *job = arg;
+  if (atomic_load_explicit(&job->cancel, memory_order_relaxed)) return CPU_SOLVE_CANCELLED;
+  if (job->deadline_ns) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    if ((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec > job->deadline_ns)
+      return CPU_SOLVE_DEADLINE;
+  }
+  return 0;
+}
+
+static void run_solve(gkcd_backend *be, cpu_impl *impl, gkcd_job *job) {
+  __typeof__(job->in.solve) *s = &job->in.solve;
+  void *tb = NULL, *tx = NULL;
+  const float *b = aligned(&s->b, &tb), *x0 = s->x0.ptr ? aligned(&s->x0, &tx) : NULL;
+  if (!b || (s->x0.ptr && !x0)) {
+    job_fail(job, GKC_EOUT_OF_MEMORY, "cannot allocate memory for solve");
+    goto out;
+  }
+  if (s->history && !(job->history = job->priv[1] = malloc((size_t)s->max_iter * sizeof(double)))) {
+    job_fail(job, GKC_EOUT_OF_MEMORY, "cannot allocate %" PRId64 " residuals for the history",
+             s->max_iter);
+    goto out;
+  }
+  float *x = out_buffer(be, job);
+  if (!x) goto out;
+  cpu_solve_opts o = {s->method, s->rtol, s->atol, s->max_iter, job->history, job_poll, job,
+                      impl->nthreads};
+  cpu_solve_result res;
+  double t0 = now_us();
+  int rc = cpu_solve(s->n, s->row_ptr, s->col_idx, s->values, b, x0, x, &o, &res);
+  job->kernel_us = now_us() - t0;
+  if (rc == CPU_SOLVE_ENOMEM) {
+    job_fail(job, GKC_EOUT_OF_MEMORY, "cannot allocate the solver's vectors (%" PRId32 " rows)",
+             s->n);
+  } else if (rc == CPU_SOLVE_EZERO_DIAG) {
+    job_fail(job, GKC_EINVALID_ARGUMENT, "argument 'method': pcg divides by the diagonal, and"
+             " row %" PRId32 " of the matrix has a zero (or non-finite) diagonal entry", res.bad_row);
+  } else if (res.reason == CPU_SOLVE_CANCELLED) {
+    job_fail(job, GKC_ECANCELLED, "cancelled after %" PRId64 " iterations", res.iterations);
+  } else {
+    job->iterations = res.iterations;
+    job->reason = res.reason;
+    job->value = res.residual;
+    job->algo_name = solve_algos[0];
+  }
+out:
+  free(tb);
+  free(tx);
+}
+
+/* The steps in order; a failing step stops the batch, the earlier ones'
+ * outputs stay written. */
+static void run_batch(cpu_impl *impl, gkcd_job *job) {
+  gkcd_step *steps = job->in.batch.steps;
+  double t0 = now_us();
+  job->algo_name = batch_algos[0];
+  for (int i = 0; i < job->in.batch.nsteps; i++) {
+    gkcd_step *st = &steps[i];
+    int why = i > 0 ? job_poll(job) : 0;
+    if (why) {
+      job_fail(job, why == CPU_SOLVE_CANCELLED ? GKC_ECANCELLED : GKC_EDEADLINE_EXCEEDED,
+               "step %d (%s): %s before it started; steps 0 to %d ran", i, batch_op_name(st->op),
+               why == CPU_SOLVE_CANCELLED ? "cancelled" : "the deadline passed", i - 1);
+      break;
+    }
+    float alpha = 0, beta = 0;
+    int bad = 0;
+    if (st->op == BATCH_AXPBY || st->op == BATCH_SPMV || st->op == BATCH_SGEMM) {
+      if (batch_scalar(steps, &st->alpha, &alpha)) bad = 'a';
+      else if (batch_scalar(steps, &st->beta, &beta)) bad = 'b';
+    }
+    if (bad) {
+      job_fail(job, GKC_EINVALID_ARGUMENT, "step %d (%s): argument '%s' came out as %g, not a"
+               " finite float32 (a division by zero?); steps 0 to %d ran and their outputs are"
+               " written", i, batch_op_name(st->op), bad == 'a' ? "alpha" : "beta",
+               batch_scalar_value(steps, bad == 'a' ? &st->alpha : &st->beta), i - 1);
+      break;
+    }
+    switch (st->op) {
+      case BATCH_DOT: st->value = cpu_dot(st->x, st->y, st->n); break;
+      case BATCH_REDUCE: st->value = cpu_reduce(st->x, st->n, st->sub, impl->nthreads); break;
+      case BATCH_AXPBY: cpu_axpby(st->n, alpha, st->x, beta, st->y, st->out); break;
+      case BATCH_SPMV:
+        if (beta != 0.0f && st->out != st->y) memmove(st->out, st->y, st->out_bytes);
+        cpu_spmv(st->m, st->k, st->row_ptr, st->col_idx, st->values, st->x, alpha, beta, st->out,
+                 impl->nthreads);
+        break;
+      case BATCH_SGEMM:
+        if (beta != 0.0f && st->out != st->c) memmove(st->out, st->c, st->out_bytes);
+        cpu_sgemm(st->m, (int32_t)st->n, st->k, alpha, st->a, st->trans_a, st->b, st->trans_b,
+                  beta, st->out);
+        break;
+    }
+    job->in.batch.done = i + 1;
+  }
+  job->kernel_us = now_us() - t0;
+}
+
 static void cpu_run(gkcd_backend *be, gkcd_job *job) {
   cpu_impl *impl = be->impl;
   switch (job->method) {
@@ -195,6 +313,8 @@ static void cpu_run(gkcd_backend *be, gkcd_job *job) {
     case PROTO_M_UPLOAD:
     case PROTO_M_DOWNLOAD:
     case PROTO_M_CSR_UPLOAD: run_copy(be, job); break;
+    case PROTO_M_SOLVE: run_solve(be, impl, job); break;
+    case PROTO_M_BATCH: run_batch(impl, job); break;
     default: job_fail(job, GKC_EINTERNAL, "the cpu backend has no method %d", job->method);
   }
   if (job->err) drop_out(be, job);
@@ -276,6 +396,8 @@ int cpu_backend_create(gkcd_backend **out, int nthreads, char *msg, size_t msgle
   be->algos[PROTO_M_SPMV] = spmv_algos;
   be->algos[PROTO_M_DOT] = blas1_algos;
   be->algos[PROTO_M_AXPBY] = blas1_algos;
+  be->algos[PROTO_M_SOLVE] = solve_algos;
+  be->algos[PROTO_M_BATCH] = batch_algos;
   be->run = cpu_run;
   be->res_alloc = cpu_res_alloc;
   be->res_free = cpu_res_free;

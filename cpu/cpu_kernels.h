@@ -30,7 +30,7 @@ void cpu_spmv(int32_t rows, int32_t cols, const int32_t *row_ptr,
               const int32_t *col_idx, const float *values, const float *x,
               float alpha, float beta, float *y, int nthreads);
 
-/* x . y accumulated in double (OpenBLAS cblas_dsdot). */
+/* x . y accumulated in double (each product exact in double). */
 double cpu_dot(const float *x, const float *y, int64_t n);
 
 /* out = alpha * x + beta * y (OpenBLAS).  out may be y itself (in place) or

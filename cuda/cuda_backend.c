@@ -35,26 +35,7 @@
 
 #define ALIGN 256
 
-typedef struct {
-  gkcu_ctx *ctx;
-  cudaStream_t stream;
-  cudaEvent_t ev_in, ev0, ev1, ev_out; /* before H2D, kernel start/end, after D2H */
-  void *stage; /* pinned */
-  size_t stage_cap;
-  int busy;
-} slot;
-
-typedef struct {
-  int device;
-  char name[128];
-  int nslots;
-  slot *slots;
-  pthread_mutex_t mu;
-  pthread_cond_t cv;
-  int busy;
-  devcache *cache;
-  atomic_int poisoned;
-} cuda_impl;
+#include "cuda_backend_int.h"
 
 static const char *sgemm_algos[GKCU_SGEMM_NALGO];
 static const char *reduce_algos[GKCU_REDUCE_NALGO];
@@ -81,7 +62,7 @@ static void copy(void *dst, const void *src, size_t n) {
   }
 }
 
-static slot *take_slot(cuda_impl *impl) {
+slot *take_slot(cuda_impl *impl) {
   pthread_mutex_lock(&impl->mu);
   for (;;) {
     for (int i = 0; i < impl->nslots; i++)
@@ -95,7 +76,7 @@ static slot *take_slot(cuda_impl *impl) {
   }
 }
 
-static void give_slot(cuda_impl *impl, slot *s) {
+void give_slot(cuda_impl *impl, slot *s) {
   pthread_mutex_lock(&impl->mu);
   s->busy = 0;
   impl->busy--;
@@ -116,7 +97,7 @@ static int is_sticky(cudaError_t e) {
   }
 }
 
-static void fail_cuda(cuda_impl *impl, gkcd_job *job, cudaError_t e, const char *what) {
+void fail_cuda(cuda_impl *impl, gkcd_job *job, cudaError_t e, const char *what) {
   if (e == cudaErrorMemoryAllocation) {
     cudaGetLastError();
     job_fail(job, GKC_EOUT_OF_MEMORY, "%s: %s", what, cudaGetErrorString(e));
@@ -427,6 +408,11 @@ static void cuda_run(gkcd_backend *be, gkcd_job *job) {
     job_fail(job, GKC_EINVALID_ARGUMENT,
              "argument 'algo': cublas_tf32 rounds inputs to TF32; ask for it with"
              " precision: \"tf32\"");
+  } else if (job->method == PROTO_M_SOLVE || job->method == PROTO_M_BATCH) {
+    cudaSetDevice(impl->device);
+    slot *s = take_slot(impl);
+    job->method == PROTO_M_SOLVE ? cuda_run_solve(impl, s, job) : cuda_run_batch(impl, s, job);
+    give_slot(impl, s);
   } else {
     cudaSetDevice(impl->device);
     slot *s = take_slot(impl);
@@ -567,6 +553,8 @@ int cuda_backend_create(gkcd_backend **out, const gkcd_config *cfg, char *msg, s
   be->algos[PROTO_M_SPMV] = spmv_algos;
   be->algos[PROTO_M_DOT] = blas1_algos;
   be->algos[PROTO_M_AXPBY] = blas1_algos;
+  be->algos[PROTO_M_SOLVE] = cuda_solve_algos;
+  be->algos[PROTO_M_BATCH] = cuda_batch_algos;
   be->run = cuda_run;
   be->res_alloc = cuda_res_alloc;
   be->res_free = cuda_res_free;

@@ -68,6 +68,15 @@ struct gkcd_backend {
  * or -2 when the backend has no such algo. */
 int backend_algo_lookup(const gkcd_backend *be, int method, const char *name, size_t len);
 
+/* A batch step's alpha or beta (gkcd_scalar) from the values of the
+ * earlier steps it names: 0 with *out set, or -1 when it comes out
+ * non-finite or outside the float32 range (batch_scalar_value then gives
+ * the double it came to, for the message).  method_batch.c. */
+int batch_scalar(const gkcd_step *steps, const gkcd_scalar *s, float *out);
+double batch_scalar_value(const gkcd_step *steps, const gkcd_scalar *s);
+/* The wire name of a batch op (BATCH_*). */
+const char *batch_op_name(int op);
+
 /* Backend constructors: 0 on success, else a negative gkc_error with the
  * reason in msg.  nthreads is the CPU parallelism per kernel (0 = all). */
 int cpu_backend_create(gkcd_backend **out, int nthreads, char *msg, size_t msglen);

@@ -70,6 +70,36 @@ static double base_us(const gkcd_cost *c, const gkcd_job *job) {
       bytes = 12.0 * (double)job->in.csr.nnz + 4.0 * job->in.csr.rows;
       xfer = bytes;
       break;
+    case PROTO_M_SOLVE: {
+      /* Per iteration: an spmv and a handful of vector passes; the count is
+       * unknown until it converges, so assume the bound, capped: a solve is
+       * long work however quickly it may turn out to converge. */
+      const __typeof__(job->in.solve) *s = &job->in.solve;
+      double it = (double)(s->max_iter < 10000 ? s->max_iter : 10000);
+      flops = it * (2.0 * (double)s->nnz + 12.0 * s->n);
+      bytes = it * (8.0 * (double)s->nnz + 40.0 * s->n);
+      xfer = host_bytes(&s->b) + host_bytes(&s->x0) + 4.0 * s->n;
+      break;
+    }
+    case PROTO_M_BATCH:
+      for (int i = 0; i < job->in.batch.nsteps; i++) {
+        const gkcd_step *st = &job->in.batch.steps[i];
+        double n = (double)st->n;
+        switch (st->op) {
+          case BATCH_SGEMM:
+            flops += 2.0 * st->m * n * st->k;
+            bytes += 4.0 * ((double)st->m * st->k + st->k * n + 2.0 * st->m * n);
+            break;
+          case BATCH_SPMV:
+            flops += 2.0 * (double)st->nnz;
+            bytes += 8.0 * (double)st->nnz + 12.0 * st->m;
+            break;
+          default:
+            flops += 2.0 * n;
+            bytes += 12.0 * n;
+        }
+      }
+      break;
     default: /* shm_register and whatever has no shape: the fixed cost */
       break;
   }

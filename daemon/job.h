@@ -11,6 +11,7 @@
 #ifndef GKCD_JOB_H
 #define GKCD_JOB_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -37,7 +38,65 @@ enum {
   OUT_RES_NEW,  /* a new resident array: the backend allocates out_ptr/out_cap */
 };
 
-#define JOB_MAX_RES 8
+#define JOB_MAX_RES 32 /* a batch may name many handles */
+
+/* solve: the Krylov method, and why the iteration stopped.  The names are
+ * the wire strings of the `method` argument and the `reason` result. */
+#define SOLVE_METHOD_MAP(XX) XX(CG, "cg") XX(PCG, "pcg") XX(BICGSTAB, "bicgstab")
+#define SOLVE_REASON_MAP(XX)                                                      \
+  XX(CONVERGED, "converged") XX(MAX_ITER, "max_iter") XX(BREAKDOWN, "breakdown") \
+  XX(NON_FINITE, "non_finite") XX(DEADLINE, "deadline") XX(CANCELLED, "cancelled")
+enum {
+#define SOLVE__M(name, str) SOLVE_##name,
+  SOLVE_METHOD_MAP(SOLVE__M)
+#undef SOLVE__M
+  SOLVE_NMETHODS
+};
+enum {
+#define SOLVE__R(name, str) SOLVE_R_##name,
+  SOLVE_REASON_MAP(SOLVE__R)
+#undef SOLVE__R
+  SOLVE_NREASONS
+};
+#define SOLVE_MAX_ITER 100000000 /* max_iter's upper bound */
+#define SOLVE_POLL_MS 2         /* deadline and cancel are looked at least this often (GPU: about) */
+
+/* batch: one step, parsed and checked on the loop (method_batch.c). */
+#define BATCH_OP_MAP(XX) XX(DOT, "dot") XX(AXPBY, "axpby") XX(SPMV, "spmv") \
+  XX(REDUCE, "reduce") XX(SGEMM, "sgemm")
+enum {
+#define BATCH__OP(name, str) BATCH_##name,
+  BATCH_OP_MAP(BATCH__OP)
+#undef BATCH__OP
+  BATCH_NOPS
+};
+#define BATCH_MAX_STEPS 64
+
+/* A float argument of a batch step: scale * v[num] / v[den], where v[i] is
+ * the scalar result of an earlier step i (dot, reduce); num or den -1 when
+ * absent.  A literal number is {scale, -1, -1}. */
+typedef struct {
+  double scale;
+  int num, den;
+} gkcd_scalar;
+
+typedef struct {
+  int op;           /* BATCH_* */
+  int sub;          /* reduce: CPU_SUM/MIN/MAX */
+  int64_t n;        /* dot, axpby, reduce: vector length */
+  int32_t m, k;     /* sgemm: m, k (n is in n); spmv: rows, cols */
+  int trans_a, trans_b;
+  gkcd_scalar alpha, beta;
+  const void *x, *y, *a, *b, *c; /* resident (backend) memory; y, c NULL when not read */
+  void *out;        /* resident array written, or NULL (dot, reduce) */
+  uint32_t out_id;  /* its handle, for the reply */
+  size_t out_bytes;
+  /* spmv: the resident matrix */
+  const void *row_ptr, *col_idx, *values, *plan;
+  int64_t nnz;
+  int32_t max_row;
+  double value;     /* result: dot, reduce */
+} gkcd_step;
 
 typedef struct gkcd_job gkcd_job;
 struct gkcd_job {
@@ -80,6 +139,22 @@ struct gkcd_job {
       gkcd_span row_ptr, col_idx, values;
       int32_t max_row;
     } csr;               /* csr_upload */
+    struct {
+      int32_t n;         /* the square matrix's order */
+      int64_t nnz;
+      int32_t max_row;
+      const void *row_ptr, *col_idx, *values, *plan; /* the resident matrix */
+      gkcd_span b, x0;   /* x0.ptr NULL: start from zero */
+      double rtol, atol;
+      int64_t max_iter;
+      int method;        /* SOLVE_* */
+      int history;       /* return the residual of every iteration */
+    } solve;
+    struct {
+      gkcd_step *steps;  /* nsteps, malloc'd (also in priv[0], which frees it) */
+      int nsteps;
+      int done;          /* result: steps completed */
+    } batch;
   } in;
 
   /* Results, written by the backend. */
@@ -95,6 +170,10 @@ struct gkcd_job {
   double kernel_us;
   double h2d_us, d2h_us; /* host<->device copies, when the backend has them (else 0) */
   const char *algo_name; /* static string: the algo that ran */
+  int64_t iterations; /* solve: iterations run */
+  int reason;         /* solve: SOLVE_R_* */
+  double *history;    /* solve: iterations relative residuals when asked for
+                       * (malloc'd by the backend, also in priv[1], which frees it) */
   int algo_used;      /* csr_upload: the spmv algo index auto will use */
   size_t plan_off;    /* csr_upload: offset of the spmv plan in out_ptr (0: none) */
 
@@ -106,7 +185,16 @@ struct gkcd_job {
   size_t frame_bytes;
   uint64_t t_start_ns;  /* decoded */
   uint64_t t_run_ns, t_done_ns; /* a worker took it; the worker finished it */
-  uint64_t deadline_ns; /* from deadline_ms: drop the job if it starts later; 0 = none */
+  uint64_t deadline_ns; /* from deadline_ms: drop the job if it starts later; 0 = none.
+                         * solve and batch also stop when it passes while they run. */
+  /* Cancellation of a running job (a solve or a batch; the others are short).
+   * Any thread may set it (atomic_store(&job->cancel, 1)), e.g. the loop when
+   * the job's client has gone; the backend polls it between batch steps and
+   * every few iterations of a solve (at most ~SOLVE_POLL_MS apart on the GPU)
+   * and then finishes the job at once with GKC_ECANCELLED ("cancelled"), its
+   * outputs partly written.  Setting it on a job that already finished, or
+   * never looks, does nothing: the job still finishes exactly once. */
+  atomic_int cancel;
   /* The scheduler's (scheduler.c). */
   sched_client *client;
   int lane;             /* LANE_BULK or LANE_LATENCY */

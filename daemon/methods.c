@@ -18,7 +18,7 @@ static const char method_kind[PROTO_M_COUNT] = {
     [PROTO_M_RELEASE] = 'L',     [PROTO_M_SGEMM] = 'B',      [PROTO_M_REDUCE] = 'B',
     [PROTO_M_SPMV] = 'B',        [PROTO_M_DOT] = 'B',        [PROTO_M_AXPBY] = 'B',
     [PROTO_M_UPLOAD] = 'B',      [PROTO_M_DOWNLOAD] = 'B',   [PROTO_M_CSR_UPLOAD] = 'B',
-    [PROTO_M_SHM_REGISTER] = 'D',
+    [PROTO_M_SOLVE] = 'B',       [PROTO_M_BATCH] = 'B',      [PROTO_M_SHM_REGISTER] = 'D',
 };
 
 int methods_is_compute(int method) { return method_kind[method] != 'L'; }
@@ -379,6 +379,8 @@ int methods_parse(int method, refs_ctx *r, size_t max_bytes) {
     case PROTO_M_DOWNLOAD: return parse_download(r, max_bytes);
     case PROTO_M_CSR_UPLOAD: return parse_csr_upload(r, max_bytes);
     case PROTO_M_SHM_REGISTER: return parse_shm_register(r, max_bytes);
+    case PROTO_M_SOLVE: return methods_parse_solve(r, max_bytes);
+    case PROTO_M_BATCH: return methods_parse_batch(r, max_bytes);
   }
   snprintf(a->msg, a->msglen, "method '%s' is not run as a job", proto_method_name(method));
   return GKC_EINTERNAL;
@@ -386,7 +388,7 @@ int methods_parse(int method, refs_ctx *r, size_t max_bytes) {
 
 /* How the array result is reported: bin header (the body follows), or a
  * reference to where it was written. */
-static void pack_out(msgpack_packer *pk, const gkcd_job *job, const char *name, uint32_t new_id) {
+void methods_pack_out(msgpack_packer *pk, const gkcd_job *job, const char *name, uint32_t new_id) {
   proto_pack_cstr(pk, name);
   switch (job->out_kind) {
     case OUT_BIN: msgpack_pack_bin(pk, job->out_bytes); return;
@@ -403,7 +405,7 @@ static void pack_out(msgpack_packer *pk, const gkcd_job *job, const char *name, 
   proto_pack_cstr(pk, "bytes"), msgpack_pack_uint64(pk, job->out_bytes);
 }
 
-static void pack_timing(msgpack_packer *pk, const gkcd_job *job, double server_us) {
+void methods_pack_timing(msgpack_packer *pk, const gkcd_job *job, double server_us) {
   proto_pack_cstr(pk, "algo");
   proto_pack_cstr(pk, job->algo_name ? job->algo_name : "?");
   proto_pack_cstr(pk, "kernel_us");
@@ -431,7 +433,7 @@ void methods_pack_result(msgpack_packer *pk, const gkcd_job *job, double server_
     case PROTO_M_REDUCE:
     case PROTO_M_DOT:
       msgpack_pack_map(pk, 7 + copies);
-      pack_timing(pk, job, server_us);
+      methods_pack_timing(pk, job, server_us);
       proto_pack_cstr(pk, "value"), msgpack_pack_double(pk, job->value);
       proto_pack_cstr(pk, "n");
       msgpack_pack_int64(pk, job->method == PROTO_M_DOT ? job->in.vec.n : job->in.reduce.n);
@@ -440,9 +442,9 @@ void methods_pack_result(msgpack_packer *pk, const gkcd_job *job, double server_
     case PROTO_M_SPMV:
     case PROTO_M_AXPBY:
       msgpack_pack_map(pk, 6 + copies);
-      pack_timing(pk, job, server_us);
+      methods_pack_timing(pk, job, server_us);
       /* last, so that a bin body can follow the packed head directly */
-      pack_out(pk, job, job->method == PROTO_M_SGEMM ? "c" : "y", new_id);
+      methods_pack_out(pk, job, job->method == PROTO_M_SGEMM ? "c" : "y", new_id);
       return;
     case PROTO_M_UPLOAD:
       msgpack_pack_map(pk, 2);
@@ -451,7 +453,7 @@ void methods_pack_result(msgpack_packer *pk, const gkcd_job *job, double server_
       return;
     case PROTO_M_DOWNLOAD:
       msgpack_pack_map(pk, 1);
-      pack_out(pk, job, "data", 0);
+      methods_pack_out(pk, job, "data", 0);
       return;
     case PROTO_M_CSR_UPLOAD:
       msgpack_pack_map(pk, 5);
@@ -461,6 +463,8 @@ void methods_pack_result(msgpack_packer *pk, const gkcd_job *job, double server_
       proto_pack_cstr(pk, "nnz"), msgpack_pack_int64(pk, job->in.csr.nnz);
       proto_pack_cstr(pk, "algo"), proto_pack_cstr(pk, job->algo_name ? job->algo_name : "?");
       return;
+    case PROTO_M_SOLVE: methods_pack_solve(pk, job, server_us, new_id); return;
+    case PROTO_M_BATCH: methods_pack_batch(pk, job, server_us); return;
     case PROTO_M_SHM_REGISTER:
       msgpack_pack_map(pk, 2);
       proto_pack_cstr(pk, "region"), msgpack_pack_uint32(pk, new_id);

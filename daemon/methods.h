@@ -33,4 +33,19 @@ int methods_parse(int method, refs_ctx *r, size_t max_bytes);
 void methods_pack_result(msgpack_packer *pk, const gkcd_job *job, double server_us,
                          uint32_t new_id);
 
+/* The parts of methods.c that the methods in their own files share. */
+void methods_pack_out(msgpack_packer *pk, const gkcd_job *job, const char *name, uint32_t new_id);
+void methods_pack_timing(msgpack_packer *pk, const gkcd_job *job, double server_us);
+
+/* solve (method_solve.c) and batch (method_batch.c). */
+int methods_parse_solve(refs_ctx *r, size_t max_bytes);
+void methods_pack_solve(msgpack_packer *pk, const gkcd_job *job, double server_us, uint32_t new_id);
+int methods_parse_batch(refs_ctx *r, size_t max_bytes);
+void methods_pack_batch(msgpack_packer *pk, const gkcd_job *job, double server_us);
+/* Wire names: of a solve method (SOLVE_*), a reason (SOLVE_R_*), a batch op
+ * (BATCH_*); "?" when out of range. */
+const char *solve_method_name(int m);
+const char *solve_reason_name(int r);
+
+
 #endif

@@ -170,9 +170,10 @@ int refs_out(refs_ctx *r, const char *name, size_t out_bytes) {
       return bad(r, "argument 'out': handle %" PRIu64 " holds %zu bytes of %s, expected %zu"
                  " bytes of f32 (the result)", id, obj->bytes, dtype_name(obj->dtype), out_bytes);
     for (int i = 0; i < job->nres; i++)
-      if (job->res[i] == obj && !(job->method == PROTO_M_AXPBY && job->in.vec.y.ptr == obj->ptr))
-        return bad(r, "argument 'out': handle %" PRIu64 " is also an input (only axpby's y may be"
-                   " updated in place)", id);
+      if (job->res[i] == obj && !(job->method == PROTO_M_AXPBY && job->in.vec.y.ptr == obj->ptr) &&
+          !(job->method == PROTO_M_SOLVE && job->in.solve.x0.ptr == obj->ptr))
+        return bad(r, "argument 'out': handle %" PRIu64 " is also an input (only axpby's y and"
+                   " solve's x0 may be updated in place)", id);
     if ((rc = hold(r, obj))) return rc;
     job->out_kind = OUT_RES;
     job->out_ptr = obj->ptr;

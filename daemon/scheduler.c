@@ -8,6 +8,7 @@
 
 #include "gkc_errors.h"
 #include "log.h"
+#include "proto_methods.h"
 
 #define WAIT_RING 1024   /* queue waits kept per lane for the percentiles */
 #define SWEEP_MS 5       /* how often queued jobs are checked for expiry */
@@ -226,7 +227,9 @@ int sched_submit(gkcd_sched *s, gkcd_job *job, char *msg, size_t msglen) {
     return GKC_EOUT_OF_MEMORY;
   }
   job->cost_us = cost_predict(s->cost, job);
-  job->lane = sched_lane_for(s, job->cost_us);
+  /* A solve runs as long as it takes to converge: bulk work, whatever the
+   * prediction says. */
+  job->lane = job->method == PROTO_M_SOLVE ? LANE_BULK : sched_lane_for(s, job->cost_us);
   /* The request's bytes are held from now on: input until it is admitted. */
   budget_take(s->budget, BUDGET_INPUT, job->frame_bytes);
   job->frame_charge = job->frame_bytes;

@@ -88,7 +88,7 @@ void sched_destroy(gkcd_sched *s);
 
 void sched_client_init(gkcd_sched *s, sched_client *c, uint64_t id, int uid);
 
-/* Takes a validated job (job->client, job->cost set).  0: the scheduler owns
+/* Takes a validated job (job->client and its arguments set).  0: the scheduler owns
  * it now.  Otherwise an error code with msg filled, and the caller still
  * owns the job (and answers it). */
 int sched_submit(gkcd_sched *s, gkcd_job *job, char *msg, size_t msglen);

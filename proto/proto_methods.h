@@ -21,7 +21,9 @@
   XX(UPLOAD, "upload")           \
   XX(DOWNLOAD, "download")       \
   XX(CSR_UPLOAD, "csr_upload")   \
-  XX(RELEASE, "release")
+  XX(RELEASE, "release")         \
+  XX(SOLVE, "solve")             \
+  XX(BATCH, "batch")
 
 typedef enum {
 #define PROTO__M_ENUM(name, str) PROTO_M_##name,

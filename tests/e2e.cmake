@@ -64,3 +64,20 @@ if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/python/conftest.py)
   set_tests_properties(python_pytest PROPERTIES LABELS e2e TIMEOUT 600
     ENVIRONMENT "${GKC_E2E_ENV};GKC_BUILD_DIR=${CMAKE_BINARY_DIR};GKC_CMAKE=${CMAKE_COMMAND};PYTHONDONTWRITEBYTECODE=1")
 endif()
+
+# solve and batch through raw msgpack-rpc, against SciPy and NumPy.
+foreach(t e2e_solve e2e_batch)
+  if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/${t}.py)
+    add_test(NAME ${t} COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/${t}.py)
+    set_tests_properties(${t} PROPERTIES LABELS e2e TIMEOUT 600 SKIP_RETURN_CODE 77
+      ENVIRONMENT "${GKC_E2E_ENV}")
+  endif()
+endforeach()
+# The same on the CUDA backend: ctest -L gpu; skipped without a GPU.
+if(GKC_HAVE_CUDA)
+  foreach(t e2e_solve e2e_batch)
+    add_test(NAME ${t}_gpu COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/${t}.py)
+    set_tests_properties(${t}_gpu PROPERTIES LABELS "gpu;e2e" TIMEOUT 600 SKIP_RETURN_CODE 77
+      ENVIRONMENT "${GKC_E2E_ENV};GKC_TEST_BACKEND=cuda")
+  endforeach()
+endif()

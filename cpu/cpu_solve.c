@@ -1,0 +1,234 @@
+/* cpu_solve.c: CG, Jacobi-preconditioned CG and BiCGSTAB in double on the
+ * CPU (see cpu_solve.h).  Written from the textbook recurrences (Saad,
+ * "Iterative Methods for Sparse Linear Systems", algorithms 6.18, 9.1 and
+ * 7.7); every vector update that is followed by a norm computes it in the
+ * same pass. */
+#include "cpu_solve.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Below this many rows one thread does it all: a parallel region costs a
+ * few microseconds, more than a short vector pass. */
+enum { PAR_MIN = 16384 };
+
+typedef struct {
+  int32_t n;
+  const int32_t *rp, *ci;
+  const float *v;
+  int nth;
+} mat;
+
+static int threads(const mat *A) {
+  if (A->n < PAR_MIN) return 1;
+  return A->nth > 0 ? A->nth : omp_get_max_threads();
+}
+
+/* y = A x */
+static void spmv(const mat *A, const double *x, double *y) {
+#pragma omp parallel for num_threads(threads(A)) schedule(static)
+  for (int32_t i = 0; i < A->n; i++) {
+    double s = 0;
+    for (int32_t j = A->rp[i]; j < A->rp[i + 1]; j++) s += (double)A->v[j] * x[A->ci[j]];
+    y[i] = s;
+  }
+}
+
+static double dot(const mat *A, const double *x, const double *y) {
+  double s = 0;
+#pragma omp parallel for num_threads(threads(A)) reduction(+ : s) schedule(static)
+  for (int32_t i = 0; i < A->n; i++) s += x[i] * y[i];
+  return s;
+}
+
+/* x += a p; r -= a q; returns r.r */
+static double update_xr(const mat *A, double a, const double *p, const double *q, double *x,
+                        double *r) {
+  double s = 0;
+#pragma omp parallel for num_threads(threads(A)) reduction(+ : s) schedule(static)
+  for (int32_t i = 0; i < A->n; i++) {
+    x[i] += a * p[i];
+    r[i] -= a * q[i];
+    s += r[i] * r[i];
+  }
+  return s;
+}
+
+/* y = x + b y */
+static void xpby(const mat *A, const double *x, double b, double *y) {
+#pragma omp parallel for num_threads(threads(A)) schedule(static)
+  for (int32_t i = 0; i < A->n; i++) y[i] = x[i] + b * y[i];
+}
+
+/* z = dinv .* r; returns r.z */
+static double jacobi(const mat *A, const double *dinv, const double *r, double *z) {
+  double s = 0;
+#pragma omp parallel for num_threads(threads(A)) reduction(+ : s) schedule(static)
+  for (int32_t i = 0; i < A->n; i++) {
+    z[i] = dinv[i] * r[i];
+    s += r[i] * z[i];
+  }
+  return s;
+}
+
+/* The inverse diagonal (repeated entries add up); the first row whose
+ * diagonal is zero or not finite, or -1. */
+static int32_t inv_diag(const mat *A, double *dinv) {
+  for (int32_t i = 0; i < A->n; i++) {
+    double d = 0;
+    for (int32_t j = A->rp[i]; j < A->rp[i + 1]; j++)
+      if (A->ci[j] == i) d += A->v[j];
+    if (d == 0 || !isfinite(d)) return i;
+    dinv[i] = 1.0 / d;
+  }
+  return -1;
+}
+
+typedef struct {
+  const mat *A;
+  const cpu_solve_opts *o;
+  double bn, tol;
+  int64_t it;
+} run;
+
+/* Records iteration it's residual norm; the reason to stop, or -1. */
+static int record(run *s, double rn) {
+  s->it++;
+  if (s->o->history) s->o->history[s->it - 1] = rn / s->bn;
+  if (!isfinite(rn)) return CPU_SOLVE_NON_FINITE;
+  if (rn <= s->tol) return CPU_SOLVE_CONVERGED;
+  return -1;
+}
+
+static int poll(run *s) {
+  return s->it > 0 && s->o->poll ? s->o->poll(s->o->poll_arg) : 0;
+}
+
+/* CG and PCG (dinv NULL: plain CG).  r holds b - A x0 on entry. */
+static int cg(run *s, const double *dinv, double *x, double *r, double *p, double *q, double *z) {
+  const mat *A = s->A;
+  double rz = dinv ? jacobi(A, dinv, r, z) : dot(A, r, r);
+  memcpy(p, dinv ? z : r, (size_t)A->n * sizeof *p);
+  while (s->it < s->o->max_iter) {
+    int why = poll(s);
+    if (why) return why;
+    spmv(A, p, q);
+    double pq = dot(A, p, q);
+    if (!isfinite(pq)) return CPU_SOLVE_NON_FINITE;
+    if (pq <= 0) return CPU_SOLVE_BREAKDOWN;
+    double alpha = rz / pq;
+    double rr = update_xr(A, alpha, p, q, x, r);
+    if ((why = record(s, sqrt(rr))) >= 0) return why;
+    double rz_new = dinv ? jacobi(A, dinv, r, z) : rr;
+    if (!isfinite(rz_new)) return CPU_SOLVE_NON_FINITE;
+    if (rz_new <= 0) return CPU_SOLVE_BREAKDOWN;
+    xpby(A, dinv ? z : r, rz_new / rz, p);
+    rz = rz_new;
+  }
+  return CPU_SOLVE_MAX_ITER;
+}
+
+/* BiCGSTAB.  r holds b - A x0 on entry; w is scratch for 5 vectors. */
+static int bicgstab(run *s, double *x, double *r, double *w) {
+  const mat *A = s->A;
+  size_t n = (size_t)A->n;
+  double *rhat = w, *p = w + n, *v = w + 2 * n, *sv = w + 3 * n, *t = w + 4 * n;
+  memcpy(rhat, r, n * sizeof *r);
+  double rhat_n = sqrt(dot(A, rhat, rhat)), rho_prev = 1, alpha = 1, omega = 1;
+  /* rho or rhat.v this small against the vectors' norms is no direction. */
+  const double tiny = 1e-30;
+  while (s->it < s->o->max_iter) {
+    int why = poll(s);
+    if (why) return why;
+    double rho = dot(A, rhat, r);
+    if (!isfinite(rho)) return CPU_SOLVE_NON_FINITE;
+    if (fabs(rho) <= tiny * rhat_n * sqrt(dot(A, r, r))) return CPU_SOLVE_BREAKDOWN;
+    if (s->it == 0) {
+      memcpy(p, r, n * sizeof *p);
+    } else {
+      double beta = rho / rho_prev * (alpha / omega);
+#pragma omp parallel for num_threads(threads(A)) schedule(static)
+      for (int32_t i = 0; i < A->n; i++) p[i] = r[i] + beta * (p[i] - omega * v[i]);
+    }
+    spmv(A, p, v);
+    double rv = dot(A, rhat, v);
+    if (!isfinite(rv)) return CPU_SOLVE_NON_FINITE;
+    if (fabs(rv) <= tiny * rhat_n * sqrt(dot(A, v, v))) return CPU_SOLVE_BREAKDOWN;
+    alpha = rho / rv;
+    double ss = 0;
+#pragma omp parallel for num_threads(threads(A)) reduction(+ : ss) schedule(static)
+    for (int32_t i = 0; i < A->n; i++) {
+      sv[i] = r[i] - alpha * v[i];
+      ss += sv[i] * sv[i];
+    }
+    if (sqrt(ss) <= s->tol) { /* converged half way: x += alpha p */
+#pragma omp parallel for num_threads(threads(A)) schedule(static)
+      for (int32_t i = 0; i < A->n; i++) x[i] += alpha * p[i];
+      memcpy(r, sv, n * sizeof *r);
+      return record(s, sqrt(ss));
+    }
+    spmv(A, sv, t);
+    double tt = dot(A, t, t), ts = dot(A, t, sv);
+    if (!isfinite(tt) || !isfinite(ts)) return CPU_SOLVE_NON_FINITE;
+    if (tt == 0) return CPU_SOLVE_BREAKDOWN;
+    omega = ts / tt;
+    double rr = 0;
+#pragma omp parallel for num_threads(threads(A)) reduction(+ : rr) schedule(static)
+    for (int32_t i = 0; i < A->n; i++) {
+      x[i] += alpha * p[i] + omega * sv[i];
+      r[i] = sv[i] - omega * t[i];
+      rr += r[i] * r[i];
+    }
+    if ((why = record(s, sqrt(rr))) >= 0) return why;
+    if (omega == 0) return CPU_SOLVE_BREAKDOWN;
+    rho_prev = rho;
+  }
+  return CPU_SOLVE_MAX_ITER;
+}
+
+int cpu_solve(int32_t n, const int32_t *row_ptr, const int32_t *col_idx, const float *values,
+              const float *b, const float *x0, float *xout, const cpu_solve_opts *o,
+              cpu_solve_result *res) {
+  mat A = {n, row_ptr, col_idx, values, o->nthreads};
+  size_t nv = o->method == CPU_BICGSTAB ? 8 : o->method == CPU_PCG ? 7 : 5;
+  double *w = malloc(nv * (size_t)n * sizeof *w);
+  if (!w) return CPU_SOLVE_ENOMEM;
+  double *bd = w, *x = w + n, *r = w + 2 * (size_t)n, *rest = w + 3 * (size_t)n;
+  memset(res, 0, sizeof *res);
+  res->bad_row = -1;
+  double *dinv = o->method == CPU_PCG ? rest + 2 * (size_t)n : NULL;
+  if (dinv && (res->bad_row = inv_diag(&A, dinv)) >= 0) {
+    free(w);
+    return CPU_SOLVE_EZERO_DIAG;
+  }
+  for (int32_t i = 0; i < n; i++) bd[i] = b[i], x[i] = x0 ? x0[i] : 0.0;
+  run s = {&A, o, sqrt(dot(&A, bd, bd)), 0, 0};
+  s.tol = fmax(o->rtol * s.bn, o->atol);
+  int why;
+  if (!isfinite(s.bn)) {
+    why = CPU_SOLVE_NON_FINITE;
+  } else if (s.bn == 0) { /* x = 0 solves it exactly */
+    memset(x, 0, (size_t)n * sizeof *x);
+    why = CPU_SOLVE_CONVERGED;
+  } else {
+    spmv(&A, x, r);
+    for (int32_t i = 0; i < n; i++) r[i] = bd[i] - r[i];
+    double rn = sqrt(dot(&A, r, r));
+    if (!isfinite(rn)) why = CPU_SOLVE_NON_FINITE;
+    else if (rn <= s.tol) why = CPU_SOLVE_CONVERGED;
+    else if (o->method == CPU_BICGSTAB) why = bicgstab(&s, x, r, rest);
+    else why = cg(&s, dinv, x, r, rest, rest + n, rest + 2 * (size_t)n + (dinv ? n : 0));
+  }
+  /* The residual of the x returned: x rounded to float32, in double. */
+  for (int32_t i = 0; i < n; i++) x[i] = (double)(float)x[i];
+  spmv(&A, x, r);
+  for (int32_t i = 0; i < n; i++) r[i] = bd[i] - r[i];
+  res->residual = s.bn == 0 ? 0 : sqrt(dot(&A, r, r)) / s.bn;
+  for (int32_t i = 0; i < n; i++) xout[i] = (float)x[i];
+  res->iterations = s.it;
+  res->reason = why;
+  free(w);
+  return 0;
+}

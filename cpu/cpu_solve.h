@@ -1,0 +1,66 @@
+/* cpu_solve.h: Krylov solvers for A x = b on the CPU, A square in CSR.
+ *
+ *   CPU_CG        conjugate gradients (A symmetric positive definite)
+ *   CPU_PCG       CG preconditioned by Jacobi: M = diag(A)^-1
+ *   CPU_BICGSTAB  BiCGSTAB (van der Vorst 1992), for nonsymmetric A
+ *
+ * A, b and x0 come as float32 (the wire's format) and are exact in double;
+ * the iteration runs in double (x, r, p, ... in double, OpenMP over rows),
+ * so iteration counts are those of a float64 solver on the same numbers,
+ * e.g. scipy.sparse.linalg.cg.  It stops when the recurrence's residual
+ * satisfies ||r|| <= max(rtol * ||b||, atol) (scipy's rule), after max_iter
+ * iterations, on a breakdown (CG: p.Ap <= 0, which a positive definite A
+ * never gives; PCG also r.z <= 0; BiCGSTAB: rhat.r, rhat.v or omega
+ * vanishing), on a non-finite value (NaN or Inf in b, x0, A or anything
+ * computed), or when poll() asks it to.  x is then rounded to float32 and
+ * res->residual = ||b - A x|| / ||b|| is recomputed in double from that
+ * rounded x, so it describes exactly the x returned (0 when b = 0, where
+ * x = 0; NaN when b holds a non-finite value).  The inputs are trusted:
+ * validate the CSR structure first.
+ */
+#ifndef CPU_SOLVE_H
+#define CPU_SOLVE_H
+
+#include <stdint.h>
+
+enum { CPU_CG = 0, CPU_PCG = 1, CPU_BICGSTAB = 2 };
+/* Why it stopped (the same order as SOLVE_REASON_MAP in daemon/job.h). */
+enum {
+  CPU_SOLVE_CONVERGED = 0,
+  CPU_SOLVE_MAX_ITER,
+  CPU_SOLVE_BREAKDOWN,
+  CPU_SOLVE_NON_FINITE,
+  CPU_SOLVE_DEADLINE,
+  CPU_SOLVE_CANCELLED
+};
+/* cpu_solve's failures. */
+enum { CPU_SOLVE_ENOMEM = -1, CPU_SOLVE_EZERO_DIAG = -2 };
+
+typedef struct {
+  int method;        /* CPU_CG, CPU_PCG, CPU_BICGSTAB */
+  double rtol, atol; /* >= 0 */
+  int64_t max_iter;  /* >= 1 */
+  double *history;   /* NULL, or room for max_iter values: ||r_k|| / ||b|| after iteration k */
+  /* Called before every iteration but the first: 0 goes on, else the
+   * CPU_SOLVE_* reason to stop with (deadline, cancelled).  May be NULL. */
+  int (*poll)(void *arg);
+  void *poll_arg;
+  int nthreads;      /* <= 0: all */
+} cpu_solve_opts;
+
+typedef struct {
+  int64_t iterations;
+  int reason;        /* CPU_SOLVE_* */
+  double residual;   /* ||b - A x|| / ||b|| of the float32 x returned */
+  int32_t bad_row;   /* CPU_SOLVE_EZERO_DIAG: the row whose diagonal is zero */
+} cpu_solve_result;
+
+/* Solves A x = b (A n x n), starting from x0 (NULL: zero), writing x.  x may
+ * be x0 itself; b may overlap x (it is read before x is written).  0, or
+ * CPU_SOLVE_ENOMEM, or CPU_SOLVE_EZERO_DIAG (pcg: a zero or non-finite
+ * diagonal entry, before any iteration; x is not written). */
+int cpu_solve(int32_t n, const int32_t *row_ptr, const int32_t *col_idx, const float *values,
+              const float *b, const float *x0, float *x, const cpu_solve_opts *o,
+              cpu_solve_result *res);
+
+#endif

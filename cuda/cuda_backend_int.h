@@ -1,0 +1,46 @@
+/* cuda_backend_int.h: what the CUDA backend's files share (cuda_backend.c,
+ * cuda_long.c): the stream slots and the backend's state. */
+#ifndef CUDA_BACKEND_INT_H
+#define CUDA_BACKEND_INT_H
+
+#include <cuda_runtime_api.h>
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "devcache.h"
+#include "gkcu.h"
+#include "job.h"
+
+typedef struct {
+  gkcu_ctx *ctx;
+  cudaStream_t stream;
+  cudaEvent_t ev_in, ev0, ev1, ev_out; /* before H2D, kernel start/end, after D2H */
+  void *stage; /* pinned */
+  size_t stage_cap;
+  int busy;
+} slot;
+
+typedef struct {
+  int device;
+  char name[128];
+  int nslots;
+  slot *slots;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int busy;
+  devcache *cache;
+  atomic_int poisoned;
+} cuda_impl;
+
+/* A free slot (waits for one), and giving it back. */
+slot *take_slot(cuda_impl *impl);
+void give_slot(cuda_impl *impl, slot *s);
+/* Fails job for a CUDA error; a sticky one takes the backend down. */
+void fail_cuda(cuda_impl *impl, gkcd_job *job, cudaError_t e, const char *what);
+
+/* cuda_long.c: solve and batch, on slot s. */
+extern const char *const cuda_solve_algos[], *const cuda_batch_algos[];
+void cuda_run_solve(cuda_impl *impl, slot *s, gkcd_job *job);
+void cuda_run_batch(cuda_impl *impl, slot *s, gkcd_job *job);
+
+#endif

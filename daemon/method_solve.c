@@ -1,0 +1,148 @@
+/* method_solve.c: the `solve` request, from its arguments to a job and from
+ * the finished job to its result (see PROTOCOL.md, "solve").
+ *
+ * Everything a solve can be refused for is found here, on the loop, before
+ * anything runs: the matrix must be resident and square, b and x0 as long
+ * as it, the tolerances finite and non-negative, max_iter within range, the
+ * method known.  (pcg's zero-diagonal check reads the matrix, so the backend
+ * makes it, still before the first iteration.)
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "gkc_errors.h"
+#include "methods.h"
+#include "proto_rpc.h"
+#include "resident.h"
+
+static const char *const method_names[] = {
+#define SOLVE__NAME(name, str) str,
+    SOLVE_METHOD_MAP(SOLVE__NAME)
+#undef SOLVE__NAME
+};
+static const char *const reason_names[] = {
+#define SOLVE__NAME(name, str) str,
+    SOLVE_REASON_MAP(SOLVE__NAME)
+#undef SOLVE__NAME
+};
+
+const char *solve_method_name(int m) {
+  return m >= 0 && m < SOLVE_NMETHODS ? method_names[m] : "?";
+}
+const char *solve_reason_name(int r) {
+  return r >= 0 && r < SOLVE_NREASONS ? reason_names[r] : "?";
+}
+
+/* A tolerance: a finite number >= 0 (float64 precision kept). */
+static int parse_tol(args_ctx *a, const char *key, double *out) {
+  const msgpack_object *o = proto_map_get(a->params, key);
+  if (!o) return 0;
+  double v;
+  switch (o->type) {
+    case MSGPACK_OBJECT_FLOAT32:
+    case MSGPACK_OBJECT_FLOAT64: v = o->via.f64; break;
+    case MSGPACK_OBJECT_POSITIVE_INTEGER: v = (double)o->via.u64; break;
+    case MSGPACK_OBJECT_NEGATIVE_INTEGER: v = (double)o->via.i64; break;
+    default:
+      snprintf(a->msg, a->msglen, "argument '%s' must be a number", key);
+      return GKC_EINVALID_ARGUMENT;
+  }
+  if (!isfinite(v) || v < 0) {
+    snprintf(a->msg, a->msglen, "argument '%s' must be a finite number >= 0, got %g", key, v);
+    return GKC_EINVALID_ARGUMENT;
+  }
+  *out = v;
+  return 0;
+}
+
+int methods_parse_solve(refs_ctx *r, size_t max) {
+  static const char *const keys[] = {"matrix", "b",  "x0",      "method",      "rtol", "atol",
+                                     "max_iter", "history", "deadline_ms", "out", NULL};
+  args_ctx *a = r->a;
+  gkcd_job *job = r->job;
+  __typeof__(job->in.solve) *s = &job->in.solve;
+  int rc;
+  if ((rc = args_known(a, keys))) return rc;
+  gkcd_res *m;
+  if ((rc = refs_object(r, "matrix", RES_MATRIX, &m))) return rc;
+  if (m->rows != m->cols) {
+    snprintf(a->msg, a->msglen, "argument 'matrix': matrix %" PRIu32 " is %" PRId32 " x %" PRId32
+             ": solve needs a square matrix", m->id, m->rows, m->cols);
+    return GKC_EINVALID_ARGUMENT;
+  }
+  s->n = m->rows, s->nnz = m->nnz, s->max_row = m->max_row;
+  size_t rp = ((size_t)m->rows + 1) * 4, nz = (size_t)m->nnz * 4;
+  s->row_ptr = m->ptr;
+  s->col_idx = (const char *)m->ptr + rp;
+  s->values = (const char *)m->ptr + rp + nz;
+  s->plan = m->plan_off ? (const char *)m->ptr + m->plan_off : NULL;
+
+  const char *name = "cg";
+  size_t len = 2;
+  if ((rc = args_str(a, "method", 0, &name, &len))) return rc;
+  s->method = -1;
+  for (int i = 0; i < SOLVE_NMETHODS; i++)
+    if (strlen(method_names[i]) == len && !memcmp(method_names[i], name, len)) s->method = i;
+  if (s->method < 0) {
+    char echo[40];
+    snprintf(a->msg, a->msglen, "argument 'method': '%s' is not one of cg, pcg, bicgstab",
+             proto_echo(echo, sizeof echo, name, len, 32));
+    return GKC_EINVALID_ARGUMENT;
+  }
+  s->rtol = 1e-6, s->atol = 0;
+  int64_t max_iter = (int64_t)m->rows * 10 < SOLVE_MAX_ITER ? (int64_t)m->rows * 10 : SOLVE_MAX_ITER;
+  if ((rc = parse_tol(a, "rtol", &s->rtol)) || (rc = parse_tol(a, "atol", &s->atol)) ||
+      (rc = args_int(a, "max_iter", 0, 1, SOLVE_MAX_ITER, &max_iter)) ||
+      (rc = args_bool(a, "history", 0, &s->history)))
+    return rc;
+  s->max_iter = max_iter;
+  uint64_t xb = (uint64_t)m->rows * 4;
+  if (xb > max) {
+    snprintf(a->msg, a->msglen, "the result x would take %" PRIu64 " bytes, over the limit of %zu"
+             " (--max-request-bytes)", xb, max);
+    return GKC_ETOO_LARGE;
+  }
+  if (s->history && (uint64_t)max_iter * 8 > max) {
+    snprintf(a->msg, a->msglen, "argument 'history': max_iter = %" PRId64 " residuals of 8 bytes"
+             " could exceed the reply limit of %zu bytes (--max-request-bytes): lower max_iter",
+             max_iter, max);
+    return GKC_ETOO_LARGE;
+  }
+  char what[64];
+  snprintf(what, sizeof what, "rows = %" PRId32 " float32", m->rows);
+  if ((rc = refs_array(r, "b", 1, xb, 0, DT_F32, what, &s->b)) ||
+      (rc = refs_array(r, "x0", 0, xb, 0, DT_F32, what, &s->x0)))
+    return rc;
+  job->out_bytes = xb;
+  return refs_out(r, "x", xb);
+}
+
+void methods_pack_solve(msgpack_packer *pk, const gkcd_job *job, double server_us,
+                        uint32_t new_id) {
+  int copies = job->h2d_us > 0 || job->d2h_us > 0 ? 2 : 0;
+  int hist = job->in.solve.history;
+  msgpack_pack_map(pk, 11 + copies + hist);
+  methods_pack_timing(pk, job, server_us);
+  proto_pack_cstr(pk, "method"), proto_pack_cstr(pk, solve_method_name(job->in.solve.method));
+  proto_pack_cstr(pk, "iterations"), msgpack_pack_int64(pk, job->iterations);
+  proto_pack_cstr(pk, "residual"), msgpack_pack_double(pk, job->value);
+  proto_pack_cstr(pk, "converged");
+  job->reason == SOLVE_R_CONVERGED ? msgpack_pack_true(pk) : msgpack_pack_false(pk);
+  proto_pack_cstr(pk, "reason"), proto_pack_cstr(pk, solve_reason_name(job->reason));
+  if (hist) {
+    /* float64 little-endian, like every array on the wire */
+    size_t n = job->history ? (size_t)job->iterations : 0;
+    proto_pack_cstr(pk, "history");
+    msgpack_pack_bin(pk, n * 8);
+    for (size_t i = 0; i < n; i++) {
+      uint64_t u;
+      memcpy(&u, &job->history[i], 8);
+      unsigned char le[8];
+      for (int j = 0; j < 8; j++) le[j] = (unsigned char)(u >> (8 * j));
+      msgpack_pack_bin_body(pk, le, 8);
+    }
+  }
+  methods_pack_out(pk, job, "x", new_id); /* last: a bin body may follow */
+}

@@ -1,0 +1,290 @@
+#!/usr/bin/python3
+"""e2e_batch.py: the `batch` method against NumPy.
+
+Starts its own gkcd ($GKCD_BIN) and speaks msgpack-rpc directly.  Checks
+every op (dot, axpby, spmv, reduce, sgemm) on fresh random resident arrays
+against float64 NumPy, scalars taken from earlier steps (a dot's value as a
+later axpby's alpha, divided and scaled), a whole CG iteration per request
+converging like a float64 CG, a failing step naming its index and op with
+the earlier steps' outputs left written, and every validation error.
+Exits 0 when all pass, 77 when msgpack or numpy is missing.
+"""
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+try:
+    import msgpack  # noqa: F401
+    import numpy as np
+except ImportError as e:
+    print(f"SKIP: {e}", file=sys.stderr)
+    sys.exit(77)
+
+import e2e_python as ep
+
+PASSED = 0
+FAILED = 0
+EPS = 2.0 ** -24
+
+
+def check(cond, what):
+    global PASSED, FAILED
+    if cond:
+        PASSED += 1
+    else:
+        FAILED += 1
+        print(f"FAIL: {what}", file=sys.stderr)
+    return cond
+
+
+def call(c, method, params):
+    msgid = c.send_req(method, params)
+    r = c.reply()
+    assert r[1] == msgid, r
+    return r
+
+
+def ok(c, method, params):
+    r = call(c, method, params)
+    if r[2] is not None:
+        raise RuntimeError(f"{method} failed: {r[2]}")
+    return r[3]
+
+
+def f32b(a):
+    return np.ascontiguousarray(a, dtype="<f4").tobytes()
+
+
+def upload(c, a):
+    return ok(c, "upload", {"data": f32b(a), "dtype": "f32"})["handle"]
+
+
+def download(c, h):
+    return np.frombuffer(ok(c, "download", {"handle": h})["data"], dtype="<f4").astype(np.float64)
+
+
+def H(h):
+    return {"handle": h}
+
+
+def rnd(rng, n):
+    return rng.uniform(-1, 1, n).astype(np.float32).astype(np.float64)
+
+
+def random_csr(rng, rows, cols, per_row):
+    rp, ci, vals = [0], [], []
+    for _ in range(rows):
+        k = int(rng.integers(0, per_row * 2 + 1))
+        ci += list(rng.integers(0, cols, k))
+        vals += list(rnd(rng, k))
+        rp.append(len(ci))
+    return np.array(rp), np.array(ci), np.array(vals)
+
+
+def csr_dense(rows, cols, rp, ci, vals):
+    A = np.zeros((rows, cols))
+    for i in range(rows):
+        for j in range(rp[i], rp[i + 1]):
+            A[i, ci[j]] += vals[j]
+    return A
+
+
+def close(got, ref, mag, what, k=8):
+    """|got - ref| <= k * 2^-24 * mag elementwise (mag: the sum of the
+    magnitudes of what was added up, so the float32 rounding bound)."""
+    bad = np.abs(got - ref) > k * EPS * mag + 1e-30
+    return check(not bad.any(), f"{what}: {int(bad.sum())} elements off, first at "
+                 f"{np.argmax(bad) if bad.any() else -1}")
+
+
+def test_ops(c, rng):
+    n = int(rng.integers(1000, 5000))
+    x, y, z = rnd(rng, n), rnd(rng, n), rnd(rng, n)
+    hx, hy, hz, ho = upload(c, x), upload(c, y), upload(c, z), upload(c, np.zeros(n))
+    rows, cols = int(rng.integers(50, 300)), n
+    rp, ci, vals = random_csr(rng, rows, cols, 6)
+    A = csr_dense(rows, cols, rp, ci, vals)
+    mat = ok(c, "csr_upload", {"rows": rows, "cols": cols,
+                               "row_ptr": np.asarray(rp, "<i4").tobytes(),
+                               "col_idx": np.asarray(ci, "<i4").tobytes(),
+                               "values": f32b(vals)})["matrix"]
+    hq = upload(c, np.zeros(rows))
+    m, k, nn = 7, 5, 9
+    a, b = rnd(rng, m * k), rnd(rng, k * nn)
+    ha, hb, hc = upload(c, a), upload(c, b), upload(c, np.zeros(m * nn))
+    steps = [
+        {"op": "dot", "x": H(hx), "y": H(hy)},                                   # 0
+        {"op": "reduce", "x": H(hz), "fn": "max"},                               # 1
+        {"op": "reduce", "x": H(hz)},                                            # 2: sum
+        # o = (v0 / v1 * -0.5) x + 2 y
+        {"op": "axpby", "x": H(hx), "y": H(hy), "out": ho,
+         "alpha": {"step": 0, "over": 1, "scale": -0.5}, "beta": 2.0},           # 3
+        {"op": "dot", "x": H(ho), "y": H(ho)},                                   # 4: reads 3's output
+        {"op": "spmv", "matrix": mat, "x": H(ho), "out": hq, "alpha": 1.5},      # 5
+        {"op": "sgemm", "m": m, "n": nn, "k": k, "a": H(ha), "b": H(hb), "out": hc,
+         "alpha": {"step": 1}},                                                  # 6
+        {"op": "axpby", "x": H(hz), "y": H(hz), "alpha": 1.0, "beta": 1.0},      # 7: z = 2z in place
+    ]
+    r = ok(c, "batch", {"steps": steps})
+    res = r["results"]
+    check(len(res) == len(steps) and [s["op"] for s in res] == [s["op"] for s in steps],
+          f"one result per step, in order: {res!r:.200}")
+    check(abs(res[0]["value"] - x @ y) <= 1e-12 * (np.abs(x) @ np.abs(y)), f"dot {res[0]['value']!r} vs {x @ y!r}")
+    check(res[1]["value"] == z.max(), "reduce max")
+    check(abs(res[2]["value"] - z.sum()) <= 1e-12 * np.abs(z).sum(), "reduce sum")
+    alpha = np.float32(-0.5 * res[0]["value"] / res[1]["value"])
+    o = download(c, ho)
+    ref = float(alpha) * x + 2 * y
+    close(o, ref, np.abs(float(alpha) * x) + np.abs(2 * y), "axpby with alpha from steps 0 and 1")
+    check(res[3]["handle"] == ho and res[3]["bytes"] == 4 * n, "axpby result names its handle")
+    check(abs(res[4]["value"] - o @ o) <= 1e-12 * (o @ o), "dot of the previous step's output")
+    q = download(c, hq)
+    close(q, 1.5 * A @ o, 1.5 * np.abs(A) @ np.abs(o), "spmv on the axpby output", k=16)
+    cm = download(c, hc).reshape(m, nn)
+    ref = res[1]["value"] * (a.reshape(m, k) @ b.reshape(k, nn))
+    close(cm, ref, abs(res[1]["value"]) * np.abs(a.reshape(m, k)) @ np.abs(b.reshape(k, nn)),
+          "sgemm with alpha from step 1", k=16)
+    check(np.array_equal(download(c, hz), 2 * z), "axpby in place")
+    check(res[7]["handle"] == hz, "in-place axpby names y's handle")
+
+
+def test_cg(c, rng):
+    """A CG iteration per batch on a 1-D Laplacian: the daemon's float32
+    iterates follow a float64 CG's residuals while they stay well above
+    float32's rounding (1e-4 here)."""
+    n = 500
+    rp = [0]
+    ci, vals = [], []
+    for i in range(n):
+        for j, v in ((i - 1, -1.0), (i, 2.0), (i + 1, -1.0)):
+            if 0 <= j < n:
+                ci.append(j)
+                vals.append(v)
+        rp.append(len(ci))
+    A = csr_dense(n, n, rp, ci, vals)
+    mat = ok(c, "csr_upload", {"rows": n, "cols": n, "row_ptr": np.asarray(rp, "<i4").tobytes(),
+                               "col_idx": np.asarray(ci, "<i4").tobytes(),
+                               "values": f32b(vals)})["matrix"]
+    b = rnd(rng, n)
+    hx, hr, hp, hq = upload(c, np.zeros(n)), upload(c, b), upload(c, b), upload(c, np.zeros(n))
+    rz = float(b @ b)
+    # float64 CG alongside
+    x64, r64, p64, rz64 = np.zeros(n), b.copy(), b.copy(), b @ b
+    for it in range(30):
+        r = ok(c, "batch", {"steps": [
+            {"op": "spmv", "matrix": mat, "x": H(hp), "out": hq},
+            {"op": "dot", "x": H(hp), "y": H(hq)},
+            {"op": "axpby", "x": H(hp), "y": H(hx), "alpha": {"over": 1, "scale": rz}},
+            {"op": "axpby", "x": H(hq), "y": H(hr), "alpha": {"over": 1, "scale": -rz}},
+            {"op": "dot", "x": H(hr), "y": H(hr)},
+            {"op": "axpby", "x": H(hr), "y": H(hp), "alpha": 1.0,
+             "beta": {"step": 4, "scale": 1.0 / rz}},
+        ]})
+        rz = r["results"][4]["value"]
+        q64 = A @ p64
+        a64 = rz64 / (p64 @ q64)
+        x64 += a64 * p64
+        r64 -= a64 * q64
+        rz_new = r64 @ r64
+        p64 = r64 + rz_new / rz64 * p64
+        rz64 = rz_new
+        rel = abs(np.sqrt(rz) - np.sqrt(rz64)) / np.sqrt(rz64)
+        if not check(rel < 1e-3, f"batch CG iteration {it}: ||r|| {np.sqrt(rz):.6e} vs "
+                     f"float64 {np.sqrt(rz64):.6e}"):
+            break
+    x = download(c, hx)
+    check(np.linalg.norm(x - x64) <= 1e-3 * np.linalg.norm(x64), "batch CG x follows float64 CG")
+
+
+def err(c, steps, *needles, code="invalid_argument"):
+    r = call(c, "batch", {"steps": steps} if steps is not None else {})
+    e = r[2]
+    return check(isinstance(e, dict) and e.get("code") == code and
+                 all(s in e.get("message", "") for s in needles),
+                 f"{steps!r:.160}: expected {code} naming {needles}, got {e or r[3]!r:.200}")
+
+
+def test_failing_step(c, rng):
+    n = 300
+    x, y = rnd(rng, n), rnd(rng, n)
+    hx, hy, ho, hz = upload(c, x), upload(c, y), upload(c, np.zeros(n)), upload(c, np.zeros(n))
+    before = download(c, hy)
+    # step 2 divides by step 1's dot of zeros: alpha is infinite
+    err(c, [{"op": "axpby", "x": H(hx), "y": H(hy), "alpha": 3.0, "beta": -1.0, "out": ho},
+            {"op": "dot", "x": H(hz), "y": H(hz)},
+            {"op": "axpby", "x": H(hx), "y": H(hy), "alpha": {"over": 1}},
+            {"op": "axpby", "x": H(hx), "y": H(ho), "alpha": 5.0}],
+        "step 2 (axpby)", "'alpha'", "steps 0 to 1 ran")
+    o = download(c, ho)
+    close(o, 3 * x - y, np.abs(3 * x) + np.abs(y), "step 0's output stays written", k=4)
+    check(np.array_equal(download(c, hy), before), "the failing step wrote nothing")
+
+
+def test_validation(c, rng):
+    n = 64
+    hx, hy, h2 = upload(c, rnd(rng, n)), upload(c, rnd(rng, n)), upload(c, rnd(rng, n + 1))
+    mat = ok(c, "csr_upload", {"rows": 2, "cols": n, "row_ptr": np.asarray([0, 1, 2], "<i4").tobytes(),
+                               "col_idx": np.asarray([0, 1], "<i4").tobytes(),
+                               "values": f32b([1, 2])})["matrix"]
+    hq = upload(c, np.zeros(2))
+    dot = {"op": "dot", "x": H(hx), "y": H(hy)}
+    err(c, None, "missing argument 'steps'")
+    err(c, [], "'steps'", "1 to 64")
+    err(c, [dot] * 65, "'steps'", "1 to 64")
+    err(c, [dot, 5], "steps[1]", "map")
+    err(c, [dot, {"op": "gemv"}], "steps[1]", "'gemv'", "dot, axpby, spmv, reduce, sgemm")
+    err(c, [{"x": H(hx)}], "steps[0]", "missing argument 'op'")
+    err(c, [{"op": "dot", "x": H(hx), "y": H(h2)}], "steps[0] (dot)", "'y'")
+    err(c, [{"op": "dot", "x": f32b(np.ones(n)), "y": H(hy)}], "steps[0] (dot)", "'x'", "resident")
+    err(c, [{"op": "dot", "x": H(hx), "y": H(hy), "alpha": 1}], "steps[0] (dot)", "unknown argument 'alpha'")
+    err(c, [dot, {"op": "axpby", "x": H(hx), "y": H(hy), "alpha": {"step": 1}}],
+        "steps[1] (axpby)", "'alpha'", "earlier step")
+    err(c, [{"op": "axpby", "x": H(hx), "y": H(hy)},
+            {"op": "axpby", "x": H(hx), "y": H(hy), "beta": {"over": 0}}],
+        "steps[1] (axpby)", "'beta'", "no scalar value")
+    err(c, [dot, {"op": "axpby", "x": H(hx), "y": H(hy), "alpha": {"step": 0, "times": 2}}],
+        "steps[1] (axpby)", "'alpha'")
+    err(c, [{"op": "axpby", "x": H(hx), "y": H(hy), "alpha": float("inf")}], "steps[0] (axpby)", "'alpha'")
+    err(c, [{"op": "axpby", "x": H(hx), "y": H(hy), "out": h2}], "steps[0] (axpby)", "'out'", "bytes")
+    err(c, [{"op": "spmv", "matrix": mat, "x": H(hx)}], "steps[0] (spmv)", "'out'")
+    err(c, [{"op": "spmv", "matrix": mat, "x": H(h2), "out": hq}], "steps[0] (spmv)", "'x'")
+    err(c, [{"op": "spmv", "matrix": hx, "x": H(hx), "out": hq}], "steps[0] (spmv)", "'matrix'")
+    err(c, [{"op": "spmv", "matrix": mat, "x": H(hx), "out": hq, "beta": 1}], "steps[0] (spmv)", "'y'")
+    err(c, [{"op": "sgemm", "m": 8, "n": 8, "k": 8, "a": H(hx), "b": H(hy), "out": hx}],
+        "steps[0] (sgemm)", "'out'", "input")
+    err(c, [{"op": "sgemm", "m": 8, "n": 8, "k": 9, "a": H(hx), "b": H(hy), "out": hx}],
+        "steps[0] (sgemm)", "'a'")
+    err(c, [{"op": "reduce", "x": H(hx), "fn": "prod"}], "steps[0] (reduce)", "'fn'")
+    err(c, [dot, {"op": "dot", "x": H(999999), "y": H(hy)}], "steps[1] (dot)", "no handle")
+
+
+def main():
+    rng = np.random.default_rng(int(os.environ.get("GKC_TEST_SEED", time.time_ns() % 2**32)))
+    # GKC_TEST_BACKEND=cuda (ctest -L gpu): the same checks on the CUDA
+    # backend; skipped when gkcd cannot start it (no GPU).
+    backend = os.environ.get("GKC_TEST_BACKEND", "cpu")
+    d = ep.Daemon(["--threads", "2", "--backend", backend])
+    try:
+        d.wait_ready()
+    except RuntimeError as e:
+        if backend != "cpu":
+            print(f"SKIP: gkcd --backend {backend} did not start: {e}", file=sys.stderr)
+            sys.exit(77)
+        raise
+    try:
+        c = ep.Conn(d.sock, timeout=120)
+        check(ep.Conn(d.sock).call("ping", {})[3]["backend"] == backend, f"backend {backend}")
+        for t in (test_ops, test_cg, test_failing_step, test_validation):
+            print(t.__name__)
+            t(c, rng)
+        c.close()
+    finally:
+        rc = d.stop()
+        check(rc == 0, f"gkcd exited {rc}")
+    print(f"e2e_batch: {PASSED} passed, {FAILED} failed")
+    return 1 if FAILED else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,392 @@
+#!/usr/bin/python3
+"""e2e_solve.py: the `solve` method against SciPy, in float64.
+
+Starts its own gkcd ($GKCD_BIN, CPU backend) and talks msgpack-rpc to it
+directly (the client library has no solve call yet).  For each Krylov method
+(cg, pcg with Jacobi, bicgstab) on fresh random SPD and nonsymmetric
+matrices, on the SPD matrices of ../shared/matrices when that directory
+exists (SOURCES.md: 1138_bus and bcsstk13; tests/data holds none), it checks:
+
+- iterations to rtol 1e-8 against scipy.sparse.linalg's cg/bicgstab on the
+  same float32 numbers promoted to float64.  The CPU backend iterates in
+  float64 too, so the two differ only in summation order; that changes the
+  iteration where the recurrence first drops below 1e-8 by at most a step
+  or two on these matrices.  Allowed: max(1, 2%) for cg and pcg, as the
+  issue asks; for bicgstab also max(1, 2%) (its residual is not monotone,
+  but on these matrices it agrees as well).
+- the reported residual equals ||b - A x|| / ||b|| recomputed here in
+  float64 from the float32 x returned (relative difference 1e-9), and that
+  is at most rtol plus what rounding x to float32 costs
+  (|| |A| |x| || * 2^-24 / ||b||).
+- history: one entry per iteration, and each equals the float64 residual
+  of SciPy's iterate at that step (callback), where it is above 1e-6.
+
+And: breakdown on an indefinite matrix, NaN in b (non_finite), max_iter,
+x0 (in place, by handle), out as a handle, a deadline that stops a long
+solve, and every validation error.  Exits 0 when all pass, 77 when msgpack,
+numpy or scipy is missing.
+"""
+import math
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+try:
+    import msgpack  # noqa: F401
+    import numpy as np
+    import scipy
+    import scipy.sparse as sp
+    import scipy.sparse.linalg as spla
+except ImportError as e:
+    print(f"SKIP: {e} (apt-get install python3-msgpack python3-numpy python3-scipy)",
+          file=sys.stderr)
+    sys.exit(77)
+
+import e2e_python as ep  # Daemon, Conn
+
+PASSED = 0
+FAILED = 0
+
+
+def check(cond, what):
+    global PASSED, FAILED
+    if cond:
+        PASSED += 1
+    else:
+        FAILED += 1
+        print(f"FAIL: {what}", file=sys.stderr)
+    return cond
+
+
+# --------------------------------------------------------------------------
+# wire helpers
+
+def call(c, method, params):
+    msgid = c.send_req(method, params)
+    r = c.reply()
+    assert r[1] == msgid, r
+    return r
+
+
+def ok(c, method, params):
+    r = call(c, method, params)
+    if r[2] is not None:
+        raise RuntimeError(f"{method} failed: {r[2]}")
+    return r[3]
+
+
+def f32b(a):
+    return np.ascontiguousarray(a, dtype="<f4").tobytes()
+
+
+def upload(c, a):
+    return ok(c, "upload", {"data": f32b(a), "dtype": "f32"})["handle"]
+
+
+def download(c, h):
+    return np.frombuffer(ok(c, "download", {"handle": h})["data"], dtype="<f4").astype(np.float64)
+
+
+def csr_upload(c, A):
+    A = sp.csr_matrix(A)
+    r = ok(c, "csr_upload", {
+        "rows": A.shape[0], "cols": A.shape[1],
+        "row_ptr": np.asarray(A.indptr, dtype="<i4").tobytes(),
+        "col_idx": np.asarray(A.indices, dtype="<i4").tobytes(),
+        "values": f32b(A.data)})
+    return r["matrix"]
+
+
+def f32_round(A):
+    """A with its values rounded to float32, as float64: what gkcd sees."""
+    A = sp.csr_matrix(A, dtype=np.float64)
+    A.data = A.data.astype(np.float32).astype(np.float64)
+    return A
+
+
+def scipy_solve(method, A, b, rtol, maxiter):
+    """x, iterations and the float64 residual of every iterate."""
+    trace = []
+
+    def cb(xk):
+        trace.append(np.linalg.norm(b - A @ xk) / np.linalg.norm(b))
+    kw = {"atol": 0.0, "maxiter": maxiter, "callback": cb}
+    tolkey = "rtol" if "rtol" in spla.cg.__code__.co_varnames else "tol"
+    kw[tolkey] = rtol
+    if method == "pcg":
+        kw["M"] = sp.diags(1.0 / A.diagonal())
+    fn = spla.bicgstab if method == "bicgstab" else spla.cg
+    x, info = fn(A, b, **kw)
+    return x, len(trace), trace, info
+
+
+def true_residual(A, b, x):
+    return np.linalg.norm(b - A @ x) / np.linalg.norm(b)
+
+
+def rounding_floor(A, b, x):
+    """What rounding x to float32 alone can add to the relative residual."""
+    return np.linalg.norm(abs(A) @ abs(x)) * 2.0 ** -24 / np.linalg.norm(b)
+
+
+# --------------------------------------------------------------------------
+# matrices
+
+def laplacian2d(k):
+    T = sp.diags([-1, 2, -1], [-1, 0, 1], shape=(k, k))
+    I = sp.identity(k)
+    return sp.csr_matrix(sp.kron(I, T) + sp.kron(T, I))
+
+
+def random_spd(n, rng):
+    """A 2-D Laplacian with a random symmetric sparse perturbation: SPD,
+    condition number in the hundreds, a few dozen CG iterations."""
+    k = int(math.isqrt(n))
+    L = laplacian2d(k)
+    R = sp.random(k * k, k * k, density=3.0 / (k * k), random_state=rng, format="csr")
+    S = 0.5 * (R + R.T)
+    return f32_round(L + 0.3 * S + sp.diags(np.abs(S).sum(axis=1).A1 * 0.3 + 0.05))
+
+
+def random_nonsym(n, rng):
+    """Convection-diffusion-like: the Laplacian plus a random skew part."""
+    k = int(math.isqrt(n))
+    L = laplacian2d(k)
+    R = sp.random(k * k, k * k, density=4.0 / (k * k), random_state=rng, format="csr")
+    return f32_round(L + 0.4 * (R - R.T) + 0.1 * sp.identity(k * k))
+
+
+def read_mtx(path):
+    import scipy.io
+    return f32_round(scipy.io.mmread(path).tocsr())
+
+
+# --------------------------------------------------------------------------
+# tests
+
+def compare_with_scipy(c, name, A, b, method, rtol=1e-8, maxiter=20000, well_conditioned=True):
+    mat = csr_upload(c, A)
+    r = ok(c, "solve", {"matrix": mat, "b": f32b(b), "method": method, "rtol": rtol,
+                        "max_iter": maxiter, "history": True})
+    b64 = b.astype(np.float32).astype(np.float64)
+    x = np.frombuffer(r["x"], dtype="<f4").astype(np.float64)
+    xs, its, trace, info = scipy_solve(method, A, b64, rtol, maxiter)
+    tag = f"{name} {method} n={A.shape[0]}"
+    check(r["reason"] == "converged" and r["converged"] is True and info == 0,
+          f"{tag}: gkcd {r['reason']}, scipy info {info}")
+    allowed = max(1, math.ceil(0.02 * its))
+    check(abs(r["iterations"] - its) <= allowed,
+          f"{tag}: {r['iterations']} iterations, scipy {its} (allowed +-{allowed})")
+    res = true_residual(A, b64, x)
+    check(abs(r["residual"] - res) <= 1e-9 * res + 1e-300,
+          f"{tag}: reported residual {r['residual']:.6e}, recomputed {res:.6e}")
+    floor = rounding_floor(A, b64, x)
+    check(res <= 1.5 * rtol + 1.01 * floor,
+          f"{tag}: residual {res:.3e} above rtol {rtol} + float32 rounding {floor:.3e}")
+    hist = np.frombuffer(r["history"], dtype="<f8")
+    check(len(hist) == r["iterations"], f"{tag}: history has {len(hist)} entries, "
+          f"{r['iterations']} iterations")
+    # The history is the recurrence's ||r_k||; scipy's iterates give the
+    # true residual.  Both agree while rounding has not yet parted the two
+    # runs: through the whole solve on the well-conditioned random matrices,
+    # for the first 20 iterations on the ill-conditioned shared ones (where
+    # CG's rounding errors grow: 1138_bus parts after ~30).
+    m = min(len(hist), len(trace), len(trace) if well_conditioned else 20)
+    # In float64 the recurrence and the true residual part by about
+    # eps64 * || |A| |x_k| || / ||b|| per step: allow 1e3 times that.
+    gap = 1e3 * 2.0 ** -52 * np.linalg.norm(abs(A) @ abs(xs)) / np.linalg.norm(b64)
+    # BiCGSTAB's steps amplify rounding differences between two float64 runs
+    # (its residual is not monotone): measured up to 2.4e-6 relative by
+    # iteration 26 on the random matrices, so 1e-4 there, 1e-6 for CG.
+    rel = 1e-4 if method == "bicgstab" else 1e-6
+    bad = [k for k in range(m) if trace[k] > 1e-6 and
+           abs(hist[k] - trace[k]) > rel * trace[k] + gap]
+    check(not bad, f"{tag}: history differs from scipy's iterates at {bad[:5]}: "
+          f"{[(hist[k], trace[k]) for k in bad[:3]]}")
+    check(len(hist) and hist[-1] <= rtol, f"{tag}: last history entry {hist[-1]:.3e} > rtol")
+    check(np.linalg.norm(x - xs) <= 1e-5 * np.linalg.norm(xs) + 1e2 * rtol * np.linalg.norm(xs)
+          * max(1.0, min(1e4, its / 10.0)), f"{tag}: x far from scipy's")
+    ok(c, "release", {"matrix": mat})
+    print(f"  {tag}: {r['iterations']} iterations (scipy {its}), residual {res:.2e}")
+    return r
+
+
+def test_random(c, rng):
+    for n in (400, 2500):
+        A = random_spd(n, rng)
+        b = rng.uniform(-1, 1, A.shape[0]).astype(np.float32)
+        compare_with_scipy(c, "random spd", A, b, "cg")
+        compare_with_scipy(c, "random spd", A, b, "pcg")
+        compare_with_scipy(c, "random spd", A, b, "bicgstab")
+        N = random_nonsym(n, rng)
+        compare_with_scipy(c, "random nonsymmetric", N, b, "bicgstab")
+
+
+def test_shared(c, rng):
+    d = os.environ.get("GKC_SHARED_MATRICES", "")
+    if not d or not os.path.isdir(d):
+        print("  shared matrices: absent, skipped")
+        return
+    for name, methods in (("1138_bus.mtx", ("cg", "pcg")), ("bcsstk13.mtx", ("pcg",))):
+        p = os.path.join(d, name)
+        if not os.path.exists(p):
+            print(f"  {name}: absent, skipped")
+            continue
+        A = read_mtx(p)
+        b = rng.uniform(-1, 1, A.shape[0]).astype(np.float32)
+        for m in methods:
+            compare_with_scipy(c, name, A, b, m, maxiter=100000, well_conditioned=False)
+
+
+def test_outcomes(c, rng):
+    # Breakdown: 2x2 blocks [[1, 2], [2, 1]] (eigenvalues 3 and -1, unit
+    # diagonal, so Jacobi changes nothing) with b = (1, -1, ...) give
+    # p.Ap = -2 per block at the first step.
+    mat = csr_upload(c, sp.block_diag([np.array([[1.0, 2.0], [2.0, 1.0]])] * 50))
+    b = np.array([1.0, -1.0] * 50, dtype=np.float32)
+    for m in ("cg", "pcg"):
+        r = ok(c, "solve", {"matrix": mat, "b": f32b(b), "method": m, "history": True})
+        check(r["reason"] == "breakdown" and r["converged"] is False,
+              f"indefinite {m}: reason {r['reason']}")
+        check(len(r["history"]) == 8 * r["iterations"], "breakdown: history length")
+    # NaN in b
+    A = random_spd(400, rng)
+    mat2 = csr_upload(c, A)
+    bn = np.ones(A.shape[0], dtype=np.float32)
+    bn[7] = np.nan
+    for m in ("cg", "pcg", "bicgstab"):
+        r = ok(c, "solve", {"matrix": mat2, "b": f32b(bn), "method": m})
+        check(r["reason"] == "non_finite" and r["converged"] is False,
+              f"NaN in b, {m}: reason {r['reason']}")
+    # max_iter honoured, history one per iteration, matching scipy's first steps
+    b = rng.uniform(-1, 1, A.shape[0]).astype(np.float32)
+    b64 = b.astype(np.float64)
+    for m in ("cg", "pcg", "bicgstab"):
+        r = ok(c, "solve", {"matrix": mat2, "b": f32b(b), "method": m, "max_iter": 5,
+                            "rtol": 1e-12, "history": True})
+        hist = np.frombuffer(r["history"], dtype="<f8")
+        check(r["iterations"] == 5 and r["reason"] == "max_iter" and not r["converged"],
+              f"max_iter 5, {m}: {r['iterations']} iterations, {r['reason']}")
+        check(len(hist) == 5, f"max_iter 5, {m}: history of {len(hist)}")
+        _, _, trace, _ = scipy_solve(m, A, b64, 1e-12, 5)
+        check(len(trace) == 5 and np.allclose(hist, trace, rtol=1e-7, atol=0),
+              f"max_iter 5, {m}: history {hist} vs scipy {trace}")
+    # b = 0: x = 0 at once
+    r = ok(c, "solve", {"matrix": mat2, "b": f32b(np.zeros(A.shape[0])), "history": True})
+    x = np.frombuffer(r["x"], dtype="<f4")
+    check(r["converged"] and r["iterations"] == 0 and r["residual"] == 0 and not x.any()
+          and r["history"] == b"", f"b = 0: {r['iterations']} iterations, {r['reason']}")
+    # x0 and out: the solution as x0 needs no iteration; out = x0 in place
+    r = ok(c, "solve", {"matrix": mat2, "b": f32b(b), "rtol": 1e-6})
+    xh = upload(c, np.frombuffer(r["x"], dtype="<f4"))
+    r2 = ok(c, "solve", {"matrix": mat2, "b": f32b(b), "rtol": 1e-6, "x0": {"handle": xh},
+                         "out": {"x": {"handle": xh}}})
+    check(r2["iterations"] == 0 and r2["converged"] and r2["x"]["handle"] == xh,
+          f"x0 = solution: {r2['iterations']} iterations")
+    zero = upload(c, np.zeros(A.shape[0]))
+    r3 = ok(c, "solve", {"matrix": mat2, "b": f32b(b), "rtol": 1e-9, "x0": {"handle": zero},
+                         "out": {"x": {"handle": zero}}})
+    r4 = ok(c, "solve", {"matrix": mat2, "b": f32b(b), "rtol": 1e-9, "out": {"x": "handle"}})
+    got3, got4 = download(c, zero), download(c, r4["x"]["handle"])
+    check(r3["iterations"] == r4["iterations"] and np.array_equal(got3, got4),
+          "x0 = 0 in place and out as a new handle give the same x")
+    check(abs(true_residual(A, b64, got3) - r3["residual"]) <= 1e-9 * r3["residual"],
+          "in-place x: reported residual is that of the x written")
+    # A deadline stops a long solve (rtol 0 never converges) with reason deadline.
+    L = laplacian2d(200)
+    big = csr_upload(c, L)
+    t0 = time.time()
+    r = ok(c, "solve", {"matrix": big, "b": f32b(np.ones(L.shape[0])), "rtol": 0.0,
+                        "max_iter": 100000000, "deadline_ms": 300})
+    dt = time.time() - t0
+    check(r["reason"] == "deadline" and not r["converged"] and r["iterations"] > 0 and dt < 20,
+          f"deadline: {r['reason']} after {r['iterations']} iterations, {dt:.2f} s")
+    xr = np.frombuffer(r["x"], dtype="<f4").astype(np.float64)
+    check(abs(true_residual(L, np.ones(L.shape[0]), xr) - r["residual"]) <= 1e-9 * r["residual"],
+          "deadline: the residual is that of the partial x returned")
+
+
+def err(c, params, *needles, method="solve", code="invalid_argument"):
+    r = call(c, method, params)
+    e = r[2]
+    return check(isinstance(e, dict) and e.get("code") == code and
+                 all(n in e.get("message", "") for n in needles),
+                 f"{params!r:.160}: expected {code} naming {needles}, got {e or r[3]!r:.200}")
+
+
+def test_validation(c, rng):
+    A = random_spd(400, rng)
+    n = A.shape[0]
+    mat = csr_upload(c, A)
+    b = f32b(np.ones(n))
+    rect = csr_upload(c, sp.random(30, 40, density=0.2, random_state=rng, format="csr"))
+    err(c, {"matrix": rect, "b": f32b(np.ones(30))}, "'matrix'", "30 x 40", "square")
+    err(c, {"matrix": mat, "b": f32b(np.ones(n - 1))}, "'b'", f"rows = {n}")
+    err(c, {"matrix": mat, "b": b, "x0": f32b(np.ones(n + 1))}, "'x0'")
+    err(c, {"matrix": mat}, "missing argument 'b'")
+    for key in ("rtol", "atol"):
+        err(c, {"matrix": mat, "b": b, key: -1e-8}, f"'{key}'", ">= 0")
+        err(c, {"matrix": mat, "b": b, key: float("nan")}, f"'{key}'", "finite")
+        err(c, {"matrix": mat, "b": b, key: float("inf")}, f"'{key}'", "finite")
+        err(c, {"matrix": mat, "b": b, key: "small"}, f"'{key}'", "number")
+    err(c, {"matrix": mat, "b": b, "max_iter": 0}, "'max_iter'", "[1, 100000000]")
+    err(c, {"matrix": mat, "b": b, "max_iter": 100000001}, "'max_iter'")
+    err(c, {"matrix": mat, "b": b, "max_iter": 1.5}, "'max_iter'", "integer")
+    err(c, {"matrix": mat, "b": b, "method": "gmres"}, "'method'", "gmres", "cg, pcg, bicgstab")
+    err(c, {"matrix": mat, "b": b, "history": 1}, "'history'", "boolean")
+    err(c, {"matrix": mat, "b": b, "rtoll": 1e-3}, "unknown argument 'rtoll'")
+    h = upload(c, np.ones(n))
+    err(c, {"matrix": h, "b": b}, "'matrix'", "no matrix")
+    err(c, {"matrix": 999999, "b": b}, "'matrix'", "no matrix")
+    gone = csr_upload(c, A)
+    ok(c, "release", {"matrix": gone})
+    err(c, {"matrix": gone, "b": b}, "'matrix'", "no matrix")
+    err(c, {"matrix": mat, "b": {"handle": h}, "out": {"x": {"handle": h}}}, "'out'", "input")
+    err(c, {"matrix": mat, "b": b, "out": {"y": "handle"}}, "'out'", "'x'")
+    # pcg: a zero diagonal entry is refused before any iteration
+    Z = sp.csr_matrix(A)
+    Z.setdiag(0.0)
+    zm = csr_upload(c, Z.tolil().tocsr())
+    err(c, {"matrix": zm, "b": b, "method": "pcg"}, "'method'", "row 0", "diagonal")
+    # history over the reply limit
+    d = ep.Daemon(["--threads", "1", "--max-request-bytes", "65536"]).wait_ready()
+    try:
+        c2 = ep.Conn(d.sock)
+        m2 = csr_upload(c2, A)
+        err(c2, {"matrix": m2, "b": b, "history": True, "max_iter": 10000}, "'history'",
+            code="too_large")
+        c2.close()
+    finally:
+        d.stop()
+
+
+def main():
+    rng = np.random.default_rng(int(os.environ.get("GKC_TEST_SEED", time.time_ns() % 2**32)))
+    # GKC_TEST_BACKEND=cuda (ctest -L gpu): the same checks on the CUDA
+    # backend; skipped when gkcd cannot start it (no GPU).
+    backend = os.environ.get("GKC_TEST_BACKEND", "cpu")
+    d = ep.Daemon(["--threads", "2", "--backend", backend])
+    try:
+        d.wait_ready()
+    except RuntimeError as e:
+        if backend != "cpu":
+            print(f"SKIP: gkcd --backend {backend} did not start: {e}", file=sys.stderr)
+            sys.exit(77)
+        raise
+    try:
+        c = ep.Conn(d.sock, timeout=120)
+        check(ep.Conn(d.sock).call("ping", {})[3]["backend"] == backend, f"backend {backend}")
+        for t in (test_random, test_shared, test_outcomes, test_validation):
+            print(t.__name__)
+            t(c, rng)
+        c.close()
+    finally:
+        rc = d.stop()
+        check(rc == 0, f"gkcd exited {rc}")
+    print(f"e2e_solve: {PASSED} passed, {FAILED} failed")
+    return 1 if FAILED else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
