@@ -200,6 +200,7 @@ struct gkcd_job {
   int lane;             /* LANE_BULK or LANE_LATENCY */
   double cost_us;       /* predicted worker time */
   int dispatched;       /* handed to the pool, not yet back */
+  gkcd_job *run_prev, *run_next; /* on its client's running_list while dispatched */
   size_t frame_charge, out_charge; /* bytes charged to the memory budget */
   int frame_is_work;    /* frame_charge moved from input to work (admitted) */
   size_t reply_charge;  /* result bytes counted against its connection */

@@ -159,6 +159,10 @@ static int dispatch(gkcd_sched *s, int l) {
     if (expired(s, job, now)) continue;
     best->vtime[l] += job->cost_us / best->weight;
     best->running++;
+    job->run_prev = NULL;
+    job->run_next = best->running_list;
+    if (best->running_list) best->running_list->run_prev = job;
+    best->running_list = job;
     ln->running++;
     job->dispatched = 1;
     double wait = (double)(now - job->t_start_ns) / 1e3;
@@ -262,6 +266,12 @@ void sched_client_drained(gkcd_sched *s, sched_client *c) {
 void sched_finished(gkcd_sched *s, gkcd_job *job) {
   sched_client *c = job->client;
   if (job->dispatched) {
+    if (job->run_prev)
+      job->run_prev->run_next = job->run_next;
+    else
+      c->running_list = job->run_next;
+    if (job->run_next) job->run_next->run_prev = job->run_prev;
+    job->run_prev = job->run_next = NULL;
     lane *ln = &s->lanes[job->lane];
     ln->running--;
     ln->served++;
@@ -285,6 +295,8 @@ void sched_finished(gkcd_sched *s, gkcd_job *job) {
 
 void sched_drop_client(gkcd_sched *s, sched_client *c) {
   uint64_t n = 0;
+  /* Long jobs (solve, batch) look at this between iterations and stop. */
+  for (gkcd_job *job = c->running_list; job; job = job->run_next) atomic_store(&job->cancel, 1);
   for (int l = 0; l < s->nlanes; l++)
     while (c->head[l]) {
       cancel(s, pop(s, c, l));

@@ -63,6 +63,7 @@ typedef struct sched_client {
   size_t reply_predicted;         /* result bytes of its admitted jobs */
   size_t mem_waiting;             /* its jobs in the memory FIFO */
   size_t running;                 /* dispatched and not yet back */
+  gkcd_job *running_list;         /* those jobs, so a disconnect can cancel them */
   uint64_t served;                /* jobs finished */
   double served_us;               /* their measured cost */
   uint64_t id;
