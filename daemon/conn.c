@@ -351,7 +351,7 @@ static int read_some(gkcd_conn *c) {
 
 static int may_take_frames(const gkcd_conn *c) {
   const gkcd_server *srv = c->srv;
-  return !c->closing && !c->wait_mem && !c->close_when_flushed && c->jobs < srv->cfg.max_conn_requests &&
+  return !c->closing && !c->wait_mem && !c->copy_wait && !c->close_when_flushed && c->jobs < srv->cfg.max_conn_requests &&
          c->sc.reply_queued + c->sc.reply_predicted < srv->cfg.max_conn_reply_bytes &&
          sched_client_open(&c->sc) && !sched_full(srv->sched);
 }
@@ -410,11 +410,11 @@ static void parse_frames(gkcd_conn *c) {
       c->cap = c->len = 0;
     } else if (c->jobs && !budget_input_fits(&srv->budget, (size_t)r)) {
       /* Copying it out would take input memory the allowance does not have:
-       * wait for this connection's own jobs to give some back, as a read
-       * would (conn_resume_paused goes on).  With none in flight nothing of
-       * its own could free memory, so it goes on past it by one frame. */
-      c->wait_mem = 1;
-      srv->paused_mem = 1;
+       * wait for this connection's own jobs to give some back (each one's
+       * completion calls conn_update_reading, which tries again).  With none
+       * in flight nothing of its own could free memory, so it goes on past
+       * the allowance by one frame. */
+      c->copy_wait = 1;
       break;
     } else if (!(frame = malloc((size_t)r))) {
       log_err("connection %llu: out of memory for a %zd-byte frame", (unsigned long long)c->id, r);
@@ -444,8 +444,10 @@ static void parse_frames(gkcd_conn *c) {
 
 void conn_update_reading(gkcd_conn *c) {
   if (c->closing || c->parsing) return; /* parse_frames' caller decides afterwards */
+  int retry = c->copy_wait;
+  c->copy_wait = 0;
   int want = may_take_frames(c);
-  if (want && !c->reading && c->len > 0) {
+  if (want && (!c->reading || retry) && c->len > 0) {
     /* Frames that arrived before we paused are served first. */
     parse_frames(c);
     if (c->closing) return;

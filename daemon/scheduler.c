@@ -216,11 +216,6 @@ int sched_submit(gkcd_sched *s, gkcd_job *job, char *msg, size_t msglen) {
   const gkcd_config *cfg = s->cfg;
   size_t result = result_bytes(job);
   size_t total = job->frame_bytes + result;
-  if (total > cfg->memory_budget) {
-    snprintf(msg, msglen, "the request and its result need %zu bytes, more than the whole"
-             " memory budget of %zu (--memory-budget)", total, cfg->memory_budget);
-    return GKC_ETOO_LARGE;
-  }
   /* A new resident array must fit beside what is resident already, or it
    * would wait forever. */
   size_t resident = s->budget->by_kind[BUDGET_RESIDENT];
@@ -229,6 +224,11 @@ int sched_submit(gkcd_sched *s, gkcd_job *job, char *msg, size_t msglen) {
              " (--memory-budget; %zu bytes are resident): release some first", job->out_bytes,
              cfg->memory_budget, resident);
     return GKC_EOUT_OF_MEMORY;
+  }
+  if (total > cfg->memory_budget) {
+    snprintf(msg, msglen, "the request and its result need %zu bytes, more than the whole"
+             " memory budget of %zu (--memory-budget)", total, cfg->memory_budget);
+    return GKC_ETOO_LARGE;
   }
   job->cost_us = cost_predict(s->cost, job);
   /* A solve runs as long as it takes to converge: bulk work, whatever the

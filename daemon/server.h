@@ -45,6 +45,7 @@ struct gkcd_conn {
   int peer_closed;     /* the peer shut down its sending side */
   int wait_mem;        /* not read: no memory budget to grow the input buffer */
   int mem_clock;       /* resumed after wait_mem: the request clock keeps running */
+  int copy_wait;       /* a whole frame waits for input allowance to be copied out */
   int n_objects, n_regions; /* resident objects and regions it owns */
   unsigned char *buf;  /* received bytes not yet parsed into frames */
   size_t len, cap;     /* cap is charged to the memory budget (input) */
