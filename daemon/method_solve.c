@@ -123,7 +123,7 @@ void methods_pack_solve(msgpack_packer *pk, const gkcd_job *job, double server_u
                         uint32_t new_id) {
   int copies = job->h2d_us > 0 || job->d2h_us > 0 ? 2 : 0;
   int hist = job->in.solve.history;
-  msgpack_pack_map(pk, 11 + copies + hist);
+  msgpack_pack_map(pk, METHODS_TIMING_KEYS + 6 + copies + hist);
   methods_pack_timing(pk, job, server_us);
   proto_pack_cstr(pk, "method"), proto_pack_cstr(pk, solve_method_name(job->in.solve.method));
   proto_pack_cstr(pk, "iterations"), msgpack_pack_int64(pk, job->iterations);

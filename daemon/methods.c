@@ -418,6 +418,11 @@ void methods_pack_timing(msgpack_packer *pk, const gkcd_job *job, double server_
   msgpack_pack_double(pk, (double)(job->t_run_ns - job->t_start_ns) / 1e3);
   proto_pack_cstr(pk, "worker_us");
   msgpack_pack_double(pk, (double)(job->t_done_ns - job->t_run_ns) / 1e3);
+  /* What the scheduler decided from: the lane and its prediction of worker_us. */
+  proto_pack_cstr(pk, "lane");
+  proto_pack_cstr(pk, job->lane == 1 ? "latency" : "bulk");
+  proto_pack_cstr(pk, "predicted_us");
+  msgpack_pack_double(pk, job->cost_us);
   if (job->h2d_us > 0 || job->d2h_us > 0) {
     proto_pack_cstr(pk, "h2d_us");
     msgpack_pack_double(pk, job->h2d_us);
@@ -432,7 +437,7 @@ void methods_pack_result(msgpack_packer *pk, const gkcd_job *job, double server_
   switch (job->method) {
     case PROTO_M_REDUCE:
     case PROTO_M_DOT:
-      msgpack_pack_map(pk, 7 + copies);
+      msgpack_pack_map(pk, METHODS_TIMING_KEYS + 2 + copies);
       methods_pack_timing(pk, job, server_us);
       proto_pack_cstr(pk, "value"), msgpack_pack_double(pk, job->value);
       proto_pack_cstr(pk, "n");
@@ -441,7 +446,7 @@ void methods_pack_result(msgpack_packer *pk, const gkcd_job *job, double server_
     case PROTO_M_SGEMM:
     case PROTO_M_SPMV:
     case PROTO_M_AXPBY:
-      msgpack_pack_map(pk, 6 + copies);
+      msgpack_pack_map(pk, METHODS_TIMING_KEYS + 1 + copies);
       methods_pack_timing(pk, job, server_us);
       /* last, so that a bin body can follow the packed head directly */
       methods_pack_out(pk, job, job->method == PROTO_M_SGEMM ? "c" : "y", new_id);

@@ -36,6 +36,8 @@ void methods_pack_result(msgpack_packer *pk, const gkcd_job *job, double server_
 /* The parts of methods.c that the methods in their own files share. */
 void methods_pack_out(msgpack_packer *pk, const gkcd_job *job, const char *name, uint32_t new_id);
 void methods_pack_timing(msgpack_packer *pk, const gkcd_job *job, double server_us);
+/* How many keys methods_pack_timing packs (without h2d_us, d2h_us). */
+#define METHODS_TIMING_KEYS 7
 
 /* solve (method_solve.c) and batch (method_batch.c). */
 int methods_parse_solve(refs_ctx *r, size_t max_bytes);

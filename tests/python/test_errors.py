@@ -10,7 +10,6 @@ notification (the tests say so when they skip).
 import asyncio
 import os
 import re
-import subprocess
 import time
 
 import msgpack

@@ -1,0 +1,358 @@
+/* e2e_sched.c: the scheduler, against real gkcd processes on the CPU backend.
+ *
+ *  1. fair queuing: four clients keeping 64, 32, 16 and 8 sgemm in flight get
+ *     shares of the work within 10% of each other (one FIFO would give the
+ *     deepest queue nearly everything), and a fifth client's single request
+ *     waits at most about two job times;
+ *  2. lanes: a tiny reduce runs in the latency lane, an sgemm in the bulk
+ *     lane, and the reply says so; with --latency-sms 0 there is one lane;
+ *     a tiny request is not queued behind bulk work;
+ *  3. a client that disconnects with queued work: it is dropped (status
+ *     `cancelled`) and never runs.
+ *
+ * Results are checked against a float64 reference throughout.  Checks count;
+ * the exit status is 0 only when all passed.
+ */
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "fixture.h"
+#include "rawrpc.h"
+
+/* result[key] as a number (NAN when absent). */
+static double res_num(const rr_reply *r, const char *key) {
+  return r->valid && !r->is_error ? rr_num(proto_map_get(r->result, key)) : NAN;
+}
+
+static const char *res_str(const rr_reply *r, const char *key, char *buf, size_t n) {
+  const msgpack_object *o = r->valid && !r->is_error ? proto_map_get(r->result, key) : NULL;
+  if (!o || o->type != MSGPACK_OBJECT_STR) return "";
+  snprintf(buf, n, "%.*s", (int)o->via.str.size, o->via.str.ptr);
+  return buf;
+}
+
+/* status[key] or status[key][i][sub] for arrays; NAN when absent. */
+static double status_num(const fixture *f, const char *key, int idx, const char *sub) {
+  rr_conn c;
+  if (rr_open_path(&c, f->sock)) return NAN;
+  rr_reply r;
+  rr_call(&c, 0x7000, "status", NULL, 0, &r, 10000);
+  double v = NAN;
+  if (rr_reply_ok(&r, 0x7000)) {
+    const msgpack_object *o = proto_map_get(r.result, key);
+    if (o && sub && o->type == MSGPACK_OBJECT_ARRAY)
+      v = idx < (int)o->via.array.size ? rr_num(proto_map_get(&o->via.array.ptr[idx], sub)) : NAN;
+    else if (o && o->type == MSGPACK_OBJECT_ARRAY)
+      v = o->via.array.size;
+    else
+      v = rr_num(o);
+  }
+  rr_reply_free(&r);
+  rr_close(&c);
+  return v;
+}
+
+/* --- 1. fairness --------------------------------------------------------- */
+
+/* The measured work served so far to each of the n connections opened
+ * after first_id (status clients[].served_ms), in id order. */
+static void served_ms(const fixture *f, uint64_t first_id, int n, double *out) {
+  for (int i = 0; i < n; i++) out[i] = NAN;
+  rr_conn c;
+  if (rr_open_path(&c, f->sock)) return;
+  rr_reply r;
+  rr_call(&c, 0x7001, "status", NULL, 0, &r, 10000);
+  const msgpack_object *cl = rr_reply_ok(&r, 0x7001) ? proto_map_get(r.result, "clients") : NULL;
+  for (uint32_t i = 0; cl && cl->type == MSGPACK_OBJECT_ARRAY && i < cl->via.array.size; i++) {
+    const msgpack_object *e = &cl->via.array.ptr[i];
+    double id = rr_num(proto_map_get(e, "id"));
+    int k = (int)(id - (double)first_id);
+    if (k >= 0 && k < n) out[k] = rr_num(proto_map_get(e, "served_ms"));
+  }
+  rr_reply_free(&r);
+  rr_close(&c);
+}
+
+enum { N = 320 }; /* sgemm N^3: a few ms on a 2-core CPU */
+
+typedef struct {
+  const fixture *f;
+  rr_conn conn;       /* opened by main, in order, so connection ids follow the clients */
+  int depth;          /* requests kept in flight */
+  const float *a, *b;
+  atomic_int *stop;
+  int served, bad;
+  double served_after_warmup; /* counted once the others are all busy too */
+  atomic_int *warm;
+  uint64_t seed;
+} client;
+
+static void send_sgemm(rr_conn *c, uint32_t id, const float *a, const float *b, double alpha) {
+  rr_frame fr;
+  rr_frame_init(&fr);
+  rr_pack_request(&fr, id, "sgemm", ARGS(AI("m", N), AI("n", N), AI("k", N), AB("a", a, (size_t)N * N * 4),
+                                          AB("b", b, (size_t)N * N * 4), AF("alpha", alpha)));
+  test_send_all(c->fd, fr.sb.data, fr.sb.size);
+  rr_frame_free(&fr);
+}
+
+static void *client_main(void *vp) {
+  client *w = vp;
+  rr_rng = w->seed;
+  rr_conn c = w->conn;
+  uint32_t next = 1;
+  for (int i = 0; i < w->depth; i++, next++) send_sgemm(&c, next, w->a, w->b, 1.0 + next % 7);
+  int inflight = w->depth;
+  while (inflight > 0) {
+    rr_reply r;
+    rr_get_reply(&c, &r, 30000);
+    inflight--;
+    char why[200] = "";
+    const msgpack_object *cb = rr_result_bin(&r, "c", (size_t)N * N * 4);
+    if (cb && rr_sgemm_entries_ok(cb->via.bin.ptr, w->a, w->b, N, N, N, 1.0 + r.msgid % 7, 4, why, sizeof why)) {
+      w->served++;
+      if (atomic_load(w->warm)) w->served_after_warmup++;
+    } else {
+      w->bad++;
+      fprintf(stderr, "fairness client depth %d: %s %s\n", w->depth, rr_reply_desc(&r), why);
+      if (!r.got) inflight = 0;
+    }
+    rr_reply_free(&r);
+    if (!atomic_load(w->stop) && inflight >= 0) {
+      send_sgemm(&c, next, w->a, w->b, 1.0 + next % 7);
+      next++;
+      inflight++;
+    }
+  }
+  rr_close(&c);
+  return NULL;
+}
+
+static void test_fairness(void) {
+  rr_ctx = "fair queuing: clients keeping 64, 32, 16 and 8 sgemm in flight";
+  fixture f;
+  const char *const args[] = {"--threads", "2", "--queue-wait", "0", NULL};
+  fixture_start(&f, args, NULL);
+  float *a = rr_rand_floats((size_t)N * N), *b = rr_rand_floats((size_t)N * N);
+  atomic_int stop = 0, warm = 0;
+  enum { NC = 4 };
+  /* Every client deeper than the lane's slots (two workers and one primed
+   * job), so each is backlogged all the time: a FIFO would serve them in
+   * proportion to their depths, 8:4:2:1. */
+  const int depths[NC] = {64, 32, 16, 8};
+  client w[NC];
+  pthread_t th[NC];
+  /* Connection ids are given in accept order: open them one by one. */
+  uint64_t first_id = (uint64_t)status_num(&f, "connections", 0, NULL); /* placeholder, set below */
+  for (int i = 0; i < NC; i++) {
+    w[i] = (client){&f, {0}, depths[i], a, b, &stop, 0, 0, 0, &warm, test_rand_u64(&rr_rng)};
+    rr_open(&w[i].conn, &f);
+    CHECK(rr_ping(&w[i].conn, 5000, NULL, 0), "client %d: no ping", i);
+    rr_reply r;
+    rr_call(&w[i].conn, 0x7002, "status", NULL, 0, &r, 10000);
+    const msgpack_object *cl = rr_reply_ok(&r, 0x7002) ? proto_map_get(r.result, "clients") : NULL;
+    double maxid = 0;
+    for (uint32_t j = 0; cl && cl->type == MSGPACK_OBJECT_ARRAY && j < cl->via.array.size; j++) {
+      double id = rr_num(proto_map_get(&cl->via.array.ptr[j], "id"));
+      if (id > maxid) maxid = id;
+    }
+    rr_reply_free(&r);
+    if (i == 0) first_id = (uint64_t)maxid; /* the newest is this one */
+  }
+  for (int i = 0; i < NC; i++) pthread_create(&th[i], NULL, client_main, &w[i]);
+  rr_sleep_ms(500); /* all four backlogged */
+  atomic_store(&warm, 1);
+  double ms0[NC], ms1[NC];
+  served_ms(&f, first_id, NC, ms0);
+
+  /* A newcomer's single request, while the four keep the lane busy. */
+  rr_ctx = "fair queuing: a fifth client's one request";
+  {
+    rr_conn c;
+    rr_open(&c, &f);
+    rr_reply r;
+    send_sgemm(&c, 77, a, b, 2.0);
+    rr_get_reply(&c, &r, 30000);
+    const msgpack_object *cb = rr_result_bin(&r, "c", (size_t)N * N * 4);
+    char why[200] = "";
+    CHECK(cb && rr_sgemm_entries_ok(cb->via.bin.ptr, a, b, N, N, N, 2.0, 4, why, sizeof why),
+          "newcomer's sgemm: %s %s", rr_reply_desc(&r), why);
+    double queue_us = res_num(&r, "queue_us"), worker_us = res_num(&r, "worker_us");
+    fprintf(stderr, "newcomer: waited %.0f us, one job takes %.0f us\n", queue_us, worker_us);
+    /* Two bulk workers: it waits for one of the two running jobs (at most
+     * one job time) plus at most the one job primed behind them. */
+    CHECK(queue_us <= 2.5 * worker_us, "the newcomer waited %.0f us, more than 2 job times (%.0f us each)",
+          queue_us, worker_us);
+    rr_reply_free(&r);
+    rr_close(&c);
+  }
+  rr_sleep_ms(2500);
+  served_ms(&f, first_id, NC, ms1);
+  atomic_store(&stop, 1);
+  for (int i = 0; i < NC; i++) pthread_join(th[i], NULL);
+
+  /* The scheduler shares the measured work (worker time), so that is what
+   * must come out even; job counts follow it when jobs cost the same, and
+   * are printed too. */
+  rr_ctx = "fair queuing: shares of the work served";
+  double total = 0, lo = 1e30, hi = 0, jobs = 0;
+  for (int i = 0; i < NC; i++) {
+    CHECK(w[i].bad == 0, "client of depth %d: %d bad replies", w[i].depth, w[i].bad);
+    double d = ms1[i] - ms0[i];
+    CHECK(d > 0, "client of depth %d: served_ms %g then %g", w[i].depth, ms0[i], ms1[i]);
+    total += d;
+    jobs += w[i].served_after_warmup;
+    if (d < lo) lo = d;
+    if (d > hi) hi = d;
+  }
+  fprintf(stderr, "served while all were busy (ms of work, jobs):");
+  for (int i = 0; i < NC; i++)
+    fprintf(stderr, " depth %d: %.0f ms %.1f%% %.0f jobs;", w[i].depth, ms1[i] - ms0[i],
+            100 * (ms1[i] - ms0[i]) / total, w[i].served_after_warmup);
+  fprintf(stderr, "\n");
+  CHECK(jobs >= 40, "only %.0f requests served in 2.5 s", jobs);
+  CHECK(hi <= 1.10 * lo, "shares of the work differ by more than 10%%: %.0f ms vs %.0f ms", lo, hi);
+  free(a);
+  free(b);
+  int st = fixture_stop(&f, SIGTERM);
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "gkcd exit status %#x", st);
+}
+
+/* --- 2. lanes -------------------------------------------------------------- */
+
+/* A reduce of n fresh floats, checked; its lane into lane. */
+static int reduce_ok(rr_conn *c, uint32_t id, size_t n, char *lane, size_t lanelen, double *queue_us) {
+  float *x = rr_rand_floats(n);
+  double ref = 0, mag = 0;
+  for (size_t i = 0; i < n; i++) ref += x[i], mag += fabs(x[i]);
+  rr_reply r;
+  rr_call(c, id, "reduce", ARGS(AB("x", x, n * 4)), &r, 30000);
+  double v = res_num(&r, "value");
+  int ok = fabs(v - ref) <= 1e-5 * mag + 1e-6;
+  res_str(&r, "lane", lane, lanelen);
+  if (queue_us) *queue_us = res_num(&r, "queue_us");
+  if (!ok) fprintf(stderr, "reduce %u: %s (value %g, want %g)\n", id, rr_reply_desc(&r), v, ref);
+  rr_reply_free(&r);
+  free(x);
+  return ok;
+}
+
+static void test_lanes(void) {
+  rr_ctx = "lanes on (default)";
+  fixture f;
+  const char *const args[] = {"--threads", "1", NULL};
+  fixture_start(&f, args, NULL);
+  CHECK(status_num(&f, "lanes", 0, NULL) == 2, "status lists %g lanes", status_num(&f, "lanes", 0, NULL));
+  rr_conn c;
+  rr_open(&c, &f);
+  char lane[32];
+  CHECK(reduce_ok(&c, 1, 16, lane, sizeof lane, NULL), "tiny reduce failed");
+  CHECK(!strcmp(lane, "latency"), "a 16-float reduce ran in the '%s' lane", lane);
+  float *a = rr_rand_floats((size_t)N * N), *b = rr_rand_floats((size_t)N * N);
+  rr_reply r;
+  rr_call(&c, 2, "sgemm", ARGS(AI("m", N), AI("n", N), AI("k", N), AB("a", a, (size_t)N * N * 4),
+                               AB("b", b, (size_t)N * N * 4)), &r, 30000);
+  CHECK(!strcmp(res_str(&r, "lane", lane, sizeof lane), "bulk"), "a %d^3 sgemm ran in the '%s' lane (%s)", N,
+        lane, rr_reply_desc(&r));
+  CHECK(res_num(&r, "predicted_us") > 0, "no predicted_us in the reply");
+  rr_reply_free(&r);
+
+  /* Tiny requests behind a deep bulk queue on one bulk worker: they do not
+   * wait for it. */
+  rr_ctx = "lanes: a tiny request beside 16 queued sgemm";
+  {
+    rr_conn bulk;
+    rr_open(&bulk, &f);
+    for (uint32_t i = 0; i < 16; i++) send_sgemm(&bulk, 100 + i, a, b, 1.0);
+    rr_sleep_ms(50);
+    double worst = 0;
+    for (int i = 0; i < 10; i++) {
+      double q = 0;
+      CHECK(reduce_ok(&c, 10 + (uint32_t)i, 1000, lane, sizeof lane, &q), "tiny reduce %d failed", i);
+      if (q > worst) worst = q;
+    }
+    double job_us = NAN;
+    for (int i = 0; i < 16; i++) {
+      rr_get_reply(&bulk, &r, 60000);
+      CHECK(rr_reply_ok(&r, r.msgid), "bulk sgemm: %s", rr_reply_desc(&r));
+      job_us = res_num(&r, "worker_us");
+      rr_reply_free(&r);
+    }
+    fprintf(stderr, "tiny reduces beside 16 queued sgemm: worst wait %.0f us (one sgemm %.0f us)\n", worst, job_us);
+    CHECK(worst < job_us, "a tiny reduce waited %.0f us, longer than one bulk job (%.0f us)", worst, job_us);
+    CHECK(status_num(&f, "lanes", 1, "served") >= 11, "latency lane served %g",
+          status_num(&f, "lanes", 1, "served"));
+    rr_close(&bulk);
+  }
+  rr_close(&c);
+  fixture_stop(&f, SIGTERM);
+
+  rr_ctx = "lanes off (--latency-sms 0)";
+  const char *const off[] = {"--threads", "1", "--latency-sms", "0", NULL};
+  fixture_start(&f, off, NULL);
+  CHECK(status_num(&f, "lanes", 0, NULL) == 1, "status lists %g lanes", status_num(&f, "lanes", 0, NULL));
+  rr_open(&c, &f);
+  CHECK(reduce_ok(&c, 1, 16, lane, sizeof lane, NULL), "tiny reduce failed");
+  CHECK(!strcmp(lane, "bulk"), "with lanes off a reduce ran in the '%s' lane", lane);
+  rr_close(&c);
+  fixture_stop(&f, SIGTERM);
+  free(a);
+  free(b);
+}
+
+/* --- 3. cancel on disconnect -------------------------------------------------------- */
+
+static void test_cancel_on_disconnect(void) {
+  rr_ctx = "queued work of a client that disconnects";
+  if (!rr_env_flag("GKC_FAULT_INJECTION")) {
+    fprintf(stderr, "cancel: skipped (needs GKC_FAULT_INJECTION to hold the worker)\n");
+    return;
+  }
+  fixture f;
+  const char *const args[] = {"--threads", "1", "--latency-sms", "0", NULL};
+  const char *const slow[] = {"GKCD_FAULT=sgemm:delay=300", NULL};
+  fixture_start(&f, args, slow);
+  float *a = rr_rand_floats(64 * 64);
+  rr_conn c;
+  rr_open(&c, &f);
+  rr_frame fr;
+  rr_frame_init(&fr);
+  for (uint32_t i = 0; i < 20; i++)
+    rr_pack_request(&fr, i + 1, "sgemm", ARGS(AI("m", 64), AI("n", 64), AI("k", 64), AB("a", a, 64 * 64 * 4),
+                                              AB("b", a, 64 * 64 * 4)));
+  test_send_all(c.fd, fr.sb.data, fr.sb.size);
+  rr_frame_free(&fr);
+  rr_sleep_ms(150);
+  rr_close(&c);
+  /* The one running and the one primed finish; the other 18 never run. */
+  double cancelled = NAN, inflight = NAN;
+  for (int i = 0; i < 100; i++) {
+    cancelled = status_num(&f, "cancelled", 0, NULL);
+    inflight = status_num(&f, "in_flight", 0, NULL);
+    if (inflight == 0) break;
+    rr_sleep_ms(50);
+  }
+  double served = status_num(&f, "served", 0, NULL);
+  fprintf(stderr, "cancel: %g cancelled, %g served, %g in flight\n", cancelled, served, inflight);
+  CHECK(cancelled >= 17 && cancelled <= 19, "%g of 20 queued requests were cancelled", cancelled);
+  CHECK(inflight == 0, "%g requests still in flight", inflight);
+  free(a);
+  int st = fixture_stop(&f, SIGTERM);
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "gkcd exit status %#x", st);
+}
+
+int main(void) {
+  double t0 = rr_now_s();
+  rr_rng = test_seed();
+  SECTION(test_lanes());
+  SECTION(test_cancel_on_disconnect());
+  SECTION(test_fairness());
+  rr_print_totals("e2e_sched", t0);
+  return rr_failed ? 1 : 0;
+}
