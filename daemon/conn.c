@@ -19,7 +19,10 @@
  * max-conn-reply-bytes, while the scheduler holds one of its requests
  * because the result would take it past that (scheduler.h), or while the
  * scheduler's queues are full; its socket then fills and the client waits,
- * as with a full pipe.
+ * as with a full pipe.  Except that a connection with replies waiting to be
+ * written is still read (not parsed) while the input allowance lasts: its
+ * client may be blocked writing to us, unable to read until that write
+ * completes.
  *
  * Deadlines (conn_sweep): a connection whose pending replies make no
  * progress for --send-timeout, or whose next request takes longer than
@@ -444,18 +447,22 @@ static void parse_frames(gkcd_conn *c) {
 
 void conn_update_reading(gkcd_conn *c) {
   if (c->closing || c->parsing) return; /* parse_frames' caller decides afterwards */
-  int retry = c->copy_wait;
   c->copy_wait = 0;
   int want = may_take_frames(c);
-  if (want && (!c->reading || retry) && c->len > 0) {
-    /* Frames that arrived before we paused are served first. */
+  if (want && c->len > 0) {
+    /* Frames that arrived while we paused (or only drained) are served first. */
     parse_frames(c);
     if (c->closing) return;
     want = may_take_frames(c);
   }
   if (!want && !c->closing && sched_full(c->srv->sched)) c->srv->paused_full = 1;
+  /* A client with replies waiting may be stuck writing to us, unable to
+   * read them until its write completes: keep reading it (into the input
+   * allowance, without parsing) so that neither side waits for the other. */
+  int drain = !want && c->npend && !c->close_when_flushed && !c->wait_mem &&
+              budget_input_fits(&c->srv->budget, READ_CHUNK);
   int was = c->reading;
-  c->reading = want && !c->peer_closed;
+  c->reading = (want || drain) && !c->peer_closed;
   /* The request clock runs only while we read: a pause for back-pressure is
    * not the client's.  A wait for memory keeps it running, so that
    * connections whose partial requests fill the budget between them cannot
