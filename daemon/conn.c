@@ -461,18 +461,19 @@ void conn_update_reading(gkcd_conn *c) {
    * allowance, without parsing) so that neither side waits for the other. */
   int drain = !want && c->npend && !c->close_when_flushed && !c->wait_mem &&
               budget_input_fits(&c->srv->budget, READ_CHUNK);
-  int was = c->reading;
   c->reading = (want || drain) && !c->peer_closed;
-  /* The request clock runs only while we read: a pause for back-pressure is
-   * not the client's.  A wait for memory keeps it running, so that
-   * connections whose partial requests fill the budget between them cannot
-   * wait for each other forever. */
-  if (c->reading && !was && c->len && !c->mem_clock) c->req_start_ms = uv_now(c->srv->loop);
-  if (c->reading) c->mem_clock = 0;
+  /* The request clock runs only while we take frames: a pause for
+   * back-pressure is not the client's.  A wait for memory keeps it running,
+   * so that connections whose partial requests fill the input allowance
+   * between them cannot wait for each other forever. */
+  if (want && !c->taking && c->len && !c->mem_clock) c->req_start_ms = uv_now(c->srv->loop);
+  if (want) c->mem_clock = 0;
+  c->taking = want;
   watch(c);
 }
 
 void conn_resume_paused(gkcd_server *srv) {
+  if (!srv->sched) return; /* shutting down: no connection is left */
   int full = srv->paused_full && !sched_full(srv->sched);
   int mem = srv->paused_mem && (budget_input_fits(&srv->budget, READ_CHUNK) || !srv->overdraft);
   if (!full && !mem) return;
@@ -654,7 +655,8 @@ void conn_sweep(gkcd_server *srv) {
       snprintf(msg, sizeof msg, "%zu reply bytes not read for %g s (--send-timeout); closing",
                c->sc.reply_queued, cfg->send_timeout_s);
       timeout_close(c, msg);
-    } else if (req && c->len && (c->reading || c->wait_mem) && !c->close_when_flushed && c->req_start_ms &&
+    } else if (req && c->len && ((c->reading && c->taking) || c->wait_mem) && !c->close_when_flushed &&
+               c->req_start_ms &&
                now - c->req_start_ms >= req) {
       srv->closed_request_timeout++;
       snprintf(msg, sizeof msg, "a request took longer than %g s to arrive (--request-timeout;"

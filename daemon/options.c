@@ -353,14 +353,13 @@ int options_load(gkcd_config *cfg, int argc, char **argv) {
 }
 
 /* Splits a comma-separated list; each item is a name or a number. */
-static int resolve_list(const char *list, int users, void *ids, int *n) {
+static int resolve_list(const char *list, int users, void *ids, int *n, const char *opt) {
   char buf[512];
   snprintf(buf, sizeof buf, "%s", list);
   *n = 0;
   for (char *save, *tok = strtok_r(buf, ", ", &save); tok; tok = strtok_r(NULL, ", ", &save)) {
     if (*n == GKCD_MAX_ALLOWED) {
-      fprintf(stderr, "gkcd: allow-%s: at most %d entries\n", users ? "users" : "groups",
-              GKCD_MAX_ALLOWED);
+      fprintf(stderr, "gkcd: %s: at most %d entries\n", opt, GKCD_MAX_ALLOWED);
       return -1;
     }
     char *end;
@@ -382,8 +381,7 @@ static int resolve_list(const char *list, int users, void *ids, int *n) {
       ((gid_t *)ids)[(*n)++] = (gid_t)id;
     continue;
   unknown:
-    fprintf(stderr, "gkcd: allow-%s: no such %s '%s'\n", users ? "users" : "groups",
-            users ? "user" : "group", tok);
+    fprintf(stderr, "gkcd: %s: no such %s '%s'\n", opt, users ? "user" : "group", tok);
     return -1;
   }
   return 0;
@@ -409,7 +407,7 @@ static int resolve_weights(gkcd_config *cfg) {
     }
     uid_t ids[1];
     int n;
-    if (resolve_list(tok, 1, ids, &n) || n != 1) return -1;
+    if (resolve_list(tok, 1, ids, &n, "weights") || n != 1) return -1;
     if (cfg->n_weights == GKCD_MAX_ALLOWED) {
       fprintf(stderr, "gkcd: weights: at most %d entries\n", GKCD_MAX_ALLOWED);
       return -1;
@@ -421,8 +419,8 @@ static int resolve_weights(gkcd_config *cfg) {
 }
 
 int options_resolve_access(gkcd_config *cfg) {
-  if (resolve_list(cfg->allow_users, 1, cfg->allow_uids, &cfg->n_allow_uids) ||
-      resolve_list(cfg->allow_groups, 0, cfg->allow_gids, &cfg->n_allow_gids) ||
+  if (resolve_list(cfg->allow_users, 1, cfg->allow_uids, &cfg->n_allow_uids, "allow-users") ||
+      resolve_list(cfg->allow_groups, 0, cfg->allow_gids, &cfg->n_allow_gids, "allow-groups") ||
       resolve_weights(cfg))
     return -1;
   if (cfg->max_conn_per_user == 0) {

@@ -40,6 +40,7 @@ struct gkcd_conn {
   int refs;            /* the open handle, plus one per job or write in flight */
   int closing;         /* uv_close called: replies are dropped */
   int reading;         /* the socket is being read */
+  int taking;          /* frames are being taken from it (not paused by back-pressure) */
   int close_when_flushed; /* an unrecoverable error was answered */
   int parsing;         /* inside parse_frames: replies must not re-enter it */
   int peer_closed;     /* the peer shut down its sending side */
