@@ -35,7 +35,13 @@ else()
 endif()
 add_library(gkc_uv_shared SHARED gkc_uv.c)
 add_library(gkc_uv_static STATIC gkc_uv.c)
-target_link_libraries(gkc_uv_shared PUBLIC gkc_shared PRIVATE ${GKC_UV_LINK})
+if(GKC_STATIC_DEPS)
+  # A static libuv is not position-independent: the shared adapter takes
+  # libuv's symbols from the program that uses it (which links libuv anyway).
+  target_link_libraries(gkc_uv_shared PUBLIC gkc_shared)
+else()
+  target_link_libraries(gkc_uv_shared PUBLIC gkc_shared PRIVATE ${GKC_UV_LINK})
+endif()
 target_link_libraries(gkc_uv_static PUBLIC gkc_static PRIVATE ${GKC_UV_LINK})
 target_compile_definitions(gkc_uv_shared PRIVATE GKC_BUILDING_SHARED)
 set_target_properties(gkc_uv_shared PROPERTIES OUTPUT_NAME gkc_uv EXPORT_NAME gkc_uv
