@@ -256,10 +256,16 @@ static void test_lanes(void) {
   CHECK(!strcmp(lane, "latency"), "a 16-float reduce ran in the '%s' lane", lane);
   float *a = rr_rand_floats((size_t)N * N), *b = rr_rand_floats((size_t)N * N);
   rr_reply r;
-  rr_call(&c, 2, "sgemm", ARGS(AI("m", N), AI("n", N), AI("k", N), AB("a", a, (size_t)N * N * 4),
-                               AB("b", b, (size_t)N * N * 4)), &r, 30000);
-  CHECK(!strcmp(res_str(&r, "lane", lane, sizeof lane), "bulk"), "a %d^3 sgemm ran in the '%s' lane (%s)", N,
+  /* Bulk on every backend: a few ms on a CPU, but on a GPU only a 2048^3
+   * (17 GFLOP) is predicted past --latency-us. */
+  const char *be = getenv("GKC_TEST_BACKEND");
+  int nb = be && !strcmp(be, "cuda") ? 2048 : N;
+  float *ab = rr_rand_floats((size_t)nb * nb);
+  rr_call(&c, 2, "sgemm", ARGS(AI("m", nb), AI("n", nb), AI("k", nb), AB("a", ab, (size_t)nb * nb * 4),
+                               AB("b", ab, (size_t)nb * nb * 4)), &r, 30000);
+  CHECK(!strcmp(res_str(&r, "lane", lane, sizeof lane), "bulk"), "a %d^3 sgemm ran in the '%s' lane (%s)", nb,
         lane, rr_reply_desc(&r));
+  free(ab);
   CHECK(res_num(&r, "predicted_us") > 0, "no predicted_us in the reply");
   rr_reply_free(&r);
 
@@ -285,7 +291,9 @@ static void test_lanes(void) {
       rr_reply_free(&r);
     }
     fprintf(stderr, "tiny reduces beside 16 queued sgemm: worst wait %.0f us (one sgemm %.0f us)\n", worst, job_us);
-    CHECK(worst < job_us, "a tiny reduce waited %.0f us, longer than one bulk job (%.0f us)", worst, job_us);
+    /* Behind the queue, as in one FIFO, it would wait about 16 job times;
+     * in its own lane, none (4: slack for a loaded machine's scheduling). */
+    CHECK(worst < 4 * job_us, "a tiny reduce waited %.0f us, 4 bulk jobs' time (%.0f us each)", worst, job_us);
     CHECK(status_num(&f, "lanes", 1, "served") >= 11, "latency lane served %g",
           status_num(&f, "lanes", 1, "served"));
     rr_close(&bulk);
