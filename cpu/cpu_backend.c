@@ -375,6 +375,40 @@ static void cpu_destroy(gkcd_backend *be) {
   free(be);
 }
 
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* The cost model's starting rates, measured here in a few milliseconds: a
+ * 256^3 sgemm and a 16 MiB sum, each the best of three. */
+static cost_rates measure_rates(int nthreads) {
+  cost_rates r = {.flops_per_us = 5e4, .bytes_per_us = 1e4, .fixed_us = 5};
+  enum { N = 256, V = 4 << 20 };
+  float *a = calloc((size_t)N * N * 3, sizeof *a), *x = malloc((size_t)V * sizeof *x);
+  if (!a || !x) goto done;
+  for (size_t i = 0; i < (size_t)N * N * 2; i++) a[i] = (float)(i % 7) * 0.25f;
+  for (size_t i = 0; i < V; i++) x[i] = (float)(i % 5);
+  double best_mm = 1e9, best_sum = 1e9;
+  for (int t = 0; t < 3; t++) {
+    double t0 = now_s();
+    cpu_sgemm(N, N, N, 1.0f, a, 0, a + N * N, 0, 0.0f, a + 2 * N * N);
+    double t1 = now_s();
+    volatile double sink = cpu_reduce(x, V, 0, nthreads);
+    (void)sink;
+    double t2 = now_s();
+    if (t1 - t0 < best_mm) best_mm = t1 - t0;
+    if (t2 - t1 < best_sum) best_sum = t2 - t1;
+  }
+  if (best_mm > 0) r.flops_per_us = 2.0 * N * N * N / (best_mm * 1e6);
+  if (best_sum > 0) r.bytes_per_us = 4.0 * V / (best_sum * 1e6);
+done:
+  free(a);
+  free(x);
+  return r;
+}
+
 int cpu_backend_create(gkcd_backend **out, int nthreads, char *msg, size_t msglen) {
   gkcd_backend *be = calloc(1, sizeof *be);
   cpu_impl *impl = calloc(1, sizeof *impl);
@@ -386,10 +420,9 @@ int cpu_backend_create(gkcd_backend **out, int nthreads, char *msg, size_t msgle
   }
   impl->nthreads = nthreads;
   be->name = "cpu";
-  /* A start for the cost model, from a 2-core x86 (OpenBLAS ~100 GFLOP/s,
-   * ~10 GB/s); it corrects itself from measured times. */
-  be->rates = (cost_rates){.flops_per_us = 5e4 * (nthreads > 0 ? nthreads : 2),
-                           .bytes_per_us = 1e4, .fixed_us = 5};
+  /* A start for the cost model, measured; it corrects itself from the
+   * times requests take. */
+  be->rates = measure_rates(nthreads);
   be->latency_workers = 1;
   be->algos[PROTO_M_SGEMM] = sgemm_algos;
   be->algos[PROTO_M_REDUCE] = reduce_algos;

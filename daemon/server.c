@@ -154,6 +154,8 @@ int server_start(gkcd_server *srv, uv_loop_t *loop, gkcd_backend *be) {
     log_err("cannot start the scheduler and its worker threads (%d)", rc);
     return -1;
   }
+  log_info("cost model starts from %.3g GFLOP/s, %.3g GB/s%s", be->rates.flops_per_us / 1e3,
+           be->rates.bytes_per_us / 1e3, be->rates.host_bytes_per_us > 0 ? " (device memory)" : "");
   if (nlanes > 1)
     log_info("lanes: latency (requests predicted under %g us) %d worker(s), bulk %d", srv->cfg.latency_us,
              workers[LANE_LATENCY], workers[LANE_BULK]);
