@@ -23,6 +23,9 @@ void http_stop(gkcd_server *srv) { (void)srv; }
 #else
 
 #include <errno.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <unistd.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <pthread.h>
@@ -170,6 +173,33 @@ static int resolve(const char *spec, struct sockaddr_storage *ss, socklen_t *ssl
   return 0;
 }
 
+/* libmicrohttpd's own complaints (a broken connection, ...) go to our log. */
+static void mhd_log(void *cls, const char *fmt, va_list ap) {
+  char msg[256];
+  (void)cls;
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  msg[strcspn(msg, "\n")] = 0;
+  log_warn("metrics http: %s", msg);
+}
+
+/* A listening TCP socket on ss, or -1 with errno's text in why.  Bound here
+ * rather than by libmicrohttpd so the error names the real cause. */
+static int listen_tcp(const struct sockaddr_storage *ss, socklen_t len, char *why, size_t n) {
+  int fd = socket(ss->ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0), one = 1;
+  if (fd < 0) {
+    snprintf(why, n, "socket: %s", strerror(errno));
+    return -1;
+  }
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (ss->ss_family == AF_INET6) setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+  if (bind(fd, (const struct sockaddr *)ss, len) || listen(fd, 64)) {
+    snprintf(why, n, "%s", strerror(errno));
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
 static void on_closed(uv_handle_t *hd) {
   struct gkcd_http *h = hd->data;
   pthread_mutex_destroy(&h->mu);
@@ -188,8 +218,14 @@ int http_start(gkcd_server *srv) {
     log_err("--metrics-listen %s: %s", spec, why);
     return -1;
   }
+  int fd = listen_tcp(&ss, sslen, why, sizeof why);
+  if (fd < 0) {
+    log_err("--metrics-listen %s: cannot listen there: %s", spec, why);
+    return -1;
+  }
   struct gkcd_http *h = calloc(1, sizeof *h);
   if (!h) {
+    close(fd);
     log_err("--metrics-listen: out of memory");
     return -1;
   }
@@ -199,6 +235,7 @@ int http_start(gkcd_server *srv) {
   pthread_condattr_setclock(&ca, CLOCK_REALTIME);
   if (pthread_mutex_init(&h->mu, NULL) || pthread_cond_init(&h->cv, &ca)) {
     pthread_condattr_destroy(&ca);
+    close(fd);
     free(h);
     log_err("--metrics-listen: cannot create a mutex");
     return -1;
@@ -208,6 +245,7 @@ int http_start(gkcd_server *srv) {
   if (rc) {
     pthread_mutex_destroy(&h->mu);
     pthread_cond_destroy(&h->cv);
+    close(fd);
     free(h);
     log_err("--metrics-listen: uv_async_init: %s", uv_strerror(rc));
     return -1;
@@ -217,13 +255,13 @@ int http_start(gkcd_server *srv) {
   srv->http = h;                     /* from here on, http_stop cleans up */
   unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ERROR_LOG;
   if (ss.ss_family == AF_INET6) flags |= MHD_USE_IPv6;
-  h->mhd = MHD_start_daemon(flags, 0, NULL, NULL, on_request, h,
-                            MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+  h->mhd = MHD_start_daemon(flags, 0, NULL, NULL, on_request, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+                            MHD_OPTION_LISTEN_SOCKET, fd,
                             MHD_OPTION_CONNECTION_LIMIT, (unsigned)16,
                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10, MHD_OPTION_END);
   if (!h->mhd) {
-    log_err("--metrics-listen %s: cannot listen there (in use, or not an address of this "
-            "machine?)", spec);
+    close(fd);
+    log_err("--metrics-listen %s: libmicrohttpd could not start its thread", spec);
     return -1;
   }
   const union MHD_DaemonInfo *di = MHD_get_daemon_info(h->mhd, MHD_DAEMON_INFO_BIND_PORT);
