@@ -125,6 +125,12 @@ GKC_API int gkc_status_limit(gkc_conn *c, const char *name, uint64_t *value);
  * *json is malloc'd; free() it. */
 GKC_API int gkc_status_json(gkc_conn *c, char **json);
 
+/* gkcd's counters in the Prometheus text exposition format (version 0.0.4),
+ * the same text gkcd --metrics-listen serves at GET /metrics.  *text is
+ * malloc'd and NUL-terminated; free() it.  GKC_EUNKNOWN_METHOD from a gkcd
+ * older than the metrics method. */
+GKC_API int gkc_metrics(gkc_conn *c, char **text);
+
 /* C = alpha * op(A) * op(B) + beta * C, all row-major float32.
  * op(A) is m x k: A is stored m x k, or k x m when trans_a is nonzero (and
  * op(A) = A^T); likewise op(B) is k x n.  c holds m*n floats; it is read only

@@ -9,7 +9,8 @@
 #include "cli.h"
 
 static const cli_cmd *const commands[] = {&cli_ping_cmd, &cli_status_cmd, &cli_sgemm_cmd,
-                                          &cli_reduce_cmd, &cli_spmv_cmd, NULL};
+                                          &cli_reduce_cmd, &cli_spmv_cmd, &cli_metrics_cmd,
+                                          &cli_top_cmd, NULL};
 
 static void usage(FILE *f) {
   fprintf(f,
@@ -47,7 +48,8 @@ int main(int argc, char **argv) {
     }
   }
   if (optind >= argc)
-    return cli_usage_error(&g, "missing command (one of ping, status, sgemm, reduce, spmv)");
+    return cli_usage_error(&g, "missing command (one of ping, status, sgemm, reduce, spmv,"
+                                 " metrics, top)");
   for (const cli_cmd *const *c = commands; *c; c++) {
     if (strcmp((*c)->name, argv[optind]) == 0) {
       g.cmd = *c;

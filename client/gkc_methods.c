@@ -167,6 +167,35 @@ int gkc_status_json(gkc_conn *c, char **json) {
   return status_call(c, NULL, json);
 }
 
+/* gkc_metrics: the result is one str, copied into res->status_json. */
+static int take_metrics(gkc_conn *c, const msgpack_object *r, gkc__req *req, gkc_result *res) {
+  (void)req;
+  if (r->type != MSGPACK_OBJECT_STR) return gkc__fail(c, GKC_EPROTOCOL, "metrics result is not a str");
+  char *text = malloc((size_t)r->via.str.size + 1);
+  if (!text) return gkc__fail(c, GKC_EOUT_OF_MEMORY, "out of memory");
+  memcpy(text, r->via.str.ptr, r->via.str.size);
+  text[r->via.str.size] = 0;
+  res->status_json = text;
+  return 0;
+}
+
+int gkc_metrics(gkc_conn *c, char **text) {
+  gkc__req r;
+  gkc_result res;
+  *text = NULL;
+  gkc__req_init(&r);
+  gkc__result_init(&res);
+  r.method = "metrics";
+  r.pack = no_params;
+  r.take = take_metrics;
+  int rc = gkc__run(c, &r, &res);
+  if (rc == 0)
+    *text = (char *)res.status_json;
+  else
+    free((char *)res.status_json);
+  return rc;
+}
+
 /* gkc_status_limit: one entry of status's "limits" map, into res->value. */
 static int take_limit(gkc_conn *c, const msgpack_object *r, gkc__req *req, gkc_result *res) {
   const char *name = req->limit_name;

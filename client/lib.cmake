@@ -49,20 +49,23 @@ set_target_properties(gkc_uv_shared PROPERTIES OUTPUT_NAME gkc_uv EXPORT_NAME gk
 set_target_properties(gkc_uv_static PROPERTIES OUTPUT_NAME gkc_uv EXPORT_NAME gkc_uv_static)
 
 include(CMakePackageConfigHelpers)
+# Components: the shared libraries (lib: libgkc0), everything to build
+# against them (dev: libgkc-dev); see cmake/Packaging.cmake.
 install(TARGETS gkc_shared gkc_static gkc_uv_shared gkc_uv_static EXPORT gkcTargets
-  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
-  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
-  PUBLIC_HEADER DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-install(EXPORT gkcTargets NAMESPACE gkc:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/gkc)
+  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT lib NAMELINK_COMPONENT dev
+  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev
+  PUBLIC_HEADER DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT dev)
+install(EXPORT gkcTargets NAMESPACE gkc:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/gkc COMPONENT dev)
 configure_package_config_file(${CMAKE_CURRENT_SOURCE_DIR}/gkcConfig.cmake.in
   ${CMAKE_CURRENT_BINARY_DIR}/gkcConfig.cmake INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/gkc)
 write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/gkcConfigVersion.cmake
   COMPATIBILITY SameMajorVersion)
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/gkcConfig.cmake
-  ${CMAKE_CURRENT_BINARY_DIR}/gkcConfigVersion.cmake DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/gkc)
+  ${CMAKE_CURRENT_BINARY_DIR}/gkcConfigVersion.cmake DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/gkc
+  COMPONENT dev)
 # gkc.pc and gkc-uv.pc name the install prefix: written at install time (--prefix included).
 include(${CMAKE_SOURCE_DIR}/cmake/InstallConfigured.cmake)
-gkc_install_configured(gkc.pc.in ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
-gkc_install_configured(gkc-uv.pc.in ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+gkc_install_configured(gkc.pc.in ${CMAKE_INSTALL_LIBDIR}/pkgconfig COMPONENT dev)
+gkc_install_configured(gkc-uv.pc.in ${CMAKE_INSTALL_LIBDIR}/pkgconfig COMPONENT dev)
 
 include(cli.cmake OPTIONAL)

@@ -1,4 +1,4 @@
-# gkc_install_configured(TEMPLATE DESTINATION [RENAME NAME] [COPYONLY])
+# gkc_install_configured(TEMPLATE DESTINATION [RENAME NAME] [COPYONLY] [COMPONENT C])
 #
 # install(FILES) for a file that names installed paths (gkc.pc, gkcd.service):
 # the file is written at install time, from TEMPLATE, with the prefix that
@@ -20,7 +20,7 @@ set(_gkc_gnu_dirs BINDIR SBINDIR LIBEXECDIR SYSCONFDIR SHAREDSTATEDIR LOCALSTATE
     MANDIR DOCDIR)
 
 function(gkc_install_configured template destination)
-  cmake_parse_arguments(PARSE_ARGV 2 arg "COPYONLY" "RENAME" "")
+  cmake_parse_arguments(PARSE_ARGV 2 arg "COPYONLY" "RENAME;COMPONENT" "")
   get_filename_component(template "${template}" ABSOLUTE)
   if(NOT arg_RENAME)
     get_filename_component(arg_RENAME "${template}" NAME)
@@ -40,5 +40,9 @@ function(gkc_install_configured template destination)
     "set(GKC_COPYONLY [==[${arg_COPYONLY}]==])\n"
     "set(GKC_STAGING [==[${CMAKE_CURRENT_BINARY_DIR}/install-time]==])\n"
     "include([==[${_gkc_install_configured_script}]==])\n")
-  install(CODE "${code}")
+  if(arg_COMPONENT)
+    install(CODE "${code}" COMPONENT ${arg_COMPONENT})
+  else()
+    install(CODE "${code}")
+  endif()
 endfunction()

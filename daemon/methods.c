@@ -19,6 +19,7 @@ static const char method_kind[PROTO_M_COUNT] = {
     [PROTO_M_SPMV] = 'B',        [PROTO_M_DOT] = 'B',        [PROTO_M_AXPBY] = 'B',
     [PROTO_M_UPLOAD] = 'B',      [PROTO_M_DOWNLOAD] = 'B',   [PROTO_M_CSR_UPLOAD] = 'B',
     [PROTO_M_SOLVE] = 'B',       [PROTO_M_BATCH] = 'B',      [PROTO_M_SHM_REGISTER] = 'D',
+    [PROTO_M_METRICS] = 'L',
 };
 
 int methods_is_compute(int method) { return method_kind[method] != 'L'; }

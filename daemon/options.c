@@ -183,6 +183,8 @@ static const opt_def table[] = {
      "fair-share weights by user, e.g. alice:2,bob:1 (default 1)"},
     {"spin-us", p_int, F(spin_us), 0, 100000, "USEC",
      "after a request, the worker and the event loop poll this\nlong for more work before they sleep, so back-to-back\nrequests skip thread wake-ups (default 100 with 4 or more\nCPUs, else 0)"},
+    {"metrics-listen", p_string, F(metrics_listen), 0, 128, "ADDR:PORT",
+     "serve Prometheus metrics at GET /metrics over HTTP there;\n':PORT' is 127.0.0.1 (default: off)"},
 };
 #define NOPT (int)(sizeof table / sizeof table[0])
 

@@ -227,20 +227,24 @@ void rpc_handle_frame(gkcd_conn *c, void *frame, size_t len) {
     goto done;
   }
   srv->requests[req.method]++;
-  if (req.method == PROTO_M_PING || req.method == PROTO_M_STATUS) {
+  if (req.method == PROTO_M_PING || req.method == PROTO_M_STATUS || req.method == PROTO_M_METRICS) {
+    metrics_count(&srv->metrics, req.method, req.params->via.map.size ? GKC_EINVALID_ARGUMENT : 0);
     if (req.params->via.map.size != 0) {
       srv->errors[req.method]++;
       snprintf(msg, sizeof msg, "method '%s' takes no arguments", proto_method_name(req.method));
       rpc_send_error(c, 1, req.msgid, GKC_EINVALID_ARGUMENT, msg);
     } else if (req.method == PROTO_M_PING) {
       send_ping(c, req.msgid);
-    } else {
+    } else if (req.method == PROTO_M_STATUS) {
       send_status(c, req.msgid);
+    } else {
+      metrics_reply(c, req.msgid);
     }
     goto done;
   }
   if (req.method == PROTO_M_SHM_RELEASE || req.method == PROTO_M_RELEASE) {
     rc = res_release_request(c, req.method, req.params, msg, sizeof msg);
+    metrics_count(&srv->metrics, req.method, rc);
     if (rc) {
       srv->errors[req.method]++;
       rpc_send_error(c, 1, req.msgid, rc, msg);
@@ -254,6 +258,7 @@ void rpc_handle_frame(gkcd_conn *c, void *frame, size_t len) {
     frame = NULL; /* the job owns it */
   } else {
     srv->errors[req.method]++;
+    metrics_count(&srv->metrics, req.method, rc);
     log_debug("connection %llu: %s %u: %s: %s", (unsigned long long)c->id,
               proto_method_name(req.method), req.msgid, proto_err_wire(rc), msg);
     rpc_send_error(c, 1, req.msgid, rc, msg);
@@ -272,6 +277,7 @@ void rpc_job_done(gkcd_job *job, void *arg) {
   c->jobs--;
   sched_finished(srv->sched, job); /* gives back its memory; replies take their own */
   uint32_t new_id = job->err ? 0 : adopt(srv, job);
+  metrics_job_done(&srv->metrics, job, now_ns());
   if (job->err) {
     srv->errors[job->method]++;
     log_debug("connection %llu: %s %u failed: %s: %s", (unsigned long long)c->id,

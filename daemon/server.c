@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "http.h"
 #include "log.h"
 #include "notify.h"
 #include "server.h"
@@ -89,6 +90,7 @@ void server_close(gkcd_server *srv) {
   uv_close((uv_handle_t *)&srv->flush, NULL);
   uv_close((uv_handle_t *)&srv->sweep, NULL);
   notify_close(srv);
+  http_stop(srv);
   uv_run(srv->loop, UV_RUN_DEFAULT);
   resident_free_all(srv);
 }
@@ -181,5 +183,5 @@ int server_start(gkcd_server *srv, uv_loop_t *loop, gkcd_backend *be) {
   }
   srv->sweep.data = srv;
   uv_unref((uv_handle_t *)&srv->sweep);
-  return 0;
+  return http_start(srv);
 }

@@ -15,6 +15,7 @@
 #include "budget.h"
 #include "config.h"
 #include "cost.h"
+#include "metrics.h"
 #include "proto_frame.h"
 #include "proto_rpc.h"
 #include "proto_methods.h"
@@ -115,6 +116,8 @@ struct gkcd_server {
    * start, and how many of them a poll found rather than a wake-up. */
   uint64_t events, loop_spin_hits;
   int polling;
+  gkcd_metrics metrics;     /* counted as requests are answered (metrics.h) */
+  struct gkcd_http *http;   /* --metrics-listen (http.h), or NULL */
 };
 
 /* Opens the listening socket, starts the workers and signal handling.

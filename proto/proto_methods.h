@@ -23,7 +23,8 @@
   XX(CSR_UPLOAD, "csr_upload")   \
   XX(RELEASE, "release")         \
   XX(SOLVE, "solve")             \
-  XX(BATCH, "batch")
+  XX(BATCH, "batch")             \
+  XX(METRICS, "metrics")
 
 typedef enum {
 #define PROTO__M_ENUM(name, str) PROTO_M_##name,

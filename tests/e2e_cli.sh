@@ -480,6 +480,52 @@ run status --json
 expect_json "status counts the requests and the errors" \
   'd["methods"]["sgemm"]["requests"] >= 10 and d["methods"]["sgemm"]["errors"] >= 1 and d["methods"]["spmv"]["requests"] >= 5'
 
+# gkc metrics: the Prometheus text (e2e_metrics.sh checks it in depth).
+run metrics
+expect "metrics prints the exposition" 0 '^# TYPE gkcd_requests_total counter' \
+  'gkcd_requests_total\{method="sgemm",code="ok"\} [1-9]'
+run metrics --json
+expect_json "metrics --json holds the text" '"gkcd_request_duration_seconds_bucket" in d["metrics"]'
+run metrics extra
+expect "metrics with an operand: usage error" 2 "unexpected argument 'extra'"
+
+# gkc top: frames while a background client keeps gkcd busy; --json lines
+# whose requests_per_s sees that load.
+( for i in $(seq 40); do "$GKC" --socket "$sock" sgemm --random 64 >/dev/null 2>&1 || break; done ) &
+load_pid=$!
+run top --iterations 3 --interval 0.3
+n=$(grep -c '^gkc top - ' "$dir/out" || true)
+if [[ $rc == 0 && $n == 3 ]] && grep -Eq '^LANE +WORKERS' "$dir/out" && grep -Eq '^CLIENT +PID' "$dir/out" &&
+   grep -Eq '^0 +\S' <(sed -n '/^DEV /,/^$/p' "$dir/out" | tail -n +2); then
+  ok "top --iterations 3 prints 3 frames with lanes, devices, clients"
+else
+  bad "top --iterations 3 ($n frames, exit $rc)" "$(output)"
+fi
+run top --json --iterations 4 --interval 0.25
+wait "$load_pid" || true
+if [[ $rc == 0 ]] && why=$(python3 -c '
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+assert len(rows) == 4, "%d lines" % len(rows)
+assert rows[0]["requests_per_s"] is None, "first line has a rate"
+for r in rows:
+    for k in ("queued", "in_flight", "connections", "lanes", "clients", "devices"):
+        assert k in r, "no " + k
+    assert r["devices"] and r["devices"][0]["memory_total"] > 0, "no device memory"
+    assert all("wait_p50_us" in l and "wait_p99_us" in l for l in r["lanes"]), "lane percentiles"
+    assert any(c["pid"] > 0 for c in r["clients"]), "no client listed"
+assert rows[-1]["requests"] > rows[0]["requests"], "requests did not move"
+assert all(r["requests_per_s"] >= 0 for r in rows[1:])
+' "$dir/out" 2>&1); then
+  ok "top --json: one object per refresh, rates after the first, lanes/clients/devices"
+else
+  bad "top --json (${why:-exit $rc})" "$(output)"
+fi
+run top --iterations 0
+expect "top --iterations 0: usage error naming the option" 2 "--iterations"
+run top --interval 0.01 --iterations 1
+expect "top --interval too short: usage error" 2 "--interval"
+
 if kill -0 "${daemon_pids[0]}" 2>/dev/null; then
   ok "gkcd is still running after all of the above"
 else

@@ -158,6 +158,11 @@ class Api:
         """The daemon's counters and limits (PROTOCOL.md, ``status``)."""
         return self._invoke("status", {}, lambda res: res)
 
+    def metrics(self) -> str:
+        """gkcd's counters in the Prometheus text format (PROTOCOL.md,
+        ``metrics``): the text ``gkcd --metrics-listen`` serves at GET /metrics."""
+        return self._invoke("metrics", {}, lambda res: res)
+
     # --- compute ----------------------------------------------------------------------
 
     def sgemm(self, A: ArrayArg, B: ArrayArg, *, alpha: float = 1.0, beta: float = 0.0,

@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# deb_test.sh: builds the Debian packages (cpack -G DEB) from a CPU-only
+# configuration with prefix /usr, installs them with dpkg -i, runs
+# `gkc ping` against the installed gkcd (started by hand on a temporary
+# socket: no systemd in CI), checks the man pages, pkg-config and the Python
+# package as installed, then removes and purges them and checks that no file
+# of theirs is left.  Skips (77) when not root or without dpkg/cpack.
+#   bash tests/deb_test.sh SOURCE_DIR
+set -euo pipefail
+src=$(cd "$1" && pwd)
+[[ $(id -u) == 0 ]] || { echo "skip: not root (dpkg -i needs root)"; exit 77; }
+for t in dpkg dpkg-deb dpkg-shlibdeps cpack; do
+  command -v $t >/dev/null || { echo "skip: $t not found"; exit 77; }
+done
+pkgs=(gkcd libgkc0 libgkc-dev python3-gkc)
+for p in "${pkgs[@]}"; do
+  if dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q installed; then
+    echo "skip: $p is already installed on this machine; not touching it"; exit 77
+  fi
+done
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/gkc-deb-XXXXXX")
+pid= installed=0
+cleanup() {
+  [[ -n $pid ]] && { kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; }
+  ((installed)) && dpkg --purge "${pkgs[@]}" >/dev/null 2>&1 || true
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+pass=0
+ok() { pass=$((pass + 1)); echo "ok   $1"; }
+fail() { echo "FAIL $1"; [[ -z ${2-} ]] || sed 's/^/     | /' <<<"$2" | head -30; exit 1; }
+
+b=$tmp/build
+cmake -S "$src" -B "$b" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGKC_CUDA=OFF -DGKC_MPI=OFF \
+  -DGKC_BUILD_TESTS=OFF -DCMAKE_INSTALL_PREFIX=/usr >"$tmp/configure.log" 2>&1 ||
+  fail "configure" "$(tail -30 "$tmp/configure.log")"
+nice cmake --build "$b" -j"$(nproc)" >"$tmp/build.log" 2>&1 || fail "build" "$(tail -30 "$tmp/build.log")"
+(cd "$b" && cpack -G DEB >"$tmp/cpack.log" 2>&1) || fail "cpack" "$(tail -30 "$tmp/cpack.log")"
+debs=()
+for p in "${pkgs[@]}"; do
+  f=$(ls "$b"/${p}_*.deb 2>/dev/null | head -1)
+  [[ -n $f ]] || fail "no $p .deb" "$(ls "$b")"
+  debs+=("$f")
+done
+ok "cpack made ${pkgs[*]}"
+deps=$(dpkg-deb -f "$b"/gkcd_*.deb Depends)
+[[ $deps == *libuv1* && $deps == *libc6* && $deps != *cuda* ]] && ok "gkcd Depends from shlibdeps: $deps" ||
+  fail "gkcd Depends: $deps"
+[[ $(dpkg-deb -f "$b"/libgkc-dev_*.deb Depends) == *"libgkc0 (="* ]] && ok "libgkc-dev depends on libgkc0" ||
+  fail "libgkc-dev Depends"
+[[ $(dpkg-deb -f "$b"/python3-gkc_*.deb Architecture) == all ]] && ok "python3-gkc is Architecture: all" ||
+  fail "python3-gkc Architecture"
+
+# Missing dependencies (a fresh CI machine has the -dev packages, hence the
+# runtime libraries, from install-deps.sh) make dpkg -i fail: say which.
+out=$(dpkg -i "${debs[@]}" 2>&1) || fail "dpkg -i" "$out"
+installed=1
+ok "dpkg -i installed the four packages"
+for f in /usr/sbin/gkcd /usr/bin/gkc /usr/include/gkc.h /usr/lib/systemd/system/gkcd.socket \
+         /usr/share/man/man8/gkcd.8.gz /usr/share/man/man1/gkc.1.gz /usr/share/man/man3/gkc.h.3.gz \
+         /usr/share/bash-completion/completions/gkc /etc/gkcd/gkcd.conf.example /etc/gkcd/gkcd.conf; do
+  [[ -e $f || -e ${f%.gz} ]] || fail "$f not installed"
+done
+ok "files in place (binaries, units, headers, man pages, completion, /etc/gkcd)"
+getent passwd gkcd >/dev/null && ok "postinst made the gkcd system user" || fail "no gkcd user"
+grep -q '^ExecStart=/usr/sbin/gkcd' /usr/lib/systemd/system/gkcd.service && ok "gkcd.service runs /usr/sbin/gkcd" ||
+  fail "gkcd.service ExecStart" "$(grep ExecStart /usr/lib/systemd/system/gkcd.service)"
+
+/usr/sbin/gkcd --socket "$tmp/gkcd.sock" --log-level warn 2>"$tmp/gkcd.log" &
+pid=$!
+for ((i = 0; i < 100; i++)); do /usr/bin/gkc --socket "$tmp/gkcd.sock" ping >/dev/null 2>&1 && break; sleep 0.1; done
+out=$(/usr/bin/gkc --socket "$tmp/gkcd.sock" ping --json 2>&1) || fail "gkc ping against the installed gkcd" "$out $(cat "$tmp/gkcd.log")"
+[[ $out == *'"backend": "cpu"'* ]] && ok "installed gkc pings installed gkcd: $out" || fail "ping reply" "$out"
+out=$(/usr/bin/python3 -c '
+import sys, numpy as np, gkc
+with gkc.connect(sys.argv[1]) as c:
+    x = np.arange(1, 101, dtype=np.float32)
+    assert c.reduce(x) == 5050.0
+    assert "gkcd_requests_total" in c.metrics()
+print(gkc.__file__)' "$tmp/gkcd.sock" 2>&1) || fail "python3-gkc against the installed gkcd" "$out"
+[[ $out == /usr/lib/python3/dist-packages/gkc/* ]] && ok "python3-gkc imports from dist-packages and computes" ||
+  fail "python3-gkc imported from $out"
+cat >"$tmp/hello.c" <<'C'
+#include <gkc.h>
+#include <stdio.h>
+int main(int argc, char **argv) {
+  gkc_conn *c;
+  float x[3] = {1, 2, 3};
+  double s = 0;
+  if (gkc_connect(&c, argv[1]) || gkc_reduce(c, x, 3, GKC_SUM, &s, NULL, NULL)) return 1;
+  gkc_close(c);
+  printf("%g\n", s);
+  return s == 6 ? 0 : 1;
+}
+C
+out=$(cc "$tmp/hello.c" -o "$tmp/hello" $(pkg-config --cflags --libs gkc) 2>&1 && "$tmp/hello" "$tmp/gkcd.sock" 2>&1) &&
+  ok "a program built with pkg-config gkc links /usr's libgkc.so.0 and computes" ||
+  fail "pkg-config build against libgkc-dev" "$out"
+ldd "$tmp/hello" | grep -Eq "libgkc.so.0 => (/usr)?/lib/" || fail "hello does not use the packaged libgkc.so.0" "$(ldd "$tmp/hello")"
+kill "$pid"; wait "$pid" || fail "gkcd exit status"
+pid=
+
+lists=$(for p in "${pkgs[@]}"; do dpkg -L "$p"; done | sort -u)
+dpkg -r "${pkgs[@]}" >"$tmp/remove.log" 2>&1 || fail "dpkg -r" "$(cat "$tmp/remove.log")"
+[[ -e /etc/gkcd/gkcd.conf.example ]] && ok "dpkg -r keeps the conffile" || fail "dpkg -r removed the conffile"
+dpkg --purge "${pkgs[@]}" >"$tmp/purge.log" 2>&1 || fail "dpkg --purge" "$(cat "$tmp/purge.log")"
+installed=0
+left=()
+while IFS= read -r f; do
+  [[ -z $f || -d $f ]] && continue
+  [[ -e $f || -L $f ]] && left+=("$f")
+done <<<"$lists"
+[[ ${#left[@]} == 0 && ! -e /etc/gkcd ]] && ok "purged: no file of the packages is left, /etc/gkcd gone" ||
+  fail "left after purge" "$(printf '%s\n' "${left[@]}"; ls -la /etc/gkcd 2>&1)"
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "installed" && fail "$p still known to dpkg"
+done
+ok "dpkg no longer knows the packages (the gkcd user stays, as Debian policy asks)"
+echo "$pass passed, 0 failed"
