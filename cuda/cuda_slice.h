@@ -28,6 +28,10 @@
 
 #include "gkcu.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define SLICE_MIN_ROWS 32
 
 typedef struct {
@@ -52,5 +56,9 @@ int slice_sgemm(gkcu_ctx *ctx, const slice_budget *sb, int *algo, int auto_picke
 int slice_spmv(gkcu_ctx *ctx, const slice_budget *sb, int algo, int32_t rows, int32_t cols,
                int64_t nnz, const int32_t *row_ptr, const int32_t *col_idx, const float *values,
                float alpha, const float *x, float beta, float *y, const void *plan, int *nslices);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

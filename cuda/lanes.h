@@ -30,6 +30,10 @@
 #include <cuda_runtime_api.h>
 #include <stddef.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 enum { LANES_BULK = 0, LANES_LATENCY = 1, LANES_MAX = 2 };
 
 typedef struct cuda_lanes cuda_lanes;
@@ -67,5 +71,9 @@ cudaError_t lanes_stream_create(cuda_lanes *L, int lane, cudaStream_t *out, char
  * both do nothing.  0 or -1 with msg set. */
 int lanes_enter(cuda_lanes *L, int lane, char *msg, size_t msglen);
 int lanes_leave(cuda_lanes *L, char *msg, size_t msglen);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif
