@@ -11,6 +11,12 @@
  * host before they get here (daemon/validate.c), so no kernel is ever
  * launched on indices it could run off with.
  *
+ * The slots are split between the scheduler's two lanes (lanes.h): --streams
+ * slots for the bulk lane and be->latency_workers for the latency lane,
+ * each stream made in its lane's green context (disjoint SMs) or, without
+ * them, at its lane's priority with long bulk kernels sliced
+ * (cuda_slice.h).  job->lane picks the lane's slots.
+ *
  * An error that poisons the CUDA context (an illegal address, say) cannot be
  * recovered in-process: the job gets device_error, every later job too, and
  * backend_fatal() makes the daemon finish what it can and exit non-zero so
@@ -32,10 +38,18 @@
 #include "gkcu_reduce.h"
 #include "gkcu_sgemm.h"
 #include "gkcu_spmv.h"
+#include "log.h"
+#include "scheduler.h"
 
 #define ALIGN 256
+#define LATENCY_SLOTS 2 /* latency-lane streams, and its workers */
+
 
 #include "cuda_backend_int.h"
+
+/* job->lane (scheduler.h) indexes the lanes made here. */
+_Static_assert((int)LANE_BULK == (int)LANES_BULK && (int)LANE_LATENCY == (int)LANES_LATENCY,
+               "lane numbers");
 
 static const char *sgemm_algos[GKCU_SGEMM_NALGO];
 static const char *reduce_algos[GKCU_REDUCE_NALGO];
@@ -62,17 +76,17 @@ static void copy(void *dst, const void *src, size_t n) {
   }
 }
 
-slot *take_slot(cuda_impl *impl) {
+slot *take_slot(cuda_impl *impl, int lane) {
   pthread_mutex_lock(&impl->mu);
   for (;;) {
-    for (int i = 0; i < impl->nslots; i++)
+    for (int i = impl->lane_lo[lane]; i < impl->lane_hi[lane]; i++)
       if (!impl->slots[i].busy) {
         impl->slots[i].busy = 1;
         impl->busy++;
         pthread_mutex_unlock(&impl->mu);
         return &impl->slots[i];
       }
-    pthread_cond_wait(&impl->cv, &impl->mu);
+    pthread_cond_wait(&impl->cv[lane], &impl->mu);
   }
 }
 
@@ -80,8 +94,18 @@ void give_slot(cuda_impl *impl, slot *s) {
   pthread_mutex_lock(&impl->mu);
   s->busy = 0;
   impl->busy--;
-  pthread_cond_signal(&impl->cv);
+  pthread_cond_signal(&impl->cv[s->lane]);
   pthread_mutex_unlock(&impl->mu);
+}
+
+/* Where a slot's temporaries come from. */
+static devcache *tmp_cache(cuda_impl *impl, const slot *s) {
+  return s->lane == LANES_LATENCY ? impl->lane_cache : impl->cache;
+}
+
+/* The bulk lane slices its long kernels only where the lanes share SMs. */
+static const slice_budget *slicing(const cuda_impl *impl, const slot *s) {
+  return s->lane == LANES_BULK && impl->slice.flops > 0 ? &impl->slice : NULL;
 }
 
 /* Errors that leave the context unusable for everyone. */
@@ -241,8 +265,10 @@ static cudaError_t copy_in(slot *s, layout *l, char *base, int upload) {
 static const float *fdev(const layout *l, int i) { return (const float *)l->dev[i]; }
 
 /* Launches the kernel; a launcher error leaves a message in the context. */
-static int run_kernel(slot *s, gkcd_job *job, layout *l) {
+static int run_kernel(cuda_impl *impl, slot *s, gkcd_job *job, layout *l) {
   gkcu_ctx *ctx = s->ctx;
+  const slice_budget *sb = slicing(impl, s);
+  int nslices = 1, rc;
   float *out = (float *)l->out_dev;
   switch (job->method) {
     case PROTO_M_SGEMM: {
@@ -250,11 +276,18 @@ static int run_kernel(slot *s, gkcd_job *job, layout *l) {
       int algo = job->algo == GKCD_ALGO_AUTO
                      ? (g->tf32 ? GKCU_SGEMM_CUBLAS_TF32 : gkcu_sgemm_pick(ctx, g->m, g->n, g->k))
                      : job->algo + 1;
-      job->algo_name = gkcu_sgemm_algo_name(algo);
       if (g->beta != 0.0f && l->dev[2] != out) /* C starts as the input c */
         cudaMemcpyAsync(out, l->dev[2], job->out_bytes, cudaMemcpyDeviceToDevice, s->stream);
-      return gkcu_sgemm(ctx, algo, g->m, g->n, g->k, g->alpha, fdev(l, 0), g->trans_a, fdev(l, 1),
+      if (sb)
+        rc = slice_sgemm(ctx, sb, &algo, job->algo == GKCD_ALGO_AUTO, g->m, g->n, g->k, g->alpha,
+                         fdev(l, 0), g->trans_a, fdev(l, 1), g->trans_b, g->beta, out, &nslices);
+      else
+        rc = gkcu_sgemm(ctx, algo, g->m, g->n, g->k, g->alpha, fdev(l, 0), g->trans_a, fdev(l, 1),
                         g->trans_b, g->beta, out);
+      job->algo_name = gkcu_sgemm_algo_name(algo);
+      if (nslices > 1)
+        log_debug("sgemm %dx%dx%d: %d slices (%s)", g->m, g->n, g->k, nslices, job->algo_name);
+      return rc;
     }
     case PROTO_M_REDUCE: {
       int algo = job->algo == GKCD_ALGO_AUTO ? gkcu_reduce_pick(ctx, job->in.reduce.n)
@@ -274,9 +307,18 @@ static int run_kernel(slot *s, gkcd_job *job, layout *l) {
       if (p->beta != 0.0f && l->dev[4] != out) /* inputs: row_ptr, col_idx, values, x, y */
         cudaMemcpyAsync(out, l->dev[4], job->out_bytes, cudaMemcpyDeviceToDevice, s->stream);
       /* A resident matrix brings its plan (csr_upload made it); by value: none. */
-      return gkcu_spmv_planned(ctx, algo, p->rows, p->cols, p->nnz, (const int32_t *)l->dev[0],
+      if (sb)
+        rc = slice_spmv(ctx, sb, algo, p->rows, p->cols, p->nnz, (const int32_t *)l->dev[0],
+                        (const int32_t *)l->dev[1], fdev(l, 2), p->alpha, fdev(l, 3), p->beta, out,
+                        p->plan, &nslices);
+      else
+        rc = gkcu_spmv_planned(ctx, algo, p->rows, p->cols, p->nnz, (const int32_t *)l->dev[0],
                                (const int32_t *)l->dev[1], fdev(l, 2), p->alpha, fdev(l, 3), p->beta,
                                out, p->plan);
+      if (nslices > 1)
+        log_debug("spmv %dx%d (%lld nonzeros): %d slices (%s)", p->rows, p->cols,
+                  (long long)p->nnz, nslices, job->algo_name);
+      return rc;
     }
     case PROTO_M_DOT:
       job->algo_name = "gkcu";
@@ -299,8 +341,9 @@ static void run_on(cuda_impl *impl, slot *s, gkcd_job *job) {
   int upload = job->method == PROTO_M_UPLOAD || job->method == PROTO_M_CSR_UPLOAD;
   upload ? plan_upload(job, &l) : plan(job, &l);
   int rc;
+  devcache *tc = tmp_cache(impl, s);
   if (l.tmp_bytes &&
-      (rc = devcache_alloc(impl->cache, l.tmp_bytes, (void **)&l.tmp, &l.tmp_cap, job->errmsg,
+      (rc = devcache_alloc(tc, l.tmp_bytes, (void **)&l.tmp, &l.tmp_cap, job->errmsg,
                            sizeof job->errmsg))) {
     job->err = rc;
     return;
@@ -356,7 +399,7 @@ static void run_on(cuda_impl *impl, slot *s, gkcd_job *job) {
         goto out;
       }
     }
-  } else if ((rc = run_kernel(s, job, &l)) != 0) {
+  } else if ((rc = run_kernel(impl, s, job, &l)) != 0) {
     snprintf(job->errmsg, sizeof job->errmsg, "%s", gkcu_ctx_errmsg(s->ctx));
     job->err = rc;
     e = cudaStreamSynchronize(s->stream);
@@ -396,7 +439,12 @@ out:
       job->out_ptr = NULL;
     }
   }
-  devcache_free(impl->cache, l.tmp, l.tmp_cap);
+  devcache_free(tc, l.tmp, l.tmp_cap);
+}
+
+/* The lane whose slots run job: the scheduler's choice, when there are two. */
+static int job_lane(const cuda_impl *impl, const gkcd_job *job) {
+  return lanes_count(impl->lanes) > 1 && job->lane == LANE_LATENCY ? LANES_LATENCY : LANES_BULK;
 }
 
 static void cuda_run(gkcd_backend *be, gkcd_job *job) {
@@ -410,12 +458,12 @@ static void cuda_run(gkcd_backend *be, gkcd_job *job) {
              " precision: \"tf32\"");
   } else if (job->method == PROTO_M_SOLVE || job->method == PROTO_M_BATCH) {
     cudaSetDevice(impl->device);
-    slot *s = take_slot(impl);
+    slot *s = take_slot(impl, job_lane(impl, job));
     job->method == PROTO_M_SOLVE ? cuda_run_solve(impl, s, job) : cuda_run_batch(impl, s, job);
     give_slot(impl, s);
   } else {
     cudaSetDevice(impl->device);
-    slot *s = take_slot(impl);
+    slot *s = take_slot(impl, job_lane(impl, job));
     run_on(impl, s, job);
     give_slot(impl, s);
   }
@@ -474,11 +522,25 @@ static int cuda_devices(gkcd_backend *be, gkcd_device_info *out, int max) {
   size_t cached, in_use;
   devcache_stats(impl->cache, &cached, &in_use);
   out->cached_bytes = cached;
+  if (impl->lane_cache != impl->cache) {
+    devcache_stats(impl->lane_cache, &cached, &in_use);
+    out->cached_bytes += cached;
+  }
   out->streams = impl->nslots;
   pthread_mutex_lock(&impl->mu);
   out->streams_busy = impl->busy;
   pthread_mutex_unlock(&impl->mu);
   return 1;
+}
+
+/* status: a lane's SMs (its partition; 0 when the lanes share all SMs) and
+ * streams. */
+static void cuda_lane_info(gkcd_backend *be, int lane, gkcd_lane_info *out) {
+  cuda_impl *impl = be->impl;
+  memset(out, 0, sizeof *out);
+  if (lane < 0 || lane >= lanes_count(impl->lanes)) return;
+  out->sms = lanes_green(impl->lanes) ? lanes_sms(impl->lanes, lane) : 0;
+  out->streams = impl->lane_hi[lane] - impl->lane_lo[lane];
 }
 
 static void cuda_destroy(gkcd_backend *be) {
@@ -493,16 +555,56 @@ static void cuda_destroy(gkcd_backend *be) {
     if (s->ev_out) cudaEventDestroy(s->ev_out);
     if (s->stage) cudaFreeHost(s->stage);
   }
+  if (impl->lane_cache != impl->cache) devcache_destroy(impl->lane_cache);
   devcache_destroy(impl->cache);
+  /* The green contexts go last: the streams made in them are gone. */
+  lanes_close(impl->lanes);
   pthread_mutex_destroy(&impl->mu);
-  pthread_cond_destroy(&impl->cv);
+  for (int l = 0; l < LANES_MAX; l++) pthread_cond_destroy(&impl->cv[l]);
   free(impl->slots);
   free(impl);
   free(be);
 }
 
+/* GKCD_CUDA_LANES=streams: no green contexts even where the driver has
+ * them (to test and measure the fallback); unset or "green": use them. */
+static int force_streams(void) {
+  const char *v = getenv("GKCD_CUDA_LANES");
+  if (!v || !*v || strcmp(v, "green") == 0) return 0;
+  if (strcmp(v, "streams") == 0) return 1;
+  log_warn("GKCD_CUDA_LANES=%s ignored: it takes 'green' or 'streams'", v);
+  return 0;
+}
+
+/* One slot on lane: its stream (in the lane's green context, or at the
+ * lane's priority), events, and a gkcu context told its lane's SM count. */
+static int slot_init(cuda_impl *impl, slot *s, int lane, int i, char *msg, size_t msglen) {
+  cudaError_t e;
+  s->lane = lane;
+  if ((e = lanes_stream_create(impl->lanes, lane, &s->stream, msg, msglen)) != cudaSuccess) {
+    s->stream = NULL;
+    return GKC_EDEVICE_ERROR;
+  }
+  if ((e = cudaEventCreate(&s->ev_in)) != cudaSuccess ||
+      (e = cudaEventCreate(&s->ev0)) != cudaSuccess ||
+      (e = cudaEventCreate(&s->ev1)) != cudaSuccess ||
+      (e = cudaEventCreate(&s->ev_out)) != cudaSuccess) {
+    snprintf(msg, msglen, "CUDA: %s", cudaGetErrorString(e));
+    cudaGetLastError();
+    return GKC_EDEVICE_ERROR;
+  }
+  int rc = gkcu_ctx_create(&s->ctx, s->stream);
+  if (rc == 0 && lanes_green(impl->lanes)) rc = gkcu_ctx_set_sms(s->ctx, lanes_sms(impl->lanes, lane));
+  if (rc) {
+    snprintf(msg, msglen, "creating the CUDA context for stream %d failed: %s", i,
+             s->ctx ? gkcu_ctx_errmsg(s->ctx) : "(no context)");
+    return rc;
+  }
+  return 0;
+}
+
 int cuda_backend_create(gkcd_backend **out, const gkcd_config *cfg, char *msg, size_t msglen) {
-  int ndev = 0;
+  int ndev = 0, rc;
   cudaError_t e = cudaGetDeviceCount(&ndev);
   if (e != cudaSuccess || ndev == 0) {
     cudaGetLastError();
@@ -514,26 +616,49 @@ int cuda_backend_create(gkcd_backend **out, const gkcd_config *cfg, char *msg, s
   if (!be || !impl) goto oom;
   be->impl = impl;
   pthread_mutex_init(&impl->mu, NULL);
-  pthread_cond_init(&impl->cv, NULL);
+  for (int l = 0; l < LANES_MAX; l++) pthread_cond_init(&impl->cv[l], NULL);
   impl->device = 0;
   struct cudaDeviceProp prop;
-  if ((e = cudaSetDevice(0)) != cudaSuccess || (e = cudaGetDeviceProperties(&prop, 0)) != cudaSuccess)
+  /* cudaFree(0) makes the primary context now: the green contexts retain
+   * it, and creating it under them would cost a second initialisation. */
+  if ((e = cudaSetDevice(0)) != cudaSuccess || (e = cudaFree(0)) != cudaSuccess ||
+      (e = cudaGetDeviceProperties(&prop, 0)) != cudaSuccess)
     goto cuda_fail;
   snprintf(impl->name, sizeof impl->name, "%.127s", prop.name);
+  if (lanes_open(&impl->lanes, impl->device, cfg->latency_sms, force_streams()) != 0) goto oom;
+  int nlanes = lanes_count(impl->lanes);
   if (devcache_create(&impl->cache, cfg->device_cache_bytes) != 0) goto oom;
-  if (!(impl->slots = calloc((size_t)cfg->streams, sizeof *impl->slots))) goto oom;
-  impl->nslots = cfg->streams;
+  impl->lane_cache = impl->cache;
+  if (nlanes > 1) {
+    /* Small requests' buffers: an eighth of the cache, at least 64 MiB
+     * (never more than the whole). */
+    size_t lc = cfg->device_cache_bytes / 8;
+    if (lc < ((size_t)64 << 20)) lc = (size_t)64 << 20;
+    if (lc > cfg->device_cache_bytes) lc = cfg->device_cache_bytes;
+    if (devcache_create(&impl->lane_cache, lc) != 0) {
+      impl->lane_cache = impl->cache;
+      goto oom;
+    }
+  }
+  int nlat = nlanes > 1 ? LATENCY_SLOTS : 0;
+  impl->lane_lo[LANES_BULK] = 0;
+  impl->lane_hi[LANES_BULK] = impl->lane_lo[LANES_LATENCY] = cfg->streams;
+  impl->lane_hi[LANES_LATENCY] = cfg->streams + nlat;
+  if (!(impl->slots = calloc((size_t)(cfg->streams + nlat), sizeof *impl->slots))) goto oom;
+  impl->nslots = cfg->streams + nlat;
   for (int i = 0; i < impl->nslots; i++) {
-    slot *s = &impl->slots[i];
-    if ((e = cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking)) != cudaSuccess ||
-        (e = cudaEventCreate(&s->ev_in)) != cudaSuccess ||
-        (e = cudaEventCreate(&s->ev0)) != cudaSuccess ||
-        (e = cudaEventCreate(&s->ev1)) != cudaSuccess ||
-        (e = cudaEventCreate(&s->ev_out)) != cudaSuccess)
-      goto cuda_fail;
-    int rc = gkcu_ctx_create(&s->ctx, s->stream);
+    int lane = i < cfg->streams ? LANES_BULK : LANES_LATENCY;
+    if (lanes_enter(impl->lanes, lane, msg, msglen) != 0) {
+      cuda_destroy(be);
+      return GKC_EDEVICE_ERROR;
+    }
+    rc = slot_init(impl, &impl->slots[i], lane, i, msg, msglen);
+    char lmsg[160];
+    if (lanes_leave(impl->lanes, lmsg, sizeof lmsg) != 0 && rc == 0) {
+      snprintf(msg, msglen, "%s", lmsg);
+      rc = GKC_EDEVICE_ERROR;
+    }
     if (rc) {
-      snprintf(msg, msglen, "creating the CUDA context for stream %d failed (%d)", i, rc);
       cuda_destroy(be);
       return rc;
     }
@@ -547,7 +672,13 @@ int cuda_backend_create(gkcd_backend **out, const gkcd_config *cfg, char *msg, s
    * itself from measured times. */
   be->rates = (cost_rates){.flops_per_us = 5e7, .bytes_per_us = 3e6, .host_bytes_per_us = 2e4,
                            .fixed_us = 15};
-  be->latency_workers = 2;
+  if (nlanes > 1 && !lanes_green(impl->lanes)) {
+    impl->slice.flops = cfg->slice_us * be->rates.flops_per_us;
+    impl->slice.bytes = cfg->slice_us * be->rates.bytes_per_us;
+    log_info("lanes: bulk sgemm and spmv cut into slices of about %g us (%.3g flops, %.3g bytes)",
+             cfg->slice_us, impl->slice.flops, impl->slice.bytes);
+  }
+  be->latency_workers = nlat;
   be->algos[PROTO_M_SGEMM] = sgemm_algos;
   be->algos[PROTO_M_REDUCE] = reduce_algos;
   be->algos[PROTO_M_SPMV] = spmv_algos;
@@ -562,6 +693,7 @@ int cuda_backend_create(gkcd_backend **out, const gkcd_config *cfg, char *msg, s
   be->region_unpin = cuda_region_unpin;
   be->spmv_pick = cuda_spmv_pick;
   be->devices = cuda_devices;
+  be->lane_info = cuda_lane_info;
   be->destroy = cuda_destroy;
   *out = be;
   return 0;

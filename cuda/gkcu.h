@@ -46,7 +46,15 @@ void gkcu_ctx_destroy(gkcu_ctx *ctx);
 
 cudaStream_t gkcu_ctx_stream(const gkcu_ctx *ctx);
 
-/* Multiprocessor count and L2 size of the context's device. */
+/* Tells the context its stream runs on sms multiprocessors only (a green
+ * context's partition): the kernels size their grids for that many, and
+ * cuBLAS is given the same target (cublasSetSmCountTarget), so that a
+ * library that fills "every SM" fills the partition in one wave instead of
+ * two.  sms 0 restores the device's count. */
+int gkcu_ctx_set_sms(gkcu_ctx *ctx, int sms);
+
+/* Multiprocessor count (the partition's, after gkcu_ctx_set_sms) and L2
+ * size of the context's device. */
 int gkcu_ctx_sm_count(const gkcu_ctx *ctx);
 size_t gkcu_ctx_l2_bytes(const gkcu_ctx *ctx);
 

@@ -96,6 +96,17 @@ extern "C" void gkcu_ctx_destroy(gkcu_ctx *ctx) {
   ctx_release(ctx);
 }
 
+extern "C" int gkcu_ctx_set_sms(gkcu_ctx *ctx, int sms) {
+  if (!ctx || sms < 0) return GKC_EINVALID_ARGUMENT;
+  int all = 0;
+  GKCU__TRY_CUDA(ctx, cudaDeviceGetAttribute(&all, cudaDevAttrMultiProcessorCount, ctx->device));
+  if (sms == 0 || sms > all) sms = all;
+  /* 0 tells cuBLAS to use the device's own count again. */
+  GKCU__TRY_CUBLAS(ctx, cublasSetSmCountTarget(ctx->cublas, sms == all ? 0 : sms));
+  ctx->sm_count = sms;
+  return 0;
+}
+
 extern "C" cudaStream_t gkcu_ctx_stream(const gkcu_ctx *ctx) { return ctx ? ctx->stream : 0; }
 extern "C" int gkcu_ctx_sm_count(const gkcu_ctx *ctx) { return ctx ? ctx->sm_count : 0; }
 extern "C" size_t gkcu_ctx_l2_bytes(const gkcu_ctx *ctx) { return ctx ? ctx->l2_bytes : 0; }

@@ -37,6 +37,9 @@ endif()
 if(GKC_HAVE_CUDA)
   gkc_e2e_test(e2e_gpu)
   set_tests_properties(e2e_gpu PROPERTIES LABELS "gpu;e2e")
+  # Lanes on, off and on the fallback (GKCD_CUDA_LANES=streams, sliced bulk).
+  gkc_e2e_test(e2e_lanes)
+  set_tests_properties(e2e_lanes PROPERTIES LABELS "gpu;e2e")
 endif()
 
 if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/e2e_cli.sh AND TARGET gkc)
