@@ -19,7 +19,7 @@
  *     if (res->status == 0) use(res->value); else fprintf(stderr, "%s\n", res->errmsg);
  *   }
  *
- * Contract of every request call (gkc_async_ping ... gkc_async_release):
+ * Contract of every request call (gkc_async_ping ... gkc_async_batch):
  * it returns 0 and its callback will run exactly once, or it returns a
  * negative gkc_error, gkc_async_errmsg says why, and the callback never
  * runs.  GKC_EBUSY means the context's bounds (gkc_async_set_limits) are

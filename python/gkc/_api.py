@@ -10,7 +10,7 @@ that gkcd gains is one more such function here.
 Arrays, wherever a method takes one, may be a NumPy array (or anything
 ``numpy.asarray`` takes), a resident :class:`Array`, or a view of a
 :class:`Region` of this connection (sent as a region reference, not copied).
-``out=`` (sgemm, spmv, axpby, download) chooses where a result goes: None
+``out=`` (sgemm, spmv, axpby, solve, download) chooses where a result goes: None
 (a new NumPy array), ``"handle"`` (a new resident :class:`Array`), an
 existing :class:`Array` (overwritten), or a region view (written in place).
 Every compute method takes ``deadline_ms`` and ``info``: a dict that is
