@@ -418,7 +418,7 @@ static void cg_section(gkc_conn *c) {
   float *xs = xmalloc((size_t)M.rows * 4), *b = xmalloc((size_t)M.rows * 4);
   float *x = xmalloc((size_t)M.rows * 4);
   cg_rhs(&A, 1, xs, b);
-  cg_params p = {1e-5, O.quick ? 200 : O.cg_iters};
+  cg_params p = {1e-5, O.quick ? 200 : O.cg_iters, CG_REQUESTS};
   cg_stats st;
   progress("cg on the %lld x %lld Laplacian, at most %d iterations...\n", (long long)g,
            (long long)g, p.max_iter);

@@ -40,7 +40,7 @@ struct cli_cmd {
 };
 
 extern const cli_cmd cli_ping_cmd, cli_status_cmd, cli_sgemm_cmd, cli_reduce_cmd, cli_spmv_cmd,
-    cli_metrics_cmd, cli_top_cmd;
+    cli_solve_cmd, cli_metrics_cmd, cli_top_cmd;
 
 /* --- options (cli_opts.c) ------------------------------------------------- */
 

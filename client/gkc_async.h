@@ -19,7 +19,7 @@
  *     if (res->status == 0) use(res->value); else fprintf(stderr, "%s\n", res->errmsg);
  *   }
  *
- * Contract of every request call (gkc_async_ping ... gkc_async_release):
+ * Contract of every request call (gkc_async_ping ... gkc_async_batch):
  * it returns 0 and its callback will run exactly once, or it returns a
  * negative gkc_error, gkc_async_errmsg says why, and the callback never
  * runs.  GKC_EBUSY means the context's bounds (gkc_async_set_limits) are
@@ -87,6 +87,8 @@ typedef struct {
   gkc_out *out;          /* sgemm, spmv, axpby, download: the caller's out, with
                           * handle and bytes set as gkc.h says */
   gkc_ping_info ping;    /* ping */
+  gkc_solve_result solve; /* solve (x went to out, the history to args->history) */
+  gkc_batch_result batch; /* batch: each step's value */
   const gkc_status_info *status_info; /* status: valid during the callback */
   const char *status_json;       /* status: the whole map as JSON, valid during the callback */
 } gkc_result;
@@ -140,6 +142,11 @@ typedef struct {
   int matrix; /* nonzero: id is a matrix, else a resident array */
 } gkc_release_args;
 
+typedef struct {
+  const gkc_step *steps; /* consumed by the call (packed at once) */
+  int nsteps;            /* 1 to GKC_BATCH_MAX_STEPS */
+} gkc_batch_args;
+
 /* --- the request calls ---------------------------------------------------- */
 
 /* One row per method; both the declarations below and the library's
@@ -148,7 +155,9 @@ typedef struct {
  *   GKC_ASYNC_NONE(name)          int gkc_async_name(ac, cb, userdata)
  *   GKC_ASYNC_ARGS(name, type)    int gkc_async_name(ac, const type *args, cb, userdata)
  *   GKC_ASYNC_OUT(name, type)     int gkc_async_name(ac, const type *args, gkc_out *out, cb, userdata)
- * sgemm and spmv take gkc.h's gkc_sgemm_args and gkc_spmv_args. */
+ * sgemm, spmv and solve take gkc.h's gkc_sgemm_args, gkc_spmv_args and
+ * gkc_solve_args (solve's history buffer, like out, stays valid until the
+ * callback). */
 #define GKC_ASYNC_METHOD_MAP(NONE, ARGS, OUT)    \
   NONE(ping)                                     \
   NONE(status)                                   \
@@ -162,7 +171,9 @@ typedef struct {
   ARGS(upload, gkc_upload_args)                  \
   OUT(download, gkc_download_args)               \
   ARGS(csr_upload, gkc_csr_upload_args)          \
-  ARGS(release, gkc_release_args)
+  ARGS(release, gkc_release_args)                \
+  OUT(solve, gkc_solve_args)                     \
+  ARGS(batch, gkc_batch_args)
 
 #define GKC__ASYNC_DECL_NONE(name) \
   GKC_API int gkc_async_##name(gkc_async *ac, gkc_async_cb cb, void *userdata);

@@ -9,13 +9,13 @@
 #include "cli.h"
 
 static const cli_cmd *const commands[] = {&cli_ping_cmd, &cli_status_cmd, &cli_sgemm_cmd,
-                                          &cli_reduce_cmd, &cli_spmv_cmd, &cli_metrics_cmd,
-                                          &cli_top_cmd, NULL};
+                                          &cli_reduce_cmd, &cli_spmv_cmd, &cli_solve_cmd,
+                                          &cli_metrics_cmd, &cli_top_cmd, NULL};
 
 static void usage(FILE *f) {
   fprintf(f,
           "Usage: gkc [--socket PATH] [--json] COMMAND [OPTIONS]\n"
-          "Client of gkcd, the GPU compute daemon: runs sgemm, reduce and spmv on\n"
+          "Client of gkcd, the GPU compute daemon: runs sgemm, reduce, spmv and solve on\n"
           "arrays from .npy and Matrix Market files or on random data.\n\n"
           "Commands:\n");
   for (const cli_cmd *const *c = commands; *c; c++)
@@ -49,7 +49,7 @@ int main(int argc, char **argv) {
   }
   if (optind >= argc)
     return cli_usage_error(&g, "missing command (one of ping, status, sgemm, reduce, spmv,"
-                                 " metrics, top)");
+                                 " solve, metrics, top)");
   for (const cli_cmd *const *c = commands; *c; c++) {
     if (strcmp((*c)->name, argv[optind]) == 0) {
       g.cmd = *c;

@@ -48,6 +48,8 @@ struct gkc__req {
     gkc_download_args download;
     gkc_csr_upload_args csr_upload;
     gkc_release_args release;
+    gkc_solve_args solve;
+    gkc_batch_args batch;
   } a;
   uint64_t bytes;     /* the request's size, counted against the in-flight bound */
   uint64_t t0_ns;     /* when it was queued */
@@ -161,6 +163,18 @@ double gkc__get_num(const msgpack_object *m, const char *key, double dflt);
 void gkc__take_info(const msgpack_object *r, gkc_info *info);
 /* A result that must be a map (and holds nothing we need). */
 int gkc__take_map(gkc_conn *c, const msgpack_object *result, gkc__req *r, gkc_result *res);
+/* Array references and result targets (gkc_resident.c), for the method files. */
+/* What the library must refuse: a form it cannot encode (optional: NONE is fine). */
+int gkc__check_ref(gkc_conn *c, const gkc_ref *r, const char *name, int optional);
+int gkc__check_out(gkc_conn *c, const gkc_out *o);
+/* Packs key and its array in the protocol's form; nothing for GKC_REF_NONE. */
+void gkc__pack_ref(msgpack_packer *pk, const char *key, const gkc_ref *r);
+/* 1 when o adds an "out" key to the params map, else 0; gkc__pack_out packs it. */
+int gkc__out_keys(const gkc_out *o);
+void gkc__pack_out(msgpack_packer *pk, const char *key, const gkc_out *o);
+/* Reads the array result `key` as out asked for it. */
+int gkc__take_out(gkc_conn *c, const msgpack_object *r, const char *key, gkc_out *out);
+
 /* An unsigned integer under key of map m, in [0, max]; 0 or GKC_EPROTOCOL. */
 int gkc__get_uint(gkc_conn *c, const msgpack_object *m, const char *key, uint64_t max,
                   uint64_t *v);

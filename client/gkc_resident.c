@@ -58,7 +58,7 @@ gkc_out gkc_out_handle(uint32_t handle) {
 }
 
 /* What the library itself must refuse: a form it cannot encode. */
-static int check_ref(gkc_conn *c, const gkc_ref *r, const char *name, int optional) {
+int gkc__check_ref(gkc_conn *c, const gkc_ref *r, const char *name, int optional) {
   switch (r->kind) {
     case GKC_REF_NONE:
       if (optional) return 0;
@@ -80,7 +80,7 @@ static int check_ref(gkc_conn *c, const gkc_ref *r, const char *name, int option
   }
 }
 
-static int check_out(gkc_conn *c, const gkc_out *o) {
+int gkc__check_out(gkc_conn *c, const gkc_out *o) {
   if (!o) return gkc__fail(c, GKC_EINVALID_ARGUMENT, "out must not be NULL");
   switch (o->kind) {
     case GKC_OUT_MEM:
@@ -98,7 +98,7 @@ static int check_out(gkc_conn *c, const gkc_out *o) {
 }
 
 /* Packs key and its array in the protocol's form; nothing for GKC_REF_NONE. */
-static void pack_ref(msgpack_packer *pk, const char *key, const gkc_ref *r) {
+void gkc__pack_ref(msgpack_packer *pk, const char *key, const gkc_ref *r) {
   switch (r->kind) {
     case GKC_REF_MEM:
       proto_pack_cstr(pk, key);
@@ -124,9 +124,9 @@ static void pack_ref(msgpack_packer *pk, const char *key, const gkc_ref *r) {
 static int has(const gkc_ref *r) { return r->kind != GKC_REF_NONE; }
 
 /* "out": {key: target}, unless the result comes back as a bin. */
-static int out_keys(const gkc_out *o) { return o->kind != GKC_OUT_MEM; }
+int gkc__out_keys(const gkc_out *o) { return o->kind != GKC_OUT_MEM; }
 
-static void pack_out(msgpack_packer *pk, const char *key, const gkc_out *o) {
+void gkc__pack_out(msgpack_packer *pk, const char *key, const gkc_out *o) {
   if (o->kind == GKC_OUT_MEM) return;
   proto_pack_cstr(pk, "out");
   msgpack_pack_map(pk, 1);
@@ -147,7 +147,7 @@ static void pack_out(msgpack_packer *pk, const char *key, const gkc_out *o) {
 /* --- reading results --------------------------------------------------------------------- */
 
 /* Reads the array result `key` as out asked for it. */
-static int take_out(gkc_conn *c, const msgpack_object *r, const char *key, gkc_out *out) {
+int gkc__take_out(gkc_conn *c, const msgpack_object *r, const char *key, gkc_out *out) {
   const msgpack_object *o = r->type == MSGPACK_OBJECT_MAP ? proto_map_get(r, key) : NULL;
   if (!o) return gkc__fail(c, GKC_EPROTOCOL, "reply lacks '%s'", key);
   uint64_t v = 0;
@@ -188,12 +188,12 @@ static int take_value(gkc_conn *c, const msgpack_object *r, gkc_result *res) {
 /* The compute calls: algo and timings, then the array result `key`. */
 static int take_y(gkc_conn *c, const msgpack_object *r, gkc__req *req, gkc_result *res) {
   gkc__take_info(r, &res->info);
-  return take_out(c, r, "y", req->out);
+  return gkc__take_out(c, r, "y", req->out);
 }
 
 static int take_c(gkc_conn *c, const msgpack_object *r, gkc__req *req, gkc_result *res) {
   gkc__take_info(r, &res->info);
-  return take_out(c, r, "c", req->out);
+  return gkc__take_out(c, r, "c", req->out);
 }
 
 static int take_scalar(gkc_conn *c, const msgpack_object *r, gkc__req *req, gkc_result *res) {
@@ -221,7 +221,7 @@ static int run(gkc_conn *c, gkc__req *r, int rc, gkc_result *res, gkc_info *info
 
 static void pack_sgemm(msgpack_packer *pk, const gkc__req *r) {
   const gkc_sgemm_args *a = &r->a.sgemm;
-  msgpack_pack_map(pk, 10 + has(&a->c) + (a->precision != NULL) + out_keys(r->out));
+  msgpack_pack_map(pk, 10 + has(&a->c) + (a->precision != NULL) + gkc__out_keys(r->out));
   proto_pack_cstr(pk, "m"), msgpack_pack_int32(pk, a->m);
   proto_pack_cstr(pk, "n"), msgpack_pack_int32(pk, a->n);
   proto_pack_cstr(pk, "k"), msgpack_pack_int32(pk, a->k);
@@ -231,17 +231,17 @@ static void pack_sgemm(msgpack_packer *pk, const gkc__req *r) {
   proto_pack_cstr(pk, "trans_b"), a->trans_b ? msgpack_pack_true(pk) : msgpack_pack_false(pk);
   gkc__pack_algo(pk, a->algo);
   if (a->precision) proto_pack_cstr(pk, "precision"), proto_pack_cstr(pk, a->precision);
-  pack_ref(pk, "a", &a->a);
-  pack_ref(pk, "b", &a->b);
-  pack_ref(pk, "c", &a->c);
-  pack_out(pk, "c", r->out);
+  gkc__pack_ref(pk, "a", &a->a);
+  gkc__pack_ref(pk, "b", &a->b);
+  gkc__pack_ref(pk, "c", &a->c);
+  gkc__pack_out(pk, "c", r->out);
 }
 
 int gkc__prep_sgemm(gkc_conn *c, gkc__req *r, const gkc_sgemm_args *args, gkc_out *out) {
   int rc;
   if (!args) return gkc__fail(c, GKC_EINVALID_ARGUMENT, "args must not be NULL");
-  if ((rc = check_ref(c, &args->a, "a", 0)) || (rc = check_ref(c, &args->b, "b", 0)) ||
-      (rc = check_ref(c, &args->c, "c", 1)) || (rc = check_out(c, out)))
+  if ((rc = gkc__check_ref(c, &args->a, "a", 0)) || (rc = gkc__check_ref(c, &args->b, "b", 0)) ||
+      (rc = gkc__check_ref(c, &args->c, "c", 1)) || (rc = gkc__check_out(c, out)))
     return rc;
   r->a.sgemm = *args;
   if (!args->precision && gkc__tf32(c)) r->a.sgemm.precision = "tf32";
@@ -262,13 +262,13 @@ static void pack_reduce(msgpack_packer *pk, const gkc__req *r) {
   msgpack_pack_map(pk, 3);
   proto_pack_cstr(pk, "op"), proto_pack_cstr(pk, ops[a->op]);
   gkc__pack_algo(pk, a->algo);
-  pack_ref(pk, "x", &a->x);
+  gkc__pack_ref(pk, "x", &a->x);
 }
 
 int gkc__prep_reduce(gkc_conn *c, gkc__req *r, const gkc_reduce_args *a) {
   int rc;
   if (!a) return gkc__fail(c, GKC_EINVALID_ARGUMENT, "args must not be NULL");
-  if ((rc = check_ref(c, &a->x, "x", 0))) return rc;
+  if ((rc = gkc__check_ref(c, &a->x, "x", 0))) return rc;
   if (a->op != GKC_SUM && a->op != GKC_MIN && a->op != GKC_MAX)
     return gkc__fail(c, GKC_EINVALID_ARGUMENT, "op must be GKC_SUM, GKC_MIN or GKC_MAX");
   r->a.reduce = *a;
@@ -293,34 +293,34 @@ int gkc_reduce_ref(gkc_conn *c, gkc_ref x, gkc_reduce_op op, double *value, int6
 
 static void pack_spmv(msgpack_packer *pk, const gkc__req *r) {
   const gkc_spmv_args *a = &r->a.spmv;
-  msgpack_pack_map(pk, (a->use_matrix ? 1 : 5) + 4 + has(&a->y) + out_keys(r->out));
+  msgpack_pack_map(pk, (a->use_matrix ? 1 : 5) + 4 + has(&a->y) + gkc__out_keys(r->out));
   if (a->use_matrix) {
     proto_pack_cstr(pk, "matrix"), msgpack_pack_uint32(pk, a->matrix);
   } else {
     proto_pack_cstr(pk, "rows"), msgpack_pack_int32(pk, a->rows);
     proto_pack_cstr(pk, "cols"), msgpack_pack_int32(pk, a->cols);
-    pack_ref(pk, "row_ptr", &a->row_ptr);
-    pack_ref(pk, "col_idx", &a->col_idx);
-    pack_ref(pk, "values", &a->values);
+    gkc__pack_ref(pk, "row_ptr", &a->row_ptr);
+    gkc__pack_ref(pk, "col_idx", &a->col_idx);
+    gkc__pack_ref(pk, "values", &a->values);
   }
   proto_pack_cstr(pk, "alpha"), msgpack_pack_float(pk, a->alpha);
   proto_pack_cstr(pk, "beta"), msgpack_pack_float(pk, a->beta);
   gkc__pack_algo(pk, a->algo);
-  pack_ref(pk, "x", &a->x);
-  pack_ref(pk, "y", &a->y);
-  pack_out(pk, "y", r->out);
+  gkc__pack_ref(pk, "x", &a->x);
+  gkc__pack_ref(pk, "y", &a->y);
+  gkc__pack_out(pk, "y", r->out);
 }
 
 int gkc__prep_spmv(gkc_conn *c, gkc__req *r, const gkc_spmv_args *args, gkc_out *out) {
   int rc;
   if (!args) return gkc__fail(c, GKC_EINVALID_ARGUMENT, "args must not be NULL");
   if (!args->use_matrix &&
-      ((rc = check_ref(c, &args->row_ptr, "row_ptr", 0)) ||
-       (rc = check_ref(c, &args->col_idx, "col_idx", 0)) ||
-       (rc = check_ref(c, &args->values, "values", 0))))
+      ((rc = gkc__check_ref(c, &args->row_ptr, "row_ptr", 0)) ||
+       (rc = gkc__check_ref(c, &args->col_idx, "col_idx", 0)) ||
+       (rc = gkc__check_ref(c, &args->values, "values", 0))))
     return rc;
-  if ((rc = check_ref(c, &args->x, "x", 0)) || (rc = check_ref(c, &args->y, "y", 1)) ||
-      (rc = check_out(c, out)))
+  if ((rc = gkc__check_ref(c, &args->x, "x", 0)) || (rc = gkc__check_ref(c, &args->y, "y", 1)) ||
+      (rc = gkc__check_out(c, out)))
     return rc;
   r->a.spmv = *args;
   r->method = "spmv", r->pack = pack_spmv, r->take = take_y, r->out = out;
@@ -336,14 +336,14 @@ int gkc_spmv_ref(gkc_conn *c, const gkc_spmv_args *args, gkc_out *out, gkc_info 
 
 static void pack_dot(msgpack_packer *pk, const gkc__req *r) {
   msgpack_pack_map(pk, 2);
-  pack_ref(pk, "x", &r->a.dot.x);
-  pack_ref(pk, "y", &r->a.dot.y);
+  gkc__pack_ref(pk, "x", &r->a.dot.x);
+  gkc__pack_ref(pk, "y", &r->a.dot.y);
 }
 
 int gkc__prep_dot(gkc_conn *c, gkc__req *r, const gkc_dot_args *a) {
   int rc;
   if (!a) return gkc__fail(c, GKC_EINVALID_ARGUMENT, "args must not be NULL");
-  if ((rc = check_ref(c, &a->x, "x", 0)) || (rc = check_ref(c, &a->y, "y", 0))) return rc;
+  if ((rc = gkc__check_ref(c, &a->x, "x", 0)) || (rc = gkc__check_ref(c, &a->y, "y", 0))) return rc;
   r->a.dot = *a;
   r->method = "dot", r->pack = pack_dot, r->take = take_scalar;
   return 0;
@@ -360,19 +360,19 @@ int gkc_dot(gkc_conn *c, gkc_ref x, gkc_ref y, double *value, gkc_info *info) {
 
 static void pack_axpby(msgpack_packer *pk, const gkc__req *r) {
   const gkc_axpby_args *a = &r->a.axpby;
-  msgpack_pack_map(pk, 4 + out_keys(r->out));
+  msgpack_pack_map(pk, 4 + gkc__out_keys(r->out));
   proto_pack_cstr(pk, "alpha"), msgpack_pack_float(pk, a->alpha);
   proto_pack_cstr(pk, "beta"), msgpack_pack_float(pk, a->beta);
-  pack_ref(pk, "x", &a->x);
-  pack_ref(pk, "y", &a->y);
-  pack_out(pk, "y", r->out);
+  gkc__pack_ref(pk, "x", &a->x);
+  gkc__pack_ref(pk, "y", &a->y);
+  gkc__pack_out(pk, "y", r->out);
 }
 
 int gkc__prep_axpby(gkc_conn *c, gkc__req *r, const gkc_axpby_args *a, gkc_out *out) {
   int rc;
   if (!a) return gkc__fail(c, GKC_EINVALID_ARGUMENT, "args must not be NULL");
-  if ((rc = check_ref(c, &a->x, "x", 0)) || (rc = check_ref(c, &a->y, "y", 0)) ||
-      (rc = check_out(c, out)))
+  if ((rc = gkc__check_ref(c, &a->x, "x", 0)) || (rc = gkc__check_ref(c, &a->y, "y", 0)) ||
+      (rc = gkc__check_out(c, out)))
     return rc;
   r->a.axpby = *a;
   r->method = "axpby", r->pack = pack_axpby, r->take = take_y, r->out = out;
@@ -393,7 +393,7 @@ static void pack_upload(msgpack_packer *pk, const gkc__req *r) {
   msgpack_pack_map(pk, 3);
   proto_pack_cstr(pk, "dtype"), proto_pack_cstr(pk, u->dtype == GKC_I32 ? "i32" : "f32");
   proto_pack_cstr(pk, "shared"), u->shared ? msgpack_pack_true(pk) : msgpack_pack_false(pk);
-  pack_ref(pk, "data", &u->data);
+  gkc__pack_ref(pk, "data", &u->data);
 }
 
 static int take_handle(gkc_conn *c, const msgpack_object *r, gkc__req *req, gkc_result *res) {
@@ -407,7 +407,7 @@ static int take_handle(gkc_conn *c, const msgpack_object *r, gkc__req *req, gkc_
 int gkc__prep_upload(gkc_conn *c, gkc__req *r, const gkc_upload_args *a) {
   int rc;
   if (!a) return gkc__fail(c, GKC_EINVALID_ARGUMENT, "args must not be NULL");
-  if ((rc = check_ref(c, &a->data, "data", 0))) return rc;
+  if ((rc = gkc__check_ref(c, &a->data, "data", 0))) return rc;
   if (a->dtype != GKC_F32 && a->dtype != GKC_I32)
     return gkc__fail(c, GKC_EINVALID_ARGUMENT, "dtype must be GKC_F32 or GKC_I32");
   r->a.upload = *a;
@@ -424,9 +424,9 @@ int gkc_upload(gkc_conn *c, gkc_ref data, gkc_dtype dtype, int shared, uint32_t 
 }
 
 static void pack_download(msgpack_packer *pk, const gkc__req *r) {
-  msgpack_pack_map(pk, 1 + out_keys(r->out));
+  msgpack_pack_map(pk, 1 + gkc__out_keys(r->out));
   proto_pack_cstr(pk, "handle"), msgpack_pack_uint32(pk, r->a.download.handle);
-  pack_out(pk, "data", r->out);
+  gkc__pack_out(pk, "data", r->out);
 }
 
 static int take_download(gkc_conn *c, const msgpack_object *r, gkc__req *req, gkc_result *res) {
@@ -436,13 +436,13 @@ static int take_download(gkc_conn *c, const msgpack_object *r, gkc__req *req, gk
       o->via.bin.size != req->out->bytes)
     return gkc__fail(c, GKC_EINVALID_ARGUMENT, "handle %u holds %u bytes, not the %zu asked for",
                      req->a.download.handle, o->via.bin.size, req->out->bytes);
-  return take_out(c, r, "data", req->out);
+  return gkc__take_out(c, r, "data", req->out);
 }
 
 int gkc__prep_download(gkc_conn *c, gkc__req *r, const gkc_download_args *a, gkc_out *out) {
   int rc;
   if (!a) return gkc__fail(c, GKC_EINVALID_ARGUMENT, "args must not be NULL");
-  if ((rc = check_out(c, out))) return rc;
+  if ((rc = gkc__check_out(c, out))) return rc;
   r->a.download = *a;
   r->method = "download", r->pack = pack_download, r->take = take_download, r->out = out;
   return 0;
@@ -475,9 +475,9 @@ static void pack_csr(msgpack_packer *pk, const gkc__req *r) {
   proto_pack_cstr(pk, "cols"), msgpack_pack_int32(pk, A->cols);
   proto_pack_cstr(pk, "shared"),
       r->a.csr_upload.shared ? msgpack_pack_true(pk) : msgpack_pack_false(pk);
-  pack_ref(pk, "row_ptr", &rp);
-  pack_ref(pk, "col_idx", &ci);
-  pack_ref(pk, "values", &va);
+  gkc__pack_ref(pk, "row_ptr", &rp);
+  gkc__pack_ref(pk, "col_idx", &ci);
+  gkc__pack_ref(pk, "values", &va);
 }
 
 static int take_csr(gkc_conn *c, const msgpack_object *r, gkc__req *req, gkc_result *res) {

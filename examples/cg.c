@@ -1,5 +1,13 @@
 /* cg.c: conjugate gradients through gkcd, with the matrix and vectors resident.
  *
+ * Three ways to run the same solve, to compare what a round trip costs:
+ *   (default)  one request per vector operation, below;
+ *   --batch    one gkc_batch request per iteration (the same six operations,
+ *              the scalars resolved on gkcd from the iteration's own dots);
+ *   --solve    one gkc_solve request for the whole solve (gkcd's own CG,
+ *              which iterates in float64).
+ * Each prints iterations/s.
+ *
  * Solves A x = b for a symmetric positive definite A.  Every vector
  * operation runs on gkcd: A is uploaded once (csr_upload), b, x, r, p and q
  * live there as resident arrays, and each iteration is one spmv (q = A p,
@@ -16,7 +24,7 @@
  * search direction (at most 8 times).  At the end the residual is computed
  * once more here, in double, from the downloaded x.
  *
- *   cg [--grid N | --matrix A.mtx] [--tol T] [--max-iter N] [--socket PATH] [--json]
+ *   cg [--grid N | --matrix A.mtx] [--batch | --solve] [--tol T] [--max-iter N] [--socket PATH] [--json]
  *
  * --matrix: a symmetric positive definite Matrix Market file.  CG's
  * iteration count grows with A's condition number, which for matrices like
@@ -41,9 +49,12 @@
 
 /* --- the solver ------------------------------------------------------------------------ */
 
+enum { CG_REQUESTS = 0, CG_BATCH = 1, CG_SOLVE = 2 };
+
 typedef struct {
   double tol;   /* stop when ||b - A x|| / ||b|| < tol */
   int max_iter; /* CG iterations at most */
+  int mode;     /* CG_REQUESTS, CG_BATCH or CG_SOLVE */
 } cg_params;
 
 #define CG_MAX_REPLACEMENTS 8
@@ -59,7 +70,7 @@ typedef struct {
   double setup_s;       /* csr_upload and vector uploads */
   double solve_s;       /* the iterations and checks */
   double iters_per_s;
-  int64_t requests;     /* requests to gkcd during the solve */
+  int64_t requests;     /* requests to gkcd during the solve (batches, solves) */
   char spmv_algo[32];
   char msg[256];        /* why it failed */
 } cg_stats;
@@ -103,9 +114,158 @@ double cg_residual(const gkc_csr *A, const float *b, const float *x) {
   return bb > 0 ? sqrt(rr / bb) : sqrt(rr);
 }
 
+static int cg_requests(gkc_conn *c, const gkc_csr *A, const float *b, float *x,
+                       const cg_params *prm, cg_stats *st);
+static int cg_batch(gkc_conn *c, const gkc_csr *A, const float *b, float *x,
+                    const cg_params *prm, cg_stats *st);
+static int cg_by_solve(gkc_conn *c, const gkc_csr *A, const float *b, float *x,
+                       const cg_params *prm, cg_stats *st);
+
 int cg_solve(gkc_conn *c, const gkc_csr *A, const float *b, float *x, const cg_params *prm,
              cg_stats *st) {
   memset(st, 0, sizeof *st);
+  switch (prm->mode) {
+    case CG_BATCH: return cg_batch(c, A, b, x, prm, st);
+    case CG_SOLVE: return cg_by_solve(c, A, b, x, prm, st);
+    default: return cg_requests(c, A, b, x, prm, st);
+  }
+}
+
+/* One gkc_solve: gkcd runs its own CG (in float64) to ||r|| <= tol ||b||. */
+static int cg_by_solve(gkc_conn *c, const gkc_csr *A, const float *b, float *x,
+                       const cg_params *prm, cg_stats *st) {
+  uint32_t mat = 0;
+  size_t nb = (size_t)A->rows * 4;
+  double t0 = cg_now_s();
+  int rc = gkc_csr_upload(c, A, 0, &mat, st->spmv_algo);
+  if (rc) {
+    snprintf(st->msg, sizeof st->msg, "csr_upload: %s: %s", gkc_errname(rc), gkc_errmsg(c));
+    return rc;
+  }
+  st->setup_s = cg_now_s() - t0;
+  gkc_solve_args a = GKC_SOLVE_ARGS_INIT;
+  a.matrix = mat, a.b = gkc_ref_mem(b, nb), a.rtol = prm->tol, a.max_iter = prm->max_iter;
+  gkc_out out = gkc_out_mem(x, nb);
+  gkc_solve_result res;
+  t0 = cg_now_s();
+  rc = gkc_solve(c, &a, &out, &res, NULL);
+  st->solve_s = cg_now_s() - t0;
+  if (rc) {
+    snprintf(st->msg, sizeof st->msg, "solve: %s: %s", gkc_errname(rc), gkc_errmsg(c));
+  } else if (strcmp(res.reason, "breakdown") == 0) {
+    snprintf(st->msg, sizeof st->msg, "gkcd's CG broke down after %lld iterations: A is not "
+             "symmetric positive definite", (long long)res.iterations);
+    rc = CG_EBREAKDOWN;
+  } else {
+    st->requests = 1;
+    st->iterations = (int)res.iterations;
+    st->checks = 1;
+    st->converged = res.converged && res.residual < prm->tol;
+    st->rec_residual = st->gkcd_residual = res.residual;
+    st->iters_per_s = st->solve_s > 0 ? st->iterations / st->solve_s : 0;
+    st->true_residual = cg_residual(A, b, x);
+  }
+  gkc_release_matrix(c, mat);
+  return rc;
+}
+
+/* One gkc_batch per iteration: q = A p, p.q, x += (rho / p.q) p, r -= (rho /
+ * p.q) q, r.r, p = r + (r.r / rho) p, with rho = r.r from the previous
+ * batch's reply.  Then the true residual as cg_requests checks it. */
+static int cg_batch(gkc_conn *c, const gkc_csr *A, const float *b, float *x,
+                    const cg_params *prm, cg_stats *st) {
+  int32_t n = A->rows;
+  size_t nb = (size_t)n * 4;
+  uint32_t mat = 0, h[5] = {0}; /* b, x, r, p, q */
+  int rc = 0, nh = 0;
+  const char *step = "csr_upload";
+  float *zeros = calloc((size_t)n, sizeof *zeros);
+  if (!zeros) {
+    snprintf(st->msg, sizeof st->msg, "out of memory");
+    return GKC_EOUT_OF_MEMORY;
+  }
+  double rho = 0;
+  for (int32_t i = 0; i < n; i++) rho += (double)b[i] * b[i];
+  double bnorm = sqrt(rho) > 0 ? sqrt(rho) : 1;
+  double t0 = cg_now_s();
+  if ((rc = gkc_csr_upload(c, A, 0, &mat, st->spmv_algo))) goto fail;
+  step = "upload";
+  const float *init[5] = {b, zeros, b, b, zeros};
+  for (; nh < 5; nh++)
+    if ((rc = gkc_upload(c, gkc_ref_mem(init[nh], nb), GKC_F32, 0, &h[nh]))) goto fail;
+  uint32_t hb = h[0], hx = h[1], hr = h[2], hp = h[3], hq = h[4];
+  st->setup_s = cg_now_s() - t0;
+  t0 = cg_now_s();
+  gkc_scalar one = gkc_scalar_num(1), zero = gkc_scalar_num(0);
+  gkc_batch_result br;
+  for (;;) {
+    if (sqrt(rho) / bnorm < prm->tol || st->iterations >= prm->max_iter) {
+      st->rec_residual = sqrt(rho) / bnorm;
+      /* r = b - A x, then r.r: the truth, as the recurrence drifts in float32. */
+      gkc_step chk[] = {gkc_step_spmv(mat, gkc_scalar_num(-1), hx, one, hb, hr),
+                        gkc_step_dot(hr, hr)};
+      step = "batch (true residual)";
+      if ((rc = gkc_batch(c, chk, 2, &br, NULL))) goto fail;
+      st->requests++;
+      st->checks++;
+      rho = br.value[1];
+      st->gkcd_residual = sqrt(rho) / bnorm;
+      if (st->gkcd_residual < prm->tol) {
+        st->converged = 1;
+        break;
+      }
+      if (st->iterations >= prm->max_iter || st->replacements == CG_MAX_REPLACEMENTS) break;
+      st->replacements++;
+      gkc_step restart = gkc_step_axpby(one, hr, zero, hp, hp); /* p = r */
+      step = "batch (restart)";
+      if ((rc = gkc_batch(c, &restart, 1, &br, NULL))) goto fail;
+      st->requests++;
+    }
+    gkc_step it[] = {
+        gkc_step_spmv(mat, one, hp, zero, 0, hq),
+        gkc_step_dot(hp, hq),
+        gkc_step_axpby(gkc_scalar_ref(-1, 1, (float)rho), hp, one, hx, hx),
+        gkc_step_axpby(gkc_scalar_ref(-1, 1, (float)-rho), hq, one, hr, hr),
+        gkc_step_dot(hr, hr),
+        gkc_step_axpby(one, hr, gkc_scalar_ref(4, -1, (float)(1 / rho)), hp, hp)};
+    step = "batch";
+    rc = gkc_batch(c, it, 6, &br, NULL);
+    /* A p.q of 0 makes the scalars of step 2 infinite: gkcd stops there. */
+    if (rc == GKC_EINVALID_ARGUMENT && strstr(gkc_errmsg(c), "step 2 ")) {
+      snprintf(st->msg, sizeof st->msg, "p.Ap = 0 at iteration %d: A is not symmetric positive "
+               "definite (or the iteration broke down)", st->iterations + 1);
+      rc = CG_EBREAKDOWN;
+      goto done;
+    }
+    if (rc) goto fail;
+    if (!(br.value[1] > 0)) {
+      snprintf(st->msg, sizeof st->msg, "p.Ap = %g at iteration %d: A is not symmetric positive "
+               "definite (or the iteration broke down)", br.value[1], st->iterations + 1);
+      rc = CG_EBREAKDOWN;
+      goto done;
+    }
+    st->requests++;
+    st->iterations++;
+    rho = br.value[4];
+  }
+  step = "download";
+  if ((rc = gkc_download(c, hx, x, nb))) goto fail;
+  st->solve_s = cg_now_s() - t0;
+  st->iters_per_s = st->solve_s > 0 ? st->iterations / st->solve_s : 0;
+  st->true_residual = cg_residual(A, b, x);
+  goto done;
+fail:
+  snprintf(st->msg, sizeof st->msg, "%s: %s: %s", step, gkc_errname(rc), gkc_errmsg(c));
+done:
+  while (nh > 0) gkc_release(c, h[--nh]);
+  if (mat) gkc_release_matrix(c, mat);
+  free(zeros);
+  return rc;
+}
+
+/* One request per vector operation. */
+static int cg_requests(gkc_conn *c, const gkc_csr *A, const float *b, float *x,
+                       const cg_params *prm, cg_stats *st) {
   int32_t n = A->rows;
   size_t nb = (size_t)n * 4;
   uint32_t mat = 0, hb = 0, hx = 0, hr = 0, hp = 0, hq = 0;
@@ -339,6 +499,10 @@ static void usage(FILE *f) {
           "  --tol T         stop when ||b - A x|| / ||b|| < T (default 1e-5; float32\n"
           "                  reaches about 1e-6, see the source)\n"
           "  --max-iter N    at most N iterations (default 20000)\n"
+          "  --batch         one gkc_batch request per iteration (the same six\n"
+          "                  operations, scalars resolved on gkcd)\n"
+          "  --solve         one gkc_solve request for the whole solve (gkcd's CG, in\n"
+          "                  float64; --tol is its rtol)\n"
           "  --socket PATH   gkcd's socket (default: $GKC_SOCKET, else\n"
           "                  $XDG_RUNTIME_DIR/gkcd.sock, else /run/gkcd/gkcd.sock)\n"
           "  --json          print one JSON object\n"
@@ -356,12 +520,14 @@ static int bad(const char *fmt, const char *arg) {
 int main(int argc, char **argv) {
   const char *matrix = NULL, *sock = NULL;
   long grid = 64;
-  cg_params prm = {1e-5, 20000};
+  cg_params prm = {1e-5, 20000, CG_REQUESTS};
+  static const char *const mode_names[] = {"requests", "batch", "solve"};
   int json = 0;
   static const struct option opts[] = {
       {"grid", required_argument, 0, 'g'},     {"matrix", required_argument, 0, 'm'},
       {"tol", required_argument, 0, 't'},      {"max-iter", required_argument, 0, 'i'},
       {"socket", required_argument, 0, 's'},   {"json", no_argument, 0, 'j'},
+      {"batch", no_argument, 0, 'B'},          {"solve", no_argument, 0, 'S'},
       {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
   int o;
   char *end;
@@ -383,6 +549,12 @@ int main(int argc, char **argv) {
         if (errno || *end || prm.max_iter < 1) return bad("invalid --max-iter '%s': expected a positive integer", optarg);
         break;
       case 's': sock = optarg; break;
+      case 'B':
+      case 'S':
+        if (prm.mode != CG_REQUESTS && prm.mode != (o == 'B' ? CG_BATCH : CG_SOLVE))
+          return bad("%s", "--batch and --solve cannot be combined: give one of them");
+        prm.mode = o == 'B' ? CG_BATCH : CG_SOLVE;
+        break;
       case 'j': json = 1; break;
       case 'h': usage(stdout); return 0;
       default: fprintf(stderr, "Try 'cg --help'.\n"); return 2;
@@ -476,11 +648,15 @@ int main(int argc, char **argv) {
            st.gkcd_residual);
     if (matrix) printf("\"orig_rel_residual\": %.6g, ", orig_res);
     printf("\"rel_error\": %.6g, \"replacements\": %d, \"setup_s\": %.6f, \"solve_s\": %.6f, "
-           "\"iterations_per_s\": %.3f, \"requests\": %lld, \"spmv_algo\": \"%s\"}\n",
+           "\"iterations_per_s\": %.3f, \"requests\": %lld, \"spmv_algo\": \"%s\", "
+           "\"mode\": \"%s\"}\n",
            rel_err, st.replacements, st.setup_s, st.solve_s, st.iters_per_s,
-           (long long)st.requests, st.spmv_algo);
+           (long long)st.requests, st.spmv_algo, mode_names[prm.mode]);
   } else {
     printf("matrix:         %s: %d rows, %lld nonzeros\n", what, M.rows, (long long)M.nnz);
+    printf("mode:           %s\n", prm.mode == CG_SOLVE ? "solve (one gkc_solve request)"
+                                    : prm.mode == CG_BATCH ? "batch (one gkc_batch per iteration)"
+                                                           : "requests (one per vector operation)");
     printf("scaling:        %s\n", matrix ? "Jacobi: solved D^-1/2 A D^-1/2 y = D^-1/2 b, "
                                             "x = D^-1/2 y" : "none");
     printf("right side:     b = A x*, x* uniform in [-1, 1]\n");

@@ -153,7 +153,7 @@ start_daemon "$sock" "$dir/gkcd.log"
 
 # --- help, version, ping, status ------------------------------------------------
 run_raw --help
-expect "gkc --help lists the commands" 0 ping status sgemm reduce spmv --socket --json --version
+expect "gkc --help lists the commands" 0 ping status sgemm reduce spmv solve --socket --json --version
 run_raw --version
 expect "gkc --version" 0 '^gkc [0-9]+\.[0-9]+'
 declare -A HELP_OPTS=(
@@ -162,8 +162,9 @@ declare -A HELP_OPTS=(
   [sgemm]="--a --b --c --alpha --beta --trans-a --trans-b --algo --out --random --seed --check --json"
   [reduce]="--x --random --seed --op --algo --check --json"
   [spmv]="--matrix --random --density --x --y --alpha --beta --seed --algo --out --check --json"
+  [solve]="--matrix --b --x0 --method --rtol --atol --max-iter --history --out --json"
 )
-for cmd in ping status sgemm reduce spmv; do
+for cmd in ping status sgemm reduce spmv solve; do
   run_raw "$cmd" --help
   pats=("Usage: gkc $cmd")
   for opt in ${HELP_OPTS[$cmd]}; do pats+=("$opt\\b"); done
@@ -322,6 +323,105 @@ else
   skip "GKC_SHARED_MATRICES not set or missing: the shared matrices"
 fi
 
+# --- solve ---------------------------------------------------------------------------
+# A 2-D Laplacian (SPD) on a 24 x 24 grid, written here; b from spmv --out (a
+# vector of length n).  Each x is checked by its residual recomputed here in
+# float64 from the .mtx and the .npy files (python3's standard library only).
+python3 - "$dir/lap.mtx" 24 <<'PY'
+import sys
+path, g = sys.argv[1], int(sys.argv[2])
+n = g * g
+ent = []
+for i in range(g):
+    for j in range(g):
+        r = i * g + j
+        for di, dj, v in ((0, 0, 4), (-1, 0, -1), (1, 0, -1), (0, -1, -1), (0, 1, -1)):
+            ii, jj = i + di, j + dj
+            if 0 <= ii < g and 0 <= jj < g:
+                ent.append((r + 1, ii * g + jj + 1, v))
+with open(path, "w") as f:
+    f.write("%%%%MatrixMarket matrix coordinate real general\n%d %d %d\n" % (n, n, len(ent)))
+    f.writelines("%d %d %g\n" % e for e in ent)
+PY
+# residual A.mtx x.npy [b.npy]: ||b - A x|| / ||b|| in float64 (b = A * ones when absent).
+residual() {
+  python3 - "$@" <<'PY'
+import ast, math, struct, sys
+def npy(p):
+    b = open(p, "rb").read()
+    hl = struct.unpack("<H", b[8:10])[0]
+    h = ast.literal_eval(b[10:10 + hl].decode("latin1"))
+    n = h["shape"][0]
+    return list(struct.unpack("<%df" % n, b[10 + hl:10 + hl + 4 * n]))
+lines = [l for l in open(sys.argv[1]) if not l.startswith("%")]
+n = int(lines[0].split()[0])
+rows = [[] for _ in range(n)]
+for l in lines[1:]:
+    i, j, v = l.split()
+    rows[int(i) - 1].append((int(j) - 1, float(v)))
+x = npy(sys.argv[2])
+b = npy(sys.argv[3]) if len(sys.argv) > 3 else [float(struct.unpack("<f", struct.pack("<f", sum(v for _, v in r)))[0]) for r in rows]
+rr = sum((b[i] - sum(v * x[j] for j, v in rows[i])) ** 2 for i in range(n))
+print("%.6e" % math.sqrt(rr / sum(t * t for t in b)))
+PY
+}
+run spmv --matrix "$dir/lap.mtx" --seed 4 --out "$dir/b576.npy"
+for method in cg pcg bicgstab; do
+  run solve --matrix "$dir/lap.mtx" --b "$dir/b576.npy" --method $method --rtol 1e-6 --out "$dir/x_$method.npy" --json
+  expect_json "solve --method $method --json: converged, fields" \
+    "d['converged'] is True and d['reason'] == 'converged' and d['method'] == '$method' and d['n'] == 576 and 0 < d['iterations'] < 576 and num(d['residual']) and num(d['round_trip_us']) and num(d['iterations_per_s'])"
+  rjson=$(field residual 2>/dev/null || echo nan)
+  rhere=$(residual "$dir/lap.mtx" "$dir/x_$method.npy" "$dir/b576.npy" 2>&1 || true)
+  if python3 -c 'import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); sys.exit(not (abs(a - b) <= 1e-6 * b and b <= 2e-6))' "$rjson" "$rhere" 2>/dev/null; then
+    ok "solve --method $method: x's residual recomputed here in float64 ($rhere) is gkcd's ($rjson)"
+  else
+    bad "solve --method $method: x's residual recomputed here ($rhere) vs gkcd's ($rjson), rtol 1e-6"
+  fi
+done
+# Without --b: b = A * ones, and the error against ones is reported.
+run solve --matrix "$dir/lap.mtx" --rtol 1e-7 --out "$dir/x_ones.npy" --json
+expect_json "solve without --b: b = A * ones, error vs ones small" \
+  "d['converged'] and d['b'] == 'A * ones' and d['error_vs_ones'] < 1e-4"
+rhere=$(residual "$dir/lap.mtx" "$dir/x_ones.npy" 2>&1 || true)
+if python3 -c 'import sys; sys.exit(not float(sys.argv[1]) <= 2e-7)' "$rhere" 2>/dev/null; then
+  ok "solve without --b: residual here $rhere"; else bad "solve without --b: residual here $rhere"; fi
+run solve --matrix "$dir/lap.mtx" --method pcg --rtol 1e-8
+expect "solve (text): iterations, residual, time, error vs ones" 0 'iterations: +[0-9]+$' \
+  'converged: +yes' 'residual: +[0-9.]+e[-+][0-9]+$' 'solve time: +[0-9.]+ (us|ms|s)' 'error vs ones:' 'iterations/s:'
+# --history: one entry per iteration, the curve and its plot; --x0 starts at the answer.
+run solve --matrix "$dir/lap.mtx" --history --json
+expect_json "solve --history --json: one entry per iteration, decreasing to rtol" \
+  "len(d['history']) == d['iterations'] > 5 and d['history'][-1] <= 1e-6 and d['history'][-1] < d['history'][0]"
+run solve --matrix "$dir/lap.mtx" --history
+expect "solve --history (text): the table and the plot" 0 'history: +iteration' \
+  'log10\(\|\|r\|\| / \|\|b\|\|\) against the iteration' '^ +\| *\*' '^ +\+-+$'
+run solve --matrix "$dir/lap.mtx" --x0 "$dir/x_ones.npy" --rtol 1e-5 --json
+expect_json "solve --x0 at the answer: (almost) no iterations" "d['converged'] and d['iterations'] <= 2"
+# Not converged: still printed, exit 1 with the reason.
+run solve --matrix "$dir/lap.mtx" --max-iter 3 --rtol 1e-12
+expect "solve --max-iter 3: exit 1, printed, says why" 1 'iterations: +3$' 'reason: +max_iter' \
+  '^gkc: solve did not converge: .*max_iter.* 3 iterations'
+# Bad arguments: exit 2 before any work, each naming the argument.
+run solve --matrix "$DATA/lp_ship04l.mtx"
+expect "solve on a non-square matrix: exit 2, names it and its shape" 2 \
+  '^gkc: --matrix .*lp_ship04l.mtx is 402 x 2166: solve needs a square matrix' "^Try 'gkc solve --help'"
+run solve --matrix "$dir/lap.mtx" --b "$dir/x67.npy"
+expect "solve --b of the wrong length: exit 2, names --b, both lengths" 2 \
+  '^gkc: shape mismatch: --b .*x67.npy has shape \(67,\), expected \(576,\)'
+run solve --matrix "$dir/lap.mtx" --x0 "$dir/x67.npy"
+expect "solve --x0 of the wrong length: exit 2" 2 '^gkc: shape mismatch: --x0 .*\(67,\).*\(576,\)'
+run solve --matrix "$dir/lap.mtx" --rtol -1e-3
+expect "solve --rtol negative: exit 2, names --rtol" 2 "^gkc: invalid --rtol '-1e-3': expected a finite number >= 0"
+run solve --matrix "$dir/lap.mtx" --method gmres
+expect "solve --method unknown: exit 2" 2 "^gkc: invalid --method 'gmres': expected cg, pcg or bicgstab"
+run solve --b "$dir/b576.npy"
+expect "solve without --matrix: exit 2" 2 "^gkc: missing --matrix"
+# pcg on a zero diagonal: gkcd's refusal names the row, exit 1.
+printf '%%%%MatrixMarket matrix coordinate real general\n3 3 4\n1 1 2\n1 2 1\n2 1 1\n3 3 2\n' >"$dir/zdiag.mtx"
+run solve --matrix "$dir/zdiag.mtx" --method pcg
+expect "solve --method pcg on a zero diagonal: exit 1, gkcd names the row" 1 \
+  '^gkc: invalid_argument: .*row 1'
+
 # --- usage errors: exit 2 -------------------------------------------------------------
 run sgemm --bogus
 expect "unknown option: exit 2, named, with a hint" 2 "'--bogus'" "Try 'gkc sgemm --help'"
@@ -380,8 +480,9 @@ declare -A BAD_VALUES=(
   [sgemm]="--random 8 --alpha abc|--random 8x0x4|--random 8 --precision fp16|--random 8 --seed -1|--random 8 -x|--random 8 --beta"
   [reduce]="--random 0|--random 10 --op avg|--random 10 --seed x|--random 10 --check=1"
   [spmv]="--random 10 --density 2|--random 10 --repeat 0|--random 0x5|--random 10 --beta x|--random 10 --alpha inf"
+  [solve]="--matrix $dir/lap.mtx --rtol -1|--matrix $dir/lap.mtx --atol x|--matrix $dir/lap.mtx --max-iter 0|--matrix $dir/lap.mtx --method sor|--matrix $dir/lap.mtx --rtol nan"
 )
-for cmd in ping status sgemm reduce spmv; do
+for cmd in ping status sgemm reduce spmv solve; do
   run "$cmd" --bogus
   expect "gkc $cmd --bogus: exit 2, named, with the hint" 2 "^gkc: unknown option '--bogus'" "^Try 'gkc $cmd --help'\.\$"
   IFS='|' read -r -a cases <<<"${BAD_VALUES[$cmd]}"

@@ -1238,7 +1238,10 @@ static void test_cli_repeat(void) {
  * residual part near 1e-6.  1e-5 leaves a factor of ten. */
 #define CG_TOL 1e-5
 
-static void run_cg(gkc_conn *c, const char *what, mtx_csr *M, int scale) {
+/* mode: CG_REQUESTS (one request per operation), CG_BATCH (one batch per
+ * iteration) or CG_SOLVE (one solve); the residual is always the one
+ * cg_solve recomputes here in double from the downloaded x. */
+static void run_cg(gkc_conn *c, const char *what, mtx_csr *M, int scale, int mode) {
   gkc_csr A = {M->rows, M->cols, M->nnz, M->row_ptr, M->col_idx, M->values};
   float *xs = malloc((size_t)M->rows * 4), *b = malloc((size_t)M->rows * 4);
   float *x = malloc((size_t)M->rows * 4);
@@ -1250,16 +1253,19 @@ static void run_cg(gkc_conn *c, const char *what, mtx_csr *M, int scale) {
     if (cg_jacobi_scale(M, dis, msg, sizeof msg) != 0) TEST_FAIL("%s: %s", what, msg);
     for (int32_t i = 0; i < M->rows; i++) b[i] = (float)(b[i] * dis[i]);
   }
-  cg_params p = {CG_TOL, 20000};
+  static const char *const modes[] = {"requests", "batch", "solve"};
+  cg_params p = {CG_TOL, 20000, mode};
   cg_stats st;
   int rc = cg_solve(c, &A, b, x, &p, &st);
-  if (rc) TEST_FAIL("cg on %s: %s", what, st.msg);
-  fprintf(stderr, "  cg %s: %d iterations, %d restarts, true residual %.3g, recurrence %.3g, "
-          "%.0f it/s\n", what, st.iterations, st.replacements, st.true_residual,
-          st.rec_residual, st.iters_per_s);
+  if (rc) TEST_FAIL("cg (%s) on %s: %s", modes[mode], what, st.msg);
+  fprintf(stderr, "  cg (%s) %s: %d iterations, %d restarts, true residual %.3g, recurrence "
+          "%.3g, %.0f it/s, %lld requests\n", modes[mode], what, st.iterations, st.replacements,
+          st.true_residual, st.rec_residual, st.iters_per_s, (long long)st.requests);
   ASSERT(st.converged);
   ASSERT(st.true_residual < CG_TOL);
   ASSERT_NEAR(cg_residual(&A, b, x), st.true_residual, 0);
+  if (mode == CG_SOLVE) ASSERT_EQ(st.requests, 1);
+  if (mode == CG_BATCH) ASSERT(st.requests == st.iterations + st.checks + st.replacements);
   free(xs), free(b), free(x), free(dis);
 }
 
@@ -1267,7 +1273,7 @@ static void test_cg(gkc_conn *c) {
   fprintf(stderr, "conjugate gradients\n");
   mtx_csr M;
   ASSERT_EQ(cg_laplacian(64, &M), 0);
-  run_cg(c, "64x64 Laplacian", &M, 0);
+  for (int mode = CG_REQUESTS; mode <= CG_SOLVE; mode++) run_cg(c, "64x64 Laplacian", &M, 0, mode);
   mtx_free(&M);
   const char *dir = getenv("GKC_SHARED_MATRICES");
   char path[512], err[256];
@@ -1276,9 +1282,11 @@ static void test_cg(gkc_conn *c) {
     fprintf(stderr, "  (no %s: bcsstk13 not run)\n", path);
     return;
   }
-  if (mtx_read_csr(path, &M, err, sizeof err) != 0) TEST_FAIL("%s", err);
-  run_cg(c, "bcsstk13 (Jacobi-scaled)", &M, 1);
-  mtx_free(&M);
+  for (int mode = CG_REQUESTS; mode <= CG_SOLVE; mode++) {
+    if (mtx_read_csr(path, &M, err, sizeof err) != 0) TEST_FAIL("%s", err); /* scaled in place */
+    run_cg(c, "bcsstk13 (Jacobi-scaled)", &M, 1, mode);
+    mtx_free(&M);
+  }
 }
 
 int main(void) {

@@ -8,6 +8,7 @@
         y = c.spmv(scipy_csr, x)                  # or (row_ptr, col_idx, values)
         with c.upload(x) as hx, c.csr_upload(M) as hM:
             y = c.spmv(hM, hx, out="handle")      # stays on gkcd
+        res = c.solve(scipy_csr, b, method="pcg", rtol=1e-8)   # res.x, res.iterations
         r = c.region(1 << 20)                     # shared memory, no copies
         v = r.array((1000,), np.float32)
 
@@ -19,6 +20,8 @@ The wire protocol is proto/PROTOCOL.md in the gkc sources.
 from __future__ import annotations
 
 from . import errors
+from ._api import SolveResult
+from ._batch import Batch, BatchResult, Value
 from ._objects import Array, Matrix, Region
 from ._transport import DEFAULT_SOCKET, socket_path
 from .client import Connection, connect
@@ -30,7 +33,8 @@ PROTOCOL = 1
 # One class per row of the error table (gkc.InvalidArgument, gkc.Busy, ...).
 globals().update({cls.__name__: cls for cls in ERRORS.values()})
 
-__all__ = ["connect", "Connection", "Array", "Matrix", "Region", "Error", "ERRORS",
+__all__ = ["connect", "Connection", "Array", "Matrix", "Region", "Batch", "BatchResult", "Value",
+           "SolveResult", "Error", "ERRORS",
            "socket_path", "DEFAULT_SOCKET", "PROTOCOL", "errors", "aio"] + \
           [cls.__name__ for cls in ERRORS.values()]
 

@@ -10,7 +10,7 @@ that gkcd gains is one more such function here.
 Arrays, wherever a method takes one, may be a NumPy array (or anything
 ``numpy.asarray`` takes), a resident :class:`Array`, or a view of a
 :class:`Region` of this connection (sent as a region reference, not copied).
-``out=`` (sgemm, spmv, axpby, download) chooses where a result goes: None
+``out=`` (sgemm, spmv, axpby, solve, download) chooses where a result goes: None
 (a new NumPy array), ``"handle"`` (a new resident :class:`Array`), an
 existing :class:`Array` (overwritten), or a region view (written in place).
 Every compute method takes ``deadline_ms`` and ``info``: a dict that is
@@ -24,6 +24,7 @@ from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from . import errors
+from ._batch import Batch, BatchResult
 from ._objects import Array, Matrix, Region
 
 ArrayArg = Union[np.ndarray, Array, Sequence[float]]
@@ -35,6 +36,33 @@ _INT32_MAX = 2**31 - 1
 
 def _bad(msg: str) -> errors.Error:
     return errors.InvalidArgument(msg)  # type: ignore[attr-defined]
+
+
+class SolveResult:
+    """What ``solve`` returns.
+
+    ``x`` (as ``out=`` said: a NumPy array, a resident :class:`Array` or the
+    region view), ``iterations``, ``residual`` (gkcd's float64
+    ||b - A x|| / ||b|| of the float32 x returned), ``converged``, ``reason``
+    (``converged``, ``max_iter``, ``breakdown``, ``non_finite``,
+    ``deadline``), ``history`` (the relative residual after each iteration,
+    a float64 NumPy array, or None unless asked for), ``method`` and
+    ``info`` (algo and timings)."""
+
+    def __init__(self, x: Any, res: Dict[str, Any]) -> None:
+        self.x = x
+        self.iterations = int(res["iterations"])
+        self.residual = float(res["residual"])
+        self.converged = bool(res["converged"])
+        self.reason = str(res["reason"])
+        self.method = str(res.get("method", ""))
+        h = res.get("history")
+        self.history = None if h is None else np.frombuffer(h, dtype="<f8").copy()
+        self.info = {k: v for k, v in res.items() if k not in ("x", "history")}
+
+    def __repr__(self) -> str:
+        return (f"<gkc.SolveResult {self.method}: {self.reason} after {self.iterations} "
+                f"iterations, residual {self.residual:.3g}>")
 
 
 class Api:
@@ -54,6 +82,40 @@ class Api:
         """Sends [0, msgid, method, [params]] (with fd attached, then closed)
         and returns decode(result), or an awaitable of it."""
         raise NotImplementedError
+
+    # --- methods of several requests -----------------------------------------------------
+
+    def _drive(self, gen: Any) -> Any:
+        """Runs a generator that yields (method, params, decode) requests and
+        is sent each decoded result (or thrown its error): to completion on a
+        blocking connection, as an awaitable on an asyncio one.  A method of
+        several requests is written once as such a generator."""
+        if self._is_async:
+            return self._adrive(gen)
+        req = next(gen)
+        while True:
+            try:
+                val = self._invoke(*req)
+            except errors.Error as e:
+                req = gen.throw(e)
+                continue
+            try:
+                req = gen.send(val)
+            except StopIteration as stop:
+                return stop.value
+
+    async def _adrive(self, gen: Any) -> Any:
+        req = next(gen)
+        while True:
+            try:
+                val = await self._invoke(*req)
+            except errors.Error as e:
+                req = gen.throw(e)
+                continue
+            try:
+                req = gen.send(val)
+            except StopIteration as stop:
+                return stop.value
 
     # --- arguments --------------------------------------------------------------------
 
@@ -277,6 +339,76 @@ class Api:
             self._info(info, res, "y")
             return self._result(res, "y", out, ysh)
         return self._invoke("axpby", self._common(p, algo, deadline_ms), decode)
+
+    # --- solving ------------------------------------------------------------------------
+
+    def solve(self, A: Any, b: ArrayArg, x0: Optional[ArrayArg] = None, *, rtol: float = 1e-6,
+              atol: float = 0.0, max_iter: Optional[int] = None, method: str = "cg",
+              history: bool = False, out: Out = None, deadline_ms: Optional[int] = None) -> Any:
+        """Solves A x = b inside gkcd by ``cg``, ``pcg`` (Jacobi) or
+        ``bicgstab``; returns a :class:`SolveResult`.
+
+        A is a resident :class:`Matrix` (square), or a SciPy sparse matrix
+        or ``(row_ptr, col_idx, values, (n, n))``, then uploaded for this
+        call and released after it.  b and x0 are arrays of n values, in any
+        form a method takes (``x0=None``: zero).  Stops when
+        ||r|| <= max(rtol ||b||, atol) or after max_iter iterations (None:
+        gkcd's default, min(10 n, 10^8)).  ``out`` as for spmv; an ``out``
+        that is the resident x0 updates it in place.  Not converging is not
+        an error: look at ``converged`` and ``reason``."""
+        return self._drive(self._solve(A, b, x0, rtol, atol, max_iter, method, history, out,
+                                       deadline_ms))
+
+    def _solve(self, A: Any, b: ArrayArg, x0: Optional[ArrayArg], rtol: float, atol: float,
+               max_iter: Optional[int], method: str, history: bool, out: Out,
+               deadline_ms: Optional[int]) -> Any:
+        p: Dict[str, Any] = {"b": self._array("b", b)[0], "method": method, "rtol": float(rtol),
+                             "atol": float(atol), "history": bool(history)}
+        if x0 is not None:
+            p["x0"] = self._array("x0", x0)[0]
+        if max_iter is not None:
+            p["max_iter"] = int(max_iter)
+        if deadline_ms is not None:
+            p["deadline_ms"] = int(deadline_ms)
+        temp = None
+        if isinstance(A, Matrix):
+            A._check(self)
+            n, p["matrix"] = A.rows, A.id
+        else:
+            m = self._csr(A, None)
+            if m["rows"] != m["cols"]:
+                raise _bad(f"'A' is {m['rows']} x {m['cols']}: solve needs a square matrix")
+            n = m["rows"]
+            temp = yield ("csr_upload", m, lambda res: int(res["matrix"]))
+            p["matrix"] = temp
+        self._out(p, "x", out, n)
+        try:
+            res = yield ("solve", p, lambda res: SolveResult(self._result(res, "x", out, (n,)),
+                                                             res))
+        finally:
+            if temp is not None and not self.closed:
+                yield ("release", {"matrix": temp}, lambda res: None)
+        return res
+
+    def batch(self, steps: Union[Batch, Any], *, deadline_ms: Optional[int] = None,
+              info: Optional[Dict[str, Any]] = None) -> Any:
+        """Runs the steps of a :class:`gkc.Batch` in order as one request;
+        returns a :class:`BatchResult` (a float per dot or reduce step, the
+        Array written per other step).  See gkc.Batch for building steps."""
+        if not isinstance(steps, Batch):
+            raise _bad(f"'steps' must be a gkc.Batch, not {type(steps).__name__}")
+        p: Dict[str, Any] = {"steps": steps.wire(self)}
+        if deadline_ms is not None:
+            p["deadline_ms"] = int(deadline_ms)
+        outs = [s.get("out") for s in steps.steps]
+
+        def decode(res: Dict[str, Any]) -> BatchResult:
+            self._info(info, res, "results")
+            r = BatchResult(float(e["value"]) if "value" in e else outs[i]
+                            for i, e in enumerate(res["results"]))
+            r.info = {k: v for k, v in res.items() if k != "results"}
+            return r
+        return self._invoke("batch", p, decode)
 
     # --- resident data and regions ----------------------------------------------------
 
