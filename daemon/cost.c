@@ -8,18 +8,26 @@
 #include "proto_methods.h"
 
 #define BUCKETS 24 /* base predictions of 2^0 .. 2^23 us */
+#define ALGOS 9    /* auto, then the backend's first eight algos (the rest share the last) */
 
 struct gkcd_cost {
   cost_rates r;
-  double corr[PROTO_M_COUNT][BUCKETS]; /* measured / base, running average */
+  double corr[PROTO_M_COUNT][ALGOS][BUCKETS]; /* measured / base, running average */
 };
+
+/* The algo as the model tells them apart: 0 for auto. */
+static int algo_key(const gkcd_job *job) {
+  int a = job->algo + 1;
+  return a < 0 ? 0 : a >= ALGOS ? ALGOS - 1 : a;
+}
 
 int cost_create(gkcd_cost **out, const cost_rates *rates) {
   gkcd_cost *c = calloc(1, sizeof *c);
   if (!c) return GKC_EOUT_OF_MEMORY;
   c->r = *rates;
   for (int m = 0; m < PROTO_M_COUNT; m++)
-    for (int b = 0; b < BUCKETS; b++) c->corr[m][b] = 1.0;
+    for (int a = 0; a < ALGOS; a++)
+      for (int b = 0; b < BUCKETS; b++) c->corr[m][a][b] = 1.0;
   *out = c;
   return 0;
 }
@@ -115,13 +123,13 @@ static int bucket(double us) {
 
 double cost_predict(gkcd_cost *c, const gkcd_job *job) {
   double base = base_us(c, job);
-  return base * c->corr[job->method][bucket(base)];
+  return base * c->corr[job->method][algo_key(job)][bucket(base)];
 }
 
 void cost_observe(gkcd_cost *c, const gkcd_job *job, double measured_us) {
   if (!(measured_us > 0) || job->err) return;
   double base = base_us(c, job);
-  double *k = &c->corr[job->method][bucket(base)];
+  double *k = &c->corr[job->method][algo_key(job)][bucket(base)];
   double ratio = measured_us / base;
   /* A quarter of the way to each new measurement: a few requests adapt it,
    * one outlier (a page fault, a cold cache) does not swing it. */

@@ -2,8 +2,9 @@
  *
  * The base prediction is napkin math: floating-point work over the
  * backend's compute rate, bytes touched over its memory bandwidth, bytes
- * crossing to the device over the host link, plus a fixed overhead.  A
- * correction factor per method and size bucket (powers of two of the base
+ * crossing to the device over the host link, plus a fixed overhead; the
+ * rates are what the backend measured at start-up.  A correction factor per
+ * method, algo (auto is one more) and size bucket (powers of two of the base
  * prediction) is a running average of measured over predicted, so the model
  * learns what the napkin misses (small sgemm tiles poorly, spmv depends on
  * the matrix) within a few requests.  Expect ~10-30% error: good enough to
