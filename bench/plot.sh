@@ -1,0 +1,165 @@
+#!/bin/sh
+# plot.sh: draw bench/RESULTS.md's figures as PNG charts.
+#
+# Reads the CSV files of bench/data (written by bench/results_csv.py from RESULTS.md's
+# tables) and writes one PNG per chart into bench/plots with gnuplot (Debian package
+# gnuplot-nox, terminal pngcairo).  Each chart names the device and date its CSV names.
+set -eu
+
+here=$(cd "$(dirname "$0")" && pwd)
+data=$here/data
+out=$here/plots
+
+usage() {
+  cat <<EOF
+usage: bench/plot.sh [--data DIR] [--out DIR] [--csv]
+
+Draws the PNG charts of bench/RESULTS.md from the CSV files in DIR.
+  --data DIR  the CSV files (default: bench/data)
+  --out DIR   where the PNGs go (default: bench/plots)
+  --csv       first regenerate the CSV files from bench/RESULTS.md
+              (bench/results_csv.py --out DIR of --data)
+  --help      this text
+Charts: sgemm.png, reduce.png, spmv.png, roundtrip.png, lanes.png.
+EOF
+}
+
+regen=0
+while [ $# -gt 0 ]; do
+  case $1 in
+    --data) [ $# -ge 2 ] || { echo "plot.sh: --data needs a directory" >&2; exit 2; }; data=$2; shift 2 ;;
+    --out) [ $# -ge 2 ] || { echo "plot.sh: --out needs a directory" >&2; exit 2; }; out=$2; shift 2 ;;
+    --csv) regen=1; shift ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "plot.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+  esac
+done
+
+command -v gnuplot >/dev/null 2>&1 || { echo "plot.sh: gnuplot not found (apt-get install gnuplot-nox)" >&2; exit 1; }
+[ $regen = 0 ] || python3 "$here/results_csv.py" --out "$data" >/dev/null
+for f in sgemm reduce spmv roundtrip lanes; do
+  [ -r "$data/$f.csv" ] || { echo "plot.sh: --data $data: no $f.csv (run bench/results_csv.py)" >&2; exit 1; }
+done
+mkdir -p "$out"
+
+# "NVIDIA H200, 2026-11-22 00:25 UTC" from a CSV's comment lines (each distinct one, joined).
+source_of() {
+  sed -n 's/^# from bench\/RESULTS.md, section "[^"]*"; \([^;]*\); \([^;]*\).*/\1, \2/p' "$1" |
+    awk -F', ' '!seen[$0]++ { if (!(($1) in d)) { d[$1] = 1; devs = devs (devs ? " and " : "") $1 }
+                 dates = dates (dates ? " and " : "") $2 } END { printf "%s, %s", devs, dates }'
+}
+
+gnuplot <<EOF
+set terminal pngcairo size 1100,650 font "DejaVu Sans,11" noenhanced
+set datafile separator comma
+set datafile missing ""
+set key autotitle columnhead
+set grid ytics mytics xtics lc rgb "#dddddd"
+set key top left box opaque
+
+# (a) sgemm ladder against cuBLAS
+set output "$out/sgemm.png"
+set title "sgemm n x n x n (FP32, row-major): our ladder against cuBLAS\n$(source_of "$data/sgemm.csv"), median of 20 calls"
+set logscale x 2
+set logscale y 10
+set xlabel "n (matrix side; m = n = k)"
+set ylabel "TFLOP/s (log scale)"
+set xtics (256, 512, 1024, 2048, 4096, 8192)
+set xrange [200:10000]
+set key top left
+plot "$data/sgemm.csv" using 1:(\$2/1000) with linespoints lw 3 pt 7 lc rgb "#000000" title "cuBLAS FP32 (vendor; = auto)", \
+     "" using 1:(\$5/1000) with linespoints lw 2 pt 5 lc rgb "#d62728" title "regblock", \
+     "" using 1:(\$4/1000) with linespoints lw 2 pt 9 lc rgb "#ff7f0e" title "smem", \
+     "" using 1:(\$3/1000) with linespoints lw 2 pt 11 lc rgb "#8c564b" title "naive", \
+     "" using 1:(\$7/1000) with linespoints lw 2 dt 2 pt 13 lc rgb "#7f7f7f" title "cuBLAS TF32 (tensor cores, ~1e-3 rel. error)"
+
+# (b) reduce ladder against CUB
+set output "$out/reduce.png"
+set title "reduce (sum of float32, double accumulator): our ladder against CUB\n$(source_of "$data/reduce.csv"), median of 40 calls; min and max are in reduce.csv"
+set logscale x 2
+unset logscale y
+set xlabel "input size (floats)"
+set ylabel "GB/s read"
+set xtics ("2^20" 1048576, "2^24" 16777216, "2^28" 268435456)
+set xrange [700000:400000000]
+set yrange [0:*]
+sum(c) = strcol(1) eq "sum" ? column(c) : NaN
+plot "$data/reduce.csv" using 2:(sum(3)) with linespoints lw 3 pt 7 lc rgb "#000000" title "CUB (vendor)", \
+     "" using 2:(sum(5)) with linespoints lw 2 pt 5 lc rgb "#d62728" title "shfl (= auto)", \
+     "" using 2:(sum(4)) with linespoints lw 2 pt 9 lc rgb "#ff7f0e" title "smem"
+set xrange [*:*]
+set yrange [*:*]
+
+# (c) spmv algos against cuSPARSE, per matrix
+set output "$out/spmv.png"
+set terminal pngcairo size 1400,700 font "DejaVu Sans,11" noenhanced
+set title "spmv CSR: speed relative to cuSPARSE per matrix (above 1 = faster than cuSPARSE)\n$(source_of "$data/spmv.csv"), median of 20 calls; auto+maxrow is the daemon's rule"
+unset logscale x
+set logscale y 10
+set yrange [0.01:10]
+set xlabel "matrix (SuiteSparse, then generated)"
+set ylabel "cuSPARSE time / algo time (log scale)"
+set style data histograms
+set style histogram clustered gap 1
+set style fill solid 0.9 border -1
+set boxwidth 0.9
+set xtics rotate by 30 right
+set xtics auto
+set key top right
+set bmargin 10
+set lmargin 14
+plot "$data/spmv.csv" using (\$2/\$3):xtic(1) lc rgb "#1f77b4" title "scalar", \
+     "" using (\$2/\$4) lc rgb "#2ca02c" title "vector", \
+     "" using (\$2/\$5) lc rgb "#d62728" title "balanced", \
+     "" using (\$2/\$7) lc rgb "#000000" title "auto+maxrow", \
+     1 with lines lw 2 dt 2 lc rgb "#7f7f7f" title "cuSPARSE = 1"
+set bmargin
+set lmargin
+set xtics norotate
+set yrange [*:*]
+
+# (d) round trip by size: socket, regions, handles
+set output "$out/roundtrip.png"
+set terminal pngcairo size 1100,650 font "DejaVu Sans,11" noenhanced
+set title "Round trip through gkcd by operand size: data through the socket, shared-memory regions, or device handles\n$(source_of "$data/roundtrip.csv"), medians; sgemm and spmv (2-D Laplacian 2048^2) on the CUDA backend"
+set style data points
+set logscale x 10
+set logscale y 10
+set xrange [100:2000]
+set yrange [0.1:2000]
+set xlabel "operands the request computes on (MB: inputs + outputs, wherever they live)"
+set ylabel "round trip (ms, log scale)"
+set key top left
+path(p, c) = strcol(1) eq p ? column(c) : NaN
+MB(c) = column(c) / 1e6
+# labels above their point, but the socket spmv's below it: it sits just under sgemm 4096^3
+laby(c) = column(c) * ((strcol(1) eq "socket" && strcol(2) eq "spmv 2048^2 Laplacian") ? 0.72 : 1.4)
+plot "$data/roundtrip.csv" using (MB(3)):(path("socket", 4)) with points pt 7 ps 2 lc rgb "#d62728" title "socket (operands as bins)", \
+     "" using (MB(3)):(path("regions", 4)) with points pt 5 ps 2 lc rgb "#1f77b4" title "regions (shared memory)", \
+     "" using (MB(3)):(path("handle x; y returned", 4)) with points pt 9 ps 2 lc rgb "#ff7f0e" title "resident matrix and x, y returned (16 MiB)", \
+     "" using (MB(3)):(path("handles", 4)) with points pt 11 ps 2 lc rgb "#2ca02c" title "resident matrix, x and y (handles)", \
+     "" using (MB(3)):(laby(4)):2 with labels notitle
+set xrange [*:*]
+set yrange [*:*]
+
+# (e) latency of tiny requests under load
+set output "$out/lanes.png"
+set title "Tiny requests beside two clients of sgemm 8192^3: round trip idle and loaded\n$(source_of "$data/lanes.csv"); 2000 requests, p50 and p99"
+unset logscale x
+set logscale y 10
+set yrange [10:100000]
+set xlabel "gkcd configuration"
+set ylabel "round trip (µs, log scale)"
+# bars placed by hand (row i, four bars around x = i): exact under their labels
+set style fill solid 0.9 border -1
+set boxwidth 0.19
+set xrange [-0.6:2.6]
+set key top right
+name(s) = s eq "lanes" ? "lanes (green contexts, the default)" : s eq "off" ? "lanes off (--latency-sms 0)" : "fallback (stream priorities + 100 us slices)"
+plot "$data/lanes.csv" using (\$0 - 0.3):2:xtic(name(strcol(1))) with boxes lc rgb "#9ecae1" title "idle p50", \
+     "" using (\$0 - 0.1):3 with boxes lc rgb "#3182bd" title "idle p99", \
+     "" using (\$0 + 0.1):4 with boxes lc rgb "#fdae6b" title "loaded p50", \
+     "" using (\$0 + 0.3):5 with boxes lc rgb "#e6550d" title "loaded p99"
+EOF
+
+for f in sgemm reduce spmv roundtrip lanes; do echo "$out/$f.png"; done
