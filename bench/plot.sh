@@ -115,13 +115,13 @@ plot "$data/spmv.csv" using (\$2/\$3):xtic(1) lc rgb "#1f77b4" title "scalar", \
      1 with lines lw 2 dt 2 lc rgb "#7f7f7f" title "cuSPARSE = 1"
 set bmargin
 set lmargin
-set xtics norotate
+set xtics norotate center
 set yrange [*:*]
 
 # (d) round trip by size: socket, regions, handles
 set output "$out/roundtrip.png"
 set terminal pngcairo size 1100,650 font "DejaVu Sans,11" noenhanced
-set title "Round trip through gkcd by operand size: data through the socket, shared-memory regions, or device handles\n$(source_of "$data/roundtrip.csv"), medians; sgemm and spmv (2-D Laplacian 2048^2) on the CUDA backend"
+set title "Round trip through gkcd by operand size: data through the socket, shared-memory regions, or device handles\n$(source_of "$data/roundtrip.csv"); CUDA backend, medians"
 set style data points
 set logscale x 10
 set logscale y 10
@@ -150,13 +150,14 @@ set logscale y 10
 set yrange [10:100000]
 set xlabel "gkcd configuration"
 set ylabel "round trip (µs, log scale)"
-# bars placed by hand (row i, four bars around x = i): exact under their labels
+# bars placed by hand (row i, four bars around x = i) under labels at x = i; the rows are
+# lanes, off, fallback in that order (results_csv.py writes them so)
 set style fill solid 0.9 border -1
 set boxwidth 0.19
 set xrange [-0.6:2.6]
 set key top right
-name(s) = s eq "lanes" ? "lanes (green contexts, the default)" : s eq "off" ? "lanes off (--latency-sms 0)" : "fallback (stream priorities + 100 us slices)"
-plot "$data/lanes.csv" using (\$0 - 0.3):2:xtic(name(strcol(1))) with boxes lc rgb "#9ecae1" title "idle p50", \
+set xtics ("lanes (green contexts, the default)" 0, "lanes off (--latency-sms 0)" 1, "fallback (stream priorities + 100 us slices)" 2)
+plot "$data/lanes.csv" using (\$0 - 0.3):2 with boxes lc rgb "#9ecae1" title "idle p50", \
      "" using (\$0 - 0.1):3 with boxes lc rgb "#3182bd" title "idle p99", \
      "" using (\$0 + 0.1):4 with boxes lc rgb "#fdae6b" title "loaded p50", \
      "" using (\$0 + 0.3):5 with boxes lc rgb "#e6550d" title "loaded p99"

@@ -9,7 +9,8 @@ pkgs=(build-essential cmake ninja-build pkg-config libuv1-dev libopenblas-dev zl
       python3-scipy python3-pytest python3-pip python3-setuptools
       clang libclang-rt-dev libomp-dev systemd
       libopenmpi-dev openmpi-bin
-      libmicrohttpd-dev prometheus help2man man-db groff-base bash-completion dpkg-dev)
+      libmicrohttpd-dev prometheus help2man man-db groff-base bash-completion dpkg-dev
+      gnuplot-nox)
 
 # msgpack-c's development package was renamed after Debian 12.
 if apt-cache show libmsgpack-c-dev >/dev/null 2>&1; then
