@@ -87,21 +87,13 @@ static int g_verbose;
     }                                                                                \
   } while (0)
 
-/* --- what conn.c and pool.c would provide (they need libuv) ------------- */
+/* --- what conn.c would provide (it needs libuv) ---------------------------- */
 
 int conn_take_fd(gkcd_conn *c) { /* conn.c */
   if (c->nfds == 0) return -1;
   int fd = c->fds[0];
   memmove(c->fds, c->fds + 1, (size_t)--c->nfds * sizeof c->fds[0]);
   return fd;
-}
-
-void job_fail(gkcd_job *job, int err, const char *fmt, ...) { /* pool.c */
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(job->errmsg, sizeof job->errmsg, fmt, ap);
-  va_end(ap);
-  job->err = err;
 }
 
 /* --- fake backends: algo lists, and memory that must never be freed ------ */
@@ -229,7 +221,7 @@ static void server_begin(gkcd_backend *be) {
     CHECK(r && r->id == id);
     r->ptr = o->mem, r->bytes = o->bytes, r->cap = o->bytes, r->dtype = o->dtype;
     if (o->kind == RES_MATRIX) r->rows = 4, r->cols = 5, r->nnz = 6, r->max_row = 3;
-    if (o->kind != RES_REGION) g_srv->resident_bytes += o->bytes, g_srv->budget_used += o->bytes;
+    if (o->kind != RES_REGION) budget_take(&g_srv->budget, BUDGET_RESIDENT, o->bytes);
     res_ref(r); /* the harness's own */
     o->res = r;
   }
