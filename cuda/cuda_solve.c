@@ -21,16 +21,17 @@
 
 const char *const cuda_solve_algos[] = {"gkcu_while", "gkcu_unrolled", "gkcu_stream", NULL};
 
-_Static_assert(GKCU_SOLVE_CONVERGED == SOLVE_R_CONVERGED && GKCU_SOLVE_MAX_ITER == SOLVE_R_MAX_ITER &&
-                   GKCU_SOLVE_BREAKDOWN == SOLVE_R_BREAKDOWN &&
-                   GKCU_SOLVE_NON_FINITE == SOLVE_R_NON_FINITE &&
-                   GKCU_SOLVE_DEADLINE == SOLVE_R_DEADLINE &&
-                   GKCU_SOLVE_CANCELLED == SOLVE_R_CANCELLED &&
-                   CPU_SOLVE_DEADLINE == GKCU_SOLVE_DEADLINE &&
-                   CPU_SOLVE_CANCELLED == GKCU_SOLVE_CANCELLED,
+_Static_assert((int)GKCU_SOLVE_CONVERGED == (int)SOLVE_R_CONVERGED &&
+                   (int)GKCU_SOLVE_MAX_ITER == (int)SOLVE_R_MAX_ITER &&
+                   (int)GKCU_SOLVE_BREAKDOWN == (int)SOLVE_R_BREAKDOWN &&
+                   (int)GKCU_SOLVE_NON_FINITE == (int)SOLVE_R_NON_FINITE &&
+                   (int)GKCU_SOLVE_DEADLINE == (int)SOLVE_R_DEADLINE &&
+                   (int)GKCU_SOLVE_CANCELLED == (int)SOLVE_R_CANCELLED &&
+                   (int)CPU_SOLVE_DEADLINE == (int)GKCU_SOLVE_DEADLINE &&
+                   (int)CPU_SOLVE_CANCELLED == (int)GKCU_SOLVE_CANCELLED,
                "solve reasons: one numbering");
-_Static_assert(GKCU_SOLVE_CG == SOLVE_CG && GKCU_SOLVE_PCG == SOLVE_PCG &&
-                   GKCU_SOLVE_BICGSTAB == SOLVE_BICGSTAB,
+_Static_assert((int)GKCU_SOLVE_CG == (int)SOLVE_CG && (int)GKCU_SOLVE_PCG == (int)SOLVE_PCG &&
+                   (int)GKCU_SOLVE_BICGSTAB == (int)SOLVE_BICGSTAB,
                "solve methods: one numbering");
 
 static double now_us(void) {

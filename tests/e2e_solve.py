@@ -47,6 +47,10 @@ import e2e_python as ep  # Daemon, Conn
 
 PASSED = 0
 FAILED = 0
+# The algos a solve may report, per backend: the CUDA backend's must be a GPU
+# solver (gkcu_solve.h: how its loop ran), never a host fallback.
+ALGOS = {"cpu": ("cpu_omp",), "cuda": ("gkcu_while", "gkcu_unrolled", "gkcu_stream")}
+BACKEND = "cpu"
 
 
 def check(cond, what):
@@ -173,6 +177,7 @@ def compare_with_scipy(c, name, A, b, method, rtol=1e-8, maxiter=20000, well_con
     x = np.frombuffer(r["x"], dtype="<f4").astype(np.float64)
     xs, its, trace, info = scipy_solve(method, A, b64, rtol, maxiter)
     tag = f"{name} {method} n={A.shape[0]}"
+    check(r.get("algo") in ALGOS[BACKEND], f"{tag}: algo {r.get('algo')!r} on {BACKEND}")
     check(r["reason"] == "converged" and r["converged"] is True and info == 0,
           f"{tag}: gkcd {r['reason']}, scipy info {info}")
     allowed = max(1, math.ceil(0.02 * its))
@@ -365,7 +370,8 @@ def main():
     rng = np.random.default_rng(int(os.environ.get("GKC_TEST_SEED", time.time_ns() % 2**32)))
     # GKC_TEST_BACKEND=cuda (ctest -L gpu): the same checks on the CUDA
     # backend; skipped when gkcd cannot start it (no GPU).
-    backend = os.environ.get("GKC_TEST_BACKEND", "cpu")
+    global BACKEND
+    backend = BACKEND = os.environ.get("GKC_TEST_BACKEND", "cpu")
     d = ep.Daemon(["--threads", "2", "--backend", backend])
     try:
         d.wait_ready()
