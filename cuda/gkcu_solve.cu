@@ -359,7 +359,8 @@ struct vecs {
   double *part;
 };
 
-size_t nvec(int method) { return method == GKCU_SOLVE_BICGSTAB ? 8 : method == GKCU_SOLVE_PCG ? 6 : 4; }
+/* CG: x r p q; PCG: x r p q z dinv; BiCGSTAB: x r p v s rhat t (v in q, s in z) */
+size_t nvec(int method) { return method == GKCU_SOLVE_BICGSTAB ? 7 : method == GKCU_SOLVE_PCG ? 6 : 4; }
 
 inline size_t up256(size_t b) { return (b + 255) & ~(size_t)255; }
 
@@ -649,10 +650,9 @@ extern "C" int gkcu_solve(gkcu_ctx *ctx, const gkcu_solve_args *a, gkcu_solve_re
   const int n = a->n;
   const size_t vb = up256((size_t)n * sizeof(double));
   char *w = (char *)a->work;
-  double **slots[8] = {&S.v.x, &S.v.r, &S.v.p, &S.v.q, &S.v.z, &S.v.dinv, &S.v.rhat, &S.v.t};
-  if (a->method == GKCU_SOLVE_BICGSTAB) slots[5] = &S.v.rhat, slots[6] = &S.v.t, slots[7] = &S.v.dinv;
+  double **slots[7] = {&S.v.x, &S.v.r, &S.v.p, &S.v.q, &S.v.z, &S.v.dinv, &S.v.t};
+  if (a->method == GKCU_SOLVE_BICGSTAB) slots[5] = &S.v.rhat;
   for (size_t i = 0; i < nvec(a->method); i++) *slots[i] = (double *)(w + i * vb);
-  if (a->method == GKCU_SOLVE_BICGSTAB) S.v.dinv = nullptr;
   w += nvec(a->method) * vb;
   S.v.st = (state *)w;
   w += up256(sizeof(state));
