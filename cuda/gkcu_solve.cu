@@ -36,6 +36,7 @@ struct state {
   long long it, max_iter, stop_at;
   int reason;             /* -1 while running */
   int half;               /* BiCGSTAB converged half way: x += alpha p, r = s pending */
+  int x_pending;          /* CG: alpha is this iteration's, x += alpha p still to do */
   int bad_row;            /* PCG: first zero diagonal (INT_MAX: none) */
   unsigned int ticket;
 };
@@ -81,7 +82,7 @@ __device__ void finish(state *st, int stage, int pcg, double d0, double d1) {
     case S_CG_PQ:
       if (!isfinite(d0)) st->reason = GKCU_SOLVE_NON_FINITE;
       else if (d0 <= 0) st->reason = GKCU_SOLVE_BREAKDOWN;
-      else st->alpha = st->rz / d0;
+      else st->alpha = st->rz / d0, st->x_pending = 1;
       break;
     case S_CG_UPD: {
       st->rr = d0;
@@ -185,6 +186,8 @@ __global__ void __launch_bounds__(NT)
            const float *__restrict__ va, const TI *__restrict__ in, double *out,
            const float *__restrict__ b, const double *a0, const double *a1, int nd, state *st,
            double *part, int stage) {
+  /* CG: the previous iteration's k_cg_p, which used x_pending, is done */
+  if (stage == S_CG_PQ && blockIdx.x == 0 && threadIdx.x == 0) st->x_pending = 0;
   if (stage != S_RES && stage != S_FINAL && st->reason >= 0) return;
   constexpr int RPW = 32 / W; /* rows per warp */
   const int lane = threadIdx.x & 31, sub = lane % W;
@@ -257,16 +260,15 @@ __global__ void __launch_bounds__(NT) k_pcg_init(int n, const double *__restrict
   reduce_finish(st, part, S_PCG_INIT, 1, 0, d1);
 }
 
-/* CG: x += alpha p; r -= alpha q; rr = r.r; PCG also z = dinv r, rz = r.z */
+/* CG: r -= alpha q; rr = r.r; PCG also z = dinv r, rz = r.z.  (x += alpha p
+ * waits for k_cg_p, which reads p anyway.) */
 __global__ void __launch_bounds__(NT)
-    k_cg_update(int n, double *x, double *r, const double *__restrict__ p,
-                const double *__restrict__ q, double *z, const double *__restrict__ dinv,
-                state *st, double *part) {
+    k_cg_update(int n, double *r, const double *__restrict__ q, double *z,
+                const double *__restrict__ dinv, state *st, double *part) {
   if (st->reason >= 0) return;
   const double a = st->alpha;
   double d0 = 0, d1 = 0;
   GRID_LOOP(i, n) {
-    x[i] = fma(a, p[i], x[i]);
     double ri = fma(-a, q[i], r[i]);
     r[i] = ri;
     d0 = fma(ri, ri, d0);
@@ -279,11 +281,19 @@ __global__ void __launch_bounds__(NT)
   reduce_finish(st, part, S_CG_UPD, dinv != nullptr, d0, d1);
 }
 
-/* CG: p = z + beta p (z = r for plain CG) */
-__global__ void k_cg_p(int n, double *p, const double *__restrict__ z, const state *st) {
-  if (st->reason >= 0) return;
-  const double beta = st->beta;
-  GRID_LOOP(i, n) p[i] = fma(beta, p[i], z[i]);
+/* CG: x += alpha p (when this iteration got as far as alpha, even if it
+ * then stopped: cpu_solve.c updates x before its stopping test), then
+ * p = z + beta p (z = r for plain CG) unless the solve has stopped. */
+__global__ void k_cg_p(int n, double *x, double *p, const double *__restrict__ z,
+                       const state *st) {
+  const bool upd_x = st->x_pending, upd_p = st->reason < 0;
+  if (!upd_x && !upd_p) return;
+  const double a = st->alpha, beta = st->beta;
+  GRID_LOOP(i, n) {
+    double pi = p[i];
+    if (upd_x) x[i] = fma(a, pi, x[i]);
+    if (upd_p) p[i] = fma(beta, pi, z[i]);
+  }
 }
 
 /* BiCGSTAB: p = r (first iteration) or r + beta (p - omega v); also clears
@@ -412,10 +422,10 @@ int enqueue_iteration(solver *S) {
   if (a->method != GKCU_SOLVE_BICGSTAB) {
     const int pcg = a->method == GKCU_SOLVE_PCG;
     if ((rc = launch_spmv_t<double>(S, v->p, v->q, nullptr, v->p, nullptr, 1, S_CG_PQ))) return rc;
-    k_cg_update<<<g, NT, 0, str>>>(n, v->x, v->r, v->p, v->q, pcg ? v->z : nullptr,
-                                   pcg ? v->dinv : nullptr, v->st, v->part);
+    k_cg_update<<<g, NT, 0, str>>>(n, v->r, v->q, pcg ? v->z : nullptr, pcg ? v->dinv : nullptr,
+                                   v->st, v->part);
     GKCU__LAUNCHED(S->ctx, "k_cg_update");
-    k_cg_p<<<g, NT, 0, str>>>(n, v->p, pcg ? v->z : v->r, v->st);
+    k_cg_p<<<g, NT, 0, str>>>(n, v->x, v->p, pcg ? v->z : v->r, v->st);
     GKCU__LAUNCHED(S->ctx, "k_cg_p");
     return 0;
   }

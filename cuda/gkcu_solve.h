@@ -16,8 +16,10 @@
  *
  * The iteration never comes back to the host: every kernel that ends in a
  * dot product computes it in the same pass as the vector it reads or
- * writes (spmv with p.Ap; the x, r update with r.r and, for PCG, z = M r
- * with r.z; BiCGSTAB's two spmvs with their two dots each), reduces it in
+ * writes (spmv with p.Ap; the r update with r.r and, for PCG, z = M r
+ * with r.z; BiCGSTAB's two spmvs with their two dots each), and CG's x
+ * update rides with the p update, which reads p anyway (three passes per
+ * iteration, 124 bytes per row of a 5-point stencil); each reduces in
  * double in a fixed order (the same bits every run) and leaves the scalars
  * (alpha, beta, omega, the iteration count, the reason to stop) in a state
  * block in device memory, where the next kernel reads them.  A kernel that
