@@ -441,10 +441,11 @@ int enqueue_iteration(solver *S) {
   return 0;
 }
 
-/* Ends a capture that failed part way, dropping the graph. */
-void abandon_capture(cudaStream_t str) {
+/* Ends a capture that failed part way, dropping the graph when it is ours
+ * (a while-node's body belongs to the node). */
+void abandon_capture(cudaStream_t str, bool ours) {
   cudaGraph_t g = nullptr;
-  if (cudaStreamEndCapture(str, &g) == cudaSuccess && g) cudaGraphDestroy(g);
+  if (cudaStreamEndCapture(str, &g) == cudaSuccess && g && ours) (void)cudaGraphDestroy(g);
   (void)cudaGetLastError();
 }
 
@@ -472,12 +473,12 @@ int build_while(solver *S, cudaGraphExec_t *exec) {
                                     cudaStreamCaptureModeThreadLocal) != cudaSuccess)
     goto out;
   if (enqueue_iteration(S)) {
-    abandon_capture(str);
+    abandon_capture(str, false);
     goto out;
   }
   k_cond<<<1, 1, 0, str>>>(S->v.st, h);
   if (cudaGetLastError() != cudaSuccess) {
-    abandon_capture(str);
+    abandon_capture(str, false);
     goto out;
   }
   {
@@ -505,7 +506,7 @@ int build_unrolled(solver *S, cudaGraphExec_t *exec) {
   }
   for (int i = 0; i < UNROLL_ITERS; i++)
     if (enqueue_iteration(S)) {
-      abandon_capture(str);
+      abandon_capture(str, true);
       return 1;
     }
   int ok = cudaStreamEndCapture(str, &g) == cudaSuccess &&
@@ -586,10 +587,11 @@ int run_loop(solver *S, state *hs, cudaEvent_t ev[2], gkcu_solve_result *res, in
     if (queued < S->a->max_iter) {
       if ((rc = enqueue_chunk(S, how, exec, chunk))) goto out;
       queued += chunk;
-      if (cudaMemcpyAsync(&hs[g & 1], S->v.st, sizeof(state), cudaMemcpyDeviceToHost, str) !=
-              cudaSuccess ||
-          cudaEventRecord(ev[g & 1], str) != cudaSuccess) {
-        rc = gkcu__cuda_fail(ctx, cudaGetLastError(), "solve: state copy");
+      cudaError_t e = cudaMemcpyAsync(&hs[g & 1], S->v.st, sizeof(state),
+                                      cudaMemcpyDeviceToHost, str);
+      if (e == cudaSuccess) e = cudaEventRecord(ev[g & 1], str);
+      if (e != cudaSuccess) {
+        rc = gkcu__cuda_fail(ctx, e, "solve: copying the state back");
         goto out;
       }
     } else if (g == 0) {
@@ -626,7 +628,8 @@ int run_loop(solver *S, state *hs, cudaEvent_t ev[2], gkcu_solve_result *res, in
   res->loop_us = (now_ms() - t0) * 1e3;
   *stopped = stop; /* unless the device had stopped first: see gkcu_solve */
 out:
-  if (exec) cudaGraphExecDestroy(exec);
+  if (rc) (void)cudaStreamSynchronize(str); /* nothing of exec still running */
+  if (exec) (void)cudaGraphExecDestroy(exec);
   return rc;
 }
 
