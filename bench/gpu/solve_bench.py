@@ -218,7 +218,7 @@ def main():
             extra = ["--jacobi"] if method == "pcg" else []
             for prec in () if a.no_vendor else ("f32", "f64"):
                 v = run_json([vendor] + src + extra + ["--prec", prec, "--iters",
-                             str(a.vendor_iters), "--rtol", str(a.rtol), "--max-iter", "200000"])
+                             str(a.vendor_iters), "--rtol", str(a.rtol), "--max-iter", "20000"])
                 row[f"vendor_{prec}_it_s"] = v["iterations_per_s"]
                 row[f"vendor_{prec}_iters_to_rtol"] = v["iterations_to_rtol"]
                 print(f"  (a) vendor_{prec}: {v['iterations_per_s']:.0f} it/s "
