@@ -363,7 +363,9 @@ extern "C" int gkcu_solve(gkcu_ctx *ctx, const gkcu_solve_args *a, gkcu_solve_re
     }                                                 \
   } while (0)
 #define LAUNCHED(name) TRY(cudaGetLastError())
-  TRY(cudaHostAlloc((void **)&hs, 2 * sizeof(state), cudaHostAllocDefault));
+  /* pinned once per context (cudaFreeHost would wait for the whole device) */
+  if (!ctx->solve_host) TRY(cudaMallocHost(&ctx->solve_host, 2 * sizeof(state)));
+  hs = (state *)ctx->solve_host;
   TRY(cudaEventCreateWithFlags(&ev[0], cudaEventDisableTiming));
   TRY(cudaEventCreateWithFlags(&ev[1], cudaEventDisableTiming));
 
@@ -447,7 +449,6 @@ out:
   if (rc) (void)cudaStreamSynchronize(str); /* nothing may still use the workspace */
   if (ev[0]) cudaEventDestroy(ev[0]);
   if (ev[1]) cudaEventDestroy(ev[1]);
-  if (hs) cudaFreeHost(hs);
 #undef LAUNCHED
 #undef TRY
   return rc;
