@@ -14,7 +14,8 @@
  *   1e-6 only; the first 20 on the ill-conditioned Laplacian, where two
  *   float64 CG runs part earlier), the last <= rtol.
  * Matrices: random SPD (diagonally dominant, random pattern), random
- * nonsymmetric (bicgstab), the 2-D Laplacian.  Outcomes: breakdown on an
+ * nonsymmetric (bicgstab), the 2-D Laplacian (128^2; 32^2 for bicgstab, see
+ * test_accuracy).  Outcomes: breakdown on an
  * indefinite matrix, NaN in b (non_finite), max_iter = 37 honoured exactly
  * (not rounded to a graph's 8), b = 0, pcg's zero diagonal (the row named),
  * a deadline and a cancel from poll() that stop a solve with rtol 0 at an
@@ -276,12 +277,19 @@ static void test_accuracy(gpu_rng *rng, int short_run) {
     compare("random nonsymmetric", &N, GKCU_SOLVE_BICGSTAB, b, 1e-8, 20000, 1 << 30);
     free(b), gpu_csr_free(&A), gpu_csr_free(&N);
   }
-  gpu_csr L = {0};
-  int32_t k = short_run ? 32 : 128;
-  ASSERT_EQ(gpu_csr_stencil2d(&L, k), 0);
-  float *b = random_vec(L.rows, rng);
-  for (int m = 0; m < 3; m++) compare("laplacian 2-D", &L, m, b, 1e-8, 100000, 20);
-  free(b), gpu_csr_free(&L);
+  /* BiCGSTAB on the 128^2 Laplacian (condition ~6600) is chaotic: two
+   * float64 runs that differ only in the order of their dot products'
+   * partial sums took 257 and 318 iterations to 1e-8 (5 random b: 4% to
+   * 24% apart; a CPU simulation), so no 2% agreement is there to test; on
+   * 32^2 the same runs stayed within 2.6% (at most 2 iterations of ~77).
+   * CG and PCG are not: their counts agreed exactly up to 1024^2. */
+  for (int m = 0; m < 3; m++) {
+    gpu_csr L = {0};
+    ASSERT_EQ(gpu_csr_stencil2d(&L, short_run || m == GKCU_SOLVE_BICGSTAB ? 32 : 128), 0);
+    float *b = random_vec(L.rows, rng);
+    compare("laplacian 2-D", &L, m, b, 1e-8, 100000, 20);
+    free(b), gpu_csr_free(&L);
+  }
 }
 
 static void test_outcomes(gpu_rng *rng) {
