@@ -9,7 +9,8 @@
 #   mkdir -p .carry/matrices && cp ../shared/matrices/{1138_bus,bcsstk13}.mtx .carry/matrices/
 # then, on the device machine (run tool; carry build-gpu and .carry), from
 # the repository root:
-#   STAGES="tests sanitize bench" bash bench/gpu/solve_run.sh
+#   STAGES="tests bench" bash bench/gpu/solve_run.sh     (about 4 minutes)
+#   STAGES="sanitize" bash bench/gpu/solve_run.sh        (at most 9 minutes)
 # tests     test_gpu_solve (every loop kind), e2e_solve.py and e2e_batch.py
 #           on the CUDA backend (numpy, scipy, msgpack needed)
 # sanitize  compute-sanitizer memcheck, initcheck, racecheck on the short test
@@ -37,7 +38,7 @@ fi
 
 if has sanitize; then
   for tool in memcheck initcheck racecheck; do
-    GKC_GPU_TEST_SHORT=1 timeout 240 compute-sanitizer --tool $tool --error-exitcode 9 \
+    GKC_GPU_TEST_SHORT=1 timeout 180 compute-sanitizer --tool $tool --error-exitcode 9 \
       "$BUILD/tests/gpu/test_gpu_solve" > "$OUT/sanitize_$tool.log" 2>&1
     rc=$?; summary+=("compute-sanitizer $tool rc=$rc: $(grep -E "ERROR SUMMARY" "$OUT/sanitize_$tool.log" | tail -1)")
   done
