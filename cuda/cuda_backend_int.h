@@ -47,9 +47,12 @@ void give_slot(cuda_impl *impl, slot *s);
 /* Fails job for a CUDA error; a sticky one takes the backend down. */
 void fail_cuda(cuda_impl *impl, gkcd_job *job, cudaError_t e, const char *what);
 
-/* cuda_long.c: solve and batch, on slot s. */
+/* cuda_solve.c, cuda_long.c: solve and batch, on slot s. */
 extern const char *const cuda_solve_algos[], *const cuda_batch_algos[];
 void cuda_run_solve(cuda_impl *impl, slot *s, gkcd_job *job);
 void cuda_run_batch(cuda_impl *impl, slot *s, gkcd_job *job);
+/* A running job's cancel flag and deadline: 0 goes on, else CPU_SOLVE_CANCELLED
+ * or CPU_SOLVE_DEADLINE (the same numbers as GKCU_SOLVE_*). */
+int cuda_poll_job(void *arg);
 
 #endif

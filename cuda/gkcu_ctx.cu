@@ -44,6 +44,7 @@ static void ctx_release(gkcu_ctx *ctx) {
   if (ctx->tickets) cudaFree(ctx->tickets);
   if (ctx->dev_result) cudaFree(ctx->dev_result);
   if (ctx->host_result) cudaFreeHost(ctx->host_result);
+  if (ctx->solve_host) cudaFreeHost(ctx->solve_host);
   (void)cudaGetLastError();
   free(ctx);
 }

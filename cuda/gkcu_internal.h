@@ -28,6 +28,8 @@ struct gkcu_ctx {
                              between launches (each last block resets its) */
   double *dev_result;     /* device slot for gkcu_reduce() */
   double *host_result;    /* pinned host slot for gkcu_reduce() */
+  void *solve_host;       /* pinned, gkcu_solve()'s copies of its state; NULL until
+                             the first solve (gkcu_solve.cu) */
   char msg[256];
 };
 

@@ -47,6 +47,10 @@ import e2e_python as ep  # Daemon, Conn
 
 PASSED = 0
 FAILED = 0
+# The algos a solve may report, per backend: the CUDA backend's must be a GPU
+# solver (gkcu_solve.h: how its loop ran), never a host fallback.
+ALGOS = {"cpu": ("cpu_omp",), "cuda": ("gkcu_while", "gkcu_unrolled", "gkcu_stream")}
+BACKEND = "cpu"
 
 
 def check(cond, what):
@@ -173,6 +177,7 @@ def compare_with_scipy(c, name, A, b, method, rtol=1e-8, maxiter=20000, well_con
     x = np.frombuffer(r["x"], dtype="<f4").astype(np.float64)
     xs, its, trace, info = scipy_solve(method, A, b64, rtol, maxiter)
     tag = f"{name} {method} n={A.shape[0]}"
+    check(r.get("algo") in ALGOS[BACKEND], f"{tag}: algo {r.get('algo')!r} on {BACKEND}")
     check(r["reason"] == "converged" and r["converged"] is True and info == 0,
           f"{tag}: gkcd {r['reason']}, scipy info {info}")
     allowed = max(1, math.ceil(0.02 * its))
@@ -293,8 +298,11 @@ def test_outcomes(c, rng):
           "x0 = 0 in place and out as a new handle give the same x")
     check(abs(true_residual(A, b64, got3) - r3["residual"]) <= 1e-9 * r3["residual"],
           "in-place x: reported residual is that of the x written")
-    # A deadline stops a long solve (rtol 0 never converges) with reason deadline.
-    L = laplacian2d(200)
+    # A deadline stops a long solve with reason deadline.  rtol 0 converges
+    # only when ||r|| underflows to 0: on a 200^2 grid float64 CG gets there
+    # in ~7000 iterations (under 300 ms on a GPU), on 1000^2 only after
+    # ~10^5, far beyond the deadline on any backend.
+    L = laplacian2d(1000)
     big = csr_upload(c, L)
     t0 = time.time()
     r = ok(c, "solve", {"matrix": big, "b": f32b(np.ones(L.shape[0])), "rtol": 0.0,
@@ -365,7 +373,8 @@ def main():
     rng = np.random.default_rng(int(os.environ.get("GKC_TEST_SEED", time.time_ns() % 2**32)))
     # GKC_TEST_BACKEND=cuda (ctest -L gpu): the same checks on the CUDA
     # backend; skipped when gkcd cannot start it (no GPU).
-    backend = os.environ.get("GKC_TEST_BACKEND", "cpu")
+    global BACKEND
+    backend = BACKEND = os.environ.get("GKC_TEST_BACKEND", "cpu")
     d = ep.Daemon(["--threads", "2", "--backend", backend])
     try:
         d.wait_ready()

@@ -1,0 +1,169 @@
+/* cuda_solve.c: the CUDA backend's `solve`: the job's arrays to the device
+ * where they are not there already, gkcu_solve() (gkcu_solve.h: the whole
+ * iteration on the GPU), x to where `out` says.
+ *
+ * The algo names say how the loop ran: gkcu_while (a CUDA Graph with a
+ * conditional while-node), gkcu_unrolled (a graph of 8 iterations launched
+ * again and again), gkcu_stream (plain launches); all three run the same
+ * kernels and give the same results.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "backend.h"
+#include "cpu_solve.h"
+#include "cuda_backend_int.h"
+#include "gkc_errors.h"
+#include "gkcu_solve.h"
+
+const char *const cuda_solve_algos[] = {"gkcu_while", "gkcu_unrolled", "gkcu_stream", NULL};
+
+_Static_assert((int)GKCU_SOLVE_CONVERGED == (int)SOLVE_R_CONVERGED &&
+                   (int)GKCU_SOLVE_MAX_ITER == (int)SOLVE_R_MAX_ITER &&
+                   (int)GKCU_SOLVE_BREAKDOWN == (int)SOLVE_R_BREAKDOWN &&
+                   (int)GKCU_SOLVE_NON_FINITE == (int)SOLVE_R_NON_FINITE &&
+                   (int)GKCU_SOLVE_DEADLINE == (int)SOLVE_R_DEADLINE &&
+                   (int)GKCU_SOLVE_CANCELLED == (int)SOLVE_R_CANCELLED &&
+                   (int)CPU_SOLVE_DEADLINE == (int)GKCU_SOLVE_DEADLINE &&
+                   (int)CPU_SOLVE_CANCELLED == (int)GKCU_SOLVE_CANCELLED,
+               "solve reasons: one numbering");
+_Static_assert((int)GKCU_SOLVE_CG == (int)SOLVE_CG && (int)GKCU_SOLVE_PCG == (int)SOLVE_PCG &&
+                   (int)GKCU_SOLVE_BICGSTAB == (int)SOLVE_BICGSTAB,
+               "solve methods: one numbering");
+
+static double now_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
+/* Device buffers this solve took from the cache. */
+typedef struct {
+  void *p[4];
+  size_t cap[4];
+  int n;
+} temps;
+
+static void *take(cuda_impl *impl, gkcd_job *job, temps *t, size_t bytes) {
+  void *p = NULL;
+  size_t cap = 0;
+  int rc = devcache_alloc(impl->cache, bytes ? bytes : 1, &p, &cap, job->errmsg, sizeof job->errmsg);
+  if (rc) {
+    job->err = rc;
+    return NULL;
+  }
+  t->p[t->n] = p, t->cap[t->n] = cap, t->n++;
+  return p;
+}
+
+/* A span on the device: itself when resident, else a copy. */
+static const float *on_device(cuda_impl *impl, slot *s, gkcd_job *job, temps *t,
+                              const gkcd_span *sp, const char *what) {
+  if (sp->where == SPAN_RES) return sp->ptr;
+  void *d = take(impl, job, t, sp->bytes);
+  if (!d) return NULL;
+  cudaError_t e = cudaMemcpyAsync(d, sp->ptr, sp->bytes, cudaMemcpyHostToDevice, s->stream);
+  if (e != cudaSuccess) {
+    fail_cuda(impl, job, e, what);
+    return NULL;
+  }
+  return d;
+}
+
+void cuda_run_solve(cuda_impl *impl, slot *s, gkcd_job *job) {
+  __typeof__(job->in.solve) *v = &job->in.solve;
+  temps t = {{0}, {0}, 0};
+  float *x = NULL;
+  int x_new = 0; /* OUT_RES_NEW allocated here */
+  double t0 = now_us();
+  size_t wb = gkcu_solve_work_bytes(v->method, v->n, v->max_iter, v->history);
+  if (!wb) {
+    job_fail(job, GKC_ETOO_LARGE, "solve: the workspace for n = %" PRId32 " overflows", v->n);
+    goto out;
+  }
+  void *work = take(impl, job, &t, wb);
+  if (!work) goto out;
+  const float *b = on_device(impl, s, job, &t, &v->b, "copying b to the device");
+  if (!b) goto out;
+  const float *x0 = NULL;
+  if (v->x0.ptr && !(x0 = on_device(impl, s, job, &t, &v->x0, "copying x0 to the device")))
+    goto out;
+  if (job->out_kind == OUT_RES) {
+    x = job->out_ptr;
+  } else if (job->out_kind == OUT_RES_NEW) {
+    int rc = devcache_alloc(impl->cache, job->out_bytes, &job->out_ptr, &job->out_cap,
+                            job->errmsg, sizeof job->errmsg);
+    if (rc) {
+      job->err = rc;
+      job->out_ptr = NULL;
+      goto out;
+    }
+    x = job->out_ptr, x_new = 1;
+  } else if (!(x = take(impl, job, &t, job->out_bytes))) {
+    goto out;
+  }
+  if (v->history &&
+      !(job->history = job->priv[1] = malloc((size_t)v->max_iter * sizeof(double)))) {
+    job_fail(job, GKC_EOUT_OF_MEMORY, "cannot allocate the history");
+    goto out;
+  }
+  gkcu_solve_args a = {
+      .method = v->method, .n = v->n, .nnz = v->nnz, .row_ptr = v->row_ptr,
+      .col_idx = v->col_idx, .values = v->values, .b = b, .x0 = x0, .x = x,
+      .rtol = v->rtol, .atol = v->atol, .max_iter = v->max_iter, .history = job->history,
+      .poll = cuda_poll_job, .poll_arg = job, .poll_ms = SOLVE_POLL_MS,
+      .work = work, .work_bytes = wb};
+  gkcu_solve_result res;
+  int rc = gkcu_solve(s->ctx, &a, &res);
+  if (rc == GKCU_SOLVE_EZERO_DIAG) {
+    job_fail(job, GKC_EINVALID_ARGUMENT, "argument 'method': pcg divides by the diagonal, and"
+             " row %" PRId32 " of the matrix has a zero (or non-finite) diagonal entry", res.bad_row);
+    goto out;
+  }
+  if (rc) {
+    cudaError_t e = cudaStreamSynchronize(s->stream);
+    if (e != cudaSuccess) fail_cuda(impl, job, e, gkcu_ctx_errmsg(s->ctx));
+    else job_fail(job, rc, "solve: %s", gkcu_ctx_errmsg(s->ctx));
+    goto out;
+  }
+  if (res.reason == GKCU_SOLVE_CANCELLED) {
+    job_fail(job, GKC_ECANCELLED, "cancelled after %" PRId64 " iterations", res.iterations);
+    goto out;
+  }
+  if (job->out_kind == OUT_BIN || job->out_kind == OUT_HOST) {
+    void *dst = job->out_kind == OUT_BIN ? (job->out = malloc(job->out_bytes)) : job->out_ptr;
+    if (!dst) {
+      job_fail(job, GKC_EOUT_OF_MEMORY, "cannot allocate %zu bytes for x", job->out_bytes);
+      goto out;
+    }
+    double t1 = now_us();
+    cudaError_t e = cudaMemcpy(dst, x, job->out_bytes, cudaMemcpyDeviceToHost);
+    if (e != cudaSuccess) {
+      fail_cuda(impl, job, e, "copying x to the host");
+      goto out;
+    }
+    job->d2h_us = now_us() - t1;
+  }
+  job->iterations = res.iterations;
+  job->reason = res.reason;
+  job->value = res.residual;
+  job->kernel_us = res.loop_us > 0 ? res.loop_us : now_us() - t0;
+  job->algo_name = !strcmp(res.how, "while")      ? cuda_solve_algos[0]
+                   : !strcmp(res.how, "unrolled") ? cuda_solve_algos[1]
+                                                  : cuda_solve_algos[2];
+out:
+  if (job->err) {
+    free(job->out);
+    job->out = NULL;
+    if (x_new && job->out_ptr) {
+      devcache_free(impl->cache, job->out_ptr, job->out_cap);
+      job->out_ptr = NULL;
+    }
+  }
+  /* Nothing on the stream may still use what goes back to the cache. */
+  if (t.n && cudaStreamSynchronize(s->stream) != cudaSuccess) (void)cudaGetLastError();
+  for (int i = 0; i < t.n; i++) devcache_free(impl->cache, t.p[i], t.cap[i]);
+}

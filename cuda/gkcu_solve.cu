@@ -1,0 +1,455 @@
+/* gkcu_solve.cu: the host side of gkcu_solve (see gkcu_solve.h): the
+ * workspace, the start (x0, 1/diag, ||b||, r = b - A x0), the loop as a CUDA
+ * Graph (a conditional while-node, else an unrolled graph, else plain
+ * launches) with the state looked at between launches, and the end (x to
+ * float32 and its residual).  The kernels are in gkcu_solve_kern.cuh.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "gkcu_internal.h"
+#include "gkcu_solve.h"
+#include "gkcu_solve_kern.cuh"
+
+using namespace gks;
+
+namespace {
+/* --- host side --------------------------------------------------------------------- */
+
+enum { HOW_WHILE = 0, HOW_UNROLLED, HOW_STREAM };
+const char *const how_names[] = {"while", "unrolled", "stream"};
+
+/* The device vectors of a solve, carved from the workspace in this order. */
+struct vecs {
+  double *x, *r, *p, *q, *z, *dinv; /* CG/PCG: q = Ap; BiCGSTAB: q = v, z = s */
+  double *rhat, *t;
+  double *hist;
+  state *st;
+  double *part;
+};
+
+/* CG: x r p q; PCG: x r p q z dinv; BiCGSTAB: x r p v s rhat t (v in q, s in z) */
+size_t nvec(int method) { return method == GKCU_SOLVE_BICGSTAB ? 7 : method == GKCU_SOLVE_PCG ? 6 : 4; }
+
+inline size_t up256(size_t b) { return (b + 255) & ~(size_t)255; }
+
+struct solver {
+  gkcu_ctx *ctx;
+  const gkcu_solve_args *a;
+  vecs v;
+  int w;              /* threads per row */
+  int g_spmv, g_vec;  /* grid sizes */
+};
+
+/* The W for a mean row length: the smallest power of two >= it, 2..32. */
+int pick_w(int32_t n, int64_t nnz) {
+  double mean = (double)nnz / n;
+  int w = 2;
+  while (w < 32 && w < mean) w *= 2;
+  return w;
+}
+
+template <typename TI>
+int launch_spmv_t(solver *S, const TI *in, double *out, const float *b, const double *a0,
+                  const double *a1, int nd, int stage) {
+  const gkcu_solve_args *a = S->a;
+  cudaStream_t str = S->ctx->stream;
+#define GKCU__SPMV_W(W)                                                                           \
+  case W:                                                                                         \
+    k_spmv<W, TI><<<S->g_spmv, NT, 0, str>>>(a->n, a->row_ptr, a->col_idx, a->values, in, out, b, \
+                                             a0, a1, nd, S->v.st, S->v.part, stage);              \
+    break;
+  switch (S->w) {
+    GKCU__SPMV_W(2)
+    GKCU__SPMV_W(4)
+    GKCU__SPMV_W(8)
+    GKCU__SPMV_W(16)
+    GKCU__SPMV_W(32)
+    default: return gkcu__fail(S->ctx, GKC_EINTERNAL, "solve: no spmv for %d threads per row", S->w);
+  }
+#undef GKCU__SPMV_W
+  GKCU__LAUNCHED(S->ctx, "k_spmv");
+  return 0;
+}
+
+/* One iteration's kernels, on the context's stream (captured or not). */
+int enqueue_iteration(solver *S) {
+  const gkcu_solve_args *a = S->a;
+  vecs *v = &S->v;
+  cudaStream_t str = S->ctx->stream;
+  int n = a->n, g = S->g_vec, rc;
+  if (a->method != GKCU_SOLVE_BICGSTAB) {
+    const int pcg = a->method == GKCU_SOLVE_PCG;
+    if ((rc = launch_spmv_t<double>(S, v->p, v->q, nullptr, v->p, nullptr, 1, S_CG_PQ))) return rc;
+    k_cg_update<<<g, NT, 0, str>>>(n, v->r, v->q, pcg ? v->z : nullptr, pcg ? v->dinv : nullptr,
+                                   v->st, v->part);
+    GKCU__LAUNCHED(S->ctx, "k_cg_update");
+    k_cg_p<<<g, NT, 0, str>>>(n, v->x, v->p, pcg ? v->z : v->r, v->st);
+    GKCU__LAUNCHED(S->ctx, "k_cg_p");
+    return 0;
+  }
+  double *vv = v->q, *s = v->z;
+  k_bi_p<<<g, NT, 0, str>>>(n, v->p, v->r, vv, v->st);
+  GKCU__LAUNCHED(S->ctx, "k_bi_p");
+  if ((rc = launch_spmv_t<double>(S, v->p, vv, nullptr, v->rhat, nullptr, 2, S_BI_V))) return rc;
+  k_bi_s<<<g, NT, 0, str>>>(n, s, v->r, vv, v->st, v->part);
+  GKCU__LAUNCHED(S->ctx, "k_bi_s");
+  if ((rc = launch_spmv_t<double>(S, s, v->t, nullptr, nullptr, s, 2, S_BI_T))) return rc;
+  k_bi_update<<<g, NT, 0, str>>>(n, v->x, v->r, v->p, s, v->t, v->rhat, v->st, v->part);
+  GKCU__LAUNCHED(S->ctx, "k_bi_update");
+  return 0;
+}
+
+/* Ends a capture that failed part way, dropping the graph when it is ours
+ * (a while-node's body belongs to the node). */
+void abandon_capture(cudaStream_t str, bool ours) {
+  cudaGraph_t g = nullptr;
+  if (cudaStreamEndCapture(str, &g) == cudaSuccess && g && ours) (void)cudaGraphDestroy(g);
+  (void)cudaGetLastError();
+}
+
+/* The "while" graph: one conditional while-node whose body is an iteration
+ * and k_cond.  0, or nonzero when this runtime or driver cannot (the error
+ * is cleared: the caller falls back). */
+int build_while(solver *S, cudaGraphExec_t *exec) {
+#if CUDART_VERSION >= 12040
+  int drv = 0;
+  if (cudaDriverGetVersion(&drv) != cudaSuccess || drv < 12040) return 1;
+  cudaStream_t str = S->ctx->stream;
+  cudaGraph_t g = nullptr;
+  cudaGraphConditionalHandle h;
+  cudaGraphNodeParams cp = {};
+  cudaGraphNode_t node;
+  int ok = 0;
+  if (cudaGraphCreate(&g, 0) != cudaSuccess) goto out;
+  if (cudaGraphConditionalHandleCreate(&h, g, 1, cudaGraphCondAssignDefault) != cudaSuccess) goto out;
+  cp.type = cudaGraphNodeTypeConditional;
+  cp.conditional.handle = h;
+  cp.conditional.type = cudaGraphCondTypeWhile;
+  cp.conditional.size = 1;
+  if (cudaGraphAddNode(&node, g, nullptr, nullptr, 0, &cp) != cudaSuccess) goto out;
+  if (cudaStreamBeginCaptureToGraph(str, cp.conditional.phGraph_out[0], nullptr, nullptr, 0,
+                                    cudaStreamCaptureModeThreadLocal) != cudaSuccess)
+    goto out;
+  if (enqueue_iteration(S)) {
+    abandon_capture(str, false);
+    goto out;
+  }
+  k_cond<<<1, 1, 0, str>>>(S->v.st, h);
+  if (cudaGetLastError() != cudaSuccess) {
+    abandon_capture(str, false);
+    goto out;
+  }
+  {
+    cudaGraph_t body = nullptr;
+    if (cudaStreamEndCapture(str, &body) != cudaSuccess) goto out;
+  }
+  ok = cudaGraphInstantiate(exec, g, 0) == cudaSuccess;
+out:
+  if (g) cudaGraphDestroy(g);
+  (void)cudaGetLastError();
+  return ok ? 0 : 1;
+#else
+  (void)S, (void)exec;
+  return 1;
+#endif
+}
+
+/* The "unrolled" graph: UNROLL_ITERS iterations captured from the stream. */
+int build_unrolled(solver *S, cudaGraphExec_t *exec) {
+  cudaStream_t str = S->ctx->stream;
+  cudaGraph_t g = nullptr;
+  if (cudaStreamBeginCapture(str, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 1;
+  }
+  for (int i = 0; i < UNROLL_ITERS; i++)
+    if (enqueue_iteration(S)) {
+      abandon_capture(str, true);
+      return 1;
+    }
+  int ok = cudaStreamEndCapture(str, &g) == cudaSuccess &&
+           cudaGraphInstantiate(exec, g, 0) == cudaSuccess;
+  if (g) cudaGraphDestroy(g);
+  (void)cudaGetLastError();
+  return ok ? 0 : 1;
+}
+
+/* Enqueues about chunk iterations. */
+int enqueue_chunk(solver *S, int how, cudaGraphExec_t exec, long long chunk) {
+  cudaStream_t str = S->ctx->stream;
+  if (how == HOW_WHILE) {
+    k_set_stop<<<1, 1, 0, str>>>(S->v.st, chunk);
+    GKCU__LAUNCHED(S->ctx, "k_set_stop");
+    GKCU__TRY_CUDA(S->ctx, cudaGraphLaunch(exec, str));
+  } else if (how == HOW_UNROLLED) {
+    for (long long i = 0; i < chunk; i += UNROLL_ITERS) GKCU__TRY_CUDA(S->ctx, cudaGraphLaunch(exec, str));
+  } else {
+    for (long long i = 0; i < chunk; i++) {
+      int rc = enqueue_iteration(S);
+      if (rc) return rc;
+    }
+  }
+  return 0;
+}
+
+double now_ms() {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+int forced_how() {
+  const char *e = getenv("GKCU_SOLVE_GRAPH");
+  if (!e) e = getenv("GKC_SOLVE_GRAPH");
+  if (!e) return -1;
+  for (int i = 0; i < 3; i++)
+    if (!strcmp(e, how_names[i])) return i;
+  return -1;
+}
+
+/* The loop: chunks of iterations, two in flight, the state looked at after
+ * each.  hs: two pinned copies of the state. */
+int run_loop(solver *S, state *hs, cudaEvent_t ev[2], gkcu_solve_result *res, int *stopped) {
+  gkcu_ctx *ctx = S->ctx;
+  cudaStream_t str = ctx->stream;
+  cudaGraphExec_t exec = nullptr;
+  int how = forced_how(), rc = 0;
+  if (how == HOW_WHILE || how < 0) {
+    if (build_while(S, &exec)) {
+      if (how == HOW_WHILE)
+        return gkcu__fail(ctx, GKC_EDEVICE_ERROR, "solve: GKCU_SOLVE_GRAPH=while, but this driver"
+                          " or runtime cannot build a conditional graph");
+      how = -1;
+    } else {
+      how = HOW_WHILE;
+    }
+  }
+  if (how == HOW_UNROLLED || how < 0) {
+    if (build_unrolled(S, &exec)) {
+      if (how == HOW_UNROLLED)
+        return gkcu__fail(ctx, GKC_EDEVICE_ERROR, "solve: cannot capture the iteration as a graph");
+      how = HOW_STREAM;
+    } else {
+      how = HOW_UNROLLED;
+    }
+  }
+  res->how = how_names[how];
+  const double poll_ms = S->a->poll_ms > 0 ? S->a->poll_ms : 2.0;
+  long long chunk = how == HOW_UNROLLED ? UNROLL_ITERS : 4;
+  long long queued = 0; /* iterations enqueued (upper bound on those run) */
+  int stop = 0;
+  double t0 = now_ms();
+  /* group g's state goes to hs[g & 1], then ev[g & 1] */
+  long long g = 0;
+  for (;; g++) {
+    if (queued < S->a->max_iter) {
+      if ((rc = enqueue_chunk(S, how, exec, chunk))) goto out;
+      queued += chunk;
+      cudaError_t e = cudaMemcpyAsync(&hs[g & 1], S->v.st, sizeof(state),
+                                      cudaMemcpyDeviceToHost, str);
+      if (e == cudaSuccess) e = cudaEventRecord(ev[g & 1], str);
+      if (e != cudaSuccess) {
+        rc = gkcu__cuda_fail(ctx, e, "solve: copying the state back");
+        goto out;
+      }
+    } else if (g == 0) {
+      break;
+    }
+    if (g == 0) continue; /* two in flight before the first wait */
+    {
+      cudaError_t e = cudaEventSynchronize(ev[(g - 1) & 1]);
+      if (e != cudaSuccess) {
+        rc = gkcu__cuda_fail(ctx, e, "solve: waiting for the iteration");
+        goto out;
+      }
+    }
+    const state *seen = &hs[(g - 1) & 1];
+    if (seen->reason >= 0 || queued >= S->a->max_iter) break;
+    if (S->a->poll && (stop = S->a->poll(S->a->poll_arg))) break; /* the group in flight drains */
+    /* aim at poll_ms / 2 per chunk from the rate so far */
+    double el = now_ms() - t0;
+    if (seen->it > 0 && el > 0) {
+      double per_ms = seen->it / el;
+      long long c = (long long)(per_ms * poll_ms / 2);
+      if (how == HOW_UNROLLED) c = (c + UNROLL_ITERS - 1) / UNROLL_ITERS * UNROLL_ITERS;
+      chunk = c < 1 ? 1 : c > (1 << 20) ? (1 << 20) : c;
+      if (how == HOW_UNROLLED && chunk < UNROLL_ITERS) chunk = UNROLL_ITERS;
+    }
+  }
+  {
+    cudaError_t e = cudaStreamSynchronize(str);
+    if (e != cudaSuccess) {
+      rc = gkcu__cuda_fail(ctx, e, "solve: the iteration");
+      goto out;
+    }
+  }
+  res->loop_us = (now_ms() - t0) * 1e3;
+  *stopped = stop; /* unless the device had stopped first: see gkcu_solve */
+out:
+  if (rc) (void)cudaStreamSynchronize(str); /* nothing of exec still running */
+  if (exec) (void)cudaGraphExecDestroy(exec);
+  return rc;
+}
+
+}  // namespace
+
+extern "C" size_t gkcu_solve_work_bytes(int method, int32_t n, int64_t max_iter, int with_history) {
+  if (n < 1 || method < 0 || method > GKCU_SOLVE_BICGSTAB || max_iter < 1) return 0;
+  size_t vb = up256((size_t)n * sizeof(double));
+  size_t total = nvec(method) * vb + up256(sizeof(state)) + up256(2 * MAX_BLOCKS * sizeof(double));
+  if (with_history) {
+    if ((uint64_t)max_iter > (SIZE_MAX - total - 256) / sizeof(double)) return 0;
+    total += up256((size_t)max_iter * sizeof(double));
+  }
+  return total;
+}
+
+extern "C" int gkcu_solve(gkcu_ctx *ctx, const gkcu_solve_args *a, gkcu_solve_result *res) {
+  GKCU__CHECK_ARG(ctx, a && res && a->n >= 1 && a->nnz >= 0 && a->row_ptr && a->b && a->x);
+  GKCU__CHECK_ARG(ctx, a->method >= 0 && a->method <= GKCU_SOLVE_BICGSTAB && a->max_iter >= 1);
+  GKCU__CHECK_ARG(ctx, a->nnz == 0 || (a->col_idx && a->values));
+  size_t need = gkcu_solve_work_bytes(a->method, a->n, a->max_iter, a->history != nullptr);
+  GKCU__CHECK_ARG(ctx, need > 0 && a->work && a->work_bytes >= need &&
+                           ((uintptr_t)a->work & 255) == 0);
+  memset(res, 0, sizeof *res);
+  res->bad_row = -1;
+  res->how = "none";
+
+  solver S = {};
+  S.ctx = ctx;
+  S.a = a;
+  const int n = a->n;
+  const size_t vb = up256((size_t)n * sizeof(double));
+  char *w = (char *)a->work;
+  double **slots[7] = {&S.v.x, &S.v.r, &S.v.p, &S.v.q, &S.v.z, &S.v.dinv, &S.v.t};
+  if (a->method == GKCU_SOLVE_BICGSTAB) slots[5] = &S.v.rhat;
+  for (size_t i = 0; i < nvec(a->method); i++) *slots[i] = (double *)(w + i * vb);
+  w += nvec(a->method) * vb;
+  S.v.st = (state *)w;
+  w += up256(sizeof(state));
+  S.v.part = (double *)w;
+  w += up256(2 * MAX_BLOCKS * sizeof(double));
+  S.v.hist = a->history ? (double *)w : nullptr;
+
+  S.w = pick_w(n, a->nnz);
+  int sms = ctx->sm_count > 0 ? ctx->sm_count : 1;
+  int occ_v = 0, occ_s = 0;
+  GKCU__TRY_CUDA(ctx, cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ_v, k_cg_update, NT, 0));
+  GKCU__TRY_CUDA(ctx, cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ_s, k_spmv<8, double>, NT, 0));
+  long long gv = (long long)sms * (occ_v > 0 ? occ_v : 1);
+  long long gs = (long long)sms * (occ_s > 0 ? occ_s : 1);
+  long long need_v = ((long long)n + NT - 1) / NT, need_s = ((long long)n * S.w + NT - 1) / NT;
+  S.g_vec = (int)(gv < need_v ? gv : need_v);
+  S.g_spmv = (int)(gs < need_s ? gs : need_s);
+  if (S.g_vec > MAX_BLOCKS) S.g_vec = MAX_BLOCKS;
+  if (S.g_spmv > MAX_BLOCKS) S.g_spmv = MAX_BLOCKS;
+
+  cudaStream_t str = ctx->stream;
+  state *hs = nullptr;
+  cudaEvent_t ev[2] = {nullptr, nullptr};
+  int rc = 0, stopped = 0;
+  vecs *v = &S.v;
+  const int g = S.g_vec;
+#define TRY(call)                                     \
+  do {                                                \
+    cudaError_t e__ = (call);                         \
+    if (e__ != cudaSuccess) {                         \
+      rc = gkcu__cuda_fail(ctx, e__, #call);          \
+      goto out;                                       \
+    }                                                 \
+  } while (0)
+#define LAUNCHED(name) TRY(cudaGetLastError())
+  /* pinned once per context (cudaFreeHost would wait for the whole device) */
+  if (!ctx->solve_host) TRY(cudaMallocHost(&ctx->solve_host, 2 * sizeof(state)));
+  hs = (state *)ctx->solve_host;
+  TRY(cudaEventCreateWithFlags(&ev[0], cudaEventDisableTiming));
+  TRY(cudaEventCreateWithFlags(&ev[1], cudaEventDisableTiming));
+
+  /* The start: the state, x, (PCG) 1/diag, ||b||, r = b - A x, ||r||. */
+  memset(&hs[0], 0, sizeof(state));
+  hs[0].rtol = a->rtol, hs[0].atol = a->atol, hs[0].max_iter = a->max_iter;
+  hs[0].hist = v->hist, hs[0].reason = -1, hs[0].bad_row = 0x7fffffff;
+  TRY(cudaMemcpyAsync(v->st, &hs[0], sizeof(state), cudaMemcpyHostToDevice, str));
+  k_init_x<<<g, NT, 0, str>>>(n, a->x0, v->x);
+  LAUNCHED("k_init_x");
+  if (a->method == GKCU_SOLVE_PCG) {
+    k_dinv<<<g, NT, 0, str>>>(n, a->row_ptr, a->col_idx, a->values, v->dinv, v->st);
+    LAUNCHED("k_dinv");
+  }
+  k_norm2f<<<g, NT, 0, str>>>(n, a->b, v->st, v->part);
+  LAUNCHED("k_norm2f");
+  if ((rc = launch_spmv_t<double>(&S, v->x, v->r, a->b, nullptr, nullptr, 1, S_RES))) goto out;
+  TRY(cudaMemcpyAsync(&hs[1], v->st, sizeof(state), cudaMemcpyDeviceToHost, str));
+  TRY(cudaStreamSynchronize(str));
+  {
+    state s0 = hs[1];
+    if (s0.bad_row != 0x7fffffff) {
+      res->bad_row = s0.bad_row;
+      rc = GKCU_SOLVE_EZERO_DIAG;
+      goto out;
+    }
+    double rn = sqrt(s0.rr);
+    int why = -1;
+    if (!isfinite(s0.bn)) {
+      why = GKCU_SOLVE_NON_FINITE;
+    } else if (s0.bn == 0) { /* x = 0 solves it exactly */
+      TRY(cudaMemsetAsync(v->x, 0, (size_t)n * sizeof(double), str));
+      why = GKCU_SOLVE_CONVERGED;
+    } else if (!isfinite(rn)) {
+      why = GKCU_SOLVE_NON_FINITE;
+    } else if (rn <= s0.tol) {
+      why = GKCU_SOLVE_CONVERGED;
+    }
+    if (why < 0) {
+      /* the method's start, then the loop */
+      if (a->method == GKCU_SOLVE_CG) {
+        TRY(cudaMemcpyAsync(v->p, v->r, (size_t)n * sizeof(double), cudaMemcpyDeviceToDevice, str));
+        s0.rz = s0.rr;
+      } else if (a->method == GKCU_SOLVE_BICGSTAB) {
+        TRY(cudaMemcpyAsync(v->rhat, v->r, (size_t)n * sizeof(double), cudaMemcpyDeviceToDevice,
+                            str));
+        s0.rhat_n = rn, s0.rho = s0.rr, s0.rho_prev = 1, s0.alpha = 1, s0.omega = 1;
+      }
+      hs[0] = s0;
+      TRY(cudaMemcpyAsync(v->st, &hs[0], sizeof(state), cudaMemcpyHostToDevice, str));
+      if (a->method == GKCU_SOLVE_PCG) {
+        k_pcg_init<<<g, NT, 0, str>>>(n, v->r, v->dinv, v->z, v->p, v->st, v->part);
+        LAUNCHED("k_pcg_init");
+      }
+      /* hs[0] is read by the copy above: wait before the loop reuses it */
+      TRY(cudaStreamSynchronize(str));
+      if ((rc = run_loop(&S, hs, ev, res, &stopped))) goto out;
+    } else {
+      res->reason = why;
+    }
+    /* x to float32, and the residual of exactly that x */
+    k_to_float<<<g, NT, 0, str>>>(n, v->x, a->x);
+    LAUNCHED("k_to_float");
+    if ((rc = launch_spmv_t<float>(&S, a->x, nullptr, a->b, nullptr, nullptr, 1, S_FINAL))) goto out;
+    TRY(cudaMemcpyAsync(&hs[0], v->st, sizeof(state), cudaMemcpyDeviceToHost, str));
+    TRY(cudaStreamSynchronize(str));
+    const state *sf = &hs[0];
+    if (why < 0) {
+      res->iterations = sf->it;
+      /* the device's own reason when it stopped, else the poll's */
+      if (sf->reason >= 0) res->reason = sf->reason;
+      else if (stopped) res->reason = stopped;
+      else rc = gkcu__fail(ctx, GKC_EINTERNAL, "solve: the loop ended with the solve running");
+    }
+    res->residual = s0.bn == 0 ? 0 : sqrt(sf->final_rr) / s0.bn;
+    if (a->history && res->iterations > 0)
+      TRY(cudaMemcpy(a->history, v->hist, (size_t)res->iterations * sizeof(double),
+                     cudaMemcpyDeviceToHost));
+  }
+out:
+  if (rc) (void)cudaStreamSynchronize(str); /* nothing may still use the workspace */
+  if (ev[0]) cudaEventDestroy(ev[0]);
+  if (ev[1]) cudaEventDestroy(ev[1]);
+#undef LAUNCHED
+#undef TRY
+  return rc;
+}

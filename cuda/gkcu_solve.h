@@ -1,0 +1,108 @@
+/* gkcu_solve.h: Krylov solvers for A x = b that iterate on the GPU, A square
+ * in CSR (float32 values, the matrix as `csr_upload` keeps it).
+ *
+ *   GKCU_SOLVE_CG        conjugate gradients (A symmetric positive definite)
+ *   GKCU_SOLVE_PCG       CG preconditioned by Jacobi, M = diag(A)^-1
+ *   GKCU_SOLVE_BICGSTAB  BiCGSTAB, for nonsymmetric A
+ *
+ * The same recurrences, stopping rules and reasons as cpu_solve.h (the CPU
+ * backend's solver, which the tests compare with): the vectors are float64
+ * on the device (A's float32 values are exact in double, each row's sum is
+ * accumulated in double), so iteration counts and residual histories are
+ * those of a float64 solver such as SciPy's, up to summation order.  (A
+ * float32-vector solver would be faster but parts from float64 by ~1e-7
+ * relative per step, which the `solve` method's promises on `history` and
+ * `residual` do not allow.)
+ *
+ * The iteration never comes back to the host: every kernel that ends in a
+ * dot product computes it in the same pass as the vector it reads or
+ * writes (spmv with p.Ap; the r update with r.r and, for PCG, z = M r
+ * with r.z; BiCGSTAB's two spmvs with their two dots each), and CG's x
+ * update rides with the p update, which reads p anyway (three passes per
+ * iteration, 124 bytes per row of a 5-point stencil); each reduces in
+ * double in a fixed order (the same bits every run) and leaves the scalars
+ * (alpha, beta, omega, the iteration count, the reason to stop) in a state
+ * block in device memory, where the next kernel reads them.  A kernel that
+ * finds the solve stopped returns at once, so any number of iterations may
+ * be enqueued ahead: the count and the residual stay exact.
+ *
+ * The loop runs as a CUDA Graph, in the first of these that works:
+ *   "while"     one graph whose conditional while-node repeats the
+ *               iteration until the solve stops or `chunk` iterations have
+ *               run (CUDA 12.4+ driver and runtime);
+ *   "unrolled"  a graph of 8 iterations, launched as often as needed;
+ *   "stream"    the kernels launched one by one (no graph).
+ * GKCU_SOLVE_GRAPH=while|unrolled|stream in the environment forces one (the
+ * tests run all three).  Between launches the host looks at the state
+ * (double-buffered: the next launch is queued before it waits for the
+ * previous one) and calls poll() about every poll_ms; `chunk` adapts to the
+ * measured iteration rate.
+ */
+#ifndef GKCU_SOLVE_H
+#define GKCU_SOLVE_H
+
+#include "gkcu.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum { GKCU_SOLVE_CG = 0, GKCU_SOLVE_PCG = 1, GKCU_SOLVE_BICGSTAB = 2 };
+/* Why it stopped: the order of cpu_solve.h's CPU_SOLVE_* and of
+ * SOLVE_REASON_MAP in daemon/job.h. */
+enum {
+  GKCU_SOLVE_CONVERGED = 0,
+  GKCU_SOLVE_MAX_ITER,
+  GKCU_SOLVE_BREAKDOWN,
+  GKCU_SOLVE_NON_FINITE,
+  GKCU_SOLVE_DEADLINE,
+  GKCU_SOLVE_CANCELLED
+};
+
+typedef struct {
+  int method;        /* GKCU_SOLVE_CG, _PCG, _BICGSTAB */
+  int32_t n;         /* A is n x n, n >= 1 */
+  int64_t nnz;
+  const int32_t *row_ptr, *col_idx; /* device; validated when uploaded */
+  const float *values;
+  const float *b;    /* device, n floats */
+  const float *x0;   /* device, n floats, or NULL: start from zero */
+  float *x;          /* device, n floats: the result; may be x0 itself */
+  double rtol, atol; /* stop when ||r|| <= max(rtol ||b||, atol) */
+  int64_t max_iter;  /* >= 1 */
+  double *history;   /* host, room for max_iter doubles, or NULL */
+  /* Called between launches, about every poll_ms: 0 goes on, else
+   * GKCU_SOLVE_DEADLINE or _CANCELLED, which stops the solve there. */
+  int (*poll)(void *arg);
+  void *poll_arg;
+  double poll_ms;
+  void *work;        /* device, gkcu_solve_work_bytes() bytes, 256-byte aligned */
+  size_t work_bytes;
+} gkcu_solve_args;
+
+typedef struct {
+  int64_t iterations;
+  int reason;        /* GKCU_SOLVE_* */
+  double residual;   /* ||b - A x|| / ||b|| in double, of the float32 x written */
+  int32_t bad_row;   /* GKCU_SOLVE_EZERO_DIAG: the first row with a zero diagonal */
+  const char *how;   /* "while", "unrolled", "stream": what ran the loop */
+  double loop_us;    /* wall time of the iteration loop */
+} gkcu_solve_result;
+
+/* gkcu_solve's failure besides the gkc errors: PCG met a zero or non-finite
+ * diagonal entry (res->bad_row), before any iteration; x is not written. */
+#define GKCU_SOLVE_EZERO_DIAG 1
+
+/* Device bytes of workspace for a solve of order n (0 when n is out of
+ * range or the size overflows); with_history: room for max_iter residuals. */
+size_t gkcu_solve_work_bytes(int method, int32_t n, int64_t max_iter, int with_history);
+
+/* Solves on ctx's stream and waits for the result.  0 (res filled),
+ * GKCU_SOLVE_EZERO_DIAG, or a negative gkc error (message in ctx). */
+int gkcu_solve(gkcu_ctx *ctx, const gkcu_solve_args *a, gkcu_solve_result *res);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GKCU_SOLVE_H */
