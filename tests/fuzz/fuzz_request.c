@@ -726,12 +726,14 @@ static void handle_frame(const uint8_t *frame, size_t len, const proto_frame_inf
   CHECK(req.params && req.params->type == MSGPACK_OBJECT_MAP);
   CHECK(inside(req.method_name, req.method_len, frame, len));
 
-  if (req.method == PROTO_M_PING || req.method == PROTO_M_STATUS) {
+  if (req.method == PROTO_M_PING || req.method == PROTO_M_STATUS || req.method == PROTO_M_METRICS) {
+    CHECK(!methods_is_compute(req.method));
     if (req.params->via.map.size != 0) {
       snprintf(msg, sizeof msg, "method '%s' takes no arguments", proto_method_name(req.method));
       reply_error(1, req.msgid, GKC_EINVALID_ARGUMENT, msg);
     } else {
-      /* status's reply needs the whole server (status.c): left out. */
+      /* status's and metrics' replies need the whole server (status.c,
+       * metrics.c): left out. */
       reply_empty_map(req.msgid);
     }
     goto done;
