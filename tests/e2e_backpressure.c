@@ -9,6 +9,9 @@
  *     under its idle RSS + --memory-budget + 64 MiB while another client is
  *     served throughout, every answer checked.  When the client finally
  *     reads, every reply arrives, right, and the books return to zero.
+ *  1b. A client that writes all its requests (8 sgemm of 1.2 MB) before it
+ *     reads any reply, under a 4 MiB budget with --budget-queue 2: every
+ *     reply must arrive (this fails today: see the test's comment).
  *  2. A flood at the default queue settings: 64 connections, each keeping 64
  *     small reduces in flight (4,096 in all, four times --max-queue) for
  *     GKC_FLOOD_REQUESTS (default 2,000) requests each.  A full queue pauses
@@ -172,6 +175,62 @@ static void test_never_reads(void) {
   rr_frame_free(&fr);
   free(a);
   free(b);
+  stop_daemon(&f);
+}
+
+/* ------------------------------------------------------------------------ */
+/* 1b. a client that writes all its requests before it reads                 */
+
+/* The plainest pipelining client: one blocking write of every request, then
+ * the replies.  Its unread replies (4.5 MiB here) are far below
+ * --max-conn-reply-bytes, so PROTOCOL.md's flow control never asks it to
+ * read sooner; but they are charged to a 4 MiB --memory-budget, its later
+ * requests wait for that memory, and with --budget-queue 2 full the daemon
+ * stops reading the very socket the client is blocked writing to.  Nothing
+ * then moves until --send-timeout (here 10 s, so the test stays short)
+ * closes it; with --queue-wait on, the waiting requests are answered busy
+ * after it instead.  Every reply must arrive, right. */
+static void test_writes_then_reads(void) {
+  rr_ctx = "a client that writes all its requests, then reads";
+  enum { BD = 384, NREQ = 8 }; /* each 1.2 MB of request, 0.6 MB of result */
+  const char *const args[] = {"--memory-budget", "4M", "--budget-queue", "2", "--threads", "1", "--queue-wait", "0",
+                              "--send-timeout", "10", NULL};
+  fixture f;
+  fixture_start(&f, args, NULL);
+  float *a = rr_rand_floats(BD * BD), *b = rr_rand_floats(BD * BD);
+  rr_frame fr;
+  rr_frame_init(&fr);
+  for (int i = 0; i < NREQ; i++)
+    rr_pack_request(&fr, (uint32_t)i, "sgemm",
+                    ARGS(AI("m", BD), AI("n", BD), AI("k", BD), AB("a", a, BD * BD * 4), AB("b", b, BD * BD * 4),
+                         AF("alpha", 1.0 + i)));
+  rr_conn c;
+  rr_open(&c, &f);
+  double t0 = rr_now_s();
+  int e = rr_send_some(c.fd, fr.sb.data, fr.sb.size);
+  double t_sent = rr_now_s() - t0;
+  CHECK(e == 0, "writing %zu bytes of requests: %s after %.1f s (the daemon closed the connection: %g by"
+        " --send-timeout)", fr.sb.size, strerror(e), t_sent, pb_status(&f, "closed_send_timeout"));
+  int right = 0;
+  char why[200];
+  for (int i = 0; i < NREQ && !e; i++) {
+    rr_reply r;
+    rr_get_reply(&c, &r, 20000);
+    const msgpack_object *cb = rr_result_bin(&r, "c", BD * BD * 4);
+    int ok = cb && r.msgid < NREQ &&
+             rr_sgemm_entries_ok(cb->via.bin.ptr, a, b, BD, BD, BD, 1.0 + r.msgid, 16, why, sizeof why);
+    if (!ok) fprintf(stderr, "writes then reads, reply %d: %s %s\n", i, rr_reply_desc(&r), cb ? why : "");
+    right += ok;
+    int stop = !r.got;
+    rr_reply_free(&r);
+    if (stop) break;
+  }
+  fprintf(stderr, "writes then reads: requests written in %.2f s, %d of %d replies right after %.2f s\n", t_sent,
+          right, NREQ, rr_now_s() - t0);
+  CHECK(right == NREQ, "%d of %d replies right", right, NREQ);
+  rr_close(&c);
+  rr_frame_free(&fr);
+  free(a), free(b);
   stop_daemon(&f);
 }
 
@@ -422,6 +481,7 @@ int main(void) {
   rr_rng = seed;
   signal(SIGPIPE, SIG_IGN);
   SECTION(test_never_reads());
+  SECTION(test_writes_then_reads());
   SECTION(test_flood(seed));
   rr_print_totals("e2e_backpressure", t0);
   return rr_failed ? 1 : 0;
