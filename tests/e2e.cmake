@@ -1,5 +1,5 @@
 # End-to-end tests: each starts a real gkcd on a temporary socket.
-add_library(gkc_fixture STATIC fixture.c rawrpc.c)
+add_library(gkc_fixture STATIC fixture.c rawrpc.c probe.c)
 target_include_directories(gkc_fixture PUBLIC ${CMAKE_CURRENT_SOURCE_DIR})
 target_link_libraries(gkc_fixture PUBLIC gkc_static gkc_proto gkcio Threads::Threads m)
 
@@ -23,6 +23,20 @@ foreach(t e2e_lib e2e_errors e2e_lengths e2e_pipeline e2e_lifecycle e2e_soak e2e
     gkc_e2e_test(${t})
   endif()
 endforeach()
+
+# Issue 10, hardening: clients that do not read, send slowly, flood or hoard
+# connections (tests/ROBUSTNESS.md, "Attacks and the limits that stop them").
+foreach(t e2e_backpressure e2e_timeouts)
+  if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/${t}.c)
+    gkc_e2e_test(${t})
+  endif()
+endforeach()
+# All the attacks at once for GKC_HOSTILE_SECONDS (default 60; 25 under the
+# sanitizers), beside well-behaved clients.
+if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/e2e_hostile.c)
+  gkc_e2e_test(e2e_hostile)
+  set_tests_properties(e2e_hostile PROPERTIES TIMEOUT 400)
+endif()
 
 # libgkc's async context, with its libuv adapter.
 if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/e2e_async.c)
