@@ -188,7 +188,14 @@ static void compare(const char *name, const gpu_csr *A, int method, const float 
   CHECK(!strcmp(g.r.how, how), "%s %s: ran '%s', asked for '%s'", name, m, g.r.how, how);
   CHECK(g.r.reason == c.r.reason, "%s %s: reason %s, cpu %s", name, m,
         reason_names[g.r.reason], reason_names[c.r.reason]);
-  int64_t allowed = (int64_t)ceil(0.02 * c.r.iterations);
+  /* CG and PCG: the same count within 2%.  BiCGSTAB's count is not a
+   * property of the system but of rounding: two float64 runs that differ
+   * only in summation order part by 4-24% on the 128^2 Laplacian, and the
+   * H100 took 76 iterations where the CPU took 85 on 32^2 (2026-11-25).
+   * For it the test holds the outcome, the residual and its bound below,
+   * and allows the count 25%. */
+  double share = method == GKCU_SOLVE_BICGSTAB ? 0.25 : 0.02;
+  int64_t allowed = (int64_t)ceil(share * c.r.iterations);
   if (allowed < 1) allowed = 1;
   CHECK(llabs(g.r.iterations - c.r.iterations) <= allowed,
         "%s %s: %lld iterations, cpu %lld (allowed +-%lld)", name, m, (long long)g.r.iterations,
