@@ -11,7 +11,7 @@
  *     reads, every reply arrives, right, and the books return to zero.
  *  1b. A client that writes all its requests (8 sgemm of 1.2 MB) before it
  *     reads any reply, under a 4 MiB budget with --budget-queue 2: every
- *     reply must arrive (this fails today: see the test's comment).
+ *     reply must arrive.
  *  2. A flood at the default queue settings: 64 connections, each keeping 64
  *     small reduces in flight (4,096 in all, four times --max-queue) for
  *     GKC_FLOOD_REQUESTS (default 2,000) requests each.  A full queue pauses
@@ -186,10 +186,10 @@ static void test_never_reads(void) {
  * --max-conn-reply-bytes, so PROTOCOL.md's flow control never asks it to
  * read sooner; but they are charged to a 4 MiB --memory-budget, its later
  * requests wait for that memory, and with --budget-queue 2 full the daemon
- * stops reading the very socket the client is blocked writing to.  Nothing
- * then moves until --send-timeout (here 10 s, so the test stays short)
- * closes it; with --queue-wait on, the waiting requests are answered busy
- * after it instead.  Every reply must arrive, right. */
+ * takes no new frames.  It must still read the socket the client is blocked
+ * writing to (without parsing): before that rule nothing moved until
+ * --send-timeout (here 10 s, so a regression stays short) closed it.
+ * Every reply must arrive, right. */
 static void test_writes_then_reads(void) {
   rr_ctx = "a client that writes all its requests, then reads";
   enum { BD = 384, NREQ = 8 }; /* each 1.2 MB of request, 0.6 MB of result */

@@ -11,7 +11,7 @@
  *     closed, within the deadline plus the sweep's period.
  *  2b. A client pipelining a long request and large ones behind it waits for
  *     the daemon, not the other way round: never closed by --request-timeout
- *     (this fails today: see the test's comment).
+ *    .
  *  3. 20 slowloris clients holding all of --max-connections 20: a newcomer
  *     is refused with `too_many_connections` naming the limit, and is served
  *     once the slow ones time out, within about --request-timeout.
@@ -296,12 +296,11 @@ static void test_slowloris(void) {
  * done.  Every reply must come, and gkcd's own waiting must not count
  * against --request-timeout (0.5 s here: a request arrives in tens of ms).
  *
- * Today it does: the input buffer, grown to 128 MiB by the first request,
- * is over the input allowance, so copying the second request out does not
- * fit, and parse_frames waits (wait_mem) for the connection's jobs to give
- * memory back; conn_sweep counts request time while wait_mem is set, so the
- * client is told `timeout` and closed although its request arrived whole.
- * With the default 30 s the same happens behind any job longer than that. */
+ * The input buffer, grown to 128 MiB by the first request, is over the
+ * input allowance, so copying the second request out does not fit and it
+ * waits for the connection's own job; that wait once counted as request
+ * time (and could last for ever), so the client was told `timeout` and
+ * closed although its request had arrived whole (ROBUSTNESS.md, Finding 3). */
 static void test_request_clock(void) {
   rr_ctx = "--request-timeout: a daemon busy with earlier requests is not a slow client";
   enum { NREQ = 3, BIG = 4096, N = 2048 };
