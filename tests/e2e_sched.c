@@ -171,24 +171,29 @@ static void test_fairness(void) {
   double ms0[NC], ms1[NC];
   served_ms(&f, first_id, NC, ms0);
 
-  /* A newcomer's single request, while the four keep the lane busy. */
+  /* A newcomer's single request, while the four keep the lane busy.  How
+   * long it waits depends on the machine; how many of the others' jobs
+   * finish first does not: the two running and the one primed, where one
+   * FIFO would make it wait for the ~120 queued ahead of it. */
   rr_ctx = "fair queuing: a fifth client's one request";
   {
     rr_conn c;
     rr_open(&c, &f);
     rr_reply r;
+    double before = status_num(&f, "served", 0, NULL);
     send_sgemm(&c, 77, a, b, 2.0);
     rr_get_reply(&c, &r, 30000);
+    double after = status_num(&f, "served", 0, NULL);
     const msgpack_object *cb = rr_result_bin(&r, "c", (size_t)N * N * 4);
     char why[200] = "";
     CHECK(cb && rr_sgemm_entries_ok(cb->via.bin.ptr, a, b, N, N, N, 2.0, 4, why, sizeof why),
           "newcomer's sgemm: %s %s", rr_reply_desc(&r), why);
-    double queue_us = res_num(&r, "queue_us"), worker_us = res_num(&r, "worker_us");
-    fprintf(stderr, "newcomer: waited %.0f us, one job takes %.0f us\n", queue_us, worker_us);
-    /* Two bulk workers: it waits for one of the two running jobs (at most
-     * one job time) plus at most the one job primed behind them. */
-    CHECK(queue_us <= 2.5 * worker_us, "the newcomer waited %.0f us, more than 2 job times (%.0f us each)",
-          queue_us, worker_us);
+    double ahead = after - before - 1;
+    fprintf(stderr, "newcomer: %.0f other jobs finished before it (waited %.0f us, one job %.0f us)\n", ahead,
+            res_num(&r, "queue_us"), res_num(&r, "worker_us"));
+    /* Two running + one primed, counted between two status calls that
+     * other completions can straddle: allow twice that. */
+    CHECK(ahead <= 6, "%.0f other jobs finished while the newcomer's one waited", ahead);
     rr_reply_free(&r);
     rr_close(&c);
   }
@@ -269,34 +274,42 @@ static void test_lanes(void) {
   CHECK(res_num(&r, "predicted_us") > 0, "no predicted_us in the reply");
   rr_reply_free(&r);
 
-  /* Tiny requests behind a deep bulk queue on one bulk worker: they do not
-   * wait for it. */
-  rr_ctx = "lanes: a tiny request beside 16 queued sgemm";
+  /* Tiny requests beside a deep bulk queue on one bulk worker: they do not
+   * wait for it.  Said without timing: they are all answered while sgemm
+   * queued before them are still not done, where one FIFO would answer them
+   * after all 16.  (On two cores the CPU lanes share the cores, so how many
+   * sgemm finish meanwhile varies: 5 to 8 of 16 were seen.) */
+  rr_ctx = "lanes: tiny requests beside 16 queued sgemm";
   {
+    enum { NB = 640 }; /* 0.5 GFLOP each: tens of ms on a 2-core CPU, 16 of them well over 0.1 s */
+    float *big = rr_rand_floats((size_t)NB * NB);
     rr_conn bulk;
     rr_open(&bulk, &f);
-    for (uint32_t i = 0; i < 16; i++) send_sgemm(&bulk, 100 + i, a, b, 1.0);
-    rr_sleep_ms(50);
-    double worst = 0;
-    for (int i = 0; i < 10; i++) {
-      double q = 0;
-      CHECK(reduce_ok(&c, 10 + (uint32_t)i, 1000, lane, sizeof lane, &q), "tiny reduce %d failed", i);
-      if (q > worst) worst = q;
-    }
-    double job_us = NAN;
+    double served0 = status_num(&f, "lanes", 0, "served");
+    rr_frame fr;
+    rr_frame_init(&fr);
+    for (uint32_t i = 0; i < 16; i++)
+      rr_pack_request(&fr, 100 + i, "sgemm", ARGS(AI("m", NB), AI("n", NB), AI("k", NB),
+                                                 AB("a", big, (size_t)NB * NB * 4), AB("b", big, (size_t)NB * NB * 4)));
+    test_send_all(bulk.fd, fr.sb.data, fr.sb.size);
+    rr_frame_free(&fr);
+    int ok = 0;
+    for (int i = 0; i < 5; i++) ok += reduce_ok(&c, 10 + (uint32_t)i, 1000, lane, sizeof lane, NULL);
+    double bulk_done = status_num(&f, "lanes", 0, "served") - served0;
+    fprintf(stderr, "tiny reduces beside 16 queued sgemm: all 5 answered with %.0f of the sgemm done\n", bulk_done);
+    CHECK(ok == 5, "%d of 5 tiny reduces right", ok);
+    CHECK(!strcmp(lane, "latency"), "tiny reduces ran in the '%s' lane", lane);
+    CHECK(bulk_done < 16, "the tiny reduces were answered only after %.0f of the 16 sgemm queued before them",
+          bulk_done);
     for (int i = 0; i < 16; i++) {
-      rr_get_reply(&bulk, &r, 60000);
+      rr_get_reply(&bulk, &r, 120000);
       CHECK(rr_reply_ok(&r, r.msgid), "bulk sgemm: %s", rr_reply_desc(&r));
-      job_us = res_num(&r, "worker_us");
       rr_reply_free(&r);
     }
-    fprintf(stderr, "tiny reduces beside 16 queued sgemm: worst wait %.0f us (one sgemm %.0f us)\n", worst, job_us);
-    /* Behind the queue, as in one FIFO, it would wait about 16 job times;
-     * in its own lane, none (4: slack for a loaded machine's scheduling). */
-    CHECK(worst < 4 * job_us, "a tiny reduce waited %.0f us, 4 bulk jobs' time (%.0f us each)", worst, job_us);
-    CHECK(status_num(&f, "lanes", 1, "served") >= 11, "latency lane served %g",
+    CHECK(status_num(&f, "lanes", 1, "served") >= 6, "latency lane served %g",
           status_num(&f, "lanes", 1, "served"));
     rr_close(&bulk);
+    free(big);
   }
   rr_close(&c);
   fixture_stop(&f, SIGTERM);
