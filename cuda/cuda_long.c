@@ -74,25 +74,10 @@ void cuda_run_batch(cuda_impl *impl, slot *s, gkcd_job *job) {
   for (int i = 0; i < job->in.batch.nsteps && e == cudaSuccess; i++) {
     gkcd_step *st = &steps[i];
     int why = i > 0 ? cuda_poll_job(job) : 0;
-    if (why) {
-      job_fail(job, why == CPU_SOLVE_CANCELLED ? GKC_ECANCELLED : GKC_EDEADLINE_EXCEEDED,
-               "step %d (%s): %s before it started; steps 0 to %d ran", i, batch_op_name(st->op),
-               why == CPU_SOLVE_CANCELLED ? "cancelled" : "the deadline passed", i - 1);
+    float alpha, beta;
+    if (batch_step_begin(job, i, !why ? 0 : why == CPU_SOLVE_CANCELLED ? BATCH_STOP_CANCELLED : BATCH_STOP_DEADLINE,
+                         &alpha, &beta))
       break;
-    }
-    float alpha = 0, beta = 0;
-    int bad = 0;
-    if (st->op == BATCH_AXPBY || st->op == BATCH_SPMV || st->op == BATCH_SGEMM) {
-      if (batch_scalar(steps, &st->alpha, &alpha)) bad = 'a';
-      else if (batch_scalar(steps, &st->beta, &beta)) bad = 'b';
-    }
-    if (bad) {
-      job_fail(job, GKC_EINVALID_ARGUMENT, "step %d (%s): argument '%s' came out as %g, not a"
-               " finite float32 (a division by zero?); steps 0 to %d ran and their outputs are"
-               " written", i, batch_op_name(st->op), bad == 'a' ? "alpha" : "beta",
-               batch_scalar_value(steps, bad == 'a' ? &st->alpha : &st->beta), i - 1);
-      break;
-    }
     int rc = run_step(s, st, alpha, beta);
     if (rc) {
       job_fail(job, rc, "step %d (%s): %s; steps 0 to %d ran", i, batch_op_name(st->op),

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "gkc_errors.h"
 #include "log.h"
 
 static atomic_int g_failed;
@@ -31,4 +32,26 @@ int backend_algo_lookup(const gkcd_backend *be, int method, const char *name, si
   for (int i = 0; list && list[i]; i++)
     if (strlen(list[i]) == len && memcmp(list[i], name, len) == 0) return i;
   return -2;
+}
+
+int batch_step_begin(gkcd_job *job, int i, int stop, float *alpha, float *beta) {
+  gkcd_step *steps = job->in.batch.steps, *st = &steps[i];
+  if (stop) {
+    job_fail(job, stop == BATCH_STOP_CANCELLED ? GKC_ECANCELLED : GKC_EDEADLINE_EXCEEDED,
+             "step %d (%s): %s before it started; steps 0 to %d ran", i, batch_op_name(st->op),
+             stop == BATCH_STOP_CANCELLED ? "cancelled" : "the deadline passed", i - 1);
+    return -1;
+  }
+  *alpha = *beta = 0;
+  int bad = 0;
+  if (st->op == BATCH_AXPBY || st->op == BATCH_SPMV || st->op == BATCH_SGEMM) {
+    if (batch_scalar(steps, &st->alpha, alpha)) bad = 'a';
+    else if (batch_scalar(steps, &st->beta, beta)) bad = 'b';
+  }
+  if (!bad) return 0;
+  job_fail(job, GKC_EINVALID_ARGUMENT, "step %d (%s): argument '%s' came out as %g, not a"
+           " finite float32 (a division by zero?); steps 0 to %d ran and their outputs are"
+           " written", i, batch_op_name(st->op), bad == 'a' ? "alpha" : "beta",
+           batch_scalar_value(steps, bad == 'a' ? &st->alpha : &st->beta), i - 1);
+  return -1;
 }

@@ -74,6 +74,13 @@ int backend_algo_lookup(const gkcd_backend *be, int method, const char *name, si
  * the double it came to, for the message).  method_batch.c. */
 int batch_scalar(const gkcd_step *steps, const gkcd_scalar *s, float *out);
 double batch_scalar_value(const gkcd_step *steps, const gkcd_scalar *s);
+
+/* Before batch step i, in either backend: stop is what the backend's poll
+ * said (0 go on, BATCH_STOP_CANCELLED, BATCH_STOP_DEADLINE).  0 with the
+ * step's alpha and beta resolved; nonzero after failing the job with a
+ * message naming the step and what already ran. */
+enum { BATCH_STOP_CANCELLED = 1, BATCH_STOP_DEADLINE = 2 };
+int batch_step_begin(gkcd_job *job, int i, int stop, float *alpha, float *beta);
 /* The wire name of a batch op (BATCH_*). */
 const char *batch_op_name(int op);
 
