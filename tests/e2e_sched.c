@@ -191,9 +191,10 @@ static void test_fairness(void) {
     double ahead = after - before - 1;
     fprintf(stderr, "newcomer: %.0f other jobs finished before it (waited %.0f us, one job %.0f us)\n", ahead,
             res_num(&r, "queue_us"), res_num(&r, "worker_us"));
-    /* Two running + one primed, counted between two status calls that
-     * other completions can straddle: allow twice that. */
-    CHECK(ahead <= 6, "%.0f other jobs finished while the newcomer's one waited", ahead);
+    /* Two running + one primed, counted between two status calls (each on
+     * a new connection) that other completions straddle: on a loaded
+     * machine up to 7 were seen.  One FIFO would put ~120 ahead of it. */
+    CHECK(ahead <= 12, "%.0f other jobs finished while the newcomer's one waited (a FIFO: ~120)", ahead);
     rr_reply_free(&r);
     rr_close(&c);
   }
@@ -274,43 +275,6 @@ static void test_lanes(void) {
   CHECK(res_num(&r, "predicted_us") > 0, "no predicted_us in the reply");
   rr_reply_free(&r);
 
-  /* Tiny requests beside a deep bulk queue on one bulk worker: they do not
-   * wait for it.  Said without timing: they are all answered while sgemm
-   * queued before them are still not done, where one FIFO would answer them
-   * after all 16.  (On two cores the CPU lanes share the cores, so how many
-   * sgemm finish meanwhile varies: 5 to 8 of 16 were seen.) */
-  rr_ctx = "lanes: tiny requests beside 16 queued sgemm";
-  {
-    enum { NB = 640 }; /* 0.5 GFLOP each: tens of ms on a 2-core CPU, 16 of them well over 0.1 s */
-    float *big = rr_rand_floats((size_t)NB * NB);
-    rr_conn bulk;
-    rr_open(&bulk, &f);
-    double served0 = status_num(&f, "lanes", 0, "served");
-    rr_frame fr;
-    rr_frame_init(&fr);
-    for (uint32_t i = 0; i < 16; i++)
-      rr_pack_request(&fr, 100 + i, "sgemm", ARGS(AI("m", NB), AI("n", NB), AI("k", NB),
-                                                 AB("a", big, (size_t)NB * NB * 4), AB("b", big, (size_t)NB * NB * 4)));
-    test_send_all(bulk.fd, fr.sb.data, fr.sb.size);
-    rr_frame_free(&fr);
-    int ok = 0;
-    for (int i = 0; i < 5; i++) ok += reduce_ok(&c, 10 + (uint32_t)i, 1000, lane, sizeof lane, NULL);
-    double bulk_done = status_num(&f, "lanes", 0, "served") - served0;
-    fprintf(stderr, "tiny reduces beside 16 queued sgemm: all 5 answered with %.0f of the sgemm done\n", bulk_done);
-    CHECK(ok == 5, "%d of 5 tiny reduces right", ok);
-    CHECK(!strcmp(lane, "latency"), "tiny reduces ran in the '%s' lane", lane);
-    CHECK(bulk_done < 16, "the tiny reduces were answered only after %.0f of the 16 sgemm queued before them",
-          bulk_done);
-    for (int i = 0; i < 16; i++) {
-      rr_get_reply(&bulk, &r, 120000);
-      CHECK(rr_reply_ok(&r, r.msgid), "bulk sgemm: %s", rr_reply_desc(&r));
-      rr_reply_free(&r);
-    }
-    CHECK(status_num(&f, "lanes", 1, "served") >= 6, "latency lane served %g",
-          status_num(&f, "lanes", 1, "served"));
-    rr_close(&bulk);
-    free(big);
-  }
   rr_close(&c);
   fixture_stop(&f, SIGTERM);
 
@@ -325,6 +289,56 @@ static void test_lanes(void) {
   fixture_stop(&f, SIGTERM);
   free(a);
   free(b);
+}
+
+/* Tiny requests beside a deep bulk queue on one bulk worker: they do not
+ * wait for it.  Said without timing: they are all answered while sgemm
+ * queued before them are still not done, where one FIFO would answer them
+ * after all 16.  Each sgemm holds the bulk worker 100 ms (fault injection),
+ * so what the tiny requests' own speed on a loaded machine is does not
+ * matter. */
+static void test_tiny_beside_bulk(void) {
+  rr_ctx = "lanes: tiny requests beside 16 queued sgemm";
+  if (!rr_env_flag("GKC_FAULT_INJECTION")) {
+    fprintf(stderr, "tiny beside bulk: skipped (needs GKC_FAULT_INJECTION to hold the bulk worker)\n");
+    return;
+  }
+  fixture f;
+  const char *const args[] = {"--threads", "1", NULL};
+  const char *const slow[] = {"GKCD_FAULT=sgemm:delay=100", NULL};
+  fixture_start(&f, args, slow);
+  enum { NB = 320 }; /* predicted well past --latency-us: the bulk lane */
+  float *big = rr_rand_floats((size_t)NB * NB);
+  rr_conn c, bulk;
+  rr_open(&c, &f);
+  rr_open(&bulk, &f);
+  rr_frame fr;
+  rr_frame_init(&fr);
+  for (uint32_t i = 0; i < 16; i++)
+    rr_pack_request(&fr, 100 + i, "sgemm", ARGS(AI("m", NB), AI("n", NB), AI("k", NB),
+                                               AB("a", big, (size_t)NB * NB * 4), AB("b", big, (size_t)NB * NB * 4)));
+  test_send_all(bulk.fd, fr.sb.data, fr.sb.size);
+  rr_frame_free(&fr);
+  char lane[32] = "";
+  int ok = 0;
+  for (int i = 0; i < 5; i++) ok += reduce_ok(&c, 10 + (uint32_t)i, 1000, lane, sizeof lane, NULL);
+  double bulk_done = status_num(&f, "lanes", 0, "served");
+  fprintf(stderr, "tiny reduces beside 16 queued sgemm: all 5 answered with %.0f of the sgemm done\n", bulk_done);
+  CHECK(ok == 5, "%d of 5 tiny reduces right", ok);
+  CHECK(!strcmp(lane, "latency"), "tiny reduces ran in the '%s' lane", lane);
+  CHECK(bulk_done < 16, "the tiny reduces were answered only after %.0f of the 16 sgemm queued before them",
+        bulk_done);
+  for (int i = 0; i < 16; i++) {
+    rr_reply r;
+    rr_get_reply(&bulk, &r, 60000);
+    CHECK(rr_reply_ok(&r, r.msgid), "bulk sgemm: %s", rr_reply_desc(&r));
+    rr_reply_free(&r);
+  }
+  rr_close(&bulk);
+  rr_close(&c);
+  free(big);
+  int st = fixture_stop(&f, SIGTERM);
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "gkcd exit status %#x", st);
 }
 
 /* --- 3. cancel on disconnect -------------------------------------------------------- */
@@ -372,6 +386,7 @@ int main(void) {
   double t0 = rr_now_s();
   rr_rng = test_seed();
   SECTION(test_lanes());
+  SECTION(test_tiny_beside_bulk());
   SECTION(test_cancel_on_disconnect());
   SECTION(test_fairness());
   rr_print_totals("e2e_sched", t0);
