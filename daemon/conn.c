@@ -271,8 +271,13 @@ static int reserve(gkcd_conn *c) {
   gkcd_server *srv = c->srv;
   gkcd_budget *b = &srv->budget;
   if (c->cap && !budget_input_fits(b, ncap - c->cap)) {
-    ncap = c->len + READ_CHUNK; /* the least that lets the read go on */
-    if (!budget_input_fits(b, ncap - c->cap)) {
+    size_t least = c->len + READ_CHUNK; /* the least that lets the read go on */
+    if (budget_input_fits(b, least - c->cap)) {
+      ncap = least;
+    } else {
+      /* Past the allowance: only as the overdraft, and then growing by
+       * doubling as usual (a chunk at a time would copy the buffer over and
+       * over: quadratic in the request's size). */
       if (srv->overdraft && srv->overdraft != c) return 1;
       srv->overdraft = c;
     }
