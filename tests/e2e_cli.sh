@@ -90,7 +90,9 @@ expect() {
     return 0
   fi
   for p in "$@"; do
-    if ! output | grep -Eq -- "$p"; then
+    # Not grep -q: it would stop reading at the first match, and under
+    # pipefail the writer's SIGPIPE would turn a match into a failure.
+    if ! output | grep -E -- "$p" >/dev/null; then
       bad "$name (output lacks /$p/)" "$(output)"
       return 0
     fi

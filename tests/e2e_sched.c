@@ -193,8 +193,9 @@ static void test_fairness(void) {
             res_num(&r, "queue_us"), res_num(&r, "worker_us"));
     /* Two running + one primed, counted between two status calls (each on
      * a new connection) that other completions straddle: on a loaded
-     * machine up to 7 were seen.  One FIFO would put ~120 ahead of it. */
-    CHECK(ahead <= 12, "%.0f other jobs finished while the newcomer's one waited (a FIFO: ~120)", ahead);
+     * machine up to 7 were seen, under ASan 15.  One FIFO would put the
+     * ~120 queued jobs ahead of it. */
+    CHECK(ahead <= 30, "%.0f other jobs finished while the newcomer's one waited (a FIFO: ~120)", ahead);
     rr_reply_free(&r);
     rr_close(&c);
   }
