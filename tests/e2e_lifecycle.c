@@ -151,7 +151,14 @@ static void test_sigterm_in_flight(void) {
   close(fd);
   struct stat st;
   ASSERT(stat(f.sock, &st) != 0 && errno == ENOENT);
+  /* Its log on stderr whatever happens: an exit status that is not 0 here
+   * has been seen once under ASan on a loaded machine, not reproduced. */
+  setenv("GKC_TEST_SHOW_LOG", "1", 1);
   int status = fixture_stop(&f, SIGTERM);
+  unsetenv("GKC_TEST_SHOW_LOG");
+  if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0))
+    fprintf(stderr, "gkcd: %s %d\n", WIFEXITED(status) ? "exit status" : "killed by signal",
+            WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
   ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   free(buf);
   printf("sigterm with %llu of %d requests in flight: all answered, exit 0\n",
