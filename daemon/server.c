@@ -84,7 +84,7 @@ void server_close(gkcd_server *srv) {
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &set, NULL); /* late signals stay pending until exit */
+  pthread_sigmask(SIG_BLOCK, &set, NULL); /* late signals wait, then are ignored (below) */
   uv_close((uv_handle_t *)&srv->sigint, NULL);
   uv_close((uv_handle_t *)&srv->sigterm, NULL);
   uv_close((uv_handle_t *)&srv->flush, NULL);
@@ -92,6 +92,13 @@ void server_close(gkcd_server *srv) {
   notify_close(srv);
   http_stop(srv);
   uv_run(srv->loop, UV_RUN_DEFAULT);
+  /* libuv gave SIGINT and SIGTERM their default action back when their
+   * handles closed; a late one, blocked here but pending, would kill us
+   * with a non-zero status as soon as a thread with it unblocked runs
+   * (seen: the leak checker's tracer thread at exit under ASan).  Ignoring
+   * them now also discards what is pending: we are exiting anyway. */
+  signal(SIGINT, SIG_IGN);
+  signal(SIGTERM, SIG_IGN);
   resident_free_all(srv);
 }
 
