@@ -251,6 +251,19 @@ static void test_command_line(void) {
     ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 2);
     ASSERT_CONTAINS(rr_slurp(log), "--spin-us");
   }
+  /* The hardening and scheduling options: out of range or malformed values
+   * stop gkcd at start-up, naming the option. */
+  const char *const badopts[][3] = {
+      {"--send-timeout", "-1", NULL},       {"--request-timeout", "1e9", NULL},
+      {"--max-conn-per-user", "x", NULL},   {"--queue-wait", "nan", NULL},
+      {"--latency-sms", "2000", NULL},      {"--latency-us", "0", NULL},
+      {"--slice-us", "-5", NULL},           {"--weights", "root", NULL},
+      {"--weights", "root:1000", NULL},     {"--weights", "no-such-user-gkc:2", NULL}};
+  for (size_t i = 0; i < sizeof badopts / sizeof badopts[0]; i++) {
+    st = run_gkcd(badopts[i], log);
+    ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 2);
+    ASSERT_CONTAINS(rr_slurp(log), badopts[i][0] + 2);
+  }
   /* GKCD_FAULT is read only by fault-injection builds: there a malformed
    * delay is a start-up error too. */
   if (rr_env_flag("GKC_FAULT_INJECTION")) {
