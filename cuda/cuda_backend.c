@@ -763,3 +763,16 @@ oom:
   if (be && impl) cuda_destroy(be); else { free(be); free(impl); }
   return GKC_EOUT_OF_MEMORY;
 }
+
+/* For now one backend on the first GPU; the multi-device version replaces this. */
+int cuda_backends_create(gkcd_backend **out, int max, int *count, const gkcd_config *cfg, char *msg,
+                         size_t msglen) {
+  *count = 0;
+  if (max < 1) {
+    snprintf(msg, msglen, "no room for a device");
+    return GKC_EINVALID_ARGUMENT;
+  }
+  int rc = cuda_backend_create(&out[0], cfg, msg, msglen);
+  if (rc == 0) *count = 1;
+  return rc;
+}

@@ -26,6 +26,17 @@ void backend_fatal(const char *fmt, ...) {
 
 int backend_failed(void) { return atomic_load(&g_failed); }
 
+/* Until the daemon serves several devices, losing the one it has is fatal. */
+void backend_device_lost(gkcd_backend *be, const char *fmt, ...) {
+  char msg[400];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  if (atomic_exchange(&be->lost, 1)) return;
+  backend_fatal("device %d lost: %s", be->device, msg);
+}
+
 int backend_algo_lookup(const gkcd_backend *be, int method, const char *name, size_t len) {
   if (len == 4 && memcmp(name, "auto", 4) == 0) return GKCD_ALGO_AUTO;
   const char *const *list = be->algos[method];

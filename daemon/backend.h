@@ -11,6 +11,7 @@
 #ifndef GKCD_BACKEND_H
 #define GKCD_BACKEND_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -59,8 +60,32 @@ struct gkcd_backend {
   /* May be NULL. */
   void (*lane_info)(gkcd_backend *be, int lane, gkcd_lane_info *out);
   void (*destroy)(gkcd_backend *be);
+
+  /* --- several devices (daemon/devices.c) ---------------------------------
+   * Each device the daemon serves from is one backend: a GPU, a slice of a
+   * GPU (--split-device), or one of the CPU backend's virtual devices
+   * (--cpu-devices).  The daemon numbers them in `device`. */
+  int device;
+  /* Copies bytes of resident memory at src on device `from` (a backend of
+   * the same kind) to dst in this backend's resident memory, directly
+   * (peer to peer) where the hardware allows, else staged.  Synchronous;
+   * any worker thread.  0, or a negative gkc_error with msg.  *peer is set
+   * to 1 when the copy went peer to peer. */
+  int (*peer_copy)(gkcd_backend *be, void *dst, gkcd_backend *from, const void *src, size_t bytes,
+                   int *peer, char *msg, size_t msglen);
+  /* Set once the device has failed for good (backend_device_lost). */
+  atomic_int lost;
   void *impl;
 };
+
+/* A device has failed for good: a sticky CUDA error, an ECC fault, a GPU
+ * that fell off the bus, or fault injection.  Any thread.  The backend
+ * still finishes each of its own jobs in flight, with GKC_EDEVICE_LOST and
+ * a message naming the device; the daemon takes the device out of
+ * placement, answers queued work that needs its memory DEVICE_LOST, marks
+ * its resident objects lost (using one later says so) and goes on serving
+ * from the others.  When no device is left it calls backend_fatal. */
+void backend_device_lost(gkcd_backend *be, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #define GKCD_ALGO_AUTO (-1)
 
@@ -89,6 +114,12 @@ const char *batch_op_name(int op);
 int cpu_backend_create(gkcd_backend **out, int nthreads, char *msg, size_t msglen);
 #ifdef GKC_HAVE_CUDA
 int cuda_backend_create(gkcd_backend **out, const gkcd_config *cfg, char *msg, size_t msglen);
+/* One backend per GPU in cfg->devices (every visible one when ndevices is
+ * 0), each cut into cfg->split_device backends over disjoint SM partitions
+ * when that is above 1; at most max in all.  0 with *count set, or a
+ * negative gkc_error with msg (nothing left open). */
+int cuda_backends_create(gkcd_backend **out, int max, int *count, const gkcd_config *cfg, char *msg,
+                         size_t msglen);
 #endif
 
 /* For a backend that can no longer work (a poisoned GPU context): logs why,

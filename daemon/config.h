@@ -11,6 +11,7 @@
 #include <sys/types.h>
 
 #define GKCD_MAX_ALLOWED 32
+#define GKCD_MAX_DEVICES 64
 
 typedef struct {
   char config_path[256];   /* the file read, "" when none */
@@ -55,6 +56,12 @@ typedef struct {
   uid_t weight_uids[GKCD_MAX_ALLOWED];
   double weights[GKCD_MAX_ALLOWED];
   int n_weights;
+
+  /* Devices (daemon/devices.c). */
+  int devices[GKCD_MAX_DEVICES]; /* --devices 0,2: GPU ordinals to open, in order */
+  int ndevices;                /* 0: every visible GPU */
+  int cpu_devices;             /* --cpu-devices N: virtual devices of the CPU backend */
+  int split_device;            /* --split-device N: each GPU cut into N devices by SM partition */
 } gkcd_config;
 
 #endif

@@ -126,6 +126,32 @@ static int p_seconds(const opt_def *d, const char *v, void *f, char *why, size_t
   return 0;
 }
 
+/* --devices 0,2: distinct GPU ordinals, at most GKCD_MAX_DEVICES. */
+static int p_devices(const opt_def *d, const char *v, void *f, char *why, size_t n) {
+  gkcd_config *cfg = (gkcd_config *)((char *)f - offsetof(gkcd_config, devices));
+  int count = 0;
+  const char *p = v;
+  while (*p) {
+    char *end;
+    errno = 0;
+    long x = strtol(p, &end, 10);
+    if (errno || end == p || x < 0 || x > 1023 || (*end && *end != ',') || count == GKCD_MAX_DEVICES)
+      goto bad;
+    for (int i = 0; i < count; i++)
+      if (cfg->devices[i] == x) goto bad;
+    cfg->devices[count++] = (int)x;
+    p = *end ? end + 1 : end;
+    if (*end && !*p) goto bad;
+  }
+  if (count == 0) goto bad;
+  cfg->ndevices = count;
+  (void)d;
+  return 0;
+bad:
+  snprintf(why, n, "a comma-separated list of up to %d distinct GPU numbers, e.g. 0,2", GKCD_MAX_DEVICES);
+  return -1;
+}
+
 /* --- the table ----------------------------------------------------------- */
 
 #define F(field) offsetof(gkcd_config, field)
@@ -183,6 +209,12 @@ static const opt_def table[] = {
      "fair-share weights by user, e.g. alice:2,bob:1 (default 1)"},
     {"spin-us", p_int, F(spin_us), 0, 100000, "USEC",
      "after a request, the worker and the event loop poll this\nlong for more work before they sleep, so back-to-back\nrequests skip thread wake-ups (default 100 with 4 or more\nCPUs, else 0)"},
+    {"devices", p_devices, F(devices), 0, 0, "LIST",
+     "GPUs to serve from, by number as CUDA_VISIBLE_DEVICES leaves\nthem, e.g. 0,2 (default: every visible GPU)"},
+    {"cpu-devices", p_int, F(cpu_devices), 1, GKCD_MAX_DEVICES, "N",
+     "the CPU backend presents N virtual devices, each with its\nown threads and memory (default 1)"},
+    {"split-device", p_int, F(split_device), 1, 16, "N",
+     "cut each GPU into N devices by SM partition (green\ncontexts), to exercise multi-device paths on one GPU\n(default 1)"},
     {"metrics-listen", p_string, F(metrics_listen), 0, 128, "ADDR:PORT",
      "serve Prometheus metrics at GET /metrics over HTTP there;\n':PORT' is 127.0.0.1 (default: off)"},
 };
@@ -213,6 +245,8 @@ static void defaults(gkcd_config *cfg) {
   cfg->latency_sms = 8;
   cfg->latency_us = 200;
   cfg->slice_us = 100;
+  cfg->cpu_devices = 1;
+  cfg->split_device = 1;
   /* Polling pays where a CPU is free for it: with fewer than 4 the poller
    * takes the CPU from the event loop and the clients (on 2 CPUs it made a
    * local client's round trip 20 us slower while saving 5 us of wake-up). */
