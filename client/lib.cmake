@@ -5,6 +5,9 @@ set(GKC_LIB_SOURCES gkc_wire.c gkc_client.c gkc_async.c gkc_methods.c gkc_json.c
     ${CMAKE_SOURCE_DIR}/proto/proto_frame.c ${CMAKE_SOURCE_DIR}/proto/proto_tables.c
     ${CMAKE_SOURCE_DIR}/proto/proto_rpc.c ${CMAKE_SOURCE_DIR}/proto/proto_socket.c)
 
+# SONAME libgkc.so.${GKC_SOVERSION} (set in the top-level CMakeLists.txt).
+set(GKC_LIB_VERSION ${GKC_SOVERSION}.0.0)
+
 add_library(gkc_shared SHARED ${GKC_LIB_SOURCES})
 add_library(gkc_static STATIC ${GKC_LIB_SOURCES})
 foreach(t gkc_shared gkc_static)
@@ -20,7 +23,7 @@ else()
 endif()
 target_link_libraries(gkc_shared PRIVATE ${GKC_MSGPACK_LINK})
 target_link_libraries(gkc_static PRIVATE ${GKC_MSGPACK_LINK})
-set_target_properties(gkc_shared PROPERTIES OUTPUT_NAME gkc EXPORT_NAME gkc VERSION ${PROJECT_VERSION} SOVERSION 0
+set_target_properties(gkc_shared PROPERTIES OUTPUT_NAME gkc EXPORT_NAME gkc VERSION ${GKC_LIB_VERSION} SOVERSION ${GKC_SOVERSION}
   C_VISIBILITY_PRESET hidden PUBLIC_HEADER "gkc.h;gkc_async.h;${CMAKE_SOURCE_DIR}/proto/gkc_errors.h")
 set_target_properties(gkc_static PROPERTIES OUTPUT_NAME gkc EXPORT_NAME gkc_static)
 # Only the gkc_ functions of gkc.h are exported from the shared library.
@@ -45,11 +48,11 @@ endif()
 target_link_libraries(gkc_uv_static PUBLIC gkc_static PRIVATE ${GKC_UV_LINK})
 target_compile_definitions(gkc_uv_shared PRIVATE GKC_BUILDING_SHARED)
 set_target_properties(gkc_uv_shared PROPERTIES OUTPUT_NAME gkc_uv EXPORT_NAME gkc_uv
-  VERSION ${PROJECT_VERSION} SOVERSION 0 C_VISIBILITY_PRESET hidden PUBLIC_HEADER gkc_uv.h)
+  VERSION ${GKC_LIB_VERSION} SOVERSION ${GKC_SOVERSION} C_VISIBILITY_PRESET hidden PUBLIC_HEADER gkc_uv.h)
 set_target_properties(gkc_uv_static PROPERTIES OUTPUT_NAME gkc_uv EXPORT_NAME gkc_uv_static)
 
 include(CMakePackageConfigHelpers)
-# Components: the shared libraries (lib: libgkc0), everything to build
+# Components: the shared libraries (lib: libgkc1), everything to build
 # against them (dev: libgkc-dev); see cmake/Packaging.cmake.
 install(TARGETS gkc_shared gkc_static gkc_uv_shared gkc_uv_static EXPORT gkcTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT lib NAMELINK_COMPONENT dev

@@ -5,7 +5,7 @@
 #   gkcd         the daemon, the gkc command, units, sysusers, tmpfiles,
 #                /etc/gkcd/gkcd.conf.example (a conffile; postinst copies it
 #                to gkcd.conf when absent), manual pages, bash completion
-#   libgkc0      libgkc.so.0 and libgkc_uv.so.0 (SONAME 0, hence the name)
+#   libgkc1      libgkc.so.1 and libgkc_uv.so.1 (SONAME 1, hence the name)
 #   libgkc-dev   headers, static libraries, .so links, gkc.pc, CMake config,
 #                gkc.h(3)
 #   python3-gkc  the pure-Python package (Architecture: all)
@@ -27,7 +27,7 @@ set(CPACK_COMPONENTS_ALL daemon lib dev python)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_RELEASE 1)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
-set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS ON) # libgkc0's shlibs, and ldconfig triggers
+set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS ON) # libgkc1's shlibs, and ldconfig triggers
 set(CPACK_DEBIAN_PACKAGE_HOMEPAGE "https://github.com/")
 set(_deb_ver "${PROJECT_VERSION}-${CPACK_DEBIAN_PACKAGE_RELEASE}")
 
@@ -46,7 +46,7 @@ set(CPACK_DEBIAN_DAEMON_PACKAGE_CONTROL_EXTRA
     "${CMAKE_SOURCE_DIR}/packaging/deb/gkcd/postinst;${CMAKE_SOURCE_DIR}/packaging/deb/gkcd/prerm;${CMAKE_SOURCE_DIR}/packaging/deb/gkcd/postrm;${CMAKE_SOURCE_DIR}/packaging/deb/gkcd/conffiles")
 set(CPACK_DEBIAN_DAEMON_PACKAGE_CONTROL_STRICT_PERMISSION TRUE)
 
-set(CPACK_DEBIAN_LIB_PACKAGE_NAME libgkc0)
+set(CPACK_DEBIAN_LIB_PACKAGE_NAME libgkc${GKC_SOVERSION})
 set(CPACK_DEBIAN_LIB_PACKAGE_SECTION libs)
 set(CPACK_DEBIAN_LIB_DESCRIPTION "client library of gkcd, the GPU compute daemon
 libgkc sends requests to gkcd over its Unix socket, blocking or
@@ -63,7 +63,7 @@ endif()
 if(NOT _msgpack_pkg)
   set(_msgpack_pkg "libmsgpack-c-dev | libmsgpack-dev")
 endif()
-set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS "libgkc0 (= ${_deb_ver}), ${_msgpack_pkg}, libuv1-dev")
+set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS "libgkc${GKC_SOVERSION} (= ${_deb_ver}), ${_msgpack_pkg}, libuv1-dev")
 set(CPACK_DEBIAN_DEV_DESCRIPTION "client library of gkcd: development files
 Headers (gkc.h, gkc_async.h, gkc_uv.h), static libraries, pkg-config files
 and the CMake package (find_package(gkc)) of libgkc, and gkc.h(3).")
