@@ -4,16 +4,20 @@
 #
 #   gkcd         the daemon, the gkc command, units, sysusers, tmpfiles,
 #                /etc/gkcd/gkcd.conf.example (a conffile; postinst copies it
-#                to gkcd.conf when absent), manual pages, bash completion
+#                to gkcd.conf when absent), manual pages, bash completion.
+#                It links no CUDA library: it serves from the CPU backend
+#                unless gkcd-cuda is installed (and a GPU is there).
+#   gkcd-cuda    the CUDA backend module, ${libdir}/gkc/gkcd-cuda.so, which
+#                gkcd loads at start-up (daemon/cuda_module.h); depends on the
+#                CUDA runtime libraries.  Only from a build with CUDA.
 #   libgkc1      libgkc.so.1 and libgkc_uv.so.1 (SONAME 1, hence the name)
 #   libgkc-dev   headers, static libraries, .so links, gkc.pc, CMake config,
 #                gkc.h(3)
 #   python3-gkc  the pure-Python package (Architecture: all)
 #
-# Dependencies on shared libraries come from dpkg-shlibdeps (dpkg-dev).  A
-# gkcd built with the CUDA backend links cudart, cuBLAS and cuSPARSE, which
-# are no Debian packages here: package a CPU-only build (-DGKC_CUDA=OFF), or
-# expect dpkg-shlibdeps to find no package for them.
+# Dependencies on shared libraries come from dpkg-shlibdeps (dpkg-dev),
+# except the CUDA libraries of gkcd-cuda: a toolkit from NVIDIA's runfile
+# belongs to no package, so they are named by GKC_DEB_CUDA_DEPENDS (below).
 set(CPACK_GENERATOR DEB)
 set(CPACK_PACKAGE_NAME gkc)
 set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
@@ -24,6 +28,9 @@ set(CPACK_PACKAGE_CONTACT "gkc maintainers <gkc@localhost>")
 set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
 set(CPACK_DEB_COMPONENT_INSTALL ON)
 set(CPACK_COMPONENTS_ALL daemon lib dev python)
+if(GKC_HAVE_CUDA)
+  list(APPEND CPACK_COMPONENTS_ALL cuda)
+endif()
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_RELEASE 1)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
@@ -34,12 +41,14 @@ set(_deb_ver "${PROJECT_VERSION}-${CPACK_DEBIAN_PACKAGE_RELEASE}")
 set(CPACK_DEBIAN_DAEMON_PACKAGE_NAME gkcd)
 set(CPACK_DEBIAN_DAEMON_PACKAGE_SECTION misc)
 set(CPACK_DEBIAN_DAEMON_PACKAGE_RECOMMENDS "systemd")
-set(CPACK_DEBIAN_DAEMON_PACKAGE_SUGGESTS "prometheus, python3-gkc")
+# Suggests, not Recommends: on a machine without a GPU, gkcd-cuda would pull
+# in the CUDA libraries (a gigabyte of cuBLAS) for nothing.
+set(CPACK_DEBIAN_DAEMON_PACKAGE_SUGGESTS "gkcd-cuda, prometheus, python3-gkc")
 set(CPACK_DEBIAN_DAEMON_DESCRIPTION "GPU compute daemon: sgemm, reduce, spmv and solvers over a Unix socket
 gkcd computes dense and sparse linear algebra for other processes, which
 talk to it over a Unix socket (msgpack-rpc) with libgkc, the gkc command
-or the Python package.  It runs on an NVIDIA GPU when built with CUDA, and
-on the CPU (OpenBLAS, OpenMP) otherwise.  This package holds the daemon,
+or the Python package.  It runs on an NVIDIA GPU with the gkcd-cuda
+package, and on the CPU (OpenBLAS, OpenMP) otherwise.  This package holds the daemon,
 its systemd socket and service, the gkc command-line client (with gkc top
 and gkc metrics) and their manual pages.")
 set(CPACK_DEBIAN_DAEMON_PACKAGE_CONTROL_EXTRA
@@ -77,5 +86,45 @@ set(CPACK_DEBIAN_PYTHON_PACKAGE_SUGGESTS "python3-scipy, gkcd")
 set(CPACK_DEBIAN_PYTHON_DESCRIPTION "Python client of gkcd, the GPU compute daemon
 The gkc package: NumPy arrays and SciPy sparse matrices in, results out,
 resident arrays, shared memory regions and an asyncio client.")
+
+# gkcd-cuda: its CUDA libraries by package name.  The package that owns each
+# library file when dpkg knows it; else NVIDIA's repository name or Debian's
+# (lib<name><SONAME version>) for this toolkit.  -DGKC_DEB_CUDA_DEPENDS=...
+# to name them yourself.
+if(GKC_HAVE_CUDA)
+  set(GKC_DEB_CUDA_DEPENDS "" CACHE STRING
+      "Depends of the gkcd-cuda package (empty: worked out from the CUDA toolkit found)")
+  set(_cuda_deps "${GKC_DEB_CUDA_DEPENDS}")
+  if(NOT _cuda_deps)
+    set(_cuda_deps "")
+    set(_tk "${CUDAToolkit_VERSION_MAJOR}-${CUDAToolkit_VERSION_MINOR}")
+    foreach(_lib cudart cublas cusparse)
+      get_target_property(_file CUDA::${_lib} IMPORTED_LOCATION)
+      file(REAL_PATH "${_file}" _file)
+      set(_pkg "")
+      execute_process(COMMAND dpkg-query -S "${_file}" OUTPUT_VARIABLE _pkg ERROR_QUIET
+                      OUTPUT_STRIP_TRAILING_WHITESPACE)
+      string(REGEX REPLACE ":.*" "" _pkg "${_pkg}")
+      if(NOT _pkg)
+        string(REGEX MATCH "\\.so\\.([0-9]+)" _m "${_file}")
+        set(_nvidia "lib${_lib}-${_tk}")
+        if(_lib STREQUAL "cudart")
+          set(_nvidia "cuda-cudart-${_tk}")
+        endif()
+        set(_pkg "${_nvidia} | lib${_lib}${CMAKE_MATCH_1}")
+      endif()
+      list(APPEND _cuda_deps "${_pkg}")
+    endforeach()
+    list(JOIN _cuda_deps ", " _cuda_deps)
+  endif()
+  set(CPACK_DEBIAN_CUDA_PACKAGE_NAME gkcd-cuda)
+  set(CPACK_DEBIAN_CUDA_PACKAGE_SECTION misc)
+  set(CPACK_DEBIAN_CUDA_PACKAGE_DEPENDS "gkcd (= ${_deb_ver}), ${_cuda_deps}")
+  set(CPACK_DEBIAN_CUDA_DESCRIPTION "CUDA backend of gkcd, the GPU compute daemon
+The module that lets gkcd compute on an NVIDIA GPU (its own kernels beside
+cuBLAS, CUB and cuSPARSE).  gkcd loads it at start-up; without it, or
+without a usable GPU, gkcd serves from the CPU backend.")
+  message(STATUS "gkc: the gkcd-cuda package will depend on: ${_cuda_deps}")
+endif()
 
 include(CPack)

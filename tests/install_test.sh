@@ -46,6 +46,27 @@ check_prefix() {
     [ -e "$prefix/$f" ] || fail "$prefix/$f not installed"
   done
 
+  # libgkc's SONAME (the Debian package libgkc1 is named after it).
+  local soname
+  soname=$(readelf -d "$prefix/$libdir/libgkc.so" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
+  [ "$soname" = libgkc.so.1 ] && [ -e "$prefix/$libdir/libgkc.so.1" ] ||
+    fail "libgkc.so's SONAME is '$soname' (libgkc.so.1 expected), or no $prefix/$libdir/libgkc.so.1"
+
+  # The CUDA backend module (a build with CUDA): installed in $libdir/gkc,
+  # where the installed gkcd finds it relative to itself, whatever the prefix.
+  # gkcd loads it (and, without a GPU, then stops on the GPU), or, where the
+  # CUDA libraries are not in ld.so's cache, names it in its complaint.
+  if [ -e "$build/daemon/gkcd-cuda.so" ]; then
+    local module=$prefix/$libdir/gkc/gkcd-cuda.so
+    [ -e "$module" ] || fail "$module not installed"
+    module=$(realpath "$module")
+    timeout 10 env -u GKCD_CUDA_MODULE "$prefix/sbin/gkcd" --socket "$tmp/m.sock" --backend cuda \
+      --log-level info >"$tmp/module.log" 2>&1 || true
+    grep -qE "CUDA backend module $module loaded|cannot load the CUDA backend module $module:" "$tmp/module.log" ||
+      { cat "$tmp/module.log"; fail "$prefix/sbin/gkcd does not find $module"; }
+    rm -f "$tmp/m.sock"
+  fi
+
   # No stale paths: neither the configured prefix nor the other install's.
   local stale
   stale=$(text_files "$prefix" | xargs -r grep -lF -e "$configured/" -e "$other" || true)
