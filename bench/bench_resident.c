@@ -28,8 +28,8 @@
  *     --cg-grid grid: iterations/s with everything resident.
  *
  * Each section stops early (after at least 3 timed calls) when it has used
- * its share of --time-limit.  --json prints one JSON object; the text goes
- * to stdout, progress to stderr.  It starts its own gkcd with --gkcd PATH
+ * its share of --time-limit.  --json prints one JSON object, --csv one row
+ * per measured mode; else the text goes to stdout.  Progress goes to stderr.  It starts its own gkcd with --gkcd PATH
  * (or $GKCD_BIN), or measures the one at --socket PATH.
  */
 #include <errno.h>
@@ -45,6 +45,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_csv.h"
 #include "gkc.h"
 #include "mtx.h"
 
@@ -60,7 +61,7 @@ typedef struct {
   int64_t cg_grid;    /* CG Laplacian grid */
   int spmv_calls, reps, cg_iters;
   double time_limit;  /* seconds, all sections together */
-  int json, quick, no_sgemm, no_spmv, no_cg;
+  int json, csv, quick, no_sgemm, no_spmv, no_cg;
 } options;
 
 static options O = {.backend = "cpu", .grid = 2048, .cg_grid = 512, .spmv_calls = 100,
@@ -125,6 +126,33 @@ static void fill(float *p, size_t n, uint64_t seed) {
     p[i] = (float)((double)(s >> 40) / 16777216.0 * 2.0 - 1.0);
   }
 }
+
+/* --csv: one row per measured mode of each section, the values of
+ * CSV_VALUES in that order (NaN: empty, the column does not apply). */
+static bench_csv g_csv;
+static char g_backend[32]; /* gkcd's backend, from ping: the last column */
+#define CSV_VALUES                                                                                 \
+  "round_trip_us,server_us,queue_us,worker_us,kernel_us,h2d_us,d2h_us,in_gbps_h2d,in_gbps_e2e,"   \
+  "iterations,converged,iterations_per_s,us_per_iteration,true_residual"
+enum { CSV_NVALUES = 14 };
+
+static void csv_row(const char *section, const char *mode, long long size, int calls,
+                    const double v[CSV_NVALUES], int same) {
+  bench_csv_str(&g_csv, section);
+  bench_csv_str(&g_csv, mode);
+  bench_csv_num(&g_csv, "%lld", size);
+  bench_csv_num(&g_csv, "%d", calls);
+  for (int i = 0; i < CSV_NVALUES; i++)
+    if (isfinite(v[i])) bench_csv_num(&g_csv, "%.6g", v[i]);
+    else bench_csv_str(&g_csv, "");
+  if (same >= 0) bench_csv_num(&g_csv, "%d", same);
+  else bench_csv_str(&g_csv, "");
+  bench_csv_str(&g_csv, g_backend);
+  bench_csv_end(&g_csv);
+}
+
+/* Text tables only without --json or --csv. */
+#define TEXT (!O.json && !O.csv)
 
 /* JSON output is assembled as text pieces, printed at the end. */
 static char g_json[16384];
@@ -264,7 +292,7 @@ static void sgemm_section(gkc_conn *c, double budget_s, const char *backend) {
   double in_bytes = 2.0 * (double)bytes, flops = 2.0 * (double)n * n * n;
   const char *names[2] = {"socket", "regions"};
   char b1[32], b2[32], b3[32], b4[32], b5[32], b6[32], b7[32], b8[32];
-  if (!O.json) {
+  if (TEXT) {
     printf("## sgemm %lld x %lld x %lld (%s backend, %d timed calls per path)\n\n",
            (long long)n, (long long)n, (long long)n, backend, done[0]);
     printf("| path | round trip ms | server ms | kernel ms | h2d ms | d2h ms | in GB/s (h2d) "
@@ -285,7 +313,11 @@ static void sgemm_section(gkc_conn *c, double budget_s, const char *backend) {
     double in_h2d = h2d > 0 ? in_bytes / h2d / 1e3 : NAN;
     double e2e_us = rtt - ker - (isfinite(d2h) ? d2h : 0);
     double in_e2e = e2e_us > 0 ? in_bytes / e2e_us / 1e3 : NAN;
-    if (!O.json) {
+    csv_row("sgemm", names[p], (long long)n, done[p],
+            (const double[CSV_NVALUES]){rtt, srv, NAN, NAN, ker, h2d, d2h, in_h2d, in_e2e, NAN, NAN,
+                                        NAN, NAN, NAN},
+            same);
+    if (TEXT) {
       printf("| %s | %.2f | %.2f | %.2f | %s | %s | %s | %s | %.2f |\n", names[p], rtt / 1e3,
              srv / 1e3, ker / 1e3, isfinite(h2d) ? jnum(h2d / 1e3, b1) : "-",
              isfinite(d2h) ? jnum(d2h / 1e3, b2) : "-", isfinite(in_h2d) ? jnum(in_h2d, b3) : "-",
@@ -299,7 +331,7 @@ static void sgemm_section(gkc_conn *c, double budget_s, const char *backend) {
       (void)b8;
     }
   }
-  if (!O.json)
+  if (TEXT)
     printf("\nin GB/s (h2d): bytes of A and B / h2d_us.  in GB/s (e2e): bytes of A and B /\n"
            "(round trip - kernel_us - d2h_us).  Results identical across paths: %s.\n\n",
            same ? "yes" : "NO");
@@ -370,7 +402,7 @@ static void spmv_section(gkc_conn *c, double budget_s) {
   same = same && memcmp(y, yv, yb) == 0;
   double matrix_bytes = 4.0 * ((double)M.rows + 1 + 2.0 * (double)M.nnz);
   char b1[32], b2[32];
-  if (!O.json) {
+  if (TEXT) {
     printf("## spmv, 5-point Laplacian of a %lld x %lld grid (%d rows, %lld nonzeros, matrix "
            "%.0f MB)\n\n", (long long)g, (long long)g, M.rows, (long long)M.nnz, matrix_bytes / 1e6);
     printf("csr_upload: %.2f ms (algo %s).  Results identical: %s.\n\n", upload_us / 1e3, algo,
@@ -390,7 +422,10 @@ static void spmv_section(gkc_conn *c, double budget_s) {
     double r = median(rt[m], done[m]), k = median(ker[m], done[m]), sv = median(srv[m], done[m]);
     double q = median(que[m], done[m]), w = median(wrk[m], done[m]);
     char b3[32], b4[32], b5[32];
-    if (!O.json)
+    csv_row("spmv", keys[m], (long long)g, done[m],
+            (const double[CSV_NVALUES]){r, sv, q, w, k, NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN},
+            same);
+    if (TEXT)
       printf("| %s | %d | %.3f | %.3f | %.3f | %.3f | %.3f | %.2fx |\n", names[m], done[m], r / 1e3,
              sv / 1e3, q / 1e3, w / 1e3, k / 1e3, base / r);
     else
@@ -398,7 +433,7 @@ static void spmv_section(gkc_conn *c, double budget_s) {
            " \"worker_us\": %s, \"kernel_us\": %s}", m ? ", " : "", keys[m], done[m], jnum(r, b1),
            jnum(sv, b3), jnum(q, b4), jnum(w, b5), jnum(k, b2));
   }
-  if (!O.json) printf("\n");
+  if (TEXT) printf("\n");
   else jput("}}");
   CALL(c, "release", gkc_release(c, hy));
   CALL(c, "release", gkc_release(c, hx));
@@ -425,7 +460,11 @@ static void cg_section(gkc_conn *c) {
   if (cg_solve(c, &A, b, x, &p, &st) != 0) die("cg: %s", st.msg);
   double per_it_us = st.iterations ? st.solve_s * 1e6 / st.iterations : NAN;
   char b1[32];
-  if (!O.json) {
+  csv_row("cg", "resident", (long long)g, (int)st.requests,
+          (const double[CSV_NVALUES]){NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN, st.iterations,
+                                      st.converged, st.iters_per_s, per_it_us, st.true_residual},
+          -1);
+  if (TEXT) {
     printf("## conjugate gradients, 5-point Laplacian of a %lld x %lld grid (%d rows)\n\n",
            (long long)g, (long long)g, M.rows);
     printf("%d iterations (%s), %.1f iterations/s, %.1f us per iteration (1 spmv, 2 dot, "
@@ -465,6 +504,10 @@ static void usage(FILE *f) {
 "  --no-sgemm, --no-spmv, --no-cg   skip a section\n"
 "  --quick            tiny sizes: a smoke test of a few seconds\n"
 "  --json             one JSON object on stdout\n"
+"  --csv              CSV on stdout: a header row, then one row per measured mode\n"
+"                     (sgemm socket/regions, spmv's three modes, cg); size is N\n"
+"                     or the grid, calls the timed calls (cg: its requests),\n"
+"                     same_result 1 when the modes computed the same bytes\n"
 "  -h, --help\n");
 }
 
@@ -479,7 +522,7 @@ static int64_t parse_int(const char *opt, const char *v, int64_t lo, int64_t hi)
 
 int main(int argc, char **argv) {
   enum { O_GKCD = 256, O_BACKEND, O_SOCKET, O_N, O_REPS, O_GRID, O_CALLS, O_CGGRID, O_CGITERS,
-         O_TIME, O_NOSGEMM, O_NOSPMV, O_NOCG, O_QUICK, O_JSON };
+         O_TIME, O_NOSGEMM, O_NOSPMV, O_NOCG, O_QUICK, O_JSON, O_CSV };
   static const struct option opts[] = {
       {"gkcd", required_argument, 0, O_GKCD},       {"backend", required_argument, 0, O_BACKEND},
       {"socket", required_argument, 0, O_SOCKET},   {"n", required_argument, 0, O_N},
@@ -488,7 +531,8 @@ int main(int argc, char **argv) {
       {"cg-iters", required_argument, 0, O_CGITERS}, {"time-limit", required_argument, 0, O_TIME},
       {"no-sgemm", no_argument, 0, O_NOSGEMM},      {"no-spmv", no_argument, 0, O_NOSPMV},
       {"no-cg", no_argument, 0, O_NOCG},            {"quick", no_argument, 0, O_QUICK},
-      {"json", no_argument, 0, O_JSON},             {"help", no_argument, 0, 'h'},
+      {"json", no_argument, 0, O_JSON},             {"csv", no_argument, 0, O_CSV},
+      {"help", no_argument, 0, 'h'},
       {0, 0, 0, 0}};
   int o;
   while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -508,11 +552,15 @@ int main(int argc, char **argv) {
       case O_NOCG: O.no_cg = 1; break;
       case O_QUICK: O.quick = 1; break;
       case O_JSON: O.json = 1; break;
+      case O_CSV: O.csv = 1; break;
       case 'h': usage(stdout); return 0;
       default: usage(stderr); return 2;
     }
   }
   if (optind < argc) die("unexpected argument '%s'", argv[optind]);
+  if (O.json && O.csv) die("--json and --csv: give one of them");
+  if (O.csv && bench_csv_open(&g_csv, "-", "section,mode,size,calls," CSV_VALUES ",same_result,backend") != 0)
+    return 1;
   if (!O.socket) {
     start_gkcd();
     atexit(stop_gkcd);
@@ -521,6 +569,7 @@ int main(int argc, char **argv) {
   gkc_ping_info pi;
   CALL(c, "ping", gkc_ping(c, &pi));
   progress("gkcd %s, backend %s, at %s\n", pi.version, pi.backend, O.socket);
+  snprintf(g_backend, sizeof g_backend, "%s", pi.backend);
   if (O.json) jput("{\"gkcd_version\": \"%s\", \"backend\": \"%s\"", pi.version, pi.backend);
   if (O.json) jput(", ");
   int sections = !O.no_sgemm + !O.no_spmv;
@@ -532,6 +581,7 @@ int main(int argc, char **argv) {
   if (!O.no_cg) cg_section(c);
   else if (O.json) jput(", \"cg\": null");
   if (O.json) printf("%s}\n", g_json);
+  if (bench_csv_close(&g_csv) != 0) return 1;
   gkc_close(c);
   return 0;
 }

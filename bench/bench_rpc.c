@@ -41,6 +41,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_csv.h"
 #include "gkc.h"
 #include "proto_frame.h"
 #include "proto_rpc.h"
@@ -191,7 +192,7 @@ typedef struct {
   int pins[PIN_MODES], npins;
   int methods;          /* M_* mask */
   int echo, gkcd;       /* which servers */
-  int json, quick;
+  int json, csv, quick;
 } options;
 
 static void usage(FILE *f) {
@@ -230,6 +231,8 @@ static void usage(FILE *f) {
 "                    run, 0.2 s cap, 1 repeat (explicit options still win)\n"
 "Output:\n"
 "  --json            one JSON document on stdout instead of the tables\n"
+"  --csv             CSV on stdout instead of the tables: a header row, then one\n"
+"                    row per measurement (placement, server, method, shape)\n"
 "  -h, --help        show this help\n"
 "Progress goes to stderr.  Exit status 0 when every request succeeded.\n");
 }
@@ -272,7 +275,7 @@ static void add_pin(options *o, const char *t) {
 
 static void parse_args(int argc, char **argv, options *o) {
   enum { O_GKCD = 256, O_THREADS, O_BACKEND, O_SOCKET, O_NOECHO, O_NOGKCD, O_PIN, O_METHODS,
-         O_RTTC, O_RTTW, O_CONNS, O_WINDOW, O_COUNT, O_DUR, O_REPEAT, O_QUICK, O_JSON };
+         O_RTTC, O_RTTW, O_CONNS, O_WINDOW, O_COUNT, O_DUR, O_REPEAT, O_QUICK, O_JSON, O_CSV };
   static const struct option opts[] = {
       {"gkcd", required_argument, 0, O_GKCD},       {"threads", required_argument, 0, O_THREADS},
       {"backend", required_argument, 0, O_BACKEND}, {"socket", required_argument, 0, O_SOCKET},
@@ -282,7 +285,8 @@ static void parse_args(int argc, char **argv, options *o) {
       {"conns", required_argument, 0, O_CONNS},     {"window", required_argument, 0, O_WINDOW},
       {"count", required_argument, 0, O_COUNT},     {"duration", required_argument, 0, O_DUR},
       {"repeat", required_argument, 0, O_REPEAT},   {"quick", no_argument, 0, O_QUICK},
-      {"json", no_argument, 0, O_JSON},             {"help", no_argument, 0, 'h'},
+      {"json", no_argument, 0, O_JSON},             {"csv", no_argument, 0, O_CSV},
+      {"help", no_argument, 0, 'h'},
       {0, 0, 0, 0}};
   /* -1: not given, so that --quick may choose. */
   *o = (options){.backend = "cpu", .rtt_count = -1, .rtt_warmup = -1, .count = -1,
@@ -315,6 +319,7 @@ static void parse_args(int argc, char **argv, options *o) {
       case O_REPEAT: o->repeat = (int)parse_long("--repeat", optarg, 1, 100); break;
       case O_QUICK: o->quick = 1; break;
       case O_JSON: o->json = 1; break;
+      case O_CSV: o->csv = 1; break;
       case 'h': usage(stdout); exit(0);
       default: fprintf(stderr, "Try 'bench_rpc --help'.\n"); exit(2);
     }
@@ -1129,6 +1134,46 @@ static void print_json(const options *o, const placement *pls, int npl, const gk
   printf("]}\n");
 }
 
+/* The results as CSV: the fields of print_json's results, with the run's
+ * gkcd version and backend on every row; an unmeasured value is empty. */
+static void print_csv(const gkc_ping_info *pi) {
+  bench_csv c = {stdout, 0};
+  fputs("pin,server,method,test,conns,window,request_bytes,reply_bytes,requests,seconds,rps,"
+        "rps_min,rps_max,runs,p50_us,p90_us,p99_us,p999_us,mean_us,max_us,other_cpu_ms,steal_ms,"
+        "bench_cpu_us,server_cpu_us,reply_server_us_p50,reply_kernel_us_p50,gkcd_version,backend\n",
+        stdout);
+  for (int i = 0; i < g_nres; i++) {
+    const result *r = &g_res[i];
+    bench_csv_str(&c, pin_names[r->pin]);
+    bench_csv_str(&c, r->server);
+    bench_csv_str(&c, r->method);
+    bench_csv_str(&c, r->sh.rtt ? "rtt" : "throughput");
+    bench_csv_num(&c, "%d", r->sh.conns);
+    bench_csv_num(&c, "%d", r->sh.window);
+    bench_csv_num(&c, "%zu", r->req_bytes);
+    bench_csv_num(&c, "%zu", r->reply_bytes);
+    bench_csv_num(&c, "%llu", (unsigned long long)r->st.requests);
+    bench_csv_num(&c, "%.6f", r->st.seconds);
+    bench_csv_num(&c, "%.1f", r->st.rps);
+    bench_csv_num(&c, "%.1f", r->rps_min);
+    bench_csv_num(&c, "%.1f", r->rps_max);
+    bench_csv_num(&c, "%d", r->runs);
+    const double lat[6] = {r->st.p50_us, r->st.p90_us, r->st.p99_us, r->st.p999_us, r->st.mean_us, r->st.max_us};
+    for (int k = 0; k < 6; k++) bench_csv_num(&c, "%.3f", lat[k]);
+    bench_csv_num(&c, "%.1f", r->st.other_ns / 1e6);
+    bench_csv_num(&c, "%.1f", r->st.steal_ns / 1e6);
+    bench_csv_num(&c, "%.3f", r->st.cli_cpu_us);
+    const double opt[3] = {r->st.srv_cpu_us, r->server_us_p50, r->kernel_us_p50};
+    for (int k = 0; k < 3; k++)
+      if (opt[k] >= 0) bench_csv_num(&c, "%.3f", opt[k]);
+      else bench_csv_str(&c, "");
+    bench_csv_str(&c, pi->version);
+    bench_csv_str(&c, pi->backend);
+    bench_csv_end(&c);
+  }
+  if (bench_csv_close(&c) != 0) exit(1);
+}
+
 /* --- main ---------------------------------------------------------------------------------- */
 
 /* Everything for one placement: fresh servers pinned for it, then every
@@ -1190,6 +1235,7 @@ static void run_placement(const options *o, const placement *pl, request_tpl *tp
 int main(int argc, char **argv) {
   options o;
   parse_args(argc, argv, &o);
+  if (o.json && o.csv) die("--json and --csv: give one of them");
   machine_info();
   init_reduce_x();
   signal(SIGPIPE, SIG_IGN);
@@ -1223,6 +1269,7 @@ int main(int argc, char **argv) {
   for (int p = 0; p < npl; p++) run_placement(&o, &pls[p], tpls, ntpl, &pi);
 
   if (o.json) print_json(&o, pls, npl, &pi);
+  else if (o.csv) print_csv(&pi);
   else print_table(&o, pls, npl, &pi);
   return 0;
 }

@@ -13,7 +13,7 @@
  * vendor_time / algo_time (> 1: faster than the vendor).
  *
  *   bench_gpu [--ops sgemm,reduce,spmv] [--reps N] [--matrices DIR]
- *             [--sgemm-sizes 256,512,...] [--no-synth] [--lab] [--json FILE]
+ *             [--sgemm-sizes 256,512,...] [--no-synth] [--lab] [--json FILE] [--csv FILE]
  */
 #define _POSIX_C_SOURCE 200809L
 #include <dirent.h>
@@ -25,6 +25,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "bench_csv.h"
 #include "bench_util.h"
 #include "gkcu.h"
 #include "gkcu_lab.h"
@@ -41,6 +42,8 @@ static void *flush_buf;
 static size_t flush_bytes;
 static int reps = 20;
 static FILE *json;
+/* --csv: op,case,algo,median_ms,min_ms,rate,unit,vs_vendor,note; one row per timed run. */
+static bench_csv csv;
 static int json_first = 1;
 static int validation_failures;
 
@@ -103,6 +106,18 @@ static void report(const char *op, const char *cas, const char *algo, timing t, 
             "\"rate\": %.3f, \"unit\": \"%s\", \"vs_vendor\": %.4f}",
             json_first ? "" : ",", op, cas, algo, t.median_ms, t.min_ms, rate, unit, ratio);
     json_first = 0;
+  }
+  if (t.ok) {
+    bench_csv_str(&csv, op);
+    bench_csv_str(&csv, cas);
+    bench_csv_str(&csv, algo);
+    bench_csv_num(&csv, "%.6f", t.median_ms);
+    bench_csv_num(&csv, "%.6f", t.min_ms);
+    bench_csv_num(&csv, "%.3f", rate);
+    bench_csv_str(&csv, unit);
+    bench_csv_num(&csv, "%.4f", ratio);
+    bench_csv_str(&csv, note);
+    bench_csv_end(&csv);
   }
 }
 
@@ -524,13 +539,14 @@ static int has_op(const char *ops, const char *op) {
 }
 
 int main(int argc, char **argv) {
-  const char *ops = "sgemm,reduce,spmv", *dir = NULL, *json_path = NULL;
+  const char *ops = "sgemm,reduce,spmv", *dir = NULL, *json_path = NULL, *csv_path = NULL;
   int sizes[16] = {256, 512, 1024, 2048, 4096, 8192}, nsizes = 6, synth = 1, lab = 0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--ops") && i + 1 < argc) ops = argv[++i];
     else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--matrices") && i + 1 < argc) dir = argv[++i];
     else if (!strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
+    else if (!strcmp(argv[i], "--csv") && i + 1 < argc) csv_path = argv[++i];
     else if (!strcmp(argv[i], "--no-synth")) synth = 0;
     else if (!strcmp(argv[i], "--lab")) lab = 1;
     else if (!strcmp(argv[i], "--sgemm-sizes") && i + 1 < argc) {
@@ -539,7 +555,7 @@ int main(int argc, char **argv) {
     } else {
       fprintf(stderr,
               "usage: %s [--ops sgemm,reduce,spmv] [--reps N] [--matrices DIR] [--sgemm-sizes a,b,..] "
-              "[--no-synth] [--lab] [--json FILE]\n",
+              "[--no-synth] [--lab] [--json FILE] [--csv FILE]\n",
               argv[0]);
       return 2;
     }
@@ -573,6 +589,10 @@ int main(int argc, char **argv) {
     if (json) fprintf(json, "{\"device\": \"%s\", \"results\": [", prop.name);
   }
 
+  if (csv_path &&
+      bench_csv_open(&csv, csv_path, "op,case,algo,median_ms,min_ms,rate,unit,vs_vendor,note") != 0)
+    return 2;
+
   double t0 = bench_now_s();
   if (has_op(ops, "sgemm")) bench_sgemm(sizes, nsizes, lab);
   if (has_op(ops, "reduce")) bench_reduce(lab);
@@ -582,6 +602,7 @@ int main(int argc, char **argv) {
     fprintf(json, "\n]}\n");
     fclose(json);
   }
+  if (bench_csv_close(&csv) != 0) return 2;
   printf("\nbench_gpu: %.0f s, %d validation failures\n", bench_now_s() - t0, validation_failures);
   cudaFree(flush_buf);
   gkcu_ctx_destroy(ctx);
