@@ -13,6 +13,9 @@
  *
  *   bench_async --gkcd build/daemon/gkcd     # starts gkcd on a temporary socket
  *   bench_async --socket PATH                # or measures one already running
+ *
+ * --json or --csv print the rows machine-readable on stdout instead of the
+ * Markdown table.
  */
 #include <getopt.h>
 #include <math.h>
@@ -25,6 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_csv.h"
 #include "gkc_async.h"
 
 #define N_FLOATS 16
@@ -36,6 +40,9 @@ static const char *sock;
 static float xs[N_FLOATS];
 static double want_sum;
 static int total_errors;
+static enum { OUT_TEXT, OUT_JSON, OUT_CSV } out_mode;
+static bench_csv csv;
+static int json_rows;
 
 static double now_s(void) {
   struct timespec ts;
@@ -68,8 +75,30 @@ static void report(const char *shape, samples *s, size_t total, double secs) {
   qsort(s->lat, s->n, sizeof *s->lat, cmp_double);
   double p50 = s->n ? s->lat[s->n / 2] : NAN, p99 = s->n ? s->lat[(size_t)(s->n * 0.99)] : NAN;
   total_errors += s->errors;
-  printf("| %-12s | %10.0f | %8.1f | %8.1f | %d |\n", shape, (double)total / secs, p50, p99,
-         s->errors);
+  double rps = (double)total / secs;
+  if (out_mode == OUT_TEXT) {
+    printf("| %-12s | %10.0f | %8.1f | %8.1f | %d |\n", shape, rps, p50, p99, s->errors);
+  } else if (out_mode == OUT_JSON) {
+    /* NaN percentiles (no sample) are null. */
+    char a[32] = "null", b[32] = "null";
+    if (isfinite(p50)) snprintf(a, sizeof a, "%.3f", p50);
+    if (isfinite(p99)) snprintf(b, sizeof b, "%.3f", p99);
+    printf("%s\n  {\"shape\": \"%s\", \"requests\": %zu, \"seconds\": %.6f, \"rps\": %.1f, "
+           "\"p50_us\": %s, \"p99_us\": %s, \"errors\": %d}",
+           json_rows++ ? "," : "", shape, total, secs, rps, a, b, s->errors);
+  } else {
+    bench_csv_str(&csv, shape);
+    bench_csv_str(&csv, use_ping ? "ping" : "reduce");
+    bench_csv_num(&csv, "%zu", total);
+    bench_csv_num(&csv, "%.6f", secs);
+    bench_csv_num(&csv, "%.1f", rps);
+    if (isfinite(p50)) bench_csv_num(&csv, "%.3f", p50);
+    else bench_csv_str(&csv, "");
+    if (isfinite(p99)) bench_csv_num(&csv, "%.3f", p99);
+    else bench_csv_str(&csv, "");
+    bench_csv_num(&csv, "%d", s->errors);
+    bench_csv_end(&csv);
+  }
   fflush(stdout);
 }
 
@@ -200,6 +229,7 @@ static pid_t start_gkcd(const char *bin, char *path, size_t n) {
 int main(int argc, char **argv) {
   static const struct option opts[] = {{"gkcd", 1, 0, 'g'}, {"socket", 1, 0, 's'},
                                        {"duration", 1, 0, 'd'}, {"ping", 0, 0, 'p'},
+                                       {"json", 0, 0, 'j'}, {"csv", 0, 0, 'c'},
                                        {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
   const char *gkcd = getenv("GKCD_BIN");
   int o;
@@ -209,14 +239,26 @@ int main(int argc, char **argv) {
       case 's': sock = optarg; break;
       case 'd': duration_s = atof(optarg); break;
       case 'p': use_ping = 1; break;
+      case 'j':
+      case 'c':
+        if (out_mode != OUT_TEXT) {
+          fprintf(stderr, "bench_async: --json and --csv: give one of them\n");
+          return 2;
+        }
+        out_mode = o == 'j' ? OUT_JSON : OUT_CSV;
+        break;
       case 'h':
         printf("usage: bench_async [--gkcd PATH | --socket PATH] [--duration S] [--ping]\n"
+               "                   [--json | --csv]\n"
                "Small requests: blocking x1, blocking x16 (threads), async with 1/8/64 in\n"
                "flight on one connection; requests/s, p50/p99 latency in microseconds.\n"
                "  --gkcd PATH      gkcd to start on a temporary socket (default $GKCD_BIN)\n"
                "  --socket PATH    measure a gkcd already running there instead\n"
                "  --duration S     seconds per shape (default 2)\n"
-               "  --ping           send pings instead of reduces of 16 floats\n");
+               "  --ping           send pings instead of reduces of 16 floats\n"
+               "  --json           one JSON object on stdout instead of the table\n"
+               "  --csv            CSV on stdout instead of the table: a header row, then\n"
+               "                   one row per shape\n");
         return 0;
       default: return 2;
     }
@@ -237,14 +279,23 @@ int main(int argc, char **argv) {
     sock = path;
   }
   for (int i = 0; i < N_FLOATS; i++) xs[i] = (float)(i + 1) / 8.0f, want_sum += xs[i];
-  printf("%s, %.1f s per shape\n\n", use_ping ? "ping" : "reduce of 16 floats", duration_s);
-  printf("| shape        |      req/s | p50 (us) | p99 (us) | errors |\n");
-  printf("|---|---|---|---|---|\n");
+  if (out_mode == OUT_TEXT) {
+    printf("%s, %.1f s per shape\n\n", use_ping ? "ping" : "reduce of 16 floats", duration_s);
+    printf("| shape        |      req/s | p50 (us) | p99 (us) | errors |\n");
+    printf("|---|---|---|---|---|\n");
+  } else if (out_mode == OUT_JSON) {
+    printf("{\"method\": \"%s\", \"duration_s\": %g, \"results\": [", use_ping ? "ping" : "reduce",
+           duration_s);
+  } else if (bench_csv_open(&csv, "-", "shape,method,requests,seconds,rps,p50_us,p99_us,errors") != 0) {
+    return 2;
+  }
   run_blocking(1);
   run_blocking(16);
   run_async(1);
   run_async(8);
   run_async(64);
+  if (out_mode == OUT_JSON) printf("\n]}\n");
+  if (bench_csv_close(&csv) != 0) total_errors++;
   int status = 0;
   if (pid > 0) {
     kill(pid, SIGTERM);
