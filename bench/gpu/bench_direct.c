@@ -45,7 +45,7 @@
  *           so it is the float iterate, not the float SpMV, that limits it.
  *
  *   bench_direct [--n N] [--iters K] [--tol T] [--max-iters M] [--matrix FILE]
- *                [--reps R] [--h2d-reps R] [--skip-h2d] [--json FILE]
+ *                [--reps R] [--h2d-reps R] [--skip-h2d] [--json FILE] [--csv FILE]
  *
  * Sections that would start after 50 s are skipped (the whole run stays
  * under a minute on an H100/H200 with the defaults). */
@@ -60,6 +60,7 @@
 #include <cuda_runtime_api.h>
 #include <cusparse.h>
 
+#include "bench_csv.h"
 #include "bench_util.h"
 #include "gkcu.h"
 #include "gkcu_blas1.h"
@@ -104,6 +105,16 @@ static double t_start;
 static int reps = 100, h2d_reps = 10;
 static FILE *json;
 static int json_first = 1;
+/* --csv: the JSON records as rows; each section fills its own columns of
+ * CSV_COLS and leaves the others empty. */
+static bench_csv csv;
+static const char *const CSV_COLS[] = {
+    "section", "source", "direction", "bytes", "matrix", "algo", "op", "impl", "rows", "cols", "nnz",
+    "n", "grid", "unknowns", "stop", "tol", "converged", "reps", "median_gbps", "min_gbps", "max_gbps",
+    "median_ms_cold_l2", "min_ms_cold_l2", "median_ms_warm", "mean_ms_back_to_back", "gbps_cold",
+    "median_ms", "min_ms", "gbps", "iters", "seconds", "iters_per_s", "ms_per_iter",
+    "rel_residual_recursive", "rel_residual_true", "rel_residual_true_f64", "max_abs_x"};
+enum { CSV_NCOLS = sizeof CSV_COLS / sizeof CSV_COLS[0] };
 static const double kDeadline = 50.0;
 
 static int past_deadline(const char *what) {
@@ -121,17 +132,61 @@ static float event_ms(void) {
   return ms;
 }
 
-/* One JSON record: a flat object of already-formatted "key": value pairs. */
+/* A record of json_rec as a CSV row: rec is `"key": value` pairs joined by
+ * ", ", strings without quotes or commas inside (names of ours).  A key
+ * outside CSV_COLS is this program's mistake: it says so and exits. */
+static void csv_rec(char *rec) {
+  const char *val[CSV_NCOLS] = {0};
+  char *p = rec;
+  while (*p) {
+    char *key = p + 1, *end = strchr(key, '"'); /* p at the key's opening quote */
+    if (*p != '"' || !end || strncmp(end, "\": ", 3) != 0) goto bad;
+    *end = '\0';
+    char *v = end + 3, *next;
+    if (*v == '"') {
+      v++;
+      char *q = strchr(v, '"');
+      if (!q) goto bad;
+      *q = '\0';
+      next = q + 1;
+    } else {
+      next = v + strcspn(v, ",");
+    }
+    if (*next == ',') *next++ = '\0';
+    while (*next == ' ') next++;
+    int col = -1;
+    for (int i = 0; i < CSV_NCOLS; i++)
+      if (!strcmp(CSV_COLS[i], key)) col = i;
+    if (col < 0) {
+      fprintf(stderr, "bench_direct: record key '%s' has no CSV column\n", key);
+      exit(2);
+    }
+    val[col] = v;
+    p = next;
+  }
+  for (int i = 0; i < CSV_NCOLS; i++) bench_csv_str(&csv, val[i]);
+  bench_csv_end(&csv);
+  return;
+bad:
+  fprintf(stderr, "bench_direct: cannot read record back for the CSV: %s\n", p);
+  exit(2);
+}
+
+/* One JSON record: a flat object of already-formatted "key": value pairs;
+ * also a CSV row with --csv. */
 static void json_rec(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void json_rec(const char *fmt, ...) {
-  if (!json) return;
-  fprintf(json, "%s\n  {", json_first ? "" : ",");
+  if (!json && !csv.f) return;
+  char rec[2048];
   va_list ap;
   va_start(ap, fmt);
-  vfprintf(json, fmt, ap);
+  vsnprintf(rec, sizeof rec, fmt, ap);
   va_end(ap);
-  fprintf(json, "}");
-  json_first = 0;
+  if (json) {
+    fprintf(json, "%s\n  {%s}", json_first ? "" : ",", rec);
+    json_first = 0;
+  }
+  if (csv.f) csv_rec(rec);
 }
 
 /* --- h2d -------------------------------------------------------------------------- */
@@ -555,7 +610,7 @@ static void bench_cg(const dcsr *a, const gpu_csr *hA, int N, int iters, double 
 int main(int argc, char **argv) {
   int N = 2048, iters = 200, max_iters = 20000, skip_h2d = 0;
   double tol = 1e-5;
-  const char *matrix = NULL, *json_path = NULL;
+  const char *matrix = NULL, *json_path = NULL, *csv_path = NULL;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--n") && i + 1 < argc) N = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--iters") && i + 1 < argc) iters = atoi(argv[++i]);
@@ -566,10 +621,11 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--h2d-reps") && i + 1 < argc) h2d_reps = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--skip-h2d")) skip_h2d = 1;
     else if (!strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
+    else if (!strcmp(argv[i], "--csv") && i + 1 < argc) csv_path = argv[++i];
     else {
       fprintf(stderr,
               "usage: %s [--n N] [--iters K] [--tol T] [--max-iters M] [--matrix FILE.mtx] [--reps R] "
-              "[--h2d-reps R] [--skip-h2d] [--json FILE]\n",
+              "[--h2d-reps R] [--skip-h2d] [--json FILE] [--csv FILE]\n",
               argv[0]);
       return 2;
     }
@@ -619,6 +675,13 @@ int main(int argc, char **argv) {
             prop.multiProcessorCount, rt, drv);
   }
 
+  if (csv_path) {
+    char header[1024] = "";
+    for (int i = 0; i < CSV_NCOLS; i++)
+      snprintf(header + strlen(header), sizeof header - strlen(header), "%s%s", i ? "," : "", CSV_COLS[i]);
+    if (bench_csv_open(&csv, csv_path, header) != 0) return 2;
+  }
+
   if (!skip_h2d) bench_h2d();
 
   /* the Laplacian, on the device for spmv and cg */
@@ -660,6 +723,7 @@ int main(int argc, char **argv) {
     fprintf(json, "\n]}\n");
     fclose(json);
   }
+  if (bench_csv_close(&csv) != 0) return 2;
   printf("\nbench_direct: %.1f s\n", bench_now_s() - t_start);
   dcsr_free(&dlap);
   cudaFree(flush_buf);
