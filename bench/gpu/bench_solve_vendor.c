@@ -8,7 +8,7 @@
  * and dots in float64 (the precision gkcd's solve iterates in).
  *
  *   bench_solve_vendor [--grid N | --matrix A.mtx] [--prec f32|f64]
- *                      [--iters K] [--rtol T] [--max-iter M] [--jacobi]
+ *                      [--iters K] [--rtol T] [--max-iter M] [--jacobi] [--json | --csv]
  *
  * b = ones, x0 = 0.  First K iterations (200) with no stopping test, timed
  * (wall clock from the first spmv to the final sync): iterations/s and
@@ -16,7 +16,8 @@
  * ||r|| <= rtol ||b|| (the recurrence, scipy's rule) or --max-iter, whose
  * iteration count is printed.  --jacobi: the system is scaled to
  * D^-1/2 A D^-1/2 first (PCG with Jacobi takes the iterations CG takes on
- * it).  One JSON object on stdout.
+ * it).  One JSON object on stdout (--json, the default), or with --csv a
+ * header row and one row of the same fields.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -29,6 +30,7 @@
 #include <cuda_runtime_api.h>
 #include <cusparse.h>
 
+#include "bench_csv.h"
 #include "gpu_util.h"
 
 #define CK(call)                                                                   \
@@ -133,7 +135,7 @@ static long solve(cg *s, long max_iter, double tol, double *rel) {
 }
 
 int main(int argc, char **argv) {
-  int grid = 2048, f64 = 0, jacobi = 0;
+  int grid = 2048, f64 = 0, jacobi = 0, csv_out = 0;
   long iters = 200, max_iter = 100000;
   double rtol = 0;
   const char *matrix = NULL;
@@ -141,11 +143,15 @@ int main(int argc, char **argv) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
       printf("usage: bench_solve_vendor [--grid N | --matrix A.mtx] [--prec f32|f64] [--iters K]\n"
-             "                          [--rtol T] [--max-iter M] [--jacobi]\n"
-             "CG on cuSPARSE + cuBLAS (the vendor baseline); one JSON object on stdout.\n");
+             "                          [--rtol T] [--max-iter M] [--jacobi] [--json | --csv]\n"
+             "CG on cuSPARSE + cuBLAS (the vendor baseline); one JSON object on stdout\n"
+             "(--json, the default), or with --csv a header row and one row.\n");
       return 0;
     } else if (!strcmp(a, "--jacobi")) {
       jacobi = 1;
+      continue;
+    } else if (!strcmp(a, "--json") || !strcmp(a, "--csv")) {
+      csv_out = !strcmp(a, "--csv");
       continue;
     }
     if (!v) {
@@ -237,11 +243,33 @@ int main(int argc, char **argv) {
     conv = solve(&s, max_iter, rtol, &conv_rel);
     conv_s = now_s() - t0;
   }
-  printf("{\"impl\": \"vendor_%s\", \"rows\": %d, \"nnz\": %lld, \"iters\": %ld, \"seconds\": %.6f, "
-         "\"iterations_per_s\": %.3f, \"ms_per_iteration\": %.6f, \"rtol\": %g, "
-         "\"iterations_to_rtol\": %ld, \"rec_residual\": %.6g, \"seconds_to_rtol\": %.6f}\n",
-         f64 ? "f64" : "f32", n, (long long)M.nnz, k, dt, k / dt, dt * 1e3 / k, rtol, conv,
-         conv_rel, conv_s);
+  if (csv_out) {
+    bench_csv c;
+    if (bench_csv_open(&c, "-", "impl,rows,nnz,iters,seconds,iterations_per_s,ms_per_iteration,rtol,"
+                                "iterations_to_rtol,rec_residual,seconds_to_rtol") != 0)
+      return 1;
+    bench_csv_str(&c, f64 ? "vendor_f64" : "vendor_f32");
+    bench_csv_num(&c, "%d", n);
+    bench_csv_num(&c, "%lld", (long long)M.nnz);
+    bench_csv_num(&c, "%ld", k);
+    bench_csv_num(&c, "%.6f", dt);
+    bench_csv_num(&c, "%.3f", k / dt);
+    bench_csv_num(&c, "%.6f", dt * 1e3 / k);
+    bench_csv_num(&c, "%g", rtol);
+    bench_csv_num(&c, "%ld", conv);
+    if (isfinite(conv_rel)) bench_csv_num(&c, "%.6g", conv_rel);
+    else bench_csv_str(&c, "");
+    if (isfinite(conv_s)) bench_csv_num(&c, "%.6f", conv_s);
+    else bench_csv_str(&c, "");
+    bench_csv_end(&c);
+    if (bench_csv_close(&c) != 0) return 1;
+  } else {
+    printf("{\"impl\": \"vendor_%s\", \"rows\": %d, \"nnz\": %lld, \"iters\": %ld, \"seconds\": %.6f, "
+           "\"iterations_per_s\": %.3f, \"ms_per_iteration\": %.6f, \"rtol\": %g, "
+           "\"iterations_to_rtol\": %ld, \"rec_residual\": %.6g, \"seconds_to_rtol\": %.6f}\n",
+           f64 ? "f64" : "f32", n, (long long)M.nnz, k, dt, k / dt, dt * 1e3 / k, rtol, conv,
+           conv_rel, conv_s);
+  }
   cusparseDestroySpMat(s.A), cusparseDestroyDnVec(s.vp), cusparseDestroyDnVec(s.vq);
   cusparseDestroy(s.cs), cublasDestroy(s.cb);
   for (int i = 0; i < 5; i++) cudaFree(*vecs[i]);
