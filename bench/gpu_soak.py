@@ -1,15 +1,17 @@
 #!/usr/bin/env python3
 """gpu_soak.py: 10k mixed requests against a running gkcd, every reply checked.
 
-    gpu_soak.py SOCKET [--count 10000] [--conns 8] [--window 16]
+    gpu_soak.py SOCKET [--count 10000] [--conns 8] [--window 16] [--json | --csv]
 
 Sends sgemm, reduce and spmv requests of assorted small sizes (plus ~2%
 invalid ones) over several pipelined connections, checks every result
 against numpy in float64, and prints the daemon's device memory before and
 after from `status` (memory in use apart from its cache of idle blocks must
 come back to where it started).  A client written from PROTOCOL.md alone.
+--json or --csv print the run's figures (one object, or a header and one
+row) on stdout instead of the text.
 """
-import argparse, socket, struct, sys, threading, time
+import argparse, csv, json, socket, struct, sys, threading, time
 import msgpack
 import numpy as np
 
@@ -77,6 +79,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("socket"); ap.add_argument("--count", type=int, default=10000)
     ap.add_argument("--conns", type=int, default=8); ap.add_argument("--window", type=int, default=16)
+    fmt = ap.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true", help="one JSON object on stdout instead of the text")
+    fmt.add_argument("--csv", action="store_true", help="a CSV header and one row on stdout instead of the text")
     o = ap.parse_args()
     dev = lambda st: st["devices"][0]
     before = status(o.socket)
@@ -88,12 +93,26 @@ def main():
     after = status(o.socket)
     ok = sum(r[0] for r in results); bad = sum(r[1] for r in results)
     used = lambda st: dev(st)["memory_total"] - dev(st)["memory_free"] - dev(st).get("cached_bytes", 0)
-    print(f"{ok + bad} requests in {dt:.1f} s ({(ok + bad) / dt:.0f}/s) over {o.conns} connections: {ok} correct, {bad} wrong")
-    print(f"device memory in use apart from the cache: before {used(before) / 2**20:.0f} MiB, after {used(after) / 2**20:.0f} MiB"
-          f" (cache {dev(after).get('cached_bytes', 0) / 2**20:.0f} MiB)")
-    print(f"status: in_flight {after['in_flight']}, served {after['served']}")
+    row = {"requests": ok + bad, "seconds": round(dt, 3), "requests_per_s": round((ok + bad) / dt, 1),
+           "conns": o.conns, "window": o.window, "correct": ok, "wrong": bad,
+           "used_before_bytes": used(before), "used_after_bytes": used(after),
+           "cached_bytes": dev(after).get("cached_bytes", 0),
+           "in_flight": after["in_flight"], "served": after["served"]}
+    if o.json:
+        print(json.dumps(row))
+    elif o.csv:
+        w = csv.DictWriter(sys.stdout, fieldnames=list(row)); w.writeheader(); w.writerow(row)
+    else:
+        text(row, dt)
     leak = used(after) - used(before)
     sys.exit(0 if bad == 0 and ok + bad == o.count and abs(leak) < 64 * 2**20 else 1)
+
+def text(r, dt):
+    ok, bad = r["correct"], r["wrong"]
+    print(f"{ok + bad} requests in {dt:.1f} s ({(ok + bad) / dt:.0f}/s) over {r['conns']} connections: {ok} correct, {bad} wrong")
+    print(f"device memory in use apart from the cache: before {r['used_before_bytes'] / 2**20:.0f} MiB, "
+          f"after {r['used_after_bytes'] / 2**20:.0f} MiB (cache {r['cached_bytes'] / 2**20:.0f} MiB)")
+    print(f"status: in_flight {r['in_flight']}, served {r['served']}")
 
 if __name__ == "__main__":
     main()
