@@ -12,8 +12,15 @@ rank holds whole z-planes and sends 2 planes (N^2 floats each).  Block: the
 grid numbered block by block (each rank a cube), 6 faces (from 8 nodes;
 below, the same as slabs).
 Prints Markdown tables; the constants are the arguments of model().
+--json prints one JSON array, --csv a header row and one row per table,
+node count and layout (table,nodes,n3,unknowns,rows_per_node,layout,
+ms_per_iteration), instead.
 """
+import argparse
+import csv
+import json
 import math
+import sys
 
 NODE = {  # per-node figures
     # measured on the 2-core CPU machine (bench/RESULTS.md, "Distributed CG")
@@ -41,7 +48,17 @@ def t_iter(P, N3, node, layout, batched=False):
     return t
 
 
+ROWS = []  # with --json or --csv: what table() would print
+
+
 def table(title, node, sizes, layouts):
+    for P in (1, 2, 4, 8, 16, 64, 256, 1024):
+        N3 = sizes(P)
+        for name, (l, b) in layouts.items():
+            ROWS.append(dict(table=title, nodes=P, n3=N3, unknowns=N3 ** 3, rows_per_node=N3 ** 3 / P,
+                             layout=name, ms_per_iteration=round(t_iter(P, N3, node, l, b) * 1e3, 6)))
+    if OUT != "text":
+        return
     print(f"\n{title}\n")
     print("| nodes | unknowns | rows/node | " + " | ".join(f"{l} ms/it" for l in layouts) + " |")
     print("|---:|---:|---:|" + "---:|" * len(layouts))
@@ -52,9 +69,21 @@ def table(title, node, sizes, layouts):
 
 
 if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    fmt = ap.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true", help="one JSON array on stdout instead of the tables")
+    fmt.add_argument("--csv", action="store_true", help="CSV on stdout instead of the tables")
+    o = ap.parse_args()
+    OUT = "json" if o.json else "csv" if o.csv else "text"
     lay = {"slab": ("slab", False), "block": ("block", False), "block, batched": ("block", True)}
     table("H200 nodes, strong scaling, 512^3 unknowns", NODE["h200"], lambda P: 512, lay)
     table("H200 nodes, weak scaling, 256^3 unknowns a node", NODE["h200"],
           lambda P: round(256 * P ** (1 / 3)), lay)
     table("CPU nodes (this machine's figures), strong scaling, 128^3 unknowns", NODE["cpu"],
           lambda P: 128, {"slab": ("slab", False), "block": ("block", False)})
+    if OUT == "json":
+        print(json.dumps(ROWS))
+    elif OUT == "csv":
+        w = csv.DictWriter(sys.stdout, fieldnames=list(ROWS[0]))
+        w.writeheader()
+        w.writerows(ROWS)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # mpi_scaling.sh: strong scaling of examples/mpi_cg over 1, 2 and 4 ranks.
 #
-#   bench/mpi_scaling.sh BUILD_DIR [GRID] [REPEATS]
+#   bench/mpi_scaling.sh [--json | --csv] BUILD_DIR [GRID] [REPEATS]
 #
 # Starts two gkcd (standing for two nodes; ranks split in halves over them,
 # each told its socket through $GKC_SOCKET), solves the 3-D Poisson problem
@@ -10,8 +10,21 @@
 # iteration.  DAEMONS=1 puts every rank on one gkcd (several ranks sharing a
 # GPU through its scheduler).  For GPU runs pass extra gkcd flags in GKCD_FLAGS.  Ranks yield
 # while they wait in MPI (mpi_yield_when_idle): they share cores with gkcd.
+# --json prints the best run of each count as mpi_cg --json reports it (one
+# array); --csv a header row and one row per count (ranks, iterations,
+# ms_per_iteration, comm_share, requests_per_iteration, halo_bytes_per_spmv).
 set -euo pipefail
-build=${1:?usage: mpi_scaling.sh BUILD_DIR [GRID] [REPEATS]}
+fmt=text
+while [[ ${1-} == -* ]]; do
+  case $1 in
+    --json) fmt=json ;;
+    --csv) fmt=csv ;;
+    -h | --help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;;
+    *) echo "mpi_scaling.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
+build=${1:?usage: mpi_scaling.sh [--json | --csv] BUILD_DIR [GRID] [REPEATS]}
 grid=${2:-48}
 reps=${3:-3}
 tmp=$(mktemp -d)
@@ -30,8 +43,11 @@ export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none \
   OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_hwloc_base_binding_policy=none \
   OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
 args=(--grid "$grid" --tol 1e-6 --json)
-echo "| ranks | iterations | ms / iteration (best of $reps) | comm share | requests / it / rank | halo bytes / spmv |"
-echo "|---:|---:|---:|---:|---:|---:|"
+if [ "$fmt" = text ]; then
+  echo "| ranks | iterations | ms / iteration (best of $reps) | comm share | requests / it / rank | halo bytes / spmv |"
+  echo "|---:|---:|---:|---:|---:|---:|"
+fi
+bests=()
 for np in 1 2 4; do
   best=""
   for _ in $(seq "$reps"); do
@@ -48,9 +64,22 @@ r=json.loads(sys.argv[1]); b=sys.argv[2]
 if b and json.loads(b)["s_per_iteration"] <= r["s_per_iteration"]: print(b)
 else: print(sys.argv[1])' "$out" "$best")
   done
+  bests+=("$best")
+  [ "$fmt" = text ] || continue
   python3 -c 'import json,sys
 r=json.loads(sys.argv[1])
 print("| %d | %d | %.3f | %.0f%% | %.1f | %d |" % (r["ranks"], r["iterations"],
       r["s_per_iteration"] * 1e3, r["comm_share"] * 100, r["requests_per_iteration"],
       r["halo_bytes_per_spmv"]))' "$best"
 done
+[ "$fmt" = text ] || python3 -c 'import csv, json, sys
+rs = [json.loads(a) for a in sys.argv[2:]]
+if sys.argv[1] == "json":
+    print(json.dumps(rs))
+else:
+    w = csv.writer(sys.stdout)
+    w.writerow(["ranks", "iterations", "ms_per_iteration", "comm_share", "requests_per_iteration",
+                "halo_bytes_per_spmv"])
+    for r in rs:
+        w.writerow([r["ranks"], r["iterations"], round(r["s_per_iteration"] * 1e3, 6), r["comm_share"],
+                    r["requests_per_iteration"], r["halo_bytes_per_spmv"]])' "$fmt" "${bests[@]}"
