@@ -116,7 +116,7 @@ if has resident; then
   timeout 300 "$B/bench/bench_resident" --gkcd "$GKCD" --backend cuda --cg-grid 2048 \
     --cg-iters 200 --time-limit 150 --json >"$OUT/resident.json" 2>"$OUT/resident.err"
   summary+=("bench_resident: rc=$?")
-  timeout 120 "$B/bench/gpu/bench_direct" --n 2048 --iters 200 --json "$OUT/direct.json" \
+  timeout 120 "$B/bench/gpu/bench_direct" --n 2048 --iters 200 --json "$OUT/direct.json" --csv "$OUT/direct.csv" \
     >"$OUT/direct.txt" 2>&1
   summary+=("bench_direct: rc=$?")
   tail -30 "$OUT/direct.txt"

@@ -57,11 +57,11 @@ if has sass; then
 fi
 
 if has bench; then
-  timeout $(left 300) "$B" --matrices "$GKC_GPU_MATRICES" --json "$OUT/bench.json" ${BENCH_ARGS:-} > "$OUT/bench.log" 2>&1
+  timeout $(left 300) "$B" --matrices "$GKC_GPU_MATRICES" --json "$OUT/bench.json" --csv "$OUT/bench.csv" ${BENCH_ARGS:-} > "$OUT/bench.log" 2>&1
   echo "bench rc=$?"
 fi
 if has lab; then
-  timeout $(left 300) "$B" --lab --matrices "$GKC_GPU_MATRICES" --json "$OUT/lab.json" ${LAB_ARGS:-} > "$OUT/lab.log" 2>&1
+  timeout $(left 300) "$B" --lab --matrices "$GKC_GPU_MATRICES" --json "$OUT/lab.json" --csv "$OUT/lab.csv" ${LAB_ARGS:-} > "$OUT/lab.log" 2>&1
   echo "lab rc=$?"
 fi
 if has sanitize; then
