@@ -4,6 +4,8 @@
 # Reads the CSV files of bench/data (written by bench/results_csv.py from RESULTS.md's
 # tables) and writes one PNG per chart into bench/plots with gnuplot (Debian package
 # gnuplot-nox, terminal pngcairo).  Each chart names the device and date its CSV names.
+# With --bench-gpu FILE the sgemm, reduce and spmv charts are drawn from the CSV of a
+# bench_gpu run (`bench_gpu --csv FILE`) directly, the others from RESULTS.md.
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -13,22 +15,30 @@ out=$here/plots
 usage() {
   cat <<EOF
 usage: bench/plot.sh [--data DIR] [--out DIR] [--csv]
+       bench/plot.sh --bench-gpu FILE.csv --out DIR [--data DIR]
 
 Draws the PNG charts of bench/RESULTS.md from the CSV files in DIR.
   --data DIR  the CSV files (default: bench/data)
   --out DIR   where the PNGs go (default: bench/plots)
   --csv       first regenerate the CSV files from bench/RESULTS.md
               (bench/results_csv.py --out DIR of --data)
+  --bench-gpu FILE.csv
+              draw the sgemm, reduce and spmv charts from this CSV of
+              `bench_gpu --csv` (the other two from RESULTS.md); the CSV
+              files go to --data (default: a temporary directory), the
+              charts to --out, which must be given (the charts in
+              bench/plots are RESULTS.md's)
   --help      this text
 Charts: sgemm.png, reduce.png, spmv.png, roundtrip.png, lanes.png.
 EOF
 }
 
-regen=0
+regen=0 bench_gpu= data_given= out_given=
 while [ $# -gt 0 ]; do
   case $1 in
-    --data) [ $# -ge 2 ] || { echo "plot.sh: --data needs a directory" >&2; exit 2; }; data=$2; shift 2 ;;
-    --out) [ $# -ge 2 ] || { echo "plot.sh: --out needs a directory" >&2; exit 2; }; out=$2; shift 2 ;;
+    --data) [ $# -ge 2 ] || { echo "plot.sh: --data needs a directory" >&2; exit 2; }; data=$2; data_given=1; shift 2 ;;
+    --out) [ $# -ge 2 ] || { echo "plot.sh: --out needs a directory" >&2; exit 2; }; out=$2; out_given=1; shift 2 ;;
+    --bench-gpu) [ $# -ge 2 ] || { echo "plot.sh: --bench-gpu needs a file" >&2; exit 2; }; bench_gpu=$2; shift 2 ;;
     --csv) regen=1; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "plot.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
@@ -36,15 +46,27 @@ while [ $# -gt 0 ]; do
 done
 
 command -v gnuplot >/dev/null 2>&1 || { echo "plot.sh: gnuplot not found (apt-get install gnuplot-nox)" >&2; exit 1; }
-[ $regen = 0 ] || python3 "$here/results_csv.py" --out "$data" >/dev/null
+if [ -n "$bench_gpu" ]; then
+  [ -n "$out_given" ] || { echo "plot.sh: --bench-gpu needs --out DIR (bench/plots holds RESULTS.md's charts)" >&2; exit 2; }
+  if [ -z "$data_given" ]; then
+    data=$(mktemp -d)
+    trap 'rm -rf "$data"' EXIT
+  fi
+  python3 "$here/results_csv.py" --out "$data" >/dev/null
+  python3 "$here/results_csv.py" --bench-gpu "$bench_gpu" --out "$data" >/dev/null
+elif [ $regen = 1 ]; then
+  python3 "$here/results_csv.py" --out "$data" >/dev/null
+fi
 for f in sgemm reduce spmv roundtrip lanes; do
   [ -r "$data/$f.csv" ] || { echo "plot.sh: --data $data: no $f.csv (run bench/results_csv.py)" >&2; exit 1; }
 done
 mkdir -p "$out"
 
-# "NVIDIA H200, 2026-11-22 00:25 UTC" from a CSV's comment lines (each distinct one, joined).
+# "NVIDIA H200, 2026-11-22 00:25 UTC" from a CSV's comment lines (each distinct one, joined):
+# those results_csv.py writes from RESULTS.md, and from a bench_gpu CSV (--bench-gpu).
 source_of() {
-  sed -n 's/^# from bench\/RESULTS.md, section "[^"]*"; \([^;]*\); \([^;]*\).*/\1, \2/p' "$1" |
+  sed -n -e 's/^# from bench\/RESULTS.md, section "[^"]*"; \([^;]*\); \([^;]*\).*/\1, \2/p' \
+         -e 's/^# from [^;]* (bench_gpu --csv); \([^;]*\); \([^;]*\).*/\1, \2/p' "$1" |
     awk -F', ' '!seen[$0]++ { if (!(($1) in d)) { d[$1] = 1; devs = devs (devs ? " and " : "") $1 }
                  dates = dates (dates ? " and " : "") $2 } END { printf "%s, %s", devs, dates }'
 }

@@ -8,6 +8,12 @@ the RESULTS.md section, the device and the date the figures come from, then a he
 line, then the rows.  Python 3 standard library only.
 
     bench/results_csv.py [--results bench/RESULTS.md] [--out bench/data]
+    bench/results_csv.py --bench-gpu FILE.csv [--out DIR]
+
+With --bench-gpu, the sgemm, reduce and spmv files come instead from the CSV
+of a bench_gpu run (`bench_gpu --csv FILE.csv`), read directly: the same
+columns, the device that run names and the file's date, so that a new
+measurement can be drawn before anyone types it into RESULTS.md.
 
 A table this script expects and cannot find is an error (exit 1, naming it): when
 RESULTS.md is reorganised the charts must be looked at again, not silently dropped.
@@ -15,6 +21,7 @@ RESULTS.md is reorganised the charts must be looked at again, not silently dropp
 
 import argparse
 import csv
+import datetime
 import os
 import re
 import sys
@@ -25,10 +32,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 class Table:
     """One Markdown table and the text that precedes it in its sections."""
 
-    def __init__(self, h2, h3, context, header, rows):
+    def __init__(self, h2, h3, context, header, rows, origin=None):
         self.h2, self.h3 = h2, h3
         self.context = context  # text of the ## section (and ### section) up to the table
         self.header, self.rows = header, rows
+        # (source, device, date) of a table read from elsewhere than RESULTS.md
+        self.origin = origin
 
     def col(self, name):
         try:
@@ -92,6 +101,8 @@ DEVICE = re.compile(r'NVIDIA (H\d00[^,(;\n]*?)\s*[,(;\n]|\b(H\d00)\b')
 def provenance(t):
     """Device and date: the last ones the text before the table names (the ### section's
     own re-run date wins over the ## section's)."""
+    if t.origin:
+        return t.origin[1], t.origin[2]
     dates = DATE.findall(t.context)
     devs = [m.group(1) or m.group(2) for m in DEVICE.finditer(t.context)]
     date = dates[-1] if dates else 'date not stated'
@@ -113,8 +124,8 @@ def write(out, name, sources, header, rows):
         for t, note in sources:
             dev, date = provenance(t)
             sec = t.h2 + (' / ' + t.h3 if t.h3 else '')
-            f.write(f'# from bench/RESULTS.md, section "{sec}"; {dev}; {date}'
-                    + (f'; {note}' if note else '') + '\n')
+            src = t.origin[0] if t.origin else f'bench/RESULTS.md, section "{sec}"'
+            f.write(f'# from {src}; {dev}; {date}' + (f'; {note}' if note else '') + '\n')
         w = csv.writer(f, lineterminator='\n')
         w.writerow(header)
         w.writerows(rows)
@@ -226,6 +237,31 @@ def lanes(tables, out):
                  ['gkcd', 'idle_p50_us', 'idle_p99_us', 'loaded_p50_us', 'loaded_p99_us'], rows)
 
 
+def bench_gpu_tables(path):
+    """The rows of `bench_gpu --csv` as the three tables sgemm(), reduce_() and spmv() read
+    from RESULTS.md (columns case, algo, rate, median ms), lab rungs left out."""
+    try:
+        with open(path, newline='', encoding='utf-8') as f:
+            rows = list(csv.DictReader(f))
+        mtime = os.path.getmtime(path)
+    except OSError as e:
+        sys.exit(f"results_csv: --bench-gpu {path}: {e.strerror}")
+    need = ['op', 'case', 'algo', 'median_ms', 'rate', 'note', 'device']
+    if not rows or any(c not in rows[0] for c in need):
+        sys.exit(f"results_csv: --bench-gpu {path}: not the CSV of bench_gpu --csv "
+                 f"(needs a header with {', '.join(need)} and rows)")
+    date = datetime.datetime.fromtimestamp(mtime, datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')
+    origin = (f'{os.path.basename(path)} (bench_gpu --csv)', rows[0]['device'] or 'device not stated', date)
+    tables = []
+    for op in ('sgemm', 'reduce', 'spmv'):
+        sel = [[r['case'], r['algo'], r['rate'], r['median_ms']] for r in rows
+               if r['op'] == op and r['note'] != 'lab']
+        if not sel:
+            sys.exit(f"results_csv: --bench-gpu {path}: no {op} rows (bench_gpu --ops left it out?)")
+        tables.append(Table('GPU kernels', op, '', ['case', 'algo', 'rate', 'median ms'], sel, origin))
+    return tables
+
+
 def main():
     ap = argparse.ArgumentParser(description='Extract the measured tables of bench/RESULTS.md '
                                  'into CSV files for bench/plot.sh.')
@@ -233,7 +269,16 @@ def main():
                     help='the Markdown file to read (default: bench/RESULTS.md)')
     ap.add_argument('--out', default=os.path.join(HERE, 'data'),
                     help='directory for the CSV files (default: bench/data)')
+    ap.add_argument('--bench-gpu', metavar='FILE',
+                    help='write sgemm.csv, reduce.csv and spmv.csv from this CSV of '
+                    '`bench_gpu --csv` instead (and nothing else)')
     a = ap.parse_args()
+    if a.bench_gpu:
+        tables = bench_gpu_tables(a.bench_gpu)
+        os.makedirs(a.out, exist_ok=True)
+        for fn in (sgemm, reduce_, spmv):
+            print(fn(tables, a.out))
+        return
     try:
         with open(a.results, encoding='utf-8') as f:
             tables = parse_tables(f.read())

@@ -42,8 +42,10 @@ static void *flush_buf;
 static size_t flush_bytes;
 static int reps = 20;
 static FILE *json;
-/* --csv: op,case,algo,median_ms,min_ms,rate,unit,vs_vendor,note; one row per timed run. */
+/* --csv: op,case,algo,median_ms,min_ms,rate,unit,vs_vendor,note,device; one
+ * row per timed run (bench/results_csv.py --bench-gpu reads it for the charts). */
 static bench_csv csv;
+static char csv_device[256];
 static int json_first = 1;
 static int validation_failures;
 
@@ -117,6 +119,7 @@ static void report(const char *op, const char *cas, const char *algo, timing t, 
     bench_csv_str(&csv, unit);
     bench_csv_num(&csv, "%.4f", ratio);
     bench_csv_str(&csv, note);
+    bench_csv_str(&csv, csv_device);
     bench_csv_end(&csv);
   }
 }
@@ -589,8 +592,9 @@ int main(int argc, char **argv) {
     if (json) fprintf(json, "{\"device\": \"%s\", \"results\": [", prop.name);
   }
 
+  snprintf(csv_device, sizeof csv_device, "%s", prop.name);
   if (csv_path &&
-      bench_csv_open(&csv, csv_path, "op,case,algo,median_ms,min_ms,rate,unit,vs_vendor,note") != 0)
+      bench_csv_open(&csv, csv_path, "op,case,algo,median_ms,min_ms,rate,unit,vs_vendor,note,device") != 0)
     return 2;
 
   double t0 = bench_now_s();
