@@ -118,10 +118,10 @@ class Gkcd:
         return self.d.stop()
 
 
-def run_solve(g, mat, bh, method, rtol, max_iter):
+def run_solve(g, mat, bh, method, rtol, max_iter, precision="fp64"):
     t0 = time.perf_counter()
     r = g.ok("solve", {"matrix": mat, "b": {"handle": bh}, "method": method, "rtol": rtol,
-                       "max_iter": max_iter, "out": {"x": "handle"}})
+                       "max_iter": max_iter, "out": {"x": "handle"}, "precision": precision})
     dt = time.perf_counter() - t0
     g.release(handle=r["x"]["handle"])
     return r, dt
@@ -237,6 +237,16 @@ def main():
             print(f"  (b) solve: {r['iterations']} iterations, {r['reason']}, residual "
                   f"{r['residual']:.2e}, {dt:.3f} s: {row['solve_it_s']:.0f} it/s "
                   f"(algo {r['algo']})", flush=True)
+            # (b32) solve, precision fp32
+            run_solve(g, mat, bh, method, a.rtol, 5, "fp32")
+            r, dt = run_solve(g, mat, bh, method, a.rtol, 200000, "fp32")
+            row.update({"solve32_iters": r["iterations"], "solve32_reason": r["reason"],
+                        "solve32_residual": r["residual"], "solve32_it_s": r["iterations"] / dt,
+                        "solve32_kernel_it_s": r["iterations"] / (r["kernel_us"] * 1e-6)
+                        if r.get("kernel_us") else float("nan")})
+            print(f"  (b32) solve fp32: {r['iterations']} iterations, {r['reason']}, residual "
+                  f"{r['residual']:.2e}, {dt:.3f} s: {row['solve32_it_s']:.0f} it/s "
+                  f"(in the loop {row['solve32_kernel_it_s']:.0f} it/s)", flush=True)
             # (c) batch
             if method == "cg":
                 dtb, rel = run_batch_cg(g, mat, n, a.batch_iters)
@@ -265,7 +275,9 @@ def main():
         print(f"gkcd exited {rc}", file=sys.stderr)
 
     keys = ["problem", "n", "nnz", "method", "vendor_f32_it_s", "vendor_f64_it_s", "solve_it_s",
-            "solve_kernel_it_s", "batch_it_s", "perop_it_s", "solve_iters", "scipy_iters",
+            "solve_kernel_it_s", "solve32_it_s", "solve32_kernel_it_s", "batch_it_s",
+            "perop_it_s", "solve_iters", "solve32_iters", "scipy_iters", "solve32_reason",
+            "solve32_residual",
             "vendor_f32_iters_to_rtol", "vendor_f64_iters_to_rtol", "solve_reason",
             "solve_residual", "solve_algo"]
     with open(os.path.join(a.out, "solve_bench.csv"), "w", newline="") as f:
@@ -280,15 +292,18 @@ def main():
         return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.{d}f}"
     print(f"\nsummary (iterations/s; ms/iteration in brackets), {time.time() - t_start:.0f} s:")
     hdr = f"{'problem':<13}{'n':>9} {'vendor_f32':>16}{'vendor_f64':>16}{'(b) solve':>16}" \
-          f"{'(c) batch':>16}{'(d) per-op':>16}  {'iters':>6}{'scipy':>7}"
+          f"{'(b) fp32':>16}{'(c) batch':>16}{'(d) per-op':>16}  {'iters':>6}{'it32':>6}" \
+          f"{'scipy':>7}"
     print(hdr)
     for row in rows:
         cells = []
-        for k in ("vendor_f32_it_s", "vendor_f64_it_s", "solve_it_s", "batch_it_s", "perop_it_s"):
+        for k in ("vendor_f32_it_s", "vendor_f64_it_s", "solve_it_s", "solve32_it_s",
+                  "batch_it_s", "perop_it_s"):
             v = row.get(k)
             cells.append(f"{fmt(v)} [{fmt(1e3 / v, 3) if v else '-'}]" if v else "-")
         print(f"{row['problem']:<13}{row['n']:>9} " + "".join(f"{c:>16}" for c in cells) +
-              f"  {row.get('solve_iters', '-'):>6}{row.get('scipy_iters', '-'):>7}")
+              f"  {row.get('solve_iters', '-'):>6}{row.get('solve32_iters', '-'):>6}"
+              f"{row.get('scipy_iters', '-'):>7}")
     print("\ntargets:")
     for row in rows:
         f32 = row.get("vendor_f32_it_s")
@@ -301,12 +316,19 @@ def main():
                 line += f", batch/vendor_f32 = {row['batch_it_s'] / f32:.2f} (>= 0.8)"
             if row["problem"] == f"laplace{a.grid}":
                 line += f", solve {s:.0f} it/s (>= 8000)"
+            if row.get("solve32_it_s"):
+                line += (f"; fp32: solve/vendor_f32 = {row['solve32_it_s'] / f32:.2f},"
+                         f" {row['solve32_it_s']:.0f} it/s")
             print(line)
         if row.get("scipy_iters"):
             its, ref = row["solve_iters"], row["scipy_iters"]
             allowed = max(1, math.ceil(0.02 * ref))
             print(f"  {row['problem']}: {its} iterations vs scipy {ref}: "
                   f"{'within' if abs(its - ref) <= allowed else 'OUTSIDE'} +-{allowed}")
+            if row.get("solve32_iters"):
+                its = row["solve32_iters"]
+                print(f"  {row['problem']}: fp32 {its} iterations vs scipy {ref}: "
+                      f"{'within' if abs(its - ref) <= allowed else 'OUTSIDE'} +-{allowed}")
     print(f"CSV: {os.path.join(a.out, 'solve_bench.csv')}")
     return 0
 

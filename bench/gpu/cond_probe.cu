@@ -1,0 +1,82 @@
+/* cond_probe: the smallest CUDA Graph with a conditional while-node, to
+ * tell a compute-sanitizer report on gkcu_solve's "while" loop apart from a
+ * limitation of the tool: one kernel in the body counts a device integer
+ * down, a second (the solve's k_cond, same shape) sets the condition from
+ * it.  Every access is to a cudaMalloc'd int.  Exit 0 and "count 0, body
+ * ran 100 times" when the graph ran right.
+ *
+ *   compute-sanitizer --tool memcheck ./cond_probe
+ *
+ * A memcheck error here, where nothing can be out of bounds, is the tool's.
+ * Variant "--no-cond": the same body in an unrolled graph (no conditional
+ * node): the control.
+ */
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <string.h>
+
+#define OK(call)                                                                          \
+  do {                                                                                    \
+    cudaError_t e_ = (call);                                                              \
+    if (e_ != cudaSuccess) {                                                              \
+      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
+      return 1;                                                                           \
+    }                                                                                     \
+  } while (0)
+
+__global__ void k_step(int *count, int *runs) {
+  if (threadIdx.x == 0 && blockIdx.x == 0) {
+    (*count)--;
+    (*runs)++;
+  }
+}
+
+__global__ void k_cond_probe(const int *count, cudaGraphConditionalHandle h) {
+  cudaGraphSetConditional(h, *count > 0 ? 1u : 0u);
+}
+
+int main(int argc, char **argv) {
+  int no_cond = argc > 1 && !strcmp(argv[1], "--no-cond");
+  int *d;
+  OK(cudaMalloc(&d, 2 * sizeof(int)));
+  int h0[2] = {100, 0};
+  OK(cudaMemcpy(d, h0, sizeof h0, cudaMemcpyHostToDevice));
+  cudaStream_t s;
+  OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  cudaGraph_t g;
+  cudaGraphExec_t ex;
+  OK(cudaGraphCreate(&g, 0));
+  if (!no_cond) {
+    cudaGraphConditionalHandle h;
+    OK(cudaGraphConditionalHandleCreate(&h, g, 1, cudaGraphCondAssignDefault));
+    cudaGraphNodeParams cp = {};
+    cp.type = cudaGraphNodeTypeConditional;
+    cp.conditional.handle = h;
+    cp.conditional.type = cudaGraphCondTypeWhile;
+    cp.conditional.size = 1;
+    cudaGraphNode_t node;
+    OK(cudaGraphAddNode(&node, g, NULL, NULL, 0, &cp));
+    OK(cudaStreamBeginCaptureToGraph(s, cp.conditional.phGraph_out[0], NULL, NULL, 0,
+                                     cudaStreamCaptureModeThreadLocal));
+    k_step<<<4, 64, 0, s>>>(d, d + 1);
+    k_cond_probe<<<1, 1, 0, s>>>(d, h);
+    cudaGraph_t body;
+    OK(cudaStreamEndCapture(s, &body));
+  } else {
+    cudaGraphDestroy(g);
+    OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    for (int i = 0; i < 100; i++) k_step<<<4, 64, 0, s>>>(d, d + 1);
+    OK(cudaStreamEndCapture(s, &g));
+  }
+  OK(cudaGraphInstantiate(&ex, g, 0));
+  OK(cudaGraphLaunch(ex, s));
+  OK(cudaStreamSynchronize(s));
+  int h1[2];
+  OK(cudaMemcpy(h1, d, sizeof h1, cudaMemcpyDeviceToHost));
+  printf("%s: count %d, body ran %d times\n", no_cond ? "unrolled" : "while", h1[0], h1[1]);
+  cudaGraphExecDestroy(ex);
+  cudaGraphDestroy(g);
+  cudaFree(d);
+  cudaStreamDestroy(s);
+  return h1[0] == 0 && h1[1] == 100 ? 0 : 1;
+}
