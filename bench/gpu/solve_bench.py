@@ -66,6 +66,15 @@ def read_mtx(path):
     return A
 
 
+def exact_dot_iters(A, method, rtol, maxiter):
+    """The same CG/PCG with every dot product exactly rounded (math.fsum):
+    float64 CG without a summation-order artefact (solve_pcg_spread.py)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from solve_pcg_spread import pcg
+    return pcg(A.astype(np.float64), np.ones(A.shape[0]), rtol, maxiter,
+               dot=lambda u, v: math.fsum(u * v), jacobi=method == "pcg")
+
+
 def scipy_iters(A, method, rtol, maxiter):
     A64 = A.astype(np.float64)
     b = np.ones(A.shape[0])
@@ -268,6 +277,10 @@ def main():
                 its, info = scipy_iters(A, method, a.rtol, 200000)
                 row["scipy_iters"] = its
                 print(f"  scipy: {its} iterations (info {info})", flush=True)
+            if n <= 100000:
+                row["exact_iters"] = exact_dot_iters(A, method, a.rtol, 200000)
+                print(f"  float64 CG, dots exactly rounded: {row['exact_iters']} iterations",
+                      flush=True)
             rows.append(row)
     finally:
         rc = g.stop()
@@ -276,7 +289,8 @@ def main():
 
     keys = ["problem", "n", "nnz", "method", "vendor_f32_it_s", "vendor_f64_it_s", "solve_it_s",
             "solve_kernel_it_s", "solve32_it_s", "solve32_kernel_it_s", "batch_it_s",
-            "perop_it_s", "solve_iters", "solve32_iters", "scipy_iters", "solve32_reason",
+            "perop_it_s", "solve_iters", "solve32_iters", "scipy_iters", "exact_iters",
+            "solve32_reason",
             "solve32_residual",
             "vendor_f32_iters_to_rtol", "vendor_f64_iters_to_rtol", "solve_reason",
             "solve_residual", "solve_algo"]
@@ -325,6 +339,13 @@ def main():
             allowed = max(1, math.ceil(0.02 * ref))
             print(f"  {row['problem']}: {its} iterations vs scipy {ref}: "
                   f"{'within' if abs(its - ref) <= allowed else 'OUTSIDE'} +-{allowed}")
+            if row.get("exact_iters"):
+                ex = row["exact_iters"]
+                allowed_x = max(1, math.ceil(0.02 * ex))
+                print(f"  {row['problem']}: {row['solve_iters']} iterations vs float64 CG with "
+                      f"exactly rounded dots {ex}: "
+                      f"{'within' if abs(row['solve_iters'] - ex) <= allowed_x else 'OUTSIDE'}"
+                      f" +-{allowed_x}")
             if row.get("solve32_iters"):
                 its = row["solve32_iters"]
                 print(f"  {row['problem']}: fp32 {its} iterations vs scipy {ref}: "

@@ -24,11 +24,11 @@ import scipy.sparse.linalg as spla
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def pcg(A, b, rtol, maxiter, dot=np.dot, matvec=None, fused=False):
-    """scipy's cg loop (1.12+), with the dot, the product and the updates
-    pluggable."""
+def pcg(A, b, rtol, maxiter, dot=np.dot, matvec=None, jacobi=True):
+    """scipy's cg loop (1.12+), with the dot and the product pluggable;
+    jacobi=False: plain CG (M = I)."""
     matvec = matvec or (lambda v: A @ v)
-    dinv = 1.0 / A.diagonal()
+    dinv = 1.0 / A.diagonal() if jacobi else np.ones(A.shape[0])
     tol = rtol * np.linalg.norm(b)
     x = np.zeros_like(b)
     r = b.copy()
@@ -54,7 +54,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--matrix", required=True)
     ap.add_argument("--rtol", type=float, default=1e-8)
-    ap.add_argument("--gkcd", default=None, help="build dir: also ask gkcd (cpu and cuda)")
+    ap.add_argument("--gkcd", default=None, help="build dir: also ask gkcd")
+    ap.add_argument("--backends", default="cpu,cuda", help="gkcd backends to ask (cpu,cuda)")
     a = ap.parse_args()
     A = scipy.io.mmread(a.matrix).tocsr().astype(np.float32).astype(np.float64)
     A.sort_indices()
@@ -85,7 +86,7 @@ def main():
         import e2e_python as ep
         os.environ["GKCD_BIN"] = os.path.join(a.gkcd, "daemon", "gkcd")
         A32 = A.astype(np.float32)
-        for backend in ("cpu", "cuda"):
+        for backend in a.backends.split(","):
             for prec in ("fp64", "fp32"):
                 d = ep.Daemon(["--backend", backend, "--threads", "2"]).wait_ready()
                 try:
