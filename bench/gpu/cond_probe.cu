@@ -9,7 +9,10 @@
  *
  * A memcheck error here, where nothing can be out of bounds, is the tool's.
  * Variant "--no-cond": the same body in an unrolled graph (no conditional
- * node): the control.
+ * node): the control.  Variant "--relaunch": as gkcu_solve's loop does it,
+ * the while graph launched again and again for chunks of 4 iterations, a
+ * kernel setting the chunk's end before each launch, the state copied back
+ * after each, two launches in flight.
  */
 #include <cuda_runtime.h>
 #include <stdio.h>
@@ -35,11 +38,19 @@ __global__ void k_cond_probe(const int *count, cudaGraphConditionalHandle h) {
   cudaGraphSetConditional(h, *count > 0 ? 1u : 0u);
 }
 
+/* --relaunch: d[0] counts down, d[1] counts the body's runs, d[2] is the
+ * run count at which this chunk stops. */
+__global__ void k_set_stop_probe(int *d, int chunk) { d[2] = d[1] + chunk; }
+__global__ void k_cond_chunk(const int *d, cudaGraphConditionalHandle h) {
+  cudaGraphSetConditional(h, d[0] > 0 && d[1] < d[2] ? 1u : 0u);
+}
+
 int main(int argc, char **argv) {
   int no_cond = argc > 1 && !strcmp(argv[1], "--no-cond");
+  int relaunch = argc > 1 && !strcmp(argv[1], "--relaunch");
   int *d;
-  OK(cudaMalloc(&d, 2 * sizeof(int)));
-  int h0[2] = {100, 0};
+  OK(cudaMalloc(&d, 3 * sizeof(int)));
+  int h0[3] = {100, 0, 0};
   OK(cudaMemcpy(d, h0, sizeof h0, cudaMemcpyHostToDevice));
   cudaStream_t s;
   OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
@@ -59,7 +70,8 @@ int main(int argc, char **argv) {
     OK(cudaStreamBeginCaptureToGraph(s, cp.conditional.phGraph_out[0], NULL, NULL, 0,
                                      cudaStreamCaptureModeThreadLocal));
     k_step<<<4, 64, 0, s>>>(d, d + 1);
-    k_cond_probe<<<1, 1, 0, s>>>(d, h);
+    if (relaunch) k_cond_chunk<<<1, 1, 0, s>>>(d, h);
+    else k_cond_probe<<<1, 1, 0, s>>>(d, h);
     cudaGraph_t body;
     OK(cudaStreamEndCapture(s, &body));
   } else {
@@ -69,9 +81,31 @@ int main(int argc, char **argv) {
     OK(cudaStreamEndCapture(s, &g));
   }
   OK(cudaGraphInstantiate(&ex, g, 0));
-  OK(cudaGraphLaunch(ex, s));
-  OK(cudaStreamSynchronize(s));
-  int h1[2];
+  int h1[3];
+  if (relaunch) {
+    int *hs;
+    cudaEvent_t ev[2];
+    OK(cudaMallocHost(&hs, 2 * 3 * sizeof(int)));
+    OK(cudaEventCreateWithFlags(&ev[0], cudaEventDisableTiming));
+    OK(cudaEventCreateWithFlags(&ev[1], cudaEventDisableTiming));
+    int launches = 0;
+    for (long q = 0;; q++) {
+      k_set_stop_probe<<<1, 1, 0, s>>>(d, 4);
+      OK(cudaGetLastError());
+      OK(cudaGraphLaunch(ex, s));
+      OK(cudaMemcpyAsync(hs + 3 * (q & 1), d, 3 * sizeof(int), cudaMemcpyDeviceToHost, s));
+      OK(cudaEventRecord(ev[q & 1], s));
+      launches++;
+      if (q == 0) continue;
+      OK(cudaEventSynchronize(ev[(q - 1) & 1]));
+      if (hs[3 * ((q - 1) & 1)] <= 0 || launches > 200) break;
+    }
+    OK(cudaStreamSynchronize(s));
+    printf("relaunch: %d launches of the while graph\n", launches);
+  } else {
+    OK(cudaGraphLaunch(ex, s));
+    OK(cudaStreamSynchronize(s));
+  }
   OK(cudaMemcpy(h1, d, sizeof h1, cudaMemcpyDeviceToHost));
   printf("%s: count %d, body ran %d times\n", no_cond ? "unrolled" : "while", h1[0], h1[1]);
   cudaGraphExecDestroy(ex);

@@ -93,12 +93,12 @@ def scipy_iters(A, method, rtol, maxiter):
 class Gkcd:
     """gkcd --backend cuda on a private socket, msgpack-rpc by hand."""
 
-    def __init__(self, build, backend):
+    def __init__(self, build, backend, extra=()):
         import e2e_python as ep
         os.environ["GKCD_BIN"] = os.path.join(build, "daemon", "gkcd")
         self.ep = ep
         self.d = ep.Daemon(["--backend", backend, "--threads", "2",
-                            "--max-request-bytes", str(1 << 30)]).wait_ready()
+                            "--max-request-bytes", str(1 << 30)] + list(extra)).wait_ready()
         self.c = ep.Conn(self.d.sock, timeout=600)
         self.sock = self.d.sock
 
@@ -190,6 +190,8 @@ def main():
     ap.add_argument("--quick", action="store_true", help="grid 512, fewer iterations")
     ap.add_argument("--backend", default="cuda", help="gkcd's backend (cpu: a smoke test)")
     ap.add_argument("--no-vendor", action="store_true", help="skip (a) (no GPU here)")
+    ap.add_argument("--gkcd-args", default="",
+                    help="more gkcd options, space-separated (e.g. '--latency-sms 0')")
     a = ap.parse_args()
     if a.quick:
         a.grid, a.vendor_iters, a.batch_iters, a.perop_iters = 512, 100, 50, 30
@@ -213,7 +215,7 @@ def main():
         else:
             print(f"{name}: not found (--matrices), skipped")
 
-    g = Gkcd(a.build, a.backend)
+    g = Gkcd(a.build, a.backend, a.gkcd_args.split())
     rows = []
     try:
         for name, method, path, grid in problems:

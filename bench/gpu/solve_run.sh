@@ -40,12 +40,24 @@ if has tests; then
     GKC_TEST_BACKEND=cuda timeout 120 python3 "tests/$t.py" > "$LOG/${t}_gpu.log" 2>&1
     rc=$?; summary+=("${t}_gpu rc=$rc: $(tail -1 "$LOG/${t}_gpu.log")")
   done
+  # every method through gkcd (the tiny reduce/dot path included)
+  for t in e2e_gpu e2e_lib; do
+    [ -x "$BUILD/tests/$t" ] || continue
+    GKC_TEST_DATA=$ROOT/tests/data GKC_TEST_BACKEND=cuda timeout 120 "$BUILD/tests/$t" \
+      > "$LOG/$t.log" 2>&1
+    rc=$?; summary+=("$t (cuda) rc=$rc: $(tail -1 "$LOG/$t.log")")
+  done
 fi
 
 if has bench; then
   timeout 200 python3 bench/gpu/solve_bench.py --build "$BUILD" --out "$LOG/solve" \
     --matrices "$GKC_SHARED_MATRICES" ${BENCH_ARGS:-} > "$LOG/solve_bench.log" 2>&1
   rc=$?; summary+=("solve_bench rc=$rc")
+  # the same with the lanes off (one lane on all SMs, primary context)
+  timeout 120 python3 bench/gpu/solve_bench.py --build "$BUILD" --out "$LOG/solve_lanes_off" \
+    --matrices "$GKC_SHARED_MATRICES" --gkcd-args "--latency-sms 0" ${BENCH_ARGS:-} \
+    > "$LOG/solve_bench_lanes_off.log" 2>&1
+  rc=$?; summary+=("solve_bench --latency-sms 0 rc=$rc")
 fi
 
 if has spread; then
@@ -60,6 +72,14 @@ if has rpc; then
     timeout 60 "$BUILD/bench/bench_resident" --gkcd "$GKCD_BIN" --backend cuda --n 1024 \
       --reps 30 --no-spmv --no-cg; } > "$LOG/rpc.log" 2>&1
   rc=$?; summary+=("rpc rc=$rc")
+  "$GKCD_BIN" --backend cuda --socket "$LOG/g.sock" > "$LOG/gkcd_sgemm.log" 2>&1 &
+  gpid=$!
+  for i in $(seq 50); do [ -S "$LOG/g.sock" ] && break; sleep 0.2; done
+  for algo in auto regblock; do
+    timeout 60 "$BUILD/bench/gpu/bench_sgemm_rtt" --socket "$LOG/g.sock" --n 1024 --calls 300 \
+      --algo $algo >> "$LOG/rpc.log" 2>&1
+  done
+  kill -TERM $gpid; wait $gpid
 fi
 
 if has sanitize; then
@@ -70,7 +90,7 @@ if has sanitize; then
       > "$LOG/memcheck_${kinds/,/_}.log" 2>&1
     rc=$?; summary+=("memcheck ($kinds) rc=$rc: $(grep -E "ERROR SUMMARY" "$LOG/memcheck_${kinds/,/_}.log" | tail -1)")
   done
-  for v in "" --no-cond; do
+  for v in "" --no-cond --relaunch; do
     timeout 60 compute-sanitizer --tool memcheck --error-exitcode 9 "$BUILD/bench/gpu/cond_probe" $v \
       > "$LOG/cond_probe${v}.log" 2>&1
     rc=$?; summary+=("cond_probe $v memcheck rc=$rc: $(grep -E "count|ERROR SUMMARY" "$LOG/cond_probe${v}.log" | tr '\n' ' ')")
@@ -86,8 +106,11 @@ grep -E "FAIL|SKIP" "$LOG/test_gpu_solve.log" 2>/dev/null | head -20
 grep -E "fp32|laplacian 2-D" "$LOG/test_gpu_solve.log" 2>/dev/null | head -12
 grep -E "FAIL" "$LOG"/e2e_*_gpu.log 2>/dev/null | head -10
 sed -n '/^summary/,$p' "$LOG/solve_bench.log" 2>/dev/null
+echo "== lanes off (--latency-sms 0):"
+sed -n '/^summary/,/^targets/p' "$LOG/solve_bench_lanes_off.log" 2>/dev/null
+grep -h "" "$LOG"/solve*/solve_bench.csv 2>/dev/null | cut -d, -f1,23 | tr '\n' ' '; echo
 cat "$LOG/spread.log" 2>/dev/null
-grep -E "RTT|reduce|sgemm|round|kernel" "$LOG/rpc.log" 2>/dev/null | head -30
+grep -E "^\| split|^\| pin|reply server|^sgemm [0-9]+\^3 resident" "$LOG/rpc.log" 2>/dev/null | head -20
 grep -E "Invalid|illegal|Error|at 0x|by thread" "$LOG"/memcheck_while.log 2>/dev/null | head -12
 printf '%s\n' "${summary[@]}"
 tar czf "$OUT/solve_logs.tgz" -C "$LOG" . && echo "logs: $OUT/solve_logs.tgz"
