@@ -4,8 +4,10 @@
  *
  * The algo names say how the loop ran: gkcu_while (a CUDA Graph with a
  * conditional while-node), gkcu_unrolled (a graph of 8 iterations launched
- * again and again), gkcu_stream (plain launches); all three run the same
- * kernels and give the same results.
+ * again and again: the default), gkcu_stream (plain launches, where no
+ * graph can be captured); all three run the same kernels and give the same
+ * results; gkcu_while only with GKCU_SOLVE_GRAPH=while in gkcd's
+ * environment (gkcu_solve.h says why).
  */
 #include <inttypes.h>
 #include <stdio.h>

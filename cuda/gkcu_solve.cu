@@ -122,10 +122,12 @@ void abandon_capture(cudaStream_t str, bool ours) {
 }
 
 /* The "while" graph: one conditional while-node whose body is an iteration
- * and k_cond.  0, or nonzero when this runtime or driver cannot (the error
- * is cleared: the caller falls back). */
+ * and k_cond.  0 with *graph kept for the caller to destroy after *exec
+ * (the executable graph's conditional handle belongs to it: see
+ * cuda/NOTES.md on memcheck), or nonzero when this runtime or driver
+ * cannot (the error is cleared: the caller falls back). */
 template <typename V>
-int build_while(solver<V> *S, cudaGraphExec_t *exec) {
+int build_while(solver<V> *S, cudaGraphExec_t *exec, cudaGraph_t *graph) {
 #if CUDART_VERSION >= 12040
   int drv = 0;
   if (cudaDriverGetVersion(&drv) != cudaSuccess || drv < 12040) return 1;
@@ -160,11 +162,12 @@ int build_while(solver<V> *S, cudaGraphExec_t *exec) {
   }
   ok = cudaGraphInstantiate(exec, g, 0) == cudaSuccess;
 out:
-  if (g) cudaGraphDestroy(g);
+  if (ok) *graph = g;
+  else if (g) cudaGraphDestroy(g);
   (void)cudaGetLastError();
   return ok ? 0 : 1;
 #else
-  (void)S, (void)exec;
+  (void)S, (void)exec, (void)graph;
   return 1;
 #endif
 }
@@ -231,16 +234,16 @@ int run_loop(solver<V> *S, state *hs, cudaEvent_t ev[2], gkcu_solve_result *res,
   gkcu_ctx *ctx = S->ctx;
   cudaStream_t str = ctx->stream;
   cudaGraphExec_t exec = nullptr;
+  cudaGraph_t graph = nullptr; /* the while graph, alive as long as exec */
   int how = forced_how(), rc = 0;
-  if (how == HOW_WHILE || how < 0) {
-    if (build_while(S, &exec)) {
-      if (how == HOW_WHILE)
-        return gkcu__fail(ctx, GKC_EDEVICE_ERROR, "solve: GKCU_SOLVE_GRAPH=while, but this driver"
-                          " or runtime cannot build a conditional graph");
-      how = -1;
-    } else {
-      how = HOW_WHILE;
-    }
+  /* "while" only when asked for: "unrolled" ran 12.6 us per iteration where
+   * "while" took 15.6 (its k_cond is one more kernel per iteration), gkcd
+   * 79k against 60k it/s on 1138_bus (H100, bench/RESULTS.md), and under
+   * gkcd's green-context lanes a conditional node does not instantiate. */
+  if (how == HOW_WHILE) {
+    if (build_while(S, &exec, &graph))
+      return gkcu__fail(ctx, GKC_EDEVICE_ERROR, "solve: GKCU_SOLVE_GRAPH=while, but this driver"
+                        " or runtime cannot build a conditional graph");
   }
   if (how == HOW_UNROLLED || how < 0) {
     if (build_unrolled(S, &exec)) {
@@ -306,6 +309,7 @@ int run_loop(solver<V> *S, state *hs, cudaEvent_t ev[2], gkcu_solve_result *res,
 out:
   if (rc) (void)cudaStreamSynchronize(str); /* nothing of exec still running */
   if (exec) (void)cudaGraphExecDestroy(exec);
+  if (graph) (void)cudaGraphDestroy(graph);
   return rc;
 }
 

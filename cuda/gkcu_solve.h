@@ -33,14 +33,15 @@
  * finds the solve stopped returns at once, so any number of iterations may
  * be enqueued ahead: the count and the residual stay exact.
  *
- * The loop runs as a CUDA Graph, in the first of these that works:
- *   "while"     one graph whose conditional while-node repeats the
- *               iteration until the solve stops or `chunk` iterations have
- *               run (CUDA 12.4+ driver and runtime);
- *   "unrolled"  a graph of 8 iterations, launched as often as needed;
- *   "stream"    the kernels launched one by one (no graph).
- * GKCU_SOLVE_GRAPH=while|unrolled|stream in the environment forces one (the
- * tests run all three).  Between launches the host looks at the state
+ * The loop runs as a CUDA Graph of 8 iterations, launched as often as
+ * needed ("unrolled"), or where that cannot be captured the kernels one by
+ * one ("stream").  GKCU_SOLVE_GRAPH=while|unrolled|stream in the
+ * environment forces one (the tests run all three); "while" is one graph
+ * whose conditional while-node repeats the iteration until the solve stops
+ * or `chunk` iterations have run (CUDA 12.4+): only on request, since it
+ * measured slower per iteration (one more kernel each), does not
+ * instantiate on gkcd's green-context streams, and fails under
+ * compute-sanitizer memcheck (cuda/NOTES.md).  Between launches the host looks at the state
  * (double-buffered: the next launch is queued before it waits for the
  * previous one) and calls poll() about every poll_ms; `chunk` adapts to the
  * measured iteration rate.

@@ -90,7 +90,7 @@ if has sanitize; then
       > "$LOG/memcheck_${kinds/,/_}.log" 2>&1
     rc=$?; summary+=("memcheck ($kinds) rc=$rc: $(grep -E "ERROR SUMMARY" "$LOG/memcheck_${kinds/,/_}.log" | tail -1)")
   done
-  for v in "" --no-cond --relaunch; do
+  for v in "" --no-cond --relaunch --early-destroy; do
     timeout 60 compute-sanitizer --tool memcheck --error-exitcode 9 "$BUILD/bench/gpu/cond_probe" $v \
       > "$LOG/cond_probe${v}.log" 2>&1
     rc=$?; summary+=("cond_probe $v memcheck rc=$rc: $(grep -E "count|ERROR SUMMARY" "$LOG/cond_probe${v}.log" | tr '\n' ' ')")
