@@ -115,9 +115,13 @@ void cuda_run_batch(cuda_impl *impl, slot *s, gkcd_job *job) {
   int may_fail = 0; /* an axpby whose scalar may have failed, not looked at yet */
   int failed = 0;   /* a device scalar failed (hs holds which) */
   cudaError_t e = cudaEventRecord(s->ev0, s->stream);
-  if (e == cudaSuccess && (rc = gkcu_batch_state_init(s->ctx, ds))) {
-    job_fail(job, rc, "batch: %s", gkcu_ctx_errmsg(s->ctx));
-    goto done;
+  int inited = 0;   /* the device state was reset: its record can be read */
+  if (e == cudaSuccess) {
+    if ((rc = gkcu_batch_state_init(s->ctx, ds))) {
+      job_fail(job, rc, "batch: %s", gkcu_ctx_errmsg(s->ctx));
+      goto done;
+    }
+    inited = 1;
   }
   for (int i = 0; i < nsteps && e == cudaSuccess; i++) {
     gkcd_step *st = &steps[i];
@@ -167,10 +171,10 @@ done:
   /* Earlier steps' work must be done (and any asynchronous fault seen)
    * before the reply says so. */
   if (e == cudaSuccess) e = cudaEventRecord(s->ev1, s->stream);
-  if (e == cudaSuccess) e = catch_up(s, job, job->in.batch.done, ds, hs);
+  if (e == cudaSuccess && inited) e = catch_up(s, job, job->in.batch.done, ds, hs);
   if (e != cudaSuccess) {
     if (!job->err) fail_cuda(impl, job, e, "running the batch");
-  } else if (hs->fail_step >= 0) {
+  } else if (inited && hs->fail_step >= 0 && hs->fail_step < nsteps) {
     /* the first step that failed, whatever stopped the loop later */
     job->in.batch.done = hs->fail_step;
     batch_fail_scalar(job, hs->fail_step, hs->fail_which, hs->fail_value);
