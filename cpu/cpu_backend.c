@@ -230,7 +230,7 @@ static void run_solve(gkcd_backend *be, cpu_impl *impl, gkcd_job *job) {
   float *x = out_buffer(be, job);
   if (!x) goto out;
   cpu_solve_opts o = {s->method, s->rtol, s->atol, s->max_iter, job->history, job_poll, job,
-                      impl->nthreads};
+                      impl->nthreads, s->fp32};
   cpu_solve_result res;
   double t0 = now_us();
   int rc = cpu_solve(s->n, s->row_ptr, s->col_idx, s->values, b, x0, x, &o, &res);

@@ -19,7 +19,11 @@ typedef struct {
   const int32_t *rp, *ci;
   const float *v;
   int nth;
+  int f32; /* precision fp32: every stored vector element rounded to float32 */
 } mat;
+
+/* A vector element as stored. */
+static inline double st(const mat *A, double v) { return A->f32 ? (double)(float)v : v; }
 
 static int threads(const mat *A) {
   if (A->n < PAR_MIN) return 1;
@@ -32,7 +36,7 @@ static void spmv(const mat *A, const double *x, double *y) {
   for (int32_t i = 0; i < A->n; i++) {
     double s = 0;
     for (int32_t j = A->rp[i]; j < A->rp[i + 1]; j++) s += (double)A->v[j] * x[A->ci[j]];
-    y[i] = s;
+    y[i] = st(A, s);
   }
 }
 
@@ -49,8 +53,8 @@ static double update_xr(const mat *A, double a, const double *p, const double *q
   double s = 0;
 #pragma omp parallel for num_threads(threads(A)) reduction(+ : s) schedule(static)
   for (int32_t i = 0; i < A->n; i++) {
-    x[i] += a * p[i];
-    r[i] -= a * q[i];
+    x[i] = st(A, x[i] + a * p[i]);
+    r[i] = st(A, r[i] - a * q[i]);
     s += r[i] * r[i];
   }
   return s;
@@ -59,7 +63,7 @@ static double update_xr(const mat *A, double a, const double *p, const double *q
 /* y = x + b y */
 static void xpby(const mat *A, const double *x, double b, double *y) {
 #pragma omp parallel for num_threads(threads(A)) schedule(static)
-  for (int32_t i = 0; i < A->n; i++) y[i] = x[i] + b * y[i];
+  for (int32_t i = 0; i < A->n; i++) y[i] = st(A, x[i] + b * y[i]);
 }
 
 /* z = dinv .* r; returns r.z */
@@ -67,7 +71,7 @@ static double jacobi(const mat *A, const double *dinv, const double *r, double *
   double s = 0;
 #pragma omp parallel for num_threads(threads(A)) reduction(+ : s) schedule(static)
   for (int32_t i = 0; i < A->n; i++) {
-    z[i] = dinv[i] * r[i];
+    z[i] = st(A, dinv[i] * r[i]);
     s += r[i] * z[i];
   }
   return s;
@@ -81,7 +85,7 @@ static int32_t inv_diag(const mat *A, double *dinv) {
     for (int32_t j = A->rp[i]; j < A->rp[i + 1]; j++)
       if (A->ci[j] == i) d += A->v[j];
     if (d == 0 || !isfinite(d)) return i;
-    dinv[i] = 1.0 / d;
+    dinv[i] = st(A, 1.0 / d);
   }
   return -1;
 }
@@ -150,7 +154,7 @@ static int bicgstab(run *s, double *x, double *r, double *w) {
     } else {
       double beta = rho / rho_prev * (alpha / omega);
 #pragma omp parallel for num_threads(threads(A)) schedule(static)
-      for (int32_t i = 0; i < A->n; i++) p[i] = r[i] + beta * (p[i] - omega * v[i]);
+      for (int32_t i = 0; i < A->n; i++) p[i] = st(A, r[i] + beta * (p[i] - omega * v[i]));
     }
     spmv(A, p, v);
     double rv = dot(A, rhat, v);
@@ -160,12 +164,12 @@ static int bicgstab(run *s, double *x, double *r, double *w) {
     double ss = 0;
 #pragma omp parallel for num_threads(threads(A)) reduction(+ : ss) schedule(static)
     for (int32_t i = 0; i < A->n; i++) {
-      sv[i] = r[i] - alpha * v[i];
+      sv[i] = st(A, r[i] - alpha * v[i]);
       ss += sv[i] * sv[i];
     }
     if (sqrt(ss) <= s->tol) { /* converged half way: x += alpha p */
 #pragma omp parallel for num_threads(threads(A)) schedule(static)
-      for (int32_t i = 0; i < A->n; i++) x[i] += alpha * p[i];
+      for (int32_t i = 0; i < A->n; i++) x[i] = st(A, x[i] + alpha * p[i]);
       memcpy(r, sv, n * sizeof *r);
       return record(s, sqrt(ss));
     }
@@ -177,8 +181,8 @@ static int bicgstab(run *s, double *x, double *r, double *w) {
     double rr = 0;
 #pragma omp parallel for num_threads(threads(A)) reduction(+ : rr) schedule(static)
     for (int32_t i = 0; i < A->n; i++) {
-      x[i] += alpha * p[i] + omega * sv[i];
-      r[i] = sv[i] - omega * t[i];
+      x[i] = st(A, x[i] + (alpha * p[i] + omega * sv[i]));
+      r[i] = st(A, sv[i] - omega * t[i]);
       rr += r[i] * r[i];
     }
     if ((why = record(s, sqrt(rr))) >= 0) return why;
@@ -191,7 +195,7 @@ static int bicgstab(run *s, double *x, double *r, double *w) {
 int cpu_solve(int32_t n, const int32_t *row_ptr, const int32_t *col_idx, const float *values,
               const float *b, const float *x0, float *xout, const cpu_solve_opts *o,
               cpu_solve_result *res) {
-  mat A = {n, row_ptr, col_idx, values, o->nthreads};
+  mat A = {n, row_ptr, col_idx, values, o->nthreads, o->fp32};
   size_t nv = o->method == CPU_BICGSTAB ? 8 : o->method == CPU_PCG ? 7 : 5;
   double *w = malloc(nv * (size_t)n * sizeof *w);
   if (!w) return CPU_SOLVE_ENOMEM;
@@ -213,8 +217,10 @@ int cpu_solve(int32_t n, const int32_t *row_ptr, const int32_t *col_idx, const f
     memset(x, 0, (size_t)n * sizeof *x);
     why = CPU_SOLVE_CONVERGED;
   } else {
-    spmv(&A, x, r);
-    for (int32_t i = 0; i < n; i++) r[i] = bd[i] - r[i];
+    mat A64 = A; /* r = b - A x0 in double, then stored */
+    A64.f32 = 0;
+    spmv(&A64, x, r);
+    for (int32_t i = 0; i < n; i++) r[i] = st(&A, bd[i] - r[i]);
     double rn = sqrt(dot(&A, r, r));
     if (!isfinite(rn)) why = CPU_SOLVE_NON_FINITE;
     else if (rn <= s.tol) why = CPU_SOLVE_CONVERGED;
@@ -223,6 +229,7 @@ int cpu_solve(int32_t n, const int32_t *row_ptr, const int32_t *col_idx, const f
   }
   /* The residual of the x returned: x rounded to float32, in double. */
   for (int32_t i = 0; i < n; i++) x[i] = (double)(float)x[i];
+  A.f32 = 0;
   spmv(&A, x, r);
   for (int32_t i = 0; i < n; i++) r[i] = bd[i] - r[i];
   res->residual = s.bn == 0 ? 0 : sqrt(dot(&A, r, r)) / s.bn;

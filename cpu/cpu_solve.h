@@ -17,6 +17,13 @@
  * rounded x, so it describes exactly the x returned (0 when b = 0, where
  * x = 0; NaN when b holds a non-finite value).  The inputs are trusted:
  * validate the CSR structure first.
+ *
+ * With fp32 set (the `solve` request's precision "fp32", which the CUDA
+ * backend runs on float32 vectors for speed) every vector element is
+ * rounded to float32 as it is stored, and everything else stays double
+ * (row sums, dot products of the rounded values, the scalars): the same
+ * arithmetic as the GPU's fp32 mode, so both backends agree on it.  On the
+ * CPU it saves nothing; it is there so a client sees one behaviour.
  */
 #ifndef CPU_SOLVE_H
 #define CPU_SOLVE_H
@@ -46,6 +53,7 @@ typedef struct {
   int (*poll)(void *arg);
   void *poll_arg;
   int nthreads;      /* <= 0: all */
+  int fp32;          /* 1: vectors rounded to float32 as stored (see above) */
 } cpu_solve_opts;
 
 typedef struct {

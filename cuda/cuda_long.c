@@ -1,8 +1,9 @@
 /* cuda_long.c: the CUDA backend's batch (solve is in cuda_solve.c).
  *
  * batch runs natively: each step is one of the gkcu launchers on the
- * resident arrays, on the slot's stream; a dot or reduce waits for its
- * value (later steps may need it on the host to form alpha or beta).
+ * resident arrays, on the slot's stream; the dots' and reduces' values and
+ * the axpbys' scalars stay on the device (gkcu_batch.h), so the host waits
+ * once per batch unless an spmv or sgemm needs a value for its scalars.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -14,6 +15,7 @@
 #include "cpu_solve.h"
 #include "cuda_backend_int.h"
 #include "gkc_errors.h"
+#include "gkcu_batch.h"
 #include "gkcu_blas1.h"
 #include "gkcu_reduce.h"
 #include "gkcu_sgemm.h"
@@ -67,18 +69,97 @@ static int run_step(slot *s, gkcd_step *st, float alpha, float beta) {
   return GKC_EINTERNAL;
 }
 
+/* A scalar that names earlier steps' values (it needs them resolved). */
+static int refers(const gkcd_scalar *c) { return c->num >= 0 || c->den >= 0; }
+
+static gkcu_bscalar dev_scalar(const gkcd_scalar *c) {
+  gkcu_bscalar b = {c->scale, c->num, c->den};
+  return b;
+}
+
+/* The device values so far to the host (steps[j].value) and the failure
+ * record into *hs: waits for the stream. */
+static cudaError_t catch_up(slot *s, gkcd_job *job, int upto, const gkcu_batch_state *ds,
+                            gkcu_batch_state *hs) {
+  cudaError_t e = cudaMemcpyAsync(hs, ds, sizeof *hs, cudaMemcpyDeviceToHost, s->stream);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(s->stream);
+  if (e != cudaSuccess) return e;
+  gkcd_step *steps = job->in.batch.steps;
+  for (int j = 0; j < upto; j++)
+    if (steps[j].op == BATCH_DOT || steps[j].op == BATCH_REDUCE) steps[j].value = hs->vals[j];
+  return cudaSuccess;
+}
+
+/* The batch on the slot's stream.  dot and reduce leave their values in
+ * device memory and axpby reads its alpha and beta from there
+ * (gkcu_batch.h), so a batch of those and of spmv/sgemm with literal
+ * scalars (a CG iteration) waits for the GPU once, at the end.  An spmv or
+ * sgemm whose scalar names an earlier value, or any step after an axpby
+ * whose scalar might have failed on the device, first catches up: waits,
+ * takes the values, and stops if a scalar failed. */
 void cuda_run_batch(cuda_impl *impl, slot *s, gkcd_job *job) {
   gkcd_step *steps = job->in.batch.steps;
+  const int nsteps = job->in.batch.nsteps;
   job->algo_name = cuda_batch_algos[0];
+  void *dmem = NULL;
+  size_t dcap = 0;
+  int rc = devcache_alloc(impl->cache, sizeof(gkcu_batch_state), &dmem, &dcap, job->errmsg,
+                          sizeof job->errmsg);
+  if (rc) {
+    job->err = rc;
+    return;
+  }
+  gkcu_batch_state *ds = dmem, local;
+  gkcu_batch_state *hs = s->stage && s->stage_cap >= sizeof local ? s->stage : &local;
+  int pending = 0;  /* device values the host has not taken */
+  int may_fail = 0; /* an axpby whose scalar may have failed, not looked at yet */
+  int failed = 0;   /* a device scalar failed (hs holds which) */
   cudaError_t e = cudaEventRecord(s->ev0, s->stream);
-  for (int i = 0; i < job->in.batch.nsteps && e == cudaSuccess; i++) {
+  int inited = 0;   /* the device state was reset: its record can be read */
+  if (e == cudaSuccess) {
+    if ((rc = gkcu_batch_state_init(s->ctx, ds))) {
+      job_fail(job, rc, "batch: %s", gkcu_ctx_errmsg(s->ctx));
+      goto done;
+    }
+    inited = 1;
+  }
+  for (int i = 0; i < nsteps && e == cudaSuccess; i++) {
     gkcd_step *st = &steps[i];
     int why = i > 0 ? cuda_poll_job(job) : 0;
-    float alpha, beta;
-    if (batch_step_begin(job, i, !why ? 0 : why == CPU_SOLVE_CANCELLED ? BATCH_STOP_CANCELLED : BATCH_STOP_DEADLINE,
-                         &alpha, &beta))
+    if (why) {
+      float a, b;
+      (void)batch_step_begin(job, i, why == CPU_SOLVE_CANCELLED ? BATCH_STOP_CANCELLED
+                                                                : BATCH_STOP_DEADLINE, &a, &b);
       break;
-    int rc = run_step(s, st, alpha, beta);
+    }
+    gkcu_ctx *ctx = s->ctx;
+    switch (st->op) {
+      case BATCH_DOT:
+        rc = gkcu_dot_async(ctx, st->n, st->x, st->y, &ds->vals[i]);
+        pending = 1;
+        break;
+      case BATCH_REDUCE:
+        rc = gkcu_reduce_async(ctx, gkcu_reduce_pick(ctx, st->n), st->sub, st->x, st->n,
+                               &ds->vals[i]);
+        pending = 1;
+        break;
+      case BATCH_AXPBY:
+        rc = gkcu_axpby_ref(ctx, i, st->n, dev_scalar(&st->alpha), st->x, dev_scalar(&st->beta),
+                            st->y, st->out, ds);
+        may_fail |= refers(&st->alpha) || refers(&st->beta);
+        break;
+      default: {
+        if (may_fail || (pending && (refers(&st->alpha) || refers(&st->beta)))) {
+          if ((e = catch_up(s, job, i, ds, hs)) != cudaSuccess) break;
+          pending = may_fail = 0;
+          if ((failed = hs->fail_step >= 0)) break;
+        }
+        float alpha, beta;
+        if (batch_step_begin(job, i, 0, &alpha, &beta)) goto done;
+        rc = run_step(s, st, alpha, beta);
+      }
+    }
+    if (e != cudaSuccess || failed) break;
     if (rc) {
       job_fail(job, rc, "step %d (%s): %s; steps 0 to %d ran", i, batch_op_name(st->op),
                gkcu_ctx_errmsg(s->ctx), i - 1);
@@ -86,14 +167,21 @@ void cuda_run_batch(cuda_impl *impl, slot *s, gkcd_job *job) {
     }
     job->in.batch.done = i + 1;
   }
+done:
   /* Earlier steps' work must be done (and any asynchronous fault seen)
    * before the reply says so. */
   if (e == cudaSuccess) e = cudaEventRecord(s->ev1, s->stream);
-  if (e == cudaSuccess) e = cudaStreamSynchronize(s->stream);
+  if (e == cudaSuccess && inited) e = catch_up(s, job, job->in.batch.done, ds, hs);
   if (e != cudaSuccess) {
     if (!job->err) fail_cuda(impl, job, e, "running the batch");
-    return;
+  } else if (inited && hs->fail_step >= 0 && hs->fail_step < nsteps) {
+    /* the first step that failed, whatever stopped the loop later */
+    job->in.batch.done = hs->fail_step;
+    batch_fail_scalar(job, hs->fail_step, hs->fail_which, hs->fail_value);
+  } else {
+    float ms = 0;
+    if (cudaEventElapsedTime(&ms, s->ev0, s->ev1) == cudaSuccess) job->kernel_us = ms * 1e3;
   }
-  float ms = 0;
-  if (cudaEventElapsedTime(&ms, s->ev0, s->ev1) == cudaSuccess) job->kernel_us = ms * 1e3;
+  if (cudaStreamSynchronize(s->stream) != cudaSuccess) (void)cudaGetLastError();
+  devcache_free(impl->cache, dmem, dcap);
 }

@@ -4,8 +4,10 @@
  *
  * The algo names say how the loop ran: gkcu_while (a CUDA Graph with a
  * conditional while-node), gkcu_unrolled (a graph of 8 iterations launched
- * again and again), gkcu_stream (plain launches); all three run the same
- * kernels and give the same results.
+ * again and again: the default), gkcu_stream (plain launches, where no
+ * graph can be captured); all three run the same kernels and give the same
+ * results; gkcu_while only with GKCU_SOLVE_GRAPH=while in gkcd's
+ * environment (gkcu_solve.h says why).
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -79,7 +81,7 @@ void cuda_run_solve(cuda_impl *impl, slot *s, gkcd_job *job) {
   float *x = NULL;
   int x_new = 0; /* OUT_RES_NEW allocated here */
   double t0 = now_us();
-  size_t wb = gkcu_solve_work_bytes(v->method, v->n, v->max_iter, v->history);
+  size_t wb = gkcu_solve_work_bytes(v->method, v->n, v->max_iter, v->history, v->fp32);
   if (!wb) {
     job_fail(job, GKC_ETOO_LARGE, "solve: the workspace for n = %" PRId32 " overflows", v->n);
     goto out;
@@ -115,7 +117,7 @@ void cuda_run_solve(cuda_impl *impl, slot *s, gkcd_job *job) {
       .col_idx = v->col_idx, .values = v->values, .b = b, .x0 = x0, .x = x,
       .rtol = v->rtol, .atol = v->atol, .max_iter = v->max_iter, .history = job->history,
       .poll = cuda_poll_job, .poll_arg = job, .poll_ms = SOLVE_POLL_MS,
-      .work = work, .work_bytes = wb};
+      .work = work, .work_bytes = wb, .fp32 = v->fp32, .max_row = v->max_row};
   gkcu_solve_result res;
   int rc = gkcu_solve(s->ctx, &a, &res);
   if (rc == GKCU_SOLVE_EZERO_DIAG) {

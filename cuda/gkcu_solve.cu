@@ -22,10 +22,12 @@ namespace {
 enum { HOW_WHILE = 0, HOW_UNROLLED, HOW_STREAM };
 const char *const how_names[] = {"while", "unrolled", "stream"};
 
-/* The device vectors of a solve, carved from the workspace in this order. */
+/* The device vectors of a solve (V: double, or float with precision fp32),
+ * carved from the workspace in this order. */
+template <typename V>
 struct vecs {
-  double *x, *r, *p, *q, *z, *dinv; /* CG/PCG: q = Ap; BiCGSTAB: q = v, z = s */
-  double *rhat, *t;
+  V *x, *r, *p, *q, *z, *dinv; /* CG/PCG: q = Ap; BiCGSTAB: q = v, z = s */
+  V *rhat, *t;
   double *hist;
   state *st;
   double *part;
@@ -36,33 +38,40 @@ size_t nvec(int method) { return method == GKCU_SOLVE_BICGSTAB ? 7 : method == G
 
 inline size_t up256(size_t b) { return (b + 255) & ~(size_t)255; }
 
+template <typename V>
 struct solver {
   gkcu_ctx *ctx;
   const gkcu_solve_args *a;
-  vecs v;
+  vecs<V> v;
   int w;              /* threads per row */
   int g_spmv, g_vec;  /* grid sizes */
 };
 
-/* The W for a mean row length: the smallest power of two >= it, 2..32. */
-int pick_w(int32_t n, int64_t nnz) {
+/* Threads per row.  Short rows on a big matrix (max_row <= 8, 2^18 rows
+ * or more: stencils): one thread per row, whose warp reads 32 consecutive
+ * rows' entries (gkcu_spmv's scalar rule; 8 threads on a 5-point row left
+ * 3 idle and cost half the bandwidth).  Otherwise the smallest power of
+ * two >= the mean row length, 2..32. */
+int pick_w(int32_t n, int64_t nnz, int32_t max_row) {
+  if (max_row > 0 && max_row <= 8 && n >= (1 << 18)) return 1;
   double mean = (double)nnz / n;
   int w = 2;
   while (w < 32 && w < mean) w *= 2;
   return w;
 }
 
-template <typename TI>
-int launch_spmv_t(solver *S, const TI *in, double *out, const float *b, const double *a0,
-                  const double *a1, int nd, int stage) {
+template <typename TI, typename V>
+int launch_spmv_t(solver<V> *S, const TI *in, V *out, const float *b, const V *a0, const V *a1,
+                  int nd, int stage) {
   const gkcu_solve_args *a = S->a;
   cudaStream_t str = S->ctx->stream;
 #define GKCU__SPMV_W(W)                                                                           \
   case W:                                                                                         \
-    k_spmv<W, TI><<<S->g_spmv, NT, 0, str>>>(a->n, a->row_ptr, a->col_idx, a->values, in, out, b, \
+    k_spmv<W, TI, V><<<S->g_spmv, NT, 0, str>>>(a->n, a->row_ptr, a->col_idx, a->values, in, out, b, \
                                              a0, a1, nd, S->v.st, S->v.part, stage);              \
     break;
   switch (S->w) {
+    GKCU__SPMV_W(1)
     GKCU__SPMV_W(2)
     GKCU__SPMV_W(4)
     GKCU__SPMV_W(8)
@@ -76,29 +85,30 @@ int launch_spmv_t(solver *S, const TI *in, double *out, const float *b, const do
 }
 
 /* One iteration's kernels, on the context's stream (captured or not). */
-int enqueue_iteration(solver *S) {
+template <typename V>
+int enqueue_iteration(solver<V> *S) {
   const gkcu_solve_args *a = S->a;
-  vecs *v = &S->v;
+  vecs<V> *v = &S->v;
   cudaStream_t str = S->ctx->stream;
   int n = a->n, g = S->g_vec, rc;
   if (a->method != GKCU_SOLVE_BICGSTAB) {
     const int pcg = a->method == GKCU_SOLVE_PCG;
-    if ((rc = launch_spmv_t<double>(S, v->p, v->q, nullptr, v->p, nullptr, 1, S_CG_PQ))) return rc;
-    k_cg_update<<<g, NT, 0, str>>>(n, v->r, v->q, pcg ? v->z : nullptr, pcg ? v->dinv : nullptr,
+    if ((rc = launch_spmv_t<V, V>(S, v->p, v->q, nullptr, v->p, nullptr, 1, S_CG_PQ))) return rc;
+    k_cg_update<V><<<g, NT, 0, str>>>(n, v->r, v->q, pcg ? v->z : nullptr, pcg ? v->dinv : nullptr,
                                    v->st, v->part);
     GKCU__LAUNCHED(S->ctx, "k_cg_update");
-    k_cg_p<<<g, NT, 0, str>>>(n, v->x, v->p, pcg ? v->z : v->r, v->st);
+    k_cg_p<V><<<g, NT, 0, str>>>(n, v->x, v->p, pcg ? v->z : v->r, v->st);
     GKCU__LAUNCHED(S->ctx, "k_cg_p");
     return 0;
   }
-  double *vv = v->q, *s = v->z;
-  k_bi_p<<<g, NT, 0, str>>>(n, v->p, v->r, vv, v->st);
+  V *vv = v->q, *s = v->z;
+  k_bi_p<V><<<g, NT, 0, str>>>(n, v->p, v->r, vv, v->st);
   GKCU__LAUNCHED(S->ctx, "k_bi_p");
-  if ((rc = launch_spmv_t<double>(S, v->p, vv, nullptr, v->rhat, nullptr, 2, S_BI_V))) return rc;
-  k_bi_s<<<g, NT, 0, str>>>(n, s, v->r, vv, v->st, v->part);
+  if ((rc = launch_spmv_t<V, V>(S, v->p, vv, nullptr, v->rhat, nullptr, 2, S_BI_V))) return rc;
+  k_bi_s<V><<<g, NT, 0, str>>>(n, s, v->r, vv, v->st, v->part);
   GKCU__LAUNCHED(S->ctx, "k_bi_s");
-  if ((rc = launch_spmv_t<double>(S, s, v->t, nullptr, nullptr, s, 2, S_BI_T))) return rc;
-  k_bi_update<<<g, NT, 0, str>>>(n, v->x, v->r, v->p, s, v->t, v->rhat, v->st, v->part);
+  if ((rc = launch_spmv_t<V, V>(S, s, v->t, nullptr, nullptr, s, 2, S_BI_T))) return rc;
+  k_bi_update<V><<<g, NT, 0, str>>>(n, v->x, v->r, v->p, s, v->t, v->rhat, v->st, v->part);
   GKCU__LAUNCHED(S->ctx, "k_bi_update");
   return 0;
 }
@@ -112,9 +122,12 @@ void abandon_capture(cudaStream_t str, bool ours) {
 }
 
 /* The "while" graph: one conditional while-node whose body is an iteration
- * and k_cond.  0, or nonzero when this runtime or driver cannot (the error
- * is cleared: the caller falls back). */
-int build_while(solver *S, cudaGraphExec_t *exec) {
+ * and k_cond.  0 with *graph kept for the caller to destroy after *exec
+ * (the executable graph's conditional handle belongs to it: see
+ * cuda/NOTES.md on memcheck), or nonzero when this runtime or driver
+ * cannot (the error is cleared: the caller falls back). */
+template <typename V>
+int build_while(solver<V> *S, cudaGraphExec_t *exec, cudaGraph_t *graph) {
 #if CUDART_VERSION >= 12040
   int drv = 0;
   if (cudaDriverGetVersion(&drv) != cudaSuccess || drv < 12040) return 1;
@@ -149,17 +162,19 @@ int build_while(solver *S, cudaGraphExec_t *exec) {
   }
   ok = cudaGraphInstantiate(exec, g, 0) == cudaSuccess;
 out:
-  if (g) cudaGraphDestroy(g);
+  if (ok) *graph = g;
+  else if (g) cudaGraphDestroy(g);
   (void)cudaGetLastError();
   return ok ? 0 : 1;
 #else
-  (void)S, (void)exec;
+  (void)S, (void)exec, (void)graph;
   return 1;
 #endif
 }
 
 /* The "unrolled" graph: UNROLL_ITERS iterations captured from the stream. */
-int build_unrolled(solver *S, cudaGraphExec_t *exec) {
+template <typename V>
+int build_unrolled(solver<V> *S, cudaGraphExec_t *exec) {
   cudaStream_t str = S->ctx->stream;
   cudaGraph_t g = nullptr;
   if (cudaStreamBeginCapture(str, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
@@ -179,7 +194,8 @@ int build_unrolled(solver *S, cudaGraphExec_t *exec) {
 }
 
 /* Enqueues about chunk iterations. */
-int enqueue_chunk(solver *S, int how, cudaGraphExec_t exec, long long chunk) {
+template <typename V>
+int enqueue_chunk(solver<V> *S, int how, cudaGraphExec_t exec, long long chunk) {
   cudaStream_t str = S->ctx->stream;
   if (how == HOW_WHILE) {
     k_set_stop<<<1, 1, 0, str>>>(S->v.st, chunk);
@@ -213,20 +229,21 @@ int forced_how() {
 
 /* The loop: chunks of iterations, two in flight, the state looked at after
  * each.  hs: two pinned copies of the state. */
-int run_loop(solver *S, state *hs, cudaEvent_t ev[2], gkcu_solve_result *res, int *stopped) {
+template <typename V>
+int run_loop(solver<V> *S, state *hs, cudaEvent_t ev[2], gkcu_solve_result *res, int *stopped) {
   gkcu_ctx *ctx = S->ctx;
   cudaStream_t str = ctx->stream;
   cudaGraphExec_t exec = nullptr;
+  cudaGraph_t graph = nullptr; /* the while graph, alive as long as exec */
   int how = forced_how(), rc = 0;
-  if (how == HOW_WHILE || how < 0) {
-    if (build_while(S, &exec)) {
-      if (how == HOW_WHILE)
-        return gkcu__fail(ctx, GKC_EDEVICE_ERROR, "solve: GKCU_SOLVE_GRAPH=while, but this driver"
-                          " or runtime cannot build a conditional graph");
-      how = -1;
-    } else {
-      how = HOW_WHILE;
-    }
+  /* "while" only when asked for: "unrolled" ran 12.6 us per iteration where
+   * "while" took 15.6 (its k_cond is one more kernel per iteration), gkcd
+   * 79k against 60k it/s on 1138_bus (H100, bench/RESULTS.md), and under
+   * gkcd's green-context lanes a conditional node does not instantiate. */
+  if (how == HOW_WHILE) {
+    if (build_while(S, &exec, &graph))
+      return gkcu__fail(ctx, GKC_EDEVICE_ERROR, "solve: GKCU_SOLVE_GRAPH=while, but this driver"
+                        " or runtime cannot build a conditional graph");
   }
   if (how == HOW_UNROLLED || how < 0) {
     if (build_unrolled(S, &exec)) {
@@ -292,14 +309,16 @@ int run_loop(solver *S, state *hs, cudaEvent_t ev[2], gkcu_solve_result *res, in
 out:
   if (rc) (void)cudaStreamSynchronize(str); /* nothing of exec still running */
   if (exec) (void)cudaGraphExecDestroy(exec);
+  if (graph) (void)cudaGraphDestroy(graph);
   return rc;
 }
 
 }  // namespace
 
-extern "C" size_t gkcu_solve_work_bytes(int method, int32_t n, int64_t max_iter, int with_history) {
+extern "C" size_t gkcu_solve_work_bytes(int method, int32_t n, int64_t max_iter, int with_history,
+                                        int fp32) {
   if (n < 1 || method < 0 || method > GKCU_SOLVE_BICGSTAB || max_iter < 1) return 0;
-  size_t vb = up256((size_t)n * sizeof(double));
+  size_t vb = up256((size_t)n * (fp32 ? sizeof(float) : sizeof(double)));
   size_t total = nvec(method) * vb + up256(sizeof(state)) + up256(2 * MAX_BLOCKS * sizeof(double));
   if (with_history) {
     if ((uint64_t)max_iter > (SIZE_MAX - total - 256) / sizeof(double)) return 0;
@@ -308,26 +327,20 @@ extern "C" size_t gkcu_solve_work_bytes(int method, int32_t n, int64_t max_iter,
   return total;
 }
 
-extern "C" int gkcu_solve(gkcu_ctx *ctx, const gkcu_solve_args *a, gkcu_solve_result *res) {
-  GKCU__CHECK_ARG(ctx, a && res && a->n >= 1 && a->nnz >= 0 && a->row_ptr && a->b && a->x);
-  GKCU__CHECK_ARG(ctx, a->method >= 0 && a->method <= GKCU_SOLVE_BICGSTAB && a->max_iter >= 1);
-  GKCU__CHECK_ARG(ctx, a->nnz == 0 || (a->col_idx && a->values));
-  size_t need = gkcu_solve_work_bytes(a->method, a->n, a->max_iter, a->history != nullptr);
-  GKCU__CHECK_ARG(ctx, need > 0 && a->work && a->work_bytes >= need &&
-                           ((uintptr_t)a->work & 255) == 0);
-  memset(res, 0, sizeof *res);
-  res->bad_row = -1;
-  res->how = "none";
+namespace {
 
-  solver S = {};
+/* The solve with vectors of type V (args checked). */
+template <typename V>
+int solve_t(gkcu_ctx *ctx, const gkcu_solve_args *a, gkcu_solve_result *res) {
+  solver<V> S = {};
   S.ctx = ctx;
   S.a = a;
   const int n = a->n;
-  const size_t vb = up256((size_t)n * sizeof(double));
+  const size_t vb = up256((size_t)n * sizeof(V));
   char *w = (char *)a->work;
-  double **slots[7] = {&S.v.x, &S.v.r, &S.v.p, &S.v.q, &S.v.z, &S.v.dinv, &S.v.t};
+  V **slots[7] = {&S.v.x, &S.v.r, &S.v.p, &S.v.q, &S.v.z, &S.v.dinv, &S.v.t};
   if (a->method == GKCU_SOLVE_BICGSTAB) slots[5] = &S.v.rhat;
-  for (size_t i = 0; i < nvec(a->method); i++) *slots[i] = (double *)(w + i * vb);
+  for (size_t i = 0; i < nvec(a->method); i++) *slots[i] = (V *)(w + i * vb);
   w += nvec(a->method) * vb;
   S.v.st = (state *)w;
   w += up256(sizeof(state));
@@ -335,11 +348,14 @@ extern "C" int gkcu_solve(gkcu_ctx *ctx, const gkcu_solve_args *a, gkcu_solve_re
   w += up256(2 * MAX_BLOCKS * sizeof(double));
   S.v.hist = a->history ? (double *)w : nullptr;
 
-  S.w = pick_w(n, a->nnz);
+  S.w = pick_w(n, a->nnz, a->max_row);
   int sms = ctx->sm_count > 0 ? ctx->sm_count : 1;
   int occ_v = 0, occ_s = 0;
-  GKCU__TRY_CUDA(ctx, cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ_v, k_cg_update, NT, 0));
-  GKCU__TRY_CUDA(ctx, cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ_s, k_spmv<8, double>, NT, 0));
+  void (*kv)(int, V *, const V *, V *, const V *, state *, double *) = k_cg_update<V>;
+  void (*ks)(int, const int *, const int *, const float *, const V *, V *, const float *,
+             const V *, const V *, int, state *, double *, int) = k_spmv<8, V, V>;
+  GKCU__TRY_CUDA(ctx, cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ_v, kv, NT, 0));
+  GKCU__TRY_CUDA(ctx, cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ_s, ks, NT, 0));
   long long gv = (long long)sms * (occ_v > 0 ? occ_v : 1);
   long long gs = (long long)sms * (occ_s > 0 ? occ_s : 1);
   long long need_v = ((long long)n + NT - 1) / NT, need_s = ((long long)n * S.w + NT - 1) / NT;
@@ -352,7 +368,7 @@ extern "C" int gkcu_solve(gkcu_ctx *ctx, const gkcu_solve_args *a, gkcu_solve_re
   state *hs = nullptr;
   cudaEvent_t ev[2] = {nullptr, nullptr};
   int rc = 0, stopped = 0;
-  vecs *v = &S.v;
+  vecs<V> *v = &S.v;
   const int g = S.g_vec;
 #define TRY(call)                                     \
   do {                                                \
@@ -374,15 +390,15 @@ extern "C" int gkcu_solve(gkcu_ctx *ctx, const gkcu_solve_args *a, gkcu_solve_re
   hs[0].rtol = a->rtol, hs[0].atol = a->atol, hs[0].max_iter = a->max_iter;
   hs[0].hist = v->hist, hs[0].reason = -1, hs[0].bad_row = 0x7fffffff;
   TRY(cudaMemcpyAsync(v->st, &hs[0], sizeof(state), cudaMemcpyHostToDevice, str));
-  k_init_x<<<g, NT, 0, str>>>(n, a->x0, v->x);
+  k_init_x<V><<<g, NT, 0, str>>>(n, a->x0, v->x);
   LAUNCHED("k_init_x");
   if (a->method == GKCU_SOLVE_PCG) {
-    k_dinv<<<g, NT, 0, str>>>(n, a->row_ptr, a->col_idx, a->values, v->dinv, v->st);
+    k_dinv<V><<<g, NT, 0, str>>>(n, a->row_ptr, a->col_idx, a->values, v->dinv, v->st);
     LAUNCHED("k_dinv");
   }
   k_norm2f<<<g, NT, 0, str>>>(n, a->b, v->st, v->part);
   LAUNCHED("k_norm2f");
-  if ((rc = launch_spmv_t<double>(&S, v->x, v->r, a->b, nullptr, nullptr, 1, S_RES))) goto out;
+  if ((rc = launch_spmv_t<V, V>(&S, v->x, v->r, a->b, nullptr, nullptr, 1, S_RES))) goto out;
   TRY(cudaMemcpyAsync(&hs[1], v->st, sizeof(state), cudaMemcpyDeviceToHost, str));
   TRY(cudaStreamSynchronize(str));
   {
@@ -397,7 +413,7 @@ extern "C" int gkcu_solve(gkcu_ctx *ctx, const gkcu_solve_args *a, gkcu_solve_re
     if (!isfinite(s0.bn)) {
       why = GKCU_SOLVE_NON_FINITE;
     } else if (s0.bn == 0) { /* x = 0 solves it exactly */
-      TRY(cudaMemsetAsync(v->x, 0, (size_t)n * sizeof(double), str));
+      TRY(cudaMemsetAsync(v->x, 0, (size_t)n * sizeof(V), str));
       why = GKCU_SOLVE_CONVERGED;
     } else if (!isfinite(rn)) {
       why = GKCU_SOLVE_NON_FINITE;
@@ -407,17 +423,17 @@ extern "C" int gkcu_solve(gkcu_ctx *ctx, const gkcu_solve_args *a, gkcu_solve_re
     if (why < 0) {
       /* the method's start, then the loop */
       if (a->method == GKCU_SOLVE_CG) {
-        TRY(cudaMemcpyAsync(v->p, v->r, (size_t)n * sizeof(double), cudaMemcpyDeviceToDevice, str));
+        TRY(cudaMemcpyAsync(v->p, v->r, (size_t)n * sizeof(V), cudaMemcpyDeviceToDevice, str));
         s0.rz = s0.rr;
       } else if (a->method == GKCU_SOLVE_BICGSTAB) {
-        TRY(cudaMemcpyAsync(v->rhat, v->r, (size_t)n * sizeof(double), cudaMemcpyDeviceToDevice,
+        TRY(cudaMemcpyAsync(v->rhat, v->r, (size_t)n * sizeof(V), cudaMemcpyDeviceToDevice,
                             str));
         s0.rhat_n = rn, s0.rho = s0.rr, s0.rho_prev = 1, s0.alpha = 1, s0.omega = 1;
       }
       hs[0] = s0;
       TRY(cudaMemcpyAsync(v->st, &hs[0], sizeof(state), cudaMemcpyHostToDevice, str));
       if (a->method == GKCU_SOLVE_PCG) {
-        k_pcg_init<<<g, NT, 0, str>>>(n, v->r, v->dinv, v->z, v->p, v->st, v->part);
+        k_pcg_init<V><<<g, NT, 0, str>>>(n, v->r, v->dinv, v->z, v->p, v->st, v->part);
         LAUNCHED("k_pcg_init");
       }
       /* hs[0] is read by the copy above: wait before the loop reuses it */
@@ -427,9 +443,9 @@ extern "C" int gkcu_solve(gkcu_ctx *ctx, const gkcu_solve_args *a, gkcu_solve_re
       res->reason = why;
     }
     /* x to float32, and the residual of exactly that x */
-    k_to_float<<<g, NT, 0, str>>>(n, v->x, a->x);
+    k_to_float<V><<<g, NT, 0, str>>>(n, v->x, a->x);
     LAUNCHED("k_to_float");
-    if ((rc = launch_spmv_t<float>(&S, a->x, nullptr, a->b, nullptr, nullptr, 1, S_FINAL))) goto out;
+    if ((rc = launch_spmv_t<float, V>(&S, a->x, (V *)nullptr, a->b, nullptr, nullptr, 1, S_FINAL))) goto out;
     TRY(cudaMemcpyAsync(&hs[0], v->st, sizeof(state), cudaMemcpyDeviceToHost, str));
     TRY(cudaStreamSynchronize(str));
     const state *sf = &hs[0];
@@ -452,4 +468,19 @@ out:
 #undef LAUNCHED
 #undef TRY
   return rc;
+}
+
+}  // namespace
+
+extern "C" int gkcu_solve(gkcu_ctx *ctx, const gkcu_solve_args *a, gkcu_solve_result *res) {
+  GKCU__CHECK_ARG(ctx, a && res && a->n >= 1 && a->nnz >= 0 && a->row_ptr && a->b && a->x);
+  GKCU__CHECK_ARG(ctx, a->method >= 0 && a->method <= GKCU_SOLVE_BICGSTAB && a->max_iter >= 1);
+  GKCU__CHECK_ARG(ctx, a->nnz == 0 || (a->col_idx && a->values));
+  size_t need = gkcu_solve_work_bytes(a->method, a->n, a->max_iter, a->history != nullptr, a->fp32);
+  GKCU__CHECK_ARG(ctx, need > 0 && a->work && a->work_bytes >= need &&
+                           ((uintptr_t)a->work & 255) == 0);
+  memset(res, 0, sizeof *res);
+  res->bad_row = -1;
+  res->how = "none";
+  return a->fp32 ? solve_t<float>(ctx, a, res) : solve_t<double>(ctx, a, res);
 }

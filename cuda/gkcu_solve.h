@@ -6,13 +6,20 @@
  *   GKCU_SOLVE_BICGSTAB  BiCGSTAB, for nonsymmetric A
  *
  * The same recurrences, stopping rules and reasons as cpu_solve.h (the CPU
- * backend's solver, which the tests compare with): the vectors are float64
- * on the device (A's float32 values are exact in double, each row's sum is
- * accumulated in double), so iteration counts and residual histories are
- * those of a float64 solver such as SciPy's, up to summation order.  (A
- * float32-vector solver would be faster but parts from float64 by ~1e-7
- * relative per step, which the `solve` method's promises on `history` and
- * `residual` do not allow.)
+ * backend's solver, which the tests compare with): by default the vectors
+ * are float64 on the device (A's float32 values are exact in double, each
+ * row's sum is accumulated in double), so iteration counts and residual
+ * histories are those of a float64 solver such as SciPy's, up to summation
+ * order.  With fp32 set (the `solve` request's precision "fp32") every
+ * vector is stored in float32 and everything else stays double: each row's
+ * sum, every dot product, the scalars; each value is rounded once, when
+ * stored, and the dots are taken of the rounded values (the vectors the
+ * next kernel reads).  That halves the vector traffic (84 against 124
+ * bytes per row per CG iteration on a 5-point stencil) and parts from
+ * float64 by ~6e-8 relative per step: the iteration counts of well-
+ * conditioned problems stay, the history no longer tracks a float64
+ * solver's to 1e-6, and the recurrence's residual drifts from b - A x.
+ * The residual reported is always recomputed from the float32 x returned.
  *
  * The iteration never comes back to the host: every kernel that ends in a
  * dot product computes it in the same pass as the vector it reads or
@@ -26,14 +33,15 @@
  * finds the solve stopped returns at once, so any number of iterations may
  * be enqueued ahead: the count and the residual stay exact.
  *
- * The loop runs as a CUDA Graph, in the first of these that works:
- *   "while"     one graph whose conditional while-node repeats the
- *               iteration until the solve stops or `chunk` iterations have
- *               run (CUDA 12.4+ driver and runtime);
- *   "unrolled"  a graph of 8 iterations, launched as often as needed;
- *   "stream"    the kernels launched one by one (no graph).
- * GKCU_SOLVE_GRAPH=while|unrolled|stream in the environment forces one (the
- * tests run all three).  Between launches the host looks at the state
+ * The loop runs as a CUDA Graph of 8 iterations, launched as often as
+ * needed ("unrolled"), or where that cannot be captured the kernels one by
+ * one ("stream").  GKCU_SOLVE_GRAPH=while|unrolled|stream in the
+ * environment forces one (the tests run all three); "while" is one graph
+ * whose conditional while-node repeats the iteration until the solve stops
+ * or `chunk` iterations have run (CUDA 12.4+): only on request, since it
+ * measured slower per iteration (one more kernel each), does not
+ * instantiate on gkcd's green-context streams, and fails under
+ * compute-sanitizer memcheck (cuda/NOTES.md).  Between launches the host looks at the state
  * (double-buffered: the next launch is queued before it waits for the
  * previous one) and calls poll() about every poll_ms; `chunk` adapts to the
  * measured iteration rate.
@@ -78,6 +86,8 @@ typedef struct {
   double poll_ms;
   void *work;        /* device, gkcu_solve_work_bytes() bytes, 256-byte aligned */
   size_t work_bytes;
+  int fp32;          /* 1: float32 vectors (see above); 0: float64 */
+  int32_t max_row;   /* the longest row (guides the spmv's threads per row), 0: unknown */
 } gkcu_solve_args;
 
 typedef struct {
@@ -94,8 +104,9 @@ typedef struct {
 #define GKCU_SOLVE_EZERO_DIAG 1
 
 /* Device bytes of workspace for a solve of order n (0 when n is out of
- * range or the size overflows); with_history: room for max_iter residuals. */
-size_t gkcu_solve_work_bytes(int method, int32_t n, int64_t max_iter, int with_history);
+ * range or the size overflows); with_history: room for max_iter residuals;
+ * fp32: float32 vectors. */
+size_t gkcu_solve_work_bytes(int method, int32_t n, int64_t max_iter, int with_history, int fp32);
 
 /* Solves on ctx's stream and waits for the result.  0 (res filled),
  * GKCU_SOLVE_EZERO_DIAG, or a negative gkc error (message in ctx). */

@@ -175,15 +175,17 @@ __device__ void reduce_finish(state *st, double *part, int stage, int pcg, doubl
   }
 }
 
-/* y = A in (or b - A in when b), row sums in double, W threads per row;
- * out[i] = y unless out is NULL; d0 += u0*y, d1 += u1*y where u0, u1 are
- * a0[i], a1[i], or y itself when NULL (nd = 1: d1 not wanted).  Iteration
- * stages return at once once the solve has stopped. */
-template <int W, typename TI>
+/* y = A in (or b - A in when b), row sums in double, W threads per row
+ * (W = 1: a thread per row); out[i] = y rounded to V unless out is NULL;
+ * d0 += u0*y, d1 += u1*y where u0, u1 are a0[i], a1[i], or y itself when
+ * NULL (nd = 1: d1 not wanted), y as stored (the dots describe the vectors
+ * the next kernels read).  Iteration stages return at once once the solve
+ * has stopped. */
+template <int W, typename TI, typename V>
 __global__ void __launch_bounds__(NT)
     k_spmv(int n, const int *__restrict__ rp, const int *__restrict__ ci,
-           const float *__restrict__ va, const TI *__restrict__ in, double *out,
-           const float *__restrict__ b, const double *a0, const double *a1, int nd, state *st,
+           const float *__restrict__ va, const TI *__restrict__ in, V *out,
+           const float *__restrict__ b, const V *a0, const V *a1, int nd, state *st,
            double *part, int stage) {
   /* CG: the previous iteration's k_cg_p, which used x_pending, is done */
   if (stage == S_CG_PQ && blockIdx.x == 0 && threadIdx.x == 0) st->x_pending = 0;
@@ -204,9 +206,13 @@ __global__ void __launch_bounds__(NT)
     for (int o = W / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
     if (row < n && sub == 0) {
       double y = b ? (double)b[row] - s : s;
-      if (out) out[row] = y;
-      d0 = fma(a0 ? a0[row] : y, y, d0);
-      if (nd > 1) d1 = fma(a1 ? a1[row] : y, y, d1);
+      if (out) {
+        const V yv = (V)y;
+        out[row] = yv;
+        y = (double)yv;
+      }
+      d0 = fma(a0 ? (double)a0[row] : y, y, d0);
+      if (nd > 1) d1 = fma(a1 ? (double)a1[row] : y, y, d1);
     }
   }
   reduce_finish(st, part, stage, 0, d0, d1);
@@ -224,57 +230,63 @@ __global__ void __launch_bounds__(NT) k_norm2f(int n, const float *__restrict__ 
 #define GRID_LOOP(i, n) \
   for (long long i = (long long)blockIdx.x * NT + threadIdx.x; i < (n); i += (long long)gridDim.x * NT)
 
-/* x = x0 in double (0 when x0 is NULL) */
-__global__ void k_init_x(int n, const float *x0, double *x) {
-  GRID_LOOP(i, n) x[i] = x0 ? (double)x0[i] : 0.0;
+/* x = x0 (0 when x0 is NULL) */
+template <typename V>
+__global__ void k_init_x(int n, const float *x0, V *x) {
+  GRID_LOOP(i, n) x[i] = x0 ? (V)x0[i] : (V)0;
 }
 
-__global__ void k_to_float(int n, const double *__restrict__ x, float *y) {
+template <typename V>
+__global__ void k_to_float(int n, const V *__restrict__ x, float *y) {
   GRID_LOOP(i, n) y[i] = (float)x[i];
 }
 
 /* PCG: dinv = 1 / diag(A) (repeated entries add up); the first row whose
  * diagonal is zero or not finite into st->bad_row. */
+template <typename V>
 __global__ void k_dinv(int n, const int *__restrict__ rp, const int *__restrict__ ci,
-                       const float *__restrict__ va, double *dinv, state *st) {
+                       const float *__restrict__ va, V *dinv, state *st) {
   GRID_LOOP(i, n) {
     double d = 0;
     for (int j = rp[i]; j < rp[i + 1]; j++)
       if (ci[j] == i) d += va[j];
     if (d == 0 || !isfinite(d)) atomicMin(&st->bad_row, (int)i);
-    else dinv[i] = 1.0 / d;
+    else dinv[i] = (V)(1.0 / d);
   }
 }
 
 /* PCG's start: z = dinv r, p = z, rz = r.z */
-__global__ void __launch_bounds__(NT) k_pcg_init(int n, const double *__restrict__ r,
-                                                 const double *__restrict__ dinv, double *z,
-                                                 double *p, state *st, double *part) {
+template <typename V>
+__global__ void __launch_bounds__(NT) k_pcg_init(int n, const V *__restrict__ r,
+                                                 const V *__restrict__ dinv, V *z, V *p,
+                                                 state *st, double *part) {
   double d1 = 0;
   GRID_LOOP(i, n) {
-    double zi = dinv[i] * r[i];
+    const V zi = (V)((double)dinv[i] * (double)r[i]);
     z[i] = zi, p[i] = zi;
-    d1 = fma(r[i], zi, d1);
+    d1 = fma((double)r[i], (double)zi, d1);
   }
   reduce_finish(st, part, S_PCG_INIT, 1, 0, d1);
 }
 
 /* CG: r -= alpha q; rr = r.r; PCG also z = dinv r, rz = r.z.  (x += alpha p
  * waits for k_cg_p, which reads p anyway.) */
+template <typename V>
 __global__ void __launch_bounds__(NT)
-    k_cg_update(int n, double *r, const double *__restrict__ q, double *z,
-                const double *__restrict__ dinv, state *st, double *part) {
+    k_cg_update(int n, V *r, const V *__restrict__ q, V *z, const V *__restrict__ dinv,
+                state *st, double *part) {
   if (st->reason >= 0) return;
   const double a = st->alpha;
   double d0 = 0, d1 = 0;
   GRID_LOOP(i, n) {
-    double ri = fma(-a, q[i], r[i]);
-    r[i] = ri;
+    const V rv = (V)fma(-a, (double)q[i], (double)r[i]);
+    const double ri = (double)rv;
+    r[i] = rv;
     d0 = fma(ri, ri, d0);
     if (dinv) {
-      double zi = dinv[i] * ri;
+      const V zi = (V)((double)dinv[i] * ri);
       z[i] = zi;
-      d1 = fma(ri, zi, d1);
+      d1 = fma(ri, (double)zi, d1);
     }
   }
   reduce_finish(st, part, S_CG_UPD, dinv != nullptr, d0, d1);
@@ -283,39 +295,43 @@ __global__ void __launch_bounds__(NT)
 /* CG: x += alpha p (when this iteration got as far as alpha, even if it
  * then stopped: cpu_solve.c updates x before its stopping test), then
  * p = z + beta p (z = r for plain CG) unless the solve has stopped. */
-__global__ void k_cg_p(int n, double *x, double *p, const double *__restrict__ z,
-                       const state *st) {
+template <typename V>
+__global__ void k_cg_p(int n, V *x, V *p, const V *__restrict__ z, const state *st) {
   const bool upd_x = st->x_pending, upd_p = st->reason < 0;
   if (!upd_x && !upd_p) return;
   const double a = st->alpha, beta = st->beta;
   GRID_LOOP(i, n) {
-    double pi = p[i];
-    if (upd_x) x[i] = fma(a, pi, x[i]);
-    if (upd_p) p[i] = fma(beta, pi, z[i]);
+    const double pi = (double)p[i];
+    if (upd_x) x[i] = (V)fma(a, pi, (double)x[i]);
+    if (upd_p) p[i] = (V)fma(beta, pi, (double)z[i]);
   }
 }
 
 /* BiCGSTAB: p = r (first iteration) or r + beta (p - omega v); also clears
  * the half-way flag the previous iteration's last kernel has consumed. */
-__global__ void k_bi_p(int n, double *p, const double *__restrict__ r,
-                       const double *__restrict__ v, state *st) {
+template <typename V>
+__global__ void k_bi_p(int n, V *p, const V *__restrict__ r, const V *__restrict__ v,
+                       state *st) {
   if (blockIdx.x == 0 && threadIdx.x == 0 && st->half) st->half = 0;
   if (st->reason >= 0) return;
   const double beta = st->beta, omega = st->omega;
   const bool first = st->it == 0;
-  GRID_LOOP(i, n) p[i] = first ? r[i] : fma(beta, fma(-omega, v[i], p[i]), r[i]);
+  GRID_LOOP(i, n)
+    p[i] = first ? r[i] : (V)fma(beta, fma(-omega, (double)v[i], (double)p[i]), (double)r[i]);
 }
 
 /* BiCGSTAB: s = r - alpha v, ss = s.s */
-__global__ void __launch_bounds__(NT) k_bi_s(int n, double *s, const double *__restrict__ r,
-                                             const double *__restrict__ v, state *st,
+template <typename V>
+__global__ void __launch_bounds__(NT) k_bi_s(int n, V *s, const V *__restrict__ r,
+                                             const V *__restrict__ v, state *st,
                                              double *part) {
   if (st->reason >= 0) return;
   const double a = st->alpha;
   double d0 = 0;
   GRID_LOOP(i, n) {
-    double si = fma(-a, v[i], r[i]);
-    s[i] = si;
+    const V sv = (V)fma(-a, (double)v[i], (double)r[i]);
+    const double si = (double)sv;
+    s[i] = sv;
     d0 = fma(si, si, d0);
   }
   reduce_finish(st, part, S_BI_S, 0, d0, 0);
@@ -323,25 +339,26 @@ __global__ void __launch_bounds__(NT) k_bi_s(int n, double *s, const double *__r
 
 /* BiCGSTAB: x += alpha p + omega s; r = s - omega t; rr = r.r, rho = rhat.r.
  * When the solve converged half way (after s): x += alpha p, r = s. */
+template <typename V>
 __global__ void __launch_bounds__(NT)
-    k_bi_update(int n, double *x, double *r, const double *__restrict__ p,
-                const double *__restrict__ s, const double *__restrict__ t,
-                const double *__restrict__ rhat, state *st, double *part) {
+    k_bi_update(int n, V *x, V *r, const V *__restrict__ p, const V *__restrict__ s,
+                const V *__restrict__ t, const V *__restrict__ rhat, state *st, double *part) {
   if (st->reason >= 0) {
     if (st->half) {
       const double a = st->alpha;
-      GRID_LOOP(i, n) x[i] = fma(a, p[i], x[i]), r[i] = s[i];
+      GRID_LOOP(i, n) x[i] = (V)fma(a, (double)p[i], (double)x[i]), r[i] = s[i];
     }
     return;
   }
   const double a = st->alpha, w = st->omega;
   double d0 = 0, d1 = 0;
   GRID_LOOP(i, n) {
-    x[i] = x[i] + (a * p[i] + w * s[i]);
-    double ri = fma(-w, t[i], s[i]);
-    r[i] = ri;
+    x[i] = (V)((double)x[i] + (a * (double)p[i] + w * (double)s[i]));
+    const V rv = (V)fma(-w, (double)t[i], (double)s[i]);
+    const double ri = (double)rv;
+    r[i] = rv;
     d0 = fma(ri, ri, d0);
-    d1 = fma(rhat[i], ri, d1);
+    d1 = fma((double)rhat[i], ri, d1);
   }
   reduce_finish(st, part, S_BI_UPD, 0, d0, d1);
 }

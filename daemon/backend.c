@@ -60,9 +60,13 @@ int batch_step_begin(gkcd_job *job, int i, int stop, float *alpha, float *beta) 
     else if (batch_scalar(steps, &st->beta, beta)) bad = 'b';
   }
   if (!bad) return 0;
+  batch_fail_scalar(job, i, bad, batch_scalar_value(steps, bad == 'a' ? &st->alpha : &st->beta));
+  return -1;
+}
+
+void batch_fail_scalar(gkcd_job *job, int i, int which, double value) {
   job_fail(job, GKC_EINVALID_ARGUMENT, "step %d (%s): argument '%s' came out as %g, not a"
            " finite float32 (a division by zero?); steps 0 to %d ran and their outputs are"
-           " written", i, batch_op_name(st->op), bad == 'a' ? "alpha" : "beta",
-           batch_scalar_value(steps, bad == 'a' ? &st->alpha : &st->beta), i - 1);
-  return -1;
+           " written", i, batch_op_name(job->in.batch.steps[i].op),
+           which == 'a' ? "alpha" : "beta", value, i - 1);
 }

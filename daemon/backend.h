@@ -106,6 +106,10 @@ double batch_scalar_value(const gkcd_step *steps, const gkcd_scalar *s);
  * message naming the step and what already ran. */
 enum { BATCH_STOP_CANCELLED = 1, BATCH_STOP_DEADLINE = 2 };
 int batch_step_begin(gkcd_job *job, int i, int stop, float *alpha, float *beta);
+/* Fails job for step i's alpha (which 'a') or beta ('b') coming out as
+ * value, not a finite float32: batch_step_begin's message, for a backend
+ * that resolved the scalar itself (the CUDA backend, on the device). */
+void batch_fail_scalar(gkcd_job *job, int i, int which, double value);
 /* The wire name of a batch op (BATCH_*). */
 const char *batch_op_name(int op);
 

@@ -149,6 +149,7 @@ struct gkcd_job {
       int64_t max_iter;
       int method;        /* SOLVE_* */
       int history;       /* return the residual of every iteration */
+      int fp32;          /* precision "fp32": float32 vectors, float64 dots and scalars */
     } solve;
     struct {
       gkcd_step *steps;  /* nsteps, malloc'd (also in priv[0], which frees it) */

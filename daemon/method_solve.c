@@ -59,7 +59,7 @@ static int parse_tol(args_ctx *a, const char *key, double *out) {
 
 int methods_parse_solve(refs_ctx *r, size_t max) {
   static const char *const keys[] = {"matrix", "b",  "x0",      "method",      "rtol", "atol",
-                                     "max_iter", "history", "deadline_ms", "out", NULL};
+                                     "max_iter", "history", "precision", "deadline_ms", "out", NULL};
   args_ctx *a = r->a;
   gkcd_job *job = r->job;
   __typeof__(job->in.solve) *s = &job->in.solve;
@@ -89,6 +89,17 @@ int methods_parse_solve(refs_ctx *r, size_t max) {
     char echo[40];
     snprintf(a->msg, a->msglen, "argument 'method': '%s' is not one of cg, pcg, bicgstab",
              proto_echo(echo, sizeof echo, name, len, 32));
+    return GKC_EINVALID_ARGUMENT;
+  }
+  const char *prec = "fp64";
+  size_t plen = 4;
+  if ((rc = args_str(a, "precision", 0, &prec, &plen))) return rc;
+  if (plen == 4 && !memcmp(prec, "fp32", 4)) {
+    s->fp32 = 1;
+  } else if (!(plen == 4 && !memcmp(prec, "fp64", 4))) {
+    char echo[40];
+    snprintf(a->msg, a->msglen, "argument 'precision': '%s' is not fp64 or fp32",
+             proto_echo(echo, sizeof echo, prec, plen, 32));
     return GKC_EINVALID_ARGUMENT;
   }
   s->rtol = 1e-6, s->atol = 0;

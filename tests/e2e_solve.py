@@ -315,6 +315,77 @@ def test_outcomes(c, rng):
           "deadline: the residual is that of the partial x returned")
 
 
+def cg_fp32(A, b, rtol, maxiter, pcg):
+    """CG (Jacobi-PCG) as precision "fp32" defines it: every vector rounded
+    to float32 as stored, products, dots and scalars in float64.  The
+    iteration count and the recurrence's residual of every iteration."""
+    f = lambda v: v.astype(np.float32).astype(np.float64)  # noqa: E731
+    b = f(b)
+    bn = np.linalg.norm(b)
+    tol = rtol * bn
+    dinv = f(1.0 / A.diagonal()) if pcg else None
+    x = np.zeros_like(b)
+    r = f(b)
+    z = f(dinv * r) if pcg else r
+    p = z.copy()
+    rz = r @ z
+    hist = []
+    for _ in range(maxiter):
+        q = f(A @ p)
+        alpha = rz / (p @ q)
+        x = f(x + alpha * p)
+        r = f(r - alpha * q)
+        rr = r @ r
+        hist.append(math.sqrt(rr) / bn)
+        if math.sqrt(rr) <= tol:
+            break
+        z = f(dinv * r) if pcg else r
+        rz_new = r @ z
+        p = f(z + (rz_new / rz) * p)
+        rz = rz_new
+    return len(hist), hist, x
+
+
+def test_fp32(c, rng):
+    """precision "fp32" against cg_fp32 (the same arithmetic in numpy) and
+    against scipy's float64 count, on well-conditioned random matrices."""
+    for n in (400, 2500):
+        A = random_spd(n, rng)
+        b = rng.uniform(-1, 1, A.shape[0]).astype(np.float32)
+        b64 = b.astype(np.float64)
+        mat = csr_upload(c, A)
+        for m in ("cg", "pcg"):
+            tag = f"fp32 {m} n={A.shape[0]}"
+            r = ok(c, "solve", {"matrix": mat, "b": f32b(b), "method": m, "rtol": 1e-6,
+                                "precision": "fp32", "history": True})
+            its, hist_ref, xr = cg_fp32(A, b64, 1e-6, 20000, m == "pcg")
+            _, its64, _, _ = scipy_solve(m, A, b64, 1e-6, 20000)
+            x = np.frombuffer(r["x"], dtype="<f4").astype(np.float64)
+            check(r["reason"] == "converged", f"{tag}: {r['reason']}")
+            for ref, what in ((its, "numpy fp32"), (its64, "scipy float64")):
+                allowed = max(1, math.ceil(0.02 * ref))
+                check(abs(r["iterations"] - ref) <= allowed,
+                      f"{tag}: {r['iterations']} iterations, {what} {ref} (+-{allowed})")
+            res = true_residual(A, b64, x)
+            check(abs(r["residual"] - res) <= 1e-9 * res + 1e-300,
+                  f"{tag}: reported residual {r['residual']:.6e}, recomputed {res:.6e}")
+            bound = max(1.5e-6, 2 * true_residual(A, b64, xr)) + 1.01 * rounding_floor(A, b64, x)
+            check(res <= bound, f"{tag}: residual {res:.3e} above {bound:.3e}")
+            hist = np.frombuffer(r["history"], dtype="<f8")
+            k = min(len(hist), len(hist_ref), 20)
+            bad = [i for i in range(k) if abs(hist[i] - hist_ref[i]) > 1e-4 * hist_ref[i]]
+            check(len(hist) == r["iterations"] and not bad,
+                  f"{tag}: history differs from numpy's fp32 run at {bad[:5]}")
+            print(f"  {tag}: {r['iterations']} iterations (numpy fp32 {its}, scipy {its64}), "
+                  f"residual {res:.2e}")
+        # "fp64" is the default, spelled out
+        r1 = ok(c, "solve", {"matrix": mat, "b": f32b(b), "rtol": 1e-8})
+        r2 = ok(c, "solve", {"matrix": mat, "b": f32b(b), "rtol": 1e-8, "precision": "fp64"})
+        check(r1["iterations"] == r2["iterations"] and r1["x"] == r2["x"],
+              "precision fp64 is the default")
+        ok(c, "release", {"matrix": mat})
+
+
 def err(c, params, *needles, method="solve", code="invalid_argument"):
     r = call(c, method, params)
     e = r[2]
@@ -343,6 +414,8 @@ def test_validation(c, rng):
     err(c, {"matrix": mat, "b": b, "max_iter": 1.5}, "'max_iter'", "integer")
     err(c, {"matrix": mat, "b": b, "method": "gmres"}, "'method'", "gmres", "cg, pcg, bicgstab")
     err(c, {"matrix": mat, "b": b, "history": 1}, "'history'", "boolean")
+    err(c, {"matrix": mat, "b": b, "precision": "fp16"}, "'precision'", "fp16", "fp64 or fp32")
+    err(c, {"matrix": mat, "b": b, "precision": 32}, "'precision'")
     err(c, {"matrix": mat, "b": b, "rtoll": 1e-3}, "unknown argument 'rtoll'")
     h = upload(c, np.ones(n))
     err(c, {"matrix": h, "b": b}, "'matrix'", "no matrix")
@@ -386,7 +459,7 @@ def main():
     try:
         c = ep.Conn(d.sock, timeout=120)
         check(ep.Conn(d.sock).call("ping", {})[3]["backend"] == backend, f"backend {backend}")
-        for t in (test_random, test_shared, test_outcomes, test_validation):
+        for t in (test_random, test_shared, test_outcomes, test_fp32, test_validation):
             print(t.__name__)
             t(c, rng)
         c.close()

@@ -66,6 +66,15 @@ def read_mtx(path):
     return A
 
 
+def exact_dot_iters(A, method, rtol, maxiter):
+    """The same CG/PCG with every dot product exactly rounded (math.fsum):
+    float64 CG without a summation-order artefact (solve_pcg_spread.py)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from solve_pcg_spread import pcg
+    return pcg(A.astype(np.float64), np.ones(A.shape[0]), rtol, maxiter,
+               dot=lambda u, v: math.fsum(u * v), jacobi=method == "pcg")
+
+
 def scipy_iters(A, method, rtol, maxiter):
     A64 = A.astype(np.float64)
     b = np.ones(A.shape[0])
@@ -84,12 +93,12 @@ def scipy_iters(A, method, rtol, maxiter):
 class Gkcd:
     """gkcd --backend cuda on a private socket, msgpack-rpc by hand."""
 
-    def __init__(self, build, backend):
+    def __init__(self, build, backend, extra=()):
         import e2e_python as ep
         os.environ["GKCD_BIN"] = os.path.join(build, "daemon", "gkcd")
         self.ep = ep
         self.d = ep.Daemon(["--backend", backend, "--threads", "2",
-                            "--max-request-bytes", str(1 << 30)]).wait_ready()
+                            "--max-request-bytes", str(1 << 30)] + list(extra)).wait_ready()
         self.c = ep.Conn(self.d.sock, timeout=600)
         self.sock = self.d.sock
 
@@ -118,10 +127,10 @@ class Gkcd:
         return self.d.stop()
 
 
-def run_solve(g, mat, bh, method, rtol, max_iter):
+def run_solve(g, mat, bh, method, rtol, max_iter, precision="fp64"):
     t0 = time.perf_counter()
     r = g.ok("solve", {"matrix": mat, "b": {"handle": bh}, "method": method, "rtol": rtol,
-                       "max_iter": max_iter, "out": {"x": "handle"}})
+                       "max_iter": max_iter, "out": {"x": "handle"}, "precision": precision})
     dt = time.perf_counter() - t0
     g.release(handle=r["x"]["handle"])
     return r, dt
@@ -181,6 +190,8 @@ def main():
     ap.add_argument("--quick", action="store_true", help="grid 512, fewer iterations")
     ap.add_argument("--backend", default="cuda", help="gkcd's backend (cpu: a smoke test)")
     ap.add_argument("--no-vendor", action="store_true", help="skip (a) (no GPU here)")
+    ap.add_argument("--gkcd-args", default="",
+                    help="more gkcd options, space-separated (e.g. '--latency-sms 0')")
     a = ap.parse_args()
     if a.quick:
         a.grid, a.vendor_iters, a.batch_iters, a.perop_iters = 512, 100, 50, 30
@@ -204,7 +215,7 @@ def main():
         else:
             print(f"{name}: not found (--matrices), skipped")
 
-    g = Gkcd(a.build, a.backend)
+    g = Gkcd(a.build, a.backend, a.gkcd_args.split())
     rows = []
     try:
         for name, method, path, grid in problems:
@@ -237,6 +248,16 @@ def main():
             print(f"  (b) solve: {r['iterations']} iterations, {r['reason']}, residual "
                   f"{r['residual']:.2e}, {dt:.3f} s: {row['solve_it_s']:.0f} it/s "
                   f"(algo {r['algo']})", flush=True)
+            # (b32) solve, precision fp32
+            run_solve(g, mat, bh, method, a.rtol, 5, "fp32")
+            r, dt = run_solve(g, mat, bh, method, a.rtol, 200000, "fp32")
+            row.update({"solve32_iters": r["iterations"], "solve32_reason": r["reason"],
+                        "solve32_residual": r["residual"], "solve32_it_s": r["iterations"] / dt,
+                        "solve32_kernel_it_s": r["iterations"] / (r["kernel_us"] * 1e-6)
+                        if r.get("kernel_us") else float("nan")})
+            print(f"  (b32) solve fp32: {r['iterations']} iterations, {r['reason']}, residual "
+                  f"{r['residual']:.2e}, {dt:.3f} s: {row['solve32_it_s']:.0f} it/s "
+                  f"(in the loop {row['solve32_kernel_it_s']:.0f} it/s)", flush=True)
             # (c) batch
             if method == "cg":
                 dtb, rel = run_batch_cg(g, mat, n, a.batch_iters)
@@ -258,6 +279,10 @@ def main():
                 its, info = scipy_iters(A, method, a.rtol, 200000)
                 row["scipy_iters"] = its
                 print(f"  scipy: {its} iterations (info {info})", flush=True)
+            if n <= 100000:
+                row["exact_iters"] = exact_dot_iters(A, method, a.rtol, 200000)
+                print(f"  float64 CG, dots exactly rounded: {row['exact_iters']} iterations",
+                      flush=True)
             rows.append(row)
     finally:
         rc = g.stop()
@@ -265,7 +290,10 @@ def main():
         print(f"gkcd exited {rc}", file=sys.stderr)
 
     keys = ["problem", "n", "nnz", "method", "vendor_f32_it_s", "vendor_f64_it_s", "solve_it_s",
-            "solve_kernel_it_s", "batch_it_s", "perop_it_s", "solve_iters", "scipy_iters",
+            "solve_kernel_it_s", "solve32_it_s", "solve32_kernel_it_s", "batch_it_s",
+            "perop_it_s", "solve_iters", "solve32_iters", "scipy_iters", "exact_iters",
+            "solve32_reason",
+            "solve32_residual",
             "vendor_f32_iters_to_rtol", "vendor_f64_iters_to_rtol", "solve_reason",
             "solve_residual", "solve_algo"]
     with open(os.path.join(a.out, "solve_bench.csv"), "w", newline="") as f:
@@ -280,15 +308,18 @@ def main():
         return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.{d}f}"
     print(f"\nsummary (iterations/s; ms/iteration in brackets), {time.time() - t_start:.0f} s:")
     hdr = f"{'problem':<13}{'n':>9} {'vendor_f32':>16}{'vendor_f64':>16}{'(b) solve':>16}" \
-          f"{'(c) batch':>16}{'(d) per-op':>16}  {'iters':>6}{'scipy':>7}"
+          f"{'(b) fp32':>16}{'(c) batch':>16}{'(d) per-op':>16}  {'iters':>6}{'it32':>6}" \
+          f"{'scipy':>7}"
     print(hdr)
     for row in rows:
         cells = []
-        for k in ("vendor_f32_it_s", "vendor_f64_it_s", "solve_it_s", "batch_it_s", "perop_it_s"):
+        for k in ("vendor_f32_it_s", "vendor_f64_it_s", "solve_it_s", "solve32_it_s",
+                  "batch_it_s", "perop_it_s"):
             v = row.get(k)
             cells.append(f"{fmt(v)} [{fmt(1e3 / v, 3) if v else '-'}]" if v else "-")
         print(f"{row['problem']:<13}{row['n']:>9} " + "".join(f"{c:>16}" for c in cells) +
-              f"  {row.get('solve_iters', '-'):>6}{row.get('scipy_iters', '-'):>7}")
+              f"  {row.get('solve_iters', '-'):>6}{row.get('solve32_iters', '-'):>6}"
+              f"{row.get('scipy_iters', '-'):>7}")
     print("\ntargets:")
     for row in rows:
         f32 = row.get("vendor_f32_it_s")
@@ -301,12 +332,26 @@ def main():
                 line += f", batch/vendor_f32 = {row['batch_it_s'] / f32:.2f} (>= 0.8)"
             if row["problem"] == f"laplace{a.grid}":
                 line += f", solve {s:.0f} it/s (>= 8000)"
+            if row.get("solve32_it_s"):
+                line += (f"; fp32: solve/vendor_f32 = {row['solve32_it_s'] / f32:.2f},"
+                         f" {row['solve32_it_s']:.0f} it/s")
             print(line)
         if row.get("scipy_iters"):
             its, ref = row["solve_iters"], row["scipy_iters"]
             allowed = max(1, math.ceil(0.02 * ref))
             print(f"  {row['problem']}: {its} iterations vs scipy {ref}: "
                   f"{'within' if abs(its - ref) <= allowed else 'OUTSIDE'} +-{allowed}")
+            if row.get("exact_iters"):
+                ex = row["exact_iters"]
+                allowed_x = max(1, math.ceil(0.02 * ex))
+                print(f"  {row['problem']}: {row['solve_iters']} iterations vs float64 CG with "
+                      f"exactly rounded dots {ex}: "
+                      f"{'within' if abs(row['solve_iters'] - ex) <= allowed_x else 'OUTSIDE'}"
+                      f" +-{allowed_x}")
+            if row.get("solve32_iters"):
+                its = row["solve32_iters"]
+                print(f"  {row['problem']}: fp32 {its} iterations vs scipy {ref}: "
+                      f"{'within' if abs(its - ref) <= allowed else 'OUTSIDE'} +-{allowed}")
     print(f"CSV: {os.path.join(a.out, 'solve_bench.csv')}")
     return 0
 
