@@ -99,3 +99,11 @@ if(GKC_HAVE_CUDA)
       ENVIRONMENT "${GKC_E2E_ENV};GKC_TEST_BACKEND=cuda")
   endforeach()
 endif()
+
+# The error, resident-data and service tests, split by subject; the checks
+# each group shares are in errcheck.c, resident_util.c and service_util.c.
+target_sources(gkc_fixture PRIVATE errcheck.c)
+foreach(t e2e_errors_frames e2e_errors_args e2e_errors_sizes e2e_errors_busy e2e_errors_faults
+        e2e_errors_hostile)
+  gkc_e2e_test(${t})
+endforeach()
