@@ -176,7 +176,6 @@ static void test_invalid_argument(const fixture *d, const char *backend) {
 #undef SP_CASE
 }
 
-
 int main(void) {
   double t0 = rr_now_s();
   fixture d;

@@ -273,10 +273,8 @@ static void test_busy(void) {
   free(b);
 }
 
-
 int main(void) {
-  signal(SIGPIPE, SIG_IGN);
-  rr_rng = test_seed();
+  errcheck_init();
   double t0 = rr_now_s();
   SECTION(test_busy());
   SECTION(test_queue_wait());

@@ -205,10 +205,8 @@ static void test_real_oom(void) {
   CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "gkcd exit status %#x", st);
 }
 
-
 int main(void) {
-  signal(SIGPIPE, SIG_IGN);
-  rr_rng = test_seed();
+  errcheck_init();
   double t0 = rr_now_s();
   int fault = rr_env_flag("GKC_FAULT_INJECTION"), sanitize = rr_env_flag("GKC_SANITIZE");
   if (fault)

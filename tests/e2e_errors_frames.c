@@ -148,7 +148,6 @@ static void test_invalid_request(const fixture *d) {
   rr_close(&c);
 }
 
-
 int main(void) {
   double t0 = rr_now_s();
   fixture d;

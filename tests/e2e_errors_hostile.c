@@ -257,10 +257,8 @@ static void test_hostile(void) {
   CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "gkcd exit status %#x", st);
 }
 
-
 int main(void) {
-  signal(SIGPIPE, SIG_IGN);
-  rr_rng = test_seed();
+  errcheck_init();
   double t0 = rr_now_s();
   SECTION(test_hostile());
   rr_print_totals("e2e_errors_hostile", t0);

@@ -284,7 +284,6 @@ static void test_complexity(const fixture *d) {
   rr_close(&c);
 }
 
-
 int main(void) {
   double t0 = rr_now_s();
   fixture d;

@@ -145,16 +145,13 @@ static void test_cg(gkc_conn *c) {
   }
 }
 
-
 int main(void) {
   rng = test_seed();
   fixture_start(&F, NULL, NULL);
   gkc_conn *c = conn_open();
   test_cg(c);
   test_cli_repeat();
-  gkc_close(c);
-  int st = fixture_stop(&F, SIGTERM);
-  ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  res_stop(c);
   fprintf(stderr, "e2e_resident_cg: all passed\n");
   return 0;
 }

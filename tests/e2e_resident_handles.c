@@ -209,16 +209,13 @@ static void test_sharing(gkc_conn *c) {
   free(v), free(got), free(bv);
 }
 
-
 int main(void) {
   rng = test_seed();
   fixture_start(&F, NULL, NULL);
   gkc_conn *c = conn_open();
   test_handles(c);
   test_sharing(c);
-  gkc_close(c);
-  int st = fixture_stop(&F, SIGTERM);
-  ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  res_stop(c);
   fprintf(stderr, "e2e_resident_handles: all passed\n");
   return 0;
 }

@@ -235,16 +235,13 @@ static void test_vectors(gkc_conn *c) {
   }
 }
 
-
 int main(void) {
   rng = test_seed();
   fixture_start(&F, NULL, NULL);
   gkc_conn *c = conn_open();
   test_matrices(c);
   test_vectors(c);
-  gkc_close(c);
-  int st = fixture_stop(&F, SIGTERM);
-  ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  res_stop(c);
   fprintf(stderr, "e2e_resident_matrices: all passed\n");
   return 0;
 }

@@ -253,13 +253,11 @@ static void test_budget(void) {
   ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 }
 
-
 int main(void) {
   rng = test_seed();
   fixture_start(&F, NULL, NULL);
   test_raw();
-  int st = fixture_stop(&F, SIGTERM);
-  ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  res_stop(NULL);
   test_budget();
   fprintf(stderr, "e2e_resident_raw: all passed\n");
   return 0;

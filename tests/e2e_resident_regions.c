@@ -252,7 +252,6 @@ static void test_region_lifetime(void) {
   ASSERT_EQ(wait_for(maps_fn, NULL, before), before);
 }
 
-
 int main(void) {
   rng = test_seed();
   fixture_start(&F, NULL, NULL);
@@ -260,9 +259,7 @@ int main(void) {
   test_regions(c);
   test_bad_descriptors(c);
   test_region_lifetime();
-  gkc_close(c);
-  int st = fixture_stop(&F, SIGTERM);
-  ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  res_stop(c);
   fprintf(stderr, "e2e_resident_regions: all passed\n");
   return 0;
 }

@@ -236,14 +236,10 @@ static void test_idle_timeout(void) {
   STOP_DAEMON(&f);
 }
 
-
 int main(void) {
   svc_init();
   double t0 = rr_now_s();
   SECTION(test_memory_budget());
   SECTION(test_idle_timeout());
-  rr_print_totals("e2e_service_budget", t0);
-  if (rr_failed) return 1;
-  printf("e2e_service_budget: all passed\n");
-  return 0;
+  return svc_finish("e2e_service_budget", t0);
 }

@@ -245,14 +245,10 @@ static void test_peer_credentials(void) {
   }
 }
 
-
 int main(void) {
   svc_init();
   double t0 = rr_now_s();
   SECTION(test_config());
   SECTION(test_peer_credentials());
-  rr_print_totals("e2e_service_config", t0);
-  if (rr_failed) return 1;
-  printf("e2e_service_config: all passed\n");
-  return 0;
+  return svc_finish("e2e_service_config", t0);
 }

@@ -315,15 +315,11 @@ static void test_max_connections(void) {
   STOP_DAEMON(&f);
 }
 
-
 int main(void) {
   svc_init();
   double t0 = rr_now_s();
   SECTION(test_max_conn_requests());
   SECTION(test_slow_reader());
   SECTION(test_max_connections());
-  rr_print_totals("e2e_service_conns", t0);
-  if (rr_failed) return 1;
-  printf("e2e_service_conns: all passed\n");
-  return 0;
+  return svc_finish("e2e_service_conns", t0);
 }

@@ -227,14 +227,10 @@ static void test_spin(void) {
   }
 }
 
-
 int main(void) {
   svc_init();
   double t0 = rr_now_s();
   SECTION(test_deadline());
   SECTION(test_spin());
-  rr_print_totals("e2e_service_deadline", t0);
-  if (rr_failed) return 1;
-  printf("e2e_service_deadline: all passed\n");
-  return 0;
+  return svc_finish("e2e_service_deadline", t0);
 }

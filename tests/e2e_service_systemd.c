@@ -270,14 +270,10 @@ static void test_notify(void) {
   remove_tmpdir(dir);
 }
 
-
 int main(void) {
   svc_init();
   double t0 = rr_now_s();
   SECTION(test_socket_activation());
   SECTION(test_notify());
-  rr_print_totals("e2e_service_systemd", t0);
-  if (rr_failed) return 1;
-  printf("e2e_service_systemd: all passed\n");
-  return 0;
+  return svc_finish("e2e_service_systemd", t0);
 }

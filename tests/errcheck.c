@@ -96,9 +96,13 @@ long status_u64(const fixture *d, const char *key) {
 }
 
 
-void errcheck_start(fixture *d) {
+void errcheck_init(void) {
   signal(SIGPIPE, SIG_IGN);
   rr_rng = test_seed();
+}
+
+void errcheck_start(fixture *d) {
+  errcheck_init();
   const char *args[] = {"--threads", "2", NULL};
   fixture_start(d, args, NULL);
 }

@@ -44,8 +44,10 @@ void check_small_sgemm_(const char *file, int line, rr_conn *c, uint32_t id);
 /* status[key] from a fresh connection, or -1. */
 long status_u64(const fixture *d, const char *key);
 
-/* Ignores SIGPIPE, seeds rr_rng (GKC_TEST_SEED replays) and starts the daemon
- * the error tests share (--threads 2). */
+/* Ignores SIGPIPE and seeds rr_rng (GKC_TEST_SEED replays). */
+void errcheck_init(void);
+/* errcheck_init, then starts the daemon a file's error checks share
+ * (--threads 2). */
 void errcheck_start(fixture *d);
 /* After a file's errors on d: status counts at least min_bad bad_requests
  * (frames rejected before they reached a method; not checked when min_bad is

@@ -37,6 +37,12 @@ void sleep_ms(int ms) {
 }
 
 
+void res_stop(gkc_conn *c) {
+  if (c) gkc_close(c);
+  int st = fixture_stop(&F, SIGTERM);
+  ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
 /* --- references computed here ----------------------------------------------------------- */
 
 /* C = alpha A B + beta C0 (no transposes), checked against got. */

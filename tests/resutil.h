@@ -22,6 +22,8 @@ extern fixture F;    /* the daemon the test started */
 float *rand_vec(size_t n); /* n floats uniform in [-1, 1), malloc'd */
 gkc_conn *conn_open(void); /* to F; fails the test if it cannot */
 void sleep_ms(int ms);
+/* Closes c (unless NULL), then F must stop on SIGTERM with exit status 0. */
+void res_stop(gkc_conn *c);
 
 /* The call failed with code err and a message containing each of the
  * (lower-case) words; then the connection still serves. */

@@ -101,3 +101,10 @@ void svc_init(void) {
   if (!getenv("GKCD_BIN")) TEST_FAIL("GKCD_BIN is not set (run through ctest)");
   rr_rng = test_seed();
 }
+
+int svc_finish(const char *name, double t0) {
+  rr_print_totals(name, t0);
+  if (rr_failed) return 1;
+  printf("%s: all passed\n", name);
+  return 0;
+}

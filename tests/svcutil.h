@@ -34,5 +34,8 @@ double status_on(rr_conn *c, const char *path);
  * environment of whatever runs the test (NOTIFY_SOCKET, LISTEN_FDS...) kept
  * away from the daemons started here, $GKCD_BIN required, rr_rng seeded. */
 void svc_init(void);
+/* The end of every e2e_service_* test: prints the totals (rawrpc.h) and
+ * returns the exit status, 0 only when every check passed. */
+int svc_finish(const char *name, double t0);
 
 #endif
