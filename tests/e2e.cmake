@@ -101,7 +101,7 @@ if(GKC_HAVE_CUDA)
 endif()
 
 # The error, resident-data and service tests, split by subject; the checks
-# each group shares are in errcheck.c, resident_util.c and service_util.c.
+# each group shares are in errcheck.c, resutil.c and svcutil.c.
 target_sources(gkc_fixture PRIVATE errcheck.c resutil.c svcutil.c)
 foreach(t e2e_errors_frames e2e_errors_args e2e_errors_sizes e2e_errors_busy e2e_errors_faults
         e2e_errors_hostile e2e_service_systemd e2e_service_config e2e_service_conns
