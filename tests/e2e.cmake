@@ -99,3 +99,13 @@ if(GKC_HAVE_CUDA)
       ENVIRONMENT "${GKC_E2E_ENV};GKC_TEST_BACKEND=cuda")
   endforeach()
 endif()
+
+# The error, resident-data and service tests, split by subject; the checks
+# each group shares are in errcheck.c, resutil.c and svcutil.c.
+target_sources(gkc_fixture PRIVATE errcheck.c resutil.c svcutil.c)
+foreach(t e2e_errors_frames e2e_errors_args e2e_errors_sizes e2e_errors_busy e2e_errors_faults
+        e2e_errors_hostile e2e_service_systemd e2e_service_config e2e_service_conns
+        e2e_service_budget e2e_service_deadline e2e_resident_regions e2e_resident_handles
+        e2e_resident_matrices e2e_resident_raw e2e_resident_cg)
+  gkc_e2e_test(${t})
+endforeach()

@@ -55,20 +55,6 @@ static void stop_daemon(fixture *f) {
 /* ------------------------------------------------------------------------ */
 /* 1. a client that never reads                                              */
 
-typedef struct {
-  int fd;
-  const void *p;
-  size_t n;
-  int err;
-} sender;
-
-/* Sends everything; a shutdown of the socket (the test giving up) ends it. */
-static void *sender_main(void *vp) {
-  sender *s = vp;
-  s->err = rr_send_some(s->fd, s->p, s->n);
-  return NULL;
-}
-
 static void test_never_reads(void) {
   rr_ctx = "a client that never reads its 256 MiB replies";
   enum { NREQ = 6, DIM = 8192 };
@@ -97,9 +83,9 @@ static void test_never_reads(void) {
                          AB("b", b + (size_t)i * DIM, DIM * 4)));
   rr_conn slow;
   rr_open(&slow, &f);
-  sender s = {slow.fd, fr.sb.data, fr.sb.size, 0};
+  rr_sender s = {slow.fd, fr.sb.data, fr.sb.size, 0};
   pthread_t th;
-  pthread_create(&th, NULL, sender_main, &s);
+  pthread_create(&th, NULL, rr_sender_main, &s);
 
   /* The other client works while the first reply is computed and stalls in
    * the slow client's socket; status is read from its connection. */

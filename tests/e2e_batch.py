@@ -22,46 +22,10 @@ except ImportError as e:
     sys.exit(77)
 
 import e2e_python as ep
+from e2e_common import call, check, download, f32b, ok, upload  # noqa: E402
+import e2e_common as ec  # noqa: E402
 
-PASSED = 0
-FAILED = 0
 EPS = 2.0 ** -24
-
-
-def check(cond, what):
-    global PASSED, FAILED
-    if cond:
-        PASSED += 1
-    else:
-        FAILED += 1
-        print(f"FAIL: {what}", file=sys.stderr)
-    return cond
-
-
-def call(c, method, params):
-    msgid = c.send_req(method, params)
-    r = c.reply()
-    assert r[1] == msgid, r
-    return r
-
-
-def ok(c, method, params):
-    r = call(c, method, params)
-    if r[2] is not None:
-        raise RuntimeError(f"{method} failed: {r[2]}")
-    return r[3]
-
-
-def f32b(a):
-    return np.ascontiguousarray(a, dtype="<f4").tobytes()
-
-
-def upload(c, a):
-    return ok(c, "upload", {"data": f32b(a), "dtype": "f32"})["handle"]
-
-
-def download(c, h):
-    return np.frombuffer(ok(c, "download", {"handle": h})["data"], dtype="<f4").astype(np.float64)
 
 
 def H(h):
@@ -286,8 +250,7 @@ def main():
     finally:
         rc = d.stop()
         check(rc == 0, f"gkcd exited {rc}")
-    print(f"e2e_batch: {PASSED} passed, {FAILED} failed")
-    return 1 if FAILED else 0
+    return ec.summary("e2e_batch")
 
 
 if __name__ == "__main__":

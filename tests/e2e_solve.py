@@ -44,53 +44,17 @@ except ImportError as e:
     sys.exit(77)
 
 import e2e_python as ep  # Daemon, Conn
+from e2e_common import call, check, download, f32b, ok, upload  # noqa: E402
+import e2e_common as ec  # noqa: E402
 
-PASSED = 0
-FAILED = 0
 # The algos a solve may report, per backend: the CUDA backend's must be a GPU
 # solver (gkcu_solve.h: how its loop ran), never a host fallback.
 ALGOS = {"cpu": ("cpu_omp",), "cuda": ("gkcu_while", "gkcu_unrolled", "gkcu_stream")}
 BACKEND = "cpu"
 
 
-def check(cond, what):
-    global PASSED, FAILED
-    if cond:
-        PASSED += 1
-    else:
-        FAILED += 1
-        print(f"FAIL: {what}", file=sys.stderr)
-    return cond
-
-
 # --------------------------------------------------------------------------
 # wire helpers
-
-def call(c, method, params):
-    msgid = c.send_req(method, params)
-    r = c.reply()
-    assert r[1] == msgid, r
-    return r
-
-
-def ok(c, method, params):
-    r = call(c, method, params)
-    if r[2] is not None:
-        raise RuntimeError(f"{method} failed: {r[2]}")
-    return r[3]
-
-
-def f32b(a):
-    return np.ascontiguousarray(a, dtype="<f4").tobytes()
-
-
-def upload(c, a):
-    return ok(c, "upload", {"data": f32b(a), "dtype": "f32"})["handle"]
-
-
-def download(c, h):
-    return np.frombuffer(ok(c, "download", {"handle": h})["data"], dtype="<f4").astype(np.float64)
-
 
 def csr_upload(c, A):
     A = sp.csr_matrix(A)
@@ -466,8 +430,7 @@ def main():
     finally:
         rc = d.stop()
         check(rc == 0, f"gkcd exited {rc}")
-    print(f"e2e_solve: {PASSED} passed, {FAILED} failed")
-    return 1 if FAILED else 0
+    return ec.summary("e2e_solve")
 
 
 if __name__ == "__main__":

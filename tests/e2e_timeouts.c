@@ -84,20 +84,6 @@ static double settle_connections(const fixture *f, double want) {
   return pb_wait_status(f, "connections", want, 5000);
 }
 
-/* Sends p[0..n) on fd from a thread of its own. */
-typedef struct {
-  int fd;
-  const void *p;
-  size_t n;
-  int err;
-} sender_t;
-
-static void *send_main(void *vp) {
-  sender_t *s = vp;
-  s->err = rr_send_some(s->fd, s->p, s->n);
-  return NULL;
-}
-
 /* ------------------------------------------------------------------------ */
 /* 1. --send-timeout                                                         */
 
@@ -320,9 +306,9 @@ static void test_request_clock(void) {
   }
   rr_conn c;
   rr_open(&c, &f);
-  sender_t s = {c.fd, fr.sb.data, fr.sb.size, 0};
+  rr_sender s = {c.fd, fr.sb.data, fr.sb.size, 0};
   pthread_t th;
-  pthread_create(&th, NULL, send_main, &s);
+  pthread_create(&th, NULL, rr_sender_main, &s);
   int right = 0;
   double t0 = rr_now_s();
   for (int i = 0; i < NREQ; i++) {

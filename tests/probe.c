@@ -95,11 +95,19 @@ const char *pb_asan_env(void) {
 /* --- a well-behaved client ---------------------------------------------------- */
 
 int pb_reduce_ok(rr_conn *c, uint32_t id, size_t n, int timeout_ms, char *why, size_t whylen) {
+  return pb_reduce_with(c, id, n, NULL, timeout_ms, why, whylen);
+}
+
+int pb_reduce_with(rr_conn *c, uint32_t id, size_t n, const rr_arg *extra, int timeout_ms,
+                   char *why, size_t whylen) {
   float *x = rr_rand_floats(n);
   double ref = 0, mag = 0;
   for (size_t i = 0; i < n; i++) ref += x[i], mag += fabs(x[i]);
   rr_reply r;
-  rr_call(c, id, "reduce", ARGS(AB("x", x, n * 4)), &r, timeout_ms);
+  if (extra)
+    rr_call(c, id, "reduce", ARGS(AB("x", x, n * 4), *extra), &r, timeout_ms);
+  else
+    rr_call(c, id, "reduce", ARGS(AB("x", x, n * 4)), &r, timeout_ms);
   double got = rr_reply_ok(&r, id) ? rr_num(proto_map_get(r.result, "value")) : NAN;
   int ok = fabs(got - ref) <= 1e-5 * mag + 1e-6;
   if (!ok && why) {

@@ -57,6 +57,10 @@ const char *pb_asan_env(void);
 /* A reduce (sum) of n fresh random floats on c, against a float64 reference:
  * 1 when right.  Otherwise why says what came instead. */
 int pb_reduce_ok(rr_conn *c, uint32_t id, size_t n, int timeout_ms, char *why, size_t whylen);
+/* The same with one more argument in the request (deadline_ms, say), or
+ * none when extra is NULL. */
+int pb_reduce_with(rr_conn *c, uint32_t id, size_t n, const rr_arg *extra, int timeout_ms,
+                   char *why, size_t whylen);
 /* An m x n x k sgemm of fresh random data on c, 64 entries checked against
  * a float64 reference (rr_sgemm_entries_ok): 1 when right. */
 int pb_sgemm_ok(rr_conn *c, uint32_t id, int m, int n, int k, int timeout_ms, char *why,

@@ -135,6 +135,12 @@ int rr_send_some(int fd, const void *p, size_t n) {
   return 0;
 }
 
+void *rr_sender_main(void *sender) {
+  rr_sender *s = sender;
+  s->err = rr_send_some(s->fd, s->p, s->n);
+  return NULL;
+}
+
 const char *rr_rf_name(int rf) {
   switch (rf) {
     case RF_CLOSED: return "connection closed";

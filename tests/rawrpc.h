@@ -90,6 +90,16 @@ void rr_close(rr_conn *c);
 /* Sends everything, or as much as the peer takes before it closes: 0, or
  * the errno that stopped it (EPIPE, ECONNRESET). */
 int rr_send_some(int fd, const void *p, size_t n);
+/* rr_send_some from a thread of its own: pthread_create(&th, NULL,
+ * rr_sender_main, &s); err holds its result once joined.  A shutdown of the
+ * socket (the test giving up) ends a send still blocked. */
+typedef struct {
+  int fd;
+  const void *p;
+  size_t n;
+  int err;
+} rr_sender;
+void *rr_sender_main(void *sender);
 
 enum { RF_CLOSED = 0, RF_TIMEOUT = -1, RF_ERROR = -2, RF_MIDFRAME = -3, RF_BADFRAME = -4 };
 const char *rr_rf_name(int rf);
