@@ -43,7 +43,10 @@
 
 static void test_deadline(void) {
   fixture f;
-  const char *const args[] = {"--threads", "1", NULL};
+  /* One worker and no latency lane: otherwise the cost model may send the
+   * sgemm to the bulk lane (its start-up rates measured under load) and the
+   * reduce to the latency lane, where nothing holds it up. */
+  const char *const args[] = {"--threads", "1", "--latency-sms", "0", NULL};
   /* With fault injection built in, every sgemm holds the one worker 100 ms
    * first, whatever the machine's speed; without it, a big sgemm must. */
   const char *const slow[] = {"GKCD_FAULT=sgemm:delay=100", NULL};
