@@ -17,7 +17,6 @@
  */
 #include <float.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +24,7 @@
 #include <cuda_runtime_api.h>
 
 #include "backend.h"
+#include "backend_host.h"
 #include "cuda_multi.h"
 #include "devcache.h"
 #include "gkc_errors.h"
@@ -36,50 +36,6 @@
     cudaError_t e_ = (call);                                                  \
     if (e_ != cudaSuccess) TEST_FAIL("%s: %s", #call, cudaGetErrorString(e_)); \
   } while (0)
-
-/* --- what the daemon provides to a backend -------------------------------------- */
-
-static int finished;        /* job_finish calls */
-static int lost_calls[64];  /* backend_device_lost calls, per device */
-
-void job_finish(gkcd_job *job) {
-  (void)job;
-  finished++;
-}
-
-void backend_fatal(const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  fprintf(stderr, "backend_fatal: ");
-  vfprintf(stderr, fmt, ap);
-  va_end(ap);
-  TEST_FAIL("no device loss here should be fatal");
-}
-
-int backend_failed(void) { return 0; }
-
-/* As the daemon's: marks the device lost, once. */
-void backend_device_lost(gkcd_backend *be, const char *fmt, ...) {
-  char msg[400];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  if (atomic_exchange(&be->lost, 1)) return;
-  ASSERT(be->device >= 0 && be->device < 64);
-  lost_calls[be->device]++;
-  printf("  device %d lost: %s\n", be->device, msg);
-}
-
-/* cuda_long.c's batch path is linked in, never run here. */
-int batch_step_begin(gkcd_job *job, int i, int stop, float *alpha, float *beta) {
-  (void)job, (void)i, (void)stop, (void)alpha, (void)beta;
-  TEST_FAIL("this test runs no batch");
-}
-const char *batch_op_name(int op) {
-  (void)op;
-  TEST_FAIL("this test runs no batch");
-}
 
 /* --- jobs ------------------------------------------------------------------------ */
 
@@ -99,11 +55,11 @@ static gkcd_span host_span(const void *p, size_t bytes) {
 
 /* Runs job on be as a worker would; it must finish exactly once. */
 static void run(gkcd_backend *be, gkcd_job *job) {
-  int before = finished;
+  int before = atomic_load(&host_finished);
   job->algo = GKCD_ALGO_AUTO;
   job->out_kind = OUT_BIN;
   be->run(be, job);
-  ASSERT_EQ(finished, before + 1);
+  ASSERT_EQ(atomic_load(&host_finished), before + 1);
 }
 
 /* sgemm m x n x k; 0 when right, else the job's error. */
@@ -352,7 +308,7 @@ static void check_parts(gkcd_backend **be, int n, int split) {
 static void run_config(int split) {
   gkcd_backend *be[64];
   printf("--split-device %d\n", split);
-  memset(lost_calls, 0, sizeof lost_calls);
+  for (int i = 0; i < 64; i++) atomic_store(&host_lost_calls[i], 0);
   int n = open_all(be, split);
   ASSERT(n >= split);
   for (int i = 0; i < n; i++) check_compute(be[i]);
@@ -370,13 +326,13 @@ static void run_config(int split) {
     ASSERT_CONTAINS(job.errmsg, "was lost");
     ASSERT(job.out == NULL);
     check_compute(be[0]); /* its sibling goes on */
-    ASSERT_EQ(lost_calls[0], 0);
+    ASSERT_EQ(host_lost_calls[0], 0);
     checks++;
   }
   /* A sticky error on device 0 loses its GPU: every part. */
   cuda_backend_inject_error(be[0], "an illegal memory access was encountered (injected)");
   for (int i = 0; i < split; i++) {
-    ASSERT_EQ(lost_calls[i], 1);
+    ASSERT_EQ(host_lost_calls[i], 1);
     ASSERT_EQ(check_sgemm(be[i], 64, 64, 64, &job), GKC_EDEVICE_LOST);
     char want[64];
     snprintf(want, sizeof want, "device %d (GPU 0", i);
@@ -388,7 +344,7 @@ static void run_config(int split) {
   if (n > split) {
     /* The next GPU is untouched, and copies to the lost one are refused. */
     for (int i = split; i < n; i++) {
-      ASSERT_EQ(lost_calls[i], 0);
+      ASSERT_EQ(host_lost_calls[i], 0);
       check_compute(be[i]);
     }
     size_t cap;
