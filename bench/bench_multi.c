@@ -121,7 +121,13 @@ static void row(const char *what, const char *unit, double one, double all) {
 
 static void skip(const char *what, const char *why) {
   printf("%-42s skipped: %s\n", what, why);
-  if (json) fprintf(json, "%s  \"%s\": {\"skipped\": \"%s\"}", json_items++ ? ",\n" : "", what, why);
+  if (!json) return;
+  fprintf(json, "%s  \"%s\": {\"skipped\": \"", json_items++ ? ",\n" : "", what);
+  for (const char *p = why; *p; p++) /* a JSON string: quotes and controls escaped */
+    (*p == '"' || *p == '\\') ? fprintf(json, "\\%c", *p)
+    : (unsigned char)*p < 0x20 ? fprintf(json, "\\u%04x", *p)
+                               : fputc(*p, json);
+  fprintf(json, "\"}");
 }
 
 /* --- (a) one big sgemm ------------------------------------------------------------- */
