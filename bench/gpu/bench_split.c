@@ -11,8 +11,11 @@
  *          to back on the bulk lane; TFLOP/s over all devices.
  *  small:  many independent small requests (sgemm 64^3 by value: host
  *          operands in, result out), --small-workers threads in all spread
- *          over the devices, on the latency lane as gkcd routes them;
- *          requests/s.
+ *          over the devices, on the latency lane as gkcd routes them
+ *          (--small-lane bulk: on the bulk lane); requests/s.
+ *
+ * --latency-sms N (default 8, as gkcd) sizes each device's latency lane;
+ * 0 turns the lanes off, so that a part is one green context of all its SMs.
  *
  * Each figure is the median of --reps timed rounds after one warm-up round;
  * the ratio is split / whole from the same run.  Inputs are random (never
@@ -33,7 +36,7 @@
 #include "gpu_util.h"
 
 static int opt_n = 4096, opt_jobs = 48, opt_small = 4000, opt_bulk_workers = 2, opt_small_workers = 8,
-           opt_reps = 3, opt_small_n = 64;
+           opt_reps = 3, opt_small_n = 64, opt_latency_sms = 8, opt_small_bulk = 0;
 static const char *opt_json;
 
 static double now_s(void) {
@@ -74,7 +77,7 @@ static void *work(void *arg) {
     job.out_bytes = bytes;
     job.out_kind = w->small ? OUT_BIN : OUT_RES;
     job.out_ptr = w->small ? NULL : w->c;
-    job.lane = w->small ? 1 : 0; /* LANE_LATENCY : LANE_BULK */
+    job.lane = w->small && !opt_small_bulk ? 1 : 0; /* LANE_LATENCY : LANE_BULK */
     w->be->run(w->be, &job);
     if (job.err) {
       w->failed = 1;
@@ -140,7 +143,7 @@ static void measure(int split, result *r, gpu_rng *rng) {
   memset(&cfg, 0, sizeof cfg);
   cfg.streams = 4;
   cfg.device_cache_bytes = (size_t)4 << 30;
-  cfg.latency_sms = 8;
+  cfg.latency_sms = opt_latency_sms;
   cfg.slice_us = 100;
   cfg.split_device = split;
   cfg.ndevices = 1; /* GPU 0 */
@@ -200,7 +203,8 @@ static void measure(int split, result *r, gpu_rng *rng) {
 static void usage(FILE *f) {
   fprintf(f,
           "usage: bench_split [--n N] [--jobs J] [--small S] [--small-n N] [--bulk-workers W]\n"
-          "                   [--small-workers W] [--reps R] [--json FILE]\n"
+          "                   [--small-workers W] [--reps R] [--latency-sms N]\n"
+          "                   [--small-lane latency|bulk] [--json FILE]\n"
           "GPU 0 whole vs cut in two by SM partition (--split-device 2), in-process:\n"
           "  sgemm N^3 (default 4096) resident, J jobs (48), W bulk workers per device (2);\n"
           "  S small sgemm requests (4000) of N (64) by value from W workers (8) in all.\n"
@@ -222,6 +226,9 @@ int main(int argc, char **argv) {
     const char *v = argv[++i];
     int x = atoi(v);
     if (!strcmp(o, "--json")) opt_json = v;
+    else if (!strcmp(o, "--small-lane") && (!strcmp(v, "bulk") || !strcmp(v, "latency")))
+      opt_small_bulk = !strcmp(v, "bulk");
+    else if (!strcmp(o, "--latency-sms") && x >= 0 && x <= 1024) opt_latency_sms = x;
     else if (x <= 0) {
       fprintf(stderr, "bench_split: %s %s: want a positive number\n", o, v);
       return 2;
@@ -245,8 +252,10 @@ int main(int argc, char **argv) {
   result whole, split;
   measure(1, &whole, &rng);
   measure(2, &split, &rng);
-  printf("\nGPU 0: %s, %d SMs; split parts: %d + %d SMs%s\n", prop.name, prop.multiProcessorCount,
-         split.sms[0], split.sms[1], split.green ? " (green contexts)" : " (shared: no green contexts)");
+  printf("\nGPU 0: %s, %d SMs; split parts: %d + %d SMs%s; --latency-sms %d, small requests on the %s lane\n",
+         prop.name, prop.multiProcessorCount, split.sms[0], split.sms[1],
+         split.green ? " (green contexts)" : " (shared: no green contexts)", opt_latency_sms,
+         opt_small_bulk ? "bulk" : "latency");
   printf("%-44s %12s %12s %8s\n", "workload", "whole", "split 2", "ratio");
   printf("%-44s %12.2f %12.2f %8.3f\n", "sgemm FP32 resident, TFLOP/s", whole.tflops, split.tflops,
          split.tflops / whole.tflops);
@@ -262,12 +271,13 @@ int main(int argc, char **argv) {
     fprintf(f,
             "{\"gpu\": \"%s\", \"sms\": %d, \"part_sms\": [%d, %d], \"green\": %s, \"n\": %d,"
             " \"jobs\": %d, \"bulk_workers_per_device\": %d, \"small_n\": %d, \"small\": %d,"
-            " \"small_workers\": %d,\n \"sgemm_tflops\": {\"whole\": %.3f, \"split\": %.3f, \"ratio\": %.4f},\n"
+            " \"small_workers\": %d, \"latency_sms\": %d, \"small_lane\": \"%s\",\n"
+            " \"sgemm_tflops\": {\"whole\": %.3f, \"split\": %.3f, \"ratio\": %.4f},\n"
             " \"small_rps\": {\"whole\": %.1f, \"split\": %.1f, \"ratio\": %.4f}}\n",
             prop.name, prop.multiProcessorCount, split.sms[0], split.sms[1],
             split.green ? "true" : "false", opt_n, opt_jobs, opt_bulk_workers, opt_small_n, opt_small,
-            opt_small_workers, whole.tflops, split.tflops, split.tflops / whole.tflops, whole.reqs,
-            split.reqs, split.reqs / whole.reqs);
+            opt_small_workers, opt_latency_sms, opt_small_bulk ? "bulk" : "latency", whole.tflops,
+            split.tflops, split.tflops / whole.tflops, whole.reqs, split.reqs, split.reqs / whole.reqs);
     fclose(f);
   }
   return 0;
