@@ -530,6 +530,9 @@ static int cuda_devices(gkcd_backend *be, gkcd_device_info *out, int max) {
   if (max < 1) return 0;
   memset(out, 0, sizeof *out);
   snprintf(out->name, sizeof out->name, "%s", impl->name);
+  out->kind = "cuda";
+  out->gpu = impl->device;
+  out->sms = lanes_part_sms(impl->lanes); /* its part, or the whole GPU */
   size_t free_b = 0, total_b = 0;
   cudaSetDevice(impl->device);
   size_t cached, in_use, own;
