@@ -45,7 +45,7 @@ done
 T=$(mktemp -d)
 PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; rm -rf "$T"; }
-trap cleanup EXIT
+trap cleanup EXIT INT TERM
 
 if [ $SMALL = 1 ]; then
   SIZES="--big-n 1024 --many-n 512 --many-count 64 --grid 40 --spmv-reps 10 --cg-iters 50 --fault-count 12 --fault-n 128"
