@@ -58,6 +58,7 @@ typedef struct {
   void *c;               /* resident result (sgemm) */
   int failed;
   char err[256];
+  const char *algo;      /* what the last job ran */
 } worker;
 
 static void *work(void *arg) {
@@ -83,6 +84,7 @@ static void *work(void *arg) {
       w->failed = 1;
       snprintf(w->err, sizeof w->err, "device %d: %.200s", w->be->device, job.errmsg);
     }
+    w->algo = job.algo_name;
     free(job.out);
   }
   return NULL;
@@ -110,6 +112,8 @@ static void *resident(gkcd_backend *be, size_t count, gpu_rng *rng, size_t *cap)
 
 /* One timed round: nworkers threads over ndev devices, jobs in all;
  * seconds. */
+static const char *last_algo[2]; /* sgemm, small: what ran (printed) */
+
 static double round_s(gkcd_backend **be, int ndev, int small, int nworkers, int jobs, void **a,
                       void **b, void **c) {
   worker *w = calloc((size_t)nworkers, sizeof *w);
@@ -128,6 +132,7 @@ static double round_s(gkcd_backend **be, int ndev, int small, int nworkers, int 
       fprintf(stderr, "bench_split: %s\n", w[i].err);
       exit(1);
     }
+  if (w[0].algo) last_algo[small] = w[0].algo;
   free(w);
   free(t);
   return dt;
@@ -189,6 +194,8 @@ static void measure(int split, result *r, gpu_rng *rng) {
   for (int k = 0; k < opt_reps; k++) times[k] = round_s(be, n, 1, opt_small_workers, opt_small, sa, sb, NULL);
   qsort(times, (size_t)opt_reps, sizeof *times, cmp_d);
   r->reqs = opt_small / times[opt_reps / 2];
+  printf("split %d: %d device(s); sgemm ran %s, small requests %s\n", split, n,
+         last_algo[0] ? last_algo[0] : "?", last_algo[1] ? last_algo[1] : "?");
   free(ha);
   free(hb);
   ncap = 0;
