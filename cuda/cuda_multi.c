@@ -218,7 +218,7 @@ int cuda_peer_copy(gkcd_backend *be, void *dst, gkcd_backend *from, const void *
   *peer = 0;
   if (!cuda_is_backend(from)) {
     snprintf(msg, msglen, "peer_copy from device %d to device %d: the source is not a GPU",
-             from->device, be->device);
+             from ? from->device : -1, be->device);
     return GKC_EINVALID_ARGUMENT;
   }
   cuda_impl *di = be->impl, *si = from->impl;
