@@ -36,6 +36,8 @@ struct gkc__req {
   gkc__done_fn done;
   gkc_out *out;       /* the caller's, for methods with an array result */
   const char *limit_name; /* gkc_status_limit: the entry of "limits" wanted */
+  /* upload, csr_upload: `device` (pinned) or `replicate` (gkc_*_placed). */
+  int pinned, device, replicate;
   union {             /* a copy of the caller's arguments, read by pack */
     gkc_sgemm_args sgemm;
     gkc_spmv_args spmv;

@@ -388,9 +388,17 @@ int gkc_axpby(gkc_conn *c, float alpha, gkc_ref x, float beta, gkc_ref y, gkc_ou
 
 /* --- resident arrays and matrices ------------------------------------------------------- */
 
+/* The optional `device` / `replicate` of upload and csr_upload. */
+static int where_keys(int pinned, int replicate) { return (pinned != 0) + (replicate != 0); }
+static void pack_where(msgpack_packer *pk, int pinned, int device, int replicate) {
+  if (pinned) proto_pack_cstr(pk, "device"), msgpack_pack_int(pk, device);
+  if (replicate) proto_pack_cstr(pk, "replicate"), msgpack_pack_true(pk);
+}
+
 static void pack_upload(msgpack_packer *pk, const gkc__req *r) {
   const gkc_upload_args *u = &r->a.upload;
-  msgpack_pack_map(pk, 3);
+  msgpack_pack_map(pk, 3 + where_keys(r->pinned, r->replicate));
+  pack_where(pk, r->pinned, r->device, r->replicate);
   proto_pack_cstr(pk, "dtype"), proto_pack_cstr(pk, u->dtype == GKC_I32 ? "i32" : "f32");
   proto_pack_cstr(pk, "shared"), u->shared ? msgpack_pack_true(pk) : msgpack_pack_false(pk);
   gkc__pack_ref(pk, "data", &u->data);
@@ -401,6 +409,7 @@ static int take_handle(gkc_conn *c, const msgpack_object *r, gkc__req *req, gkc_
   uint64_t v = 0;
   int rc = gkc__get_uint(c, r, "handle", UINT32_MAX, &v);
   res->id = (uint32_t)v;
+  gkc__take_info(r, &res->info);
   return rc;
 }
 
@@ -470,7 +479,8 @@ static void pack_csr(msgpack_packer *pk, const gkc__req *r) {
   size_t nnz = (size_t)A->nnz;
   gkc_ref rp = gkc_ref_mem(A->row_ptr, ((size_t)A->rows + 1) * 4);
   gkc_ref ci = gkc_ref_mem(A->col_idx, nnz * 4), va = gkc_ref_mem(A->values, nnz * 4);
-  msgpack_pack_map(pk, 6);
+  msgpack_pack_map(pk, 6 + where_keys(r->pinned, r->replicate));
+  pack_where(pk, r->pinned, r->device, r->replicate);
   proto_pack_cstr(pk, "rows"), msgpack_pack_int32(pk, A->rows);
   proto_pack_cstr(pk, "cols"), msgpack_pack_int32(pk, A->cols);
   proto_pack_cstr(pk, "shared"),
@@ -482,6 +492,7 @@ static void pack_csr(msgpack_packer *pk, const gkc__req *r) {
 
 static int take_csr(gkc_conn *c, const msgpack_object *r, gkc__req *req, gkc_result *res) {
   (void)req;
+  gkc__take_info(r, &res->info);
   gkc__get_str(r, "algo", res->info.algo, sizeof res->info.algo);
   uint64_t v = 0;
   int rc = gkc__get_uint(c, r, "matrix", UINT32_MAX, &v);
@@ -511,6 +522,53 @@ int gkc_csr_upload(gkc_conn *c, const gkc_csr *A, int shared, uint32_t *matrix, 
     if (matrix) *matrix = res.id;
     if (algo) memcpy(algo, res.info.algo, 32);
   }
+  return rc;
+}
+
+/* A placement as the request's arguments. */
+static int placement_args(gkc_conn *c, const gkc_placement *w, int *pinned, int *device,
+                          int *replicate, int *shared) {
+  *pinned = *device = *replicate = *shared = 0;
+  if (!w) return 0;
+  if (w->device < GKC_DEVICE_AUTO)
+    return gkc__fail(c, GKC_EINVALID_ARGUMENT, "placement: device %d is neither a device number"
+                     " nor GKC_DEVICE_AUTO", w->device);
+  if (w->device >= 0 && w->replicate)
+    return gkc__fail(c, GKC_EINVALID_ARGUMENT, "placement: a replicated object lives on every"
+                     " device; give device GKC_DEVICE_AUTO with replicate");
+  *pinned = w->device >= 0;
+  *device = w->device >= 0 ? w->device : 0;
+  *replicate = w->replicate != 0;
+  *shared = w->shared != 0;
+  return 0;
+}
+
+int gkc_upload_placed(gkc_conn *c, gkc_ref data, gkc_dtype dtype, const gkc_placement *where,
+                      uint32_t *handle, int *device) {
+  gkc_upload_args a = {data, dtype, 0};
+  int pinned, dev, replicate;
+  int prc = placement_args(c, where, &pinned, &dev, &replicate, &a.shared);
+  if (prc) return prc;
+  BLOCKING(gkc__prep_upload(c, &r, &a));
+  r.pinned = pinned, r.device = dev, r.replicate = replicate;
+  rc = run(c, &r, rc, &res, NULL);
+  if (rc == 0 && handle) *handle = res.id;
+  if (rc == 0 && device) *device = res.info.device;
+  return rc;
+}
+
+int gkc_csr_upload_placed(gkc_conn *c, const gkc_csr *A, const gkc_placement *where,
+                          uint32_t *matrix, int *device) {
+  if (!A) return gkc__fail(c, GKC_EINVALID_ARGUMENT, "A and its arrays must not be NULL");
+  gkc_csr_upload_args a = {*A, 0};
+  int pinned, dev, replicate;
+  int prc = placement_args(c, where, &pinned, &dev, &replicate, &a.shared);
+  if (prc) return prc;
+  BLOCKING(gkc__prep_csr_upload(c, &r, &a));
+  r.pinned = pinned, r.device = dev, r.replicate = replicate;
+  rc = run(c, &r, rc, &res, NULL);
+  if (rc == 0 && matrix) *matrix = res.id;
+  if (rc == 0 && device) *device = res.info.device;
   return rc;
 }
 
