@@ -474,6 +474,46 @@ static void split_reduce(void) {
   free(x);
 }
 
+/* Each virtual device has its own memory: one runs out while the others
+ * take more, and new objects go where they fit. */
+static void memory(void) {
+  rr_ctx = "device memory";
+  fixture fx;
+  const char *const args[] = {"--cpu-devices", "3", "--cpu-device-memory", "1M", NULL};
+  fixture_start(&fx, args, NULL);
+  gkc_conn *g;
+  CHECK(gkc_connect(&g, fx.sock) == 0, "connect");
+  enum { LEN = 150000 }; /* 600000 bytes: one fits a device of 1 MiB, two do not */
+  float *x = rr_rand_floats(LEN);
+  int d;
+  uint32_t h0 = upload(g, x, LEN, 0, 0, &d);
+  gkc_placement w = {0, 0, 0};
+  uint32_t h;
+  int rc = gkc_upload_placed(g, gkc_ref_mem(x, LEN * 4), GKC_F32, &w, &h, NULL);
+  CHECK(rc == GKC_EOUT_OF_MEMORY && strstr(gkc_errmsg(g), "device 0"),
+        "a second array on the full device 0: %d %s", rc, gkc_errmsg(g));
+  /* Not pinned: it goes to a device with room, twice. */
+  int da = -1, db = -1;
+  uint32_t ha = upload(g, x, LEN, -1, 0, &da), hb = upload(g, x, LEN, -1, 0, &db);
+  CHECK(da != db && da > 0 && db > 0, "placed uploads went to %d and %d", da, db);
+  gkc_status_info s;
+  CHECK(gkc_status(g, &s) == 0, "status");
+  for (int i = 0; i < NDEV; i++)
+    CHECK(s.devices[i].memory_total == 1 << 20 && s.devices[i].memory_used == LEN * 4,
+          "device %d: %" PRIu64 " of %" PRIu64 " used", i, s.devices[i].memory_used,
+          s.devices[i].memory_total);
+  /* Every device full now. */
+  rc = gkc_upload_placed(g, gkc_ref_mem(x, LEN * 4), GKC_F32, NULL, &h, NULL);
+  CHECK(rc == GKC_EOUT_OF_MEMORY, "a fourth array: %d %s", rc, gkc_errmsg(g));
+  CHECK(gkc_release(g, h0) == 0, "release");
+  CHECK(upload(g, x, LEN, -1, 0, &d) && d == 0, "after a release, device 0 has room: %d", d);
+  gkc_close(g); /* its objects go with it */
+  (void)ha, (void)hb;
+  free(x);
+  int st = fixture_stop(&fx, SIGTERM);
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "gkcd exited %d", st);
+}
+
 /* `device` values that name no device are refused, precisely. */
 static void bad_values(void) {
   rr_ctx = "bad device";
@@ -601,6 +641,7 @@ int main(void) {
   SECTION(split_sgemm());
   SECTION(split_reduce());
   SECTION(bad_values());
+  SECTION(memory());
   gkc_close(g);
   int st = fixture_stop(&g_fx, SIGTERM);
   CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "gkcd exited %d", st);
