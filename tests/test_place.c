@@ -134,6 +134,12 @@ static void test_operands(void) {
   ASSERT_EQ(place_operands(&j, &g_devs, msg, sizeof msg), 0);
   ASSERT_EQ(j.dev_mask, 2);
 
+  /* A replicate is made from sent bytes, never from a handle. */
+  j = job_with(PROTO_M_UPLOAD, &one[0], 1);
+  j.replicate = 1;
+  ASSERT_EQ(place_operands(&j, &g_devs, msg, sizeof msg), GKC_EINVALID_ARGUMENT);
+  ASSERT(strstr(msg, "'replicate'") && strstr(msg, "handle 12"));
+
   /* Device 1 lost. */
   g_live = 5;
   j = job_with(PROTO_M_REDUCE, &one[0], 1);
