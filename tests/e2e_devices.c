@@ -665,6 +665,35 @@ static void lost(void) {
   if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0)) rr_dump_log(&fx, 0);
 }
 
+/* With its only device lost, gkcd answers what it holds and exits non-zero
+ * (to be restarted by its service manager). */
+static void last_lost(void) {
+  rr_ctx = "last device lost";
+  fixture fx;
+  const char *const args[] = {"--cpu-devices", "1", NULL};
+  const char *const env[] = {"GKCD_FAULT=device_lost:dev=0", NULL};
+  fixture_start(&fx, args, env);
+  gkc_conn *g;
+  CHECK(gkc_connect(&g, fx.sock) == 0, "connect");
+  float x[1000];
+  for (int i = 0; i < 1000; i++) x[i] = (float)i;
+  double v;
+  int rc = gkc_reduce(g, x, 1000, GKC_SUM, &v, NULL, NULL);
+  CHECK(rc == GKC_EDEVICE_LOST && strstr(gkc_errmsg(g), "device 0"), "reduce: %d %s", rc,
+        gkc_errmsg(g));
+  gkc_close(g);
+  int st = -1;
+  for (int i = 0; i < 500 && st < 0; i++) { /* it stops by itself */
+    int w;
+    if (waitpid(fx.pid, &w, WNOHANG) == fx.pid) st = w;
+    else rr_sleep_ms(20);
+  }
+  CHECK(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 1, "gkcd with no device left: status %d",
+        st);
+  if (st >= 0) fx.pid = 0; /* reaped */
+  fixture_stop(&fx, SIGTERM);
+}
+
 int main(void) {
   double t0 = rr_now_s();
   rr_rng = test_seed();
@@ -708,8 +737,10 @@ int main(void) {
   gkc_close(g);
   int st = fixture_stop(&g_fx, SIGTERM);
   CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "gkcd exited %d", st);
-  if (rr_env_flag("GKC_FAULT_INJECTION"))
+  if (rr_env_flag("GKC_FAULT_INJECTION")) {
     SECTION(lost());
+    if (!g_custom) SECTION(last_lost());
+  }
   else
     fprintf(stderr, "device-lost checks skipped: gkcd built without GKC_FAULT_INJECTION\n");
   rr_print_totals("e2e_devices", t0);
