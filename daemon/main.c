@@ -44,7 +44,7 @@ static int open_backend(const gkcd_config *cfg, gkcd_backend **be, int *n) {
     int total = threads > 0 ? threads : (int)(ncpu > 0 ? ncpu : 1);
     threads = total / count > 0 ? total / count : 1;
   }
-  if (cpu_backends_create(be, count, threads, 0, msg, sizeof msg) != 0) {
+  if (cpu_backends_create(be, count, threads, cfg->cpu_device_memory, msg, sizeof msg) != 0) {
     log_err("CPU backend: %s", msg);
     return -1;
   }
