@@ -79,6 +79,8 @@ int cli_bad_value(const cli_globals *g, const char *opt, const char *val, const 
 int cli_opt_float(const cli_globals *g, const char *opt, const char *arg, float *out);
 /* --seed N: sets *seed and *seeded. */
 int cli_opt_seed(const cli_globals *g, const char *arg, uint64_t *seed, int *seeded);
+/* --device N: a device number (gkcd says whether it has it). */
+int cli_opt_device(const cli_globals *g, const char *arg, int *device);
 
 /* Parsers: 0, or -1 when s is not entirely a valid value. */
 int cli_parse_float(const char *s, float *out);      /* finite, in float32 range */

@@ -99,9 +99,12 @@ static void print_status(const gkc_status_info *s) {
   for (int i = 0; i < s->n_devices; i++) {
     char label[32];
     snprintf(label, sizeof label, "device %d:", i);
-    printf("%-15s %s, memory %s free of %s\n", label, s->devices[i].name,
+    printf("%-15s %s, memory %s free of %s, %" PRIu64 " served, %" PRIu64 " queued, %" PRIu64
+           " running%s%s%s\n", label, s->devices[i].name,
            fmt_bytes(s->devices[i].memory_free, b1, sizeof b1),
-           fmt_bytes(s->devices[i].memory_total, b2, sizeof b2));
+           fmt_bytes(s->devices[i].memory_total, b2, sizeof b2), s->devices[i].served,
+           s->devices[i].queued, s->devices[i].running, s->devices[i].lost ? ", LOST (" : "",
+           s->devices[i].lost ? s->devices[i].lost_reason : "", s->devices[i].lost ? ")" : "");
   }
   printf("%-15s %12s %12s\n", "method", "requests", "errors");
   for (int i = 0; i < s->n_methods; i++)

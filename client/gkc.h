@@ -81,6 +81,12 @@ typedef struct {
   double queue_us;  /* part of server_us: waiting for memory budget and a worker */
   double worker_us; /* part of server_us: the worker's own time (copies, kernel, sync) */
   double h2d_us, d2h_us; /* copies to and from the GPU; NAN on the CPU backend */
+  /* Several devices (PROTOCOL.md, "Devices"): the device that ran it, or -1
+   * when it was split across several (ndevices of them, else 0). */
+  int device, ndevices;
+  /* Resident operands moved from other devices before it ran: bytes and
+   * time; 0 and NAN when nothing moved. */
+  double peer_bytes, peer_us;
 } gkc_info;
 
 /* --- methods -------------------------------------------------------------- */
@@ -105,6 +111,11 @@ typedef struct {
   struct {
     char name[128];
     uint64_t memory_total, memory_free; /* bytes */
+    char kind[8];         /* "cpu" or "cuda" */
+    uint64_t memory_used; /* bytes */
+    uint64_t queued, running, served; /* jobs handed to it, at work, finished */
+    int lost;             /* it failed and serves no more */
+    char lost_reason[128];
   } devices[GKC_MAX_DEVICES];
   int n_methods;
   struct {
@@ -145,6 +156,15 @@ GKC_API int gkc_sgemm(gkc_conn *c, int32_t m, int32_t n, int32_t k, float alpha,
  * relative error, for tensor-core speed on the GPU).  GKC_EINVALID_ARGUMENT
  * for anything else. */
 GKC_API int gkc_set_precision(gkc_conn *c, const char *precision);
+
+#define GKC_DEVICE_AUTO (-1)
+
+/* When gkcd serves several devices (PROTOCOL.md, "Devices"): sgemm and
+ * reduce on this connection run on `device`, never split across several;
+ * GKC_DEVICE_AUTO (the default) lets gkcd place them.  Only a negative
+ * value other than GKC_DEVICE_AUTO is refused here; gkcd answers a device
+ * it lacks with GKC_EINVALID_ARGUMENT, a lost one with GKC_EDEVICE_LOST. */
+GKC_API int gkc_set_device(gkc_conn *c, int device);
 
 typedef enum { GKC_SUM = 0, GKC_MIN = 1, GKC_MAX = 2 } gkc_reduce_op;
 
@@ -330,6 +350,22 @@ typedef enum { GKC_F32 = 0, GKC_I32 = 1 } gkc_dtype;
 /* Copies data (in any form, even another handle) into a new resident array
  * of dtype; *handle gets its id. */
 GKC_API int gkc_upload(gkc_conn *c, gkc_ref data, gkc_dtype dtype, int shared, uint32_t *handle);
+/* Where a new resident object lives when gkcd serves several devices: on
+ * `device` (GKC_DEVICE_AUTO: where gkcd places it, the least loaded), or,
+ * with replicate, a read-only copy on every device (it can then never be
+ * an `out`).  shared as for gkc_upload. */
+typedef struct {
+  int device;
+  int replicate;
+  int shared;
+} gkc_placement;
+/* gkc_upload with a placement; *device (may be NULL) gets the device it
+ * went to (for a replicate: the one holding its home copy). */
+GKC_API int gkc_upload_placed(gkc_conn *c, gkc_ref data, gkc_dtype dtype, const gkc_placement *where,
+                              uint32_t *handle, int *device);
+/* gkc_csr_upload with a placement, likewise. */
+GKC_API int gkc_csr_upload_placed(gkc_conn *c, const gkc_csr *A, const gkc_placement *where,
+                                  uint32_t *matrix, int *device);
 /* Copies resident array handle, which must hold exactly bytes bytes, to dst. */
 GKC_API int gkc_download(gkc_conn *c, uint32_t handle, void *dst, size_t bytes);
 /* The same into region r at offset; *bytes (may be NULL) gets the size. */

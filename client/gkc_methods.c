@@ -47,6 +47,12 @@ void gkc__take_info(const msgpack_object *r, gkc_info *info) {
   info->worker_us = gkc__get_num(r, "worker_us", NAN);
   info->h2d_us = gkc__get_num(r, "h2d_us", NAN);
   info->d2h_us = gkc__get_num(r, "d2h_us", NAN);
+  info->device = (int)gkc__get_num(r, "device", -1);
+  info->ndevices = 0;
+  const msgpack_object *d = r->type == MSGPACK_OBJECT_MAP ? proto_map_get(r, "devices") : NULL;
+  if (d && d->type == MSGPACK_OBJECT_ARRAY) info->ndevices = (int)d->via.array.size;
+  info->peer_bytes = gkc__get_num(r, "peer_bytes", 0);
+  info->peer_us = gkc__get_num(r, "peer_us", NAN);
 }
 
 int gkc__take_map(gkc_conn *c, const msgpack_object *result, gkc__req *r, gkc_result *res) {
@@ -118,6 +124,15 @@ static int take_status(gkc_conn *c, const msgpack_object *r, gkc__req *req, gkc_
       gkc__get_str(e, "name", s->devices[s->n_devices].name, sizeof s->devices[0].name);
       s->devices[s->n_devices].memory_total = (uint64_t)gkc__get_num(e, "memory_total", 0);
       s->devices[s->n_devices].memory_free = (uint64_t)gkc__get_num(e, "memory_free", 0);
+      gkc__get_str(e, "kind", s->devices[s->n_devices].kind, sizeof s->devices[0].kind);
+      s->devices[s->n_devices].memory_used = (uint64_t)gkc__get_num(e, "memory_used", 0);
+      s->devices[s->n_devices].queued = (uint64_t)gkc__get_num(e, "queued", 0);
+      s->devices[s->n_devices].running = (uint64_t)gkc__get_num(e, "running", 0);
+      s->devices[s->n_devices].served = (uint64_t)gkc__get_num(e, "served", 0);
+      const msgpack_object *lost = proto_map_get(e, "lost");
+      s->devices[s->n_devices].lost = lost && lost->type == MSGPACK_OBJECT_BOOLEAN && lost->via.boolean;
+      gkc__get_str(e, "lost_reason", s->devices[s->n_devices].lost_reason,
+                   sizeof s->devices[0].lost_reason);
       s->n_devices++;
     }
   }

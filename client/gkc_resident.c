@@ -217,11 +217,21 @@ static int run(gkc_conn *c, gkc__req *r, int rc, gkc_result *res, gkc_info *info
   gkc__result_init(&res);     \
   int rc = prep_call;
 
+/* The optional `device` (sgemm, reduce: gkc_set_device; upload,
+ * csr_upload: gkc_*_placed) and `replicate` arguments. */
+static int where_keys(int pinned, int replicate) { return (pinned != 0) + (replicate != 0); }
+static void pack_where(msgpack_packer *pk, int pinned, int device, int replicate) {
+  if (pinned) proto_pack_cstr(pk, "device"), msgpack_pack_int(pk, device);
+  if (replicate) proto_pack_cstr(pk, "replicate"), msgpack_pack_true(pk);
+}
+
 /* --- sgemm -------------------------------------------------------------------------------- */
 
 static void pack_sgemm(msgpack_packer *pk, const gkc__req *r) {
   const gkc_sgemm_args *a = &r->a.sgemm;
-  msgpack_pack_map(pk, 10 + has(&a->c) + (a->precision != NULL) + gkc__out_keys(r->out));
+  msgpack_pack_map(pk, 10 + has(&a->c) + (a->precision != NULL) + gkc__out_keys(r->out) +
+                           where_keys(r->pinned, 0));
+  pack_where(pk, r->pinned, r->device, 0);
   proto_pack_cstr(pk, "m"), msgpack_pack_int32(pk, a->m);
   proto_pack_cstr(pk, "n"), msgpack_pack_int32(pk, a->n);
   proto_pack_cstr(pk, "k"), msgpack_pack_int32(pk, a->k);
@@ -245,6 +255,7 @@ int gkc__prep_sgemm(gkc_conn *c, gkc__req *r, const gkc_sgemm_args *args, gkc_ou
     return rc;
   r->a.sgemm = *args;
   if (!args->precision && gkc__tf32(c)) r->a.sgemm.precision = "tf32";
+  if (gkc__device(c) >= 0) r->pinned = 1, r->device = gkc__device(c);
   r->method = "sgemm", r->pack = pack_sgemm, r->take = take_c, r->out = out;
   return 0;
 }
@@ -259,7 +270,8 @@ int gkc_sgemm_ref(gkc_conn *c, const gkc_sgemm_args *args, gkc_out *out, gkc_inf
 static void pack_reduce(msgpack_packer *pk, const gkc__req *r) {
   static const char *const ops[] = {"sum", "min", "max"};
   const gkc_reduce_args *a = &r->a.reduce;
-  msgpack_pack_map(pk, 3);
+  msgpack_pack_map(pk, 3 + where_keys(r->pinned, 0));
+  pack_where(pk, r->pinned, r->device, 0);
   proto_pack_cstr(pk, "op"), proto_pack_cstr(pk, ops[a->op]);
   gkc__pack_algo(pk, a->algo);
   gkc__pack_ref(pk, "x", &a->x);
@@ -272,6 +284,7 @@ int gkc__prep_reduce(gkc_conn *c, gkc__req *r, const gkc_reduce_args *a) {
   if (a->op != GKC_SUM && a->op != GKC_MIN && a->op != GKC_MAX)
     return gkc__fail(c, GKC_EINVALID_ARGUMENT, "op must be GKC_SUM, GKC_MIN or GKC_MAX");
   r->a.reduce = *a;
+  if (gkc__device(c) >= 0) r->pinned = 1, r->device = gkc__device(c);
   r->method = "reduce", r->pack = pack_reduce, r->take = take_scalar;
   return 0;
 }
@@ -390,7 +403,8 @@ int gkc_axpby(gkc_conn *c, float alpha, gkc_ref x, float beta, gkc_ref y, gkc_ou
 
 static void pack_upload(msgpack_packer *pk, const gkc__req *r) {
   const gkc_upload_args *u = &r->a.upload;
-  msgpack_pack_map(pk, 3);
+  msgpack_pack_map(pk, 3 + where_keys(r->pinned, r->replicate));
+  pack_where(pk, r->pinned, r->device, r->replicate);
   proto_pack_cstr(pk, "dtype"), proto_pack_cstr(pk, u->dtype == GKC_I32 ? "i32" : "f32");
   proto_pack_cstr(pk, "shared"), u->shared ? msgpack_pack_true(pk) : msgpack_pack_false(pk);
   gkc__pack_ref(pk, "data", &u->data);
@@ -401,6 +415,7 @@ static int take_handle(gkc_conn *c, const msgpack_object *r, gkc__req *req, gkc_
   uint64_t v = 0;
   int rc = gkc__get_uint(c, r, "handle", UINT32_MAX, &v);
   res->id = (uint32_t)v;
+  gkc__take_info(r, &res->info);
   return rc;
 }
 
@@ -470,7 +485,8 @@ static void pack_csr(msgpack_packer *pk, const gkc__req *r) {
   size_t nnz = (size_t)A->nnz;
   gkc_ref rp = gkc_ref_mem(A->row_ptr, ((size_t)A->rows + 1) * 4);
   gkc_ref ci = gkc_ref_mem(A->col_idx, nnz * 4), va = gkc_ref_mem(A->values, nnz * 4);
-  msgpack_pack_map(pk, 6);
+  msgpack_pack_map(pk, 6 + where_keys(r->pinned, r->replicate));
+  pack_where(pk, r->pinned, r->device, r->replicate);
   proto_pack_cstr(pk, "rows"), msgpack_pack_int32(pk, A->rows);
   proto_pack_cstr(pk, "cols"), msgpack_pack_int32(pk, A->cols);
   proto_pack_cstr(pk, "shared"),
@@ -482,6 +498,7 @@ static void pack_csr(msgpack_packer *pk, const gkc__req *r) {
 
 static int take_csr(gkc_conn *c, const msgpack_object *r, gkc__req *req, gkc_result *res) {
   (void)req;
+  gkc__take_info(r, &res->info);
   gkc__get_str(r, "algo", res->info.algo, sizeof res->info.algo);
   uint64_t v = 0;
   int rc = gkc__get_uint(c, r, "matrix", UINT32_MAX, &v);
@@ -511,6 +528,53 @@ int gkc_csr_upload(gkc_conn *c, const gkc_csr *A, int shared, uint32_t *matrix, 
     if (matrix) *matrix = res.id;
     if (algo) memcpy(algo, res.info.algo, 32);
   }
+  return rc;
+}
+
+/* A placement as the request's arguments. */
+static int placement_args(gkc_conn *c, const gkc_placement *w, int *pinned, int *device,
+                          int *replicate, int *shared) {
+  *pinned = *device = *replicate = *shared = 0;
+  if (!w) return 0;
+  if (w->device < GKC_DEVICE_AUTO)
+    return gkc__fail(c, GKC_EINVALID_ARGUMENT, "placement: device %d is neither a device number"
+                     " nor GKC_DEVICE_AUTO", w->device);
+  if (w->device >= 0 && w->replicate)
+    return gkc__fail(c, GKC_EINVALID_ARGUMENT, "placement: a replicated object lives on every"
+                     " device; give device GKC_DEVICE_AUTO with replicate");
+  *pinned = w->device >= 0;
+  *device = w->device >= 0 ? w->device : 0;
+  *replicate = w->replicate != 0;
+  *shared = w->shared != 0;
+  return 0;
+}
+
+int gkc_upload_placed(gkc_conn *c, gkc_ref data, gkc_dtype dtype, const gkc_placement *where,
+                      uint32_t *handle, int *device) {
+  gkc_upload_args a = {data, dtype, 0};
+  int pinned, dev, replicate;
+  int prc = placement_args(c, where, &pinned, &dev, &replicate, &a.shared);
+  if (prc) return prc;
+  BLOCKING(gkc__prep_upload(c, &r, &a));
+  r.pinned = pinned, r.device = dev, r.replicate = replicate;
+  rc = run(c, &r, rc, &res, NULL);
+  if (rc == 0 && handle) *handle = res.id;
+  if (rc == 0 && device) *device = res.info.device;
+  return rc;
+}
+
+int gkc_csr_upload_placed(gkc_conn *c, const gkc_csr *A, const gkc_placement *where,
+                          uint32_t *matrix, int *device) {
+  if (!A) return gkc__fail(c, GKC_EINVALID_ARGUMENT, "A and its arrays must not be NULL");
+  gkc_csr_upload_args a = {*A, 0};
+  int pinned, dev, replicate;
+  int prc = placement_args(c, where, &pinned, &dev, &replicate, &a.shared);
+  if (prc) return prc;
+  BLOCKING(gkc__prep_csr_upload(c, &r, &a));
+  r.pinned = pinned, r.device = dev, r.replicate = replicate;
+  rc = run(c, &r, rc, &res, NULL);
+  if (rc == 0 && matrix) *matrix = res.id;
+  if (rc == 0 && device) *device = res.info.device;
   return rc;
 }
 

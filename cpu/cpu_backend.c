@@ -20,6 +20,10 @@
 
 typedef struct {
   int nthreads;
+  int index, count;       /* virtual device index of count (--cpu-devices) */
+  char name[128];         /* as status shows it */
+  size_t mem_limit;       /* its memory pool; 0: no limit of its own */
+  atomic_size_t mem_used; /* resident bytes allocated from it */
 } cpu_impl;
 
 static const char *const sgemm_algos[] = {"openblas", NULL};
@@ -57,19 +61,42 @@ static const void *aligned(const gkcd_span *s, void **tmp) {
   return *tmp;
 }
 
+/* Each virtual device has its own pool: what one allocates counts against
+ * it alone, so one device can run out while the others go on. */
 static int cpu_res_alloc(gkcd_backend *be, size_t bytes, void **ptr, size_t *cap, char *msg,
                          size_t msglen) {
-  (void)be;
-  *ptr = malloc(bytes ? bytes : 1);
+  cpu_impl *impl = be->impl;
+  *ptr = NULL;
   *cap = bytes;
+  if (impl->mem_limit) {
+    size_t used = atomic_fetch_add(&impl->mem_used, bytes);
+    if (used + bytes < used || used + bytes > impl->mem_limit) {
+      atomic_fetch_sub(&impl->mem_used, bytes);
+      snprintf(msg, msglen, "device %d: cannot allocate %zu bytes: its memory of %zu bytes holds"
+               " %zu already", be->device, bytes, impl->mem_limit, used);
+      return GKC_EOUT_OF_MEMORY;
+    }
+  }
+  *ptr = malloc(bytes ? bytes : 1);
   if (*ptr) return 0;
+  if (impl->mem_limit) atomic_fetch_sub(&impl->mem_used, bytes);
   snprintf(msg, msglen, "cannot allocate %zu bytes", bytes);
   return GKC_EOUT_OF_MEMORY;
 }
 
 static void cpu_res_free(gkcd_backend *be, void *ptr, size_t cap) {
-  (void)be, (void)cap;
+  cpu_impl *impl = be->impl;
+  if (ptr && impl->mem_limit) atomic_fetch_sub(&impl->mem_used, cap);
   free(ptr);
+}
+
+/* Virtual devices share the host's memory: a copy between them is memcpy. */
+static int cpu_peer_copy(gkcd_backend *be, void *dst, gkcd_backend *from, const void *src,
+                         size_t bytes, int *peer, char *msg, size_t msglen) {
+  (void)be, (void)from, (void)msg, (void)msglen;
+  memcpy(dst, src, bytes);
+  *peer = 1;
+  return 0;
 }
 
 /* Where the array result goes: a new buffer for the reply, a new resident
@@ -302,6 +329,12 @@ static void cpu_run(gkcd_backend *be, gkcd_job *job) {
     case PROTO_M_BATCH: run_batch(impl, job); break;
     default: job_fail(job, GKC_EINTERNAL, "the cpu backend has no method %d", job->method);
   }
+  /* A device lost while the job ran (fault injection, in tests) takes the
+   * job with it, as a GPU's sticky error would. */
+  if (!job->err && atomic_load(&be->lost)) {
+    job_fail(job, GKC_EDEVICE_LOST, "device %d (%s) was lost: %s", be->device, impl->name,
+             backend_lost_reason(be));
+  }
   if (job->err) drop_out(be, job);
   job_finish(job);
 }
@@ -348,9 +381,16 @@ static int cpu_devices(gkcd_backend *be, gkcd_device_info *out, int max) {
   cpu_impl *impl = be->impl;
   if (max < 1) return 0;
   memset(out, 0, sizeof *out);
-  cpu_model(out->name, sizeof out->name);
-  out->memory_total = meminfo("MemTotal");
-  out->memory_free = meminfo("MemAvailable");
+  snprintf(out->name, sizeof out->name, "%s", impl->name);
+  out->kind = "cpu";
+  out->gpu = -1;
+  if (impl->mem_limit) {
+    out->memory_total = impl->mem_limit;
+    out->memory_free = impl->mem_limit - atomic_load(&impl->mem_used);
+  } else {
+    out->memory_total = meminfo("MemTotal");
+    out->memory_free = meminfo("MemAvailable");
+  }
   out->threads = impl->nthreads > 0 ? impl->nthreads : (int)sysconf(_SC_NPROCESSORS_ONLN);
   return 1;
 }
@@ -394,20 +434,12 @@ done:
   return r;
 }
 
-int cpu_backend_create(gkcd_backend **out, int nthreads, char *msg, size_t msglen) {
+/* One backend over impl, with the cost model's starting rates. */
+static gkcd_backend *make_backend(cpu_impl *impl, const cost_rates *rates) {
   gkcd_backend *be = calloc(1, sizeof *be);
-  cpu_impl *impl = calloc(1, sizeof *impl);
-  if (!be || !impl) {
-    free(be);
-    free(impl);
-    snprintf(msg, msglen, "out of memory");
-    return GKC_EOUT_OF_MEMORY;
-  }
-  impl->nthreads = nthreads;
+  if (!be) return NULL;
   be->name = "cpu";
-  /* A start for the cost model, measured; it corrects itself from the
-   * times requests take. */
-  be->rates = measure_rates(nthreads);
+  be->rates = *rates;
   be->latency_workers = 1;
   be->algos[PROTO_M_SGEMM] = sgemm_algos;
   be->algos[PROTO_M_REDUCE] = reduce_algos;
@@ -419,10 +451,50 @@ int cpu_backend_create(gkcd_backend **out, int nthreads, char *msg, size_t msgle
   be->run = cpu_run;
   be->res_alloc = cpu_res_alloc;
   be->res_free = cpu_res_free;
+  be->peer_copy = cpu_peer_copy;
   be->spmv_pick = cpu_spmv_pick;
   be->devices = cpu_devices;
   be->destroy = cpu_destroy;
   be->impl = impl;
-  *out = be;
+  return be;
+}
+
+int cpu_backends_create(gkcd_backend **out, int count, int nthreads, size_t memory_each, char *msg,
+                        size_t msglen) {
+  if (count < 1 || count > GKCD_MAX_DEVICES) {
+    snprintf(msg, msglen, "--cpu-devices %d is outside 1..%d", count, GKCD_MAX_DEVICES);
+    return GKC_EINVALID_ARGUMENT;
+  }
+  char model[128];
+  cpu_model(model, sizeof model);
+  if (count > 1 && memory_each == 0) memory_each = meminfo("MemTotal") / (uint64_t)count;
+  /* A start for the cost model, measured once with one device's threads:
+   * the virtual devices are alike.  It corrects itself from the times
+   * requests take. */
+  cost_rates rates = measure_rates(nthreads);
+  for (int i = 0; i < count; i++) {
+    cpu_impl *impl = calloc(1, sizeof *impl);
+    gkcd_backend *be = impl ? make_backend(impl, &rates) : NULL;
+    if (!be) {
+      free(impl);
+      for (int j = 0; j < i; j++) out[j]->destroy(out[j]);
+      snprintf(msg, msglen, "out of memory");
+      return GKC_EOUT_OF_MEMORY;
+    }
+    impl->nthreads = nthreads;
+    impl->index = i, impl->count = count;
+    impl->mem_limit = count > 1 ? memory_each : 0; /* one device: the host's memory, as ever */
+    atomic_init(&impl->mem_used, 0);
+    if (count > 1)
+      snprintf(impl->name, sizeof impl->name, "%.100s (virtual %d/%d)", model, i, count);
+    else
+      snprintf(impl->name, sizeof impl->name, "%s", model);
+    be->device = i;
+    out[i] = be;
+  }
   return 0;
+}
+
+int cpu_backend_create(gkcd_backend **out, int nthreads, char *msg, size_t msglen) {
+  return cpu_backends_create(out, 1, nthreads, 0, msg, msglen);
 }

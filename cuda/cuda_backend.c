@@ -1,4 +1,5 @@
-/* cuda_backend.c: the backend that serves requests from one CUDA GPU.
+/* cuda_backend.c: the backend that serves requests from one CUDA GPU, or
+ * from one part of one (--split-device; cuda_multi.c opens them all).
  *
  * A fixed set of stream slots (--streams), each with its gkcu context
  * (cuBLAS/cuSPARSE handles bound to the stream), a pinned staging buffer
@@ -18,9 +19,12 @@
  * (cuda_slice.h).  job->lane picks the lane's slots.
  *
  * An error that poisons the CUDA context (an illegal address, say) cannot be
- * recovered in-process: the job gets device_error, every later job too, and
- * backend_fatal() makes the daemon finish what it can and exit non-zero so
- * the service manager restarts it.
+ * recovered in-process: it loses the GPU (every part of it, since they share
+ * the context): the job, every job of those backends still running and every
+ * later one get device_lost naming the device, and backend_device_lost()
+ * has the daemon go on from its other devices (or, with none left, exit
+ * non-zero so that the service manager restarts it).  Every call into CUDA
+ * from a daemon thread first makes the backend's GPU current.
  */
 #include <cuda_runtime_api.h>
 #include <pthread.h>
@@ -110,7 +114,7 @@ static const slice_budget *slicing(const cuda_impl *impl, const slot *s) {
 }
 
 /* Errors that leave the context unusable for everyone. */
-static int is_sticky(cudaError_t e) {
+int cuda_is_sticky(cudaError_t e) {
   switch (e) {
     case cudaSuccess:
     case cudaErrorMemoryAllocation:
@@ -128,9 +132,12 @@ void fail_cuda(cuda_impl *impl, gkcd_job *job, cudaError_t e, const char *what) 
     job_fail(job, GKC_EOUT_OF_MEMORY, "%s: %s", what, cudaGetErrorString(e));
     return;
   }
-  job_fail(job, GKC_EDEVICE_ERROR, "%s: %s", what, cudaGetErrorString(e));
-  if (is_sticky(e) && !atomic_exchange(&impl->poisoned, 1))
-    backend_fatal("the CUDA context is unusable after: %s: %s", what, cudaGetErrorString(e));
+  if (!cuda_is_sticky(e)) {
+    job_fail(job, GKC_EDEVICE_ERROR, "%s: %s", what, cudaGetErrorString(e));
+    return;
+  }
+  cuda_gpu_lost(impl, "%s: %s", what, cudaGetErrorString(e));
+  fail_lost(impl, job);
 }
 
 static int grow_stage(slot *s, size_t bytes, gkcd_job *job) {
@@ -395,8 +402,10 @@ static void run_on(cuda_impl *impl, slot *s, gkcd_job *job) {
         snprintf(job->errmsg, sizeof job->errmsg, "%s", gkcu_ctx_errmsg(s->ctx));
         job->err = rc;
         e = cudaStreamSynchronize(s->stream);
-        if (rc == GKC_EDEVICE_ERROR && is_sticky(e) && !atomic_exchange(&impl->poisoned, 1))
-          backend_fatal("the CUDA context is unusable after: %s", job->errmsg);
+        if (rc == GKC_EDEVICE_ERROR && cuda_is_sticky(e)) {
+          cuda_gpu_lost(impl, "%s", job->errmsg);
+          fail_lost(impl, job);
+        }
         goto out;
       }
     }
@@ -404,8 +413,10 @@ static void run_on(cuda_impl *impl, slot *s, gkcd_job *job) {
     snprintf(job->errmsg, sizeof job->errmsg, "%s", gkcu_ctx_errmsg(s->ctx));
     job->err = rc;
     e = cudaStreamSynchronize(s->stream);
-    if (rc == GKC_EDEVICE_ERROR && is_sticky(e) && !atomic_exchange(&impl->poisoned, 1))
-      backend_fatal("the CUDA context is unusable after: %s", job->errmsg);
+    if (rc == GKC_EDEVICE_ERROR && cuda_is_sticky(e)) {
+      cuda_gpu_lost(impl, "%s", job->errmsg);
+      fail_lost(impl, job);
+    }
     goto out;
   }
   /* The result back to the host: into the stage (then the reply), or
@@ -431,6 +442,9 @@ static void run_on(cuda_impl *impl, slot *s, gkcd_job *job) {
     memcpy(&job->value, s->stage, sizeof(double));
   else if (to_host && !direct)
     copy(job->out_kind == OUT_BIN ? job->out : job->out_ptr, s->stage, job->out_bytes);
+  /* Lost while it ran (another part's error, or the daemon took the device
+   * out): what it made there is not to be used. */
+  if (cuda_lost(impl)) fail_lost(impl, job);
 out:
   if (job->err) {
     free(job->out);
@@ -513,8 +527,8 @@ static int job_lane(const cuda_impl *impl, const gkcd_job *job) {
 
 static void cuda_run(gkcd_backend *be, gkcd_job *job) {
   cuda_impl *impl = be->impl;
-  if (atomic_load(&impl->poisoned)) {
-    job_fail(job, GKC_EDEVICE_ERROR, "the GPU failed earlier; gkcd is restarting");
+  if (cuda_lost(impl)) {
+    fail_lost(impl, job);
   } else if (job->method == PROTO_M_SGEMM && job->algo + 1 == GKCU_SGEMM_CUBLAS_TF32 &&
              !job->in.sgemm.tf32) {
     job_fail(job, GKC_EINVALID_ARGUMENT,
@@ -525,6 +539,7 @@ static void cuda_run(gkcd_backend *be, gkcd_job *job) {
     slot *s = take_slot(impl, job_lane(impl, job));
     job->method == PROTO_M_SOLVE ? cuda_run_solve(impl, s, job) : cuda_run_batch(impl, s, job);
     give_slot(impl, s);
+    if (!job->err && cuda_lost(impl)) fail_lost(impl, job);
   } else {
     cudaSetDevice(impl->device);
     slot *s = take_slot(impl, job_lane(impl, job));
@@ -544,15 +559,17 @@ static int cuda_res_alloc(gkcd_backend *be, size_t bytes, void **ptr, size_t *ca
 
 static void cuda_res_free(gkcd_backend *be, void *ptr, size_t cap) {
   cuda_impl *impl = be->impl;
+  cudaSetDevice(impl->device);
   devcache_free(impl->cache, ptr, cap);
 }
 
 /* Client regions are page-locked for DMA, so copies to and from them need
- * no staging.  Failure just means the slower staged path. */
+ * no staging.  Failure just means the slower staged path.  Portable: every
+ * GPU's copies use them, whichever device registered them. */
 static int cuda_region_pin(gkcd_backend *be, void *ptr, size_t bytes) {
   cuda_impl *impl = be->impl;
   cudaSetDevice(impl->device);
-  cudaError_t e = cudaHostRegister(ptr, bytes, cudaHostRegisterDefault);
+  cudaError_t e = cudaHostRegister(ptr, bytes, cudaHostRegisterPortable);
   if (e != cudaSuccess) {
     cudaGetLastError();
     return -1;
@@ -577,18 +594,28 @@ static int cuda_devices(gkcd_backend *be, gkcd_device_info *out, int max) {
   if (max < 1) return 0;
   memset(out, 0, sizeof *out);
   snprintf(out->name, sizeof out->name, "%s", impl->name);
+  out->kind = "cuda";
+  out->gpu = impl->device;
+  out->sms = lanes_part_sms(impl->lanes); /* its part, or the whole GPU */
   size_t free_b = 0, total_b = 0;
   cudaSetDevice(impl->device);
-  if (!atomic_load(&impl->poisoned) && cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) {
-    out->memory_total = total_b;
-    out->memory_free = free_b;
-  }
-  size_t cached, in_use;
+  size_t cached, in_use, own;
   devcache_stats(impl->cache, &cached, &in_use);
   out->cached_bytes = cached;
+  own = cached + in_use;
   if (impl->lane_cache != impl->cache) {
     devcache_stats(impl->lane_cache, &cached, &in_use);
     out->cached_bytes += cached;
+    own += cached + in_use;
+  }
+  if (!atomic_load(&impl->gpu->lost) && cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) {
+    out->memory_total = total_b;
+    out->memory_free = free_b;
+    /* The parts of a GPU share its memory: each reports the whole, and as
+     * used only what it holds itself. */
+    if (impl->gpu->nparts > 1) out->memory_free = own < total_b ? total_b - own : 0;
+  } else {
+    cudaGetLastError(); /* a lost or failing GPU reports no memory */
   }
   out->streams = impl->nslots;
   pthread_mutex_lock(&impl->mu);
@@ -609,6 +636,7 @@ static void cuda_lane_info(gkcd_backend *be, int lane, gkcd_lane_info *out) {
 
 static void cuda_destroy(gkcd_backend *be) {
   cuda_impl *impl = be->impl;
+  cudaSetDevice(impl->device);
   for (int i = 0; i < impl->nslots; i++) {
     slot *s = &impl->slots[i];
     gkcu_ctx_destroy(s->ctx);
@@ -626,13 +654,17 @@ static void cuda_destroy(gkcd_backend *be) {
   pthread_mutex_destroy(&impl->mu);
   for (int l = 0; l < LANES_MAX; l++) pthread_cond_destroy(&impl->cv[l]);
   free(impl->slots);
+  if (impl->gpu) {
+    impl->gpu->part[impl->part] = NULL;
+    cuda_gpu_release(impl->gpu);
+  }
   free(impl);
   free(be);
 }
 
 /* GKCD_CUDA_LANES=streams: no green contexts even where the driver has
  * them (to test and measure the fallback); unset or "green": use them. */
-static int force_streams(void) {
+int cuda_force_streams(void) {
   const char *v = getenv("GKCD_CUDA_LANES");
   if (!v || !*v || strcmp(v, "green") == 0) return 0;
   if (strcmp(v, "streams") == 0) return 1;
@@ -720,29 +752,35 @@ done:
   if (buf) cudaFree(buf);
 }
 
-int cuda_backend_create(gkcd_backend **out, const gkcd_config *cfg, char *msg, size_t msglen) {
-  int ndev = 0, rc;
-  cudaError_t e = cudaGetDeviceCount(&ndev);
-  if (e != cudaSuccess || ndev == 0) {
-    cudaGetLastError();
-    snprintf(msg, msglen, "%s", e != cudaSuccess ? cudaGetErrorString(e) : "no CUDA device");
-    return GKC_EDEVICE_ERROR;
-  }
+int cuda_part_open(gkcd_backend **out, const gkcd_config *cfg, cuda_gpu *gpu, int part,
+                   cuda_lanes *lanes, const char *gpu_name, char *msg, size_t msglen) {
+  int rc;
   gkcd_backend *be = calloc(1, sizeof *be);
   cuda_impl *impl = calloc(1, sizeof *impl);
-  if (!be || !impl) goto oom;
+  if (!be || !impl) {
+    free(be);
+    free(impl);
+    lanes_close(lanes);
+    snprintf(msg, msglen, "out of memory");
+    return GKC_EOUT_OF_MEMORY;
+  }
   be->impl = impl;
+  impl->be = be;
+  impl->lanes = lanes;
   pthread_mutex_init(&impl->mu, NULL);
   for (int l = 0; l < LANES_MAX; l++) pthread_cond_init(&impl->cv[l], NULL);
-  impl->device = 0;
-  struct cudaDeviceProp prop;
-  /* cudaFree(0) makes the primary context now: the green contexts retain
-   * it, and creating it under them would cost a second initialisation. */
-  if ((e = cudaSetDevice(0)) != cudaSuccess || (e = cudaFree(0)) != cudaSuccess ||
-      (e = cudaGetDeviceProperties(&prop, 0)) != cudaSuccess)
-    goto cuda_fail;
-  snprintf(impl->name, sizeof impl->name, "%.127s", prop.name);
-  if (lanes_open(&impl->lanes, impl->device, cfg->latency_sms, force_streams()) != 0) goto oom;
+  impl->device = gpu->ordinal;
+  impl->gpu = gpu;
+  impl->part = part;
+  atomic_fetch_add(&gpu->refs, 1);
+  gpu->part[part] = be;
+  if (gpu->nparts > 1)
+    snprintf(impl->name, sizeof impl->name, "%.90s (GPU %d, part %d/%d)", gpu_name, gpu->ordinal,
+             part + 1, gpu->nparts);
+  else
+    snprintf(impl->name, sizeof impl->name, "%.100s (GPU %d)", gpu_name, gpu->ordinal);
+  cudaError_t e;
+  if ((e = cudaSetDevice(impl->device)) != cudaSuccess) goto cuda_fail;
   int nlanes = lanes_count(impl->lanes);
   if (devcache_create(&impl->cache, cfg->device_cache_bytes) != 0) goto oom;
   impl->lane_cache = impl->cache;
@@ -814,6 +852,7 @@ int cuda_backend_create(gkcd_backend **out, const gkcd_config *cfg, char *msg, s
   be->devices = cuda_devices;
   be->lane_info = cuda_lane_info;
   be->destroy = cuda_destroy;
+  be->peer_copy = cuda_peer_copy;
   *out = be;
   return 0;
 
@@ -824,19 +863,9 @@ cuda_fail:
   return GKC_EDEVICE_ERROR;
 oom:
   snprintf(msg, msglen, "out of memory");
-  if (be && impl) cuda_destroy(be); else { free(be); free(impl); }
+  cuda_destroy(be);
   return GKC_EOUT_OF_MEMORY;
 }
 
-/* For now one backend on the first GPU; the multi-device version replaces this. */
-int cuda_backends_create(gkcd_backend **out, int max, int *count, const gkcd_config *cfg, char *msg,
-                         size_t msglen) {
-  *count = 0;
-  if (max < 1) {
-    snprintf(msg, msglen, "no room for a device");
-    return GKC_EINVALID_ARGUMENT;
-  }
-  int rc = cuda_backend_create(&out[0], cfg, msg, msglen);
-  if (rc == 0) *count = 1;
-  return rc;
-}
+int cuda_is_backend(const gkcd_backend *be) { return be && be->destroy == cuda_destroy; }
+

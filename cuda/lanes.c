@@ -17,6 +17,8 @@ struct cuda_lanes {
   int sms[LANES_MAX];
   char why[200];    /* why not green */
   CUgreenCtx g[LANES_MAX];
+  CUgreenCtx part;  /* --split-device: the part's own green context, which
+                     * the lanes' were split from (NULL otherwise) */
   int prio_least, prio_greatest; /* the primary context's stream priorities */
   PFN_cuDeviceGetDevResource_v12040 get_dev_resource;
   PFN_cuDevSmResourceSplitByCount_v12040 split_by_count;
@@ -87,10 +89,23 @@ static int green_make(cuda_lanes *L, CUdevice dev, CUdevResource *res, int lane)
   return 0;
 }
 
-/* Both lanes from one split of the device's SMs: the latency lane is the
- * split's one group, the bulk lane its remainder.  Separate splits could
- * hand out overlapping SM sets (shared/SCHEDULING.md). */
-static int green_open(cuda_lanes *L, int device, int want) {
+/* Destroys every green context L holds (its lanes', then its part's). */
+static void green_drop(cuda_lanes *L) {
+  for (int l = 0; l < LANES_MAX; l++)
+    if (L->g[l] && L->green_destroy) {
+      CUresult r = L->green_destroy(L->g[l]);
+      if (r != CUDA_SUCCESS) log_warn("lanes: cuGreenCtxDestroy: %s", cu_name(r));
+      L->g[l] = NULL;
+    }
+  if (L->part && L->green_destroy) {
+    CUresult r = L->green_destroy(L->part);
+    if (r != CUDA_SUCCESS) log_warn("lanes: cuGreenCtxDestroy (part): %s", cu_name(r));
+    L->part = NULL;
+  }
+}
+
+/* The driver functions green contexts need, and a driver new enough. */
+static int green_lookup(cuda_lanes *L) {
   int ver = 0;
   cudaError_t e = cudaDriverGetVersion(&ver);
   if (e != cudaSuccess) {
@@ -110,24 +125,24 @@ static int green_open(cuda_lanes *L, int device, int want) {
       LOOKUP(L, green_stream_create, "cuGreenCtxStreamCreate", 12050) ||
       LOOKUP(L, ctx_from_green, "cuCtxFromGreenCtx", 12040))
     return -1;
-  CUdevice dev;
-  TRY_CU(L, L->device_get(&dev, device));
-  CUdevResource all, part, rest;
-  memset(&all, 0, sizeof all);
+  return 0;
+}
+
+/* The lanes over base (the device's SMs, or a part's): want > 0: the
+ * latency lane is one group of want SMs split from base, the bulk lane its
+ * remainder (separate splits could hand out overlapping SM sets:
+ * shared/SCHEDULING.md); want <= 0: one lane, a green context over all of
+ * base. */
+static int green_lanes(cuda_lanes *L, CUdevice dev, CUdevResource *base, int want) {
+  unsigned total = base->sm.smCount;
+  if (want <= 0) return green_make(L, dev, base, LANES_BULK);
+  if ((unsigned)want >= total)
+    return why(L, "--latency-sms %d leaves no SM for the bulk lane (%u SMs to split)", want, total);
+  CUdevResource part, rest;
   memset(&part, 0, sizeof part);
   memset(&rest, 0, sizeof rest);
-  TRY_CU(L, L->get_dev_resource(dev, &all, CU_DEV_RESOURCE_TYPE_SM));
-  unsigned total = all.sm.smCount;
-  /* minSmPartitionSize and smCoscheduledAlignment are CUDA 13 fields: an
-   * older driver leaves them 0, and then the split alone says what it
-   * rounds to. */
-  log_info("lanes: the GPU has %u SMs; a partition is at least %u SMs, in multiples of %u%s", total,
-           all.sm.minSmPartitionSize, all.sm.smCoscheduledAlignment,
-           all.sm.minSmPartitionSize ? "" : " (0: not reported by this driver)");
-  if ((unsigned)want >= total)
-    return why(L, "--latency-sms %d leaves no SM for the bulk lane (the GPU has %u)", want, total);
   unsigned groups = 1;
-  TRY_CU(L, L->split_by_count(&part, &groups, &all, &rest, 0, (unsigned)want));
+  TRY_CU(L, L->split_by_count(&part, &groups, base, &rest, 0, (unsigned)want));
   if (groups < 1) return why(L, "the driver could not make a partition of %d SMs", want);
   if (rest.sm.smCount == 0)
     return why(L, "a latency partition of %u SMs (asked %d) leaves none for the bulk lane",
@@ -136,10 +151,27 @@ static int green_open(cuda_lanes *L, int device, int want) {
   return 0;
 }
 
-int lanes_open(cuda_lanes **out, int device, int latency_sms, int force_streams) {
+static int green_open(cuda_lanes *L, int device, int want) {
+  if (green_lookup(L)) return -1;
+  CUdevice dev;
+  TRY_CU(L, L->device_get(&dev, device));
+  CUdevResource all;
+  memset(&all, 0, sizeof all);
+  TRY_CU(L, L->get_dev_resource(dev, &all, CU_DEV_RESOURCE_TYPE_SM));
+  /* minSmPartitionSize and smCoscheduledAlignment are CUDA 13 fields: an
+   * older driver leaves them 0, and then the split alone says what it
+   * rounds to. */
+  log_info("lanes: the GPU has %u SMs; a partition is at least %u SMs, in multiples of %u%s",
+           all.sm.smCount, all.sm.minSmPartitionSize, all.sm.smCoscheduledAlignment,
+           all.sm.minSmPartitionSize ? "" : " (0: not reported by this driver)");
+  return green_lanes(L, dev, &all, want);
+}
+
+/* A lanes object for device with no green context yet: its SM count and
+ * stream priorities.  NULL when memory runs out. */
+static cuda_lanes *lanes_new(int device, int *total) {
   cuda_lanes *L = calloc(1, sizeof *L);
-  if (!L) return GKC_EOUT_OF_MEMORY;
-  *out = L;
+  if (!L) return NULL;
   if (!g_error_name) {
     void *fn = NULL;
     enum cudaDriverEntryPointQueryResult q;
@@ -149,15 +181,23 @@ int lanes_open(cuda_lanes **out, int device, int latency_sms, int force_streams)
     else
       cudaGetLastError();
   }
-  int total = 0;
-  if (cudaDeviceGetAttribute(&total, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+  *total = 0;
+  if (cudaDeviceGetAttribute(total, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
     cudaGetLastError();
-    total = 0;
+    *total = 0;
   }
   if (cudaDeviceGetStreamPriorityRange(&L->prio_least, &L->prio_greatest) != cudaSuccess) {
     cudaGetLastError(); /* no priorities: both lanes at the default */
     L->prio_least = L->prio_greatest = 0;
   }
+  return L;
+}
+
+int lanes_open(cuda_lanes **out, int device, int latency_sms, int force_streams) {
+  int total;
+  cuda_lanes *L = lanes_new(device, &total);
+  if (!L) return GKC_EOUT_OF_MEMORY;
+  *out = L;
   L->n = latency_sms > 0 ? 2 : 1;
   L->sms[LANES_BULK] = L->sms[LANES_LATENCY] = total;
   if (L->n == 1) {
@@ -174,12 +214,7 @@ int lanes_open(cuda_lanes **out, int device, int latency_sms, int force_streams)
              latency_sms, L->sms[LANES_BULK]);
     return 0;
   }
-  for (int l = 0; l < LANES_MAX; l++)
-    if (L->g[l] && L->green_destroy) {
-      CUresult r = L->green_destroy(L->g[l]);
-      if (r != CUDA_SUCCESS) log_warn("lanes: cuGreenCtxDestroy: %s", cu_name(r));
-      L->g[l] = NULL;
-    }
+  green_drop(L);
   L->sms[LANES_BULK] = L->sms[LANES_LATENCY] = total;
   log_warn("lanes: no green contexts (%s); both lanes share all %d SMs, the latency lane's streams"
            " at the highest priority (%d, bulk %d), bulk kernels cut into slices",
@@ -189,12 +224,122 @@ int lanes_open(cuda_lanes **out, int device, int latency_sms, int force_streams)
 
 void lanes_close(cuda_lanes *L) {
   if (!L) return;
-  for (int l = 0; l < LANES_MAX; l++)
-    if (L->g[l]) {
-      CUresult r = L->green_destroy(L->g[l]);
-      if (r != CUDA_SUCCESS) log_warn("lanes: cuGreenCtxDestroy: %s", cu_name(r));
-    }
+  green_drop(L);
   free(L);
+}
+
+/* --split-device: nparts equal parts of the device's SMs from one split
+ * (the largest size the driver can make nparts groups of: it rounds a
+ * group to its granularity, 8 SMs on sm_90, so the size is found by asking
+ * it, not assumed), each made a green context; a split's results cannot be
+ * split again, so each part's lanes are split from its green context's own
+ * resource.  0, or -1 with why(P[0]) set (nothing left open). */
+static int green_parts(cuda_lanes **P, int nparts, int device, int want, int *spare) {
+  cuda_lanes *L0 = P[0];
+  if (green_lookup(L0)) return -1;
+  for (int i = 1; i < nparts; i++) {
+    cuda_lanes *Li = P[i];
+    int pl = Li->prio_least, pg = Li->prio_greatest;
+    *Li = *L0; /* the driver functions */
+    Li->prio_least = pl;
+    Li->prio_greatest = pg;
+  }
+  CUdevice dev;
+  TRY_CU(L0, L0->device_get(&dev, device));
+  CUdevResource all, rest;
+  memset(&all, 0, sizeof all);
+  memset(&rest, 0, sizeof rest);
+  TRY_CU(L0, L0->get_dev_resource(dev, &all, CU_DEV_RESOURCE_TYPE_SM));
+  unsigned total = all.sm.smCount, size = total / (unsigned)nparts, groups = 0;
+  log_info("lanes: GPU %d has %u SMs; a partition is at least %u SMs, in multiples of %u%s", device,
+           total, all.sm.minSmPartitionSize, all.sm.smCoscheduledAlignment,
+           all.sm.minSmPartitionSize ? "" : " (0: not reported by this driver)");
+  for (; size > 0; size--) { /* a dry run (no result array) counts the groups */
+    groups = 0;
+    TRY_CU(L0, L0->split_by_count(NULL, &groups, &all, NULL, 0, size));
+    if (groups >= (unsigned)nparts) break;
+  }
+  if (size == 0) return why(L0, "the driver cannot cut %u SMs into %d parts", total, nparts);
+  CUdevResource *res = calloc((size_t)nparts, sizeof *res);
+  if (!res) return why(L0, "out of memory");
+  groups = (unsigned)nparts;
+  CUresult r = L0->split_by_count(res, &groups, &all, &rest, 0, size);
+  if (r != CUDA_SUCCESS || groups != (unsigned)nparts) {
+    free(res);
+    return why(L0, "cuDevSmResourceSplitByCount(%d x %u SMs): %s", nparts, size,
+               r != CUDA_SUCCESS ? cu_name(r) : "too few groups");
+  }
+  *spare = (int)rest.sm.smCount;
+  int rc = 0;
+  for (int i = 0; i < nparts && rc == 0; i++) {
+    cuda_lanes *L = P[i];
+    CUdevResourceDesc desc;
+    CUdevResource mine;
+    memset(&mine, 0, sizeof mine);
+    if ((r = L->generate_desc(&desc, &res[i], 1)) != CUDA_SUCCESS ||
+        (r = L->green_create(&L->part, desc, dev, CU_GREEN_CTX_DEFAULT_STREAM)) != CUDA_SUCCESS ||
+        (r = L->green_get_resource(L->part, &mine, CU_DEV_RESOURCE_TYPE_SM)) != CUDA_SUCCESS) {
+      rc = why(L0, "part %d's green context (%u SMs): %s", i, res[i].sm.smCount, cu_name(r));
+      break;
+    }
+    if (green_lanes(L, dev, &mine, want) != 0) {
+      if (L != L0) snprintf(L0->why, sizeof L0->why, "part %d: %.150s", i, L->why);
+      rc = -1;
+    }
+  }
+  free(res);
+  if (rc)
+    for (int i = 0; i < nparts; i++) green_drop(P[i]);
+  return rc;
+}
+
+int lanes_open_parts(cuda_lanes **out, int nparts, int device, int latency_sms, int force_streams,
+                     int *spare_sms) {
+  int total = 0;
+  *spare_sms = 0;
+  for (int i = 0; i < nparts; i++) {
+    out[i] = lanes_new(device, &total);
+    if (!out[i]) {
+      for (int j = 0; j < i; j++) lanes_close(out[j]);
+      return GKC_EOUT_OF_MEMORY;
+    }
+    out[i]->n = latency_sms > 0 ? 2 : 1;
+  }
+  int green = 0;
+  if (force_streams)
+    why(out[0], "GKCD_CUDA_LANES=streams");
+  else if (green_parts(out, nparts, device, latency_sms, spare_sms) == 0)
+    green = 1;
+  for (int i = 0; i < nparts; i++) {
+    cuda_lanes *L = out[i];
+    L->green = green;
+    if (!green) {
+      snprintf(L->why, sizeof L->why, "%s", out[0]->why);
+      L->sms[LANES_BULK] = L->sms[LANES_LATENCY] = total;
+    } else if (L->n == 1) {
+      L->sms[LANES_LATENCY] = L->sms[LANES_BULK];
+    }
+  }
+  if (green) {
+    for (int i = 0; i < nparts; i++)
+      log_info("lanes: GPU %d part %d/%d: green contexts: %s%d SMs%s", device, i + 1, nparts,
+               out[i]->n > 1 ? "latency " : "", out[i]->sms[out[i]->n > 1 ? LANES_LATENCY : LANES_BULK],
+               out[i]->n > 1 ? "" : " (lanes off)");
+    for (int i = 0; i < nparts && out[i]->n > 1; i++)
+      log_info("lanes: GPU %d part %d/%d: bulk %d SMs", device, i + 1, nparts, out[i]->sms[LANES_BULK]);
+    log_info("lanes: GPU %d: %d SMs left over by the split into %d parts", device, *spare_sms, nparts);
+    return 0;
+  }
+  *spare_sms = 0;
+  log_warn("--split-device %d: no green contexts on GPU %d (%s); the %d devices share all %d SMs"
+           " through streams%s", nparts, device, out[0]->why, nparts, total,
+           out[0]->n > 1 ? ", each device's latency lane at the highest priority, bulk kernels sliced" : "");
+  return 0;
+}
+
+int lanes_part_sms(const cuda_lanes *L) {
+  if (!L->green) return L->sms[LANES_BULK];
+  return L->n > 1 ? L->sms[LANES_BULK] + L->sms[LANES_LATENCY] : L->sms[LANES_BULK];
 }
 
 int lanes_count(const cuda_lanes *L) { return L->n; }

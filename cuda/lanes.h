@@ -47,6 +47,19 @@ typedef struct cuda_lanes cuda_lanes;
 int lanes_open(cuda_lanes **out, int device, int latency_sms, int force_streams);
 void lanes_close(cuda_lanes *L);
 
+/* --split-device N: out[0..nparts) each get an equal, disjoint share of
+ * device's SMs (one split of the device; the driver's granularity leaves
+ * *spare_sms unused), each share a green context whose own SMs are then
+ * split between that part's lanes as lanes_open does (latency_sms <= 0:
+ * one lane over the whole share).  Without green contexts (old driver,
+ * MIG, force_streams, any failure: logged) every part falls back to the
+ * whole device shared through streams, with lanes_green() 0 and
+ * *spare_sms 0.  0, or GKC_EOUT_OF_MEMORY with nothing left open. */
+int lanes_open_parts(cuda_lanes **out, int nparts, int device, int latency_sms, int force_streams,
+                     int *spare_sms);
+/* The SMs a part may use in all (its lanes' together), or the device's. */
+int lanes_part_sms(const cuda_lanes *L);
+
 /* 1, or 2 when a latency lane exists. */
 int lanes_count(const cuda_lanes *L);
 /* 1 when the lanes have disjoint SMs (green contexts). */

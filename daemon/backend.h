@@ -26,6 +26,9 @@ typedef struct {
   int threads;                        /* CPU threads, or 0 */
   uint64_t cached_bytes;              /* device memory kept for reuse */
   int streams, streams_busy;          /* GPU streams, and how many are working */
+  int sms;                            /* GPU multiprocessors it may use (0: CPU) */
+  int gpu;                            /* CUDA ordinal (-1: CPU) */
+  const char *kind;                   /* "cpu", "cuda"; NULL: the backend's name */
 } gkcd_device_info;
 
 /* A lane as the backend made it (status). */
@@ -87,6 +90,12 @@ struct gkcd_backend {
  * from the others.  When no device is left it calls backend_fatal. */
 void backend_device_lost(gkcd_backend *be, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Why be was lost (what backend_device_lost was told), "" while it serves. */
+const char *backend_lost_reason(const gkcd_backend *be);
+/* The daemon's side of backend_device_lost (devices.c): called once per
+ * lost device, from the thread that lost it. */
+void backend_set_lost_hook(void (*hook)(gkcd_backend *be, void *arg), void *arg);
+
 #define GKCD_ALGO_AUTO (-1)
 
 /* Index of name in be's algo list for method, GKCD_ALGO_AUTO for "auto",
@@ -116,6 +125,12 @@ const char *batch_op_name(int op);
 /* Backend constructors: 0 on success, else a negative gkc_error with the
  * reason in msg.  nthreads is the CPU parallelism per kernel (0 = all). */
 int cpu_backend_create(gkcd_backend **out, int nthreads, char *msg, size_t msglen);
+/* The CPU backend as count virtual devices (--cpu-devices): each with
+ * nthreads kernel threads and a memory pool of memory_each bytes (0: the
+ * host's memory over count) with its own accounting; peer_copy is memcpy.
+ * out[0..count) are filled, or nothing is left open. */
+int cpu_backends_create(gkcd_backend **out, int count, int nthreads, size_t memory_each, char *msg,
+                        size_t msglen);
 #ifdef GKC_HAVE_CUDA
 int cuda_backend_create(gkcd_backend **out, const gkcd_config *cfg, char *msg, size_t msglen);
 /* One backend per GPU in cfg->devices (every visible one when ndevices is

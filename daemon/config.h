@@ -61,6 +61,7 @@ typedef struct {
   int devices[GKCD_MAX_DEVICES]; /* --devices 0,2: GPU ordinals to open, in order */
   int ndevices;                /* 0: every visible GPU */
   int cpu_devices;             /* --cpu-devices N: virtual devices of the CPU backend */
+  size_t cpu_device_memory;    /* --cpu-device-memory: each one's pool; 0 = host memory / N */
   int split_device;            /* --split-device N: each GPU cut into N devices by SM partition */
 } gkcd_config;
 

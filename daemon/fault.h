@@ -12,9 +12,17 @@
 
 #include "job.h"
 
+/* "device_lost:dev=N[:after=K]" fails device N through backend_device_lost
+ * when its job number K+1 (default 1) starts: the first K run normally.
+ */
+
 /* Reads GKCD_FAULT once at start-up; returns -1 when it is malformed. */
 int fault_init(void);
 /* 0 normally; nonzero when job was failed on purpose. */
 int fault_inject(gkcd_job *job);
+/* Worker thread, before a job runs on job->be: counts the device's jobs and
+ * loses the device when its time has come.  Always 0 (the job then finds
+ * its device lost). */
+int fault_device(gkcd_job *job);
 
 #endif

@@ -213,7 +213,36 @@ struct gkcd_job {
   void *priv[2];        /* private copies of CSR indices that came in a region */
   int reg_pinned;       /* shm_register: the backend registered the mapping for DMA */
   gkcd_job *next;
+
+  /* --- several devices (devices.h, place.h, split.h) ---------------------- */
+  struct gkcd_backend *be; /* the device that runs it, set at dispatch */
+  int device;           /* its index; -1 while not placed */
+  int pin_device;       /* the `device` argument, or -1 */
+  int replicate;        /* upload, csr_upload: a copy on every live device */
+  uint64_t dev_mask;    /* devices it may run on (bit d: device d), from its operands */
+  double dev_cost_us;   /* predicted worker time on its device (that device's model) */
+  /* Operands moved here from another device before it ran (work.c): the
+   * copies, freed with the job on its device. */
+  void *moved[JOB_MAX_RES];
+  size_t moved_cap[JOB_MAX_RES];
+  int nmoved;
+  double peer_bytes, peer_us; /* what the moves cost (reply fields), 0 when none */
+  int peer_direct;      /* the moves went peer to peer, not staged */
+  /* Split work: the parent runs as parts on several devices (split.c). */
+  uint64_t split_mask;  /* parent: the devices its parts ran on; 0 when not split */
+  int nparts;
+  gkcd_job **parts;     /* parent: its parts, freed with it */
+  gkcd_job *parent;     /* part: the job it is a piece of */
+  atomic_int parts_left;
+  /* replicate: each device's copy {ptr, cap}, indexed by device (malloc'd). */
+  struct gkcd_copy *copies;
 };
+
+/* One device's copy of a replicated object. */
+typedef struct gkcd_copy {
+  void *ptr;
+  size_t cap;
+} gkcd_copy;
 
 /* Sets job->err and a formatted message. */
 void job_fail(gkcd_job *job, int err, const char *fmt, ...)

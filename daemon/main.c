@@ -13,12 +13,15 @@
 #include "options.h"
 #include "server.h"
 
-static int open_backend(const gkcd_config *cfg, gkcd_backend **be) {
+/* Opens the devices to serve from into be[], *n of them: every selected
+ * GPU (each cut into --split-device parts), or the CPU backend's
+ * --cpu-devices virtual devices. */
+static int open_backend(const gkcd_config *cfg, gkcd_backend **be, int *n) {
   char msg[256] = "";
   int want_cuda = strcmp(cfg->backend, "cpu") != 0;
 #ifdef GKC_HAVE_CUDA
   if (want_cuda) {
-    if (cuda_backend_create(be, cfg, msg, sizeof msg) == 0) return 0;
+    if (cuda_backends_create(be, GKCD_MAX_DEVICES, n, cfg, msg, sizeof msg) == 0) return 0;
     if (strcmp(cfg->backend, "cuda") == 0) {
       log_err("CUDA backend unavailable: %s", msg);
       return -1;
@@ -32,10 +35,21 @@ static int open_backend(const gkcd_config *cfg, gkcd_backend **be) {
   }
   if (want_cuda) log_info("built without CUDA; serving from the CPU backend");
 #endif
-  if (cpu_backend_create(be, cfg->kernel_threads, msg, sizeof msg) != 0) {
+  /* The virtual devices share the host's cores: each gets its share of
+   * --kernel-threads (all of them when 0), at least one. */
+  int count = cfg->cpu_devices > 0 ? cfg->cpu_devices : 1;
+  int threads = cfg->kernel_threads;
+  if (count > 1) {
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    int total = threads > 0 ? threads : (int)(ncpu > 0 ? ncpu : 1);
+    threads = total / count > 0 ? total / count : 1;
+  }
+  if (cpu_backends_create(be, count, threads, cfg->cpu_device_memory, msg, sizeof msg) != 0) {
     log_err("CPU backend: %s", msg);
     return -1;
   }
+  *n = count;
+  if (count > 1) log_info("CPU backend as %d virtual devices, %d kernel threads each", count, threads);
   return 0;
 }
 
@@ -57,7 +71,8 @@ int main(int argc, char **argv) {
   log_set_level(cfg->log_level);
   if (options_resolve_access(cfg) != 0) return 2;
   if (fault_init() != 0) {
-    log_err("GKCD_FAULT must be METHOD:CODE or METHOD:delay=MS, e.g. sgemm:device_error");
+    log_err("GKCD_FAULT must be METHOD:CODE, METHOD:delay=MS or device_lost:dev=N[:after=K],"
+            " e.g. sgemm:device_error");
     return 2;
   }
   raise_fd_limit();
@@ -75,22 +90,23 @@ int main(int argc, char **argv) {
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
 
-  gkcd_backend *be;
-  if (open_backend(cfg, &be) != 0) return 1;
+  static gkcd_backend *be[GKCD_MAX_DEVICES];
+  int ndev = 0;
+  if (open_backend(cfg, be, &ndev) != 0) return 1;
   uv_loop_t *loop = uv_default_loop();
-  if (server_start(&srv, loop, be) != 0) {
+  if (server_start(&srv, loop, be, ndev) != 0) {
     if (srv.bound) unlink(cfg->socket_path);
-    be->destroy(be);
+    server_destroy_devices(&srv, be, ndev);
     return 1;
   }
-  log_info("gkcd %s listening on %s%s (backend %s, %d threads, max request %zu bytes)",
-           GKC_VERSION, cfg->socket_path, srv.activated ? " (from systemd)" : "", be->name,
-           cfg->threads, cfg->max_request_bytes);
+  log_info("gkcd %s listening on %s%s (backend %s, %d device(s), %d threads each, max request"
+           " %zu bytes)", GKC_VERSION, cfg->socket_path, srv.activated ? " (from systemd)" : "",
+           be[0]->name, ndev, cfg->threads, cfg->max_request_bytes);
   notify_ready(&srv);
   pthread_sigmask(SIG_UNBLOCK, &stop_signals, NULL);
   server_run(&srv);
   server_close(&srv);
   uv_loop_close(loop);
-  be->destroy(be);
+  server_destroy_devices(&srv, be, ndev);
   return backend_failed() ? 1 : 0;
 }

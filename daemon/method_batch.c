@@ -286,7 +286,7 @@ int methods_parse_batch(refs_ctx *r, size_t max) {
 }
 
 void methods_pack_batch(msgpack_packer *pk, const gkcd_job *job, double server_us) {
-  msgpack_pack_map(pk, METHODS_TIMING_KEYS + 1 + (job->h2d_us > 0 || job->d2h_us > 0 ? 2 : 0));
+  msgpack_pack_map(pk, METHODS_TIMING_KEYS + 1 + methods_timing_extra(job));
   methods_pack_timing(pk, job, server_us);
   proto_pack_cstr(pk, "results");
   msgpack_pack_array(pk, (size_t)job->in.batch.nsteps);

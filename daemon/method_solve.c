@@ -132,7 +132,7 @@ int methods_parse_solve(refs_ctx *r, size_t max) {
 
 void methods_pack_solve(msgpack_packer *pk, const gkcd_job *job, double server_us,
                         uint32_t new_id) {
-  int copies = job->h2d_us > 0 || job->d2h_us > 0 ? 2 : 0;
+  int copies = methods_timing_extra(job);
   int hist = job->in.solve.history;
   msgpack_pack_map(pk, METHODS_TIMING_KEYS + 6 + copies + hist);
   methods_pack_timing(pk, job, server_us);

@@ -9,6 +9,7 @@
 #include "gkc_errors.h"
 #include "proto_methods.h"
 #include "proto_rpc.h"
+#include "devices.h"
 #include "server.h"
 
 /* How each method runs: on the loop, or as a job run by the backend or by
@@ -75,14 +76,45 @@ static int host_indices(args_ctx *a, const gkcd_span *row_ptr, const gkcd_span *
 
 static int parse_shared(args_ctx *a, gkcd_job *job) { return args_bool(a, "shared", 0, &job->shared); }
 
+/* The optional `device`: run (or keep the object) there.  Whether it is
+ * still alive is the scheduler's check (device_lost). */
+static int parse_device(args_ctx *a, gkcd_job *job) {
+  if (!args_present(a, "device")) return 0;
+  int n = devices_count();
+  int64_t d;
+  int rc = args_int(a, "device", 0, INT64_MIN, INT64_MAX, &d);
+  if (rc) return rc;
+  if (d < 0 || d >= n) {
+    snprintf(a->msg, a->msglen, "argument 'device': %" PRId64 " is not a device of this gkcd,"
+             " which has %d (0 to %d)", d, n, n - 1);
+    return GKC_EINVALID_ARGUMENT;
+  }
+  job->pin_device = (int)d;
+  return 0;
+}
+
+/* upload, csr_upload: `device`, or `replicate` (a copy on every device). */
+static int parse_where(args_ctx *a, gkcd_job *job) {
+  int rc;
+  if ((rc = parse_device(a, job)) || (rc = args_bool(a, "replicate", 0, &job->replicate))) return rc;
+  if (job->replicate && job->pin_device >= 0) {
+    snprintf(a->msg, a->msglen, "arguments 'device' and 'replicate' cannot be given together:"
+             " a replicated object lives on every device");
+    return GKC_EINVALID_ARGUMENT;
+  }
+  return 0;
+}
+
 static int parse_sgemm(refs_ctx *r, size_t max) {
   static const char *const keys[] = {"m", "n", "k", "a", "b", "c", "alpha", "beta", "trans_a",
-                                     "trans_b", "algo", "precision", "deadline_ms", "out", NULL};
+                                     "trans_b", "algo", "precision", "deadline_ms", "out",
+                                     "device", NULL};
   args_ctx *a = r->a;
   gkcd_job *job = r->job;
   int64_t m, n, k;
   int rc;
-  if ((rc = args_known(a, keys)) || (rc = args_int(a, "m", 1, 1, INT32_MAX, &m)) ||
+  if ((rc = args_known(a, keys)) || (rc = parse_device(a, job)) ||
+      (rc = args_int(a, "m", 1, 1, INT32_MAX, &m)) ||
       (rc = args_int(a, "n", 1, 1, INT32_MAX, &n)) ||
       (rc = args_int(a, "k", 1, 1, INT32_MAX, &k)))
     return rc;
@@ -130,12 +162,13 @@ static int parse_sgemm(refs_ctx *r, size_t max) {
 }
 
 static int parse_reduce(refs_ctx *r, size_t max) {
-  static const char *const keys[] = {"x", "op", "algo", "deadline_ms", NULL};
+  static const char *const keys[] = {"x", "op", "algo", "deadline_ms", "device", NULL};
   static const char *const ops[] = {"sum", "min", "max"}; /* indexed by gkc_reduce_op */
   args_ctx *a = r->a;
   gkcd_job *job = r->job;
   int rc;
-  if ((rc = args_known(a, keys)) || (rc = parse_algo(a, r->srv->be, PROTO_M_REDUCE, &job->algo)))
+  if ((rc = args_known(a, keys)) || (rc = parse_device(a, job)) ||
+      (rc = parse_algo(a, r->srv->be, PROTO_M_REDUCE, &job->algo)))
     return rc;
   const char *op = "sum";
   size_t oplen = 3;
@@ -199,12 +232,13 @@ static int parse_csr_arrays(refs_ctx *r, int32_t rows, gkcd_span *row_ptr, gkcd_
  * matrix (matrix). */
 static int parse_spmv(refs_ctx *r, size_t max) {
   static const char *const keys[] = {"rows", "cols", "row_ptr", "col_idx", "values", "matrix", "x",
-                                     "y", "alpha", "beta", "algo", "deadline_ms", "out", NULL};
+                                     "y", "alpha", "beta", "algo", "deadline_ms", "out", "device",
+                                     NULL};
   args_ctx *a = r->a;
   gkcd_job *job = r->job;
   __typeof__(job->in.spmv) *s = &job->in.spmv;
   int rc;
-  if ((rc = args_known(a, keys))) return rc;
+  if ((rc = args_known(a, keys)) || (rc = parse_device(a, job))) return rc;
   if (args_present(a, "matrix")) {
     static const char *const byval[] = {"rows", "cols", "row_ptr", "col_idx", "values"};
     for (int i = 0; i < 5; i++)
@@ -253,14 +287,14 @@ static int parse_spmv(refs_ctx *r, size_t max) {
 
 /* dot {x, y} and axpby {x, y, alpha, beta, out}. */
 static int parse_vec(refs_ctx *r, size_t max) {
-  static const char *const dot_keys[] = {"x", "y", "algo", "deadline_ms", NULL};
+  static const char *const dot_keys[] = {"x", "y", "algo", "deadline_ms", "device", NULL};
   static const char *const axpby_keys[] = {"x", "y", "alpha", "beta", "algo", "deadline_ms",
-                                           "out", NULL};
+                                           "out", "device", NULL};
   args_ctx *a = r->a;
   gkcd_job *job = r->job;
   int is_dot = job->method == PROTO_M_DOT;
   int rc;
-  if ((rc = args_known(a, is_dot ? dot_keys : axpby_keys)) ||
+  if ((rc = args_known(a, is_dot ? dot_keys : axpby_keys)) || (rc = parse_device(a, job)) ||
       (rc = parse_algo(a, r->srv->be, job->method, &job->algo)) ||
       (rc = refs_array(r, "x", 1, REFS_ANY_LEN, 0, DT_F32, proto_method_name(job->method), &job->in.vec.x)))
     return rc;
@@ -279,14 +313,14 @@ static int parse_vec(refs_ctx *r, size_t max) {
 }
 
 static int parse_upload(refs_ctx *r, size_t max) {
-  static const char *const keys[] = {"data", "dtype", "shared", NULL};
+  static const char *const keys[] = {"data", "dtype", "shared", "device", "replicate", NULL};
   args_ctx *a = r->a;
   gkcd_job *job = r->job;
   const char *dt;
   size_t dlen;
   int rc;
   if ((rc = args_known(a, keys)) || (rc = args_str(a, "dtype", 1, &dt, &dlen)) ||
-      (rc = parse_shared(a, job)))
+      (rc = parse_shared(a, job)) || (rc = parse_where(a, job)))
     return rc;
   if (dlen == 3 && !memcmp(dt, "f32", 3)) {
     job->in.upload.dtype = DT_F32;
@@ -324,14 +358,16 @@ static int parse_download(refs_ctx *r, size_t max) {
 }
 
 static int parse_csr_upload(refs_ctx *r, size_t max) {
-  static const char *const keys[] = {"rows", "cols", "row_ptr", "col_idx", "values", "shared", NULL};
+  static const char *const keys[] = {"rows", "cols", "row_ptr", "col_idx", "values", "shared",
+                                     "device", "replicate", NULL};
   args_ctx *a = r->a;
   gkcd_job *job = r->job;
   __typeof__(job->in.csr) *s = &job->in.csr;
   int64_t rows, cols;
   int rc;
   if ((rc = args_known(a, keys)) || (rc = args_int(a, "rows", 1, 1, INT32_MAX - 1, &rows)) ||
-      (rc = args_int(a, "cols", 1, 1, INT32_MAX, &cols)) || (rc = parse_shared(a, job)))
+      (rc = args_int(a, "cols", 1, 1, INT32_MAX, &cols)) || (rc = parse_shared(a, job)) ||
+      (rc = parse_where(a, job)))
     return rc;
   s->rows = (int32_t)rows, s->cols = (int32_t)cols;
   if ((rc = parse_csr_arrays(r, s->rows, &s->row_ptr, &s->col_idx, &s->values, &s->nnz)))
@@ -366,6 +402,7 @@ int methods_parse(int method, refs_ctx *r, size_t max_bytes) {
   args_ctx *a = r->a;
   gkcd_job *job = r->job;
   job->method = method;
+  job->pin_device = -1;
   int64_t deadline_ms = 0;
   int rc = args_int(a, "deadline_ms", 0, 1, 24 * 3600 * 1000, &deadline_ms);
   if (rc) return rc;
@@ -406,7 +443,24 @@ void methods_pack_out(msgpack_packer *pk, const gkcd_job *job, const char *name,
   proto_pack_cstr(pk, "bytes"), msgpack_pack_uint64(pk, job->out_bytes);
 }
 
+int methods_timing_extra(const gkcd_job *job) {
+  return (job->h2d_us > 0 || job->d2h_us > 0 ? 2 : 0) + (job->peer_bytes > 0 ? 2 : 0);
+}
+
+void methods_pack_device(msgpack_packer *pk, const gkcd_job *job) {
+  if (!job->split_mask) {
+    proto_pack_cstr(pk, "device");
+    msgpack_pack_int(pk, job->device);
+    return;
+  }
+  proto_pack_cstr(pk, "devices");
+  msgpack_pack_array(pk, (size_t)__builtin_popcountll(job->split_mask));
+  for (int d = 0; d < 64; d++)
+    if (job->split_mask & (1ull << d)) msgpack_pack_int(pk, d);
+}
+
 void methods_pack_timing(msgpack_packer *pk, const gkcd_job *job, double server_us) {
+  methods_pack_device(pk, job);
   proto_pack_cstr(pk, "algo");
   proto_pack_cstr(pk, job->algo_name ? job->algo_name : "?");
   proto_pack_cstr(pk, "kernel_us");
@@ -424,6 +478,12 @@ void methods_pack_timing(msgpack_packer *pk, const gkcd_job *job, double server_
   proto_pack_cstr(pk, job->lane == 1 ? "latency" : "bulk");
   proto_pack_cstr(pk, "predicted_us");
   msgpack_pack_double(pk, job->cost_us);
+  if (job->peer_bytes > 0) { /* operands moved from other devices first (move.h) */
+    proto_pack_cstr(pk, "peer_bytes");
+    msgpack_pack_uint64(pk, (uint64_t)job->peer_bytes);
+    proto_pack_cstr(pk, "peer_us");
+    msgpack_pack_double(pk, job->peer_us);
+  }
   if (job->h2d_us > 0 || job->d2h_us > 0) {
     proto_pack_cstr(pk, "h2d_us");
     msgpack_pack_double(pk, job->h2d_us);
@@ -434,7 +494,7 @@ void methods_pack_timing(msgpack_packer *pk, const gkcd_job *job, double server_
 
 void methods_pack_result(msgpack_packer *pk, const gkcd_job *job, double server_us,
                          uint32_t new_id) {
-  int copies = job->h2d_us > 0 || job->d2h_us > 0 ? 2 : 0;
+  int copies = methods_timing_extra(job);
   switch (job->method) {
     case PROTO_M_REDUCE:
     case PROTO_M_DOT:
@@ -453,16 +513,18 @@ void methods_pack_result(msgpack_packer *pk, const gkcd_job *job, double server_
       methods_pack_out(pk, job, job->method == PROTO_M_SGEMM ? "c" : "y", new_id);
       return;
     case PROTO_M_UPLOAD:
-      msgpack_pack_map(pk, 2);
+      msgpack_pack_map(pk, 3);
       proto_pack_cstr(pk, "handle"), msgpack_pack_uint32(pk, new_id);
       proto_pack_cstr(pk, "bytes"), msgpack_pack_uint64(pk, job->out_bytes);
+      methods_pack_device(pk, job);
       return;
     case PROTO_M_DOWNLOAD:
       msgpack_pack_map(pk, 1);
       methods_pack_out(pk, job, "data", 0);
       return;
     case PROTO_M_CSR_UPLOAD:
-      msgpack_pack_map(pk, 5);
+      msgpack_pack_map(pk, 6);
+      methods_pack_device(pk, job);
       proto_pack_cstr(pk, "matrix"), msgpack_pack_uint32(pk, new_id);
       proto_pack_cstr(pk, "rows"), msgpack_pack_int32(pk, job->in.csr.rows);
       proto_pack_cstr(pk, "cols"), msgpack_pack_int32(pk, job->in.csr.cols);

@@ -36,8 +36,14 @@ void methods_pack_result(msgpack_packer *pk, const gkcd_job *job, double server_
 /* The parts of methods.c that the methods in their own files share. */
 void methods_pack_out(msgpack_packer *pk, const gkcd_job *job, const char *name, uint32_t new_id);
 void methods_pack_timing(msgpack_packer *pk, const gkcd_job *job, double server_us);
-/* How many keys methods_pack_timing packs (without h2d_us, d2h_us). */
-#define METHODS_TIMING_KEYS 7
+/* How many keys methods_pack_timing always packs; methods_timing_extra
+ * says how many more it packs for this job (h2d_us and d2h_us when the
+ * backend copied, peer_bytes and peer_us when operands moved between
+ * devices). */
+#define METHODS_TIMING_KEYS 8
+int methods_timing_extra(const gkcd_job *job);
+/* "device": the device that ran it, or "devices": those a split ran on. */
+void methods_pack_device(msgpack_packer *pk, const gkcd_job *job);
 
 /* solve (method_solve.c) and batch (method_batch.c). */
 int methods_parse_solve(refs_ctx *r, size_t max_bytes);

@@ -2,6 +2,7 @@
 #include "metrics.h"
 
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -178,19 +179,37 @@ static void render_state(sbuf *b, gkcd_server *srv) {
   counter(b, "gkcd_refused_connections_total", "Connections closed at once on accept.",
           srv->refused);
 
-  gkcd_device_info dev[8];
-  int ndev = srv->be->devices(srv->be, dev, 8);
+  /* One series per device the daemon serves from (devices.h), lost ones
+   * included: their index goes on naming them. */
+  int ndev = srv->devs.n;
+  gkcd_device_info dev[GKCD_MAX_DEVICES];
+  for (int i = 0; i < ndev; i++) {
+    memset(&dev[i], 0, sizeof dev[i]);
+    gkcd_backend *be = srv->devs.dev[i].be;
+    be->devices(be, &dev[i], 1);
+  }
   family(b, "gkcd_device_info", "gauge", "Always 1; each device's name in a label.");
   for (int i = 0; i < ndev; i++)
     put(b, "gkcd_device_info{device=\"%d\",name=\"%s\"} 1\n", i, label(dev[i].name, esc, sizeof esc));
+  family(b, "gkcd_device_up", "gauge", "1 while the device serves, 0 once it was lost.");
+  for (int i = 0; i < ndev; i++)
+    put(b, "gkcd_device_up{device=\"%d\"} %d\n", i, !atomic_load(&srv->devs.dev[i].be->lost));
+  family(b, "gkcd_device_requests_total", "counter",
+         "Jobs each device finished (each part of a split request counts on its device).");
+  for (int i = 0; i < ndev; i++)
+    put(b, "gkcd_device_requests_total{device=\"%d\"} %llu\n", i,
+        (unsigned long long)srv->devs.dev[i].served);
   family(b, "gkcd_device_memory_bytes", "gauge",
-         "Device memory by state: total, free, used (total - free); the CPU backend reports RAM.");
+         "Device memory by state: total, free, used (total - free), cached (kept for reuse);"
+         " the CPU backend reports RAM, or each virtual device's own pool.");
   for (int i = 0; i < ndev; i++) {
     uint64_t t = dev[i].memory_total, f = dev[i].memory_free;
     put(b, "gkcd_device_memory_bytes{device=\"%d\",state=\"total\"} %llu\n", i, (unsigned long long)t);
     put(b, "gkcd_device_memory_bytes{device=\"%d\",state=\"free\"} %llu\n", i, (unsigned long long)f);
     put(b, "gkcd_device_memory_bytes{device=\"%d\",state=\"used\"} %llu\n", i,
         (unsigned long long)(t > f ? t - f : 0));
+    put(b, "gkcd_device_memory_bytes{device=\"%d\",state=\"cached\"} %llu\n", i,
+        (unsigned long long)dev[i].cached_bytes);
   }
 }
 

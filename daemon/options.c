@@ -213,6 +213,8 @@ static const opt_def table[] = {
      "GPUs to serve from, by number as CUDA_VISIBLE_DEVICES leaves\nthem, e.g. 0,2 (default: every visible GPU)"},
     {"cpu-devices", p_int, F(cpu_devices), 1, GKCD_MAX_DEVICES, "N",
      "the CPU backend presents N virtual devices, each with its\nown threads and memory (default 1)"},
+    {"cpu-device-memory", p_size, F(cpu_device_memory), 0, 1024 * GiB, "SIZE",
+     "memory of each CPU virtual device (--cpu-devices above 1);\n0 is the host's memory over N (default 0)"},
     {"split-device", p_int, F(split_device), 1, 16, "N",
      "cut each GPU into N devices by SM partition (green\ncontexts), to exercise multi-device paths on one GPU\n(default 1)"},
     {"metrics-listen", p_string, F(metrics_listen), 0, 128, "ADDR:PORT",

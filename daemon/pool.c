@@ -10,6 +10,7 @@
 
 #include "gkc_errors.h"
 #include "log.h"
+#include "split.h"
 
 /* A worker, as the pool sees it: asleep on its own condition variable, so
  * that the pool chooses whom to wake. */
@@ -47,8 +48,8 @@ struct gkcd_pool {
   void *done_arg;
 
   pthread_mutex_t mu;
-  lane lanes[POOL_MAX_LANES];
-  int nlanes;
+  lane *lanes;             /* device d's lane l is lanes[d * nlanes + l] */
+  int nlanes, ndevices;
   gkcd_job *done_head, *done_tail; /* finished, not yet seen by the loop */
   int stopping;
   uint64_t spin_ns;
@@ -124,6 +125,11 @@ static void *worker_main(void *arg) {
 }
 
 void job_finish(gkcd_job *job) {
+  if (job->parent) { /* a part of a split job: its parent gathers it (split.h) */
+    job->t_done_ns = mono_ns();
+    split_part_done(job);
+    return;
+  }
   gkcd_pool *s = job->pool;
   job->next = NULL;
   job->t_done_ns = mono_ns();
@@ -152,24 +158,32 @@ static void on_async(uv_async_t *h) {
   }
 }
 
-int pool_start(gkcd_pool **out, uv_loop_t *loop, int nlanes, const int *workers, double spin_us,
-               pool_run_cb run, void *run_arg, pool_done_cb done, void *done_arg) {
-  if (nlanes < 1 || nlanes > POOL_MAX_LANES) return GKC_EINVALID_ARGUMENT;
+int pool_start(gkcd_pool **out, uv_loop_t *loop, int ndevices, int nlanes, const int *workers,
+               double spin_us, pool_run_cb run, void *run_arg, pool_done_cb done, void *done_arg) {
+  if (nlanes < 1 || nlanes > POOL_MAX_LANES || ndevices < 1) return GKC_EINVALID_ARGUMENT;
   int total = 0;
   for (int l = 0; l < nlanes; l++) total += workers[l];
+  total *= ndevices;
   gkcd_pool *s = calloc(1, sizeof *s);
   if (!s) return GKC_EOUT_OF_MEMORY;
+  s->lanes = calloc((size_t)(ndevices * nlanes), sizeof *s->lanes);
+  if (!s->lanes) {
+    free(s);
+    return GKC_EOUT_OF_MEMORY;
+  }
+  s->ndevices = ndevices;
   s->run = run;
   s->run_arg = run_arg;
   s->done = done;
   s->done_arg = done_arg;
   s->nlanes = nlanes;
   s->spin_ns = spin_us > 0 ? (uint64_t)(spin_us * 1e3) : 0;
-  for (int l = 0; l < nlanes; l++) atomic_init(&s->lanes[l].queued, 0);
+  for (int l = 0; l < ndevices * nlanes; l++) atomic_init(&s->lanes[l].queued, 0);
   pthread_mutex_init(&s->mu, NULL);
   s->workers = calloc((size_t)total, sizeof *s->workers);
   if (!s->workers) {
     pthread_mutex_destroy(&s->mu);
+    free(s->lanes);
     free(s);
     return GKC_EOUT_OF_MEMORY;
   }
@@ -177,15 +191,16 @@ int pool_start(gkcd_pool **out, uv_loop_t *loop, int nlanes, const int *workers,
   if (rc) {
     pthread_mutex_destroy(&s->mu);
     free(s->workers);
+    free(s->lanes);
     free(s);
     return rc;
   }
   s->async.data = s;
-  for (int l = 0, i = 0; l < nlanes; l++) {
-    for (int k = 0; k < workers[l]; k++, i++) {
+  for (int dl = 0, i = 0; dl < ndevices * nlanes; dl++) {
+    for (int k = 0; k < workers[dl % nlanes]; k++, i++) {
       worker *w = &s->workers[i];
       w->pool = s;
-      w->lane = &s->lanes[l];
+      w->lane = &s->lanes[dl];
       pthread_cond_init(&w->cv, NULL);
       rc = pthread_create(&w->thread, NULL, worker_main, w);
       if (rc) {
@@ -203,7 +218,8 @@ int pool_start(gkcd_pool **out, uv_loop_t *loop, int nlanes, const int *workers,
 
 void pool_submit(gkcd_pool *s, gkcd_job *job) {
   pthread_mutex_lock(&s->mu);
-  lane *l = &s->lanes[job->lane < s->nlanes ? job->lane : 0];
+  int dev = job->device >= 0 && job->device < s->ndevices ? job->device : 0;
+  lane *l = &s->lanes[dev * s->nlanes + (job->lane < s->nlanes ? job->lane : 0)];
   job->pool = s;
   job->next = NULL;
   if (l->tail)
@@ -220,6 +236,11 @@ void pool_submit(gkcd_pool *s, gkcd_job *job) {
   pthread_mutex_unlock(&s->mu);
 }
 
+size_t pool_waiting(gkcd_pool *s, int device, int l) {
+  if (device < 0 || device >= s->ndevices || l < 0 || l >= s->nlanes) return 0;
+  return atomic_load_explicit(&s->lanes[device * s->nlanes + l].queued, memory_order_relaxed);
+}
+
 uint64_t pool_spin_hits(gkcd_pool *s) {
   pthread_mutex_lock(&s->mu);
   uint64_t n = s->spin_hits;
@@ -232,13 +253,14 @@ static void on_async_closed(uv_handle_t *h) {
   for (int i = 0; i < s->nworkers; i++) pthread_cond_destroy(&s->workers[i].cv);
   pthread_mutex_destroy(&s->mu);
   free(s->workers);
+  free(s->lanes);
   free(s);
 }
 
 void pool_stop(gkcd_pool *s) {
   pthread_mutex_lock(&s->mu);
   s->stopping = 1;
-  for (int l = 0; l < s->nlanes; l++)
+  for (int l = 0; l < s->ndevices * s->nlanes; l++)
     while (s->lanes[l].idle_top) wake_one(&s->lanes[l]); /* a spinner sees stopping when its time is up */
   pthread_mutex_unlock(&s->mu);
   for (int i = 0; i < s->nworkers; i++) pthread_join(s->workers[i].thread, NULL);

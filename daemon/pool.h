@@ -31,13 +31,19 @@ typedef void (*pool_run_cb)(gkcd_job *job, void *arg);
 /* Loop thread: every finished job, in completion order. */
 typedef void (*pool_done_cb)(gkcd_job *job, void *arg);
 
-/* Starts workers[l] threads for each of nlanes lanes.  Returns 0 or a
- * negative gkc_error / uv error. */
-int pool_start(gkcd_pool **out, uv_loop_t *loop, int nlanes, const int *workers, double spin_us,
-               pool_run_cb run, void *run_arg, pool_done_cb done, void *done_arg);
+/* Starts workers[l] threads for each of nlanes lanes of each of ndevices
+ * devices: every device has its own workers, so a slow or failed device
+ * never holds up another's jobs.  Returns 0 or a negative gkc_error / uv
+ * error. */
+int pool_start(gkcd_pool **out, uv_loop_t *loop, int ndevices, int nlanes, const int *workers,
+               double spin_us, pool_run_cb run, void *run_arg, pool_done_cb done, void *done_arg);
 
-/* Loop thread: queues job on its lane (job->lane) and wakes a worker. */
+/* Loop thread: queues job on its device's lane (job->device, job->lane)
+ * and wakes a worker. */
 void pool_submit(gkcd_pool *s, gkcd_job *job);
+
+/* Jobs handed to a device's lane that no worker has taken yet. */
+size_t pool_waiting(gkcd_pool *s, int device, int lane);
 
 /* Jobs a polling worker took without being woken (see --spin-us). */
 uint64_t pool_spin_hits(gkcd_pool *s);

@@ -166,6 +166,9 @@ int refs_out(refs_ctx *r, const char *name, size_t out_bytes) {
     gkcd_res *obj = id <= UINT32_MAX ? res_find(r->srv, r->conn, (uint32_t)id) : NULL;
     if (!obj || obj->kind != RES_ARRAY)
       return bad(r, "argument 'out': no handle %" PRIu64 " on this connection", id);
+    if (obj->rep_mask)
+      return bad(r, "argument 'out': handle %" PRIu64 " is replicated on every device, and so"
+                 " read-only: write to an array of its own", id);
     if (obj->dtype != DT_F32 || obj->bytes != out_bytes)
       return bad(r, "argument 'out': handle %" PRIu64 " holds %zu bytes of %s, expected %zu"
                  " bytes of f32 (the result)", id, obj->bytes, dtype_name(obj->dtype), out_bytes);

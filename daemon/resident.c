@@ -41,14 +41,26 @@ gkcd_res *res_find(gkcd_server *srv, gkcd_conn *asker, uint32_t id) {
 
 void res_ref(gkcd_res *r) { r->refs++; }
 
+size_t res_charge(const gkcd_res *r) {
+  return r->bytes * (r->rep_mask ? (size_t)__builtin_popcountll(r->rep_mask) : 1);
+}
+
 void res_unref(gkcd_server *srv, gkcd_res *r) {
   if (--r->refs > 0) return;
   if (r->kind == RES_REGION) {
     if (r->pinned && srv->be->region_unpin) srv->be->region_unpin(srv->be, r->ptr);
     munmap(r->ptr, r->bytes);
   } else {
-    srv->be->res_free(srv->be, r->ptr, r->cap);
-    budget_give(&srv->budget, BUDGET_RESIDENT, r->bytes);
+    if (r->copies) { /* replicated: one copy per device */
+      for (int d = 0; d < srv->devs.n; d++)
+        if (r->rep_mask & (1ull << d))
+          srv->devs.dev[d].be->res_free(srv->devs.dev[d].be, r->copies[d].ptr, r->copies[d].cap);
+      free(r->copies);
+    } else {
+      gkcd_backend *be = srv->devs.dev[r->device].be;
+      be->res_free(be, r->ptr, r->cap);
+    }
+    budget_give(&srv->budget, BUDGET_RESIDENT, res_charge(r));
   }
   free(r);
 }

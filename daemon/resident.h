@@ -42,6 +42,10 @@ struct gkcd_res {
   int algo;         /* matrix: the spmv algo auto uses */
   size_t plan_off;  /* matrix: offset of the backend's spmv plan in ptr, past
                      * the arrays and within cap (0: none) */
+  int device;       /* array, matrix: the device its memory is on */
+  uint64_t rep_mask; /* replicated: the devices holding a copy (bit d); 0: not */
+  gkcd_copy *copies; /* replicated: copies[d] for each d in rep_mask (ptr, cap are
+                      * copies[device]); read-only, so never an `out` */
   gkcd_res *next;   /* hash chain */
 };
 
@@ -51,6 +55,8 @@ gkcd_res *res_add(gkcd_server *srv, int kind, gkcd_conn *owner);
 /* The live object with this id that asker may use, or NULL. */
 gkcd_res *res_find(gkcd_server *srv, gkcd_conn *asker, uint32_t id);
 void res_ref(gkcd_res *r);
+/* The bytes r holds against the memory budget: one copy per device. */
+size_t res_charge(const gkcd_res *r);
 /* Drops a reference; the last one frees the memory (backend memory, or the
  * mapping of a region). */
 void res_unref(gkcd_server *srv, gkcd_res *r);

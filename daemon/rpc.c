@@ -15,6 +15,8 @@
 #include "gkc.h"
 #include "log.h"
 #include "methods.h"
+#include "move.h"
+#include "split.h"
 #include "proto_errors.h"
 #include "proto_rpc.h"
 #include "server.h"
@@ -110,6 +112,8 @@ static void send_empty(gkcd_conn *c, uint32_t msgid) {
 /* Frees the job and what it holds: its request bytes, its result, its
  * references to resident objects. */
 static void job_free(gkcd_server *srv, gkcd_job *job) {
+  move_free(job);   /* operands copied from other devices (before the objects go) */
+  split_free(job);  /* parts, and copies a replicate made that nobody adopted */
   for (int i = 0; i < job->nres; i++) res_unref(srv, job->res[i]);
   if (job->reg_fd >= 0) close(job->reg_fd);
   free(job->priv[0]);
@@ -133,8 +137,9 @@ static uint32_t adopt(gkcd_server *srv, gkcd_job *job) {
     if (kind == RES_REGION) {
       if (job->reg_pinned && srv->be->region_unpin) srv->be->region_unpin(srv->be, job->out_ptr);
       munmap(job->out_ptr, job->out_bytes);
-    } else {
-      srv->be->res_free(srv->be, job->out_ptr, job->out_cap);
+    } else if (!job->copies) { /* a replicate's copies go with the job (split_free) */
+      gkcd_backend *be = srv->devs.dev[job->device].be;
+      be->res_free(be, job->out_ptr, job->out_cap);
     }
     if (!c->closing) job_fail(job, GKC_EOUT_OF_MEMORY, "out of memory");
     return 0;
@@ -142,6 +147,12 @@ static uint32_t adopt(gkcd_server *srv, gkcd_job *job) {
   r->ptr = job->out_ptr;
   r->cap = job->out_cap;
   r->bytes = job->out_bytes;
+  r->device = job->device;
+  if (job->copies) { /* replicated: the object takes every device's copy */
+    r->copies = job->copies;
+    r->rep_mask = job->split_mask;
+    job->copies = NULL;
+  }
   if (kind == RES_REGION) {
     r->pinned = job->reg_pinned;
     return r->id;
@@ -154,7 +165,7 @@ static uint32_t adopt(gkcd_server *srv, gkcd_job *job) {
     r->plan_off = job->plan_off;
   }
   /* Resident bytes stay in the budget until released (resident.c). */
-  budget_take(&srv->budget, BUDGET_RESIDENT, r->bytes);
+  budget_take(&srv->budget, BUDGET_RESIDENT, res_charge(r));
   return r->id;
 }
 

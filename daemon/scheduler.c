@@ -6,28 +6,41 @@
 #include <string.h>
 #include <time.h>
 
+#include "devices.h"
 #include "gkc_errors.h"
 #include "log.h"
+#include "place.h"
 #include "proto_methods.h"
+#include "resident.h"
+#include "split.h"
 
 #define WAIT_RING 1024   /* queue waits kept per lane for the percentiles */
 #define SWEEP_MS 5       /* how often queued jobs are checked for expiry */
 
 typedef struct {
-  int workers;
-  int slots;             /* jobs handed to the pool at once: workers + primed */
-  size_t queued, running;
+  int workers;           /* per device */
+  int slots;             /* jobs handed to one device's pool lane at once: workers + primed */
+  size_t queued, running; /* running: device slots in use, all devices */
   uint64_t served;
   sched_client *active;  /* clients with jobs queued in this lane */
   double waits[WAIT_RING];
   size_t nwaits;         /* total recorded; the ring holds the last WAIT_RING */
 } lane;
 
+/* What the scheduler has handed one device. */
+typedef struct {
+  size_t running[SCHED_MAX_LANES]; /* slots in use, by lane */
+  double outstanding_us;           /* predicted worker time of that work */
+} sched_dev;
+
 struct gkcd_sched {
   const gkcd_config *cfg;
   gkcd_budget *budget;
   gkcd_pool *pool;
-  gkcd_cost *cost;
+  gkcd_devices *devs;
+  sched_dev dev[GKCD_MAX_DEVICES];
+  double handoff_us;     /* per part of a split: measured, then refined (split.h) */
+  uint64_t splits;
   sched_done_cb done;
   void *arg;
   int nlanes;
@@ -144,30 +157,129 @@ static int expired(gkcd_sched *s, gkcd_job *job, uint64_t now) {
   return 0;
 }
 
-/* Hands jobs to the lane's workers while it has room; the least-served
- * client goes first.  Returns how many left the queues. */
+/* The devices whose lane l has a free slot, among live. */
+static uint64_t free_devices(const gkcd_sched *s, int l, uint64_t live) {
+  uint64_t m = 0;
+  for (int d = 0; d < s->devs->n; d++)
+    if ((live & (1ull << d)) && s->dev[d].running[l] < (size_t)s->lanes[l].slots) m |= 1ull << d;
+  return m;
+}
+
+/* The devices job needs at once: all live ones for a replicate, else any
+ * one of its eligible devices. */
+static int can_start(const gkcd_job *job, uint64_t live, uint64_t freem) {
+  uint64_t need = job->replicate ? live : job->dev_mask & live;
+  if (!need) return 1; /* it will be answered device_lost */
+  return job->replicate ? (need & freem) == need : (need & freem) != 0;
+}
+
+/* Hands a job (or a part) to device d's lane. */
+static void start_on(gkcd_sched *s, gkcd_job *job, int d, int l, double cost_us) {
+  job->device = d;
+  job->be = s->devs->dev[d].be;
+  job->lane = l;
+  job->dev_cost_us = cost_us;
+  s->dev[d].running[l]++;
+  s->dev[d].outstanding_us += cost_us;
+  s->lanes[l].running++;
+  pool_submit(s->pool, job);
+}
+
+/* Places job among the free devices (place.h), split across them when
+ * that pays (split.h), and hands it (or its parts) to the pool.  Nonzero
+ * when the job failed instead (answered from the pump). */
+static int place(gkcd_sched *s, gkcd_job *job, int l, uint64_t live, uint64_t freem) {
+  gkcd_devices *dv = s->devs;
+  uint64_t elig = (job->replicate ? live : job->dev_mask & live);
+  if (!elig) {
+    char msg[sizeof job->errmsg];
+    if (place_operands(job, dv, msg, sizeof msg) == 0)
+      snprintf(msg, sizeof msg, "every device it could run on was lost");
+    job_fail(job, GKC_EDEVICE_LOST, "%s", msg);
+    return -1;
+  }
+  double cost[GKCD_MAX_DEVICES] = {0}, out[GKCD_MAX_DEVICES] = {0};
+  int devs[GKCD_MAX_DEVICES], k = 0;
+  for (int d = 0; d < dv->n; d++) {
+    out[d] = s->dev[d].outstanding_us;
+    if (!(freem & (1ull << d))) continue;
+    cost[d] = cost_predict(dv->dev[d].cost, job);
+    /* Operands that must come from another device first: their bytes
+     * over the device's memory rate (a copy reads and writes them). */
+    if ((elig & (1ull << d)) && place_needs_move(job, d)) {
+      double bytes = 0;
+      for (int i = 0; i < job->nres; i++) bytes += (double)job->res[i]->bytes;
+      cost[d] += 2 * bytes / dv->dev[d].be->rates.bytes_per_us;
+    }
+    devs[k++] = d;
+  }
+  /* A new resident object goes where it fits: each device has memory of
+   * its own, and one that is full should not get it while another has room. */
+  uint64_t cand = elig & freem;
+  if (job->out_kind == OUT_RES_NEW && dv->n > 1 && !job->replicate) {
+    uint64_t roomy = 0;
+    for (int d = 0; d < dv->n; d++) {
+      if (!(cand & (1ull << d))) continue;
+      gkcd_device_info info;
+      memset(&info, 0, sizeof info);
+      if (dv->dev[d].be->devices(dv->dev[d].be, &info, 1) == 1 && info.memory_free >= job->out_bytes)
+        roomy |= 1ull << d;
+    }
+    if (roomy) cand = roomy;
+  }
+  int best = place_pick(dv->n, cand, out, cost);
+  int kind = split_kind(job);
+  if (kind == SPLIT_COPIES ||
+      (kind != SPLIT_NONE && k >= 2 &&
+       split_worth(job, cost[best], k, s->handoff_us, dv->dev[best].be->rates.host_bytes_per_us))) {
+    if (kind == SPLIT_COPIES) /* every live device, the chosen one first (its copy is the home) */
+      for (int i = 0; i < k; i++)
+        if (devs[i] == best) devs[i] = devs[0], devs[0] = best;
+    if (split_make(job, devs, k)) return -1;
+    s->splits++;
+    job->pool = s->pool; /* the last part finishes the parent through the pool */
+    job->dev_cost_us = 0;
+    for (int i = 0; i < job->nparts; i++) {
+      gkcd_job *p = job->parts[i];
+      start_on(s, p, p->device, l, cost_predict(dv->dev[p->device].cost, p));
+    }
+    return 0;
+  }
+  start_on(s, job, best, l, cost[best]);
+  return 0;
+}
+
+/* Hands jobs to the lane's devices while one has room: the least-served
+ * client whose head job can start on a device with a free slot goes
+ * first, to the device where it finishes soonest.  Returns how many left
+ * the queues. */
 static int dispatch(gkcd_sched *s, int l) {
   lane *ln = &s->lanes[l];
   int moved = 0;
   uint64_t now = now_ns();
-  while (ln->running < (size_t)ln->slots && ln->active) {
-    sched_client *best = ln->active;
-    for (sched_client *c = best->next_active[l]; c; c = c->next_active[l])
-      if (c->vtime[l] < best->vtime[l]) best = c;
+  while (ln->active) {
+    uint64_t live = devices_live(s->devs), freem = free_devices(s, l, live);
+    if (!freem && live) break;
+    sched_client *best = NULL;
+    for (sched_client *c = ln->active; c; c = c->next_active[l])
+      if ((!best || c->vtime[l] < best->vtime[l]) && can_start(c->head[l], live, freem)) best = c;
+    if (!best) break;
     gkcd_job *job = pop(s, best, l);
     moved++;
     if (expired(s, job, now)) continue;
+    if (place(s, job, l, live, freem)) {
+      finish_here(s, job);
+      continue;
+    }
     best->vtime[l] += job->cost_us / best->weight;
     best->running++;
     job->run_prev = NULL;
     job->run_next = best->running_list;
     if (best->running_list) best->running_list->run_prev = job;
     best->running_list = job;
-    ln->running++;
     job->dispatched = 1;
     double wait = (double)(now - job->t_start_ns) / 1e3;
     ln->waits[ln->nwaits++ % WAIT_RING] = wait;
-    pool_submit(s->pool, job);
   }
   return moved;
 }
@@ -230,7 +342,19 @@ int sched_submit(gkcd_sched *s, gkcd_job *job, char *msg, size_t msglen) {
              " memory budget of %zu (--memory-budget)", total, cfg->memory_budget);
     return GKC_ETOO_LARGE;
   }
-  job->cost_us = cost_predict(s->cost, job);
+  /* Where it may run, from where its operands live (place.h); its
+   * prediction is for the fastest of those devices. */
+  job->device = -1;
+  int prc = place_operands(job, s->devs, msg, msglen);
+  if (prc) return prc;
+  job->cost_us = -1;
+  uint64_t live = devices_live(s->devs);
+  for (int d = 0; d < s->devs->n; d++)
+    if ((job->dev_mask & live) & (1ull << d)) {
+      double us = cost_predict(s->devs->dev[d].cost, job);
+      if (job->cost_us < 0 || us < job->cost_us) job->cost_us = us;
+    }
+  if (job->cost_us < 0) job->cost_us = cost_predict(s->devs->dev[0].cost, job);
   /* A solve runs as long as it takes to converge: bulk work, whatever the
    * prediction says. */
   job->lane = job->method == PROTO_M_SOLVE ? LANE_BULK : sched_lane_for(s, job->cost_us);
@@ -273,7 +397,6 @@ void sched_finished(gkcd_sched *s, gkcd_job *job) {
     if (job->run_next) job->run_next->run_prev = job->run_prev;
     job->run_prev = job->run_next = NULL;
     lane *ln = &s->lanes[job->lane];
-    ln->running--;
     ln->served++;
     c->running--;
     double measured = job->t_done_ns > job->t_run_ns ? (double)(job->t_done_ns - job->t_run_ns) / 1e3 : 0;
@@ -282,7 +405,21 @@ void sched_finished(gkcd_sched *s, gkcd_job *job) {
     if (c->vtime[job->lane] < 0) c->vtime[job->lane] = 0;
     c->served++;
     c->served_us += measured;
-    cost_observe(s->cost, job, measured);
+    /* Each device gives back its slot and learns from what its part took. */
+    int nparts = job->nparts ? job->nparts : 1;
+    for (int i = 0; i < nparts; i++) {
+      gkcd_job *p = job->nparts ? job->parts[i] : job;
+      sched_dev *sd = &s->dev[p->device];
+      sd->running[job->lane]--;
+      sd->outstanding_us -= p->dev_cost_us;
+      if (sd->outstanding_us < 0) sd->outstanding_us = 0;
+      ln->running--;
+      s->devs->dev[p->device].served++;
+      double us = p->t_done_ns > p->t_run_ns ? (double)(p->t_done_ns - p->t_run_ns) / 1e3 : 0;
+      cost_observe(s->devs->dev[p->device].cost, p, us);
+    }
+    if (job->nparts && !job->err)
+      s->handoff_us += 0.25 * (split_observed_overhead(job) - s->handoff_us);
     job->dispatched = 0;
   }
   c->reply_predicted -= job->reply_charge;
@@ -453,7 +590,7 @@ static void timer_arm(gkcd_sched *s) {
 /* --- set-up and figures -------------------------------------------------- */
 
 int sched_create(gkcd_sched **out, uv_loop_t *loop, const gkcd_config *cfg, gkcd_budget *budget,
-                 gkcd_pool *pool, gkcd_cost *cost, int nlanes, const int *workers,
+                 gkcd_pool *pool, gkcd_devices *devs, int nlanes, const int *workers,
                  sched_done_cb done, void *arg) {
   if (nlanes < 1 || nlanes > SCHED_MAX_LANES) return GKC_EINVALID_ARGUMENT;
   gkcd_sched *s = calloc(1, sizeof *s);
@@ -461,7 +598,8 @@ int sched_create(gkcd_sched **out, uv_loop_t *loop, const gkcd_config *cfg, gkcd
   s->cfg = cfg;
   s->budget = budget;
   s->pool = pool;
-  s->cost = cost;
+  s->devs = devs;
+  s->handoff_us = devs->n > 1 ? split_measure_handoff() : 0;
   s->done = done;
   s->arg = arg;
   s->nlanes = nlanes;
@@ -521,6 +659,20 @@ size_t sched_queued(const gkcd_sched *s) {
 size_t sched_mem_waiting(const gkcd_sched *s) { return s->mem_waiting; }
 
 void sched_counters_get(const gkcd_sched *s, sched_counters *out) { *out = s->n; }
+
+void sched_device_stats_get(const gkcd_sched *s, int d, sched_device_stats *out) {
+  memset(out, 0, sizeof *out);
+  if (d < 0 || d >= s->devs->n) return;
+  for (int l = 0; l < s->nlanes; l++) {
+    size_t waiting = pool_waiting(s->pool, d, l), running = s->dev[d].running[l];
+    out->queued += waiting;
+    out->running += running > waiting ? running - waiting : 0;
+  }
+  out->outstanding_us = s->dev[d].outstanding_us;
+}
+
+double sched_split_overhead_us(const gkcd_sched *s) { return s->handoff_us; }
+uint64_t sched_splits(const gkcd_sched *s) { return s->splits; }
 
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;

@@ -13,12 +13,18 @@
  *  3. its lane, from the cost model's prediction (cost.h): jobs predicted
  *     under --latency-us go to the latency lane, all others to the bulk lane;
  *  4. fair queuing: each client (a connection) has a queue per lane, and a
- *     lane's free worker takes the head of the client that has received the
+ *     lane's free slot, on any device, takes the head of the client that has received the
  *     least service, counted in predicted cost over the client's weight and
  *     corrected by the measured time when a job comes back (a virtual token
  *     counter, as VTC does for LLM serving).  A client that becomes busy
  *     starts level with the least-served busy client, so idling earns no
  *     credit and a deep queue delays a newcomer by about one job per lane.
+ *  5. placement (place.h): the job chosen goes to the device, among those
+ *     that hold its operands and have a free slot in its lane, where it
+ *     would finish first; a long sgemm or reduce is split across the free
+ *     devices when that pays (split.h), a replicated upload goes to all.
+ *     The least-served client whose head job can start somewhere goes
+ *     first, so a job waiting for a busy device does not hold up others.
  *
  * A queued job that reaches its deadline_ms is answered deadline_exceeded,
  * one that has waited --queue-wait is answered busy, and the queued jobs of
@@ -82,8 +88,11 @@ typedef struct {
   double wait_p50_us, wait_p99_us; /* queue wait of recent jobs */
 } sched_lane_stats;
 
+typedef struct gkcd_devices gkcd_devices;
+
+/* workers: per lane, on each device (devs). */
 int sched_create(gkcd_sched **out, uv_loop_t *loop, const gkcd_config *cfg, gkcd_budget *budget,
-                 gkcd_pool *pool, gkcd_cost *cost, int nlanes, const int *workers,
+                 gkcd_pool *pool, gkcd_devices *devs, int nlanes, const int *workers,
                  sched_done_cb done, void *arg);
 void sched_destroy(gkcd_sched *s);
 
@@ -127,5 +136,16 @@ typedef struct {
   uint64_t cancelled, expired_deadline, expired_wait, held;
 } sched_counters;
 void sched_counters_get(const gkcd_sched *s, sched_counters *out);
+/* One device's share: handed to it and not yet taken by a worker (queued),
+ * being worked on (running), and their predicted time. */
+typedef struct {
+  size_t queued, running;
+  double outstanding_us;
+} sched_device_stats;
+void sched_device_stats_get(const gkcd_sched *s, int device, sched_device_stats *out);
+/* The split model (split.h): the per-part overhead now believed, in us,
+ * and how many requests were split. */
+double sched_split_overhead_us(const gkcd_sched *s);
+uint64_t sched_splits(const gkcd_sched *s);
 
 #endif

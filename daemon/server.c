@@ -91,6 +91,7 @@ void server_close(gkcd_server *srv) {
   uv_close((uv_handle_t *)&srv->sweep, NULL);
   notify_close(srv);
   http_stop(srv);
+  devices_close(&srv->devs);
   uv_run(srv->loop, UV_RUN_DEFAULT);
   /* libuv gave SIGINT and SIGTERM their default action back when their
    * handles closed; a late one, blocked here but pending, would kill us
@@ -119,6 +120,7 @@ static void on_sweep(uv_timer_t *t) {
 
 /* The CPU backend's lanes: the latency lane gets one worker of its own. */
 static int lane_workers(gkcd_server *srv, int *workers) {
+  /* Each device gets --threads workers of its own. */
   if (srv->cfg.latency_sms <= 0) {
     workers[LANE_BULK] = srv->cfg.threads;
     return 1;
@@ -138,10 +140,29 @@ static double sweep_every(const gkcd_config *cfg) {
 }
 
 
-int server_start(gkcd_server *srv, uv_loop_t *loop, gkcd_backend *be) {
+/* The loop, once a device is out of service: the work queued for it alone
+ * can be answered now. */
+static void on_device_lost(int device, void *arg) {
+  gkcd_server *srv = arg;
+  (void)device;
+  if (srv->sched) sched_pump(srv->sched);
+  conn_flush_all(srv);
+}
+
+void server_destroy_devices(gkcd_server *srv, gkcd_backend **be, int n) {
+  if (srv->devs.n) {
+    devices_destroy(&srv->devs);
+    return;
+  }
+  for (int i = 0; i < n; i++) be[i]->destroy(be[i]);
+}
+
+int server_start(gkcd_server *srv, uv_loop_t *loop, gkcd_backend **bes, int ndev) {
   int rc;
   srv->loop = loop;
-  srv->be = be;
+  srv->be = bes[0];
+  gkcd_backend *be = bes[0];
+  if (devices_init(&srv->devs, loop, bes, ndev, on_device_lost, srv) != 0) return -1;
   srv->listen_fd = -1;
   srv->start_ns = now_ns();
   srv->limits.max_bytes = srv->cfg.max_request_bytes;
@@ -155,16 +176,18 @@ int server_start(gkcd_server *srv, uv_loop_t *loop, gkcd_backend *be) {
   srv->budget.limit = srv->cfg.memory_budget;
   int workers[SCHED_MAX_LANES];
   int nlanes = lane_workers(srv, workers);
-  if ((rc = cost_create(&srv->cost, &be->rates)) ||
-      (rc = pool_start(&srv->pool, loop, nlanes, workers, srv->cfg.spin_us, work_run, be,
+  if ((rc = pool_start(&srv->pool, loop, ndev, nlanes, workers, srv->cfg.spin_us, work_run, NULL,
                        rpc_job_done, srv)) ||
-      (rc = sched_create(&srv->sched, loop, &srv->cfg, &srv->budget, srv->pool, srv->cost, nlanes,
+      (rc = sched_create(&srv->sched, loop, &srv->cfg, &srv->budget, srv->pool, &srv->devs, nlanes,
                          workers, rpc_job_done, srv))) {
     log_err("cannot start the scheduler and its worker threads (%d)", rc);
     return -1;
   }
   log_info("cost model starts from %.3g GFLOP/s, %.3g GB/s%s", be->rates.flops_per_us / 1e3,
            be->rates.bytes_per_us / 1e3, be->rates.host_bytes_per_us > 0 ? " (device memory)" : "");
+  if (ndev > 1)
+    log_info("%d devices, each with its own workers; a split costs a measured %.1f us per part",
+             ndev, sched_split_overhead_us(srv->sched));
   if (nlanes > 1)
     log_info("lanes: latency (requests predicted under %g us) %d worker(s), bulk %d", srv->cfg.latency_us,
              workers[LANE_LATENCY], workers[LANE_BULK]);

@@ -15,6 +15,7 @@
 #include "budget.h"
 #include "config.h"
 #include "cost.h"
+#include "devices.h"
 #include "metrics.h"
 #include "proto_frame.h"
 #include "proto_rpc.h"
@@ -70,10 +71,10 @@ struct gkcd_conn {
 struct gkcd_server {
   uv_loop_t *loop;
   gkcd_config cfg;
-  gkcd_backend *be;
+  gkcd_devices devs;   /* every device served from (devices.h) */
+  gkcd_backend *be;    /* device 0: the kind, the algo names, region pinning */
   gkcd_pool *pool;
   gkcd_sched *sched;
-  gkcd_cost *cost;
   gkcd_budget budget;  /* every byte held for clients (budget.h) */
   proto_limits limits;
   int listen_fd;
@@ -120,9 +121,13 @@ struct gkcd_server {
   struct gkcd_http *http;   /* --metrics-listen (http.h), or NULL */
 };
 
-/* Opens the listening socket, starts the workers and signal handling.
- * 0, or -1 after logging why. */
-int server_start(gkcd_server *srv, uv_loop_t *loop, gkcd_backend *be);
+/* Opens the listening socket, starts the workers of each of the n devices
+ * be[0..n) (all of one kind) and signal handling.  0, or -1 after logging
+ * why; the backends are the server's from then on either way
+ * (server_destroy_devices). */
+int server_start(gkcd_server *srv, uv_loop_t *loop, gkcd_backend **be, int n);
+/* After server_close, or a failed server_start: destroys the backends. */
+void server_destroy_devices(gkcd_server *srv, gkcd_backend **be, int n);
 /* Runs the loop until the server is done.  With --spin-us, for that long
  * after each frame or completion it polls (UV_RUN_NOWAIT) instead of
  * sleeping in epoll, so a completion or the next request of a busy client

@@ -1,4 +1,6 @@
 /* status.c: the "status" method's reply. */
+#include <stdatomic.h>
+#include <string.h>
 #include <time.h>
 
 #include "gkc.h"
@@ -90,13 +92,57 @@ static void pack_memory(gkcd_server *srv, msgpack_packer *pk) {
   for (int k = 0; k < BUDGET_KINDS; k++) kv_u64(pk, budget_kind_name(k), srv->budget.by_kind[k]);
 }
 
+/* Every device, lost ones included (PROTOCOL.md, "status"): the names of
+ * the multi-device contract, and the single-device keys kept as they were
+ * (memory_free, threads; cached_bytes and streams on a GPU). */
+static void pack_devices(gkcd_server *srv, msgpack_packer *pk) {
+  int n = srv->devs.n;
+  proto_pack_cstr(pk, "devices");
+  msgpack_pack_array(pk, (size_t)n);
+  for (int i = 0; i < n; i++) {
+    gkcd_backend *be = srv->devs.dev[i].be;
+    gkcd_device_info d;
+    memset(&d, 0, sizeof d);
+    d.gpu = -1;
+    be->devices(be, &d, 1);
+    sched_device_stats st;
+    sched_device_stats_get(srv->sched, i, &st);
+    int lost = atomic_load(&be->lost);
+    msgpack_pack_map(pk, 16 + (d.streams ? 3 : 0));
+    kv_u64(pk, "index", (uint64_t)i);
+    proto_pack_cstr(pk, "name");
+    proto_pack_cstr(pk, d.name);
+    proto_pack_cstr(pk, "kind");
+    proto_pack_cstr(pk, d.kind ? d.kind : be->name);
+    proto_pack_cstr(pk, "gpu");
+    msgpack_pack_int(pk, d.gpu);
+    kv_u64(pk, "sms", (uint64_t)d.sms);
+    kv_u64(pk, "memory_total", d.memory_total);
+    kv_u64(pk, "memory_used", d.memory_total > d.memory_free ? d.memory_total - d.memory_free : 0);
+    kv_u64(pk, "memory_cached", d.cached_bytes);
+    kv_u64(pk, "memory_free", d.memory_free);
+    kv_u64(pk, "threads", (uint64_t)d.threads);
+    kv_u64(pk, "queued", st.queued);
+    kv_u64(pk, "running", st.running);
+    kv_u64(pk, "served", srv->devs.dev[i].served);
+    kv_dbl(pk, "outstanding_us", st.outstanding_us);
+    proto_pack_cstr(pk, "lost");
+    lost ? msgpack_pack_true(pk) : msgpack_pack_false(pk);
+    proto_pack_cstr(pk, "lost_reason");
+    proto_pack_cstr(pk, backend_lost_reason(be));
+    if (d.streams) {
+      kv_u64(pk, "cached_bytes", d.cached_bytes);
+      kv_u64(pk, "streams", (uint64_t)d.streams);
+      kv_u64(pk, "streams_busy", (uint64_t)d.streams_busy);
+    }
+  }
+}
+
 void status_pack(gkcd_server *srv, msgpack_packer *pk) {
-  gkcd_device_info dev[8];
-  int ndev = srv->be->devices(srv->be, dev, 8);
   sched_counters sn;
   sched_counters_get(srv->sched, &sn);
 
-  msgpack_pack_map(pk, 32);
+  msgpack_pack_map(pk, 34);
   proto_pack_cstr(pk, "version");
   proto_pack_cstr(pk, GKC_VERSION);
   proto_pack_cstr(pk, "backend");
@@ -124,6 +170,10 @@ void status_pack(gkcd_server *srv, msgpack_packer *pk) {
   kv_u64(pk, "budget_refused", sn.mem_refused);
   kv_u64(pk, "spin_hits", pool_spin_hits(srv->pool));
   kv_u64(pk, "loop_spin_hits", srv->loop_spin_hits);
+  /* Split work (split.h): how many requests ran as parts on several
+   * devices, and the per-part overhead the split rule now believes. */
+  kv_u64(pk, "splits", sched_splits(srv->sched));
+  kv_dbl(pk, "split_overhead_us", sched_split_overhead_us(srv->sched));
   pack_memory(srv, pk);
   proto_pack_cstr(pk, "resident");
   msgpack_pack_map(pk, 4);
@@ -134,21 +184,7 @@ void status_pack(gkcd_server *srv, msgpack_packer *pk) {
   pack_lanes(srv, pk);
   pack_clients(srv, pk);
 
-  proto_pack_cstr(pk, "devices");
-  msgpack_pack_array(pk, (size_t)ndev);
-  for (int i = 0; i < ndev; i++) {
-    msgpack_pack_map(pk, dev[i].streams ? 7 : 4);
-    proto_pack_cstr(pk, "name");
-    proto_pack_cstr(pk, dev[i].name);
-    kv_u64(pk, "memory_total", dev[i].memory_total);
-    kv_u64(pk, "memory_free", dev[i].memory_free);
-    kv_u64(pk, "threads", (uint64_t)dev[i].threads);
-    if (dev[i].streams) {
-      kv_u64(pk, "cached_bytes", dev[i].cached_bytes);
-      kv_u64(pk, "streams", (uint64_t)dev[i].streams);
-      kv_u64(pk, "streams_busy", (uint64_t)dev[i].streams_busy);
-    }
-  }
+  pack_devices(srv, pk);
 
   proto_pack_cstr(pk, "methods");
   msgpack_pack_map(pk, PROTO_M_COUNT);

@@ -1,21 +1,36 @@
 /* work.c: see work.h. */
 #include "work.h"
 
+#include <stdatomic.h>
+
 #include "backend.h"
+#include "devices.h"
 #include "fault.h"
 #include "gkc_errors.h"
 #include "methods.h"
+#include "move.h"
 #include "region.h"
 #include "validate.h"
 
-void work_run(gkcd_job *job, void *backend) {
-  gkcd_backend *be = backend;
+/* 1 (the job failed) when its device has been lost: it never reaches the
+ * backend, which may no longer be able to run anything. */
+static int device_gone(gkcd_job *job) {
+  if (!atomic_load(&job->be->lost)) return 0;
+  char msg[sizeof job->errmsg];
+  job_fail(job, GKC_EDEVICE_LOST, "%s", devices_lost_msg(job->be, msg, sizeof msg));
+  return 1;
+}
+
+void work_run(gkcd_job *job, void *arg) {
+  (void)arg;
+  gkcd_backend *be = job->be;
   if (job->deadline_ns && job->t_run_ns > job->deadline_ns) {
     job_fail(job, GKC_EDEADLINE_EXCEEDED, "waited %.1f ms for a worker, past its deadline_ms",
              (double)(job->t_run_ns - job->t_start_ns) / 1e6);
   } else if (!methods_is_backend(job->method)) {
     region_map(be, job);
-  } else if (fault_inject(job) == 0 && validate_job(job) == 0) {
+  } else if (fault_device(job) == 0 && !device_gone(job) && move_operands(job) == 0 &&
+             fault_inject(job) == 0 && validate_job(job) == 0) {
     be->run(be, job);
     return; /* the backend finishes the job, now or later */
   }

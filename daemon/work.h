@@ -11,7 +11,9 @@
 
 #include "job.h"
 
-/* The pool's run hook; arg is the gkcd_backend. */
-void work_run(gkcd_job *job, void *backend);
+/* The pool's run hook: job->be is its device (arg unused).  A job whose
+ * device was lost is answered device_lost without running; operands that
+ * live on other devices are moved first (move.h). */
+void work_run(gkcd_job *job, void *arg);
 
 #endif

@@ -230,10 +230,12 @@ class Api:
     def sgemm(self, A: ArrayArg, B: ArrayArg, *, alpha: float = 1.0, beta: float = 0.0,
               C: Optional[ArrayArg] = None, trans_a: bool = False, trans_b: bool = False,
               algo: Optional[str] = None, precision: Optional[str] = None, out: Out = None,
-              deadline_ms: Optional[int] = None, info: Optional[Dict[str, Any]] = None) -> Any:
+              deadline_ms: Optional[int] = None, info: Optional[Dict[str, Any]] = None,
+              device: Optional[int] = None) -> Any:
         """``alpha * op(A) @ op(B) + beta * C`` in float32, an (m, n) array.
 
-        A and B are 2-D (op(A) = A.T when trans_a).  C is needed when beta != 0."""
+        A and B are 2-D (op(A) = A.T when trans_a).  C is needed when beta != 0.
+        ``device`` runs it on that device (never split across several)."""
         a, ash = self._array("A", A)
         b, bsh = self._array("B", B)
         if len(ash) != 2 or len(bsh) != 2:
@@ -248,6 +250,7 @@ class Api:
             p["c"] = self._array("C", C)[0]
         if precision is not None:
             p["precision"] = precision
+        self._where(p, device, False)
         self._out(p, "c", out, m * n)
 
         def decode(res: Dict[str, Any]) -> Any:
@@ -256,9 +259,11 @@ class Api:
         return self._invoke("sgemm", self._common(p, algo, deadline_ms), decode)
 
     def reduce(self, x: ArrayArg, op: str = "sum", *, algo: Optional[str] = None,
-               deadline_ms: Optional[int] = None, info: Optional[Dict[str, Any]] = None) -> Any:
-        """The ``sum``, ``min`` or ``max`` of x's float32 values, as a float."""
-        p = {"x": self._array("x", x)[0], "op": op}
+               deadline_ms: Optional[int] = None, info: Optional[Dict[str, Any]] = None,
+               device: Optional[int] = None) -> Any:
+        """The ``sum``, ``min`` or ``max`` of x's float32 values, as a float.
+        ``device`` runs it on that device (never split across several)."""
+        p = self._where({"x": self._array("x", x)[0], "op": op}, device, False)
 
         def decode(res: Dict[str, Any]) -> float:
             self._info(info, res, "value")
@@ -412,9 +417,36 @@ class Api:
 
     # --- resident data and regions ----------------------------------------------------
 
-    def upload(self, x: ArrayArg, *, dtype: Optional[str] = None, shared: bool = False) -> Any:
+    @staticmethod
+    def _where(p: Dict[str, Any], device: Optional[int], replicate: bool) -> Dict[str, Any]:
+        """The optional ``device`` (an int >= 0) and ``replicate`` arguments
+        (PROTOCOL.md, "Devices"); gkcd checks the device exists."""
+        if device is not None:
+            if isinstance(device, bool) or not isinstance(device, (int, np.integer)) or device < 0:
+                raise _bad(f"'device' must be a device number (an int >= 0), not {device!r}")
+            if replicate:
+                raise _bad("'device' and 'replicate' cannot be given together: a replicated"
+                           " object lives on every device")
+            p["device"] = int(device)
+        if replicate:
+            p["replicate"] = True
+        return p
+
+    @staticmethod
+    def _device_of(res: Dict[str, Any]) -> Any:
+        """The reply's ``device`` (an int), or ``devices`` (a tuple) when the
+        object is replicated or the request was split."""
+        if "devices" in res:
+            return tuple(int(d) for d in res["devices"])
+        return int(res["device"]) if "device" in res else None
+
+    def upload(self, x: ArrayArg, *, dtype: Optional[str] = None, shared: bool = False,
+               device: Optional[int] = None, replicate: bool = False) -> Any:
         """Keeps x on gkcd; returns a resident :class:`Array`.  dtype is
-        ``"f32"`` or ``"i32"``; by default i32 for integer arrays, else f32."""
+        ``"f32"`` or ``"i32"``; by default i32 for integer arrays, else f32.
+        With several devices, ``device`` puts it on that one and
+        ``replicate=True`` keeps a read-only copy on every one; the array's
+        ``device`` attribute says where it went."""
         if dtype is None:
             if isinstance(x, Array):
                 dtype = x.wire_dtype
@@ -423,8 +455,13 @@ class Api:
         if dtype not in ("f32", "i32"):
             raise _bad(f"'dtype' must be 'f32' or 'i32', not {dtype!r}")
         data, shape = self._array("data", x, dtype)
-        p = {"data": data, "dtype": dtype, "shared": bool(shared)}
-        return self._invoke("upload", p, lambda res: Array(self, int(res["handle"]), shape, dtype))
+        p = self._where({"data": data, "dtype": dtype, "shared": bool(shared)}, device, replicate)
+
+        def decode(res: Dict[str, Any]) -> Array:
+            arr = Array(self, int(res["handle"]), shape, dtype)
+            arr.device = self._device_of(res)
+            return arr
+        return self._invoke("upload", p, decode)
 
     def download(self, a: Array, *, out: Optional[np.ndarray] = None) -> Any:
         """A resident array's values: a new NumPy array of its shape, or
@@ -447,14 +484,21 @@ class Api:
             return np.frombuffer(res["data"], dtype=a.dtype).reshape(a.shape).copy()
         return self._invoke("download", p, decode)
 
-    def csr_upload(self, A: Any, *, shared: bool = False) -> Any:
+    def csr_upload(self, A: Any, *, shared: bool = False, device: Optional[int] = None,
+                   replicate: bool = False) -> Any:
         """Keeps a sparse matrix on gkcd (validated once); returns a :class:`Matrix`.
-        A is a SciPy sparse matrix or ``(row_ptr, col_idx, values, (rows, cols))``."""
+        A is a SciPy sparse matrix or ``(row_ptr, col_idx, values, (rows, cols))``.
+        ``device`` and ``replicate`` as for :meth:`upload`."""
         p = self._csr(A, None)
         p["shared"] = bool(shared)
-        return self._invoke("csr_upload", p, lambda res: Matrix(
-            self, int(res["matrix"]), int(res["rows"]), int(res["cols"]), int(res["nnz"]),
-            str(res.get("algo", ""))))
+        self._where(p, device, replicate)
+
+        def decode(res: Dict[str, Any]) -> Matrix:
+            m = Matrix(self, int(res["matrix"]), int(res["rows"]), int(res["cols"]),
+                       int(res["nnz"]), str(res.get("algo", "")))
+            m.device = self._device_of(res)
+            return m
+        return self._invoke("csr_upload", p, decode)
 
     def release(self, obj: Union[Array, Matrix, Region]) -> Any:
         """``obj.release()``."""

@@ -88,6 +88,9 @@ class Array(_Owned):
         self.dtype = _DTYPES[dtype]
         self.size = int(np.prod(self.shape, dtype=np.int64)) if self.shape else 1
         self.nbytes = self.size * 4
+        # The device it lives on (an int), or the devices holding a copy (a
+        # tuple) when replicated; None from a gkcd without devices.
+        self.device: Any = None
 
     def _release_request(self) -> Tuple[str, dict]:
         return "release", {"handle": self.id}
@@ -110,6 +113,7 @@ class Matrix(_Owned):
         super().__init__(conn, ident)
         self.rows, self.cols, self.nnz, self.algo = rows, cols, nnz, algo
         self.shape = (rows, cols)
+        self.device: Any = None  # as Array.device
 
     def _release_request(self) -> Tuple[str, dict]:
         return "release", {"matrix": self.id}

@@ -1,0 +1,123 @@
+/* place.c: see place.h. */
+#include "place.h"
+
+#include <stdio.h>
+
+#include "devices.h"
+#include "gkc_errors.h"
+#include "proto_methods.h"
+#include "resident.h"
+
+int place_pick(int n, uint64_t candidates, const double *outstanding_us, const double *cost_us) {
+  int best = -1;
+  double best_us = 0;
+  for (int d = 0; d < n && d < 64; d++) {
+    if (!(candidates & (1ull << d))) continue;
+    double us = outstanding_us[d] + cost_us[d];
+    if (best < 0 || us < best_us) best = d, best_us = us;
+  }
+  return best;
+}
+
+/* Resident arrays and matrices (regions are host memory, on no device). */
+static int on_device(const gkcd_res *r) { return r->kind == RES_ARRAY || r->kind == RES_MATRIX; }
+
+/* The devices that hold r now. */
+static uint64_t holders(const gkcd_res *r, uint64_t live) {
+  return (r->rep_mask ? r->rep_mask : 1ull << r->device) & live;
+}
+
+static const char *kind_name(const gkcd_res *r) { return r->kind == RES_MATRIX ? "matrix" : "handle"; }
+
+int place_operands(gkcd_job *job, const gkcd_devices *devs, char *msg, size_t msglen) {
+  uint64_t live = devices_live(devs), all = ~0ull, any = 0;
+  char why[400];
+  if (job->pin_device >= 0 && !(live & (1ull << job->pin_device))) {
+    snprintf(msg, msglen, "argument 'device': %s",
+             devices_lost_msg(devs->dev[job->pin_device].be, why, sizeof why));
+    return GKC_EDEVICE_LOST;
+  }
+  /* A region is mapped and pinned once, by device 0 (resident.c unpins
+   * it there). */
+  if (job->method == PROTO_M_SHM_REGISTER) {
+    job->dev_mask = live & 1 ? 1 : live;
+    return 0;
+  }
+  /* Each device's copy of a replicate is made from the request's own
+   * bytes; a resident source lives on one device only. */
+  if (job->replicate)
+    for (int i = 0; i < job->nres; i++)
+      if (on_device(job->res[i])) {
+        snprintf(msg, msglen, "argument 'replicate': a replicated object is made from data sent"
+                 " with the request (bin or region), not from %s %u", kind_name(job->res[i]),
+                 job->res[i]->id);
+        return GKC_EINVALID_ARGUMENT;
+      }
+  /* A batch step writing a replicated array would change one copy only. */
+  if (job->method == PROTO_M_BATCH)
+    for (int s = 0; s < job->in.batch.nsteps; s++)
+      for (int i = 0; i < job->nres; i++) {
+        const gkcd_res *r = job->res[i];
+        const char *o = job->in.batch.steps[s].out, *p = r->ptr;
+        if (on_device(r) && r->rep_mask && o && o >= p && o < p + r->bytes) {
+          snprintf(msg, msglen, "step %d writes handle %u, which is replicated on every device and"
+                   " so read-only: write to an array of its own", s, r->id);
+          return GKC_EINVALID_ARGUMENT;
+        }
+      }
+  for (int i = 0; i < job->nres; i++) {
+    const gkcd_res *r = job->res[i];
+    if (!on_device(r)) continue;
+    uint64_t h = holders(r, live);
+    if (!h) {
+      snprintf(msg, msglen, "%s %u lived on device %d, which was lost (%s)", kind_name(r), r->id,
+               r->device, backend_lost_reason(devs->dev[r->device].be));
+      return GKC_EDEVICE_LOST;
+    }
+    all &= h;
+    any |= h;
+  }
+  /* Where it must run: the pinned device, or the array it writes. */
+  uint64_t must = live;
+  if (job->pin_device >= 0) must &= 1ull << job->pin_device;
+  if (job->out_kind == OUT_RES && job->out_res && on_device(job->out_res))
+    must &= 1ull << job->out_res->device;
+  if (!must) {
+    snprintf(msg, msglen, "argument 'device': device %d is not where the 'out' handle %u lives"
+             " (device %d)", job->pin_device, job->out_res->id, job->out_res->device);
+    return GKC_EINVALID_ARGUMENT;
+  }
+  if (must & all) {
+    job->dev_mask = must & all;
+    return 0;
+  }
+  if (job->method == PROTO_M_SOLVE || job->method == PROTO_M_BATCH) {
+    size_t off = 0;
+    why[0] = 0;
+    for (int i = 0, n = 0; i < job->nres && n < 6; i++) {
+      const gkcd_res *r = job->res[i];
+      if (!on_device(r) || r->rep_mask) continue;
+      int k = snprintf(why + off, sizeof why - off, "%s%s %u on device %d", n++ ? ", " : "",
+                       kind_name(r), r->id, r->device);
+      if (k < 0 || (size_t)k >= sizeof why - off) break;
+      off += (size_t)k;
+    }
+    snprintf(msg, msglen, "the resident operands of a %s must live on one device (%s%s); upload"
+             " them with the same 'device', or 'replicate' the shared ones",
+             proto_method_name(job->method), why,
+             job->pin_device >= 0 || job->out_kind == OUT_RES ? ", and where it must run" : "");
+    return GKC_EINVALID_ARGUMENT;
+  }
+  /* Operands on several devices: run where one of them is (or where it
+   * must), and move the rest there. */
+  job->dev_mask = must != live ? must : (any ? any : live);
+  return 0;
+}
+
+int place_needs_move(const gkcd_job *job, int d) {
+  for (int i = 0; i < job->nres; i++) {
+    const gkcd_res *r = job->res[i];
+    if (on_device(r) && !((r->rep_mask ? r->rep_mask : 1ull << r->device) & (1ull << d))) return 1;
+  }
+  return 0;
+}
