@@ -509,8 +509,10 @@ static int run_tiny(cuda_impl *impl, slot *s, gkcd_job *job) {
   cudaError_t e = cudaStreamSynchronize(s->stream);
   if (rc) {
     job_fail(job, rc, "%s", gkcu_ctx_errmsg(ctx));
-    if (rc == GKC_EDEVICE_ERROR && is_sticky(e) && !atomic_exchange(&impl->poisoned, 1))
-      backend_fatal("the CUDA context is unusable after: %s", job->errmsg);
+    if (rc == GKC_EDEVICE_ERROR && cuda_is_sticky(e)) {
+      cuda_gpu_lost(impl, "%s", job->errmsg);
+      fail_lost(impl, job);
+    }
   } else if (e != cudaSuccess) {
     fail_cuda(impl, job, e, "running the kernel");
   } else {

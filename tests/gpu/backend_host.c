@@ -52,3 +52,9 @@ const char *batch_op_name(int op) {
   fprintf(stderr, "FAIL: no batch runs here\n");
   exit(1);
 }
+
+void batch_fail_scalar(gkcd_job *job, int i, int which, double value) {
+  (void)job, (void)i, (void)which, (void)value;
+  fprintf(stderr, "FAIL: no batch runs here\n");
+  exit(1);
+}
