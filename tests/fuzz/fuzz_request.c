@@ -31,7 +31,8 @@
  *
  * Not reachable from here: conn.c and pool.c need a libuv loop, so the
  * small function of theirs that methods.c and validate.c call, conn_take_fd,
- * is copied into fuzz_server.c (job_fail is job.c's); the fake connection never
+ * is copied into fuzz_server.c (job_fail is job.c's), with devices.c's
+ * devices_count as two devices; the fake connection never
  * has a descriptor waiting, so shm_register always fails and region_map is
  * not run.  release/shm_release go through resident.c's
  * res_release_request, as in rpc.c; the one line of submit() that prepares

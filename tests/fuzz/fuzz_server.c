@@ -20,6 +20,10 @@ int conn_take_fd(gkcd_conn *c) { /* conn.c */
   return fd;
 }
 
+/* What devices.c would provide (it opens real backends): two devices, so
+ * `device` 0 and 1 parse and anything else is refused. */
+int devices_count(void) { return 2; }
+
 /* --- fake backends: algo lists, and memory that must never be freed ------ */
 
 static void never_res_free(gkcd_backend *be, void *ptr, size_t cap) {
