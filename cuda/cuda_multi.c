@@ -200,19 +200,6 @@ int cuda_backends_create(gkcd_backend **out, int max, int *count, const gkcd_con
   return 0;
 }
 
-/* The daemon's single-GPU start: GPU 0, not cut. */
-int cuda_backend_create(gkcd_backend **out, const gkcd_config *cfg, char *msg, size_t msglen) {
-  int ndev = 0, n = 0;
-  cudaError_t e = cudaGetDeviceCount(&ndev);
-  if (e != cudaSuccess || ndev == 0) {
-    cudaGetLastError();
-    snprintf(msg, msglen, "%s", e != cudaSuccess ? cudaGetErrorString(e) : "no CUDA device");
-    return GKC_EDEVICE_ERROR;
-  }
-  cuda_gpu *gpu;
-  return gpu_open(out, &n, &gpu, 0, 1, cfg, msg, msglen);
-}
-
 int cuda_peer_copy(gkcd_backend *be, void *dst, gkcd_backend *from, const void *src, size_t bytes,
                    int *peer, char *msg, size_t msglen) {
   *peer = 0;

@@ -132,7 +132,6 @@ int cpu_backend_create(gkcd_backend **out, int nthreads, char *msg, size_t msgle
 int cpu_backends_create(gkcd_backend **out, int count, int nthreads, size_t memory_each, char *msg,
                         size_t msglen);
 #ifdef GKC_HAVE_CUDA
-int cuda_backend_create(gkcd_backend **out, const gkcd_config *cfg, char *msg, size_t msglen);
 /* One backend per GPU in cfg->devices (every visible one when ndevices is
  * 0), each cut into cfg->split_device backends over disjoint SM partitions
  * when that is above 1; at most max in all.  0 with *count set, or a

@@ -109,9 +109,3 @@ int cuda_backends_create(gkcd_backend **out, int max, int *count, const gkcd_con
   if (rc != 0) return rc;
   return g_module->backends_create(out, max, count, cfg, msg, msglen);
 }
-
-/* One GPU: what main.c asks for until it serves several (multi-device). */
-int cuda_backend_create(gkcd_backend **out, const gkcd_config *cfg, char *msg, size_t msglen) {
-  int count = 0;
-  return cuda_backends_create(out, 1, &count, cfg, msg, msglen);
-}
