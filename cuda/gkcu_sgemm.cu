@@ -9,6 +9,7 @@
 #include "gkcu_internal.h"
 #include "gkcu_lab.h"
 #include "gkcu_sgemm.h"
+#include "gkcu_sgemm_tc.h"
 
 namespace {
 
@@ -580,8 +581,8 @@ int check_args(gkcu_ctx *ctx, int m, int n, int k, const float *a, const float *
   return 0;
 }
 
-const char *const kNames[GKCU_SGEMM_NALGO] = {"auto", "naive", "smem", "regblock", "cublas",
-                                              "cublas_tf32"};
+const char *const kNames[GKCU_SGEMM_NALGO] = {"auto",   "naive",       "smem",  "regblock",
+                                              "cublas", "cublas_tf32", "tf32x3"};
 
 }  // namespace
 
@@ -627,6 +628,7 @@ extern "C" int gkcu_sgemm(gkcu_ctx *ctx, int algo, int32_t m, int32_t n, int32_t
     }
     case GKCU_SGEMM_CUBLAS: return run_cublas(ctx, false, m, n, k, alpha, a, ta, b, tb, beta, c);
     case GKCU_SGEMM_CUBLAS_TF32: return run_cublas(ctx, true, m, n, k, alpha, a, ta, b, tb, beta, c);
+    case GKCU_SGEMM_TF32X3: return gkcu_lab_sgemm_tf32x3(ctx, -1, 0, m, n, k, alpha, a, ta, b, tb, beta, c);
   }
   return gkcu__fail(ctx, GKC_EINTERNAL, "sgemm: unhandled algo %d", algo);
 }

@@ -1,0 +1,54 @@
+/* gkcu_sgemm_tc.h: sgemm on the tensor cores at float32 accuracy ("3xTF32"),
+ * the kernel behind gkcu_sgemm()'s GKCU_SGEMM_TF32X3 (gkcu_sgemm.h).
+ *
+ * Each operand element x is split into two TF32 numbers, hi = tf32(x) and
+ * lo = tf32(x - hi), so x = hi + lo to about 22 bits (float32 keeps 24).
+ * The product takes three TF32 tensor-core products, lo*hi + hi*lo + hi*hi
+ * (the small terms first), accumulated in float32; lo*lo (below 2^-22 of
+ * the product) is dropped.  The tensor core adds in float32 but rounds
+ * towards zero inside an instruction, so the /fl configurations start
+ * fresh sums for each K tile (32 values) and add them into the running
+ * sums with ordinary round-to-nearest float32 additions.
+ *
+ * Inputs must be finite: an infinity becomes NaN (hi = inf, x - hi = NaN),
+ * where float32 arithmetic would give inf or NaN.
+ *
+ * Configurations (block tile BM x BN x BK, warp tile, cp.async stages,
+ * blocks per SM the registers are budgeted for) are listed in the .cu file;
+ * gkcu__tf32x3_choice() picks one and a K split for a shape from the lab
+ * runs recorded in cuda/NOTES.md.  K splits write partial sums to the
+ * context's scratch and a second kernel adds them in order (deterministic).
+ *
+ * Internal to cuda/ (C linkage so that the benchmark and the tests, plain C,
+ * can force a configuration); the daemon only sees gkcu_sgemm().
+ */
+#ifndef GKCU_SGEMM_TC_H
+#define GKCU_SGEMM_TC_H
+
+#include "gkcu.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum { GKCU_TC_CFGS = 7 };
+
+/* "128x128x32/w64x32/s3/b2", ...; NULL past the last. */
+const char *gkcu_tc_cfg_name(int cfg);
+
+/* The configuration and K split tf32x3 runs for this shape on sms SMs. */
+void gkcu_tc_choice(int sms, int32_t m, int32_t n, int32_t k, int *cfg, int *splits);
+
+/* tf32x3 with a forced configuration (0 .. GKCU_TC_CFGS-1; -1: the choice
+ * above) and K split (1..64; 0: the choice above).  gkcu_sgemm()'s tf32x3
+ * is this with -1 and 0.  Same arguments and return codes as
+ * gkcu_sgemm(). */
+int gkcu_lab_sgemm_tf32x3(gkcu_ctx *ctx, int cfg, int splits, int32_t m, int32_t n, int32_t k,
+                          float alpha, const float *a, int trans_a, const float *b, int trans_b,
+                          float beta, float *c);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GKCU_SGEMM_TC_H */
