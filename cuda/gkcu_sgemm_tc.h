@@ -5,10 +5,11 @@
  * lo = tf32(x - hi), so x = hi + lo to about 22 bits (float32 keeps 24).
  * The product takes three TF32 tensor-core products, lo*hi + hi*lo + hi*hi
  * (the small terms first), accumulated in float32; lo*lo (below 2^-22 of
- * the product) is dropped.  The tensor core adds in float32 but rounds
- * towards zero inside an instruction, so the /fl configurations start
- * fresh sums for each K tile (32 values) and add them into the running
- * sums with ordinary round-to-nearest float32 additions.
+ * the product) is dropped.  The tensor core adds in float32 but truncates,
+ * so each group of 8 k values is summed from zero by the tensor core and
+ * then added to the running sums with ordinary round-to-nearest float32
+ * additions (chaining the tensor core over all of k was 30-45x less
+ * accurate than cuBLAS FP32; see cuda/NOTES.md).
  *
  * Inputs must be finite: an infinity becomes NaN (hi = inf, x - hi = NaN),
  * where float32 arithmetic would give inf or NaN.
@@ -31,7 +32,7 @@
 extern "C" {
 #endif
 
-enum { GKCU_TC_CFGS = 7 };
+enum { GKCU_TC_CFGS = 9 };
 
 /* "128x128x32/w64x32/s3/b2", ...; NULL past the last. */
 const char *gkcu_tc_cfg_name(int cfg);

@@ -269,7 +269,7 @@ static void accuracy(int m, int n, int k) {
     snprintf(names[nr++], 48, "tf32x3");
     for (int cfg = 0; cfg < GKCU_TC_CFGS; cfg++) {
       rs[nr] = (run_arg){-1, cfg, 1, m, n, k, a, b, c};
-      snprintf(names[nr++], 48, "tf32x3/%s", gkcu_tc_cfg_name(cfg));
+      snprintf(names[nr++], 48, "tf32x3/%s k1", gkcu_tc_cfg_name(cfg));
     }
     double base = 0;
     for (int i = 0; i < nr; i++) {
@@ -413,7 +413,7 @@ static void time_shape(shape s, int lab, double *out_vendor, double *out_tc, dou
           sscanf(gkcu_tc_cfg_name(cf), "%dx%d", &bm, &bn);
           tiles = (size_t)((m + bm - 1) / bm) * ((n + bn - 1) / bn);
         }
-        if (sp > 1 && (tiles >= 2 * (size_t)sms || k < 128 * sp)) continue;
+        if (sp > 1 && (tiles >= 2 * (size_t)sms || k < 64 * sp)) continue;
         if ((double)m * n * k > 3e10 && tiles < (size_t)sms / 2) continue; /* slow, uninformative */
         run_arg r = {-1, cf, sp, m, n, k, a, b, c};
         double err = sampled_error(&r, d_idx, h_ref, h_mag, h_idx, NS);

@@ -49,6 +49,7 @@ if has bench; then
     > "$OUT/bench_sgemm_tc.log" 2>&1
   echo "bench rc=$?"
   grep -E "^device|FAILED" "$OUT/bench_sgemm_tc.log" | head
-  sed -n '/== accuracy/,/^$/p' "$OUT/bench_sgemm_tc.log" | grep -E "cublas|tf32x3 |/s3/b1/fl|/s3/b2 " | cut -c1-100
+  sed -n '/== accuracy/,/^$/p' "$OUT/bench_sgemm_tc.log" | grep -E "cublas|tf32x3 " | cut -c1-100
+  sed -n '/== accuracy/,/^$/p' "$OUT/bench_sgemm_tc.log" | awk '/tf32x3\// {print $NF, $0}' | sort -g | tail -3 | cut -c1-110
   sed -n '/== summary/,$p' "$OUT/bench_sgemm_tc.log"
 fi
