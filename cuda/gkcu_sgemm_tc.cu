@@ -69,15 +69,16 @@ __device__ __forceinline__ void mma_tf32(float *d, const uint32_t *a, const uint
 
 /* --- the kernel --------------------------------------------------------------------- */
 
-template <int BM_, int BN_, int BK_, int WM_, int WN_, int STAGES_, int MINB_>
+template <int BM_, int BN_, int BK_, int WM_, int WN_, int STAGES_, int MINB_, int KF_>
 struct TcCfg {
   static constexpr int BM = BM_, BN = BN_, BK = BK_, WM = WM_, WN = WN_, STAGES = STAGES_;
-  static constexpr int MINB = MINB_;
+  static constexpr int MINB = MINB_, KF = KF_;
   static constexpr int WARPS_M = BM / WM, WARPS_N = BN / WN;
   static constexpr int NT = WARPS_M * WARPS_N * 32;
   static constexpr int MT = WM / 16, NTL = WN / 8; /* mma tiles per warp */
   static_assert(BM % WM == 0 && BN % WN == 0 && WM % 16 == 0 && WN % 8 == 0, "warp tiling");
   static_assert(BK % 8 == 0 && BK >= 8, "BK is a multiple of 8");
+  static_assert((BK / 8) % KF == 0, "KF steps divide a stage");
 };
 
 /* Shared-memory geometry of one stage for a transpose case. */
@@ -171,56 +172,67 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
 #pragma unroll
       for (int q = 0; q < 4; q++) acc[i][j][q] = 0.0f;
 
-  /* acc += this stage's tile product.  Each 16x8x8 step's three TF32
-   * products go into a fresh sum (tmp), which is then added to acc with
-   * round-to-nearest float32 additions: the tensor core truncates when it
-   * accumulates, and chaining it over all of k made the error 30-45x
-   * cuBLAS FP32's (NOTES.md); this way the truncation only touches sums of
-   * 8 products.  tmp is 4 registers per fragment, live one at a time. */
+  /* acc += this stage's tile product.  The three TF32 products of KF
+   * consecutive 16x8x8 steps go into a fresh sum (tmp), which is then
+   * added to acc with round-to-nearest float32 additions: the tensor core
+   * truncates when it accumulates, and chaining it over all of k made the
+   * error 30-45x cuBLAS FP32's (NOTES.md); this way the truncation only
+   * touches sums of 8*KF products.  tmp is 4 registers per fragment, live
+   * one at a time; KF > 1 trades registers (A fragments of KF steps) for
+   * fewer float32 additions. */
   auto multiply = [&](const float *sa, const float *sb) {
 #pragma unroll
-    for (int ks = 0; ks < C::BK / 8; ks++) {
-      const int kk = ks * 8 + 2 * t;
-      uint32_t ah[C::MT][4], al[C::MT][4];
+    for (int kg = 0; kg < C::BK / 8; kg += C::KF) {
+      /* A fragments (hi, lo) of KF consecutive 16x8x8 steps */
+      uint32_t ah[C::KF][C::MT][4], al[C::KF][C::MT][4];
 #pragma unroll
-      for (int i = 0; i < C::MT; i++) {
-        const int r = wm0 + i * 16 + g;
-        float x0, x1, x2, x3;
-        if (!TA) {
-          float2 p = *reinterpret_cast<const float2 *>(&sa[r * S::SA + kk]);
-          float2 q = *reinterpret_cast<const float2 *>(&sa[(r + 8) * S::SA + kk]);
-          x0 = p.x, x2 = p.y, x1 = q.x, x3 = q.y;
-        } else {
-          x0 = sa[kk * S::SA + r];
-          x2 = sa[(kk + 1) * S::SA + r];
-          x1 = sa[kk * S::SA + r + 8];
-          x3 = sa[(kk + 1) * S::SA + r + 8];
+      for (int f = 0; f < C::KF; f++)
+#pragma unroll
+        for (int i = 0; i < C::MT; i++) {
+          const int kk = (kg + f) * 8 + 2 * t, r = wm0 + i * 16 + g;
+          float x0, x1, x2, x3;
+          if (!TA) {
+            float2 p = *reinterpret_cast<const float2 *>(&sa[r * S::SA + kk]);
+            float2 q = *reinterpret_cast<const float2 *>(&sa[(r + 8) * S::SA + kk]);
+            x0 = p.x, x2 = p.y, x1 = q.x, x3 = q.y;
+          } else {
+            x0 = sa[kk * S::SA + r];
+            x2 = sa[(kk + 1) * S::SA + r];
+            x1 = sa[kk * S::SA + r + 8];
+            x3 = sa[(kk + 1) * S::SA + r + 8];
+          }
+          split_tf32(x0, ah[f][i][0], al[f][i][0]);
+          split_tf32(x1, ah[f][i][1], al[f][i][1]);
+          split_tf32(x2, ah[f][i][2], al[f][i][2]);
+          split_tf32(x3, ah[f][i][3], al[f][i][3]);
         }
-        split_tf32(x0, ah[i][0], al[i][0]);
-        split_tf32(x1, ah[i][1], al[i][1]);
-        split_tf32(x2, ah[i][2], al[i][2]);
-        split_tf32(x3, ah[i][3], al[i][3]);
-      }
 #pragma unroll
       for (int j = 0; j < C::NTL; j++) {
         const int col = wn0 + j * 8 + g;
-        float y0, y1;
-        if (!TB) {
-          y0 = sb[kk * S::SB + col];
-          y1 = sb[(kk + 1) * S::SB + col];
-        } else {
-          float2 p = *reinterpret_cast<const float2 *>(&sb[col * S::SB + kk]);
-          y0 = p.x, y1 = p.y;
+        uint32_t bh[C::KF][2], bl[C::KF][2];
+#pragma unroll
+        for (int f = 0; f < C::KF; f++) {
+          const int kk = (kg + f) * 8 + 2 * t;
+          float y0, y1;
+          if (!TB) {
+            y0 = sb[kk * S::SB + col];
+            y1 = sb[(kk + 1) * S::SB + col];
+          } else {
+            float2 p = *reinterpret_cast<const float2 *>(&sb[col * S::SB + kk]);
+            y0 = p.x, y1 = p.y;
+          }
+          split_tf32(y0, bh[f][0], bl[f][0]);
+          split_tf32(y1, bh[f][1], bl[f][1]);
         }
-        uint32_t bh[2], bl[2];
-        split_tf32(y0, bh[0], bl[0]);
-        split_tf32(y1, bh[1], bl[1]);
 #pragma unroll
         for (int i = 0; i < C::MT; i++) {
           float tmp[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-          mma_tf32(tmp, al[i], bh); /* the small terms first */
-          mma_tf32(tmp, ah[i], bl);
-          mma_tf32(tmp, ah[i], bh);
+#pragma unroll
+          for (int f = 0; f < C::KF; f++) {
+            mma_tf32(tmp, al[f][i], bh[f]); /* the small terms first */
+            mma_tf32(tmp, ah[f][i], bl[f]);
+            mma_tf32(tmp, ah[f][i], bh[f]);
+          }
 #pragma unroll
           for (int q = 0; q < 4; q++) acc[i][j][q] += tmp[q];
         }
@@ -295,24 +307,27 @@ __global__ void tf32x3_splitk_reduce_kernel(size_t mn, int splits, const float *
 
 /* --- configurations ------------------------------------------------------------------ */
 
-/* X(index, name, BM, BN, BK, WM, WN, STAGES, MINB); shared memory stays
- * under 227 KB for every transpose case. */
-#define GKCU__TC_CFGS(X)                                        \
-  X(0, "128x128x32/w32x64/s3/b1", 128, 128, 32, 32, 64, 3, 1)   \
-  X(1, "128x128x32/w64x32/s4/b1", 128, 128, 32, 64, 32, 4, 1)   \
-  X(2, "128x256x32/w64x64/s3/b1", 128, 256, 32, 64, 64, 3, 1)   \
-  X(3, "128x64x32/w32x32/s4/b2", 128, 64, 32, 32, 32, 4, 2)     \
-  X(4, "64x64x32/w32x32/s4/b3", 64, 64, 32, 32, 32, 4, 3)       \
-  X(5, "32x64x32/w16x32/s4/b4", 32, 64, 32, 16, 32, 4, 4)       \
-  X(6, "64x128x32/w32x32/s4/b2", 64, 128, 32, 32, 32, 4, 2)     \
-  X(7, "32x32x32/w16x16/s4/b6", 32, 32, 32, 16, 16, 4, 6)       \
-  X(8, "256x128x32/w64x64/s3/b1", 256, 128, 32, 64, 64, 3, 1)
+/* X(index, name, BM, BN, BK, WM, WN, STAGES, MINB, KF); shared memory
+ * stays under 227 KB for every transpose case. */
+#define GKCU__TC_CFGS(X)                                                \
+  X(0, "128x256x32/w64x64/s3/b1/f1", 128, 256, 32, 64, 64, 3, 1, 1)     \
+  X(1, "128x256x32/w64x64/s3/b1/f2", 128, 256, 32, 64, 64, 3, 1, 2)     \
+  X(2, "256x128x32/w64x64/s3/b1/f1", 256, 128, 32, 64, 64, 3, 1, 1)     \
+  X(3, "256x128x32/w64x64/s3/b1/f2", 256, 128, 32, 64, 64, 3, 1, 2)     \
+  X(4, "128x128x32/w64x32/s4/b1/f2", 128, 128, 32, 64, 32, 4, 1, 2)     \
+  X(5, "128x64x32/w32x32/s4/b2/f2", 128, 64, 32, 32, 32, 4, 2, 2)       \
+  X(6, "64x128x32/w32x32/s4/b2/f2", 64, 128, 32, 32, 32, 4, 2, 2)       \
+  X(7, "64x64x32/w32x32/s4/b3/f2", 64, 64, 32, 32, 32, 4, 3, 2)         \
+  X(8, "64x64x32/w32x32/s6/b2/f4", 64, 64, 32, 32, 32, 6, 2, 4)         \
+  X(9, "32x64x32/w16x32/s6/b4/f2", 32, 64, 32, 16, 32, 6, 4, 2)         \
+  X(10, "32x32x32/w16x16/s4/b6/f1", 32, 32, 32, 16, 16, 4, 6, 1)        \
+  X(11, "32x32x32/w16x16/s8/b6/f2", 32, 32, 32, 16, 16, 8, 6, 2)
 
 struct CfgInfo {
   const char *name;
   int bm, bn;
 };
-#define GKCU__TC_INFO(idx, name, BM, BN, BK, WM, WN, ST, MINB) {name, BM, BN},
+#define GKCU__TC_INFO(idx, name, BM, BN, BK, WM, WN, ST, MINB, KF) {name, BM, BN},
 const CfgInfo kCfgs[GKCU_TC_CFGS] = {GKCU__TC_CFGS(GKCU__TC_INFO)};
 #undef GKCU__TC_INFO
 
@@ -386,9 +401,9 @@ int run_tf32x3(gkcu_ctx *ctx, int cfg, int splits, int m, int n, int k, float al
 
   cudaError_t e = cudaErrorInvalidValue;
   switch (cfg) {
-#define GKCU__TC_CASE(idx, name, BM, BN, BK, WM, WN, ST, MINB) \
+#define GKCU__TC_CASE(idx, name, BM, BN, BK, WM, WN, ST, MINB, KF) \
   case idx:                                                        \
-    e = launch_cfg<TcCfg<BM, BN, BK, WM, WN, ST, MINB>>(ctx->stream, ta, tb, L); \
+    e = launch_cfg<TcCfg<BM, BN, BK, WM, WN, ST, MINB, KF>>(ctx->stream, ta, tb, L); \
     break;
     GKCU__TC_CFGS(GKCU__TC_CASE)
 #undef GKCU__TC_CASE
@@ -411,20 +426,15 @@ extern "C" const char *gkcu_tc_cfg_name(int cfg) {
   return cfg >= 0 && cfg < GKCU_TC_CFGS ? kCfgs[cfg].name : NULL;
 }
 
-/* Placeholder rule until the lab table is in (cuda/NOTES.md): the largest
- * tile that still gives every SM a block, else split K. */
+/* Placeholder rule until the lab table is in (cuda/NOTES.md). */
 extern "C" void gkcu_tc_choice(int sms, int32_t m, int32_t n, int32_t k, int *cfg, int *splits) {
   *splits = 1;
-  if (tc_tiles(2, m, n) * 10 >= (size_t)sms * 9) {
-    *cfg = 2;
+  if (tc_tiles(3, m, n) * 10 >= (size_t)sms * 9) {
+    *cfg = 3;
     return;
   }
-  if (tc_tiles(1, m, n) * 10 >= (size_t)sms * 9) {
-    *cfg = 1;
-    return;
-  }
-  int t = n <= 64 ? 3 : 4;
-  if (tc_tiles(t, m, n) * 2 < (size_t)sms) t = n <= 64 ? 4 : 5;
+  int t = n <= 64 ? 5 : 7;
+  if (tc_tiles(t, m, n) * 2 < (size_t)sms) t = n <= 64 ? 7 : 11;
   *cfg = t;
   if (k < 256) return;
   size_t want = 2 * (size_t)sms / tc_tiles(t, m, n);

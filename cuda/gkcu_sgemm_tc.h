@@ -6,9 +6,9 @@
  * The product takes three TF32 tensor-core products, lo*hi + hi*lo + hi*hi
  * (the small terms first), accumulated in float32; lo*lo (below 2^-22 of
  * the product) is dropped.  The tensor core adds in float32 but truncates,
- * so each group of 8 k values is summed from zero by the tensor core and
- * then added to the running sums with ordinary round-to-nearest float32
- * additions (chaining the tensor core over all of k was 30-45x less
+ * so each group of 8*KF k values (KF = 1, 2 or 4 by configuration) is
+ * summed from zero by the tensor core and then added to the running sums
+ * with ordinary round-to-nearest float32 additions (chaining the tensor core over all of k was 30-45x less
  * accurate than cuBLAS FP32; see cuda/NOTES.md).
  *
  * Inputs must be finite: an infinity becomes NaN (hi = inf, x - hi = NaN),
@@ -32,9 +32,10 @@
 extern "C" {
 #endif
 
-enum { GKCU_TC_CFGS = 9 };
+enum { GKCU_TC_CFGS = 12 };
 
-/* "128x128x32/w64x32/s3/b2", ...; NULL past the last. */
+/* "128x256x32/w64x64/s3/b1/f1" (block tile, warp tile, stages, blocks per
+ * SM, KF), ...; NULL past the last. */
 const char *gkcu_tc_cfg_name(int cfg);
 
 /* The configuration and K split tf32x3 runs for this shape on sms SMs. */
