@@ -597,17 +597,20 @@ extern "C" int gkcu_sgemm_algo_parse(const char *s) {
   return -1;
 }
 
-/* The auto rule, from the measured table in bench/RESULTS.md: cuBLAS FP32
- * everywhere.  regblock reaches 0.93x of it at 2048..8192 and beats it only
- * at 1024^3 (1.04-1.06x) and on one 8192x64x8192 run where cuBLAS itself
- * varied by 25% between runs; neither margin is worth a second code path
- * on the daemon's default.  TF32 is never chosen implicitly. */
+/* The auto rule, from the measured tables in bench/RESULTS.md (tf32x3
+ * lab run, H100, 2026-11-25): tf32x3 (float32-accurate, see
+ * gkcu_sgemm_tc.h) where it beat cuBLAS FP32 by more than 3% -- every
+ * square from 256^3 to 8192^3 (1.07-1.36x) and 64x8192x64 (1.12x) --
+ * and cuBLAS FP32 where it did not: n <= 64 with k >= 2048 (8192x64x8192,
+ * 0.99x at best) and shapes whose rows cannot take 16-byte copies (any
+ * of m, n, k not a multiple of 4: 127x257x511, 0.98x at best; the 4-byte
+ * copy path was never measured faster).  regblock is never picked (0.93x
+ * at 2048..8192); plain TF32 never implicitly. */
 extern "C" int gkcu_sgemm_pick(const gkcu_ctx *ctx, int32_t m, int32_t n, int32_t k) {
   (void)ctx;
-  (void)m;
-  (void)n;
-  (void)k;
-  return GKCU_SGEMM_CUBLAS;
+  if (m % 4 || n % 4 || k % 4) return GKCU_SGEMM_CUBLAS;
+  if (n <= 64 && k >= 2048) return GKCU_SGEMM_CUBLAS;
+  return GKCU_SGEMM_TF32X3;
 }
 
 extern "C" int gkcu_sgemm(gkcu_ctx *ctx, int algo, int32_t m, int32_t n, int32_t k, float alpha,

@@ -21,8 +21,9 @@
  *   tf32x3       tensor cores at float32 accuracy: each operand split into
  *                two TF32 parts, three TF32 products accumulated in float32
  *                (gkcu_sgemm_tc.h); tile shape and K split per shape.
- *                Inputs must be finite (an infinity gives NaN).
- *   auto         gkcu_sgemm_pick()'s choice
+ *                Inputs must be finite (an infinity can give NaN where
+ *                float32 gives inf).
+ *   auto         gkcu_sgemm_pick()'s choice: tf32x3 or cublas
  */
 #ifndef GKCU_SGEMM_H
 #define GKCU_SGEMM_H

@@ -426,19 +426,33 @@ extern "C" const char *gkcu_tc_cfg_name(int cfg) {
   return cfg >= 0 && cfg < GKCU_TC_CFGS ? kCfgs[cfg].name : NULL;
 }
 
-/* Placeholder rule until the lab table is in (cuda/NOTES.md). */
+/* From the lab run of 2026-11-25 04:58 UTC (H100, 132 SMs; cuda/NOTES.md),
+ * x = cuBLAS FP32 time / this time:
+ *   - 256x128 tiles (f2) once they give ~every SM one: 2048^3 1.09,
+ *     4096^3 1.085, 8192^3 1.065 (128x256 and 128x128 tiles 0.98-1.07);
+ *   - else 64x64 tiles (6 stages, f4) when there are an SM's worth:
+ *     1024^3 1.146; with fewer, K split to ~2 blocks per SM when k >= 512
+ *     (512^3 k4 1.114; 8192x64x8192 k2 0.993, the best of all);
+ *   - short k (< 512) with few tiles: no split (256^3 k2 1.18 vs k1 1.36),
+ *     32x64 tiles if they fill the SMs (64x8192x64 1.115), else 32x32
+ *     (256^3 1.363), split only past k = 384 (127x257x511 k4 0.98). */
 extern "C" void gkcu_tc_choice(int sms, int32_t m, int32_t n, int32_t k, int *cfg, int *splits) {
   *splits = 1;
   if (tc_tiles(3, m, n) * 10 >= (size_t)sms * 9) {
     *cfg = 3;
     return;
   }
-  int t = n <= 64 ? 5 : 7;
-  if (tc_tiles(t, m, n) * 2 < (size_t)sms) t = n <= 64 ? 7 : 11;
-  *cfg = t;
-  if (k < 256) return;
-  size_t want = 2 * (size_t)sms / tc_tiles(t, m, n);
-  size_t most = (size_t)k / 128;
+  size_t want;
+  if (tc_tiles(8, m, n) >= (size_t)sms || k >= 512) {
+    *cfg = 8;
+    if (k < 512) return;
+    want = 2 * (size_t)sms / tc_tiles(8, m, n);
+  } else {
+    *cfg = tc_tiles(9, m, n) >= (size_t)sms ? 9 : 10;
+    if (k <= 384) return;
+    want = 2 * (size_t)sms / tc_tiles(*cfg, m, n);
+  }
+  size_t most = ((size_t)k + 127) / 128; /* slices of at least ~4 BK tiles */
   if (want > most) want = most;
   if (want > 16) want = 16;
   if (want < 1) want = 1;

@@ -195,6 +195,11 @@ static void argument_checks(gkcu_ctx *ctx) {
     int p = gkcu_sgemm_pick(ctx, shapes[i][0], shapes[i][1], shapes[i][2]);
     ASSERT(p == GKCU_SGEMM_CUBLAS || p == GKCU_SGEMM_TF32X3);
   }
+  /* the measured rule (gkcu_sgemm_pick): tf32x3 where it was faster */
+  ASSERT_EQ(gkcu_sgemm_pick(ctx, 4096, 4096, 4096), GKCU_SGEMM_TF32X3);
+  ASSERT_EQ(gkcu_sgemm_pick(ctx, 256, 256, 256), GKCU_SGEMM_TF32X3);
+  ASSERT_EQ(gkcu_sgemm_pick(ctx, 8192, 64, 8192), GKCU_SGEMM_CUBLAS);
+  ASSERT_EQ(gkcu_sgemm_pick(ctx, 127, 257, 511), GKCU_SGEMM_CUBLAS);
   cudaFree(d);
 }
 
