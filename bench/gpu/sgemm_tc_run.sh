@@ -18,9 +18,9 @@ has() { case " $STAGES " in *" $1 "*) return 0;; esac; return 1; }
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.limit,temperature.gpu --format=csv,noheader
 date -u
 if has tests; then
-  for t in test_gpu_sgemm_tc test_gpu_sgemm; do
+  for t in ${TESTS:-test_gpu_sgemm_tc test_gpu_sgemm}; do
     timeout ${TEST_TIMEOUT:-90} "$D/$t" > "$OUT/$t.log" 2>&1
-    echo "$t rc=$?"; grep -E "FAIL|accuracy|runs,|seed" "$OUT/$t.log" | head -${FAIL_LINES:-12}
+    echo "$t rc=$?"; grep -E "FAIL|accuracy|runs,|seed|passed|failed" "$OUT/$t.log" | head -${FAIL_LINES:-12}
   done
 fi
 if has sanitize; then
