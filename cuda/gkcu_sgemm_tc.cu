@@ -25,6 +25,8 @@
  */
 #include <stdint.h>
 
+#include <cooperative_groups.h>
+
 #include "gkcu_internal.h"
 #include "gkcu_sgemm_tc.h"
 
@@ -126,8 +128,8 @@ template <class C, bool TA, bool TB>
 __global__ void __launch_bounds__(C::NT, C::MINB)
     sgemm_tf32x3_kernel(int m, int n, int k, float alpha, const float *__restrict__ a,
                         const float *__restrict__ b, float beta, float *__restrict__ c,
-                        float *__restrict__ ws, int kps, bool vec_a, bool vec_b, int tiles_m,
-                        int tiles_n) {
+                        float *__restrict__ ws, int kps, int csplit, bool vec_a, bool vec_b,
+                        int tiles_m, int tiles_n) {
   using S = TcSmem<C, TA, TB>;
   extern __shared__ __align__(16) float smem[];
 
@@ -261,6 +263,40 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
   }
   cp_async_wait<0>(); /* nothing may be in flight into shared memory at exit */
 
+  if (csplit > 1) {
+    /* K split across a cluster of csplit blocks (grid z): each block puts
+     * its partial tile in its own shared memory, then each adds a share of
+     * the tile's elements over all csplit blocks in rank order (the same
+     * order every run) through distributed shared memory and writes C. */
+    __syncthreads(); /* the pipeline's buffers are free */
+    float *part = smem; /* [BM][BN] */
+#pragma unroll
+    for (int i = 0; i < C::MT; i++)
+#pragma unroll
+      for (int h = 0; h < 2; h++)
+#pragma unroll
+        for (int j = 0; j < C::NTL; j++) {
+          const int e = (wm0 + i * 16 + g + h * 8) * C::BN + wn0 + j * 8 + 2 * t;
+          part[e] = acc[i][j][2 * h];
+          part[e + 1] = acc[i][j][2 * h + 1];
+        }
+    cooperative_groups::cluster_group cl = cooperative_groups::this_cluster();
+    cl.sync(); /* every partial written, visible cluster-wide */
+    const int rank = (int)cl.block_rank();
+    constexpr int E = C::BM * C::BN;
+    const int e1 = (rank + 1) * E / csplit;
+    for (int e = rank * E / csplit + tid; e < e1; e += C::NT) {
+      const int row = m0 + e / C::BN, col = n0 + e % C::BN;
+      if (row >= m || col >= n) continue;
+      float sum = 0.0f;
+      for (int z = 0; z < csplit; z++) sum += cl.map_shared_rank(part, z)[e];
+      float *o = c + (size_t)row * n + col;
+      *o = beta == 0.0f ? alpha * sum : fmaf(beta, *o, alpha * sum);
+    }
+    cl.sync(); /* no block leaves while others still read its partial */
+    return;
+  }
+
   /* Epilogue: split-K slices store raw sums, else alpha and beta apply.
    * Fragment (i, j) holds rows r, r+8 and columns col, col+1. */
   float *out = ws ? ws + (size_t)blockIdx.z * m * n : c;
@@ -342,6 +378,7 @@ struct Launch {
   float *c, *ws;
   int kps, splits;
   bool va, vb;
+  bool cluster; /* splits > 1 added up in a cluster (ws unused) */
 };
 
 template <class C, bool TA, bool TB>
@@ -365,7 +402,25 @@ cudaError_t launch_t(cudaStream_t st, const Launch &L) {
     }
   }
   dim3 grid((unsigned int)tiles, 1, (unsigned int)L.splits);
-  kern<<<grid, C::NT, S::BYTES, st>>>(L.m, L.n, L.k, L.alpha, L.a, L.b, L.beta, L.c, L.ws, L.kps, L.va, L.vb,
+  if (L.cluster) {
+    /* S::BYTES >= BM*BN floats for every configuration: the partial fits */
+    static_assert(S::BYTES >= (size_t)C::BM * C::BN * sizeof(float), "partial tile fits");
+    cudaLaunchConfig_t lc = {};
+    lc.gridDim = grid;
+    lc.blockDim = dim3(C::NT);
+    lc.dynamicSmemBytes = S::BYTES;
+    lc.stream = st;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeClusterDimension;
+    at[0].val.clusterDim.x = 1;
+    at[0].val.clusterDim.y = 1;
+    at[0].val.clusterDim.z = (unsigned int)L.splits;
+    lc.attrs = at;
+    lc.numAttrs = 1;
+    return cudaLaunchKernelEx(&lc, kern, L.m, L.n, L.k, L.alpha, L.a, L.b, L.beta, L.c, (float *)NULL, L.kps,
+                              L.splits, L.va, L.vb, tiles_m, tiles_n);
+  }
+  kern<<<grid, C::NT, S::BYTES, st>>>(L.m, L.n, L.k, L.alpha, L.a, L.b, L.beta, L.c, L.ws, L.kps, 0, L.va, L.vb,
                                       tiles_m, tiles_n);
   return cudaGetLastError();
 }
@@ -380,25 +435,7 @@ cudaError_t launch_cfg(cudaStream_t st, int ta, int tb, const Launch &L) {
 
 bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 
-int run_tf32x3(gkcu_ctx *ctx, int cfg, int splits, int m, int n, int k, float alpha, const float *a, int ta,
-               const float *b, int tb, float beta, float *c) {
-  Launch L = {m, n, k, alpha, beta, a, b, c, NULL, k, 1, false, false};
-  L.va = aligned16(a) && ((ta ? m : k) % 4 == 0);
-  L.vb = aligned16(b) && ((tb ? k : n) % 4 == 0);
-  if (splits > 1) {
-    L.kps = (int)(((size_t)gkcu__div_up(k, splits) + 31) / 32 * 32); /* whole BK tiles */
-    splits = (int)gkcu__div_up(k, L.kps);                            /* no empty slices */
-  }
-  if (splits > 1) {
-    gkcu__carve cv = {};
-    gkcu__carve_add(&cv, (size_t)splits * m * n * sizeof(float), (void **)&L.ws);
-    int rc = gkcu__carve_commit(ctx, &cv);
-    if (rc != 0) return rc;
-  } else {
-    splits = 1;
-  }
-  L.splits = splits;
-
+cudaError_t launch_any(gkcu_ctx *ctx, int cfg, int ta, int tb, const Launch &L) {
   cudaError_t e = cudaErrorInvalidValue;
   switch (cfg) {
 #define GKCU__TC_CASE(idx, name, BM, BN, BK, WM, WN, ST, MINB, KF) \
@@ -408,6 +445,41 @@ int run_tf32x3(gkcu_ctx *ctx, int cfg, int splits, int m, int n, int k, float al
     GKCU__TC_CFGS(GKCU__TC_CASE)
 #undef GKCU__TC_CASE
   }
+  return e;
+}
+
+/* K splits up to this many are added in a thread-block cluster (portable
+ * cluster size); more go through scratch and a second kernel. */
+constexpr int kClusterMax = 8;
+
+int run_tf32x3(gkcu_ctx *ctx, int cfg, int splits, int m, int n, int k, float alpha, const float *a, int ta,
+               const float *b, int tb, float beta, float *c) {
+  Launch L = {m, n, k, alpha, beta, a, b, c, NULL, k, 1, false, false, false};
+  L.va = aligned16(a) && ((ta ? m : k) % 4 == 0);
+  L.vb = aligned16(b) && ((tb ? k : n) % 4 == 0);
+  if (splits > 1) {
+    L.kps = (int)(((size_t)gkcu__div_up(k, splits) + 31) / 32 * 32); /* whole BK tiles */
+    splits = (int)gkcu__div_up(k, L.kps);                            /* no empty slices */
+  }
+  if (splits < 1) splits = 1;
+  L.splits = splits;
+  cudaError_t e;
+  if (splits > 1 && splits <= kClusterMax) {
+    L.cluster = true;
+    e = launch_any(ctx, cfg, ta, tb, L);
+    if (e == cudaSuccess) return 0;
+    /* Refused at launch (a partition without room for the cluster, say):
+     * nothing ran; clear the error and take the scratch path. */
+    (void)cudaGetLastError();
+    L.cluster = false;
+  }
+  if (splits > 1) {
+    gkcu__carve cv = {};
+    gkcu__carve_add(&cv, (size_t)splits * m * n * sizeof(float), (void **)&L.ws);
+    int rc = gkcu__carve_commit(ctx, &cv);
+    if (rc != 0) return rc;
+  }
+  e = launch_any(ctx, cfg, ta, tb, L);
   if (e != cudaSuccess) return gkcu__cuda_fail(ctx, e, "launch sgemm_tf32x3_kernel");
   if (splits > 1) {
     size_t mn = (size_t)m * n;
@@ -433,9 +505,11 @@ extern "C" const char *gkcu_tc_cfg_name(int cfg) {
  *   - else 64x64 tiles (6 stages, f4) when there are an SM's worth:
  *     1024^3 1.146; with fewer, K split to ~2 blocks per SM when k >= 512
  *     (512^3 k4 1.114; 8192x64x8192 k2 0.993, the best of all);
- *   - short k (< 512) with few tiles: no split (256^3 k2 1.18 vs k1 1.36),
- *     32x64 tiles if they fill the SMs (64x8192x64 1.115), else 32x32
- *     (256^3 1.363), split only past k = 384 (127x257x511 k4 0.98). */
+ *   - short k (< 512) with few tiles: 32x64 tiles if they fill the SMs
+ *     (64x8192x64 1.115), else 32x32 (256^3 1.363 unsplit).  Splits
+ *     then cost a second kernel (256^3: k2 1.18, k4 1.20); they are now
+ *     added in a cluster instead, so the rule splits k > 128 into slices
+ *     of >= 64 (to be confirmed by the next lab run). */
 extern "C" void gkcu_tc_choice(int sms, int32_t m, int32_t n, int32_t k, int *cfg, int *splits) {
   *splits = 1;
   if (tc_tiles(3, m, n) * 10 >= (size_t)sms * 9) {
@@ -449,10 +523,12 @@ extern "C" void gkcu_tc_choice(int sms, int32_t m, int32_t n, int32_t k, int *cf
     want = 2 * (size_t)sms / tc_tiles(8, m, n);
   } else {
     *cfg = tc_tiles(9, m, n) >= (size_t)sms ? 9 : 10;
-    if (k <= 384) return;
+    if (k <= 128) return;
     want = 2 * (size_t)sms / tc_tiles(*cfg, m, n);
   }
-  size_t most = ((size_t)k + 127) / 128; /* slices of at least ~4 BK tiles */
+  /* slices of >= 4 BK tiles in the 64x64 branch, >= 2 in the small one
+   * (cluster splits cost no second launch) */
+  size_t most = *cfg == 8 ? ((size_t)k + 127) / 128 : ((size_t)k + 63) / 64;
   if (want > most) want = most;
   if (want > 16) want = 16;
   if (want < 1) want = 1;

@@ -17,8 +17,11 @@
  * Configurations (block tile BM x BN x BK, warp tile, cp.async stages,
  * blocks per SM the registers are budgeted for) are listed in the .cu file;
  * gkcu__tf32x3_choice() picks one and a K split for a shape from the lab
- * runs recorded in cuda/NOTES.md.  K splits write partial sums to the
- * context's scratch and a second kernel adds them in order (deterministic).
+ * runs recorded in cuda/NOTES.md.  K splits of up to 8 run as one thread-
+ * block cluster per tile, whose blocks add their partial tiles through
+ * distributed shared memory; more (or a cluster the launch refuses) write
+ * partial sums to the context's scratch for a second kernel.  Either way
+ * the slices are added in order: results are the same every run.
  *
  * Internal to cuda/ (C linkage so that the benchmark and the tests, plain C,
  * can force a configuration); the daemon only sees gkcu_sgemm().

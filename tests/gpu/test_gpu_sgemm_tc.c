@@ -1,5 +1,6 @@
 /* test_gpu_sgemm_tc: tf32x3 (float32-accurate sgemm on the tensor cores),
- * every configuration with and without a K split, through the public algo
+ * every configuration unsplit and with K split in a cluster and through
+ * scratch, through the public algo
  * and auto, against a float64 CPU reference on fresh random inputs: odd,
  * prime, tiny and aligned shapes, all four transposes, several alpha and
  * beta, beta = 0 with C poisoned with NaN, operands shifted off 16-byte
@@ -98,10 +99,13 @@ static void one_case(gkcu_ctx *ctx, gpu_rng *g, int m, int n, int k, int ta, int
   CUDA_OK(cudaMemcpy(da, a, na * sizeof(float), cudaMemcpyHostToDevice));
   CUDA_OK(cudaMemcpy(db, b, nb * sizeof(float), cudaMemcpyHostToDevice));
 
-  /* v < 2: the public algos (tf32x3, auto); then (cfg, splits) pairs */
-  int nv = 2 + GKCU_TC_CFGS * 2;
+  /* v < 2: the public algos (tf32x3, auto); then (cfg, splits) for each
+   * configuration: unsplit, 3 slices (a cluster), 32 asked (slices of 32
+   * k: past 8 of them, the scratch path with a second kernel) */
+  static const int split_list[3] = {1, 3, 32};
+  int nv = 2 + GKCU_TC_CFGS * 3;
   for (int v = 0; v < nv; v++) {
-    int cfg = (v - 2) / 2, splits = (v - 2) % 2 ? 3 : 1;
+    int cfg = (v - 2) / 3, splits = split_list[(v - 2) % 3];
     char name[64];
     if (v == 0) snprintf(name, sizeof name, "tf32x3");
     else if (v == 1) snprintf(name, sizeof name, "auto");
