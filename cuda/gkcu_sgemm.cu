@@ -598,17 +598,18 @@ extern "C" int gkcu_sgemm_algo_parse(const char *s) {
 }
 
 /* The auto rule, from the measured tables in bench/RESULTS.md (tf32x3
- * lab run, H100, 2026-11-25): tf32x3 (float32-accurate, see
- * gkcu_sgemm_tc.h) where it beat cuBLAS FP32 by more than 3% -- every
- * square from 256^3 to 8192^3 (1.07-1.36x) and 64x8192x64 (1.12x) --
- * and cuBLAS FP32 where it did not: n <= 64 with k >= 2048 (8192x64x8192,
- * 0.99x at best) and shapes whose rows cannot take 16-byte copies (any
- * of m, n, k not a multiple of 4: 127x257x511, 0.98x at best; the 4-byte
- * copy path was never measured faster).  regblock is never picked (0.93x
- * at 2048..8192); plain TF32 never implicitly. */
+ * runs, H100, 2026-11-25): tf32x3 (float32-accurate, see gkcu_sgemm_tc.h)
+ * wherever it was not measurably slower than cuBLAS FP32 -- squares 256^3
+ * to 8192^3 (1.00-1.30x in the final run), 64x8192x64 (1.14x),
+ * 127x257x511 (1.20x) -- and cuBLAS FP32 where it was: n <= 64 with
+ * k >= 2048 (8192x64x8192, 0.97-0.99x at best), and shapes whose rows
+ * cannot take 16-byte copies (one of m, n, k not a multiple of 4) beyond
+ * 2^25 multiply-adds: the 4-byte copy path was only measured on the small,
+ * latency-bound 127x257x511.  regblock is never picked (0.93x at
+ * 2048..8192); plain TF32 never implicitly. */
 extern "C" int gkcu_sgemm_pick(const gkcu_ctx *ctx, int32_t m, int32_t n, int32_t k) {
   (void)ctx;
-  if (m % 4 || n % 4 || k % 4) return GKCU_SGEMM_CUBLAS;
+  if ((m % 4 || n % 4 || k % 4) && (double)m * n * k > 33554432.0) return GKCU_SGEMM_CUBLAS;
   if (n <= 64 && k >= 2048) return GKCU_SGEMM_CUBLAS;
   return GKCU_SGEMM_TF32X3;
 }

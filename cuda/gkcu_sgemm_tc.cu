@@ -498,37 +498,44 @@ extern "C" const char *gkcu_tc_cfg_name(int cfg) {
   return cfg >= 0 && cfg < GKCU_TC_CFGS ? kCfgs[cfg].name : NULL;
 }
 
-/* From the lab run of 2026-11-25 04:58 UTC (H100, 132 SMs; cuda/NOTES.md),
- * x = cuBLAS FP32 time / this time:
- *   - 256x128 tiles (f2) once they give ~every SM one: 2048^3 1.09,
- *     4096^3 1.085, 8192^3 1.065 (128x256 and 128x128 tiles 0.98-1.07);
+/* From the lab runs of 2026-11-25 (H100, 132 SMs; bench/RESULTS.md),
+ * x = cuBLAS FP32 time / this time, final run (05:21 UTC) first:
+ *   - 256x128 tiles (f2) once they give ~every SM one: 2048^3 0.98-1.09,
+ *     4096^3 1.02-1.085, 8192^3 1.03-1.065 (f1 within +-2% of it, the order
+ *     flipping between runs; 128x256 and 128x128 tiles up to 8% slower);
  *   - else 64x64 tiles (6 stages, f4) when there are an SM's worth:
- *     1024^3 1.146; with fewer, K split to ~2 blocks per SM when k >= 512
- *     (512^3 k4 1.114; 8192x64x8192 k2 0.993, the best of all);
- *   - short k (< 512) with few tiles: 32x64 tiles if they fill the SMs
- *     (64x8192x64 1.115), else 32x32 (256^3 1.363 unsplit).  Splits
- *     then cost a second kernel (256^3: k2 1.18, k4 1.20); they are now
- *     added in a cluster instead, so the rule splits k > 128 into slices
- *     of >= 64 (to be confirmed by the next lab run). */
+ *     1024^3 1.16;
+ *   - n <= 64 with long k: 64x64 tiles, K split to ~2 blocks per SM
+ *     (8192x64x8192 k2 0.97, the best; auto runs cuBLAS there);
+ *   - otherwise 32x64 tiles unsplit when they give half the SMs a block
+ *     (512^3 1.03, 64x8192x64 1.14; 64x64 split k4 fell to 0.75 with the
+ *     split added in a cluster), else 32x32 tiles with K split in a
+ *     cluster to ~2 blocks per SM, slices of >= 64 (256^3 k4 1.30,
+ *     127x257x511 k7 1.20; k1 1.31 and 0.59). */
 extern "C" void gkcu_tc_choice(int sms, int32_t m, int32_t n, int32_t k, int *cfg, int *splits) {
   *splits = 1;
   if (tc_tiles(3, m, n) * 10 >= (size_t)sms * 9) {
     *cfg = 3;
     return;
   }
-  size_t want;
-  if (tc_tiles(8, m, n) >= (size_t)sms || k >= 512) {
+  if (tc_tiles(8, m, n) >= (size_t)sms) {
     *cfg = 8;
-    if (k < 512) return;
-    want = 2 * (size_t)sms / tc_tiles(8, m, n);
-  } else {
-    *cfg = tc_tiles(9, m, n) >= (size_t)sms ? 9 : 10;
-    if (k <= 128) return;
-    want = 2 * (size_t)sms / tc_tiles(*cfg, m, n);
+    return;
   }
-  /* slices of >= 4 BK tiles in the 64x64 branch, >= 2 in the small one
-   * (cluster splits cost no second launch) */
-  size_t most = *cfg == 8 ? ((size_t)k + 127) / 128 : ((size_t)k + 63) / 64;
+  size_t want, most;
+  if (n <= 64 && k >= 2048) {
+    *cfg = 8;
+    want = 2 * (size_t)sms / tc_tiles(8, m, n);
+    most = ((size_t)k + 127) / 128;
+  } else if (tc_tiles(9, m, n) * 2 >= (size_t)sms) {
+    *cfg = 9;
+    return;
+  } else {
+    *cfg = 10;
+    if (k <= 128) return;
+    want = 2 * (size_t)sms / tc_tiles(10, m, n);
+    most = ((size_t)k + 63) / 64;
+  }
   if (want > most) want = most;
   if (want > 16) want = 16;
   if (want < 1) want = 1;
