@@ -9,6 +9,7 @@
 #include "gkcu_internal.h"
 #include "gkcu_lab.h"
 #include "gkcu_sgemm.h"
+#include "gkcu_sgemm_tc.h"
 
 namespace {
 
@@ -580,8 +581,8 @@ int check_args(gkcu_ctx *ctx, int m, int n, int k, const float *a, const float *
   return 0;
 }
 
-const char *const kNames[GKCU_SGEMM_NALGO] = {"auto", "naive", "smem", "regblock", "cublas",
-                                              "cublas_tf32"};
+const char *const kNames[GKCU_SGEMM_NALGO] = {"auto",   "naive",       "smem",  "regblock",
+                                              "cublas", "cublas_tf32", "tf32x3"};
 
 }  // namespace
 
@@ -596,17 +597,21 @@ extern "C" int gkcu_sgemm_algo_parse(const char *s) {
   return -1;
 }
 
-/* The auto rule, from the measured table in bench/RESULTS.md: cuBLAS FP32
- * everywhere.  regblock reaches 0.93x of it at 2048..8192 and beats it only
- * at 1024^3 (1.04-1.06x) and on one 8192x64x8192 run where cuBLAS itself
- * varied by 25% between runs; neither margin is worth a second code path
- * on the daemon's default.  TF32 is never chosen implicitly. */
+/* The auto rule, from the measured tables in bench/RESULTS.md (tf32x3
+ * runs, H100, 2026-11-25): tf32x3 (float32-accurate, see gkcu_sgemm_tc.h)
+ * wherever it was not measurably slower than cuBLAS FP32 -- squares 256^3
+ * to 8192^3 (1.00-1.30x in the final run), 64x8192x64 (1.14x),
+ * 127x257x511 (1.20x) -- and cuBLAS FP32 where it was: n <= 64 with
+ * k >= 2048 (8192x64x8192, 0.97-0.99x at best), and shapes whose rows
+ * cannot take 16-byte copies (one of m, n, k not a multiple of 4) beyond
+ * 2^25 multiply-adds: the 4-byte copy path was only measured on the small,
+ * latency-bound 127x257x511.  regblock is never picked (0.93x at
+ * 2048..8192); plain TF32 never implicitly. */
 extern "C" int gkcu_sgemm_pick(const gkcu_ctx *ctx, int32_t m, int32_t n, int32_t k) {
   (void)ctx;
-  (void)m;
-  (void)n;
-  (void)k;
-  return GKCU_SGEMM_CUBLAS;
+  if ((m % 4 || n % 4 || k % 4) && (double)m * n * k > 33554432.0) return GKCU_SGEMM_CUBLAS;
+  if (n <= 64 && k >= 2048) return GKCU_SGEMM_CUBLAS;
+  return GKCU_SGEMM_TF32X3;
 }
 
 extern "C" int gkcu_sgemm(gkcu_ctx *ctx, int algo, int32_t m, int32_t n, int32_t k, float alpha,
@@ -627,6 +632,7 @@ extern "C" int gkcu_sgemm(gkcu_ctx *ctx, int algo, int32_t m, int32_t n, int32_t
     }
     case GKCU_SGEMM_CUBLAS: return run_cublas(ctx, false, m, n, k, alpha, a, ta, b, tb, beta, c);
     case GKCU_SGEMM_CUBLAS_TF32: return run_cublas(ctx, true, m, n, k, alpha, a, ta, b, tb, beta, c);
+    case GKCU_SGEMM_TF32X3: return gkcu_lab_sgemm_tf32x3(ctx, -1, 0, m, n, k, alpha, a, ta, b, tb, beta, c);
   }
   return gkcu__fail(ctx, GKC_EINTERNAL, "sgemm: unhandled algo %d", algo);
 }

@@ -18,7 +18,12 @@
  *   cublas       cuBLAS, CUBLAS_COMPUTE_32F (true FP32, no TF32)
  *   cublas_tf32  cuBLAS with TF32 tensor cores: ~1e-3 relative error;
  *                only when a caller names it (auto never picks it)
- *   auto         gkcu_sgemm_pick()'s choice
+ *   tf32x3       tensor cores at float32 accuracy: each operand split into
+ *                two TF32 parts, three TF32 products accumulated in float32
+ *                (gkcu_sgemm_tc.h); tile shape and K split per shape.
+ *                Inputs must be finite (an infinity can give NaN where
+ *                float32 gives inf).
+ *   auto         gkcu_sgemm_pick()'s choice: tf32x3 or cublas
  */
 #ifndef GKCU_SGEMM_H
 #define GKCU_SGEMM_H
@@ -36,6 +41,7 @@ typedef enum {
   GKCU_SGEMM_REGBLOCK,
   GKCU_SGEMM_CUBLAS,
   GKCU_SGEMM_CUBLAS_TF32,
+  GKCU_SGEMM_TF32X3, /* after the others: the daemon's algo indices stay */
   GKCU_SGEMM_NALGO
 } gkcu_sgemm_algo;
 
@@ -43,7 +49,8 @@ typedef enum {
 const char *gkcu_sgemm_algo_name(int algo);
 /* The algo named s (NULL means auto), or -1. */
 int gkcu_sgemm_algo_parse(const char *s);
-/* What auto runs for this shape (never TF32). */
+/* What auto runs for this shape: cublas or tf32x3, whichever was faster
+ * there in the measured tables (never plain TF32). */
 int gkcu_sgemm_pick(const gkcu_ctx *ctx, int32_t m, int32_t n, int32_t k);
 
 int gkcu_sgemm(gkcu_ctx *ctx, int algo, int32_t m, int32_t n, int32_t k,

@@ -64,7 +64,7 @@ static void sgemm_case(gkc_conn *c, const char *algo, int m, int n, int k, int t
 }
 
 static void test_sgemm(gkc_conn *c) {
-  static const char *const algos[] = {"naive", "smem", "regblock", "cublas", "auto"};
+  static const char *const algos[] = {"naive", "smem", "regblock", "cublas", "tf32x3", "auto"};
   static const int shapes[][3] = {{1, 1, 1},     {17, 31, 13},  {127, 1, 61}, {1, 257, 3},
                                   {129, 131, 67}, {256, 256, 256}, {333, 97, 511}};
   for (size_t a = 0; a < sizeof algos / sizeof *algos; a++)

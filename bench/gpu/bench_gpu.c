@@ -211,8 +211,8 @@ static void bench_sgemm_shape(int m, int n, int k, int lab) {
 
   double big = (double)m * n * k;
   if (!lab) {
-    static const int algos[] = {GKCU_SGEMM_NAIVE, GKCU_SGEMM_SMEM, GKCU_SGEMM_REGBLOCK, GKCU_SGEMM_AUTO,
-                                GKCU_SGEMM_CUBLAS_TF32};
+    static const int algos[] = {GKCU_SGEMM_NAIVE, GKCU_SGEMM_SMEM, GKCU_SGEMM_REGBLOCK, GKCU_SGEMM_TF32X3,
+                                GKCU_SGEMM_AUTO, GKCU_SGEMM_CUBLAS_TF32};
     for (size_t i = 0; i < sizeof algos / sizeof algos[0]; i++) {
       int al = algos[i];
       if (al == GKCU_SGEMM_NAIVE && big > 2049.0 * 2049 * 2049) continue; /* minutes of runtime */
