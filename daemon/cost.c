@@ -16,6 +16,8 @@ struct gkcd_cost {
 };
 
 /* The algo as the model tells them apart: 0 for auto. */
+#define COST_STEP_MAX 2.0794415416798357 /* log(8) */
+
 static int algo_key(const gkcd_job *job) {
   int a = job->algo + 1;
   return a < 0 ? 0 : a >= ALGOS ? ALGOS - 1 : a;
@@ -130,8 +132,14 @@ void cost_observe(gkcd_cost *c, const gkcd_job *job, double measured_us) {
   if (!(measured_us > 0) || job->err) return;
   double base = base_us(c, job);
   double *k = &c->corr[job->method][algo_key(job)][bucket(base)];
-  double ratio = measured_us / base;
-  /* A quarter of the way to each new measurement: a few requests adapt it,
-   * one outlier (a page fault, a cold cache) does not swing it. */
-  *k += 0.25 * (ratio - *k);
+  /* A quarter of the way to each new measurement, in log space, and each
+   * step at most a factor of COST_STEP_MAX: a few requests adapt it, and one
+   * outlier (a page fault, a cold cache, a GPU module loaded on a kernel's
+   * first launch: 100x the usual time) moves it at most 8^(1/4) = 1.7x, so
+   * it cannot push a tiny request out of the latency lane on its own.  A
+   * linear average moved it 25x in one step. */
+  double step = log(measured_us / base / *k);
+  if (step > COST_STEP_MAX) step = COST_STEP_MAX;
+  if (step < -COST_STEP_MAX) step = -COST_STEP_MAX;
+  *k *= exp(0.25 * step);
 }

@@ -70,7 +70,9 @@ int move_operands(gkcd_job *job) {
     gkcd_res *r = job->res[i];
     if ((r->kind != RES_ARRAY && r->kind != RES_MATRIX) || r->device == d) continue;
     if (n < 0) n = slots(job, s);
-    size_t span = r->cap > r->bytes ? r->cap : r->bytes;
+    /* An array moves its bytes; a matrix its whole allocation, which holds
+     * the backend's spmv plan past the three arrays (resident.h). */
+    size_t span = r->kind == RES_ARRAY || r->cap < r->bytes ? r->bytes : r->cap;
     if (r->rep_mask & (1ull << d)) {
       retarget(s, n, r->ptr, span, r->copies[d].ptr);
       continue;

@@ -492,10 +492,10 @@ static void split_reduce(void) {
     split_daemon(&fx, &c);
     rr_reply rs, r1;
     dv_call(&c, "reduce", DARGS(DB("x", x, (size_t)LEN * 4), DS("op", ops[o])), &rs);
-    dv_call(&c, "reduce", DARGS(DB("x", x, (size_t)LEN * 4), DS("op", ops[o]), DI("device", 2)), &r1);
+    dv_call(&c, "reduce", DARGS(DB("x", x, (size_t)LEN * 4), DS("op", ops[o]), DI("device", g_ndev - 1)), &r1);
     CHECK(__builtin_popcountll(get_devices(&rs)) >= 2, "%s over %d floats was not split: %s", ops[o],
           LEN, rr_reply_desc(&rs));
-    CHECK(get_int(&r1, "device") == 2, "pinned reduce: %s", rr_reply_desc(&r1));
+    CHECK(get_int(&r1, "device") == g_ndev - 1, "pinned reduce: %s", rr_reply_desc(&r1));
     double vs = rs.result ? rr_num(proto_map_get(rs.result, "value")) : NAN,
            v1 = r1.result ? rr_num(proto_map_get(r1.result, "value")) : NAN;
     if (o == 0) { /* both within n * eps32 * sum |x| of float64 */

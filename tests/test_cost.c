@@ -1,0 +1,62 @@
+/* test_cost: the cost model's corrections (daemon/cost.c) on their own:
+ * they learn a steady ratio of measured to predicted time within a few
+ * dozen jobs, in either direction, and one outlier cannot throw a tiny
+ * request's prediction past the latency lane's threshold. */
+#include <math.h>
+#include <string.h>
+
+#include "backend.h"
+#include "cost.h"
+#include "proto_methods.h"
+#include "test.h"
+
+static gkcd_job reduce_job(int64_t n) {
+  gkcd_job j;
+  memset(&j, 0, sizeof j);
+  j.method = PROTO_M_REDUCE;
+  j.algo = GKCD_ALGO_AUTO;
+  j.in.reduce.n = n;
+  j.in.reduce.x.bytes = (size_t)n * 4;
+  return j;
+}
+
+int main(void) {
+  cost_rates r = {.flops_per_us = 5e7, .bytes_per_us = 3e6, .host_bytes_per_us = 2e4, .fixed_us = 15};
+  gkcd_cost *c;
+  ASSERT_EQ(cost_create(&c, &r), 0);
+  gkcd_job j = reduce_job(1000);
+  double base = cost_predict(c, &j);
+  ASSERT(base > 0 && base < 200);
+
+  /* One outlier 100x the prediction: at most 8^(1/4) higher afterwards. */
+  cost_observe(c, &j, 100 * base);
+  double after = cost_predict(c, &j);
+  ASSERT(after > base && after <= base * pow(8, 0.25) * (1 + 1e-9));
+  ASSERT(after < 200); /* still a latency-lane request (--latency-us 200) */
+
+  /* A steady ratio is learned either way: 3x slower, then 2x faster. */
+  for (int i = 0; i < 60; i++) cost_observe(c, &j, 3 * base);
+  double p = cost_predict(c, &j);
+  ASSERT(fabs(p / (3 * base) - 1) < 0.01);
+  for (int i = 0; i < 60; i++) cost_observe(c, &j, 0.5 * base);
+  p = cost_predict(c, &j);
+  ASSERT(fabs(p / (0.5 * base) - 1) < 0.01);
+
+  /* A failed job or a non-positive time teaches nothing. */
+  cost_observe(c, &j, 0);
+  cost_observe(c, &j, -5);
+  j.err = -1;
+  cost_observe(c, &j, 1000 * base);
+  j.err = 0;
+  ASSERT(cost_predict(c, &j) == p);
+
+  /* Other sizes (buckets) keep their own correction. */
+  gkcd_job big = reduce_job((int64_t)1 << 26);
+  gkcd_cost *fresh;
+  ASSERT_EQ(cost_create(&fresh, &r), 0);
+  ASSERT(cost_predict(c, &big) == cost_predict(fresh, &big));
+  cost_destroy(fresh);
+  cost_destroy(c);
+  printf("test_cost: all passed\n");
+  return 0;
+}
