@@ -1,4 +1,5 @@
 /* gkcu_reduce.cu: the reduce ladder (smem, shfl) and CUB. */
+#include <stdio.h>
 #include <string.h>
 
 #include <cub/device/device_reduce.cuh>
@@ -93,20 +94,29 @@ __global__ void __launch_bounds__(256) reduce_smem_kernel(const Tin *__restrict_
 /* --- rung 1: float4 loads, warp shuffles, one pass ---------------------------- */
 
 constexpr int SHFL_NT = 256;
-constexpr int SHFL_UNROLL = 4;
+
+/* A 16-byte load; STREAM: ld.global.cs (evict first: each byte is read once,
+ * so keeping it in L2 only evicts the partials and the next call's data). */
+template <bool STREAM>
+__device__ __forceinline__ float4 load4(const float4 *p) {
+  if (STREAM) return __ldcs(p);
+  return __ldg(p);
+}
 
 /* x[0..head) and the tail x[tail0..n) (fewer than 4 each) are read as
- * scalars, the aligned body as float4s, four independent loads in flight per
- * thread.  Each block leaves a partial; the block that draws the last ticket
- * combines them, writes *out and puts the ticket counter back to zero. */
-/* (SHFL_NT, 8): at most 32 registers, so all 8 blocks the launcher puts on
- * a multiprocessor are resident at once (40 registers left min/max with 6,
- * and a second, partial wave cost 7% at 2^28). */
-template <int OP>
-__global__ void __launch_bounds__(SHFL_NT, 8) reduce_shfl_kernel(const float *__restrict__ x, long long n,
-                                                              int head,
-                                                              typename Op<OP>::Acc *__restrict__ partials,
-                                                              unsigned int *ticket, double *out) {
+ * scalars, the aligned body as float4s, UNROLL independent loads in flight
+ * per thread.  Each block leaves a partial; the block that draws the last
+ * ticket combines them, writes *out and puts the ticket counter back to
+ * zero. */
+/* (SHFL_NT, MINB): registers budgeted so that all MINB blocks the launcher
+ * puts on a multiprocessor are resident at once (v1 left min/max at 40
+ * registers with 6 of 8 resident, and a second, partial wave cost 7% at
+ * 2^28). */
+template <int OP, int UNROLL, bool STREAM, int MINB>
+__global__ void __launch_bounds__(SHFL_NT, MINB) reduce_shfl_kernel(const float *__restrict__ x, long long n,
+                                                                 int head,
+                                                                 typename Op<OP>::Acc *__restrict__ partials,
+                                                                 unsigned int *ticket, double *out) {
   using Acc = typename Op<OP>::Acc;
   const int tid = threadIdx.x;
   const float4 *body = reinterpret_cast<const float4 *>(x + head);
@@ -117,14 +127,14 @@ __global__ void __launch_bounds__(SHFL_NT, 8) reduce_shfl_kernel(const float *__
 
   Acc acc = Op<OP>::identity();
   long long i = gid;
-  for (; i + (SHFL_UNROLL - 1) * stride < nvec; i += SHFL_UNROLL * stride) {
-    float4 v[SHFL_UNROLL];
+  for (; i + (UNROLL - 1) * stride < nvec; i += UNROLL * stride) {
+    float4 v[UNROLL];
 #pragma unroll
-    for (int u = 0; u < SHFL_UNROLL; u++) v[u] = body[i + u * stride];
+    for (int u = 0; u < UNROLL; u++) v[u] = load4<STREAM>(body + i + u * stride);
 #pragma unroll
-    for (int u = 0; u < SHFL_UNROLL; u++) acc = Op<OP>::combine(acc, Op<OP>::from4(v[u]));
+    for (int u = 0; u < UNROLL; u++) acc = Op<OP>::combine(acc, Op<OP>::from4(v[u]));
   }
-  for (; i < nvec; i += stride) acc = Op<OP>::combine(acc, Op<OP>::from4(body[i]));
+  for (; i < nvec; i += stride) acc = Op<OP>::combine(acc, Op<OP>::from4(load4<STREAM>(body + i)));
   if (gid < head) acc = Op<OP>::combine(acc, (Acc)x[gid]);
   if (gid < n - tail0) acc = Op<OP>::combine(acc, (Acc)x[tail0 + gid]);
 
@@ -152,6 +162,16 @@ __global__ void __launch_bounds__(SHFL_NT, 8) reduce_shfl_kernel(const float *__
     *ticket = 0u;
   }
 }
+
+/* The shfl variants the lab compares: loads in flight per thread, cache
+ * hint, blocks per multiprocessor (the default, and the register budget).
+ * kShflDefault is what the shfl algo runs. */
+struct ShflVariant {
+  int unroll, stream, bps;
+};
+constexpr ShflVariant kShflVariants[] = {{4, 0, 8}, {4, 1, 8}, {8, 0, 4}, {8, 1, 4}};
+constexpr int kShflVariantCount = (int)(sizeof kShflVariants / sizeof kShflVariants[0]);
+constexpr int kShflDefault = 0;
 
 /* --- launchers ---------------------------------------------------------------- */
 
@@ -189,13 +209,13 @@ int run_smem(gkcu_ctx *ctx, const float *x, long long n, double *d_result) {
   return 0;
 }
 
-template <int OP>
-int run_shfl(gkcu_ctx *ctx, int blocks_per_sm, const float *x, long long n, double *d_result) {
+template <int OP, int UNROLL, bool STREAM, int MINB>
+int launch_shfl(gkcu_ctx *ctx, int blocks_per_sm, const float *x, long long n, double *d_result) {
   using Acc = typename Op<OP>::Acc;
   int head = (int)(((16u - ((uintptr_t)x & 15u)) & 15u) / 4u);
   if (head > n) head = (int)n;
   long long nvec = (n - head) / 4;
-  long long want = (nvec + (long long)SHFL_NT * SHFL_UNROLL - 1) / ((long long)SHFL_NT * SHFL_UNROLL);
+  long long want = (nvec + (long long)SHFL_NT * UNROLL - 1) / ((long long)SHFL_NT * UNROLL);
   long long cap = (long long)ctx->sm_count * blocks_per_sm;
   unsigned int blocks = (unsigned int)(want < 1 ? 1 : (want > cap ? cap : want));
   Acc *partials = NULL;
@@ -205,9 +225,29 @@ int run_shfl(gkcu_ctx *ctx, int blocks_per_sm, const float *x, long long n, doub
     int rc = gkcu__carve_commit(ctx, &cv);
     if (rc != 0) return rc;
   }
-  reduce_shfl_kernel<OP><<<blocks, SHFL_NT, 0, ctx->stream>>>(x, n, head, partials, ctx->tickets, d_result);
+  reduce_shfl_kernel<OP, UNROLL, STREAM, MINB>
+      <<<blocks, SHFL_NT, 0, ctx->stream>>>(x, n, head, partials, ctx->tickets, d_result);
   GKCU__LAUNCHED(ctx, "reduce_shfl_kernel");
   return 0;
+}
+
+/* blocks_per_sm 0: the variant's own. */
+template <int OP>
+int run_shfl(gkcu_ctx *ctx, int variant, int blocks_per_sm, const float *x, long long n, double *d_result) {
+  const int bps = blocks_per_sm ? blocks_per_sm : kShflVariants[variant].bps;
+  switch (variant) {
+    case 0: return launch_shfl<OP, 4, false, 8>(ctx, bps, x, n, d_result);
+    case 1: return launch_shfl<OP, 4, true, 8>(ctx, bps, x, n, d_result);
+    case 2: return launch_shfl<OP, 8, false, 4>(ctx, bps, x, n, d_result);
+    default: return launch_shfl<OP, 8, true, 4>(ctx, bps, x, n, d_result);
+  }
+}
+
+int run_shfl_op(gkcu_ctx *ctx, int variant, int blocks_per_sm, int op, const float *x, long long n,
+                double *d_result) {
+  return op == GKCU_SUM   ? run_shfl<GKCU_SUM>(ctx, variant, blocks_per_sm, x, n, d_result)
+         : op == GKCU_MIN ? run_shfl<GKCU_MIN>(ctx, variant, blocks_per_sm, x, n, d_result)
+                          : run_shfl<GKCU_MAX>(ctx, variant, blocks_per_sm, x, n, d_result);
 }
 
 struct FMin {
@@ -254,8 +294,6 @@ int check_args(gkcu_ctx *ctx, int algo, int op, const float *x, int64_t n, const
   return 0;
 }
 
-constexpr int kShflBlocksPerSm = 2048 / SHFL_NT;
-
 }  // namespace
 
 extern "C" const char *gkcu_reduce_algo_name(int algo) {
@@ -288,10 +326,7 @@ extern "C" int gkcu_reduce_async(gkcu_ctx *ctx, int algo, int op, const float *x
       return op == GKCU_SUM ? run_smem<GKCU_SUM>(ctx, x, n, d_result)
              : op == GKCU_MIN ? run_smem<GKCU_MIN>(ctx, x, n, d_result)
                               : run_smem<GKCU_MAX>(ctx, x, n, d_result);
-    case GKCU_REDUCE_SHFL:
-      return op == GKCU_SUM ? run_shfl<GKCU_SUM>(ctx, kShflBlocksPerSm, x, n, d_result)
-             : op == GKCU_MIN ? run_shfl<GKCU_MIN>(ctx, kShflBlocksPerSm, x, n, d_result)
-                              : run_shfl<GKCU_MAX>(ctx, kShflBlocksPerSm, x, n, d_result);
+    case GKCU_REDUCE_SHFL: return run_shfl_op(ctx, kShflDefault, 0, op, x, n, d_result);
     case GKCU_REDUCE_CUB: return run_cub(ctx, op, x, n, d_result);
   }
   return gkcu__fail(ctx, GKC_EINTERNAL, "reduce: unhandled algo %d", algo);
@@ -311,11 +346,22 @@ extern "C" int gkcu_reduce(gkcu_ctx *ctx, int algo, int op, const float *x, int6
 
 extern "C" int gkcu_lab_reduce_shfl(gkcu_ctx *ctx, int blocks_per_sm, int op, const float *x, int64_t n,
                                     double *d_result) {
+  return gkcu_lab_reduce_shfl_variant(ctx, kShflDefault, blocks_per_sm, op, x, n, d_result);
+}
+
+extern "C" int gkcu_lab_reduce_shfl_variant(gkcu_ctx *ctx, int variant, int blocks_per_sm, int op, const float *x,
+                                            int64_t n, double *d_result) {
   int rc = check_args(ctx, GKCU_REDUCE_SHFL, op, x, n, d_result);
   if (rc != 0) return rc;
+  GKCU__CHECK_ARG(ctx, variant >= 0 && variant < kShflVariantCount);
   GKCU__CHECK_ARG(ctx, blocks_per_sm >= 0 && blocks_per_sm <= 8);
-  int bps = blocks_per_sm ? blocks_per_sm : kShflBlocksPerSm;
-  return op == GKCU_SUM ? run_shfl<GKCU_SUM>(ctx, bps, x, n, d_result)
-         : op == GKCU_MIN ? run_shfl<GKCU_MIN>(ctx, bps, x, n, d_result)
-                          : run_shfl<GKCU_MAX>(ctx, bps, x, n, d_result);
+  return run_shfl_op(ctx, variant, blocks_per_sm, op, x, n, d_result);
+}
+
+extern "C" const char *gkcu_lab_reduce_shfl_name(int variant) {
+  static char names[kShflVariantCount][32];
+  if (variant < 0 || variant >= kShflVariantCount) return NULL;
+  snprintf(names[variant], sizeof names[variant], "shfl/u%d%s/bps%d", kShflVariants[variant].unroll,
+           kShflVariants[variant].stream ? "cs" : "", kShflVariants[variant].bps);
+  return names[variant];
 }

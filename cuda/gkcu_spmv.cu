@@ -1,5 +1,6 @@
 /* gkcu_spmv.cu: the CSR spmv ladder (scalar, vector, balanced) and cuSPARSE. */
 #include <limits.h>
+#include <atomic>
 #include <stdint.h>
 #include <math.h>
 #include <stdio.h>
@@ -124,60 +125,27 @@ __global__ void spmv_prescale_kernel(int rows, int ntiles, int tile, const int4 
     y[c.x] = beta == 0.0f ? 0.0f : beta * y[c.x];
 }
 
-/* One tile of BAL_TILE path items per block.  The tile's row ends and its
- * products values[q]*x[col[q]] are staged in shared memory with coalesced
- * loads (all of a thread's loads issued before any is used), then each
- * thread finds its own start by binary search in shared memory and walks
- * BAL_IPT items.  A thread writes y for every row it ends except the first,
- * whose earlier part may belong to the threads before it: a block-wide
- * segmented scan of the threads' trailing partial sums supplies that carry.
- * Rows that cross a tile boundary (at most the tile's first and last) are
- * added with atomicAdd onto the beta*y that the partition kernel left
- * there; every other row is stored once, by one thread. */
-template <int BAL_NT, int BAL_IPT, int MINB>
-__global__ void __launch_bounds__(BAL_NT, MINB) spmv_balanced_kernel(
-    int rows, const int *__restrict__ rp, const int *__restrict__ ci, const float *__restrict__ v, float alpha,
-    const float *__restrict__ x, float beta, float *__restrict__ y, const int4 *__restrict__ coords) {
-  constexpr int BAL_TILE = BAL_NT * BAL_IPT;
-  __shared__ int s_tile[BAL_TILE + 1];
-  __shared__ int s_wflag[BAL_NT / 32];
-  __shared__ float s_wval[BAL_NT / 32];
+/* The second half of a tile, shared by both balanced kernels: the tile's
+ * row ends (s_rowend, tile_rows + 1 of them, the last INT_MAX) and its
+ * products values[q]*x[col[q]] (s_prod) are in shared memory.  Each thread
+ * finds its own start by binary search and walks BAL_IPT items.  A thread
+ * writes y for every row it ends except the first, whose earlier part may
+ * belong to the threads before it: a block-wide segmented scan of the
+ * threads' trailing partial sums supplies that carry.  Rows that cross a
+ * tile boundary (at most the tile's first and last) are added with
+ * atomicAdd onto the beta*y that the partition (or prescale) kernel left
+ * there; every other row is stored once, by one thread.  Has one barrier
+ * (the warp totals); the caller must put another before s_wflag/s_wval or
+ * the staged arrays are written again. */
+template <int BAL_NT, int BAL_IPT>
+__device__ __forceinline__ void balanced_tile_walk(const int *s_rowend, const float *s_prod, int *s_wflag,
+                                                   float *s_wval, int rows, int4 c0, int4 c1, float alpha,
+                                                   float beta, float *__restrict__ y) {
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-
-  const int4 c0 = coords[blockIdx.x], c1 = coords[blockIdx.x + 1];
   const int x0 = c0.x, y0 = c0.y;
   const int first_start = c0.z; /* row_ptr[x0] */
   const int tile_rows = c1.x - c0.x, tile_nnz = c1.y - c0.y;
   const int tile_items = tile_rows + tile_nnz;
-  int *s_rowend = s_tile;                                       /* tile_rows + 1 */
-  float *s_prod = reinterpret_cast<float *>(s_tile + tile_rows + 1); /* tile_nnz */
-
-  {
-    int ends[BAL_IPT], cols[BAL_IPT];
-    float vals[BAL_IPT];
-#pragma unroll
-    for (int k = 0; k < BAL_IPT; k++) {
-      int i = tid + k * BAL_NT;
-      if (i < tile_rows) ends[k] = rp[x0 + 1 + i];
-      if (i < tile_nnz) {
-        cols[k] = ci[y0 + i];
-        vals[k] = v[y0 + i];
-      }
-    }
-#pragma unroll
-    for (int k = 0; k < BAL_IPT; k++) {
-      int i = tid + k * BAL_NT;
-      if (i < tile_nnz) vals[k] *= __ldg(x + cols[k]);
-    }
-#pragma unroll
-    for (int k = 0; k < BAL_IPT; k++) {
-      int i = tid + k * BAL_NT;
-      if (i < tile_rows) s_rowend[i] = ends[k];
-      if (i < tile_nnz) s_prod[i] = vals[k];
-    }
-    if (tid == 0) s_rowend[tile_rows] = INT_MAX; /* past the last row: take nonzeros */
-  }
-  __syncthreads();
 
   const int d = min(tid * BAL_IPT, tile_items);
   int lo = max(0, d - tile_nnz), hi = min(d, tile_rows);
@@ -249,6 +217,191 @@ __global__ void __launch_bounds__(BAL_NT, MINB) spmv_balanced_kernel(
   }
 }
 
+/* v3: one tile of BAL_TILE path items per block, staged through registers
+ * with coalesced loads (all of a thread's loads issued before any is used),
+ * then balanced_tile_walk.  Kept for the lab: the pipelined kernel below
+ * replaced it. */
+template <int BAL_NT, int BAL_IPT, int MINB>
+__global__ void __launch_bounds__(BAL_NT, MINB) spmv_balanced_kernel(
+    int rows, const int *__restrict__ rp, const int *__restrict__ ci, const float *__restrict__ v, float alpha,
+    const float *__restrict__ x, float beta, float *__restrict__ y, const int4 *__restrict__ coords) {
+  constexpr int BAL_TILE = BAL_NT * BAL_IPT;
+  __shared__ int s_tile[BAL_TILE + 1];
+  __shared__ int s_wflag[BAL_NT / 32];
+  __shared__ float s_wval[BAL_NT / 32];
+  const int tid = threadIdx.x;
+
+  const int4 c0 = coords[blockIdx.x], c1 = coords[blockIdx.x + 1];
+  const int x0 = c0.x, y0 = c0.y;
+  const int tile_rows = c1.x - c0.x, tile_nnz = c1.y - c0.y;
+  int *s_rowend = s_tile;                                       /* tile_rows + 1 */
+  float *s_prod = reinterpret_cast<float *>(s_tile + tile_rows + 1); /* tile_nnz */
+
+  {
+    int ends[BAL_IPT], cols[BAL_IPT];
+    float vals[BAL_IPT];
+#pragma unroll
+    for (int k = 0; k < BAL_IPT; k++) {
+      int i = tid + k * BAL_NT;
+      if (i < tile_rows) ends[k] = rp[x0 + 1 + i];
+      if (i < tile_nnz) {
+        cols[k] = ci[y0 + i];
+        vals[k] = v[y0 + i];
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < BAL_IPT; k++) {
+      int i = tid + k * BAL_NT;
+      if (i < tile_nnz) vals[k] *= __ldg(x + cols[k]);
+    }
+#pragma unroll
+    for (int k = 0; k < BAL_IPT; k++) {
+      int i = tid + k * BAL_NT;
+      if (i < tile_rows) s_rowend[i] = ends[k];
+      if (i < tile_nnz) s_prod[i] = vals[k];
+    }
+    if (tid == 0) s_rowend[tile_rows] = INT_MAX; /* past the last row: take nonzeros */
+  }
+  __syncthreads();
+  balanced_tile_walk<BAL_NT, BAL_IPT>(s_rowend, s_prod, s_wflag, s_wval, rows, c0, c1, alpha, beta, y);
+}
+
+/* --- v4: persistent blocks, the next tile's loads in flight ------------------- */
+
+/* cp.async (sm_80+): global -> shared without passing through registers, so
+ * a block can have the whole next tile in flight while it works on the
+ * current one, at no register cost. */
+__device__ __forceinline__ void cp_async4(void *smem, const void *gmem) {
+  const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(s), "l"(gmem) : "memory");
+}
+__device__ __forceinline__ void cp_async16(void *smem, const void *gmem) {
+  const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
+
+/* Where a tile's arrays sit in its staging buffer (in words): the row ends
+ * at o.x (tile_rows of them, then the INT_MAX sentinel), col_idx at o.y and
+ * values at o.z (tile_nnz each).  VEC: each array starts at the same word
+ * offset modulo 4 as its source in global memory, so that the aligned body
+ * can be copied 16 bytes at a time (at most 3 words of padding each). */
+template <bool VEC>
+__device__ __forceinline__ int3 balanced_layout(int4 c0, int4 c1, const int *__restrict__ rp,
+                                                const int *__restrict__ ci, const float *__restrict__ v) {
+  const int tile_rows = c1.x - c0.x, tile_nnz = c1.y - c0.y;
+  if (!VEC) return make_int3(0, tile_rows + 1, tile_rows + 1 + tile_nnz);
+  auto place = [](int o, const void *g) { return o + (((int)((uintptr_t)g >> 2) - o) & 3); };
+  const int orp = place(0, rp + c0.x + 1);
+  const int oci = place(orp + tile_rows + 1, ci + c0.y);
+  const int ov = place(oci + tile_nnz, v + c0.y);
+  return make_int3(orp, oci, ov);
+}
+
+/* Copies n words g[0..n) to s[0..n); with VEC, s and g are congruent modulo
+ * 16 bytes: the unaligned head and tail go 4 bytes at a time, the body 16. */
+template <int BAL_NT, int BAL_IPT, bool VEC>
+__device__ __forceinline__ void balanced_copy(int *s, const void *gv, int n) {
+  const int *g = static_cast<const int *>(gv);
+  const int tid = threadIdx.x;
+  if (!VEC) {
+#pragma unroll
+    for (int k = 0; k < BAL_IPT; k++) {
+      const int i = tid + k * BAL_NT;
+      if (i < n) cp_async4(s + i, g + i);
+    }
+    return;
+  }
+  int h = (4 - (int)(((uintptr_t)g >> 2) & 3)) & 3;
+  if (h > n) h = n;
+  const int nb = (n - h) >> 2, t0 = h + 4 * nb;
+  if (tid < h) cp_async4(s + tid, g + tid);
+  for (int j = tid; j < nb; j += BAL_NT) cp_async16(s + h + 4 * j, g + h + 4 * j);
+  if (tid < n - t0) cp_async4(s + t0 + tid, g + t0 + tid);
+}
+
+/* Enqueues tile (c0, c1) into buf (balanced_layout's places), and, when
+ * next is not NULL, coords next[0..1] (the tile this block takes after that
+ * one) into s_next. */
+template <int BAL_NT, int BAL_IPT, bool VEC>
+__device__ __forceinline__ void balanced_stage(int *buf, int4 *s_next, int4 c0, int4 c1, const int *__restrict__ rp,
+                                               const int *__restrict__ ci, const float *__restrict__ v,
+                                               const int4 *next) {
+  const int tile_rows = c1.x - c0.x, tile_nnz = c1.y - c0.y;
+  const int3 o = balanced_layout<VEC>(c0, c1, rp, ci, v);
+  balanced_copy<BAL_NT, BAL_IPT, VEC>(buf + o.x, rp + c0.x + 1, tile_rows);
+  balanced_copy<BAL_NT, BAL_IPT, VEC>(buf + o.y, ci + c0.y, tile_nnz);
+  balanced_copy<BAL_NT, BAL_IPT, VEC>(buf + o.z, v + c0.y, tile_nnz);
+  if (next && threadIdx.x < 2) cp_async16(s_next + threadIdx.x, next + threadIdx.x);
+  cp_async_commit();
+}
+
+/* Each block takes tiles blockIdx.x, +gridDim.x, ... (a grid of as many
+ * blocks as fit at once).  While it works on one tile, the copies of its
+ * next tile (row ends, col_idx, values: everything but the x gathers) and
+ * of the coordinates of the one after are in flight, so the chain of
+ * dependent round trips that limited v3 (coords -> col/val -> x) shrinks to
+ * the x gathers.  Shared memory: two buffers of 2 * tile + 12 words (row
+ * ends + 2 * nonzeros <= 2 * tile + 1, plus the sentinel and VEC padding). */
+template <int BAL_NT, int BAL_IPT, int MINB, bool VEC>
+__global__ void __launch_bounds__(BAL_NT, MINB) spmv_balanced_pipe_kernel(
+    int rows, int ntiles, const int *__restrict__ rp, const int *__restrict__ ci, const float *__restrict__ v,
+    float alpha, const float *__restrict__ x, float beta, float *__restrict__ y, const int4 *__restrict__ coords) {
+  constexpr int BAL_TILE = BAL_NT * BAL_IPT;
+  constexpr int BUF = 2 * BAL_TILE + 12;
+  __shared__ __align__(16) int s_buf[2][BUF];
+  __shared__ __align__(16) int4 s_next[2][2];
+  __shared__ int s_wflag[BAL_NT / 32];
+  __shared__ float s_wval[BAL_NT / 32];
+  const int tid = threadIdx.x;
+  const int G = gridDim.x;
+  int t = blockIdx.x;
+  if (t >= ntiles) return;
+  int4 c0 = coords[t], c1 = coords[t + 1];
+  balanced_stage<BAL_NT, BAL_IPT, VEC>(s_buf[0], s_next[0], c0, c1, rp, ci, v,
+                                       t + G < ntiles ? coords + t + G : NULL);
+  for (int b = 0;; b ^= 1) {
+    const int tile_rows = c1.x - c0.x, tile_nnz = c1.y - c0.y;
+    const int3 o = balanced_layout<VEC>(c0, c1, rp, ci, v);
+    int *s_rowend = s_buf[b] + o.x;
+    cp_async_wait_all();
+    if (tid == 0) s_rowend[tile_rows] = INT_MAX; /* past the last row: take nonzeros */
+    __syncthreads();
+
+    /* the next tile's copies go out before this tile's gathers */
+    const int tn = t + G;
+    int4 n0 = c0, n1 = c1;
+    if (tn < ntiles) {
+      n0 = s_next[b][0];
+      n1 = s_next[b][1];
+      balanced_stage<BAL_NT, BAL_IPT, VEC>(s_buf[b ^ 1], s_next[b ^ 1], n0, n1, rp, ci, v,
+                                           tn + G < ntiles ? coords + tn + G : NULL);
+    }
+
+    const int *s_col = s_buf[b] + o.y;
+    float *s_prod = reinterpret_cast<float *>(s_buf[b] + o.z);
+    float xv[BAL_IPT];
+#pragma unroll
+    for (int k = 0; k < BAL_IPT; k++) {
+      const int i = tid + k * BAL_NT;
+      if (i < tile_nnz) xv[k] = __ldg(x + s_col[i]);
+    }
+#pragma unroll
+    for (int k = 0; k < BAL_IPT; k++) {
+      const int i = tid + k * BAL_NT;
+      if (i < tile_nnz) s_prod[i] *= xv[k];
+    }
+    __syncthreads();
+    balanced_tile_walk<BAL_NT, BAL_IPT>(s_rowend, s_prod, s_wflag, s_wval, rows, c0, c1, alpha, beta, y);
+    if (tn >= ntiles) break;
+    __syncthreads(); /* this buffer and the warp totals are written next */
+    t = tn;
+    c0 = n0;
+    c1 = n1;
+  }
+}
+
 /* y = beta*y (0 when beta == 0) for a matrix without entries. */
 __global__ void spmv_scale_kernel(int rows, float beta, float *__restrict__ y) {
   for (int r = blockIdx.x * blockDim.x + threadIdx.x; r < rows; r += gridDim.x * blockDim.x)
@@ -302,27 +455,68 @@ int run_vector(gkcu_ctx *ctx, int w, int rows, const int *rp, const int *ci, con
   return 0;
 }
 
-/* Shapes of the balanced kernel: threads, items per thread, and the resident
- * blocks per multiprocessor its registers are budgeted for.  The lab times
- * all of them; balanced_shape() picks from the measurements. */
+/* Shapes of the balanced kernels: threads, items per thread, the resident
+ * blocks per multiprocessor its registers are budgeted for, and which
+ * kernel (0, v3: one tile per block; 1, v4: persistent, pipelined, 4-byte
+ * copies; 2, v4 with 16-byte copies of the aligned part).  The lab
+ * times all of them; balanced_shape() picks from the measurements. */
 struct BalancedShape {
-  int nt, ipt, minb;
+  int nt, ipt, minb, pipe;
 };
-constexpr BalancedShape kBalancedShapes[] = {{256, 8, 8}, {256, 8, 6}, {256, 4, 8}, {128, 8, 12}, {128, 8, 16}};
+constexpr BalancedShape kBalancedShapes[] = {
+    {256, 8, 8, 0}, {256, 8, 6, 0}, {256, 4, 8, 0}, {128, 8, 12, 0}, {128, 8, 16, 0},
+    {256, 8, 6, 1}, {256, 4, 8, 1}, {128, 8, 12, 1}, {512, 4, 3, 1}, {256, 8, 6, 2}, {256, 4, 8, 2},
+    {128, 8, 12, 2},
+};
+constexpr int kBalancedShapeCount = (int)(sizeof kBalancedShapes / sizeof kBalancedShapes[0]);
 
 /* Measured (bench/RESULTS.md, lab): below about 4M path items (rows + nnz)
  * the smaller 256x4 tiles win (1.4-1.8x cuSPARSE on the shared matrices,
  * against 1.1-1.5x for 256x8: more blocks to spread a small matrix over);
- * above, 256x8 with 40 registers (6 blocks per SM) wins on the stencils
- * and the power-law matrix. */
-int balanced_shape(int rows, long long nnz) { return (long long)rows + nnz < 4000000 ? 2 : 1; }
-constexpr int kBalancedShapeCount = (int)(sizeof kBalancedShapes / sizeof kBalancedShapes[0]);
+ * above, 256x8 wins on the stencils and the power-law matrix. */
+int balanced_shape(int rows, long long nnz) { return (long long)rows + nnz < 4000000 ? 6 : 5; }
 
 /* Tiles of the given shape for rows + nnz path items; -1 when too many. */
 long long balanced_tiles(int shape, int rows, long long nnz) {
   const int tile = kBalancedShapes[shape].nt * kBalancedShapes[shape].ipt;
   long long ntiles = ((long long)rows + nnz + tile - 1) / tile;
   return ntiles >= 0x7fffffffLL ? -1 : ntiles;
+}
+
+/* How many blocks of a persistent kernel fit on one multiprocessor (worked
+ * out once per kernel: it depends only on the kernel and the device).  The
+ * shared-memory carveout asked for is just enough for MINB blocks' staging
+ * buffers (plus the 1 KB the runtime reserves per block), so that what is
+ * left stays L1 for the x gathers. */
+template <typename K>
+int resident_blocks(const gkcu_ctx *ctx, K kernel, int nt, int minb, std::atomic<int> *cache) {
+  int b = cache->load(std::memory_order_relaxed);
+  if (b > 0) return b;
+  cudaFuncAttributes fa;
+  int smem_sm = 0;
+  if (cudaFuncGetAttributes(&fa, kernel) == cudaSuccess &&
+      cudaDeviceGetAttribute(&smem_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, ctx->device) == cudaSuccess &&
+      smem_sm > 0) {
+    long long need = (long long)minb * ((long long)fa.sharedSizeBytes + 1024);
+    int pct = (int)((need * 100 + smem_sm - 1) / smem_sm);
+    cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, pct > 100 ? 100 : pct);
+  }
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, kernel, nt, 0) != cudaSuccess || b < 1) b = 1;
+  (void)cudaGetLastError(); /* a refused attribute is not this launch's error */
+  cache->store(b, std::memory_order_relaxed);
+  return b;
+}
+
+template <int NT, int IPT, int MINB, bool VEC>
+int launch_pipe(gkcu_ctx *ctx, int ntiles, int rows, const int *rp, const int *ci, const float *v, float alpha,
+                const float *x, float beta, float *y, const int4 *coords) {
+  static std::atomic<int> cache{0};
+  auto kernel = spmv_balanced_pipe_kernel<NT, IPT, MINB, VEC>;
+  long long grid = (long long)ctx->sm_count * resident_blocks(ctx, kernel, NT, MINB, &cache);
+  if (grid > ntiles) grid = ntiles;
+  kernel<<<(unsigned int)grid, NT, 0, ctx->stream>>>(rows, ntiles, rp, ci, v, alpha, x, beta, y, coords);
+  GKCU__LAUNCHED(ctx, "spmv_balanced_pipe_kernel");
+  return 0;
 }
 
 /* plan: coords made by gkcu_spmv_plan for this shape (NULL: partition now). */
@@ -352,14 +546,24 @@ int run_balanced(gkcu_ctx *ctx, int shape, int rows, long long nnz, const int *r
   }
 #define GKCU__BAL(NT, IPT, MINB) \
   spmv_balanced_kernel<NT, IPT, MINB><<<ntiles, NT, 0, st>>>(rows, rp, ci, v, alpha, x, beta, y, coords)
+#define GKCU__PIPE(NT, IPT, MINB, VEC) \
+  return launch_pipe<NT, IPT, MINB, VEC>(ctx, ntiles, rows, rp, ci, v, alpha, x, beta, y, coords)
   switch (shape) {
     case 0: GKCU__BAL(256, 8, 8); break;
     case 1: GKCU__BAL(256, 8, 6); break;
     case 2: GKCU__BAL(256, 4, 8); break;
     case 3: GKCU__BAL(128, 8, 12); break;
-    default: GKCU__BAL(128, 8, 16); break;
+    case 4: GKCU__BAL(128, 8, 16); break;
+    case 5: GKCU__PIPE(256, 8, 6, false);
+    case 6: GKCU__PIPE(256, 4, 8, false);
+    case 7: GKCU__PIPE(128, 8, 12, false);
+    case 8: GKCU__PIPE(512, 4, 3, false);
+    case 9: GKCU__PIPE(256, 8, 6, true);
+    case 10: GKCU__PIPE(256, 4, 8, true);
+    default: GKCU__PIPE(128, 8, 12, true);
   }
 #undef GKCU__BAL
+#undef GKCU__PIPE
   GKCU__LAUNCHED(ctx, "spmv_balanced_kernel");
   return 0;
 }
@@ -558,7 +762,8 @@ extern "C" int gkcu_lab_spmv_balanced(gkcu_ctx *ctx, int shape, int32_t rows, in
 extern "C" const char *gkcu_lab_spmv_balanced_name(int shape) {
   static char names[kBalancedShapeCount][32];
   if (shape < 0 || shape >= kBalancedShapeCount) return NULL;
-  snprintf(names[shape], sizeof names[shape], "t%dx%d/b%d", kBalancedShapes[shape].nt, kBalancedShapes[shape].ipt,
-           kBalancedShapes[shape].minb);
+  snprintf(names[shape], sizeof names[shape], "%st%dx%d/b%d",
+           kBalancedShapes[shape].pipe == 2 ? "vec/" : kBalancedShapes[shape].pipe ? "pipe/" : "",
+           kBalancedShapes[shape].nt, kBalancedShapes[shape].ipt, kBalancedShapes[shape].minb);
   return names[shape];
 }

@@ -246,7 +246,7 @@ static void bench_sgemm(const int *sizes, int nsizes, int lab) {
 /* --- reduce ---------------------------------------------------------------------------- */
 
 typedef struct {
-  int algo, bps, op;
+  int algo, bps, op; /* algo -1: lab shfl variant `bps` */
   const float *x;
   long long n;
   double *d_out;
@@ -254,7 +254,7 @@ typedef struct {
 
 static int reduce_run(void *p) {
   reduce_arg *r = p;
-  if (r->algo < 0) return gkcu_lab_reduce_shfl(ctx, r->bps, r->op, r->x, r->n, r->d_out);
+  if (r->algo < 0) return gkcu_lab_reduce_shfl_variant(ctx, r->bps, 0, r->op, r->x, r->n, r->d_out);
   return gkcu_reduce_async(ctx, r->algo, r->op, r->x, r->n, r->d_out);
 }
 
@@ -273,8 +273,9 @@ static int reduce_validate(reduce_arg *r, double want, double abs_sum) {
 }
 
 static void bench_reduce(int lab) {
-  header(lab ? "reduce lab: shfl resident blocks per SM" : "reduce over float32 (result double)");
-  static const int logs[] = {20, 24, 28};
+  header(lab ? "reduce lab: shfl variants (loads in flight, cache hint, blocks per SM)"
+             : "reduce over float32 (result double)");
+  static const int logs[] = {20, 21, 22, 23, 24, 25, 26, 27, 28};
   const char *opn[] = {"sum", "min", "max"};
   for (size_t li = 0; li < sizeof logs / sizeof logs[0]; li++) {
     long long n = 1LL << logs[li];
@@ -297,7 +298,6 @@ static void bench_reduce(int lab) {
     free(h);
     double want[3] = {sum, mn, mx};
     for (int op = 0; op < 3; op++) {
-      if (lab && op != GKCU_SUM) continue;
       char cas[64];
       snprintf(cas, sizeof cas, "%s 2^%d floats", opn[op], logs[li]);
       reduce_arg r = {GKCU_REDUCE_CUB, 0, op, x, n, d_out};
@@ -317,14 +317,12 @@ static void bench_reduce(int lab) {
                  algos[i] == GKCU_REDUCE_AUTO ? note : NULL);
         }
       } else {
-        for (int bps = 1; bps <= 8; bps *= 2) {
+        for (int var = 0; var < GKCU_LAB_REDUCE_VARIANTS; var++) {
           r.algo = -1;
-          r.bps = bps;
+          r.bps = var;
           timing t = {0, 0, 0};
           if (reduce_validate(&r, want[op], abs_sum)) t = time_it(reduce_run, &r, reps * 2);
-          char name[32];
-          snprintf(name, sizeof name, "shfl/bps%d", bps);
-          report("reduce", cas, name, t, (double)n * 4, "GB/s", vendor, "lab");
+          report("reduce", cas, gkcu_lab_reduce_shfl_name(var), t, (double)n * 4, "GB/s", vendor, "lab");
         }
       }
     }
@@ -336,15 +334,19 @@ static void bench_reduce(int lab) {
 /* --- spmv ---------------------------------------------------------------------------------- */
 
 typedef struct {
-  int algo, width;
+  int algo, width; /* algo -1: lab vector of `width`; -2: lab balanced shape `width`; -3: planned */
   const gpu_csr *h;
   int *rp, *ci;
   float *v, *x, *y;
+  void *plan; /* gkcu_spmv_plan's, made once per matrix (as csr_upload does) */
 } spmv_arg;
 
 static int spmv_run(void *p) {
   spmv_arg *s = p;
   const gpu_csr *m = s->h;
+  if (s->algo == -3)
+    return gkcu_spmv_planned(ctx, GKCU_SPMV_BALANCED, m->rows, m->cols, m->nnz, s->rp, s->ci, s->v, 1.0f, s->x, 0.0f,
+                             s->y, s->plan);
   if (s->algo == -2)
     return gkcu_lab_spmv_balanced(ctx, s->width, m->rows, m->cols, m->nnz, s->rp, s->ci, s->v, 1.0f, s->x, 0.0f,
                                   s->y);
@@ -372,13 +374,15 @@ static int spmv_validate(spmv_arg *s, const double *ref, const double *mag, floa
 }
 
 static void bench_spmv_matrix(const gpu_csr *m, const char *name, int lab) {
-  spmv_arg s = {0, 0, m, NULL, NULL, NULL, NULL, NULL};
+  spmv_arg s = {0, 0, m, NULL, NULL, NULL, NULL, NULL, NULL};
   size_t nnz = (size_t)m->nnz;
   CUDA_OK(cudaMalloc((void **)&s.rp, ((size_t)m->rows + 1) * sizeof(int)));
   CUDA_OK(cudaMalloc((void **)&s.ci, (nnz ? nnz : 1) * sizeof(int)));
   CUDA_OK(cudaMalloc((void **)&s.v, (nnz ? nnz : 1) * sizeof(float)));
   CUDA_OK(cudaMalloc((void **)&s.x, (size_t)m->cols * sizeof(float)));
   CUDA_OK(cudaMalloc((void **)&s.y, (size_t)m->rows * sizeof(float)));
+  size_t plan_bytes = gkcu_spmv_plan_bytes(ctx, m->rows, m->nnz);
+  CUDA_OK(cudaMalloc(&s.plan, plan_bytes ? plan_bytes : 16));
   CUDA_OK(cudaMemcpy(s.rp, m->row_ptr, ((size_t)m->rows + 1) * sizeof(int), cudaMemcpyHostToDevice));
   if (nnz) {
     CUDA_OK(cudaMemcpy(s.ci, m->col_idx, nnz * sizeof(int), cudaMemcpyHostToDevice));
@@ -390,6 +394,10 @@ static void bench_spmv_matrix(const gpu_csr *m, const char *name, int lab) {
   for (int i = 0; i < m->cols; i++) hx[i] = gpu_rng_float(&g, -1.0f, 1.0f);
   CUDA_OK(cudaMemcpy(s.x, hx, (size_t)m->cols * sizeof(float), cudaMemcpyHostToDevice));
   gpu_spmv_ref(m, 1.0, hx, 0.0, NULL, ref, mag);
+  if (gkcu_spmv_plan(ctx, m->rows, m->nnz, s.rp, s.plan) != 0) {
+    printf("VALIDATION FAILED: gkcu_spmv_plan: %s\n", gkcu_ctx_errmsg(ctx));
+    validation_failures++;
+  }
 
   int maxlen = 0;
   for (int r = 0; r < m->rows; r++) {
@@ -420,6 +428,13 @@ static void bench_spmv_matrix(const gpu_csr *m, const char *name, int lab) {
       if (algos[i] == GKCU_SPMV_AUTO)
         snprintf(note, sizeof note, "-> %s", gkcu_spmv_algo_name(gkcu_spmv_pick(ctx, m->rows, m->cols, m->nnz)));
       report("spmv", cas, gkcu_spmv_algo_name(algos[i]), t, bytes, "GB/s", vendor, note);
+    }
+    {
+      /* balanced on a resident matrix: the partition made once at upload */
+      s.algo = -3;
+      timing t = {0, 0, 0};
+      if (spmv_validate(&s, ref, mag, out, cas)) t = time_it(spmv_run, &s, reps);
+      report("spmv", cas, "balanced+plan", t, bytes, "GB/s", vendor, "plan from gkcu_spmv_plan");
     }
     /* what auto becomes when the caller passes the longest row */
     s.algo = gkcu_spmv_pick_hint(ctx, m->rows, m->cols, m->nnz, maxlen);
@@ -453,6 +468,7 @@ static void bench_spmv_matrix(const gpu_csr *m, const char *name, int lab) {
   cudaFree(s.v);
   cudaFree(s.x);
   cudaFree(s.y);
+  cudaFree(s.plan);
   free(hx);
   free(out);
   free(ref);
@@ -462,7 +478,7 @@ static void bench_spmv_matrix(const gpu_csr *m, const char *name, int lab) {
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 static void bench_spmv(const char *dir, int synth, int lab) {
-  header(lab ? "spmv lab: vector group widths" : "spmv CSR, y = A*x (alpha=1, beta=0)");
+  header(lab ? "spmv lab: vector group widths, balanced shapes" : "spmv CSR, y = A*x (alpha=1, beta=0)");
   if (dir) {
     DIR *d = opendir(dir);
     if (!d) {
