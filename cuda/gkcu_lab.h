@@ -43,7 +43,7 @@ int gkcu_lab_spmv_vector_width(const gkcu_ctx *ctx, int32_t rows, int64_t nnz);
  * the last; pipe/: the persistent pipelined kernel, vec/: the same with
  * 16-byte copies); the balanced algo runs
  * shape 6 below 4M rows+nnz, else 5. */
-enum { GKCU_LAB_BALANCED_SHAPES = 12 };
+enum { GKCU_LAB_BALANCED_SHAPES = 24 };
 const char *gkcu_lab_spmv_balanced_name(int shape);
 int gkcu_lab_spmv_balanced(gkcu_ctx *ctx, int shape, int32_t rows, int32_t cols,
                            int64_t nnz, const int32_t *row_ptr, const int32_t *col_idx,
@@ -57,7 +57,7 @@ int gkcu_lab_reduce_shfl(gkcu_ctx *ctx, int blocks_per_sm, int op,
 /* The same for one of GKCU_LAB_REDUCE_VARIANTS shfl kernels (loads in
  * flight per thread, cache hint, blocks per SM: gkcu_lab_reduce_shfl_name()
  * says which, NULL past the last); blocks_per_sm 0: the variant's own. */
-enum { GKCU_LAB_REDUCE_VARIANTS = 4 };
+enum { GKCU_LAB_REDUCE_VARIANTS = 7 };
 const char *gkcu_lab_reduce_shfl_name(int variant);
 int gkcu_lab_reduce_shfl_variant(gkcu_ctx *ctx, int variant, int blocks_per_sm,
                                  int op, const float *x, int64_t n,

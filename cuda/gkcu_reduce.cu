@@ -112,7 +112,10 @@ __device__ __forceinline__ float4 load4(const float4 *p) {
  * puts on a multiprocessor are resident at once (v1 left min/max at 40
  * registers with 6 of 8 resident, and a second, partial wave cost 7% at
  * 2^28). */
-template <int OP, int UNROLL, bool STREAM, int MINB>
+/* CHUNK: each block reads one contiguous slice of the body (the warps of a
+ * block side by side, UNROLL loads apart by the block width) instead of the
+ * whole grid striding over it together. */
+template <int OP, int UNROLL, bool STREAM, int MINB, bool CHUNK>
 __global__ void __launch_bounds__(SHFL_NT, MINB) reduce_shfl_kernel(const float *__restrict__ x, long long n,
                                                                  int head,
                                                                  typename Op<OP>::Acc *__restrict__ partials,
@@ -126,15 +129,29 @@ __global__ void __launch_bounds__(SHFL_NT, MINB) reduce_shfl_kernel(const float 
   const long long stride = (long long)gridDim.x * SHFL_NT;
 
   Acc acc = Op<OP>::identity();
-  long long i = gid;
-  for (; i + (UNROLL - 1) * stride < nvec; i += UNROLL * stride) {
-    float4 v[UNROLL];
+  if (CHUNK) {
+    const long long per = (nvec + gridDim.x - 1) / gridDim.x;
+    const long long lo = (long long)blockIdx.x * per, hi = lo + per < nvec ? lo + per : nvec;
+    long long i = lo + tid;
+    for (; i + (UNROLL - 1) * SHFL_NT < hi; i += UNROLL * SHFL_NT) {
+      float4 v[UNROLL];
 #pragma unroll
-    for (int u = 0; u < UNROLL; u++) v[u] = load4<STREAM>(body + i + u * stride);
+      for (int u = 0; u < UNROLL; u++) v[u] = load4<STREAM>(body + i + u * SHFL_NT);
 #pragma unroll
-    for (int u = 0; u < UNROLL; u++) acc = Op<OP>::combine(acc, Op<OP>::from4(v[u]));
+      for (int u = 0; u < UNROLL; u++) acc = Op<OP>::combine(acc, Op<OP>::from4(v[u]));
+    }
+    for (; i < hi; i += SHFL_NT) acc = Op<OP>::combine(acc, Op<OP>::from4(load4<STREAM>(body + i)));
+  } else {
+    long long i = gid;
+    for (; i + (UNROLL - 1) * stride < nvec; i += UNROLL * stride) {
+      float4 v[UNROLL];
+#pragma unroll
+      for (int u = 0; u < UNROLL; u++) v[u] = load4<STREAM>(body + i + u * stride);
+#pragma unroll
+      for (int u = 0; u < UNROLL; u++) acc = Op<OP>::combine(acc, Op<OP>::from4(v[u]));
+    }
+    for (; i < nvec; i += stride) acc = Op<OP>::combine(acc, Op<OP>::from4(load4<STREAM>(body + i)));
   }
-  for (; i < nvec; i += stride) acc = Op<OP>::combine(acc, Op<OP>::from4(load4<STREAM>(body + i)));
   if (gid < head) acc = Op<OP>::combine(acc, (Acc)x[gid]);
   if (gid < n - tail0) acc = Op<OP>::combine(acc, (Acc)x[tail0 + gid]);
 
@@ -167,9 +184,10 @@ __global__ void __launch_bounds__(SHFL_NT, MINB) reduce_shfl_kernel(const float 
  * hint, blocks per multiprocessor (the default, and the register budget).
  * kShflDefault is what the shfl algo runs. */
 struct ShflVariant {
-  int unroll, stream, bps;
+  int unroll, stream, bps, chunk;
 };
-constexpr ShflVariant kShflVariants[] = {{4, 0, 8}, {4, 1, 8}, {8, 0, 4}, {8, 1, 4}};
+constexpr ShflVariant kShflVariants[] = {{4, 0, 8, 0}, {4, 1, 8, 0}, {8, 0, 4, 0}, {8, 1, 4, 0},
+                                         {4, 0, 8, 1}, {4, 1, 8, 1}, {8, 0, 4, 1}};
 constexpr int kShflVariantCount = (int)(sizeof kShflVariants / sizeof kShflVariants[0]);
 constexpr int kShflDefault = 0;
 
@@ -209,7 +227,7 @@ int run_smem(gkcu_ctx *ctx, const float *x, long long n, double *d_result) {
   return 0;
 }
 
-template <int OP, int UNROLL, bool STREAM, int MINB>
+template <int OP, int UNROLL, bool STREAM, int MINB, bool CHUNK>
 int launch_shfl(gkcu_ctx *ctx, int blocks_per_sm, const float *x, long long n, double *d_result) {
   using Acc = typename Op<OP>::Acc;
   int head = (int)(((16u - ((uintptr_t)x & 15u)) & 15u) / 4u);
@@ -225,7 +243,7 @@ int launch_shfl(gkcu_ctx *ctx, int blocks_per_sm, const float *x, long long n, d
     int rc = gkcu__carve_commit(ctx, &cv);
     if (rc != 0) return rc;
   }
-  reduce_shfl_kernel<OP, UNROLL, STREAM, MINB>
+  reduce_shfl_kernel<OP, UNROLL, STREAM, MINB, CHUNK>
       <<<blocks, SHFL_NT, 0, ctx->stream>>>(x, n, head, partials, ctx->tickets, d_result);
   GKCU__LAUNCHED(ctx, "reduce_shfl_kernel");
   return 0;
@@ -236,10 +254,13 @@ template <int OP>
 int run_shfl(gkcu_ctx *ctx, int variant, int blocks_per_sm, const float *x, long long n, double *d_result) {
   const int bps = blocks_per_sm ? blocks_per_sm : kShflVariants[variant].bps;
   switch (variant) {
-    case 0: return launch_shfl<OP, 4, false, 8>(ctx, bps, x, n, d_result);
-    case 1: return launch_shfl<OP, 4, true, 8>(ctx, bps, x, n, d_result);
-    case 2: return launch_shfl<OP, 8, false, 4>(ctx, bps, x, n, d_result);
-    default: return launch_shfl<OP, 8, true, 4>(ctx, bps, x, n, d_result);
+    case 0: return launch_shfl<OP, 4, false, 8, false>(ctx, bps, x, n, d_result);
+    case 1: return launch_shfl<OP, 4, true, 8, false>(ctx, bps, x, n, d_result);
+    case 2: return launch_shfl<OP, 8, false, 4, false>(ctx, bps, x, n, d_result);
+    case 3: return launch_shfl<OP, 8, true, 4, false>(ctx, bps, x, n, d_result);
+    case 4: return launch_shfl<OP, 4, false, 8, true>(ctx, bps, x, n, d_result);
+    case 5: return launch_shfl<OP, 4, true, 8, true>(ctx, bps, x, n, d_result);
+    default: return launch_shfl<OP, 8, false, 4, true>(ctx, bps, x, n, d_result);
   }
 }
 
@@ -361,7 +382,8 @@ extern "C" int gkcu_lab_reduce_shfl_variant(gkcu_ctx *ctx, int variant, int bloc
 extern "C" const char *gkcu_lab_reduce_shfl_name(int variant) {
   static char names[kShflVariantCount][32];
   if (variant < 0 || variant >= kShflVariantCount) return NULL;
-  snprintf(names[variant], sizeof names[variant], "shfl/u%d%s/bps%d", kShflVariants[variant].unroll,
-           kShflVariants[variant].stream ? "cs" : "", kShflVariants[variant].bps);
+  snprintf(names[variant], sizeof names[variant], "shfl/u%d%s%s/bps%d", kShflVariants[variant].unroll,
+           kShflVariants[variant].stream ? "cs" : "", kShflVariants[variant].chunk ? "/chunk" : "",
+           kShflVariants[variant].bps);
   return names[variant];
 }

@@ -221,7 +221,15 @@ __device__ __forceinline__ void balanced_tile_walk(const int *s_rowend, const fl
  * with coalesced loads (all of a thread's loads issued before any is used),
  * then balanced_tile_walk.  Kept for the lab: the pipelined kernel below
  * replaced it. */
-template <int BAL_NT, int BAL_IPT, int MINB>
+/* CS: the matrix arrays are read with ld.global.cs (evict first): each of
+ * their bytes is used once, so caching them only pushes x out of L1. */
+template <bool CS, typename T>
+__device__ __forceinline__ T load_once(const T *p) {
+  if (CS) return __ldcs(p);
+  return *p;
+}
+
+template <int BAL_NT, int BAL_IPT, int MINB, bool CS>
 __global__ void __launch_bounds__(BAL_NT, MINB) spmv_balanced_kernel(
     int rows, const int *__restrict__ rp, const int *__restrict__ ci, const float *__restrict__ v, float alpha,
     const float *__restrict__ x, float beta, float *__restrict__ y, const int4 *__restrict__ coords) {
@@ -243,10 +251,10 @@ __global__ void __launch_bounds__(BAL_NT, MINB) spmv_balanced_kernel(
 #pragma unroll
     for (int k = 0; k < BAL_IPT; k++) {
       int i = tid + k * BAL_NT;
-      if (i < tile_rows) ends[k] = rp[x0 + 1 + i];
+      if (i < tile_rows) ends[k] = load_once<CS>(rp + x0 + 1 + i);
       if (i < tile_nnz) {
-        cols[k] = ci[y0 + i];
-        vals[k] = v[y0 + i];
+        cols[k] = load_once<CS>(ci + y0 + i);
+        vals[k] = load_once<CS>(v + y0 + i);
       }
     }
 #pragma unroll
@@ -287,7 +295,7 @@ __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wai
  * values at o.z (tile_nnz each).  VEC: each array starts at the same word
  * offset modulo 4 as its source in global memory, so that the aligned body
  * can be copied 16 bytes at a time (at most 3 words of padding each). */
-template <bool VEC>
+template <bool VEC, bool SV>
 __device__ __forceinline__ int3 balanced_layout(int4 c0, int4 c1, const int *__restrict__ rp,
                                                 const int *__restrict__ ci, const float *__restrict__ v) {
   const int tile_rows = c1.x - c0.x, tile_nnz = c1.y - c0.y;
@@ -295,7 +303,7 @@ __device__ __forceinline__ int3 balanced_layout(int4 c0, int4 c1, const int *__r
   auto place = [](int o, const void *g) { return o + (((int)((uintptr_t)g >> 2) - o) & 3); };
   const int orp = place(0, rp + c0.x + 1);
   const int oci = place(orp + tile_rows + 1, ci + c0.y);
-  const int ov = place(oci + tile_nnz, v + c0.y);
+  const int ov = SV ? place(oci + tile_nnz, v + c0.y) : oci;
   return make_int3(orp, oci, ov);
 }
 
@@ -324,15 +332,15 @@ __device__ __forceinline__ void balanced_copy(int *s, const void *gv, int n) {
 /* Enqueues tile (c0, c1) into buf (balanced_layout's places), and, when
  * next is not NULL, coords next[0..1] (the tile this block takes after that
  * one) into s_next. */
-template <int BAL_NT, int BAL_IPT, bool VEC>
+template <int BAL_NT, int BAL_IPT, bool VEC, bool SV>
 __device__ __forceinline__ void balanced_stage(int *buf, int4 *s_next, int4 c0, int4 c1, const int *__restrict__ rp,
                                                const int *__restrict__ ci, const float *__restrict__ v,
                                                const int4 *next) {
   const int tile_rows = c1.x - c0.x, tile_nnz = c1.y - c0.y;
-  const int3 o = balanced_layout<VEC>(c0, c1, rp, ci, v);
+  const int3 o = balanced_layout<VEC, SV>(c0, c1, rp, ci, v);
   balanced_copy<BAL_NT, BAL_IPT, VEC>(buf + o.x, rp + c0.x + 1, tile_rows);
   balanced_copy<BAL_NT, BAL_IPT, VEC>(buf + o.y, ci + c0.y, tile_nnz);
-  balanced_copy<BAL_NT, BAL_IPT, VEC>(buf + o.z, v + c0.y, tile_nnz);
+  if (SV) balanced_copy<BAL_NT, BAL_IPT, VEC>(buf + o.z, v + c0.y, tile_nnz);
   if (next && threadIdx.x < 2) cp_async16(s_next + threadIdx.x, next + threadIdx.x);
   cp_async_commit();
 }
@@ -343,13 +351,24 @@ __device__ __forceinline__ void balanced_stage(int *buf, int4 *s_next, int4 c0, 
  * of the coordinates of the one after are in flight, so the chain of
  * dependent round trips that limited v3 (coords -> col/val -> x) shrinks to
  * the x gathers.  Shared memory: two buffers of 2 * tile + 12 words (row
- * ends + 2 * nonzeros <= 2 * tile + 1, plus the sentinel and VEC padding). */
-template <int BAL_NT, int BAL_IPT, int MINB, bool VEC>
+ * ends + 2 * nonzeros <= 2 * tile + 1, plus the sentinel and VEC padding).
+ * SV false: values are not staged but read (evict-first) beside the x
+ * gathers, which they do not lengthen, and the products overwrite col_idx:
+ * half the shared memory, so that more of the SM's L1 holds x.
+ * TG (with SV): the gathers go through the tile's nonzeros transposed, as an
+ * M x L matrix with L the mean row length of the tile (when <= 32): lane j
+ * of a warp takes the k-th nonzero of the j-th row rather than the j-th
+ * nonzero, so that on banded matrices a warp reads x[r + offset_k] for 32
+ * neighbouring rows r (a few sectors) instead of the scattered columns of
+ * one or two rows (one sector per column group: 9 groups per row on the
+ * 27-point stencil).  Any permutation is correct; this one only pays when
+ * the rows of a tile are of similar length. */
+template <int BAL_NT, int BAL_IPT, int MINB, bool VEC, bool SV, bool TG>
 __global__ void __launch_bounds__(BAL_NT, MINB) spmv_balanced_pipe_kernel(
     int rows, int ntiles, const int *__restrict__ rp, const int *__restrict__ ci, const float *__restrict__ v,
     float alpha, const float *__restrict__ x, float beta, float *__restrict__ y, const int4 *__restrict__ coords) {
   constexpr int BAL_TILE = BAL_NT * BAL_IPT;
-  constexpr int BUF = 2 * BAL_TILE + 12;
+  constexpr int BUF = (SV ? 2 : 1) * BAL_TILE + 12;
   __shared__ __align__(16) int s_buf[2][BUF];
   __shared__ __align__(16) int4 s_next[2][2];
   __shared__ int s_wflag[BAL_NT / 32];
@@ -359,11 +378,11 @@ __global__ void __launch_bounds__(BAL_NT, MINB) spmv_balanced_pipe_kernel(
   int t = blockIdx.x;
   if (t >= ntiles) return;
   int4 c0 = coords[t], c1 = coords[t + 1];
-  balanced_stage<BAL_NT, BAL_IPT, VEC>(s_buf[0], s_next[0], c0, c1, rp, ci, v,
-                                       t + G < ntiles ? coords + t + G : NULL);
+  balanced_stage<BAL_NT, BAL_IPT, VEC, SV>(s_buf[0], s_next[0], c0, c1, rp, ci, v,
+                                           t + G < ntiles ? coords + t + G : NULL);
   for (int b = 0;; b ^= 1) {
     const int tile_rows = c1.x - c0.x, tile_nnz = c1.y - c0.y;
-    const int3 o = balanced_layout<VEC>(c0, c1, rp, ci, v);
+    const int3 o = balanced_layout<VEC, SV>(c0, c1, rp, ci, v);
     int *s_rowend = s_buf[b] + o.x;
     cp_async_wait_all();
     if (tid == 0) s_rowend[tile_rows] = INT_MAX; /* past the last row: take nonzeros */
@@ -375,22 +394,50 @@ __global__ void __launch_bounds__(BAL_NT, MINB) spmv_balanced_pipe_kernel(
     if (tn < ntiles) {
       n0 = s_next[b][0];
       n1 = s_next[b][1];
-      balanced_stage<BAL_NT, BAL_IPT, VEC>(s_buf[b ^ 1], s_next[b ^ 1], n0, n1, rp, ci, v,
-                                           tn + G < ntiles ? coords + tn + G : NULL);
+      balanced_stage<BAL_NT, BAL_IPT, VEC, SV>(s_buf[b ^ 1], s_next[b ^ 1], n0, n1, rp, ci, v,
+                                               tn + G < ntiles ? coords + tn + G : NULL);
     }
 
     const int *s_col = s_buf[b] + o.y;
     float *s_prod = reinterpret_cast<float *>(s_buf[b] + o.z);
-    float xv[BAL_IPT];
+    if (TG) {
+      /* the M x L transpose; M * L < tile_nnz + L <= tile + BAL_NT */
+      constexpr int K = BAL_IPT + 1;
+      int L = tile_rows > 0 ? (tile_nnz + tile_rows / 2) / tile_rows : 0;
+      if (L < 1 || L > 32) L = 1; /* long rows: a warp already reads one row */
+      const int M = (tile_nnz + L - 1) / L, ML = M * L;
+      int iv[K];
+      float xv[K];
 #pragma unroll
-    for (int k = 0; k < BAL_IPT; k++) {
-      const int i = tid + k * BAL_NT;
-      if (i < tile_nnz) xv[k] = __ldg(x + s_col[i]);
-    }
+      for (int k = 0; k < K; k++) {
+        const int q = tid + k * BAL_NT;
+        int i = -1;
+        if (q < ML) {
+          const int row = q % M, pos = q / M;
+          i = row * L + pos;
+          if (i >= tile_nnz) i = -1;
+        }
+        iv[k] = i;
+        if (i >= 0) xv[k] = __ldg(x + s_col[i]);
+      }
 #pragma unroll
-    for (int k = 0; k < BAL_IPT; k++) {
-      const int i = tid + k * BAL_NT;
-      if (i < tile_nnz) s_prod[i] *= xv[k];
+      for (int k = 0; k < K; k++)
+        if (iv[k] >= 0) s_prod[iv[k]] *= xv[k];
+    } else {
+      float xv[BAL_IPT], vv[BAL_IPT];
+#pragma unroll
+      for (int k = 0; k < BAL_IPT; k++) {
+        const int i = tid + k * BAL_NT;
+        if (i < tile_nnz) {
+          xv[k] = __ldg(x + s_col[i]);
+          if (!SV) vv[k] = __ldcs(v + c0.y + i);
+        }
+      }
+#pragma unroll
+      for (int k = 0; k < BAL_IPT; k++) {
+        const int i = tid + k * BAL_NT;
+        if (i < tile_nnz) s_prod[i] = (SV ? s_prod[i] : vv[k]) * xv[k];
+      }
     }
     __syncthreads();
     balanced_tile_walk<BAL_NT, BAL_IPT>(s_rowend, s_prod, s_wflag, s_wval, rows, c0, c1, alpha, beta, y);
@@ -460,13 +507,18 @@ int run_vector(gkcu_ctx *ctx, int w, int rows, const int *rp, const int *ci, con
  * kernel (0, v3: one tile per block; 1, v4: persistent, pipelined, 4-byte
  * copies; 2, v4 with 16-byte copies of the aligned part).  The lab
  * times all of them; balanced_shape() picks from the measurements. */
+enum { BAL_V3, BAL_PIPE, BAL_VEC, BAL_V3CS, BAL_PV, BAL_TG };
+const char *const kBalancedKindNames[] = {"", "pipe/", "vec/", "cs/", "pv/", "tg/"};
 struct BalancedShape {
-  int nt, ipt, minb, pipe;
+  int nt, ipt, minb, kind;
 };
 constexpr BalancedShape kBalancedShapes[] = {
-    {256, 8, 8, 0}, {256, 8, 6, 0}, {256, 4, 8, 0}, {128, 8, 12, 0}, {128, 8, 16, 0},
-    {256, 8, 6, 1}, {256, 4, 8, 1}, {128, 8, 12, 1}, {512, 4, 3, 1}, {256, 8, 6, 2}, {256, 4, 8, 2},
-    {128, 8, 12, 2},
+    {256, 8, 8, BAL_V3},     {256, 8, 6, BAL_V3},     {256, 4, 8, BAL_V3},     {128, 8, 12, BAL_V3},
+    {128, 8, 16, BAL_V3},    {256, 8, 6, BAL_PIPE},   {256, 4, 8, BAL_PIPE},   {128, 8, 12, BAL_PIPE},
+    {512, 4, 3, BAL_PIPE},   {256, 8, 6, BAL_VEC},    {256, 4, 8, BAL_VEC},    {128, 8, 12, BAL_VEC},
+    {256, 8, 6, BAL_V3CS},   {256, 4, 8, BAL_V3CS},   {128, 8, 12, BAL_V3CS},  {256, 8, 6, BAL_PV},
+    {256, 8, 8, BAL_PV},     {256, 4, 8, BAL_PV},     {128, 8, 12, BAL_PV},    {512, 8, 3, BAL_PV},
+    {256, 8, 6, BAL_TG},     {128, 8, 12, BAL_TG},    {256, 4, 8, BAL_TG},     {128, 4, 16, BAL_TG},
 };
 constexpr int kBalancedShapeCount = (int)(sizeof kBalancedShapes / sizeof kBalancedShapes[0]);
 
@@ -474,7 +526,7 @@ constexpr int kBalancedShapeCount = (int)(sizeof kBalancedShapes / sizeof kBalan
  * the smaller 256x4 tiles win (1.4-1.8x cuSPARSE on the shared matrices,
  * against 1.1-1.5x for 256x8: more blocks to spread a small matrix over);
  * above, 256x8 wins on the stencils and the power-law matrix. */
-int balanced_shape(int rows, long long nnz) { return (long long)rows + nnz < 4000000 ? 6 : 5; }
+int balanced_shape(int rows, long long nnz) { return (long long)rows + nnz < 4000000 ? 2 : 1; }
 
 /* Tiles of the given shape for rows + nnz path items; -1 when too many. */
 long long balanced_tiles(int shape, int rows, long long nnz) {
@@ -507,11 +559,11 @@ int resident_blocks(const gkcu_ctx *ctx, K kernel, int nt, int minb, std::atomic
   return b;
 }
 
-template <int NT, int IPT, int MINB, bool VEC>
+template <int NT, int IPT, int MINB, bool VEC, bool SV, bool TG = false>
 int launch_pipe(gkcu_ctx *ctx, int ntiles, int rows, const int *rp, const int *ci, const float *v, float alpha,
                 const float *x, float beta, float *y, const int4 *coords) {
   static std::atomic<int> cache{0};
-  auto kernel = spmv_balanced_pipe_kernel<NT, IPT, MINB, VEC>;
+  auto kernel = spmv_balanced_pipe_kernel<NT, IPT, MINB, VEC, SV, TG>;
   long long grid = (long long)ctx->sm_count * resident_blocks(ctx, kernel, NT, MINB, &cache);
   if (grid > ntiles) grid = ntiles;
   kernel<<<(unsigned int)grid, NT, 0, ctx->stream>>>(rows, ntiles, rp, ci, v, alpha, x, beta, y, coords);
@@ -544,23 +596,35 @@ int run_balanced(gkcu_ctx *ctx, int shape, int rows, long long nnz, const int *r
     GKCU__LAUNCHED(ctx, "spmv_partition_kernel");
     coords = c;
   }
-#define GKCU__BAL(NT, IPT, MINB) \
-  spmv_balanced_kernel<NT, IPT, MINB><<<ntiles, NT, 0, st>>>(rows, rp, ci, v, alpha, x, beta, y, coords)
-#define GKCU__PIPE(NT, IPT, MINB, VEC) \
-  return launch_pipe<NT, IPT, MINB, VEC>(ctx, ntiles, rows, rp, ci, v, alpha, x, beta, y, coords)
+#define GKCU__BAL(NT, IPT, MINB, CS) \
+  spmv_balanced_kernel<NT, IPT, MINB, CS><<<ntiles, NT, 0, st>>>(rows, rp, ci, v, alpha, x, beta, y, coords)
+#define GKCU__PIPE(NT, IPT, MINB, VEC, SV) \
+  return launch_pipe<NT, IPT, MINB, VEC, SV>(ctx, ntiles, rows, rp, ci, v, alpha, x, beta, y, coords)
   switch (shape) {
-    case 0: GKCU__BAL(256, 8, 8); break;
-    case 1: GKCU__BAL(256, 8, 6); break;
-    case 2: GKCU__BAL(256, 4, 8); break;
-    case 3: GKCU__BAL(128, 8, 12); break;
-    case 4: GKCU__BAL(128, 8, 16); break;
-    case 5: GKCU__PIPE(256, 8, 6, false);
-    case 6: GKCU__PIPE(256, 4, 8, false);
-    case 7: GKCU__PIPE(128, 8, 12, false);
-    case 8: GKCU__PIPE(512, 4, 3, false);
-    case 9: GKCU__PIPE(256, 8, 6, true);
-    case 10: GKCU__PIPE(256, 4, 8, true);
-    default: GKCU__PIPE(128, 8, 12, true);
+    case 0: GKCU__BAL(256, 8, 8, false); break;
+    case 1: GKCU__BAL(256, 8, 6, false); break;
+    case 2: GKCU__BAL(256, 4, 8, false); break;
+    case 3: GKCU__BAL(128, 8, 12, false); break;
+    case 4: GKCU__BAL(128, 8, 16, false); break;
+    case 5: GKCU__PIPE(256, 8, 6, false, true);
+    case 6: GKCU__PIPE(256, 4, 8, false, true);
+    case 7: GKCU__PIPE(128, 8, 12, false, true);
+    case 8: GKCU__PIPE(512, 4, 3, false, true);
+    case 9: GKCU__PIPE(256, 8, 6, true, true);
+    case 10: GKCU__PIPE(256, 4, 8, true, true);
+    case 11: GKCU__PIPE(128, 8, 12, true, true);
+    case 12: GKCU__BAL(256, 8, 6, true); break;
+    case 13: GKCU__BAL(256, 4, 8, true); break;
+    case 14: GKCU__BAL(128, 8, 12, true); break;
+    case 15: GKCU__PIPE(256, 8, 6, true, false);
+    case 16: GKCU__PIPE(256, 8, 8, true, false);
+    case 17: GKCU__PIPE(256, 4, 8, true, false);
+    case 18: GKCU__PIPE(128, 8, 12, true, false);
+    case 19: GKCU__PIPE(512, 8, 3, true, false);
+    case 20: return launch_pipe<256, 8, 6, true, true, true>(ctx, ntiles, rows, rp, ci, v, alpha, x, beta, y, coords);
+    case 21: return launch_pipe<128, 8, 12, true, true, true>(ctx, ntiles, rows, rp, ci, v, alpha, x, beta, y, coords);
+    case 22: return launch_pipe<256, 4, 8, true, true, true>(ctx, ntiles, rows, rp, ci, v, alpha, x, beta, y, coords);
+    default: return launch_pipe<128, 4, 16, true, true, true>(ctx, ntiles, rows, rp, ci, v, alpha, x, beta, y, coords);
   }
 #undef GKCU__BAL
 #undef GKCU__PIPE
@@ -762,8 +826,7 @@ extern "C" int gkcu_lab_spmv_balanced(gkcu_ctx *ctx, int shape, int32_t rows, in
 extern "C" const char *gkcu_lab_spmv_balanced_name(int shape) {
   static char names[kBalancedShapeCount][32];
   if (shape < 0 || shape >= kBalancedShapeCount) return NULL;
-  snprintf(names[shape], sizeof names[shape], "%st%dx%d/b%d",
-           kBalancedShapes[shape].pipe == 2 ? "vec/" : kBalancedShapes[shape].pipe ? "pipe/" : "",
+  snprintf(names[shape], sizeof names[shape], "%st%dx%d/b%d", kBalancedKindNames[kBalancedShapes[shape].kind],
            kBalancedShapes[shape].nt, kBalancedShapes[shape].ipt, kBalancedShapes[shape].minb);
   return names[shape];
 }

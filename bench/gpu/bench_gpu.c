@@ -13,7 +13,12 @@
  * vendor_time / algo_time (> 1: faster than the vendor).
  *
  *   bench_gpu [--ops sgemm,reduce,spmv] [--reps N] [--matrices DIR]
- *             [--sgemm-sizes 256,512,...] [--no-synth] [--lab] [--json FILE]
+ *             [--sgemm-sizes 256,512,...] [--no-synth] [--synth LIST] [--lab]
+ *             [--validate-only] [--json FILE]
+ *
+ * --synth picks among the generated spmv matrices (stencil2d, stencil3d,
+ * powerlaw; default all); --validate-only runs each case once, checked,
+ * untimed (for a profiler: one launch per kernel variant).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <dirent.h>
@@ -43,8 +48,10 @@ static int reps = 20;
 static FILE *json;
 static int json_first = 1;
 static int validation_failures;
+static int validate_only;
 
 typedef int (*run_fn)(void *arg);
+static int has_op(const char *ops, const char *op);
 
 typedef struct {
   double median_ms, min_ms;
@@ -53,6 +60,7 @@ typedef struct {
 
 static timing time_it(run_fn f, void *arg, int n) {
   timing t = {0, 0, 0};
+  if (validate_only) return t;
   cudaEvent_t e0, e1;
   CUDA_OK(cudaEventCreate(&e0));
   CUDA_OK(cudaEventCreate(&e1));
@@ -477,7 +485,7 @@ static void bench_spmv_matrix(const gpu_csr *m, const char *name, int lab) {
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
-static void bench_spmv(const char *dir, int synth, int lab) {
+static void bench_spmv(const char *dir, const char *synth, int lab) {
   header(lab ? "spmv lab: vector group widths, balanced shapes" : "spmv CSR, y = A*x (alpha=1, beta=0)");
   if (dir) {
     DIR *d = opendir(dir);
@@ -510,21 +518,28 @@ static void bench_spmv(const char *dir, int synth, int lab) {
   }
   if (!synth) return;
   gpu_csr m;
-  double t0 = bench_now_s();
-  if (gpu_csr_stencil2d(&m, 2048) != 0) exit(2);
-  printf("# generated in %.1f s\n", bench_now_s() - t0);
-  bench_spmv_matrix(&m, "stencil2d-5pt-2048^2", lab);
-  gpu_csr_free(&m);
-  t0 = bench_now_s();
-  if (gpu_csr_stencil3d(&m, 128, 27) != 0) exit(2);
-  printf("# generated in %.1f s\n", bench_now_s() - t0);
-  bench_spmv_matrix(&m, "stencil3d-27pt-128^3", lab);
-  gpu_csr_free(&m);
-  t0 = bench_now_s();
-  if (gpu_csr_powerlaw(&m, 42000000, 100000, 42) != 0) exit(2);
-  printf("# generated in %.1f s\n", bench_now_s() - t0);
-  bench_spmv_matrix(&m, "powerlaw-rmat-42M", lab);
-  gpu_csr_free(&m);
+  double t0;
+  if (has_op(synth, "stencil2d")) {
+    t0 = bench_now_s();
+    if (gpu_csr_stencil2d(&m, 2048) != 0) exit(2);
+    printf("# generated in %.1f s\n", bench_now_s() - t0);
+    bench_spmv_matrix(&m, "stencil2d-5pt-2048^2", lab);
+    gpu_csr_free(&m);
+  }
+  if (has_op(synth, "stencil3d")) {
+    t0 = bench_now_s();
+    if (gpu_csr_stencil3d(&m, 128, 27) != 0) exit(2);
+    printf("# generated in %.1f s\n", bench_now_s() - t0);
+    bench_spmv_matrix(&m, "stencil3d-27pt-128^3", lab);
+    gpu_csr_free(&m);
+  }
+  if (has_op(synth, "powerlaw")) {
+    t0 = bench_now_s();
+    if (gpu_csr_powerlaw(&m, 42000000, 100000, 42) != 0) exit(2);
+    printf("# generated in %.1f s\n", bench_now_s() - t0);
+    bench_spmv_matrix(&m, "powerlaw-rmat-42M", lab);
+    gpu_csr_free(&m);
+  }
 }
 
 /* --- main ---------------------------------------------------------------------------------------- */
@@ -541,13 +556,16 @@ static int has_op(const char *ops, const char *op) {
 
 int main(int argc, char **argv) {
   const char *ops = "sgemm,reduce,spmv", *dir = NULL, *json_path = NULL;
-  int sizes[16] = {256, 512, 1024, 2048, 4096, 8192}, nsizes = 6, synth = 1, lab = 0;
+  int sizes[16] = {256, 512, 1024, 2048, 4096, 8192}, nsizes = 6, lab = 0;
+  const char *synth = "stencil2d,stencil3d,powerlaw";
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--ops") && i + 1 < argc) ops = argv[++i];
     else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--matrices") && i + 1 < argc) dir = argv[++i];
     else if (!strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
-    else if (!strcmp(argv[i], "--no-synth")) synth = 0;
+    else if (!strcmp(argv[i], "--no-synth")) synth = NULL;
+    else if (!strcmp(argv[i], "--synth") && i + 1 < argc) synth = argv[++i];
+    else if (!strcmp(argv[i], "--validate-only")) validate_only = 1;
     else if (!strcmp(argv[i], "--lab")) lab = 1;
     else if (!strcmp(argv[i], "--sgemm-sizes") && i + 1 < argc) {
       nsizes = 0;
@@ -555,7 +573,7 @@ int main(int argc, char **argv) {
     } else {
       fprintf(stderr,
               "usage: %s [--ops sgemm,reduce,spmv] [--reps N] [--matrices DIR] [--sgemm-sizes a,b,..] "
-              "[--no-synth] [--lab] [--json FILE]\n",
+              "[--no-synth] [--synth stencil2d,stencil3d,powerlaw] [--lab] [--validate-only] [--json FILE]\n",
               argv[0]);
       return 2;
     }

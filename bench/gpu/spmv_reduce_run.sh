@@ -14,7 +14,7 @@ set -u
 D=$(cd "$(dirname "$0")" && pwd -P)
 OUT=${OUT:-/tmp/gkc-out}
 mkdir -p "$OUT"
-STAGES=${STAGES:-"env tests lab bench sanitize"}
+STAGES=${STAGES:-"env tests lab bench sanitize"}   # also: ncu
 DEADLINE=${DEADLINE:-280}
 export GKC_GPU_MATRICES=$D/matrices
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -45,6 +45,15 @@ if has bench; then
   timeout $(left 150) "$D/bench_gpu" --ops ${OPS:-reduce,spmv} --matrices "$GKC_GPU_MATRICES" \
     --json "$OUT/bench.json" > "$OUT/bench.log" 2>&1
   echo "bench rc=$?"
+fi
+if has ncu; then
+  # one profiled launch per balanced variant and cuSPARSE's kernels (--validate-only)
+  for m in ${NCU_SYNTH:-stencil2d stencil3d}; do
+    timeout $(left 90) ncu --clock-control none -k regex:"spmv_balanced|csrmv|partition" \
+      --section SpeedOfLight --section Occupancy --section WarpStateStats --section MemoryWorkloadAnalysis \
+      "$D/bench_gpu" --ops spmv --lab --validate-only --synth $m > "$OUT/ncu_$m.txt" 2>&1
+    echo "ncu $m rc=$?"
+  done
 fi
 if has sanitize; then
   {

@@ -49,6 +49,7 @@ static const variant kVariants[] = {
     {"auto", GKCU_REDUCE_AUTO, 0}, {"smem", GKCU_REDUCE_SMEM, 0},   {"shfl", GKCU_REDUCE_SHFL, 0},
     {"cub", GKCU_REDUCE_CUB, 0},   {"shfl/bps1", -1, 1},            {"shfl/bps3", -1, 3},
     {"shfl/u4cs", -2, 1},          {"shfl/u8", -2, 2},              {"shfl/u8cs", -2, 3},
+    {"shfl/u4/chunk", -2, 4},      {"shfl/u4cs/chunk", -2, 5},      {"shfl/u8/chunk", -2, 6},
 };
 
 static void check(gkcu_ctx *ctx, const float *h, const float *dx, long long n, int op, const char *what) {

@@ -92,7 +92,7 @@ static void check_matrix_at(gkcu_ctx *ctx, gpu_rng *g, const gpu_csr *m, const c
   CUDA_OK(cudaMemcpy(dx, x, (size_t)cols * sizeof(float), cudaMemcpyHostToDevice));
 
   static const float ab[][2] = {{1.0f, 0.0f}, {-0.75f, 1.5f}, {2.0f, 0.0f}};
-  variant vs[32];
+  variant vs[48];
   int nv = variants(vs);
   /* cuSPARSE rejects nnz > rows*cols (possible here: duplicates are kept) */
   int dup_heavy = nnz > (long long)rows * cols;
