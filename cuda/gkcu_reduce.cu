@@ -95,11 +95,19 @@ __global__ void __launch_bounds__(256) reduce_smem_kernel(const Tin *__restrict_
 
 constexpr int SHFL_NT = 256;
 
-/* A 16-byte load; STREAM: ld.global.cs (evict first: each byte is read once,
- * so keeping it in L2 only evicts the partials and the next call's data). */
-template <bool STREAM>
+/* A 16-byte load.  STREAM 1: ld.global.cs (evict first: each byte is read
+ * once); 2: ld.global.nc with no L1 allocation and a 256-byte L2 prefetch
+ * hint (whole DRAM bursts per request); 0: plain __ldg. */
+template <int STREAM>
 __device__ __forceinline__ float4 load4(const float4 *p) {
-  if (STREAM) return __ldcs(p);
+  if (STREAM == 1) return __ldcs(p);
+  if (STREAM == 2) {
+    float4 v;
+    asm("ld.global.nc.L1::no_allocate.L2::256B.v4.f32 {%0, %1, %2, %3}, [%4];"
+        : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+        : "l"(p));
+    return v;
+  }
   return __ldg(p);
 }
 
@@ -115,7 +123,7 @@ __device__ __forceinline__ float4 load4(const float4 *p) {
 /* CHUNK: each block reads one contiguous slice of the body (the warps of a
  * block side by side, UNROLL loads apart by the block width) instead of the
  * whole grid striding over it together. */
-template <int OP, int UNROLL, bool STREAM, int MINB, bool CHUNK>
+template <int OP, int UNROLL, int STREAM, int MINB, bool CHUNK>
 __global__ void __launch_bounds__(SHFL_NT, MINB) reduce_shfl_kernel(const float *__restrict__ x, long long n,
                                                                  int head,
                                                                  typename Op<OP>::Acc *__restrict__ partials,
@@ -186,10 +194,18 @@ __global__ void __launch_bounds__(SHFL_NT, MINB) reduce_shfl_kernel(const float 
 struct ShflVariant {
   int unroll, stream, bps, chunk;
 };
-constexpr ShflVariant kShflVariants[] = {{4, 0, 8, 0}, {4, 1, 8, 0}, {8, 0, 4, 0}, {8, 1, 4, 0},
-                                         {4, 0, 8, 1}, {4, 1, 8, 1}, {8, 0, 4, 1}};
+constexpr ShflVariant kShflVariants[] = {{4, 0, 8, 0}, {4, 1, 8, 0}, {8, 0, 4, 0}, {8, 1, 4, 0}, {4, 0, 8, 1},
+                                         {4, 1, 8, 1}, {8, 0, 4, 1}, {4, 2, 8, 0}, {8, 2, 4, 0}};
 constexpr int kShflVariantCount = (int)(sizeof kShflVariants / sizeof kShflVariants[0]);
 constexpr int kShflDefault = 0;
+
+/* What the shfl algo runs (H100 lab, bench/RESULTS.md): evict-first loads
+ * while the input is within a few L2 sizes (2^22..2^25 floats: 1.09-1.19x
+ * CUB against 1.01-1.12x with plain loads), plain loads beyond, where
+ * evict-first lost 3-4% (2^27, 2^28). */
+int shfl_variant(const gkcu_ctx *ctx, long long n) {
+  return (double)n * 4.0 <= 3.0 * (double)ctx->l2_bytes ? 1 : kShflDefault;
+}
 
 /* --- launchers ---------------------------------------------------------------- */
 
@@ -227,7 +243,7 @@ int run_smem(gkcu_ctx *ctx, const float *x, long long n, double *d_result) {
   return 0;
 }
 
-template <int OP, int UNROLL, bool STREAM, int MINB, bool CHUNK>
+template <int OP, int UNROLL, int STREAM, int MINB, bool CHUNK>
 int launch_shfl(gkcu_ctx *ctx, int blocks_per_sm, const float *x, long long n, double *d_result) {
   using Acc = typename Op<OP>::Acc;
   int head = (int)(((16u - ((uintptr_t)x & 15u)) & 15u) / 4u);
@@ -254,13 +270,15 @@ template <int OP>
 int run_shfl(gkcu_ctx *ctx, int variant, int blocks_per_sm, const float *x, long long n, double *d_result) {
   const int bps = blocks_per_sm ? blocks_per_sm : kShflVariants[variant].bps;
   switch (variant) {
-    case 0: return launch_shfl<OP, 4, false, 8, false>(ctx, bps, x, n, d_result);
-    case 1: return launch_shfl<OP, 4, true, 8, false>(ctx, bps, x, n, d_result);
-    case 2: return launch_shfl<OP, 8, false, 4, false>(ctx, bps, x, n, d_result);
-    case 3: return launch_shfl<OP, 8, true, 4, false>(ctx, bps, x, n, d_result);
-    case 4: return launch_shfl<OP, 4, false, 8, true>(ctx, bps, x, n, d_result);
-    case 5: return launch_shfl<OP, 4, true, 8, true>(ctx, bps, x, n, d_result);
-    default: return launch_shfl<OP, 8, false, 4, true>(ctx, bps, x, n, d_result);
+    case 0: return launch_shfl<OP, 4, 0, 8, false>(ctx, bps, x, n, d_result);
+    case 1: return launch_shfl<OP, 4, 1, 8, false>(ctx, bps, x, n, d_result);
+    case 2: return launch_shfl<OP, 8, 0, 4, false>(ctx, bps, x, n, d_result);
+    case 3: return launch_shfl<OP, 8, 1, 4, false>(ctx, bps, x, n, d_result);
+    case 4: return launch_shfl<OP, 4, 0, 8, true>(ctx, bps, x, n, d_result);
+    case 5: return launch_shfl<OP, 4, 1, 8, true>(ctx, bps, x, n, d_result);
+    case 6: return launch_shfl<OP, 8, 0, 4, true>(ctx, bps, x, n, d_result);
+    case 7: return launch_shfl<OP, 4, 2, 8, false>(ctx, bps, x, n, d_result);
+    default: return launch_shfl<OP, 8, 2, 4, false>(ctx, bps, x, n, d_result);
   }
 }
 
@@ -347,7 +365,7 @@ extern "C" int gkcu_reduce_async(gkcu_ctx *ctx, int algo, int op, const float *x
       return op == GKCU_SUM ? run_smem<GKCU_SUM>(ctx, x, n, d_result)
              : op == GKCU_MIN ? run_smem<GKCU_MIN>(ctx, x, n, d_result)
                               : run_smem<GKCU_MAX>(ctx, x, n, d_result);
-    case GKCU_REDUCE_SHFL: return run_shfl_op(ctx, kShflDefault, 0, op, x, n, d_result);
+    case GKCU_REDUCE_SHFL: return run_shfl_op(ctx, shfl_variant(ctx, n), 0, op, x, n, d_result);
     case GKCU_REDUCE_CUB: return run_cub(ctx, op, x, n, d_result);
   }
   return gkcu__fail(ctx, GKC_EINTERNAL, "reduce: unhandled algo %d", algo);
@@ -383,7 +401,7 @@ extern "C" const char *gkcu_lab_reduce_shfl_name(int variant) {
   static char names[kShflVariantCount][32];
   if (variant < 0 || variant >= kShflVariantCount) return NULL;
   snprintf(names[variant], sizeof names[variant], "shfl/u%d%s%s/bps%d", kShflVariants[variant].unroll,
-           kShflVariants[variant].stream ? "cs" : "", kShflVariants[variant].chunk ? "/chunk" : "",
+           kShflVariants[variant].stream == 1 ? "cs" : kShflVariants[variant].stream == 2 ? "pf" : "", kShflVariants[variant].chunk ? "/chunk" : "",
            kShflVariants[variant].bps);
   return names[variant];
 }

@@ -1,6 +1,5 @@
 /* gkcu_spmv.cu: the CSR spmv ladder (scalar, vector, balanced) and cuSPARSE. */
 #include <limits.h>
-#include <atomic>
 #include <stdint.h>
 #include <math.h>
 #include <stdio.h>
@@ -68,26 +67,37 @@ __global__ void __launch_bounds__(256) spmv_vector_kernel(int rows, const int *_
 /* A tile is BAL_NT threads x BAL_IPT items (see kBalancedShapes below). */
 
 /* Where diagonal d crosses the path: the number of row ends consumed, found
- * by one warp with 32-way search (about log32(rows) dependent loads instead
- * of log2(rows)).  pred(p) = "row end p comes before item d" is true for
- * p < answer and false after. */
-__device__ int merge_search_warp(long long d, int rows, long long nnz, const int *__restrict__ rp) {
-  const int lane = threadIdx.x & 31;
+ * by a group of SEARCH_G lanes with SEARCH_G-way search.  pred(p) = "row end
+ * p comes before item d" is true for p < answer and false after.  Groups of
+ * 8 (four boundaries per warp, log8(rows) rounds) rather than whole warps
+ * (log32(rows) rounds): every probe of a round is a separate sector, and
+ * with a warp per boundary the 32-way rounds made the partition L1-bound
+ * (76% L1 throughput under ncu on the 27-point stencil, 31 us) and several
+ * waves deep.  Inactive groups (past the last boundary) take part in the
+ * ballots with an empty range. */
+constexpr int SEARCH_G = 8;
+__device__ int merge_search_group(long long d, bool active, int rows, long long nnz, const int *__restrict__ rp) {
+  const int lane = threadIdx.x & 31, gl = lane % SEARCH_G, first = lane - gl;
+  const unsigned gmask = (1u << SEARCH_G) - 1u;
   long long lo = d - nnz > 0 ? d - nnz : 0;
   long long hi = d < rows ? d : rows;
-  while (hi - lo > 32) {
-    long long step = (hi - lo + 31) / 32;
-    long long p = lo + lane * step;
-    bool t = p < hi && (long long)rp[p + 1] <= d - p - 1;
-    int k = __popc(__ballot_sync(0xffffffffu, t));
-    long long nlo = k == 0 ? lo : lo + (k - 1) * step + 1;
-    long long nhi = lo + k * step < hi ? lo + k * step : hi;
-    lo = nlo;
-    hi = nhi;
+  if (!active) lo = hi = 0;
+  while (__any_sync(0xffffffffu, hi - lo > SEARCH_G)) {
+    const bool go = hi - lo > SEARCH_G;
+    const long long step = (hi - lo + SEARCH_G - 1) / SEARCH_G;
+    const long long p = lo + gl * step;
+    const bool t = go && p < hi && (long long)rp[p + 1] <= d - p - 1;
+    const int k = __popc((__ballot_sync(0xffffffffu, t) >> first) & gmask);
+    if (go) {
+      const long long nlo = k == 0 ? lo : lo + (k - 1) * step + 1;
+      const long long nhi = lo + k * step < hi ? lo + k * step : hi;
+      lo = nlo;
+      hi = nhi;
+    }
   }
-  long long p = lo + lane;
-  bool t = p < hi && (long long)rp[p + 1] <= d - p - 1;
-  return (int)(lo + __popc(__ballot_sync(0xffffffffu, t)));
+  const long long p = lo + gl;
+  const bool t = p < hi && (long long)rp[p + 1] <= d - p - 1;
+  return (int)(lo + __popc((__ballot_sync(0xffffffffu, t) >> first) & gmask));
 }
 
 /* coords[t] = (rows, nonzeros) consumed before tile t, for t = 0..ntiles,
@@ -97,15 +107,15 @@ __device__ int merge_search_warp(long long d, int rows, long long nnz, const int
  * several blocks with atomicAdd, so it must hold beta*y (or 0) before the
  * main kernel starts: the warp of the first boundary inside the row sets
  * that (one writer per row: the boundary before it lies at or before the
- * row's first item). */
+ * row's first item).  SEARCH_G threads per boundary. */
 __global__ void spmv_partition_kernel(int rows, long long nnz, const int *__restrict__ rp, int ntiles, int tile,
                                       int4 *__restrict__ coords, float beta, float *__restrict__ y) {
-  const long long t = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-  if (t > ntiles) return; /* whole warps leave together */
+  const long long t = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / SEARCH_G;
+  const bool active = t <= ntiles; /* the whole warp stays for the ballots */
   const long long total = (long long)rows + nnz;
-  const long long d = t * tile < total ? t * tile : total;
-  const int x = merge_search_warp(d, rows, nnz, rp);
-  if ((threadIdx.x & 31) != 0) return;
+  const long long d = active && t * tile < total ? t * tile : total;
+  const int x = merge_search_group(d, active, rows, nnz, rp);
+  if (!active || (threadIdx.x % SEARCH_G) != 0) return;
   const int rs = rp[x]; /* row x starts at path item x + rs (x == rows: nnz) */
   coords[t] = make_int4(x, (int)(d - x), rs, 0);
   /* y == NULL: a plan (gkcu_spmv_plan), the split rows are prescaled per call */
@@ -217,19 +227,25 @@ __device__ __forceinline__ void balanced_tile_walk(const int *s_rowend, const fl
   }
 }
 
-/* v3: one tile of BAL_TILE path items per block, staged through registers
- * with coalesced loads (all of a thread's loads issued before any is used),
- * then balanced_tile_walk.  Kept for the lab: the pipelined kernel below
- * replaced it. */
-/* CS: the matrix arrays are read with ld.global.cs (evict first): each of
- * their bytes is used once, so caching them only pushes x out of L1. */
-template <bool CS, typename T>
-__device__ __forceinline__ T load_once(const T *p) {
-  if (CS) return __ldcs(p);
-  return *p;
+/* One tile of BAL_TILE path items per block.  v3: the tile's row ends and
+ * products staged through registers with coalesced loads (all of a thread's
+ * loads issued before any is used), then balanced_tile_walk. */
+/* cp.async (sm_80+): global -> shared without passing through registers. */
+__device__ __forceinline__ void cp_async4(void *smem, const void *gmem) {
+  const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(s), "l"(gmem) : "memory");
 }
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
 
-template <int BAL_NT, int BAL_IPT, int MINB, bool CS>
+/* ASYNC (v5): the row ends and the values go straight to shared memory with
+ * cp.async, and only col_idx and the x gathers pass through registers: 16
+ * live values per thread instead of 24, so 256 x 8 tiles fit in 32
+ * registers and 8 blocks per SM (v3: 40 registers, 6 blocks).  A thread
+ * multiplies the values it copied itself once its own copies have landed
+ * (cp.async.wait_group makes them visible to the issuing thread), so no
+ * extra barrier. */
+template <int BAL_NT, int BAL_IPT, int MINB, bool ASYNC>
 __global__ void __launch_bounds__(BAL_NT, MINB) spmv_balanced_kernel(
     int rows, const int *__restrict__ rp, const int *__restrict__ ci, const float *__restrict__ v, float alpha,
     const float *__restrict__ x, float beta, float *__restrict__ y, const int4 *__restrict__ coords) {
@@ -245,16 +261,41 @@ __global__ void __launch_bounds__(BAL_NT, MINB) spmv_balanced_kernel(
   int *s_rowend = s_tile;                                       /* tile_rows + 1 */
   float *s_prod = reinterpret_cast<float *>(s_tile + tile_rows + 1); /* tile_nnz */
 
-  {
+  if (ASYNC) {
+    int cols[BAL_IPT];
+#pragma unroll
+    for (int k = 0; k < BAL_IPT; k++) {
+      const int i = tid + k * BAL_NT;
+      if (i < tile_rows) cp_async4(s_rowend + i, rp + x0 + 1 + i);
+      if (i < tile_nnz) {
+        cp_async4(s_prod + i, v + y0 + i);
+        cols[k] = ci[y0 + i];
+      }
+    }
+    cp_async_commit();
+    float xv[BAL_IPT];
+#pragma unroll
+    for (int k = 0; k < BAL_IPT; k++) {
+      const int i = tid + k * BAL_NT;
+      if (i < tile_nnz) xv[k] = __ldg(x + cols[k]);
+    }
+    cp_async_wait_all();
+#pragma unroll
+    for (int k = 0; k < BAL_IPT; k++) {
+      const int i = tid + k * BAL_NT;
+      if (i < tile_nnz) s_prod[i] *= xv[k];
+    }
+    if (tid == 0) s_rowend[tile_rows] = INT_MAX; /* past the last row: take nonzeros */
+  } else {
     int ends[BAL_IPT], cols[BAL_IPT];
     float vals[BAL_IPT];
 #pragma unroll
     for (int k = 0; k < BAL_IPT; k++) {
       int i = tid + k * BAL_NT;
-      if (i < tile_rows) ends[k] = load_once<CS>(rp + x0 + 1 + i);
+      if (i < tile_rows) ends[k] = rp[x0 + 1 + i];
       if (i < tile_nnz) {
-        cols[k] = load_once<CS>(ci + y0 + i);
-        vals[k] = load_once<CS>(v + y0 + i);
+        cols[k] = ci[y0 + i];
+        vals[k] = v[y0 + i];
       }
     }
 #pragma unroll
@@ -272,181 +313,6 @@ __global__ void __launch_bounds__(BAL_NT, MINB) spmv_balanced_kernel(
   }
   __syncthreads();
   balanced_tile_walk<BAL_NT, BAL_IPT>(s_rowend, s_prod, s_wflag, s_wval, rows, c0, c1, alpha, beta, y);
-}
-
-/* --- v4: persistent blocks, the next tile's loads in flight ------------------- */
-
-/* cp.async (sm_80+): global -> shared without passing through registers, so
- * a block can have the whole next tile in flight while it works on the
- * current one, at no register cost. */
-__device__ __forceinline__ void cp_async4(void *smem, const void *gmem) {
-  const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(s), "l"(gmem) : "memory");
-}
-__device__ __forceinline__ void cp_async16(void *smem, const void *gmem) {
-  const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
-
-/* Where a tile's arrays sit in its staging buffer (in words): the row ends
- * at o.x (tile_rows of them, then the INT_MAX sentinel), col_idx at o.y and
- * values at o.z (tile_nnz each).  VEC: each array starts at the same word
- * offset modulo 4 as its source in global memory, so that the aligned body
- * can be copied 16 bytes at a time (at most 3 words of padding each). */
-template <bool VEC, bool SV>
-__device__ __forceinline__ int3 balanced_layout(int4 c0, int4 c1, const int *__restrict__ rp,
-                                                const int *__restrict__ ci, const float *__restrict__ v) {
-  const int tile_rows = c1.x - c0.x, tile_nnz = c1.y - c0.y;
-  if (!VEC) return make_int3(0, tile_rows + 1, tile_rows + 1 + tile_nnz);
-  auto place = [](int o, const void *g) { return o + (((int)((uintptr_t)g >> 2) - o) & 3); };
-  const int orp = place(0, rp + c0.x + 1);
-  const int oci = place(orp + tile_rows + 1, ci + c0.y);
-  const int ov = SV ? place(oci + tile_nnz, v + c0.y) : oci;
-  return make_int3(orp, oci, ov);
-}
-
-/* Copies n words g[0..n) to s[0..n); with VEC, s and g are congruent modulo
- * 16 bytes: the unaligned head and tail go 4 bytes at a time, the body 16. */
-template <int BAL_NT, int BAL_IPT, bool VEC>
-__device__ __forceinline__ void balanced_copy(int *s, const void *gv, int n) {
-  const int *g = static_cast<const int *>(gv);
-  const int tid = threadIdx.x;
-  if (!VEC) {
-#pragma unroll
-    for (int k = 0; k < BAL_IPT; k++) {
-      const int i = tid + k * BAL_NT;
-      if (i < n) cp_async4(s + i, g + i);
-    }
-    return;
-  }
-  int h = (4 - (int)(((uintptr_t)g >> 2) & 3)) & 3;
-  if (h > n) h = n;
-  const int nb = (n - h) >> 2, t0 = h + 4 * nb;
-  if (tid < h) cp_async4(s + tid, g + tid);
-  for (int j = tid; j < nb; j += BAL_NT) cp_async16(s + h + 4 * j, g + h + 4 * j);
-  if (tid < n - t0) cp_async4(s + t0 + tid, g + t0 + tid);
-}
-
-/* Enqueues tile (c0, c1) into buf (balanced_layout's places), and, when
- * next is not NULL, coords next[0..1] (the tile this block takes after that
- * one) into s_next. */
-template <int BAL_NT, int BAL_IPT, bool VEC, bool SV>
-__device__ __forceinline__ void balanced_stage(int *buf, int4 *s_next, int4 c0, int4 c1, const int *__restrict__ rp,
-                                               const int *__restrict__ ci, const float *__restrict__ v,
-                                               const int4 *next) {
-  const int tile_rows = c1.x - c0.x, tile_nnz = c1.y - c0.y;
-  const int3 o = balanced_layout<VEC, SV>(c0, c1, rp, ci, v);
-  balanced_copy<BAL_NT, BAL_IPT, VEC>(buf + o.x, rp + c0.x + 1, tile_rows);
-  balanced_copy<BAL_NT, BAL_IPT, VEC>(buf + o.y, ci + c0.y, tile_nnz);
-  if (SV) balanced_copy<BAL_NT, BAL_IPT, VEC>(buf + o.z, v + c0.y, tile_nnz);
-  if (next && threadIdx.x < 2) cp_async16(s_next + threadIdx.x, next + threadIdx.x);
-  cp_async_commit();
-}
-
-/* Each block takes tiles blockIdx.x, +gridDim.x, ... (a grid of as many
- * blocks as fit at once).  While it works on one tile, the copies of its
- * next tile (row ends, col_idx, values: everything but the x gathers) and
- * of the coordinates of the one after are in flight, so the chain of
- * dependent round trips that limited v3 (coords -> col/val -> x) shrinks to
- * the x gathers.  Shared memory: two buffers of 2 * tile + 12 words (row
- * ends + 2 * nonzeros <= 2 * tile + 1, plus the sentinel and VEC padding).
- * SV false: values are not staged but read (evict-first) beside the x
- * gathers, which they do not lengthen, and the products overwrite col_idx:
- * half the shared memory, so that more of the SM's L1 holds x.
- * TG (with SV): the gathers go through the tile's nonzeros transposed, as an
- * M x L matrix with L the mean row length of the tile (when <= 32): lane j
- * of a warp takes the k-th nonzero of the j-th row rather than the j-th
- * nonzero, so that on banded matrices a warp reads x[r + offset_k] for 32
- * neighbouring rows r (a few sectors) instead of the scattered columns of
- * one or two rows (one sector per column group: 9 groups per row on the
- * 27-point stencil).  Any permutation is correct; this one only pays when
- * the rows of a tile are of similar length. */
-template <int BAL_NT, int BAL_IPT, int MINB, bool VEC, bool SV, bool TG>
-__global__ void __launch_bounds__(BAL_NT, MINB) spmv_balanced_pipe_kernel(
-    int rows, int ntiles, const int *__restrict__ rp, const int *__restrict__ ci, const float *__restrict__ v,
-    float alpha, const float *__restrict__ x, float beta, float *__restrict__ y, const int4 *__restrict__ coords) {
-  constexpr int BAL_TILE = BAL_NT * BAL_IPT;
-  constexpr int BUF = (SV ? 2 : 1) * BAL_TILE + 12;
-  __shared__ __align__(16) int s_buf[2][BUF];
-  __shared__ __align__(16) int4 s_next[2][2];
-  __shared__ int s_wflag[BAL_NT / 32];
-  __shared__ float s_wval[BAL_NT / 32];
-  const int tid = threadIdx.x;
-  const int G = gridDim.x;
-  int t = blockIdx.x;
-  if (t >= ntiles) return;
-  int4 c0 = coords[t], c1 = coords[t + 1];
-  balanced_stage<BAL_NT, BAL_IPT, VEC, SV>(s_buf[0], s_next[0], c0, c1, rp, ci, v,
-                                           t + G < ntiles ? coords + t + G : NULL);
-  for (int b = 0;; b ^= 1) {
-    const int tile_rows = c1.x - c0.x, tile_nnz = c1.y - c0.y;
-    const int3 o = balanced_layout<VEC, SV>(c0, c1, rp, ci, v);
-    int *s_rowend = s_buf[b] + o.x;
-    cp_async_wait_all();
-    if (tid == 0) s_rowend[tile_rows] = INT_MAX; /* past the last row: take nonzeros */
-    __syncthreads();
-
-    /* the next tile's copies go out before this tile's gathers */
-    const int tn = t + G;
-    int4 n0 = c0, n1 = c1;
-    if (tn < ntiles) {
-      n0 = s_next[b][0];
-      n1 = s_next[b][1];
-      balanced_stage<BAL_NT, BAL_IPT, VEC, SV>(s_buf[b ^ 1], s_next[b ^ 1], n0, n1, rp, ci, v,
-                                               tn + G < ntiles ? coords + tn + G : NULL);
-    }
-
-    const int *s_col = s_buf[b] + o.y;
-    float *s_prod = reinterpret_cast<float *>(s_buf[b] + o.z);
-    if (TG) {
-      /* the M x L transpose; M * L < tile_nnz + L <= tile + BAL_NT */
-      constexpr int K = BAL_IPT + 1;
-      int L = tile_rows > 0 ? (tile_nnz + tile_rows / 2) / tile_rows : 0;
-      if (L < 1 || L > 32) L = 1; /* long rows: a warp already reads one row */
-      const int M = (tile_nnz + L - 1) / L, ML = M * L;
-      int iv[K];
-      float xv[K];
-#pragma unroll
-      for (int k = 0; k < K; k++) {
-        const int q = tid + k * BAL_NT;
-        int i = -1;
-        if (q < ML) {
-          const int row = q % M, pos = q / M;
-          i = row * L + pos;
-          if (i >= tile_nnz) i = -1;
-        }
-        iv[k] = i;
-        if (i >= 0) xv[k] = __ldg(x + s_col[i]);
-      }
-#pragma unroll
-      for (int k = 0; k < K; k++)
-        if (iv[k] >= 0) s_prod[iv[k]] *= xv[k];
-    } else {
-      float xv[BAL_IPT], vv[BAL_IPT];
-#pragma unroll
-      for (int k = 0; k < BAL_IPT; k++) {
-        const int i = tid + k * BAL_NT;
-        if (i < tile_nnz) {
-          xv[k] = __ldg(x + s_col[i]);
-          if (!SV) vv[k] = __ldcs(v + c0.y + i);
-        }
-      }
-#pragma unroll
-      for (int k = 0; k < BAL_IPT; k++) {
-        const int i = tid + k * BAL_NT;
-        if (i < tile_nnz) s_prod[i] = (SV ? s_prod[i] : vv[k]) * xv[k];
-      }
-    }
-    __syncthreads();
-    balanced_tile_walk<BAL_NT, BAL_IPT>(s_rowend, s_prod, s_wflag, s_wval, rows, c0, c1, alpha, beta, y);
-    if (tn >= ntiles) break;
-    __syncthreads(); /* this buffer and the warp totals are written next */
-    t = tn;
-    c0 = n0;
-    c1 = n1;
-  }
 }
 
 /* y = beta*y (0 when beta == 0) for a matrix without entries. */
@@ -502,73 +368,30 @@ int run_vector(gkcu_ctx *ctx, int w, int rows, const int *rp, const int *ci, con
   return 0;
 }
 
-/* Shapes of the balanced kernels: threads, items per thread, the resident
- * blocks per multiprocessor its registers are budgeted for, and which
- * kernel (0, v3: one tile per block; 1, v4: persistent, pipelined, 4-byte
- * copies; 2, v4 with 16-byte copies of the aligned part).  The lab
- * times all of them; balanced_shape() picks from the measurements. */
-enum { BAL_V3, BAL_PIPE, BAL_VEC, BAL_V3CS, BAL_PV, BAL_TG };
-const char *const kBalancedKindNames[] = {"", "pipe/", "vec/", "cs/", "pv/", "tg/"};
+/* Shapes of the balanced kernel: threads, items per thread, the resident
+ * blocks per multiprocessor its registers are budgeted for, and whether the
+ * v5 staging (ASYNC) is used.  The lab times all of them; balanced_shape()
+ * picks from the measurements. */
 struct BalancedShape {
-  int nt, ipt, minb, kind;
+  int nt, ipt, minb, async;
 };
 constexpr BalancedShape kBalancedShapes[] = {
-    {256, 8, 8, BAL_V3},     {256, 8, 6, BAL_V3},     {256, 4, 8, BAL_V3},     {128, 8, 12, BAL_V3},
-    {128, 8, 16, BAL_V3},    {256, 8, 6, BAL_PIPE},   {256, 4, 8, BAL_PIPE},   {128, 8, 12, BAL_PIPE},
-    {512, 4, 3, BAL_PIPE},   {256, 8, 6, BAL_VEC},    {256, 4, 8, BAL_VEC},    {128, 8, 12, BAL_VEC},
-    {256, 8, 6, BAL_V3CS},   {256, 4, 8, BAL_V3CS},   {128, 8, 12, BAL_V3CS},  {256, 8, 6, BAL_PV},
-    {256, 8, 8, BAL_PV},     {256, 4, 8, BAL_PV},     {128, 8, 12, BAL_PV},    {512, 8, 3, BAL_PV},
-    {256, 8, 6, BAL_TG},     {128, 8, 12, BAL_TG},    {256, 4, 8, BAL_TG},     {128, 4, 16, BAL_TG},
+    {256, 8, 8, 0},  {256, 8, 6, 0},  {256, 4, 8, 0},  {128, 8, 12, 0}, {128, 8, 16, 0},
+    {256, 8, 8, 1},  {256, 8, 6, 1},  {256, 4, 8, 1},  {128, 8, 16, 1}, {512, 8, 4, 1},
 };
 constexpr int kBalancedShapeCount = (int)(sizeof kBalancedShapes / sizeof kBalancedShapes[0]);
 
 /* Measured (bench/RESULTS.md, lab): below about 4M path items (rows + nnz)
  * the smaller 256x4 tiles win (1.4-1.8x cuSPARSE on the shared matrices,
  * against 1.1-1.5x for 256x8: more blocks to spread a small matrix over);
- * above, 256x8 wins on the stencils and the power-law matrix. */
-int balanced_shape(int rows, long long nnz) { return (long long)rows + nnz < 4000000 ? 2 : 1; }
+ * above, 256x8 tiles, v5 staging (8 blocks per SM). */
+int balanced_shape(int rows, long long nnz) { return (long long)rows + nnz < 4000000 ? 2 : 5; }
 
 /* Tiles of the given shape for rows + nnz path items; -1 when too many. */
 long long balanced_tiles(int shape, int rows, long long nnz) {
   const int tile = kBalancedShapes[shape].nt * kBalancedShapes[shape].ipt;
   long long ntiles = ((long long)rows + nnz + tile - 1) / tile;
   return ntiles >= 0x7fffffffLL ? -1 : ntiles;
-}
-
-/* How many blocks of a persistent kernel fit on one multiprocessor (worked
- * out once per kernel: it depends only on the kernel and the device).  The
- * shared-memory carveout asked for is just enough for MINB blocks' staging
- * buffers (plus the 1 KB the runtime reserves per block), so that what is
- * left stays L1 for the x gathers. */
-template <typename K>
-int resident_blocks(const gkcu_ctx *ctx, K kernel, int nt, int minb, std::atomic<int> *cache) {
-  int b = cache->load(std::memory_order_relaxed);
-  if (b > 0) return b;
-  cudaFuncAttributes fa;
-  int smem_sm = 0;
-  if (cudaFuncGetAttributes(&fa, kernel) == cudaSuccess &&
-      cudaDeviceGetAttribute(&smem_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, ctx->device) == cudaSuccess &&
-      smem_sm > 0) {
-    long long need = (long long)minb * ((long long)fa.sharedSizeBytes + 1024);
-    int pct = (int)((need * 100 + smem_sm - 1) / smem_sm);
-    cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, pct > 100 ? 100 : pct);
-  }
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, kernel, nt, 0) != cudaSuccess || b < 1) b = 1;
-  (void)cudaGetLastError(); /* a refused attribute is not this launch's error */
-  cache->store(b, std::memory_order_relaxed);
-  return b;
-}
-
-template <int NT, int IPT, int MINB, bool VEC, bool SV, bool TG = false>
-int launch_pipe(gkcu_ctx *ctx, int ntiles, int rows, const int *rp, const int *ci, const float *v, float alpha,
-                const float *x, float beta, float *y, const int4 *coords) {
-  static std::atomic<int> cache{0};
-  auto kernel = spmv_balanced_pipe_kernel<NT, IPT, MINB, VEC, SV, TG>;
-  long long grid = (long long)ctx->sm_count * resident_blocks(ctx, kernel, NT, MINB, &cache);
-  if (grid > ntiles) grid = ntiles;
-  kernel<<<(unsigned int)grid, NT, 0, ctx->stream>>>(rows, ntiles, rp, ci, v, alpha, x, beta, y, coords);
-  GKCU__LAUNCHED(ctx, "spmv_balanced_pipe_kernel");
-  return 0;
 }
 
 /* plan: coords made by gkcu_spmv_plan for this shape (NULL: partition now). */
@@ -591,43 +414,26 @@ int run_balanced(gkcu_ctx *ctx, int shape, int rows, long long nnz, const int *r
     gkcu__carve_add(&cv, (size_t)(ntiles + 1) * sizeof(int4), (void **)&c);
     int rc = gkcu__carve_commit(ctx, &cv);
     if (rc != 0) return rc;
-    spmv_partition_kernel<<<gkcu__div_up((size_t)(ntiles + 1) * 32, 256), 256, 0, st>>>(rows, nnz, rp, ntiles, tile,
-                                                                                         c, beta, y);
+    spmv_partition_kernel<<<gkcu__div_up((size_t)(ntiles + 1) * SEARCH_G, 256), 256, 0, st>>>(rows, nnz, rp, ntiles,
+                                                                                               tile, c, beta, y);
     GKCU__LAUNCHED(ctx, "spmv_partition_kernel");
     coords = c;
   }
-#define GKCU__BAL(NT, IPT, MINB, CS) \
-  spmv_balanced_kernel<NT, IPT, MINB, CS><<<ntiles, NT, 0, st>>>(rows, rp, ci, v, alpha, x, beta, y, coords)
-#define GKCU__PIPE(NT, IPT, MINB, VEC, SV) \
-  return launch_pipe<NT, IPT, MINB, VEC, SV>(ctx, ntiles, rows, rp, ci, v, alpha, x, beta, y, coords)
+#define GKCU__BAL(NT, IPT, MINB, ASYNC) \
+  spmv_balanced_kernel<NT, IPT, MINB, ASYNC><<<ntiles, NT, 0, st>>>(rows, rp, ci, v, alpha, x, beta, y, coords)
   switch (shape) {
     case 0: GKCU__BAL(256, 8, 8, false); break;
     case 1: GKCU__BAL(256, 8, 6, false); break;
     case 2: GKCU__BAL(256, 4, 8, false); break;
     case 3: GKCU__BAL(128, 8, 12, false); break;
     case 4: GKCU__BAL(128, 8, 16, false); break;
-    case 5: GKCU__PIPE(256, 8, 6, false, true);
-    case 6: GKCU__PIPE(256, 4, 8, false, true);
-    case 7: GKCU__PIPE(128, 8, 12, false, true);
-    case 8: GKCU__PIPE(512, 4, 3, false, true);
-    case 9: GKCU__PIPE(256, 8, 6, true, true);
-    case 10: GKCU__PIPE(256, 4, 8, true, true);
-    case 11: GKCU__PIPE(128, 8, 12, true, true);
-    case 12: GKCU__BAL(256, 8, 6, true); break;
-    case 13: GKCU__BAL(256, 4, 8, true); break;
-    case 14: GKCU__BAL(128, 8, 12, true); break;
-    case 15: GKCU__PIPE(256, 8, 6, true, false);
-    case 16: GKCU__PIPE(256, 8, 8, true, false);
-    case 17: GKCU__PIPE(256, 4, 8, true, false);
-    case 18: GKCU__PIPE(128, 8, 12, true, false);
-    case 19: GKCU__PIPE(512, 8, 3, true, false);
-    case 20: return launch_pipe<256, 8, 6, true, true, true>(ctx, ntiles, rows, rp, ci, v, alpha, x, beta, y, coords);
-    case 21: return launch_pipe<128, 8, 12, true, true, true>(ctx, ntiles, rows, rp, ci, v, alpha, x, beta, y, coords);
-    case 22: return launch_pipe<256, 4, 8, true, true, true>(ctx, ntiles, rows, rp, ci, v, alpha, x, beta, y, coords);
-    default: return launch_pipe<128, 4, 16, true, true, true>(ctx, ntiles, rows, rp, ci, v, alpha, x, beta, y, coords);
+    case 5: GKCU__BAL(256, 8, 8, true); break;
+    case 6: GKCU__BAL(256, 8, 6, true); break;
+    case 7: GKCU__BAL(256, 4, 8, true); break;
+    case 8: GKCU__BAL(128, 8, 16, true); break;
+    default: GKCU__BAL(512, 8, 4, true); break;
   }
 #undef GKCU__BAL
-#undef GKCU__PIPE
   GKCU__LAUNCHED(ctx, "spmv_balanced_kernel");
   return 0;
 }
@@ -749,6 +555,10 @@ extern "C" int gkcu_spmv_pick_hint(const gkcu_ctx *ctx, int32_t rows, int32_t co
   return GKCU_SPMV_VECTOR;
 }
 
+namespace {
+int make_plan(gkcu_ctx *ctx, int shape, int rows, long long nnz, const int *row_ptr, void *plan);
+}
+
 extern "C" size_t gkcu_spmv_plan_bytes(const gkcu_ctx *ctx, int32_t rows, int64_t nnz) {
   (void)ctx;
   if (rows < 1 || nnz < 0 || nnz > INT_MAX) return 0;
@@ -763,16 +573,21 @@ extern "C" int gkcu_spmv_plan(gkcu_ctx *ctx, int32_t rows, int64_t nnz, const in
   GKCU__CHECK_ARG(ctx, nnz >= 0 && nnz <= INT_MAX);
   GKCU__CHECK_ARG(ctx, row_ptr != NULL && plan != NULL);
   GKCU__CHECK_ARG(ctx, ((uintptr_t)plan & 15) == 0);
-  const int shape = balanced_shape(rows, nnz);
+  return make_plan(ctx, balanced_shape(rows, nnz), rows, nnz, row_ptr, plan);
+}
+
+namespace {
+int make_plan(gkcu_ctx *ctx, int shape, int rows, long long nnz, const int *row_ptr, void *plan) {
   const int tile = kBalancedShapes[shape].nt * kBalancedShapes[shape].ipt;
   long long ntiles_ll = balanced_tiles(shape, rows, nnz);
   if (ntiles_ll < 0) return gkcu__fail(ctx, GKC_EINVALID_ARGUMENT, "spmv plan: matrix too large");
   int ntiles = (int)ntiles_ll;
-  spmv_partition_kernel<<<gkcu__div_up((size_t)(ntiles + 1) * 32, 256), 256, 0, ctx->stream>>>(
+  spmv_partition_kernel<<<gkcu__div_up((size_t)(ntiles + 1) * SEARCH_G, 256), 256, 0, ctx->stream>>>(
       rows, nnz, row_ptr, ntiles, tile, (int4 *)plan, 0.0f, NULL);
   GKCU__LAUNCHED(ctx, "spmv_partition_kernel");
   return 0;
 }
+}  // namespace
 
 extern "C" int gkcu_spmv(gkcu_ctx *ctx, int algo, int32_t rows, int32_t cols, int64_t nnz,
                          const int32_t *row_ptr, const int32_t *col_idx, const float *values,
@@ -823,10 +638,30 @@ extern "C" int gkcu_lab_spmv_balanced(gkcu_ctx *ctx, int shape, int32_t rows, in
   return run_balanced(ctx, shape, rows, nnz, row_ptr, col_idx, values, alpha, x, beta, y);
 }
 
+extern "C" int gkcu_lab_spmv_balanced_plan(gkcu_ctx *ctx, int shape, int32_t rows, int64_t nnz,
+                                           const int32_t *row_ptr, void *plan) {
+  if (!ctx) return GKC_EINVALID_ARGUMENT;
+  ctx->msg[0] = '\0';
+  GKCU__CHECK_ARG(ctx, rows >= 1 && nnz >= 0 && nnz <= INT_MAX);
+  GKCU__CHECK_ARG(ctx, row_ptr != NULL && plan != NULL && ((uintptr_t)plan & 15) == 0);
+  GKCU__CHECK_ARG(ctx, shape >= 0 && shape < kBalancedShapeCount);
+  return make_plan(ctx, shape, rows, nnz, row_ptr, plan);
+}
+
+extern "C" int gkcu_lab_spmv_balanced_planned(gkcu_ctx *ctx, int shape, int32_t rows, int32_t cols, int64_t nnz,
+                                              const int32_t *row_ptr, const int32_t *col_idx, const float *values,
+                                              float alpha, const float *x, float beta, float *y, const void *plan) {
+  int rc = check_args(ctx, rows, cols, nnz, row_ptr, col_idx, values, x, y);
+  if (rc != 0) return rc;
+  GKCU__CHECK_ARG(ctx, shape >= 0 && shape < kBalancedShapeCount);
+  GKCU__CHECK_ARG(ctx, plan != NULL && ((uintptr_t)plan & 15) == 0);
+  return run_balanced(ctx, shape, rows, nnz, row_ptr, col_idx, values, alpha, x, beta, y, (const int4 *)plan);
+}
+
 extern "C" const char *gkcu_lab_spmv_balanced_name(int shape) {
   static char names[kBalancedShapeCount][32];
   if (shape < 0 || shape >= kBalancedShapeCount) return NULL;
-  snprintf(names[shape], sizeof names[shape], "%st%dx%d/b%d", kBalancedKindNames[kBalancedShapes[shape].kind],
+  snprintf(names[shape], sizeof names[shape], "%st%dx%d/b%d", kBalancedShapes[shape].async ? "v5/" : "",
            kBalancedShapes[shape].nt, kBalancedShapes[shape].ipt, kBalancedShapes[shape].minb);
   return names[shape];
 }

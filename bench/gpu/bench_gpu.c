@@ -342,16 +342,21 @@ static void bench_reduce(int lab) {
 /* --- spmv ---------------------------------------------------------------------------------- */
 
 typedef struct {
-  int algo, width; /* algo -1: lab vector of `width`; -2: lab balanced shape `width`; -3: planned */
+  int algo, width; /* algo -1: lab vector of `width`; -2: lab balanced shape `width`; -3: planned;
+                      -4: lab balanced shape `width` from lplan */
   const gpu_csr *h;
   int *rp, *ci;
   float *v, *x, *y;
-  void *plan; /* gkcu_spmv_plan's, made once per matrix (as csr_upload does) */
+  void *plan;  /* gkcu_spmv_plan's, made once per matrix (as csr_upload does) */
+  void *lplan; /* gkcu_lab_spmv_balanced_plan's for shape `width` */
 } spmv_arg;
 
 static int spmv_run(void *p) {
   spmv_arg *s = p;
   const gpu_csr *m = s->h;
+  if (s->algo == -4)
+    return gkcu_lab_spmv_balanced_planned(ctx, s->width, m->rows, m->cols, m->nnz, s->rp, s->ci, s->v, 1.0f, s->x,
+                                          0.0f, s->y, s->lplan);
   if (s->algo == -3)
     return gkcu_spmv_planned(ctx, GKCU_SPMV_BALANCED, m->rows, m->cols, m->nnz, s->rp, s->ci, s->v, 1.0f, s->x, 0.0f,
                              s->y, s->plan);
@@ -382,7 +387,7 @@ static int spmv_validate(spmv_arg *s, const double *ref, const double *mag, floa
 }
 
 static void bench_spmv_matrix(const gpu_csr *m, const char *name, int lab) {
-  spmv_arg s = {0, 0, m, NULL, NULL, NULL, NULL, NULL, NULL};
+  spmv_arg s = {0, 0, m, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
   size_t nnz = (size_t)m->nnz;
   CUDA_OK(cudaMalloc((void **)&s.rp, ((size_t)m->rows + 1) * sizeof(int)));
   CUDA_OK(cudaMalloc((void **)&s.ci, (nnz ? nnz : 1) * sizeof(int)));
@@ -391,6 +396,7 @@ static void bench_spmv_matrix(const gpu_csr *m, const char *name, int lab) {
   CUDA_OK(cudaMalloc((void **)&s.y, (size_t)m->rows * sizeof(float)));
   size_t plan_bytes = gkcu_spmv_plan_bytes(ctx, m->rows, m->nnz);
   CUDA_OK(cudaMalloc(&s.plan, plan_bytes ? plan_bytes : 16));
+  CUDA_OK(cudaMalloc(&s.lplan, (((size_t)m->rows + nnz) / 1024 + 2) * 16));
   CUDA_OK(cudaMemcpy(s.rp, m->row_ptr, ((size_t)m->rows + 1) * sizeof(int), cudaMemcpyHostToDevice));
   if (nnz) {
     CUDA_OK(cudaMemcpy(s.ci, m->col_idx, nnz * sizeof(int), cudaMemcpyHostToDevice));
@@ -469,6 +475,17 @@ static void bench_spmv_matrix(const gpu_csr *m, const char *name, int lab) {
       char name2[32];
       snprintf(name2, sizeof name2, "bal/%s", gkcu_lab_spmv_balanced_name(sh));
       report("spmv", cas, name2, t, bytes, "GB/s", vendor, "lab");
+      /* the same from a plan made once (the resident-matrix path) */
+      if (gkcu_lab_spmv_balanced_plan(ctx, sh, m->rows, m->nnz, s.rp, s.lplan) != 0) {
+        printf("VALIDATION FAILED: lab plan: %s\n", gkcu_ctx_errmsg(ctx));
+        validation_failures++;
+        continue;
+      }
+      s.algo = -4;
+      t = (timing){0, 0, 0};
+      if (spmv_validate(&s, ref, mag, out, cas)) t = time_it(spmv_run, &s, reps);
+      snprintf(name2, sizeof name2, "plan/%s", gkcu_lab_spmv_balanced_name(sh));
+      report("spmv", cas, name2, t, bytes, "GB/s", vendor, "lab");
     }
   }
   cudaFree(s.rp);
@@ -477,6 +494,7 @@ static void bench_spmv_matrix(const gpu_csr *m, const char *name, int lab) {
   cudaFree(s.x);
   cudaFree(s.y);
   cudaFree(s.plan);
+  cudaFree(s.lplan);
   free(hx);
   free(out);
   free(ref);

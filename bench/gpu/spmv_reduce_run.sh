@@ -37,12 +37,12 @@ if has tests; then
   done
 fi
 if has lab; then
-  timeout $(left 150) "$D/bench_gpu" --ops ${OPS:-reduce,spmv} --lab --matrices "$GKC_GPU_MATRICES" \
+  timeout $(left 120) "$D/bench_gpu" --ops ${OPS:-reduce,spmv} --lab --matrices "$GKC_GPU_MATRICES" \
     --json "$OUT/lab.json" > "$OUT/lab.log" 2>&1
   echo "lab rc=$?"
 fi
 if has bench; then
-  timeout $(left 150) "$D/bench_gpu" --ops ${OPS:-reduce,spmv} --matrices "$GKC_GPU_MATRICES" \
+  timeout $(left 90) "$D/bench_gpu" --ops ${OPS:-reduce,spmv} --matrices "$GKC_GPU_MATRICES" \
     --json "$OUT/bench.json" > "$OUT/bench.log" 2>&1
   echo "bench rc=$?"
 fi
@@ -59,11 +59,11 @@ if has sanitize; then
   {
     for t in test_gpu_spmv test_gpu_reduce; do
       echo "== memcheck $t (short)"
-      GKC_GPU_TEST_SHORT=1 timeout $(left 80) compute-sanitizer --tool memcheck --leak-check no --print-limit 20 \
+      GKC_GPU_TEST_SHORT=1 timeout $(left 70) compute-sanitizer --tool memcheck --leak-check no --print-limit 20 \
         --error-exitcode 9 "$D/$t" 2>&1 | tail -8
       echo "rc=${PIPESTATUS[0]}"
       echo "== racecheck $t (short)"
-      GKC_GPU_TEST_SHORT=1 GKC_GPU_TEST_NO_VENDOR=1 timeout $(left 80) compute-sanitizer --tool racecheck \
+      GKC_GPU_TEST_SHORT=1 GKC_GPU_TEST_NO_VENDOR=1 timeout $(left 110) compute-sanitizer --tool racecheck \
         --print-limit 20 --error-exitcode 9 "$D/$t" 2>&1 | tail -8
       echo "rc=${PIPESTATUS[0]}"
     done

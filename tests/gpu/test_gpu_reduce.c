@@ -50,6 +50,7 @@ static const variant kVariants[] = {
     {"cub", GKCU_REDUCE_CUB, 0},   {"shfl/bps1", -1, 1},            {"shfl/bps3", -1, 3},
     {"shfl/u4cs", -2, 1},          {"shfl/u8", -2, 2},              {"shfl/u8cs", -2, 3},
     {"shfl/u4/chunk", -2, 4},      {"shfl/u4cs/chunk", -2, 5},      {"shfl/u8/chunk", -2, 6},
+    {"shfl/u4pf", -2, 7},          {"shfl/u8pf", -2, 8},
 };
 
 static void check(gkcu_ctx *ctx, const float *h, const float *dx, long long n, int op, const char *what) {
