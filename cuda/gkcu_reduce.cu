@@ -199,12 +199,16 @@ constexpr ShflVariant kShflVariants[] = {{4, 0, 8, 0}, {4, 1, 8, 0}, {8, 0, 4, 0
 constexpr int kShflVariantCount = (int)(sizeof kShflVariants / sizeof kShflVariants[0]);
 constexpr int kShflDefault = 0;
 
-/* What the shfl algo runs (H100 lab, bench/RESULTS.md): evict-first loads
- * while the input is within a few L2 sizes (2^22..2^25 floats: 1.09-1.19x
- * CUB against 1.01-1.12x with plain loads), plain loads beyond, where
- * evict-first lost 3-4% (2^27, 2^28). */
+/* What the shfl algo runs (H100 lab, bench/RESULTS.md, 2026-11-25):
+ * evict-first loads while the input is within three L2 sizes (2^22..2^25
+ * floats: 1.08-1.21x CUB, against 1.02-1.16x with plain loads); beyond,
+ * plain loads, 8 in flight per thread at 4 blocks per SM, which edged out
+ * 4 at 8 blocks by 0.3-0.5% at 2^27 and 2^28 in two runs (evict-first lost
+ * 3-4% there; why the hint helps at all below that, with L2 flushed before
+ * each call, is not established). */
+constexpr int kShflStream = 1, kShflLarge = 2;
 int shfl_variant(const gkcu_ctx *ctx, long long n) {
-  return (double)n * 4.0 <= 3.0 * (double)ctx->l2_bytes ? 1 : kShflDefault;
+  return (double)n * 4.0 <= 3.0 * (double)ctx->l2_bytes ? kShflStream : kShflLarge;
 }
 
 /* --- launchers ---------------------------------------------------------------- */

@@ -135,7 +135,8 @@ __global__ void spmv_prescale_kernel(int rows, int ntiles, int tile, const int4 
     y[c.x] = beta == 0.0f ? 0.0f : beta * y[c.x];
 }
 
-/* The second half of a tile, shared by both balanced kernels: the tile's
+/* The second half of a tile (factored out of the kernel: the lab has tried
+ * other ways of staging a tile, see NOTES.md): the tile's
  * row ends (s_rowend, tile_rows + 1 of them, the last INT_MAX) and its
  * products values[q]*x[col[q]] (s_prod) are in shared memory.  Each thread
  * finds its own start by binary search and walks BAL_IPT items.  A thread
@@ -230,22 +231,7 @@ __device__ __forceinline__ void balanced_tile_walk(const int *s_rowend, const fl
 /* One tile of BAL_TILE path items per block.  v3: the tile's row ends and
  * products staged through registers with coalesced loads (all of a thread's
  * loads issued before any is used), then balanced_tile_walk. */
-/* cp.async (sm_80+): global -> shared without passing through registers. */
-__device__ __forceinline__ void cp_async4(void *smem, const void *gmem) {
-  const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(s), "l"(gmem) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
-
-/* ASYNC (v5): the row ends and the values go straight to shared memory with
- * cp.async, and only col_idx and the x gathers pass through registers: 16
- * live values per thread instead of 24, so 256 x 8 tiles fit in 32
- * registers and 8 blocks per SM (v3: 40 registers, 6 blocks).  A thread
- * multiplies the values it copied itself once its own copies have landed
- * (cp.async.wait_group makes them visible to the issuing thread), so no
- * extra barrier. */
-template <int BAL_NT, int BAL_IPT, int MINB, bool ASYNC>
+template <int BAL_NT, int BAL_IPT, int MINB>
 __global__ void __launch_bounds__(BAL_NT, MINB) spmv_balanced_kernel(
     int rows, const int *__restrict__ rp, const int *__restrict__ ci, const float *__restrict__ v, float alpha,
     const float *__restrict__ x, float beta, float *__restrict__ y, const int4 *__restrict__ coords) {
@@ -261,32 +247,7 @@ __global__ void __launch_bounds__(BAL_NT, MINB) spmv_balanced_kernel(
   int *s_rowend = s_tile;                                       /* tile_rows + 1 */
   float *s_prod = reinterpret_cast<float *>(s_tile + tile_rows + 1); /* tile_nnz */
 
-  if (ASYNC) {
-    int cols[BAL_IPT];
-#pragma unroll
-    for (int k = 0; k < BAL_IPT; k++) {
-      const int i = tid + k * BAL_NT;
-      if (i < tile_rows) cp_async4(s_rowend + i, rp + x0 + 1 + i);
-      if (i < tile_nnz) {
-        cp_async4(s_prod + i, v + y0 + i);
-        cols[k] = ci[y0 + i];
-      }
-    }
-    cp_async_commit();
-    float xv[BAL_IPT];
-#pragma unroll
-    for (int k = 0; k < BAL_IPT; k++) {
-      const int i = tid + k * BAL_NT;
-      if (i < tile_nnz) xv[k] = __ldg(x + cols[k]);
-    }
-    cp_async_wait_all();
-#pragma unroll
-    for (int k = 0; k < BAL_IPT; k++) {
-      const int i = tid + k * BAL_NT;
-      if (i < tile_nnz) s_prod[i] *= xv[k];
-    }
-    if (tid == 0) s_rowend[tile_rows] = INT_MAX; /* past the last row: take nonzeros */
-  } else {
+  {
     int ends[BAL_IPT], cols[BAL_IPT];
     float vals[BAL_IPT];
 #pragma unroll
@@ -368,24 +329,22 @@ int run_vector(gkcu_ctx *ctx, int w, int rows, const int *rp, const int *ci, con
   return 0;
 }
 
-/* Shapes of the balanced kernel: threads, items per thread, the resident
- * blocks per multiprocessor its registers are budgeted for, and whether the
- * v5 staging (ASYNC) is used.  The lab times all of them; balanced_shape()
- * picks from the measurements. */
+/* Shapes of the balanced kernel: threads, items per thread, and the resident
+ * blocks per multiprocessor its registers are budgeted for.  The lab times
+ * all of them; balanced_shape() picks from the measurements. */
 struct BalancedShape {
-  int nt, ipt, minb, async;
+  int nt, ipt, minb;
 };
-constexpr BalancedShape kBalancedShapes[] = {
-    {256, 8, 8, 0},  {256, 8, 6, 0},  {256, 4, 8, 0},  {128, 8, 12, 0}, {128, 8, 16, 0},
-    {256, 8, 8, 1},  {256, 8, 6, 1},  {256, 4, 8, 1},  {128, 8, 16, 1}, {512, 8, 4, 1},
-};
+constexpr BalancedShape kBalancedShapes[] = {{256, 8, 8}, {256, 8, 6}, {256, 4, 8}, {128, 8, 12}, {128, 8, 16}};
 constexpr int kBalancedShapeCount = (int)(sizeof kBalancedShapes / sizeof kBalancedShapes[0]);
 
-/* Measured (bench/RESULTS.md, lab): below about 4M path items (rows + nnz)
- * the smaller 256x4 tiles win (1.4-1.8x cuSPARSE on the shared matrices,
- * against 1.1-1.5x for 256x8: more blocks to spread a small matrix over);
- * above, 256x8 tiles, v5 staging (8 blocks per SM). */
-int balanced_shape(int rows, long long nnz) { return (long long)rows + nnz < 4000000 ? 2 : 5; }
+/* Measured (bench/RESULTS.md, lab, H100, 2026-11-25): below about 4M path
+ * items (rows + nnz) the 256x4 tiles win (1.27-1.61x cuSPARSE on the shared
+ * matrices, 1.29-2.0x from a plan; 256x8: 1.0-1.45x); above, 128x8 tiles
+ * at 12 blocks per SM: 0.98x / 0.88x / 0.93x cuSPARSE on the 5-point,
+ * 27-point and power-law matrices (from a plan 1.04x / 0.91x / 0.95x),
+ * against 0.96x / 0.84x / 0.94x for 256x8 at 6 blocks (v3's choice). */
+int balanced_shape(int rows, long long nnz) { return (long long)rows + nnz < 4000000 ? 2 : 3; }
 
 /* Tiles of the given shape for rows + nnz path items; -1 when too many. */
 long long balanced_tiles(int shape, int rows, long long nnz) {
@@ -419,19 +378,14 @@ int run_balanced(gkcu_ctx *ctx, int shape, int rows, long long nnz, const int *r
     GKCU__LAUNCHED(ctx, "spmv_partition_kernel");
     coords = c;
   }
-#define GKCU__BAL(NT, IPT, MINB, ASYNC) \
-  spmv_balanced_kernel<NT, IPT, MINB, ASYNC><<<ntiles, NT, 0, st>>>(rows, rp, ci, v, alpha, x, beta, y, coords)
+#define GKCU__BAL(NT, IPT, MINB) \
+  spmv_balanced_kernel<NT, IPT, MINB><<<ntiles, NT, 0, st>>>(rows, rp, ci, v, alpha, x, beta, y, coords)
   switch (shape) {
-    case 0: GKCU__BAL(256, 8, 8, false); break;
-    case 1: GKCU__BAL(256, 8, 6, false); break;
-    case 2: GKCU__BAL(256, 4, 8, false); break;
-    case 3: GKCU__BAL(128, 8, 12, false); break;
-    case 4: GKCU__BAL(128, 8, 16, false); break;
-    case 5: GKCU__BAL(256, 8, 8, true); break;
-    case 6: GKCU__BAL(256, 8, 6, true); break;
-    case 7: GKCU__BAL(256, 4, 8, true); break;
-    case 8: GKCU__BAL(128, 8, 16, true); break;
-    default: GKCU__BAL(512, 8, 4, true); break;
+    case 0: GKCU__BAL(256, 8, 8); break;
+    case 1: GKCU__BAL(256, 8, 6); break;
+    case 2: GKCU__BAL(256, 4, 8); break;
+    case 3: GKCU__BAL(128, 8, 12); break;
+    default: GKCU__BAL(128, 8, 16); break;
   }
 #undef GKCU__BAL
   GKCU__LAUNCHED(ctx, "spmv_balanced_kernel");
@@ -661,7 +615,7 @@ extern "C" int gkcu_lab_spmv_balanced_planned(gkcu_ctx *ctx, int shape, int32_t 
 extern "C" const char *gkcu_lab_spmv_balanced_name(int shape) {
   static char names[kBalancedShapeCount][32];
   if (shape < 0 || shape >= kBalancedShapeCount) return NULL;
-  snprintf(names[shape], sizeof names[shape], "%st%dx%d/b%d", kBalancedShapes[shape].async ? "v5/" : "",
-           kBalancedShapes[shape].nt, kBalancedShapes[shape].ipt, kBalancedShapes[shape].minb);
+  snprintf(names[shape], sizeof names[shape], "t%dx%d/b%d", kBalancedShapes[shape].nt, kBalancedShapes[shape].ipt,
+           kBalancedShapes[shape].minb);
   return names[shape];
 }
