@@ -8,9 +8,9 @@
  * $GKC_SHARED_MATRICES).  y is poisoned with NaN when beta = 0 and holds
  * random input otherwise; every element is checked, scaled by the sum of
  * |terms| of its row.  Some matrices also run with every device array 4 or
- * 12 bytes off 16-byte alignment, and some are large enough that the
- * persistent balanced kernel takes several tiles per block.  Keeps going
- * after a failure. */
+ * 12 bytes off 16-byte alignment, and some are past 4M path items (the
+ * balanced algo's larger tile shape).  Every balanced shape also runs from
+ * its own plan.  Keeps going after a failure. */
 #include <dirent.h>
 #include <math.h>
 #include <stdio.h>
@@ -460,9 +460,9 @@ int main(void) {
   }
 
   if (!getenv("GKC_GPU_TEST_SHORT")) { /* short: for compute-sanitizer */
-    /* a few million path items: more tiles than the persistent balanced
-     * grid has blocks, so every block walks several tiles; prime sizes,
-     * a quarter of the rows empty, arrays 4 bytes off alignment */
+    /* a few million path items (thousands of tiles, split rows at most
+     * boundaries); prime sizes, a quarter of the rows empty, arrays 4
+     * bytes off alignment */
     build(&m, &g, 200003, 199999, len_random, 29);
     check_matrix_at(ctx, &g, &m, "random 200003x199999", 1);
     gpu_csr_free(&m);
