@@ -40,18 +40,35 @@ int gkcu_lab_spmv_vector_width(const gkcu_ctx *ctx, int32_t rows, int64_t nnz);
 
 /* spmv balanced in tile shape `shape` (threads x items, registers for
  * /bN resident blocks; gkcu_lab_spmv_balanced_name() names it, NULL past
- * the last); the balanced algo runs shape 2 below 4M rows+nnz, else 1. */
+ * the last); the balanced
+ * algo's choice is balanced_shape() in gkcu_spmv.cu.  _plan makes the tile
+ * coordinates for that shape (plan: 16-byte aligned, at least
+ * ((rows + nnz) / 1024 + 2) * 16 bytes); _planned runs it from them. */
 enum { GKCU_LAB_BALANCED_SHAPES = 5 };
 const char *gkcu_lab_spmv_balanced_name(int shape);
 int gkcu_lab_spmv_balanced(gkcu_ctx *ctx, int shape, int32_t rows, int32_t cols,
                            int64_t nnz, const int32_t *row_ptr, const int32_t *col_idx,
                            const float *values, float alpha, const float *x, float beta,
                            float *y);
+int gkcu_lab_spmv_balanced_plan(gkcu_ctx *ctx, int shape, int32_t rows, int64_t nnz,
+                                const int32_t *row_ptr, void *plan);
+int gkcu_lab_spmv_balanced_planned(gkcu_ctx *ctx, int shape, int32_t rows, int32_t cols,
+                                   int64_t nnz, const int32_t *row_ptr,
+                                   const int32_t *col_idx, const float *values, float alpha,
+                                   const float *x, float beta, float *y, const void *plan);
 
 /* reduce shfl with a forced number of resident blocks per multiprocessor
  * (1..8; 0: the launcher's choice). d_result is a device double. */
 int gkcu_lab_reduce_shfl(gkcu_ctx *ctx, int blocks_per_sm, int op,
                          const float *x, int64_t n, double *d_result);
+/* The same for one of GKCU_LAB_REDUCE_VARIANTS shfl kernels (loads in
+ * flight per thread, cache hint, blocks per SM: gkcu_lab_reduce_shfl_name()
+ * says which, NULL past the last); blocks_per_sm 0: the variant's own. */
+enum { GKCU_LAB_REDUCE_VARIANTS = 9 };
+const char *gkcu_lab_reduce_shfl_name(int variant);
+int gkcu_lab_reduce_shfl_variant(gkcu_ctx *ctx, int variant, int blocks_per_sm,
+                                 int op, const float *x, int64_t n,
+                                 double *d_result);
 
 #ifdef __cplusplus
 }

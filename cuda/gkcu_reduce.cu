@@ -1,4 +1,5 @@
 /* gkcu_reduce.cu: the reduce ladder (smem, shfl) and CUB. */
+#include <stdio.h>
 #include <string.h>
 
 #include <cub/device/device_reduce.cuh>
@@ -93,20 +94,40 @@ __global__ void __launch_bounds__(256) reduce_smem_kernel(const Tin *__restrict_
 /* --- rung 1: float4 loads, warp shuffles, one pass ---------------------------- */
 
 constexpr int SHFL_NT = 256;
-constexpr int SHFL_UNROLL = 4;
+
+/* A 16-byte load.  STREAM 1: ld.global.cs (evict first: each byte is read
+ * once); 2: ld.global.nc with no L1 allocation and a 256-byte L2 prefetch
+ * hint (whole DRAM bursts per request); 0: plain __ldg. */
+template <int STREAM>
+__device__ __forceinline__ float4 load4(const float4 *p) {
+  if (STREAM == 1) return __ldcs(p);
+  if (STREAM == 2) {
+    float4 v;
+    asm("ld.global.nc.L1::no_allocate.L2::256B.v4.f32 {%0, %1, %2, %3}, [%4];"
+        : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+        : "l"(p));
+    return v;
+  }
+  return __ldg(p);
+}
 
 /* x[0..head) and the tail x[tail0..n) (fewer than 4 each) are read as
- * scalars, the aligned body as float4s, four independent loads in flight per
- * thread.  Each block leaves a partial; the block that draws the last ticket
- * combines them, writes *out and puts the ticket counter back to zero. */
-/* (SHFL_NT, 8): at most 32 registers, so all 8 blocks the launcher puts on
- * a multiprocessor are resident at once (40 registers left min/max with 6,
- * and a second, partial wave cost 7% at 2^28). */
-template <int OP>
-__global__ void __launch_bounds__(SHFL_NT, 8) reduce_shfl_kernel(const float *__restrict__ x, long long n,
-                                                              int head,
-                                                              typename Op<OP>::Acc *__restrict__ partials,
-                                                              unsigned int *ticket, double *out) {
+ * scalars, the aligned body as float4s, UNROLL independent loads in flight
+ * per thread.  Each block leaves a partial; the block that draws the last
+ * ticket combines them, writes *out and puts the ticket counter back to
+ * zero. */
+/* (SHFL_NT, MINB): registers budgeted so that all MINB blocks the launcher
+ * puts on a multiprocessor are resident at once (v1 left min/max at 40
+ * registers with 6 of 8 resident, and a second, partial wave cost 7% at
+ * 2^28). */
+/* CHUNK: each block reads one contiguous slice of the body (the warps of a
+ * block side by side, UNROLL loads apart by the block width) instead of the
+ * whole grid striding over it together. */
+template <int OP, int UNROLL, int STREAM, int MINB, bool CHUNK>
+__global__ void __launch_bounds__(SHFL_NT, MINB) reduce_shfl_kernel(const float *__restrict__ x, long long n,
+                                                                 int head,
+                                                                 typename Op<OP>::Acc *__restrict__ partials,
+                                                                 unsigned int *ticket, double *out) {
   using Acc = typename Op<OP>::Acc;
   const int tid = threadIdx.x;
   const float4 *body = reinterpret_cast<const float4 *>(x + head);
@@ -116,15 +137,29 @@ __global__ void __launch_bounds__(SHFL_NT, 8) reduce_shfl_kernel(const float *__
   const long long stride = (long long)gridDim.x * SHFL_NT;
 
   Acc acc = Op<OP>::identity();
-  long long i = gid;
-  for (; i + (SHFL_UNROLL - 1) * stride < nvec; i += SHFL_UNROLL * stride) {
-    float4 v[SHFL_UNROLL];
+  if (CHUNK) {
+    const long long per = (nvec + gridDim.x - 1) / gridDim.x;
+    const long long lo = (long long)blockIdx.x * per, hi = lo + per < nvec ? lo + per : nvec;
+    long long i = lo + tid;
+    for (; i + (UNROLL - 1) * SHFL_NT < hi; i += UNROLL * SHFL_NT) {
+      float4 v[UNROLL];
 #pragma unroll
-    for (int u = 0; u < SHFL_UNROLL; u++) v[u] = body[i + u * stride];
+      for (int u = 0; u < UNROLL; u++) v[u] = load4<STREAM>(body + i + u * SHFL_NT);
 #pragma unroll
-    for (int u = 0; u < SHFL_UNROLL; u++) acc = Op<OP>::combine(acc, Op<OP>::from4(v[u]));
+      for (int u = 0; u < UNROLL; u++) acc = Op<OP>::combine(acc, Op<OP>::from4(v[u]));
+    }
+    for (; i < hi; i += SHFL_NT) acc = Op<OP>::combine(acc, Op<OP>::from4(load4<STREAM>(body + i)));
+  } else {
+    long long i = gid;
+    for (; i + (UNROLL - 1) * stride < nvec; i += UNROLL * stride) {
+      float4 v[UNROLL];
+#pragma unroll
+      for (int u = 0; u < UNROLL; u++) v[u] = load4<STREAM>(body + i + u * stride);
+#pragma unroll
+      for (int u = 0; u < UNROLL; u++) acc = Op<OP>::combine(acc, Op<OP>::from4(v[u]));
+    }
+    for (; i < nvec; i += stride) acc = Op<OP>::combine(acc, Op<OP>::from4(load4<STREAM>(body + i)));
   }
-  for (; i < nvec; i += stride) acc = Op<OP>::combine(acc, Op<OP>::from4(body[i]));
   if (gid < head) acc = Op<OP>::combine(acc, (Acc)x[gid]);
   if (gid < n - tail0) acc = Op<OP>::combine(acc, (Acc)x[tail0 + gid]);
 
@@ -151,6 +186,29 @@ __global__ void __launch_bounds__(SHFL_NT, 8) reduce_shfl_kernel(const float *__
     *out = (double)acc;
     *ticket = 0u;
   }
+}
+
+/* The shfl variants the lab compares: loads in flight per thread, cache
+ * hint, blocks per multiprocessor (the default, and the register budget).
+ * kShflDefault is what the shfl algo runs. */
+struct ShflVariant {
+  int unroll, stream, bps, chunk;
+};
+constexpr ShflVariant kShflVariants[] = {{4, 0, 8, 0}, {4, 1, 8, 0}, {8, 0, 4, 0}, {8, 1, 4, 0}, {4, 0, 8, 1},
+                                         {4, 1, 8, 1}, {8, 0, 4, 1}, {4, 2, 8, 0}, {8, 2, 4, 0}};
+constexpr int kShflVariantCount = (int)(sizeof kShflVariants / sizeof kShflVariants[0]);
+constexpr int kShflDefault = 0;
+
+/* What the shfl algo runs (H100 lab, bench/RESULTS.md, 2026-11-25):
+ * evict-first loads while the input is within three L2 sizes (2^22..2^25
+ * floats: 1.08-1.21x CUB, against 1.02-1.16x with plain loads); beyond,
+ * plain loads, 8 in flight per thread at 4 blocks per SM, which edged out
+ * 4 at 8 blocks by 0.3-0.5% at 2^27 and 2^28 in two runs (evict-first lost
+ * 3-4% there; why the hint helps at all below that, with L2 flushed before
+ * each call, is not established). */
+constexpr int kShflStream = 1, kShflLarge = 2;
+int shfl_variant(const gkcu_ctx *ctx, long long n) {
+  return (double)n * 4.0 <= 3.0 * (double)ctx->l2_bytes ? kShflStream : kShflLarge;
 }
 
 /* --- launchers ---------------------------------------------------------------- */
@@ -189,13 +247,13 @@ int run_smem(gkcu_ctx *ctx, const float *x, long long n, double *d_result) {
   return 0;
 }
 
-template <int OP>
-int run_shfl(gkcu_ctx *ctx, int blocks_per_sm, const float *x, long long n, double *d_result) {
+template <int OP, int UNROLL, int STREAM, int MINB, bool CHUNK>
+int launch_shfl(gkcu_ctx *ctx, int blocks_per_sm, const float *x, long long n, double *d_result) {
   using Acc = typename Op<OP>::Acc;
   int head = (int)(((16u - ((uintptr_t)x & 15u)) & 15u) / 4u);
   if (head > n) head = (int)n;
   long long nvec = (n - head) / 4;
-  long long want = (nvec + (long long)SHFL_NT * SHFL_UNROLL - 1) / ((long long)SHFL_NT * SHFL_UNROLL);
+  long long want = (nvec + (long long)SHFL_NT * UNROLL - 1) / ((long long)SHFL_NT * UNROLL);
   long long cap = (long long)ctx->sm_count * blocks_per_sm;
   unsigned int blocks = (unsigned int)(want < 1 ? 1 : (want > cap ? cap : want));
   Acc *partials = NULL;
@@ -205,9 +263,34 @@ int run_shfl(gkcu_ctx *ctx, int blocks_per_sm, const float *x, long long n, doub
     int rc = gkcu__carve_commit(ctx, &cv);
     if (rc != 0) return rc;
   }
-  reduce_shfl_kernel<OP><<<blocks, SHFL_NT, 0, ctx->stream>>>(x, n, head, partials, ctx->tickets, d_result);
+  reduce_shfl_kernel<OP, UNROLL, STREAM, MINB, CHUNK>
+      <<<blocks, SHFL_NT, 0, ctx->stream>>>(x, n, head, partials, ctx->tickets, d_result);
   GKCU__LAUNCHED(ctx, "reduce_shfl_kernel");
   return 0;
+}
+
+/* blocks_per_sm 0: the variant's own. */
+template <int OP>
+int run_shfl(gkcu_ctx *ctx, int variant, int blocks_per_sm, const float *x, long long n, double *d_result) {
+  const int bps = blocks_per_sm ? blocks_per_sm : kShflVariants[variant].bps;
+  switch (variant) {
+    case 0: return launch_shfl<OP, 4, 0, 8, false>(ctx, bps, x, n, d_result);
+    case 1: return launch_shfl<OP, 4, 1, 8, false>(ctx, bps, x, n, d_result);
+    case 2: return launch_shfl<OP, 8, 0, 4, false>(ctx, bps, x, n, d_result);
+    case 3: return launch_shfl<OP, 8, 1, 4, false>(ctx, bps, x, n, d_result);
+    case 4: return launch_shfl<OP, 4, 0, 8, true>(ctx, bps, x, n, d_result);
+    case 5: return launch_shfl<OP, 4, 1, 8, true>(ctx, bps, x, n, d_result);
+    case 6: return launch_shfl<OP, 8, 0, 4, true>(ctx, bps, x, n, d_result);
+    case 7: return launch_shfl<OP, 4, 2, 8, false>(ctx, bps, x, n, d_result);
+    default: return launch_shfl<OP, 8, 2, 4, false>(ctx, bps, x, n, d_result);
+  }
+}
+
+int run_shfl_op(gkcu_ctx *ctx, int variant, int blocks_per_sm, int op, const float *x, long long n,
+                double *d_result) {
+  return op == GKCU_SUM   ? run_shfl<GKCU_SUM>(ctx, variant, blocks_per_sm, x, n, d_result)
+         : op == GKCU_MIN ? run_shfl<GKCU_MIN>(ctx, variant, blocks_per_sm, x, n, d_result)
+                          : run_shfl<GKCU_MAX>(ctx, variant, blocks_per_sm, x, n, d_result);
 }
 
 struct FMin {
@@ -254,8 +337,6 @@ int check_args(gkcu_ctx *ctx, int algo, int op, const float *x, int64_t n, const
   return 0;
 }
 
-constexpr int kShflBlocksPerSm = 2048 / SHFL_NT;
-
 }  // namespace
 
 extern "C" const char *gkcu_reduce_algo_name(int algo) {
@@ -288,10 +369,7 @@ extern "C" int gkcu_reduce_async(gkcu_ctx *ctx, int algo, int op, const float *x
       return op == GKCU_SUM ? run_smem<GKCU_SUM>(ctx, x, n, d_result)
              : op == GKCU_MIN ? run_smem<GKCU_MIN>(ctx, x, n, d_result)
                               : run_smem<GKCU_MAX>(ctx, x, n, d_result);
-    case GKCU_REDUCE_SHFL:
-      return op == GKCU_SUM ? run_shfl<GKCU_SUM>(ctx, kShflBlocksPerSm, x, n, d_result)
-             : op == GKCU_MIN ? run_shfl<GKCU_MIN>(ctx, kShflBlocksPerSm, x, n, d_result)
-                              : run_shfl<GKCU_MAX>(ctx, kShflBlocksPerSm, x, n, d_result);
+    case GKCU_REDUCE_SHFL: return run_shfl_op(ctx, shfl_variant(ctx, n), 0, op, x, n, d_result);
     case GKCU_REDUCE_CUB: return run_cub(ctx, op, x, n, d_result);
   }
   return gkcu__fail(ctx, GKC_EINTERNAL, "reduce: unhandled algo %d", algo);
@@ -311,11 +389,23 @@ extern "C" int gkcu_reduce(gkcu_ctx *ctx, int algo, int op, const float *x, int6
 
 extern "C" int gkcu_lab_reduce_shfl(gkcu_ctx *ctx, int blocks_per_sm, int op, const float *x, int64_t n,
                                     double *d_result) {
+  return gkcu_lab_reduce_shfl_variant(ctx, kShflDefault, blocks_per_sm, op, x, n, d_result);
+}
+
+extern "C" int gkcu_lab_reduce_shfl_variant(gkcu_ctx *ctx, int variant, int blocks_per_sm, int op, const float *x,
+                                            int64_t n, double *d_result) {
   int rc = check_args(ctx, GKCU_REDUCE_SHFL, op, x, n, d_result);
   if (rc != 0) return rc;
+  GKCU__CHECK_ARG(ctx, variant >= 0 && variant < kShflVariantCount);
   GKCU__CHECK_ARG(ctx, blocks_per_sm >= 0 && blocks_per_sm <= 8);
-  int bps = blocks_per_sm ? blocks_per_sm : kShflBlocksPerSm;
-  return op == GKCU_SUM ? run_shfl<GKCU_SUM>(ctx, bps, x, n, d_result)
-         : op == GKCU_MIN ? run_shfl<GKCU_MIN>(ctx, bps, x, n, d_result)
-                          : run_shfl<GKCU_MAX>(ctx, bps, x, n, d_result);
+  return run_shfl_op(ctx, variant, blocks_per_sm, op, x, n, d_result);
+}
+
+extern "C" const char *gkcu_lab_reduce_shfl_name(int variant) {
+  static char names[kShflVariantCount][32];
+  if (variant < 0 || variant >= kShflVariantCount) return NULL;
+  snprintf(names[variant], sizeof names[variant], "shfl/u%d%s%s/bps%d", kShflVariants[variant].unroll,
+           kShflVariants[variant].stream == 1 ? "cs" : kShflVariants[variant].stream == 2 ? "pf" : "", kShflVariants[variant].chunk ? "/chunk" : "",
+           kShflVariants[variant].bps);
+  return names[variant];
 }

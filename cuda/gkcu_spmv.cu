@@ -67,26 +67,37 @@ __global__ void __launch_bounds__(256) spmv_vector_kernel(int rows, const int *_
 /* A tile is BAL_NT threads x BAL_IPT items (see kBalancedShapes below). */
 
 /* Where diagonal d crosses the path: the number of row ends consumed, found
- * by one warp with 32-way search (about log32(rows) dependent loads instead
- * of log2(rows)).  pred(p) = "row end p comes before item d" is true for
- * p < answer and false after. */
-__device__ int merge_search_warp(long long d, int rows, long long nnz, const int *__restrict__ rp) {
-  const int lane = threadIdx.x & 31;
+ * by a group of SEARCH_G lanes with SEARCH_G-way search.  pred(p) = "row end
+ * p comes before item d" is true for p < answer and false after.  Groups of
+ * 8 (four boundaries per warp, log8(rows) rounds) rather than whole warps
+ * (log32(rows) rounds): every probe of a round is a separate sector, and
+ * with a warp per boundary the 32-way rounds made the partition L1-bound
+ * (76% L1 throughput under ncu on the 27-point stencil, 31 us) and several
+ * waves deep.  Inactive groups (past the last boundary) take part in the
+ * ballots with an empty range. */
+constexpr int SEARCH_G = 8;
+__device__ int merge_search_group(long long d, bool active, int rows, long long nnz, const int *__restrict__ rp) {
+  const int lane = threadIdx.x & 31, gl = lane % SEARCH_G, first = lane - gl;
+  const unsigned gmask = (1u << SEARCH_G) - 1u;
   long long lo = d - nnz > 0 ? d - nnz : 0;
   long long hi = d < rows ? d : rows;
-  while (hi - lo > 32) {
-    long long step = (hi - lo + 31) / 32;
-    long long p = lo + lane * step;
-    bool t = p < hi && (long long)rp[p + 1] <= d - p - 1;
-    int k = __popc(__ballot_sync(0xffffffffu, t));
-    long long nlo = k == 0 ? lo : lo + (k - 1) * step + 1;
-    long long nhi = lo + k * step < hi ? lo + k * step : hi;
-    lo = nlo;
-    hi = nhi;
+  if (!active) lo = hi = 0;
+  while (__any_sync(0xffffffffu, hi - lo > SEARCH_G)) {
+    const bool go = hi - lo > SEARCH_G;
+    const long long step = (hi - lo + SEARCH_G - 1) / SEARCH_G;
+    const long long p = lo + gl * step;
+    const bool t = go && p < hi && (long long)rp[p + 1] <= d - p - 1;
+    const int k = __popc((__ballot_sync(0xffffffffu, t) >> first) & gmask);
+    if (go) {
+      const long long nlo = k == 0 ? lo : lo + (k - 1) * step + 1;
+      const long long nhi = lo + k * step < hi ? lo + k * step : hi;
+      lo = nlo;
+      hi = nhi;
+    }
   }
-  long long p = lo + lane;
-  bool t = p < hi && (long long)rp[p + 1] <= d - p - 1;
-  return (int)(lo + __popc(__ballot_sync(0xffffffffu, t)));
+  const long long p = lo + gl;
+  const bool t = p < hi && (long long)rp[p + 1] <= d - p - 1;
+  return (int)(lo + __popc((__ballot_sync(0xffffffffu, t) >> first) & gmask));
 }
 
 /* coords[t] = (rows, nonzeros) consumed before tile t, for t = 0..ntiles,
@@ -96,15 +107,15 @@ __device__ int merge_search_warp(long long d, int rows, long long nnz, const int
  * several blocks with atomicAdd, so it must hold beta*y (or 0) before the
  * main kernel starts: the warp of the first boundary inside the row sets
  * that (one writer per row: the boundary before it lies at or before the
- * row's first item). */
+ * row's first item).  SEARCH_G threads per boundary. */
 __global__ void spmv_partition_kernel(int rows, long long nnz, const int *__restrict__ rp, int ntiles, int tile,
                                       int4 *__restrict__ coords, float beta, float *__restrict__ y) {
-  const long long t = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-  if (t > ntiles) return; /* whole warps leave together */
+  const long long t = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / SEARCH_G;
+  const bool active = t <= ntiles; /* the whole warp stays for the ballots */
   const long long total = (long long)rows + nnz;
-  const long long d = t * tile < total ? t * tile : total;
-  const int x = merge_search_warp(d, rows, nnz, rp);
-  if ((threadIdx.x & 31) != 0) return;
+  const long long d = active && t * tile < total ? t * tile : total;
+  const int x = merge_search_group(d, active, rows, nnz, rp);
+  if (!active || (threadIdx.x % SEARCH_G) != 0) return;
   const int rs = rp[x]; /* row x starts at path item x + rs (x == rows: nnz) */
   coords[t] = make_int4(x, (int)(d - x), rs, 0);
   /* y == NULL: a plan (gkcu_spmv_plan), the split rows are prescaled per call */
@@ -124,60 +135,28 @@ __global__ void spmv_prescale_kernel(int rows, int ntiles, int tile, const int4 
     y[c.x] = beta == 0.0f ? 0.0f : beta * y[c.x];
 }
 
-/* One tile of BAL_TILE path items per block.  The tile's row ends and its
- * products values[q]*x[col[q]] are staged in shared memory with coalesced
- * loads (all of a thread's loads issued before any is used), then each
- * thread finds its own start by binary search in shared memory and walks
- * BAL_IPT items.  A thread writes y for every row it ends except the first,
- * whose earlier part may belong to the threads before it: a block-wide
- * segmented scan of the threads' trailing partial sums supplies that carry.
- * Rows that cross a tile boundary (at most the tile's first and last) are
- * added with atomicAdd onto the beta*y that the partition kernel left
- * there; every other row is stored once, by one thread. */
-template <int BAL_NT, int BAL_IPT, int MINB>
-__global__ void __launch_bounds__(BAL_NT, MINB) spmv_balanced_kernel(
-    int rows, const int *__restrict__ rp, const int *__restrict__ ci, const float *__restrict__ v, float alpha,
-    const float *__restrict__ x, float beta, float *__restrict__ y, const int4 *__restrict__ coords) {
-  constexpr int BAL_TILE = BAL_NT * BAL_IPT;
-  __shared__ int s_tile[BAL_TILE + 1];
-  __shared__ int s_wflag[BAL_NT / 32];
-  __shared__ float s_wval[BAL_NT / 32];
+/* The second half of a tile (factored out of the kernel: the lab has tried
+ * other ways of staging a tile, see NOTES.md): the tile's
+ * row ends (s_rowend, tile_rows + 1 of them, the last INT_MAX) and its
+ * products values[q]*x[col[q]] (s_prod) are in shared memory.  Each thread
+ * finds its own start by binary search and walks BAL_IPT items.  A thread
+ * writes y for every row it ends except the first, whose earlier part may
+ * belong to the threads before it: a block-wide segmented scan of the
+ * threads' trailing partial sums supplies that carry.  Rows that cross a
+ * tile boundary (at most the tile's first and last) are added with
+ * atomicAdd onto the beta*y that the partition (or prescale) kernel left
+ * there; every other row is stored once, by one thread.  Has one barrier
+ * (the warp totals); the caller must put another before s_wflag/s_wval or
+ * the staged arrays are written again. */
+template <int BAL_NT, int BAL_IPT>
+__device__ __forceinline__ void balanced_tile_walk(const int *s_rowend, const float *s_prod, int *s_wflag,
+                                                   float *s_wval, int rows, int4 c0, int4 c1, float alpha,
+                                                   float beta, float *__restrict__ y) {
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-
-  const int4 c0 = coords[blockIdx.x], c1 = coords[blockIdx.x + 1];
   const int x0 = c0.x, y0 = c0.y;
   const int first_start = c0.z; /* row_ptr[x0] */
   const int tile_rows = c1.x - c0.x, tile_nnz = c1.y - c0.y;
   const int tile_items = tile_rows + tile_nnz;
-  int *s_rowend = s_tile;                                       /* tile_rows + 1 */
-  float *s_prod = reinterpret_cast<float *>(s_tile + tile_rows + 1); /* tile_nnz */
-
-  {
-    int ends[BAL_IPT], cols[BAL_IPT];
-    float vals[BAL_IPT];
-#pragma unroll
-    for (int k = 0; k < BAL_IPT; k++) {
-      int i = tid + k * BAL_NT;
-      if (i < tile_rows) ends[k] = rp[x0 + 1 + i];
-      if (i < tile_nnz) {
-        cols[k] = ci[y0 + i];
-        vals[k] = v[y0 + i];
-      }
-    }
-#pragma unroll
-    for (int k = 0; k < BAL_IPT; k++) {
-      int i = tid + k * BAL_NT;
-      if (i < tile_nnz) vals[k] *= __ldg(x + cols[k]);
-    }
-#pragma unroll
-    for (int k = 0; k < BAL_IPT; k++) {
-      int i = tid + k * BAL_NT;
-      if (i < tile_rows) s_rowend[i] = ends[k];
-      if (i < tile_nnz) s_prod[i] = vals[k];
-    }
-    if (tid == 0) s_rowend[tile_rows] = INT_MAX; /* past the last row: take nonzeros */
-  }
-  __syncthreads();
 
   const int d = min(tid * BAL_IPT, tile_items);
   int lo = max(0, d - tile_nnz), hi = min(d, tile_rows);
@@ -249,6 +228,54 @@ __global__ void __launch_bounds__(BAL_NT, MINB) spmv_balanced_kernel(
   }
 }
 
+/* One tile of BAL_TILE path items per block.  v3: the tile's row ends and
+ * products staged through registers with coalesced loads (all of a thread's
+ * loads issued before any is used), then balanced_tile_walk. */
+template <int BAL_NT, int BAL_IPT, int MINB>
+__global__ void __launch_bounds__(BAL_NT, MINB) spmv_balanced_kernel(
+    int rows, const int *__restrict__ rp, const int *__restrict__ ci, const float *__restrict__ v, float alpha,
+    const float *__restrict__ x, float beta, float *__restrict__ y, const int4 *__restrict__ coords) {
+  constexpr int BAL_TILE = BAL_NT * BAL_IPT;
+  __shared__ int s_tile[BAL_TILE + 1];
+  __shared__ int s_wflag[BAL_NT / 32];
+  __shared__ float s_wval[BAL_NT / 32];
+  const int tid = threadIdx.x;
+
+  const int4 c0 = coords[blockIdx.x], c1 = coords[blockIdx.x + 1];
+  const int x0 = c0.x, y0 = c0.y;
+  const int tile_rows = c1.x - c0.x, tile_nnz = c1.y - c0.y;
+  int *s_rowend = s_tile;                                       /* tile_rows + 1 */
+  float *s_prod = reinterpret_cast<float *>(s_tile + tile_rows + 1); /* tile_nnz */
+
+  {
+    int ends[BAL_IPT], cols[BAL_IPT];
+    float vals[BAL_IPT];
+#pragma unroll
+    for (int k = 0; k < BAL_IPT; k++) {
+      int i = tid + k * BAL_NT;
+      if (i < tile_rows) ends[k] = rp[x0 + 1 + i];
+      if (i < tile_nnz) {
+        cols[k] = ci[y0 + i];
+        vals[k] = v[y0 + i];
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < BAL_IPT; k++) {
+      int i = tid + k * BAL_NT;
+      if (i < tile_nnz) vals[k] *= __ldg(x + cols[k]);
+    }
+#pragma unroll
+    for (int k = 0; k < BAL_IPT; k++) {
+      int i = tid + k * BAL_NT;
+      if (i < tile_rows) s_rowend[i] = ends[k];
+      if (i < tile_nnz) s_prod[i] = vals[k];
+    }
+    if (tid == 0) s_rowend[tile_rows] = INT_MAX; /* past the last row: take nonzeros */
+  }
+  __syncthreads();
+  balanced_tile_walk<BAL_NT, BAL_IPT>(s_rowend, s_prod, s_wflag, s_wval, rows, c0, c1, alpha, beta, y);
+}
+
 /* y = beta*y (0 when beta == 0) for a matrix without entries. */
 __global__ void spmv_scale_kernel(int rows, float beta, float *__restrict__ y) {
   for (int r = blockIdx.x * blockDim.x + threadIdx.x; r < rows; r += gridDim.x * blockDim.x)
@@ -309,14 +336,15 @@ struct BalancedShape {
   int nt, ipt, minb;
 };
 constexpr BalancedShape kBalancedShapes[] = {{256, 8, 8}, {256, 8, 6}, {256, 4, 8}, {128, 8, 12}, {128, 8, 16}};
-
-/* Measured (bench/RESULTS.md, lab): below about 4M path items (rows + nnz)
- * the smaller 256x4 tiles win (1.4-1.8x cuSPARSE on the shared matrices,
- * against 1.1-1.5x for 256x8: more blocks to spread a small matrix over);
- * above, 256x8 with 40 registers (6 blocks per SM) wins on the stencils
- * and the power-law matrix. */
-int balanced_shape(int rows, long long nnz) { return (long long)rows + nnz < 4000000 ? 2 : 1; }
 constexpr int kBalancedShapeCount = (int)(sizeof kBalancedShapes / sizeof kBalancedShapes[0]);
+
+/* Measured (bench/RESULTS.md, lab, H100, 2026-11-25): below about 4M path
+ * items (rows + nnz) the 256x4 tiles win (1.27-1.61x cuSPARSE on the shared
+ * matrices, 1.29-2.0x from a plan; 256x8: 1.0-1.45x); above, 128x8 tiles
+ * at 12 blocks per SM: 0.98x / 0.88x / 0.93x cuSPARSE on the 5-point,
+ * 27-point and power-law matrices (from a plan 1.04x / 0.91x / 0.95x),
+ * against 0.96x / 0.84x / 0.94x for 256x8 at 6 blocks (v3's choice). */
+int balanced_shape(int rows, long long nnz) { return (long long)rows + nnz < 4000000 ? 2 : 3; }
 
 /* Tiles of the given shape for rows + nnz path items; -1 when too many. */
 long long balanced_tiles(int shape, int rows, long long nnz) {
@@ -345,8 +373,8 @@ int run_balanced(gkcu_ctx *ctx, int shape, int rows, long long nnz, const int *r
     gkcu__carve_add(&cv, (size_t)(ntiles + 1) * sizeof(int4), (void **)&c);
     int rc = gkcu__carve_commit(ctx, &cv);
     if (rc != 0) return rc;
-    spmv_partition_kernel<<<gkcu__div_up((size_t)(ntiles + 1) * 32, 256), 256, 0, st>>>(rows, nnz, rp, ntiles, tile,
-                                                                                         c, beta, y);
+    spmv_partition_kernel<<<gkcu__div_up((size_t)(ntiles + 1) * SEARCH_G, 256), 256, 0, st>>>(rows, nnz, rp, ntiles,
+                                                                                               tile, c, beta, y);
     GKCU__LAUNCHED(ctx, "spmv_partition_kernel");
     coords = c;
   }
@@ -481,6 +509,10 @@ extern "C" int gkcu_spmv_pick_hint(const gkcu_ctx *ctx, int32_t rows, int32_t co
   return GKCU_SPMV_VECTOR;
 }
 
+namespace {
+int make_plan(gkcu_ctx *ctx, int shape, int rows, long long nnz, const int *row_ptr, void *plan);
+}
+
 extern "C" size_t gkcu_spmv_plan_bytes(const gkcu_ctx *ctx, int32_t rows, int64_t nnz) {
   (void)ctx;
   if (rows < 1 || nnz < 0 || nnz > INT_MAX) return 0;
@@ -495,16 +527,21 @@ extern "C" int gkcu_spmv_plan(gkcu_ctx *ctx, int32_t rows, int64_t nnz, const in
   GKCU__CHECK_ARG(ctx, nnz >= 0 && nnz <= INT_MAX);
   GKCU__CHECK_ARG(ctx, row_ptr != NULL && plan != NULL);
   GKCU__CHECK_ARG(ctx, ((uintptr_t)plan & 15) == 0);
-  const int shape = balanced_shape(rows, nnz);
+  return make_plan(ctx, balanced_shape(rows, nnz), rows, nnz, row_ptr, plan);
+}
+
+namespace {
+int make_plan(gkcu_ctx *ctx, int shape, int rows, long long nnz, const int *row_ptr, void *plan) {
   const int tile = kBalancedShapes[shape].nt * kBalancedShapes[shape].ipt;
   long long ntiles_ll = balanced_tiles(shape, rows, nnz);
   if (ntiles_ll < 0) return gkcu__fail(ctx, GKC_EINVALID_ARGUMENT, "spmv plan: matrix too large");
   int ntiles = (int)ntiles_ll;
-  spmv_partition_kernel<<<gkcu__div_up((size_t)(ntiles + 1) * 32, 256), 256, 0, ctx->stream>>>(
+  spmv_partition_kernel<<<gkcu__div_up((size_t)(ntiles + 1) * SEARCH_G, 256), 256, 0, ctx->stream>>>(
       rows, nnz, row_ptr, ntiles, tile, (int4 *)plan, 0.0f, NULL);
   GKCU__LAUNCHED(ctx, "spmv_partition_kernel");
   return 0;
 }
+}  // namespace
 
 extern "C" int gkcu_spmv(gkcu_ctx *ctx, int algo, int32_t rows, int32_t cols, int64_t nnz,
                          const int32_t *row_ptr, const int32_t *col_idx, const float *values,
@@ -553,6 +590,26 @@ extern "C" int gkcu_lab_spmv_balanced(gkcu_ctx *ctx, int shape, int32_t rows, in
   if (rc != 0) return rc;
   GKCU__CHECK_ARG(ctx, shape >= 0 && shape < kBalancedShapeCount);
   return run_balanced(ctx, shape, rows, nnz, row_ptr, col_idx, values, alpha, x, beta, y);
+}
+
+extern "C" int gkcu_lab_spmv_balanced_plan(gkcu_ctx *ctx, int shape, int32_t rows, int64_t nnz,
+                                           const int32_t *row_ptr, void *plan) {
+  if (!ctx) return GKC_EINVALID_ARGUMENT;
+  ctx->msg[0] = '\0';
+  GKCU__CHECK_ARG(ctx, rows >= 1 && nnz >= 0 && nnz <= INT_MAX);
+  GKCU__CHECK_ARG(ctx, row_ptr != NULL && plan != NULL && ((uintptr_t)plan & 15) == 0);
+  GKCU__CHECK_ARG(ctx, shape >= 0 && shape < kBalancedShapeCount);
+  return make_plan(ctx, shape, rows, nnz, row_ptr, plan);
+}
+
+extern "C" int gkcu_lab_spmv_balanced_planned(gkcu_ctx *ctx, int shape, int32_t rows, int32_t cols, int64_t nnz,
+                                              const int32_t *row_ptr, const int32_t *col_idx, const float *values,
+                                              float alpha, const float *x, float beta, float *y, const void *plan) {
+  int rc = check_args(ctx, rows, cols, nnz, row_ptr, col_idx, values, x, y);
+  if (rc != 0) return rc;
+  GKCU__CHECK_ARG(ctx, shape >= 0 && shape < kBalancedShapeCount);
+  GKCU__CHECK_ARG(ctx, plan != NULL && ((uintptr_t)plan & 15) == 0);
+  return run_balanced(ctx, shape, rows, nnz, row_ptr, col_idx, values, alpha, x, beta, y, (const int4 *)plan);
 }
 
 extern "C" const char *gkcu_lab_spmv_balanced_name(int shape) {

@@ -13,7 +13,12 @@
  * vendor_time / algo_time (> 1: faster than the vendor).
  *
  *   bench_gpu [--ops sgemm,reduce,spmv] [--reps N] [--matrices DIR]
- *             [--sgemm-sizes 256,512,...] [--no-synth] [--lab] [--json FILE] [--csv FILE]
+ *             [--sgemm-sizes 256,512,...] [--no-synth] [--synth LIST] [--lab]
+ *             [--validate-only] [--json FILE] [--csv FILE]
+ *
+ * --synth picks among the generated spmv matrices (stencil2d, stencil3d,
+ * powerlaw; default all); --validate-only runs each case once, checked,
+ * untimed (for a profiler: one launch per kernel variant).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <dirent.h>
@@ -48,8 +53,10 @@ static bench_csv csv;
 static char csv_device[256];
 static int json_first = 1;
 static int validation_failures;
+static int validate_only;
 
 typedef int (*run_fn)(void *arg);
+static int has_op(const char *ops, const char *op);
 
 typedef struct {
   double median_ms, min_ms;
@@ -58,6 +65,7 @@ typedef struct {
 
 static timing time_it(run_fn f, void *arg, int n) {
   timing t = {0, 0, 0};
+  if (validate_only) return t;
   cudaEvent_t e0, e1;
   CUDA_OK(cudaEventCreate(&e0));
   CUDA_OK(cudaEventCreate(&e1));
@@ -264,7 +272,7 @@ static void bench_sgemm(const int *sizes, int nsizes, int lab) {
 /* --- reduce ---------------------------------------------------------------------------- */
 
 typedef struct {
-  int algo, bps, op;
+  int algo, bps, op; /* algo -1: lab shfl variant `bps` */
   const float *x;
   long long n;
   double *d_out;
@@ -272,7 +280,7 @@ typedef struct {
 
 static int reduce_run(void *p) {
   reduce_arg *r = p;
-  if (r->algo < 0) return gkcu_lab_reduce_shfl(ctx, r->bps, r->op, r->x, r->n, r->d_out);
+  if (r->algo < 0) return gkcu_lab_reduce_shfl_variant(ctx, r->bps, 0, r->op, r->x, r->n, r->d_out);
   return gkcu_reduce_async(ctx, r->algo, r->op, r->x, r->n, r->d_out);
 }
 
@@ -291,8 +299,9 @@ static int reduce_validate(reduce_arg *r, double want, double abs_sum) {
 }
 
 static void bench_reduce(int lab) {
-  header(lab ? "reduce lab: shfl resident blocks per SM" : "reduce over float32 (result double)");
-  static const int logs[] = {20, 24, 28};
+  header(lab ? "reduce lab: shfl variants (loads in flight, cache hint, blocks per SM)"
+             : "reduce over float32 (result double)");
+  static const int logs[] = {20, 21, 22, 23, 24, 25, 26, 27, 28};
   const char *opn[] = {"sum", "min", "max"};
   for (size_t li = 0; li < sizeof logs / sizeof logs[0]; li++) {
     long long n = 1LL << logs[li];
@@ -315,7 +324,6 @@ static void bench_reduce(int lab) {
     free(h);
     double want[3] = {sum, mn, mx};
     for (int op = 0; op < 3; op++) {
-      if (lab && op != GKCU_SUM) continue;
       char cas[64];
       snprintf(cas, sizeof cas, "%s 2^%d floats", opn[op], logs[li]);
       reduce_arg r = {GKCU_REDUCE_CUB, 0, op, x, n, d_out};
@@ -335,14 +343,12 @@ static void bench_reduce(int lab) {
                  algos[i] == GKCU_REDUCE_AUTO ? note : NULL);
         }
       } else {
-        for (int bps = 1; bps <= 8; bps *= 2) {
+        for (int var = 0; var < GKCU_LAB_REDUCE_VARIANTS; var++) {
           r.algo = -1;
-          r.bps = bps;
+          r.bps = var;
           timing t = {0, 0, 0};
           if (reduce_validate(&r, want[op], abs_sum)) t = time_it(reduce_run, &r, reps * 2);
-          char name[32];
-          snprintf(name, sizeof name, "shfl/bps%d", bps);
-          report("reduce", cas, name, t, (double)n * 4, "GB/s", vendor, "lab");
+          report("reduce", cas, gkcu_lab_reduce_shfl_name(var), t, (double)n * 4, "GB/s", vendor, "lab");
         }
       }
     }
@@ -354,15 +360,24 @@ static void bench_reduce(int lab) {
 /* --- spmv ---------------------------------------------------------------------------------- */
 
 typedef struct {
-  int algo, width;
+  int algo, width; /* algo -1: lab vector of `width`; -2: lab balanced shape `width`; -3: planned;
+                      -4: lab balanced shape `width` from lplan */
   const gpu_csr *h;
   int *rp, *ci;
   float *v, *x, *y;
+  void *plan;  /* gkcu_spmv_plan's, made once per matrix (as csr_upload does) */
+  void *lplan; /* gkcu_lab_spmv_balanced_plan's for shape `width` */
 } spmv_arg;
 
 static int spmv_run(void *p) {
   spmv_arg *s = p;
   const gpu_csr *m = s->h;
+  if (s->algo == -4)
+    return gkcu_lab_spmv_balanced_planned(ctx, s->width, m->rows, m->cols, m->nnz, s->rp, s->ci, s->v, 1.0f, s->x,
+                                          0.0f, s->y, s->lplan);
+  if (s->algo == -3)
+    return gkcu_spmv_planned(ctx, GKCU_SPMV_BALANCED, m->rows, m->cols, m->nnz, s->rp, s->ci, s->v, 1.0f, s->x, 0.0f,
+                             s->y, s->plan);
   if (s->algo == -2)
     return gkcu_lab_spmv_balanced(ctx, s->width, m->rows, m->cols, m->nnz, s->rp, s->ci, s->v, 1.0f, s->x, 0.0f,
                                   s->y);
@@ -390,13 +405,16 @@ static int spmv_validate(spmv_arg *s, const double *ref, const double *mag, floa
 }
 
 static void bench_spmv_matrix(const gpu_csr *m, const char *name, int lab) {
-  spmv_arg s = {0, 0, m, NULL, NULL, NULL, NULL, NULL};
+  spmv_arg s = {0, 0, m, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
   size_t nnz = (size_t)m->nnz;
   CUDA_OK(cudaMalloc((void **)&s.rp, ((size_t)m->rows + 1) * sizeof(int)));
   CUDA_OK(cudaMalloc((void **)&s.ci, (nnz ? nnz : 1) * sizeof(int)));
   CUDA_OK(cudaMalloc((void **)&s.v, (nnz ? nnz : 1) * sizeof(float)));
   CUDA_OK(cudaMalloc((void **)&s.x, (size_t)m->cols * sizeof(float)));
   CUDA_OK(cudaMalloc((void **)&s.y, (size_t)m->rows * sizeof(float)));
+  size_t plan_bytes = gkcu_spmv_plan_bytes(ctx, m->rows, m->nnz);
+  CUDA_OK(cudaMalloc(&s.plan, plan_bytes ? plan_bytes : 16));
+  CUDA_OK(cudaMalloc(&s.lplan, (((size_t)m->rows + nnz) / 1024 + 2) * 16));
   CUDA_OK(cudaMemcpy(s.rp, m->row_ptr, ((size_t)m->rows + 1) * sizeof(int), cudaMemcpyHostToDevice));
   if (nnz) {
     CUDA_OK(cudaMemcpy(s.ci, m->col_idx, nnz * sizeof(int), cudaMemcpyHostToDevice));
@@ -408,6 +426,10 @@ static void bench_spmv_matrix(const gpu_csr *m, const char *name, int lab) {
   for (int i = 0; i < m->cols; i++) hx[i] = gpu_rng_float(&g, -1.0f, 1.0f);
   CUDA_OK(cudaMemcpy(s.x, hx, (size_t)m->cols * sizeof(float), cudaMemcpyHostToDevice));
   gpu_spmv_ref(m, 1.0, hx, 0.0, NULL, ref, mag);
+  if (gkcu_spmv_plan(ctx, m->rows, m->nnz, s.rp, s.plan) != 0) {
+    printf("VALIDATION FAILED: gkcu_spmv_plan: %s\n", gkcu_ctx_errmsg(ctx));
+    validation_failures++;
+  }
 
   int maxlen = 0;
   for (int r = 0; r < m->rows; r++) {
@@ -439,6 +461,13 @@ static void bench_spmv_matrix(const gpu_csr *m, const char *name, int lab) {
         snprintf(note, sizeof note, "-> %s", gkcu_spmv_algo_name(gkcu_spmv_pick(ctx, m->rows, m->cols, m->nnz)));
       report("spmv", cas, gkcu_spmv_algo_name(algos[i]), t, bytes, "GB/s", vendor, note);
     }
+    {
+      /* balanced on a resident matrix: the partition made once at upload */
+      s.algo = -3;
+      timing t = {0, 0, 0};
+      if (spmv_validate(&s, ref, mag, out, cas)) t = time_it(spmv_run, &s, reps);
+      report("spmv", cas, "balanced+plan", t, bytes, "GB/s", vendor, "plan from gkcu_spmv_plan");
+    }
     /* what auto becomes when the caller passes the longest row */
     s.algo = gkcu_spmv_pick_hint(ctx, m->rows, m->cols, m->nnz, maxlen);
     timing t = {0, 0, 0};
@@ -464,6 +493,17 @@ static void bench_spmv_matrix(const gpu_csr *m, const char *name, int lab) {
       char name2[32];
       snprintf(name2, sizeof name2, "bal/%s", gkcu_lab_spmv_balanced_name(sh));
       report("spmv", cas, name2, t, bytes, "GB/s", vendor, "lab");
+      /* the same from a plan made once (the resident-matrix path) */
+      if (gkcu_lab_spmv_balanced_plan(ctx, sh, m->rows, m->nnz, s.rp, s.lplan) != 0) {
+        printf("VALIDATION FAILED: lab plan: %s\n", gkcu_ctx_errmsg(ctx));
+        validation_failures++;
+        continue;
+      }
+      s.algo = -4;
+      t = (timing){0, 0, 0};
+      if (spmv_validate(&s, ref, mag, out, cas)) t = time_it(spmv_run, &s, reps);
+      snprintf(name2, sizeof name2, "plan/%s", gkcu_lab_spmv_balanced_name(sh));
+      report("spmv", cas, name2, t, bytes, "GB/s", vendor, "lab");
     }
   }
   cudaFree(s.rp);
@@ -471,6 +511,8 @@ static void bench_spmv_matrix(const gpu_csr *m, const char *name, int lab) {
   cudaFree(s.v);
   cudaFree(s.x);
   cudaFree(s.y);
+  cudaFree(s.plan);
+  cudaFree(s.lplan);
   free(hx);
   free(out);
   free(ref);
@@ -479,8 +521,8 @@ static void bench_spmv_matrix(const gpu_csr *m, const char *name, int lab) {
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
-static void bench_spmv(const char *dir, int synth, int lab) {
-  header(lab ? "spmv lab: vector group widths" : "spmv CSR, y = A*x (alpha=1, beta=0)");
+static void bench_spmv(const char *dir, const char *synth, int lab) {
+  header(lab ? "spmv lab: vector group widths, balanced shapes" : "spmv CSR, y = A*x (alpha=1, beta=0)");
   if (dir) {
     DIR *d = opendir(dir);
     if (!d) {
@@ -512,21 +554,28 @@ static void bench_spmv(const char *dir, int synth, int lab) {
   }
   if (!synth) return;
   gpu_csr m;
-  double t0 = bench_now_s();
-  if (gpu_csr_stencil2d(&m, 2048) != 0) exit(2);
-  printf("# generated in %.1f s\n", bench_now_s() - t0);
-  bench_spmv_matrix(&m, "stencil2d-5pt-2048^2", lab);
-  gpu_csr_free(&m);
-  t0 = bench_now_s();
-  if (gpu_csr_stencil3d(&m, 128, 27) != 0) exit(2);
-  printf("# generated in %.1f s\n", bench_now_s() - t0);
-  bench_spmv_matrix(&m, "stencil3d-27pt-128^3", lab);
-  gpu_csr_free(&m);
-  t0 = bench_now_s();
-  if (gpu_csr_powerlaw(&m, 42000000, 100000, 42) != 0) exit(2);
-  printf("# generated in %.1f s\n", bench_now_s() - t0);
-  bench_spmv_matrix(&m, "powerlaw-rmat-42M", lab);
-  gpu_csr_free(&m);
+  double t0;
+  if (has_op(synth, "stencil2d")) {
+    t0 = bench_now_s();
+    if (gpu_csr_stencil2d(&m, 2048) != 0) exit(2);
+    printf("# generated in %.1f s\n", bench_now_s() - t0);
+    bench_spmv_matrix(&m, "stencil2d-5pt-2048^2", lab);
+    gpu_csr_free(&m);
+  }
+  if (has_op(synth, "stencil3d")) {
+    t0 = bench_now_s();
+    if (gpu_csr_stencil3d(&m, 128, 27) != 0) exit(2);
+    printf("# generated in %.1f s\n", bench_now_s() - t0);
+    bench_spmv_matrix(&m, "stencil3d-27pt-128^3", lab);
+    gpu_csr_free(&m);
+  }
+  if (has_op(synth, "powerlaw")) {
+    t0 = bench_now_s();
+    if (gpu_csr_powerlaw(&m, 42000000, 100000, 42) != 0) exit(2);
+    printf("# generated in %.1f s\n", bench_now_s() - t0);
+    bench_spmv_matrix(&m, "powerlaw-rmat-42M", lab);
+    gpu_csr_free(&m);
+  }
 }
 
 /* --- main ---------------------------------------------------------------------------------------- */
@@ -543,14 +592,17 @@ static int has_op(const char *ops, const char *op) {
 
 int main(int argc, char **argv) {
   const char *ops = "sgemm,reduce,spmv", *dir = NULL, *json_path = NULL, *csv_path = NULL;
-  int sizes[16] = {256, 512, 1024, 2048, 4096, 8192}, nsizes = 6, synth = 1, lab = 0;
+  int sizes[16] = {256, 512, 1024, 2048, 4096, 8192}, nsizes = 6, lab = 0;
+  const char *synth = "stencil2d,stencil3d,powerlaw";
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--ops") && i + 1 < argc) ops = argv[++i];
     else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--matrices") && i + 1 < argc) dir = argv[++i];
     else if (!strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
     else if (!strcmp(argv[i], "--csv") && i + 1 < argc) csv_path = argv[++i];
-    else if (!strcmp(argv[i], "--no-synth")) synth = 0;
+    else if (!strcmp(argv[i], "--no-synth")) synth = NULL;
+    else if (!strcmp(argv[i], "--synth") && i + 1 < argc) synth = argv[++i];
+    else if (!strcmp(argv[i], "--validate-only")) validate_only = 1;
     else if (!strcmp(argv[i], "--lab")) lab = 1;
     else if (!strcmp(argv[i], "--sgemm-sizes") && i + 1 < argc) {
       nsizes = 0;
@@ -558,7 +610,7 @@ int main(int argc, char **argv) {
     } else {
       fprintf(stderr,
               "usage: %s [--ops sgemm,reduce,spmv] [--reps N] [--matrices DIR] [--sgemm-sizes a,b,..] "
-              "[--no-synth] [--lab] [--json FILE] [--csv FILE]\n",
+              "[--no-synth] [--synth stencil2d,stencil3d,powerlaw] [--lab] [--validate-only] [--json FILE] [--csv FILE]\n",
               argv[0]);
       return 2;
     }

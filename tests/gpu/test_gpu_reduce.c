@@ -41,13 +41,16 @@ static double reference(const float *x, long long n, int op, double *abs_sum) {
 
 typedef struct {
   const char *name;
-  int algo; /* -1: lab shfl with bps */
+  int algo; /* -1: lab shfl with bps; -2: lab shfl variant number bps */
   int bps;
 } variant;
 
 static const variant kVariants[] = {
     {"auto", GKCU_REDUCE_AUTO, 0}, {"smem", GKCU_REDUCE_SMEM, 0},   {"shfl", GKCU_REDUCE_SHFL, 0},
     {"cub", GKCU_REDUCE_CUB, 0},   {"shfl/bps1", -1, 1},            {"shfl/bps3", -1, 3},
+    {"shfl/u4cs", -2, 1},          {"shfl/u8", -2, 2},              {"shfl/u8cs", -2, 3},
+    {"shfl/u4/chunk", -2, 4},      {"shfl/u4cs/chunk", -2, 5},      {"shfl/u8/chunk", -2, 6},
+    {"shfl/u4pf", -2, 7},          {"shfl/u8pf", -2, 8},
 };
 
 static void check(gkcu_ctx *ctx, const float *h, const float *dx, long long n, int op, const char *what) {
@@ -61,8 +64,9 @@ static void check(gkcu_ctx *ctx, const float *h, const float *dx, long long n, i
     /* poison: NaN, or a number when NaN is the right answer */
     double poison = isnan(want) ? 12345.0 : NAN;
     CUDA_OK(cudaMemcpy(dres, &poison, sizeof poison, cudaMemcpyHostToDevice));
-    int rc = vr->algo >= 0 ? gkcu_reduce_async(ctx, vr->algo, op, dx, n, dres)
-                           : gkcu_lab_reduce_shfl(ctx, vr->bps, op, dx, n, dres);
+    int rc = vr->algo >= 0   ? gkcu_reduce_async(ctx, vr->algo, op, dx, n, dres)
+             : vr->algo == -1 ? gkcu_lab_reduce_shfl(ctx, vr->bps, op, dx, n, dres)
+                              : gkcu_lab_reduce_shfl_variant(ctx, vr->bps, 0, op, dx, n, dres);
     runs++;
     double got = NAN;
     if (rc == 0) {

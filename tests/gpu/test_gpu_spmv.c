@@ -7,7 +7,10 @@
  * shared matrix folder when it exists ($GKC_GPU_MATRICES, else
  * $GKC_SHARED_MATRICES).  y is poisoned with NaN when beta = 0 and holds
  * random input otherwise; every element is checked, scaled by the sum of
- * |terms| of its row.  Keeps going after a failure. */
+ * |terms| of its row.  Some matrices also run with every device array 4 or
+ * 12 bytes off 16-byte alignment, and some are past 4M path items (the
+ * balanced algo's larger tile shape).  Every balanced shape also runs from
+ * its own plan.  Keeps going after a failure. */
 #include <dirent.h>
 #include <math.h>
 #include <stdio.h>
@@ -57,7 +60,9 @@ static int variants(variant *vs) {
   return n;
 }
 
-static void check_matrix(gkcu_ctx *ctx, gpu_rng *g, const gpu_csr *m, const char *what) {
+/* off: elements (4 bytes each) by which every device array is shifted from
+ * cudaMalloc's alignment. */
+static void check_matrix_at(gkcu_ctx *ctx, gpu_rng *g, const gpu_csr *m, const char *what, int off) {
   int rows = m->rows, cols = m->cols;
   long long nnz = m->nnz;
   float *x = malloc((size_t)cols * sizeof *x), *y0 = malloc((size_t)rows * sizeof *y0);
@@ -67,22 +72,27 @@ static void check_matrix(gkcu_ctx *ctx, gpu_rng *g, const gpu_csr *m, const char
   for (int i = 0; i < cols; i++) x[i] = gpu_rng_float(g, -1.0f, 1.0f);
   for (int i = 0; i < rows; i++) y0[i] = gpu_rng_float(g, -1.0f, 1.0f);
 
-  int *drp, *dci = NULL;
-  float *dv = NULL, *dx, *dy;
-  CUDA_OK(cudaMalloc((void **)&drp, ((size_t)rows + 1) * sizeof(int)));
+  int *brp, *bci = NULL, *drp, *dci = NULL;
+  float *bv = NULL, *bx, *by, *dv = NULL, *dx, *dy;
+  CUDA_OK(cudaMalloc((void **)&brp, ((size_t)rows + 1 + off) * sizeof(int)));
+  drp = brp + off;
   CUDA_OK(cudaMemcpy(drp, m->row_ptr, ((size_t)rows + 1) * sizeof(int), cudaMemcpyHostToDevice));
   if (nnz > 0) {
-    CUDA_OK(cudaMalloc((void **)&dci, (size_t)nnz * sizeof(int)));
-    CUDA_OK(cudaMalloc((void **)&dv, (size_t)nnz * sizeof(float)));
+    CUDA_OK(cudaMalloc((void **)&bci, ((size_t)nnz + off) * sizeof(int)));
+    CUDA_OK(cudaMalloc((void **)&bv, ((size_t)nnz + off) * sizeof(float)));
+    dci = bci + off;
+    dv = bv + off;
     CUDA_OK(cudaMemcpy(dci, m->col_idx, (size_t)nnz * sizeof(int), cudaMemcpyHostToDevice));
     CUDA_OK(cudaMemcpy(dv, m->values, (size_t)nnz * sizeof(float), cudaMemcpyHostToDevice));
   }
-  CUDA_OK(cudaMalloc((void **)&dx, (size_t)cols * sizeof(float)));
-  CUDA_OK(cudaMalloc((void **)&dy, (size_t)rows * sizeof(float)));
+  CUDA_OK(cudaMalloc((void **)&bx, ((size_t)cols + off) * sizeof(float)));
+  CUDA_OK(cudaMalloc((void **)&by, ((size_t)rows + off) * sizeof(float)));
+  dx = bx + off;
+  dy = by + off;
   CUDA_OK(cudaMemcpy(dx, x, (size_t)cols * sizeof(float), cudaMemcpyHostToDevice));
 
   static const float ab[][2] = {{1.0f, 0.0f}, {-0.75f, 1.5f}, {2.0f, 0.0f}};
-  variant vs[16];
+  variant vs[48];
   int nv = variants(vs);
   /* cuSPARSE rejects nnz > rows*cols (possible here: duplicates are kept) */
   int dup_heavy = nnz > (long long)rows * cols;
@@ -106,7 +116,7 @@ static void check_matrix(gkcu_ctx *ctx, gpu_rng *g, const gpu_csr *m, const char
       }
       if (rc != 0) {
         failures++;
-        printf("FAIL %-12s %s: rc %d (%s)\n", vs[v].name, what, rc, gkcu_ctx_errmsg(ctx));
+        printf("FAIL %-12s %s (offset %d): rc %d (%s)\n", vs[v].name, what, off * 4, rc, gkcu_ctx_errmsg(ctx));
         continue;
       }
       CUDA_OK(cudaMemcpy(out, dy, (size_t)rows * sizeof(float), cudaMemcpyDeviceToHost));
@@ -123,23 +133,27 @@ static void check_matrix(gkcu_ctx *ctx, gpu_rng *g, const gpu_csr *m, const char
       }
       if (nbad) {
         failures++;
-        printf("FAIL %-12s %s alpha=%g beta=%g: %d bad rows, worst row %d (len %d) got %.9g want %.9g "
+        printf("FAIL %-12s %s (offset %d) alpha=%g beta=%g: %d bad rows, worst row %d (len %d) got %.9g want %.9g "
                "(scaled err %.3g)\n",
-               vs[v].name, what, alpha, beta, nbad, worst_at,
+               vs[v].name, what, off * 4, alpha, beta, nbad, worst_at,
                m->row_ptr[worst_at + 1] - m->row_ptr[worst_at], out[worst_at], ref[worst_at], worst);
       }
     }
   }
-  cudaFree(drp);
-  cudaFree(dci);
-  cudaFree(dv);
-  cudaFree(dx);
-  cudaFree(dy);
+  cudaFree(brp);
+  cudaFree(bci);
+  cudaFree(bv);
+  cudaFree(bx);
+  cudaFree(by);
   free(x);
   free(y0);
   free(out);
   free(ref);
   free(mag);
+}
+
+static void check_matrix(gkcu_ctx *ctx, gpu_rng *g, const gpu_csr *m, const char *what) {
+  check_matrix_at(ctx, g, m, what, 0);
 }
 
 /* gkcu_spmv_planned with a plan from gkcu_spmv_plan against gkcu_spmv, for
@@ -226,6 +240,34 @@ static void check_planned(gkcu_ctx *ctx, gpu_rng *g, const gpu_csr *m, const cha
         }
       }
     }
+  }
+  /* every lab shape from its own plan (beta != 0: the prescaled split rows) */
+  {
+    void *lplan;
+    CUDA_OK(cudaMalloc(&lplan, (((size_t)rows + (size_t)nnz) / 1024 + 2) * 16));
+    const float alpha = -0.75f, beta = 1.5f;
+    gpu_spmv_ref(m, alpha, x, beta, y0, ref, mag);
+    for (int sh = 0; sh < GKCU_LAB_BALANCED_SHAPES; sh++) {
+      CUDA_OK(cudaMemcpy(dy, y0, (size_t)rows * sizeof(float), cudaMemcpyHostToDevice));
+      rc = gkcu_lab_spmv_balanced_plan(ctx, sh, rows, nnz, drp, lplan);
+      if (rc == 0)
+        rc = gkcu_lab_spmv_balanced_planned(ctx, sh, rows, cols, nnz, drp, dci, dv, alpha, dx, beta, dy, lplan);
+      runs++;
+      if (rc != 0) {
+        failures++;
+        printf("FAIL planned %s %s: rc %d (%s)\n", gkcu_lab_spmv_balanced_name(sh), what, rc, gkcu_ctx_errmsg(ctx));
+        continue;
+      }
+      CUDA_OK(cudaMemcpy(b, dy, (size_t)rows * sizeof(float), cudaMemcpyDeviceToHost));
+      int nbad = 0;
+      for (int r = 0; r < rows; r++)
+        if (!(fabs((double)b[r] - ref[r]) / (mag[r] + 1e-30) <= 1e-4)) nbad++;
+      if (nbad) {
+        failures++;
+        printf("FAIL planned %s %s: %d rows off the reference\n", gkcu_lab_spmv_balanced_name(sh), what, nbad);
+      }
+    }
+    cudaFree(lplan);
   }
 done:
   cudaFree(plan);
@@ -378,6 +420,14 @@ int main(void) {
   build(&m, &g, 20000, 3, len_const, 3);
   check_matrix(ctx, &g, &m, "20000x3 dense rows");
   gpu_csr_free(&m);
+  /* every device array off 16-byte alignment (4 and 12 bytes) */
+  build(&m, &g, 4099, 4111, len_random, 37);
+  check_matrix_at(ctx, &g, &m, "random 4099x4111", 1);
+  check_matrix_at(ctx, &g, &m, "random 4099x4111", 3);
+  gpu_csr_free(&m);
+  build(&m, &g, 5000, 70000, len_one_huge, 4321);
+  check_matrix_at(ctx, &g, &m, "one row with most nonzeros", 3);
+  gpu_csr_free(&m);
   if (gpu_csr_stencil2d(&m, 300) != 0) TEST_FAIL("out of memory");
   check_matrix(ctx, &g, &m, "stencil2d 300^2");
   gpu_csr_free(&m);
@@ -403,11 +453,22 @@ int main(void) {
   if (gpu_csr_stencil2d(&m, 300) != 0) TEST_FAIL("out of memory");
   check_planned(ctx, &g, &m, "stencil2d 300^2");
   gpu_csr_free(&m);
-  if (gpu_csr_stencil2d(&m, 1000) != 0) TEST_FAIL("out of memory"); /* 6M items: 256x8 tiles */
-  check_planned(ctx, &g, &m, "stencil2d 1000^2");
-  gpu_csr_free(&m);
+  if (!getenv("GKC_GPU_TEST_SHORT")) { /* under racecheck too slow; every shape ran above */
+    if (gpu_csr_stencil2d(&m, 1000) != 0) TEST_FAIL("out of memory"); /* 6M items: 256x8 tiles */
+    check_planned(ctx, &g, &m, "stencil2d 1000^2");
+    gpu_csr_free(&m);
+  }
 
   if (!getenv("GKC_GPU_TEST_SHORT")) { /* short: for compute-sanitizer */
+    /* a few million path items (thousands of tiles, split rows at most
+     * boundaries); prime sizes, a quarter of the rows empty, arrays 4
+     * bytes off alignment */
+    build(&m, &g, 200003, 199999, len_random, 29);
+    check_matrix_at(ctx, &g, &m, "random 200003x199999", 1);
+    gpu_csr_free(&m);
+    if (gpu_csr_stencil3d(&m, 61, gpu_rng_next(&g)) != 0) TEST_FAIL("out of memory");
+    check_matrix(ctx, &g, &m, "stencil3d 61^3");
+    gpu_csr_free(&m);
     if (gpu_csr_powerlaw(&m, 2000000, 100000, gpu_rng_next(&g)) != 0) TEST_FAIL("out of memory");
     check_matrix(ctx, &g, &m, "power-law 2M nnz");
     gpu_csr_free(&m);
