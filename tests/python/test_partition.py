@@ -302,3 +302,76 @@ def test_device_lost_during_partitioned_solve(daemon_factory, rng):
         m.release()
         devs = c.status()["devices"]
         assert [v["lost"] for v in devs] == [False, True, False]
+
+
+def test_gang_jobs_beside_other_work(daemon_factory, rng):
+    """Several clients at once: partitioned solves (gang jobs holding a slot
+    on every device) beside single-device solves and spmvs pinned to each
+    device.  Every request finishes (no gang job waits on another), with the
+    right answer."""
+    import threading
+    d = daemon_factory("--cpu-devices", str(NDEV))
+    a = laplacian_2d(40)
+    n = a.shape[0]
+    a64 = a.astype(np.float64)
+    bs = [rng.standard_normal(n).astype(np.float32) for _ in range(4)]
+    errors = []
+
+    def solver(i, partitioned):
+        try:
+            with d.connect(timeout=120) as c:
+                kw = {"devices": "all"} if partitioned else {"device": i % NDEV}
+                with c.csr_upload(a, **kw) as m:
+                    for rep in range(4):
+                        b = bs[(i + rep) % len(bs)]
+                        r = c.solve(m, b, rtol=1e-6, method="pcg" if rep % 2 else "cg")
+                        res = np.linalg.norm(b - a64 @ r.x) / np.linalg.norm(b)
+                        if not (r.converged and res <= 2e-6):
+                            errors.append(f"client {i}: {r.reason}, residual {res}")
+                        y = c.spmv(m, b)
+                        ref = a64 @ b.astype(np.float64)
+                        if not np.all(np.abs(y - ref) <= 8 * EPS32 * (abs(a64) @ np.abs(b))):
+                            errors.append(f"client {i}: spmv off")
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(f"client {i}: {e!r}")
+
+    threads = [threading.Thread(target=solver, args=(i, i % 2 == 0)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=240)
+    assert not any(t.is_alive() for t in threads), "a client never finished"
+    assert not errors, errors
+    with d.connect(timeout=60) as c:
+        st = c.status()
+        assert all(v["running"] == 0 and v["queued"] == 0 for v in st["devices"]), st["devices"]
+
+
+def test_a_gang_job_holds_every_device(daemon_factory, rng):
+    """While a partitioned solve runs, status shows it on every device of
+    the matrix; it stops at its deadline like a single-device solve, and
+    gives every slot back.  (A client that closes its socket is taken by
+    gkcd for a half-close, whose replies it still owes: a running solve of
+    either kind then runs on to its end or deadline.)"""
+    import time
+    d = daemon_factory("--cpu-devices", str(NDEV))
+    big = laplacian_2d(200)
+    n = big.shape[0]
+    with d.connect(timeout=60) as c, d.connect(timeout=60) as watcher:
+        with c.csr_upload(big, devices="all") as m:
+            import threading
+            box = {}
+            t = threading.Thread(target=lambda: box.setdefault(
+                "r", c.solve(m, np.ones(n, np.float32), rtol=0.0, max_iter=10**8,
+                             deadline_ms=1500)))
+            t.start()
+            seen = False
+            t0 = time.monotonic()
+            while time.monotonic() - t0 < 1.2 and not seen:
+                seen = all(v["running"] >= 1 for v in watcher.status()["devices"])
+                time.sleep(0.01)
+            assert seen, "the gang job did not show on every device"
+            t.join(timeout=60)
+            r = box["r"]
+            assert r.reason == "deadline" and r.iterations > 0
+            assert not any(v["running"] for v in watcher.status()["devices"])
