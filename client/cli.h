@@ -86,6 +86,8 @@ int cli_opt_devices(const cli_globals *g, const char *arg, uint64_t *mask);
   "  --devices all|D,D keep A partitioned by rows over every device gkcd serves\n" \
   "                    (all) or over those listed, balanced by nonzeros; each\n" \
   "                    device computes its rows (PROTOCOL.md, partitioned matrices)\n"
+/* --device N: a device number (gkcd says whether it has it). */
+int cli_opt_device(const cli_globals *g, const char *arg, int *device);
 
 /* Parsers: 0, or -1 when s is not entirely a valid value. */
 int cli_parse_float(const char *s, float *out);      /* finite, in float32 range */

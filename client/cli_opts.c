@@ -66,6 +66,15 @@ int cli_opt_devices(const cli_globals *g, const char *arg, uint64_t *mask) {
                        "expected all, or distinct device numbers 0..63 separated by commas");
 }
 
+int cli_opt_device(const cli_globals *g, const char *arg, int *device) {
+  uint64_t v;
+  if (cli_parse_u64(arg, &v) || v > 4096)
+    return cli_bad_value(g, "--device", arg, "expected a device number (0, 1, ...; gkc status"
+                         " lists them)");
+  *device = (int)v;
+  return 0;
+}
+
 /* The long name of the option whose value is val, for messages. */
 static const char *long_name(const struct option *opts, int val) {
   for (const struct option *p = opts; p->name; p++)

@@ -109,6 +109,13 @@ void cli_out_times(cli_out *o, const gkc_info *info) {
   if (isfinite(info->worker_us)) cli_out_us(o, "worker_us", "  in a worker", info->worker_us);
   if (isfinite(info->h2d_us)) cli_out_us(o, "h2d_us", "copy to GPU", info->h2d_us);
   if (isfinite(info->d2h_us)) cli_out_us(o, "d2h_us", "copy from GPU", info->d2h_us);
+  /* Several devices: where it ran, and what had to move there first. */
+  if (info->ndevices > 0) cli_out_int(o, "split_devices", "split over devices", info->ndevices);
+  else if (info->device >= 0) cli_out_int(o, "device", "device", info->device);
+  if (info->peer_bytes > 0) {
+    cli_out_int(o, "peer_bytes", "moved from peers", (int64_t)info->peer_bytes);
+    cli_out_us(o, "peer_us", "  moving", info->peer_us);
+  }
 }
 
 void cli_out_shape(cli_out *o, const char *key, const char *label, int ndim, const int64_t *shape) {

@@ -12,6 +12,7 @@ typedef struct {
   int64_t random_n; /* 0: read --x */
   gkc_reduce_op op;
   int check, seeded;
+  int device; /* --device, or GKC_DEVICE_AUTO */
   uint64_t seed;
   npy_array x; /* owned; from the file or random (then 1-D) */
 } reduce_job;
@@ -27,6 +28,8 @@ static void usage(FILE *f) {
           "  --seed N         seed of the random data (default: from the clock)\n"
           "  --op OP          sum, min or max (default sum)\n"
           "  --algo NAME      implementation to run (default auto: gkcd chooses)\n"
+          "  --device N       run on gkcd's device N (gkc status lists them), never\n"
+          "                   split across several\n"
           "  --check          compare with a double-precision result computed here;\n"
           "                   fail (exit 1) when the relative error is over 1e-4\n"
           "                   (for sum, relative to the sum of |x|)\n"
@@ -35,12 +38,13 @@ static void usage(FILE *f) {
 }
 
 static int parse(cli_globals *g, reduce_job *s, int argc, char **argv) {
-  enum { O_X = CLI_O_FIRST, O_RANDOM, O_SEED, O_OP, O_ALGO, O_CHECK };
+  enum { O_X = CLI_O_FIRST, O_RANDOM, O_SEED, O_OP, O_ALGO, O_CHECK, O_DEVICE };
   static const struct option opts[] = {
       CLI_COMMON_OPTIONS,
       {"x", required_argument, 0, O_X},       {"random", required_argument, 0, O_RANDOM},
       {"seed", required_argument, 0, O_SEED}, {"op", required_argument, 0, O_OP},
       {"algo", required_argument, 0, O_ALGO}, {"check", no_argument, 0, O_CHECK},
+      {"device", required_argument, 0, O_DEVICE},
       {0, 0, 0, 0}};
   int o, rc;
   cli_getopt_begin();
@@ -62,6 +66,7 @@ static int parse(cli_globals *g, reduce_job *s, int argc, char **argv) {
       }
       case O_ALGO: s->algo = optarg; break;
       case O_CHECK: s->check = 1; break;
+      case O_DEVICE: if ((rc = cli_opt_device(g, optarg, &s->device))) return rc; break;
       default:
         if ((rc = cli_common_opt(g, opts, o, argv)) >= 0) return rc;
     }
@@ -120,7 +125,7 @@ static double reference_error(const reduce_job *s, double value) {
 }
 
 static int run(cli_globals *g, int argc, char **argv) {
-  reduce_job s = {.op = GKC_SUM};
+  reduce_job s = {.op = GKC_SUM, .device = GKC_DEVICE_AUTO};
   gkc_conn *conn = NULL;
   cli_limits lim;
   int rc = parse(g, &s, argc, argv);
@@ -128,6 +133,7 @@ static int run(cli_globals *g, int argc, char **argv) {
   cli_limits_get(g, &lim);
   if ((rc = load(g, &lim, &s)) || (rc = cli_limits_connect(g, &lim, &conn))) goto done;
 
+  gkc_set_device(conn, s.device); /* checked in parse() */
   gkc_info info;
   double value;
   double t0 = cli_now_us();

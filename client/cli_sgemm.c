@@ -7,6 +7,7 @@
 
 typedef struct {
   const char *a_path, *b_path, *c_path, *out_path, *algo, *random, *precision;
+  int device; /* --device, or GKC_DEVICE_AUTO */
   float alpha, beta;
   int trans_a, trans_b, check, seeded;
   uint64_t seed;
@@ -33,6 +34,8 @@ static void usage(FILE *f) {
           "  --algo NAME      implementation to run (default auto: gkcd chooses)\n"
           "  --precision P    fp32 (default, exact) or tf32 (accept TF32 rounding, ~1e-3\n"
           "                   relative error, for tensor-core speed on a GPU)\n"
+          "  --device N       run on gkcd's device N (gkc status lists them), never\n"
+          "                   split across several\n"
           "  -o, --out C.npy  write the result to this .npy file\n"
           "  --random MxNxK   multiply random matrices instead (values uniform in\n"
           "                   [-1, 1]); a single N means NxNxN\n"
@@ -47,7 +50,7 @@ static void usage(FILE *f) {
 
 static int parse(cli_globals *g, sgemm_job *s, int argc, char **argv) {
   enum { O_A = CLI_O_FIRST, O_B, O_C, O_ALPHA, O_BETA, O_TA, O_TB, O_ALGO, O_RANDOM, O_SEED,
-         O_CHECK, O_PRECISION };
+         O_CHECK, O_PRECISION, O_DEVICE };
   static const struct option opts[] = {
       CLI_COMMON_OPTIONS,
       {"a", required_argument, 0, O_A},          {"b", required_argument, 0, O_B},
@@ -57,6 +60,7 @@ static int parse(cli_globals *g, sgemm_job *s, int argc, char **argv) {
       {"out", required_argument, 0, 'o'},        {"random", required_argument, 0, O_RANDOM},
       {"seed", required_argument, 0, O_SEED},    {"check", no_argument, 0, O_CHECK},
       {"precision", required_argument, 0, O_PRECISION},
+      {"device", required_argument, 0, O_DEVICE},
       {0, 0, 0, 0}};
   int o, rc;
   cli_getopt_begin();
@@ -75,6 +79,7 @@ static int parse(cli_globals *g, sgemm_job *s, int argc, char **argv) {
           return cli_bad_value(g, "--precision", optarg, "expected fp32 or tf32");
         s->precision = optarg;
         break;
+      case O_DEVICE: if ((rc = cli_opt_device(g, optarg, &s->device))) return rc; break;
       case 'o': s->out_path = optarg; break;
       case O_RANDOM: {
         int64_t d[3];
@@ -296,7 +301,7 @@ static void print_result(const cli_globals *g, const sgemm_job *s, const gkc_inf
 }
 
 static int run(cli_globals *g, int argc, char **argv) {
-  sgemm_job s = {.alpha = 1.0f};
+  sgemm_job s = {.alpha = 1.0f, .device = GKC_DEVICE_AUTO};
   gkc_conn *conn = NULL;
   cli_limits lim;
   int rc = parse(g, &s, argc, argv);
@@ -316,6 +321,7 @@ static int run(cli_globals *g, int argc, char **argv) {
 
   gkc_info info;
   if (s.precision) gkc_set_precision(conn, s.precision); /* checked in parse() */
+  gkc_set_device(conn, s.device);                         /* likewise */
   double t0 = cli_now_us();
   int err = gkc_sgemm(conn, (int32_t)s.m, (int32_t)s.n, (int32_t)s.k, s.alpha, s.a, s.trans_a,
                       s.b, s.trans_b, s.beta, s.c, s.algo, &info);

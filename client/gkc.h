@@ -157,6 +157,15 @@ GKC_API int gkc_sgemm(gkc_conn *c, int32_t m, int32_t n, int32_t k, float alpha,
  * for anything else. */
 GKC_API int gkc_set_precision(gkc_conn *c, const char *precision);
 
+#define GKC_DEVICE_AUTO (-1)
+
+/* When gkcd serves several devices (PROTOCOL.md, "Devices"): sgemm and
+ * reduce on this connection run on `device`, never split across several;
+ * GKC_DEVICE_AUTO (the default) lets gkcd place them.  Only a negative
+ * value other than GKC_DEVICE_AUTO is refused here; gkcd answers a device
+ * it lacks with GKC_EINVALID_ARGUMENT, a lost one with GKC_EDEVICE_LOST. */
+GKC_API int gkc_set_device(gkc_conn *c, int device);
+
 typedef enum { GKC_SUM = 0, GKC_MIN = 1, GKC_MAX = 2 } gkc_reduce_op;
 
 /* *value = sum, min or max of x[0..n); n >= 1. */
@@ -345,7 +354,6 @@ GKC_API int gkc_upload(gkc_conn *c, gkc_ref data, gkc_dtype dtype, int shared, u
  * `device` (GKC_DEVICE_AUTO: where gkcd places it, the least loaded), or,
  * with replicate, a read-only copy on every device (it can then never be
  * an `out`).  shared as for gkc_upload. */
-#define GKC_DEVICE_AUTO (-1)
 typedef struct {
   int device;
   int replicate;

@@ -91,6 +91,8 @@ int gkc_async_set_precision(gkc_async *ac, const char *precision) {
   return gkc_set_precision(&ac->c, precision);
 }
 
+int gkc_async_set_device(gkc_async *ac, int device) { return gkc_set_device(&ac->c, device); }
+
 void gkc_async_set_limits(gkc_async *ac, size_t max_requests, uint64_t max_bytes) {
   if (max_requests) ac->max_requests = max_requests;
   if (max_bytes) ac->max_bytes = max_bytes;

@@ -208,6 +208,8 @@ GKC_API const char *gkc_async_errmsg(const gkc_async *ac);
 GKC_API size_t gkc_async_pending(const gkc_async *ac);
 /* As gkc_set_precision, for later sgemm calls on ac. */
 GKC_API int gkc_async_set_precision(gkc_async *ac, const char *precision);
+/* As gkc_set_device, for later sgemm and reduce calls on ac. */
+GKC_API int gkc_async_set_device(gkc_async *ac, int device);
 
 /* Back-pressure: a request call returns GKC_EBUSY instead of queueing when
  * max_requests requests are pending, or when its bytes would take the bytes

@@ -41,6 +41,17 @@ int gkc_set_precision(gkc_conn *c, const char *precision) {
 
 int gkc__tf32(const gkc_conn *c) { return c->tf32; }
 
+int gkc_set_device(gkc_conn *c, int device) {
+  if (device < GKC_DEVICE_AUTO)
+    return gkc__fail(c, GKC_EINVALID_ARGUMENT, "device %d is neither a device number nor"
+                     " GKC_DEVICE_AUTO", device);
+  c->pinned = device >= 0;
+  c->pin_device = device >= 0 ? device : 0;
+  return 0;
+}
+
+int gkc__device(const gkc_conn *c) { return c->pinned ? c->pin_device : -1; }
+
 void gkc_close(gkc_conn *c) {
   if (!c) return;
   gkc__conn_destroy(c);

@@ -75,6 +75,7 @@ struct gkc_conn {
   int nonblock; /* an async context's: never wait */
   uint32_t next_msgid;
   int tf32; /* gkc_set_precision */
+  int pinned, pin_device; /* gkc_set_device (pinned 0: gkcd places) */
   char errmsg[512];
   /* Why the connection is gone (kept for later calls), once fd is -1. */
   char dead_msg[512];
@@ -135,6 +136,8 @@ uint64_t gkc__now_ns(void);
 int gkc__fail(gkc_conn *c, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Nonzero when sgemm should ask for precision "tf32". */
 int gkc__tf32(const gkc_conn *c);
+/* The device gkc_set_device named, or -1. */
+int gkc__device(const gkc_conn *c);
 /* Renders a msgpack object as JSON into a malloc'd string (NULL when out of memory). */
 char *gkc__json(const msgpack_object *o);
 

@@ -217,11 +217,21 @@ static int run(gkc_conn *c, gkc__req *r, int rc, gkc_result *res, gkc_info *info
   gkc__result_init(&res);     \
   int rc = prep_call;
 
+/* The optional `device` (sgemm, reduce: gkc_set_device; upload,
+ * csr_upload: gkc_*_placed) and `replicate` arguments. */
+static int where_keys(int pinned, int replicate) { return (pinned != 0) + (replicate != 0); }
+static void pack_where(msgpack_packer *pk, int pinned, int device, int replicate) {
+  if (pinned) proto_pack_cstr(pk, "device"), msgpack_pack_int(pk, device);
+  if (replicate) proto_pack_cstr(pk, "replicate"), msgpack_pack_true(pk);
+}
+
 /* --- sgemm -------------------------------------------------------------------------------- */
 
 static void pack_sgemm(msgpack_packer *pk, const gkc__req *r) {
   const gkc_sgemm_args *a = &r->a.sgemm;
-  msgpack_pack_map(pk, 10 + has(&a->c) + (a->precision != NULL) + gkc__out_keys(r->out));
+  msgpack_pack_map(pk, 10 + has(&a->c) + (a->precision != NULL) + gkc__out_keys(r->out) +
+                           where_keys(r->pinned, 0));
+  pack_where(pk, r->pinned, r->device, 0);
   proto_pack_cstr(pk, "m"), msgpack_pack_int32(pk, a->m);
   proto_pack_cstr(pk, "n"), msgpack_pack_int32(pk, a->n);
   proto_pack_cstr(pk, "k"), msgpack_pack_int32(pk, a->k);
@@ -245,6 +255,7 @@ int gkc__prep_sgemm(gkc_conn *c, gkc__req *r, const gkc_sgemm_args *args, gkc_ou
     return rc;
   r->a.sgemm = *args;
   if (!args->precision && gkc__tf32(c)) r->a.sgemm.precision = "tf32";
+  if (gkc__device(c) >= 0) r->pinned = 1, r->device = gkc__device(c);
   r->method = "sgemm", r->pack = pack_sgemm, r->take = take_c, r->out = out;
   return 0;
 }
@@ -259,7 +270,8 @@ int gkc_sgemm_ref(gkc_conn *c, const gkc_sgemm_args *args, gkc_out *out, gkc_inf
 static void pack_reduce(msgpack_packer *pk, const gkc__req *r) {
   static const char *const ops[] = {"sum", "min", "max"};
   const gkc_reduce_args *a = &r->a.reduce;
-  msgpack_pack_map(pk, 3);
+  msgpack_pack_map(pk, 3 + where_keys(r->pinned, 0));
+  pack_where(pk, r->pinned, r->device, 0);
   proto_pack_cstr(pk, "op"), proto_pack_cstr(pk, ops[a->op]);
   gkc__pack_algo(pk, a->algo);
   gkc__pack_ref(pk, "x", &a->x);
@@ -272,6 +284,7 @@ int gkc__prep_reduce(gkc_conn *c, gkc__req *r, const gkc_reduce_args *a) {
   if (a->op != GKC_SUM && a->op != GKC_MIN && a->op != GKC_MAX)
     return gkc__fail(c, GKC_EINVALID_ARGUMENT, "op must be GKC_SUM, GKC_MIN or GKC_MAX");
   r->a.reduce = *a;
+  if (gkc__device(c) >= 0) r->pinned = 1, r->device = gkc__device(c);
   r->method = "reduce", r->pack = pack_reduce, r->take = take_scalar;
   return 0;
 }
@@ -387,13 +400,6 @@ int gkc_axpby(gkc_conn *c, float alpha, gkc_ref x, float beta, gkc_ref y, gkc_ou
 }
 
 /* --- resident arrays and matrices ------------------------------------------------------- */
-
-/* The optional `device` / `replicate` of upload and csr_upload. */
-static int where_keys(int pinned, int replicate) { return (pinned != 0) + (replicate != 0); }
-static void pack_where(msgpack_packer *pk, int pinned, int device, int replicate) {
-  if (pinned) proto_pack_cstr(pk, "device"), msgpack_pack_int(pk, device);
-  if (replicate) proto_pack_cstr(pk, "replicate"), msgpack_pack_true(pk);
-}
 
 static void pack_upload(msgpack_packer *pk, const gkc__req *r) {
   const gkc_upload_args *u = &r->a.upload;

@@ -449,6 +449,14 @@ static int parse_csr_upload(refs_ctx *r, size_t max) {
       (rc = parse_csr_arrays(r, s->rows, &s->row_ptr, &s->col_idx, &s->values, &s->nnz)))
     return rc;
   job->out_bytes = s->row_ptr.bytes + 2 * s->col_idx.bytes;
+  if (job->gang_mask) {
+    /* Partitioned (part.c): at most, beside the arrays, a row_ptr entry and
+     * 8 bytes of padding per block, a send list (<= nnz indices) and, when
+     * square, the inverse diagonal in float64.  All of it fits size_t:
+     * the arrays came in one request. */
+    size_t k = (size_t)__builtin_popcountll(job->gang_mask);
+    job->out_bytes += 12 * k + s->col_idx.bytes + (s->rows == s->cols ? 8 * (size_t)s->rows : 0);
+  }
   job->out_kind = OUT_RES_NEW;
   (void)max;
   return 0;

@@ -45,6 +45,28 @@ int place_operands(gkcd_job *job, const gkcd_devices *devs, char *msg, size_t ms
     job->dev_mask = live & 1 ? 1 : live;
     return 0;
   }
+  /* Each device's copy of a replicate is made from the request's own
+   * bytes; a resident source lives on one device only. */
+  if (job->replicate)
+    for (int i = 0; i < job->nres; i++)
+      if (on_device(job->res[i])) {
+        snprintf(msg, msglen, "argument 'replicate': a replicated object is made from data sent"
+                 " with the request (bin or region), not from %s %u", kind_name(job->res[i]),
+                 job->res[i]->id);
+        return GKC_EINVALID_ARGUMENT;
+      }
+  /* A batch step writing a replicated array would change one copy only. */
+  if (job->method == PROTO_M_BATCH)
+    for (int s = 0; s < job->in.batch.nsteps; s++)
+      for (int i = 0; i < job->nres; i++) {
+        const gkcd_res *r = job->res[i];
+        const char *o = job->in.batch.steps[s].out, *p = r->ptr;
+        if (on_device(r) && r->rep_mask && o && o >= p && o < p + r->bytes) {
+          snprintf(msg, msglen, "step %d writes handle %u, which is replicated on every device and"
+                   " so read-only: write to an array of its own", s, r->id);
+          return GKC_EINVALID_ARGUMENT;
+        }
+      }
   for (int i = 0; i < job->nres; i++) {
     const gkcd_res *r = job->res[i];
     if (!on_device(r)) continue;

@@ -237,7 +237,21 @@ static int place(gkcd_sched *s, gkcd_job *job, int l, uint64_t live, uint64_t fr
     }
     devs[k++] = d;
   }
-  int best = place_pick(dv->n, elig & freem, out, cost);
+  /* A new resident object goes where it fits: each device has memory of
+   * its own, and one that is full should not get it while another has room. */
+  uint64_t cand = elig & freem;
+  if (job->out_kind == OUT_RES_NEW && dv->n > 1 && !job->replicate) {
+    uint64_t roomy = 0;
+    for (int d = 0; d < dv->n; d++) {
+      if (!(cand & (1ull << d))) continue;
+      gkcd_device_info info;
+      memset(&info, 0, sizeof info);
+      if (dv->dev[d].be->devices(dv->dev[d].be, &info, 1) == 1 && info.memory_free >= job->out_bytes)
+        roomy |= 1ull << d;
+    }
+    if (roomy) cand = roomy;
+  }
+  int best = place_pick(dv->n, cand, out, cost);
   int kind = split_kind(job);
   if (kind == SPLIT_COPIES ||
       (kind != SPLIT_NONE && k >= 2 &&

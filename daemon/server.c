@@ -186,7 +186,7 @@ int server_start(gkcd_server *srv, uv_loop_t *loop, gkcd_backend **bes, int ndev
   log_info("cost model starts from %.3g GFLOP/s, %.3g GB/s%s", be->rates.flops_per_us / 1e3,
            be->rates.bytes_per_us / 1e3, be->rates.host_bytes_per_us > 0 ? " (device memory)" : "");
   if (ndev > 1)
-    log_info("%d devices, each with its own workers; a split pays above a measured %.1f us per part",
+    log_info("%d devices, each with its own workers; a split costs a measured %.1f us per part",
              ndev, sched_split_overhead_us(srv->sched));
   if (nlanes > 1)
     log_info("lanes: latency (requests predicted under %g us) %d worker(s), bulk %d", srv->cfg.latency_us,

@@ -55,6 +55,11 @@ if(GKC_HAVE_CUDA)
   # Lanes on, off and on the fallback (GKCD_CUDA_LANES=streams, sliced bulk).
   gkc_e2e_test(e2e_lanes)
   set_tests_properties(e2e_lanes PROPERTIES LABELS "gpu;e2e")
+  # Several devices on the GPU: one GPU cut in two (--split-device 2).
+  # Skipped (77) where gkcd cannot serve two CUDA devices.
+  add_test(NAME e2e_devices_gpu COMMAND e2e_devices)
+  set_tests_properties(e2e_devices_gpu PROPERTIES LABELS "gpu;e2e" SKIP_RETURN_CODE 77 TIMEOUT 300
+    ENVIRONMENT "${GKC_E2E_ENV};GKC_DEVICES_ARGS=--backend cuda --split-device 2")
 endif()
 
 if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/e2e_cli.sh AND TARGET gkc)

@@ -134,6 +134,30 @@ static void test_operands(void) {
   ASSERT_EQ(place_operands(&j, &g_devs, msg, sizeof msg), 0);
   ASSERT_EQ(j.dev_mask, 2);
 
+  /* A batch step may not write a replicated array (in place or as out). */
+  {
+    static float mem[16];
+    gkcd_res rw = arr(15, 0);
+    rw.rep_mask = 7, rw.ptr = mem, rw.bytes = sizeof mem;
+    gkcd_step steps[2];
+    memset(steps, 0, sizeof steps);
+    steps[0].op = BATCH_DOT, steps[0].x = steps[0].y = mem;
+    steps[1].op = BATCH_AXPBY, steps[1].x = steps[1].y = mem, steps[1].out = mem + 4;
+    gkcd_res *rr[] = {&rw};
+    j = job_with(PROTO_M_BATCH, rr, 1);
+    j.in.batch.steps = steps, j.in.batch.nsteps = 1;
+    ASSERT_EQ(place_operands(&j, &g_devs, msg, sizeof msg), 0); /* reading it is fine */
+    j.in.batch.nsteps = 2;
+    ASSERT_EQ(place_operands(&j, &g_devs, msg, sizeof msg), GKC_EINVALID_ARGUMENT);
+    ASSERT(strstr(msg, "step 1 writes handle 15") && strstr(msg, "replicated"));
+  }
+
+  /* A replicate is made from sent bytes, never from a handle. */
+  j = job_with(PROTO_M_UPLOAD, &one[0], 1);
+  j.replicate = 1;
+  ASSERT_EQ(place_operands(&j, &g_devs, msg, sizeof msg), GKC_EINVALID_ARGUMENT);
+  ASSERT(strstr(msg, "'replicate'") && strstr(msg, "handle 12"));
+
   /* Device 1 lost. */
   g_live = 5;
   j = job_with(PROTO_M_REDUCE, &one[0], 1);
