@@ -81,6 +81,12 @@ int move_operands(gkcd_job *job) {
                r->kind == RES_MATRIX ? "matrix" : "handle", r->id, r->device);
       return -1;
     }
+    if (!to->peer_copy) { /* a backend without copies between its devices */
+      job_fail(job, GKC_EINVALID_ARGUMENT, "%s %u lives on device %d and the %s backend cannot"
+               " copy it to device %d: use operands on one device, or 'replicate'",
+               r->kind == RES_MATRIX ? "matrix" : "handle", r->id, r->device, to->name, d);
+      return -1;
+    }
     if (job->nmoved == JOB_MAX_RES) {
       job_fail(job, GKC_EINTERNAL, "too many operands to move");
       return -1;

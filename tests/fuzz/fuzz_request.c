@@ -31,7 +31,8 @@
  *
  * Not reachable from here: conn.c and pool.c need a libuv loop, so the two
  * small functions of theirs that methods.c and validate.c call,
- * conn_take_fd and job_fail, are copied below; the fake connection never
+ * conn_take_fd and job_fail, are copied below (and devices.c's
+ * devices_count, as two devices); the fake connection never
  * has a descriptor waiting, so shm_register always fails and region_map is
  * not run.  release/shm_release go through resident.c's
  * res_release_request, as in rpc.c; the one line of submit() that prepares
@@ -95,6 +96,11 @@ int conn_take_fd(gkcd_conn *c) { /* conn.c */
   memmove(c->fds, c->fds + 1, (size_t)--c->nfds * sizeof c->fds[0]);
   return fd;
 }
+
+/* --- what devices.c would provide (it opens real backends) ---------------- */
+
+/* Two devices, so `device` 0 and 1 parse and anything else is refused. */
+int devices_count(void) { return 2; }
 
 /* --- fake backends: algo lists, and memory that must never be freed ------ */
 
