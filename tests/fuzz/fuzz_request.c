@@ -51,10 +51,12 @@
 
 #include "args.h"
 #include "backend.h"
+#include "devices.h"
 #include "fuzz_objects.h"
 #include "gkc_errors.h"
 #include "job.h"
 #include "methods.h"
+#include "part.h"
 #include "proto_errors.h"
 #include "proto_frame.h"
 #include "proto_methods.h"
@@ -101,6 +103,20 @@ int conn_take_fd(gkcd_conn *c) { /* conn.c */
 
 /* Two devices, so `device` 0 and 1 parse and anything else is refused. */
 int devices_count(void) { return 2; }
+uint64_t devices_live(const gkcd_devices *d) { (void)d; return 3; }
+/* Backends without partition primitives: csr_upload `devices` is parsed,
+ * then refused (part.c is not linked; no partitioned matrix is ever made). */
+gkcd_backend *devices_backend(int i) {
+  static gkcd_backend plain = {.name = "fuzz"};
+  return i >= 0 && i < 2 ? &plain : NULL;
+}
+void part_free(gkcd_part *p) {
+  if (p) __builtin_trap();
+}
+void part_pack(msgpack_packer *pk, const gkcd_part *p) {
+  (void)pk, (void)p;
+  __builtin_trap();
+}
 
 /* --- fake backends: algo lists, and memory that must never be freed ------ */
 
