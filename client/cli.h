@@ -79,6 +79,13 @@ int cli_bad_value(const cli_globals *g, const char *opt, const char *val, const 
 int cli_opt_float(const cli_globals *g, const char *opt, const char *arg, float *out);
 /* --seed N: sets *seed and *seeded. */
 int cli_opt_seed(const cli_globals *g, const char *arg, uint64_t *seed, int *seeded);
+/* --devices all|D,D,...: the matrix partitioned over those devices
+ * (gkc_csr_upload_partitioned: GKC_DEVICES_ALL or a mask of devices 0..63). */
+int cli_opt_devices(const cli_globals *g, const char *arg, uint64_t *mask);
+#define CLI_DEVICES_HELP \
+  "  --devices all|D,D keep A partitioned by rows over every device gkcd serves\n" \
+  "                    (all) or over those listed, balanced by nonzeros; each\n" \
+  "                    device computes its rows (PROTOCOL.md, partitioned matrices)\n"
 /* --device N: a device number (gkcd says whether it has it). */
 int cli_opt_device(const cli_globals *g, const char *arg, int *device);
 

@@ -42,6 +42,30 @@ int cli_opt_seed(const cli_globals *g, const char *arg, uint64_t *seed, int *see
   return 0;
 }
 
+int cli_opt_devices(const cli_globals *g, const char *arg, uint64_t *mask) {
+  if (!strcmp(arg, "all")) {
+    *mask = GKC_DEVICES_ALL;
+    return 0;
+  }
+  uint64_t m = 0;
+  const char *p = arg;
+  for (;;) {
+    char *end;
+    if (*p < '0' || *p > '9') break;
+    unsigned long d = strtoul(p, &end, 10);
+    if (d > 63 || (m & (1ull << d))) break;
+    m |= 1ull << d;
+    if (*end == 0) {
+      *mask = m;
+      return 0;
+    }
+    if (*end != ',') break;
+    p = end + 1;
+  }
+  return cli_bad_value(g, "--devices", arg,
+                       "expected all, or distinct device numbers 0..63 separated by commas");
+}
+
 int cli_opt_device(const cli_globals *g, const char *arg, int *device) {
   uint64_t v;
   if (cli_parse_u64(arg, &v) || v > 4096)

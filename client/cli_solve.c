@@ -19,6 +19,7 @@ typedef struct {
   float *b, *x0, *x; /* owned; x0 NULL when not given */
   double *hist;     /* owned, with --history */
   size_t hist_cap;
+  uint64_t devices; /* --devices: A partitioned (gkc_csr_upload_partitioned), 0: not */
 } solve_job;
 
 static void usage(FILE *f) {
@@ -41,6 +42,8 @@ static void usage(FILE *f) {
           "  --history         also print the relative residual after each iteration, and\n"
           "                    a plot of its log10 against the iteration\n"
           "  -o, --out X.npy   write x to this .npy file\n"
+          CLI_DEVICES_HELP
+          "                    (cg and pcg only)\n"
           CLI_COMMON_HELP
           "\nPrints the matrix's size, the method, the iterations, whether it converged\n"
           "and why it stopped, gkcd's residual ||b - A x|| / ||b|| of the float32 x\n"
@@ -52,7 +55,8 @@ static void usage(FILE *f) {
 }
 
 static int parse(cli_globals *g, solve_job *s, int argc, char **argv) {
-  enum { O_MATRIX = CLI_O_FIRST, O_B, O_X0, O_METHOD, O_RTOL, O_ATOL, O_MAX_ITER, O_HISTORY };
+  enum { O_MATRIX = CLI_O_FIRST, O_B, O_X0, O_METHOD, O_RTOL, O_ATOL, O_MAX_ITER, O_HISTORY,
+         O_DEVICES };
   static const struct option opts[] = {
       CLI_COMMON_OPTIONS,
       {"matrix", required_argument, 0, O_MATRIX}, {"b", required_argument, 0, O_B},
@@ -60,6 +64,7 @@ static int parse(cli_globals *g, solve_job *s, int argc, char **argv) {
       {"rtol", required_argument, 0, O_RTOL},     {"atol", required_argument, 0, O_ATOL},
       {"max-iter", required_argument, 0, O_MAX_ITER},
       {"history", no_argument, 0, O_HISTORY},     {"out", required_argument, 0, 'o'},
+      {"devices", required_argument, 0, O_DEVICES},
       {0, 0, 0, 0}};
   int o, rc;
   cli_getopt_begin();
@@ -85,6 +90,7 @@ static int parse(cli_globals *g, solve_job *s, int argc, char **argv) {
           return cli_bad_value(g, "--max-iter", optarg, "expected an integer from 1 to 100000000");
         break;
       case O_HISTORY: s->history = 1; break;
+      case O_DEVICES: if ((rc = cli_opt_devices(g, optarg, &s->devices))) return rc; break;
       case 'o': s->out_path = optarg; break;
       default:
         if ((rc = cli_common_opt(g, opts, o, argv)) >= 0) return rc;
@@ -249,7 +255,8 @@ static int run(cli_globals *g, int argc, char **argv) {
   gkc_csr A = {s.A.rows, s.A.cols, s.A.nnz, s.A.row_ptr, s.A.col_idx, s.A.values};
   char up_algo[32];
   double t0 = cli_now_us();
-  int err = gkc_csr_upload(conn, &A, 0, &mat, up_algo);
+  int err = s.devices ? gkc_csr_upload_partitioned(conn, &A, s.devices, 0, &mat)
+                      : gkc_csr_upload(conn, &A, 0, &mat, up_algo);
   double upload_us = cli_now_us() - t0;
   if (err) {
     rc = cli_call_failed(conn, err);

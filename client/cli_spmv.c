@@ -13,6 +13,7 @@ typedef struct {
   float alpha, beta;
   int check, seeded, used_rng;
   int64_t repeat; /* --repeat: 0 for one call sending the matrix */
+  uint64_t devices; /* --devices: A partitioned (implies --repeat 1 at least), 0: not */
   uint64_t seed;
   mtx_csr A; /* owned */
   float *x;  /* owned, cols floats */
@@ -44,6 +45,8 @@ static void usage(FILE *f) {
           "  --check           compare with a double-precision product computed here;\n"
           "                    fail (exit 1) when the max relative error is over 1e-4\n"
           "                    (with --repeat: the result of the last call)\n"
+          CLI_DEVICES_HELP
+          "                    (implies --repeat 1: the matrix must be resident)\n"
           CLI_COMMON_HELP
           "\nPrints rows, cols, nnz, the algo, kernel and round-trip times, GB/s (counting\n"
           "the least traffic: row_ptr, col_idx, values, x and y once) and the checksum\n"
@@ -56,7 +59,7 @@ static void usage(FILE *f) {
 
 static int parse(cli_globals *g, spmv_job *s, int argc, char **argv) {
   enum { O_MATRIX = CLI_O_FIRST, O_RANDOM, O_DENSITY, O_X, O_Y, O_ALPHA, O_BETA, O_SEED, O_ALGO,
-         O_CHECK, O_REPEAT };
+         O_CHECK, O_REPEAT, O_DEVICES };
   static const struct option opts[] = {
       CLI_COMMON_OPTIONS,
       {"matrix", required_argument, 0, O_MATRIX}, {"random", required_argument, 0, O_RANDOM},
@@ -65,6 +68,7 @@ static int parse(cli_globals *g, spmv_job *s, int argc, char **argv) {
       {"beta", required_argument, 0, O_BETA},     {"seed", required_argument, 0, O_SEED},
       {"algo", required_argument, 0, O_ALGO},     {"out", required_argument, 0, 'o'},
       {"check", no_argument, 0, O_CHECK},         {"repeat", required_argument, 0, O_REPEAT},
+      {"devices", required_argument, 0, O_DEVICES},
       {0, 0, 0, 0}};
   int o, rc;
   cli_getopt_begin();
@@ -89,6 +93,7 @@ static int parse(cli_globals *g, spmv_job *s, int argc, char **argv) {
       case O_ALGO: s->algo = optarg; break;
       case 'o': s->out_path = optarg; break;
       case O_CHECK: s->check = 1; break;
+      case O_DEVICES: if ((rc = cli_opt_devices(g, optarg, &s->devices))) return rc; break;
       case O_REPEAT:
         if (cli_parse_dims(optarg, 1, 100000000, 0, &s->repeat))
           return cli_bad_value(g, "--repeat", optarg, "expected a positive integer N");
@@ -98,6 +103,7 @@ static int parse(cli_globals *g, spmv_job *s, int argc, char **argv) {
     }
   }
   if ((rc = cli_no_operands(g, argc, argv)) >= 0) return rc;
+  if (s->devices && s->repeat == 0) s->repeat = 1; /* a partitioned matrix is resident */
   int random = s->rand_dims[0] > 0;
   if (random && s->matrix)
     return cli_usage_error(g, "--random and --matrix cannot be combined: give one of them");
@@ -303,7 +309,10 @@ static int run_resident(gkc_conn *conn, spmv_job *s, resident_run *res) {
   uint32_t mat = 0, xh = 0, yh = 0;
   int have_mat = 0, have_x = 0, have_y = 0, err;
   double t0 = cli_now_us();
-  if ((err = gkc_csr_upload(conn, &A, 0, &mat, res->upload_algo))) goto done;
+  if (s->devices) snprintf(res->upload_algo, sizeof res->upload_algo, "partitioned");
+  if ((err = s->devices ? gkc_csr_upload_partitioned(conn, &A, s->devices, 0, &mat)
+                        : gkc_csr_upload(conn, &A, 0, &mat, res->upload_algo)))
+    goto done;
   have_mat = 1;
   res->upload_us = cli_now_us() - t0;
   t0 = cli_now_us();

@@ -366,6 +366,14 @@ GKC_API int gkc_upload_placed(gkc_conn *c, gkc_ref data, gkc_dtype dtype, const 
 /* gkc_csr_upload with a placement, likewise. */
 GKC_API int gkc_csr_upload_placed(gkc_conn *c, const gkc_csr *A, const gkc_placement *where,
                                   uint32_t *matrix, int *device);
+/* gkc_csr_upload partitioned by rows over the devices of mask devices (bit
+ * d: device d; GKC_DEVICES_ALL: every device that serves), balanced by
+ * nonzeros: spmv and solve (cg, pcg) on it run on all of them, each device
+ * computing its rows (PROTOCOL.md, "Partitioned matrices").  shared as for
+ * gkc_csr_upload. */
+#define GKC_DEVICES_ALL (~(uint64_t)0)
+GKC_API int gkc_csr_upload_partitioned(gkc_conn *c, const gkc_csr *A, uint64_t devices, int shared,
+                                       uint32_t *matrix);
 /* Copies resident array handle, which must hold exactly bytes bytes, to dst. */
 GKC_API int gkc_download(gkc_conn *c, uint32_t handle, void *dst, size_t bytes);
 /* The same into region r at offset; *bytes (may be NULL) gets the size. */

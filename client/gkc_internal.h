@@ -38,6 +38,7 @@ struct gkc__req {
   const char *limit_name; /* gkc_status_limit: the entry of "limits" wanted */
   /* upload, csr_upload: `device` (pinned) or `replicate` (gkc_*_placed). */
   int pinned, device, replicate;
+  uint64_t partition; /* csr_upload: `devices` (gkc_csr_upload_partitioned), 0: none */
   union {             /* a copy of the caller's arguments, read by pack */
     gkc_sgemm_args sgemm;
     gkc_spmv_args spmv;

@@ -485,8 +485,16 @@ static void pack_csr(msgpack_packer *pk, const gkc__req *r) {
   size_t nnz = (size_t)A->nnz;
   gkc_ref rp = gkc_ref_mem(A->row_ptr, ((size_t)A->rows + 1) * 4);
   gkc_ref ci = gkc_ref_mem(A->col_idx, nnz * 4), va = gkc_ref_mem(A->values, nnz * 4);
-  msgpack_pack_map(pk, 6 + where_keys(r->pinned, r->replicate));
+  msgpack_pack_map(pk, 6 + where_keys(r->pinned, r->replicate) + (r->partition != 0));
   pack_where(pk, r->pinned, r->device, r->replicate);
+  if (r->partition == GKC_DEVICES_ALL) {
+    proto_pack_cstr(pk, "devices"), proto_pack_cstr(pk, "all");
+  } else if (r->partition) {
+    proto_pack_cstr(pk, "devices");
+    msgpack_pack_array(pk, (size_t)__builtin_popcountll(r->partition));
+    for (int d = 0; d < 64; d++)
+      if (r->partition & (1ull << d)) msgpack_pack_int(pk, d);
+  }
   proto_pack_cstr(pk, "rows"), msgpack_pack_int32(pk, A->rows);
   proto_pack_cstr(pk, "cols"), msgpack_pack_int32(pk, A->cols);
   proto_pack_cstr(pk, "shared"),
@@ -575,6 +583,20 @@ int gkc_csr_upload_placed(gkc_conn *c, const gkc_csr *A, const gkc_placement *wh
   rc = run(c, &r, rc, &res, NULL);
   if (rc == 0 && matrix) *matrix = res.id;
   if (rc == 0 && device) *device = res.info.device;
+  return rc;
+}
+
+int gkc_csr_upload_partitioned(gkc_conn *c, const gkc_csr *A, uint64_t devices, int shared,
+                               uint32_t *matrix) {
+  if (!A) return gkc__fail(c, GKC_EINVALID_ARGUMENT, "A and its arrays must not be NULL");
+  if (!devices)
+    return gkc__fail(c, GKC_EINVALID_ARGUMENT, "devices: an empty mask (GKC_DEVICES_ALL for"
+                     " every device)");
+  gkc_csr_upload_args a = {*A, shared};
+  BLOCKING(gkc__prep_csr_upload(c, &r, &a));
+  r.partition = devices;
+  rc = run(c, &r, rc, &res, NULL);
+  if (rc == 0 && matrix) *matrix = res.id;
   return rc;
 }
 

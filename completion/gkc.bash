@@ -24,6 +24,7 @@ _gkc() {
     --matrix) _filedir '@(mtx|mtx.gz)'; return ;;
     --op) COMPREPLY=($(compgen -W "sum min max" -- "$cur")); return ;;
     --precision) COMPREPLY=($(compgen -W "fp32 tf32" -- "$cur")); return ;;
+    --devices) COMPREPLY=($(compgen -W "all" -- "$cur")); return ;;
     --random | --seed | --interval | --iterations | --algo | --alpha | --beta) return ;;
   esac
 

@@ -434,6 +434,9 @@ done:
   return r;
 }
 
+extern const gkcd_part_ops cpu_part_ops; /* cpu_part.c */
+int cpu_backend_threads(const gkcd_backend *be) { return ((const cpu_impl *)be->impl)->nthreads; }
+
 /* One backend over impl, with the cost model's starting rates. */
 static gkcd_backend *make_backend(cpu_impl *impl, const cost_rates *rates) {
   gkcd_backend *be = calloc(1, sizeof *be);
@@ -452,6 +455,7 @@ static gkcd_backend *make_backend(cpu_impl *impl, const cost_rates *rates) {
   be->res_alloc = cpu_res_alloc;
   be->res_free = cpu_res_free;
   be->peer_copy = cpu_peer_copy;
+  be->part = &cpu_part_ops;
   be->spmv_pick = cpu_spmv_pick;
   be->devices = cpu_devices;
   be->destroy = cpu_destroy;

@@ -76,10 +76,43 @@ struct gkcd_backend {
    * to 1 when the copy went peer to peer. */
   int (*peer_copy)(gkcd_backend *be, void *dst, gkcd_backend *from, const void *src, size_t bytes,
                    int *peer, char *msg, size_t msglen);
+  /* The primitives a partitioned matrix runs on (daemon/part.h), or NULL
+   * when the backend has none (partitioned matrices are then refused). */
+  const struct gkcd_part_ops *part;
   /* Set once the device has failed for good (backend_device_lost). */
   atomic_int lost;
   void *impl;
 };
+
+/* --- partitioned matrices (daemon/part.h) ---------------------------------
+ * What one device does for its row block of a partitioned matrix, on
+ * vectors of float64 in its resident memory (res_alloc): the iteration is
+ * carried in float64, like cpu_solve's, so a partitioned solve follows the
+ * single-device one.  Every call is synchronous and may come from any
+ * worker thread; each returns 0, or a negative gkc_error with msg (e.g.
+ * GKC_EDEVICE_LOST after backend_device_lost).  n may be 0. */
+typedef struct gkcd_part_ops {
+  /* bytes from host memory src to resident dst, and back. */
+  int (*to_dev)(gkcd_backend *be, void *dst, const void *src, size_t bytes, char *msg,
+                size_t msglen);
+  int (*to_host)(gkcd_backend *be, void *dst, const void *src, size_t bytes, char *msg,
+                 size_t msglen);
+  /* y[i] = sum over row i of values[t] * x[col_idx[t]], for rows rows. */
+  int (*spmv)(gkcd_backend *be, int32_t rows, const int32_t *row_ptr, const int32_t *col_idx,
+              const float *values, const double *x, double *y, char *msg, size_t msglen);
+  /* dst[i] = src[idx[i]] (packing the entries another device reads). */
+  int (*gather)(gkcd_backend *be, double *dst, const double *src, const int32_t *idx, int64_t n,
+                char *msg, size_t msglen);
+  /* *out = x . y */
+  int (*dot)(gkcd_backend *be, const double *x, const double *y, int64_t n, double *out,
+             char *msg, size_t msglen);
+  /* y = a x + b y (b = 0: y is only written) */
+  int (*axpby)(gkcd_backend *be, double a, const double *x, double b, double *y, int64_t n,
+               char *msg, size_t msglen);
+  /* z = d .* r (Jacobi) */
+  int (*mul)(gkcd_backend *be, const double *d, const double *r, double *z, int64_t n, char *msg,
+             size_t msglen);
+} gkcd_part_ops;
 
 /* A device has failed for good: a sticky CUDA error, an ECC fault, a GPU
  * that fell off the bus, or fault injection.  Any thread.  The backend

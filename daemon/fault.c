@@ -62,10 +62,11 @@ int fault_init(void) {
   return 0;
 }
 
-int fault_device(gkcd_job *job) {
-  if (g_lose_dev < 0 || job->be->device != g_lose_dev) return 0;
+int fault_device(gkcd_job *job) { return fault_device_be(job->be); }
+int fault_device_be(gkcd_backend *be) {
+  if (g_lose_dev < 0 || be->device != g_lose_dev) return 0;
   if (atomic_fetch_add(&g_dev_jobs, 1) == g_lose_after)
-    backend_device_lost(job->be, "injected fault (GKCD_FAULT=device_lost)");
+    backend_device_lost(be, "injected fault (GKCD_FAULT=device_lost)");
   return 0;
 }
 
@@ -82,5 +83,6 @@ int fault_inject(gkcd_job *job) {
 #else
 int fault_init(void) { return 0; }
 int fault_device(gkcd_job *job) { (void)job; return 0; }
+int fault_device_be(gkcd_backend *be) { (void)be; return 0; }
 int fault_inject(gkcd_job *job) { (void)job; return 0; }
 #endif

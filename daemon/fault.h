@@ -24,5 +24,9 @@ int fault_inject(gkcd_job *job);
  * loses the device when its time has come.  Always 0 (the job then finds
  * its device lost). */
 int fault_device(gkcd_job *job);
+/* The same for a device a gang job holds (part.h), each one counted as
+ * running a job when the gang job starts. */
+struct gkcd_backend;
+int fault_device_be(struct gkcd_backend *be);
 
 #endif

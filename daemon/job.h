@@ -236,6 +236,15 @@ struct gkcd_job {
   atomic_int parts_left;
   /* replicate: each device's copy {ptr, cap}, indexed by device (malloc'd). */
   struct gkcd_copy *copies;
+  /* A gang job (part.h): the devices it holds a slot on, all at once, while
+   * it runs on one worker (csr_upload with `devices`, spmv and solve on a
+   * partitioned matrix); 0 for any other job. */
+  uint64_t gang_mask;
+  /* Its partitioned matrix: the one it reads (spmv, solve: the matrix's,
+   * referenced through res[]), or the one it made (csr_upload: the job's
+   * until rpc.c adopts it). */
+  struct gkcd_part *part;
+  int part_adopted;     /* csr_upload: the new matrix took part (still packed in the reply) */
 };
 
 /* One device's copy of a replicated object. */

@@ -167,6 +167,11 @@ static int parse_spmv_step(step_ctx *c, gkcd_step *st) {
   gkcd_res *m;
   if ((rc = args_known(&c->a, keys)) || (rc = refs_object(&c->r, "matrix", RES_MATRIX, &m)))
     return rc;
+  if (m->part) {
+    snprintf(c->a.msg, c->a.msglen, "argument 'matrix': matrix %" PRIu32 " is partitioned over"
+             " several devices, which batch does not support: use spmv or solve on it", m->id);
+    return GKC_EINVALID_ARGUMENT;
+  }
   st->m = m->rows, st->k = m->cols, st->nnz = m->nnz, st->max_row = m->max_row;
   size_t rp = ((size_t)m->rows + 1) * 4, nz = (size_t)m->nnz * 4;
   st->row_ptr = m->ptr;

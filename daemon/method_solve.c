@@ -14,6 +14,7 @@
 
 #include "gkc_errors.h"
 #include "methods.h"
+#include "part.h"
 #include "proto_rpc.h"
 #include "resident.h"
 
@@ -73,11 +74,16 @@ int methods_parse_solve(refs_ctx *r, size_t max) {
     return GKC_EINVALID_ARGUMENT;
   }
   s->n = m->rows, s->nnz = m->nnz, s->max_row = m->max_row;
-  size_t rp = ((size_t)m->rows + 1) * 4, nz = (size_t)m->nnz * 4;
-  s->row_ptr = m->ptr;
-  s->col_idx = (const char *)m->ptr + rp;
-  s->values = (const char *)m->ptr + rp + nz;
-  s->plan = m->plan_off ? (const char *)m->ptr + m->plan_off : NULL;
+  if (m->part) { /* partitioned (part.h): a gang job on all its devices */
+    job->part = m->part;
+    job->gang_mask = m->part->mask;
+  } else {
+    size_t rp = ((size_t)m->rows + 1) * 4, nz = (size_t)m->nnz * 4;
+    s->row_ptr = m->ptr;
+    s->col_idx = (const char *)m->ptr + rp;
+    s->values = (const char *)m->ptr + rp + nz;
+    s->plan = m->plan_off ? (const char *)m->ptr + m->plan_off : NULL;
+  }
 
   const char *name = "cg";
   size_t len = 2;
@@ -100,6 +106,17 @@ int methods_parse_solve(refs_ctx *r, size_t max) {
     char echo[40];
     snprintf(a->msg, a->msglen, "argument 'precision': '%s' is not fp64 or fp32",
              proto_echo(echo, sizeof echo, prec, plen, 32));
+    return GKC_EINVALID_ARGUMENT;
+  }
+  if (job->part && s->fp32) {
+    snprintf(a->msg, a->msglen, "argument 'precision': fp32 does not run on a partitioned"
+             " matrix (matrix %" PRIu32 ", carried in float64 on every device); leave it out",
+             m->id);
+    return GKC_EINVALID_ARGUMENT;
+  }
+  if (job->part && s->method == SOLVE_BICGSTAB) {
+    snprintf(a->msg, a->msglen, "argument 'method': bicgstab does not run on a partitioned"
+             " matrix (matrix %" PRIu32 "); use cg or pcg, or upload it to one device", m->id);
     return GKC_EINVALID_ARGUMENT;
   }
   s->rtol = 1e-6, s->atol = 0;

@@ -10,6 +10,7 @@
 #include "proto_methods.h"
 #include "proto_rpc.h"
 #include "devices.h"
+#include "part.h"
 #include "server.h"
 
 /* How each method runs: on the loop, or as a job run by the backend or by
@@ -102,6 +103,69 @@ static int parse_where(args_ctx *a, gkcd_job *job) {
              " a replicated object lives on every device");
     return GKC_EINVALID_ARGUMENT;
   }
+  return 0;
+}
+
+/* csr_upload's `devices`: "all" (every live device) or a list of distinct
+ * device indices; the matrix is partitioned by rows over them (part.h).
+ * Whether the listed ones still serve is the scheduler's check. */
+static int parse_devices(refs_ctx *r, int32_t rows) {
+  args_ctx *a = r->a;
+  gkcd_job *job = r->job;
+  const msgpack_object *o = proto_map_get(a->params, "devices");
+  if (!o) return 0;
+  int n = devices_count();
+  uint64_t mask = 0;
+  if (o->type == MSGPACK_OBJECT_STR && o->via.str.size == 3 && !memcmp(o->via.str.ptr, "all", 3)) {
+    mask = devices_live(&r->srv->devs);
+  } else if (o->type == MSGPACK_OBJECT_ARRAY && o->via.array.size > 0) {
+    for (uint32_t i = 0; i < o->via.array.size; i++) {
+      const msgpack_object *e = &o->via.array.ptr[i];
+      int64_t d = e->type == MSGPACK_OBJECT_POSITIVE_INTEGER ? (e->via.u64 > INT64_MAX ? -1 : (int64_t)e->via.u64)
+                  : e->type == MSGPACK_OBJECT_NEGATIVE_INTEGER ? e->via.i64 : INT64_MIN;
+      if (d == INT64_MIN) {
+        snprintf(a->msg, a->msglen, "argument 'devices': element %u is not an integer", i);
+        return GKC_EINVALID_ARGUMENT;
+      }
+      if (d < 0 || d >= n) {
+        snprintf(a->msg, a->msglen, "argument 'devices': %" PRId64 " is not a device of this"
+                 " gkcd, which has %d (0 to %d)", d, n, n - 1);
+        return GKC_EINVALID_ARGUMENT;
+      }
+      if (mask & (1ull << d)) {
+        snprintf(a->msg, a->msglen, "argument 'devices': device %" PRId64 " is listed twice", d);
+        return GKC_EINVALID_ARGUMENT;
+      }
+      mask |= 1ull << d;
+    }
+  } else {
+    snprintf(a->msg, a->msglen, "argument 'devices' must be \"all\" or a non-empty array of"
+             " device indices");
+    return GKC_EINVALID_ARGUMENT;
+  }
+  if (job->pin_device >= 0 || job->replicate) {
+    snprintf(a->msg, a->msglen, "argument 'devices' cannot be given with '%s': a partitioned"
+             " matrix has one row block on each of its devices",
+             job->replicate ? "replicate" : "device");
+    return GKC_EINVALID_ARGUMENT;
+  }
+  int k = __builtin_popcountll(mask);
+  if (!mask) {
+    snprintf(a->msg, a->msglen, "argument 'devices': no device is left serving");
+    return GKC_EDEVICE_LOST;
+  }
+  for (int d = 0; d < n; d++)
+    if ((mask & (1ull << d)) && !devices_backend(d)->part) {
+      snprintf(a->msg, a->msglen, "argument 'devices': the %s backend of device %d does not"
+               " support partitioned matrices yet", devices_backend(d)->name, d);
+      return GKC_EINVALID_ARGUMENT;
+    }
+  if (rows < k) {
+    snprintf(a->msg, a->msglen, "argument 'devices': a matrix of %" PRId32 " rows cannot be cut"
+             " into %d row blocks, one per device", rows, k);
+    return GKC_EINVALID_ARGUMENT;
+  }
+  job->gang_mask = mask;
   return 0;
 }
 
@@ -249,11 +313,22 @@ static int parse_spmv(refs_ctx *r, size_t max) {
     gkcd_res *m;
     if ((rc = refs_object(r, "matrix", RES_MATRIX, &m))) return rc;
     s->rows = m->rows, s->cols = m->cols, s->nnz = m->nnz, s->max_row = m->max_row;
-    size_t rp = ((size_t)m->rows + 1) * 4, nz = (size_t)m->nnz * 4;
-    s->row_ptr = (gkcd_span){m->ptr, rp, SPAN_RES, 0, 0};
-    s->col_idx = (gkcd_span){(char *)m->ptr + rp, nz, SPAN_RES, 0, 0};
-    s->values = (gkcd_span){(char *)m->ptr + rp + nz, nz, SPAN_RES, 0, 0};
-    s->plan = m->plan_off ? (const char *)m->ptr + m->plan_off : NULL;
+    if (m->part) {
+      if (job->pin_device >= 0) {
+        snprintf(a->msg, a->msglen, "argument 'device': matrix %" PRIu32 " is partitioned over"
+                 " several devices, and spmv on it runs on all of them", m->id);
+        return GKC_EINVALID_ARGUMENT;
+      }
+      job->part = m->part; /* its blocks are on its devices: nothing here reads them */
+      job->gang_mask = m->part->mask;
+    }
+    if (!m->part) {
+      size_t rp = ((size_t)m->rows + 1) * 4, nz = (size_t)m->nnz * 4;
+      s->row_ptr = (gkcd_span){m->ptr, rp, SPAN_RES, 0, 0};
+      s->col_idx = (gkcd_span){(char *)m->ptr + rp, nz, SPAN_RES, 0, 0};
+      s->values = (gkcd_span){(char *)m->ptr + rp + nz, nz, SPAN_RES, 0, 0};
+      s->plan = m->plan_off ? (const char *)m->ptr + m->plan_off : NULL;
+    }
     s->validated = 1;
   } else {
     int64_t rows, cols;
@@ -359,7 +434,7 @@ static int parse_download(refs_ctx *r, size_t max) {
 
 static int parse_csr_upload(refs_ctx *r, size_t max) {
   static const char *const keys[] = {"rows", "cols", "row_ptr", "col_idx", "values", "shared",
-                                     "device", "replicate", NULL};
+                                     "device", "replicate", "devices", NULL};
   args_ctx *a = r->a;
   gkcd_job *job = r->job;
   __typeof__(job->in.csr) *s = &job->in.csr;
@@ -370,9 +445,18 @@ static int parse_csr_upload(refs_ctx *r, size_t max) {
       (rc = parse_where(a, job)))
     return rc;
   s->rows = (int32_t)rows, s->cols = (int32_t)cols;
-  if ((rc = parse_csr_arrays(r, s->rows, &s->row_ptr, &s->col_idx, &s->values, &s->nnz)))
+  if ((rc = parse_devices(r, s->rows)) ||
+      (rc = parse_csr_arrays(r, s->rows, &s->row_ptr, &s->col_idx, &s->values, &s->nnz)))
     return rc;
   job->out_bytes = s->row_ptr.bytes + 2 * s->col_idx.bytes;
+  if (job->gang_mask) {
+    /* Partitioned (part.c): at most, beside the arrays, a row_ptr entry and
+     * 8 bytes of padding per block, a send list (<= nnz indices) and, when
+     * square, the inverse diagonal in float64.  All of it fits size_t:
+     * the arrays came in one request. */
+    size_t k = (size_t)__builtin_popcountll(job->gang_mask);
+    job->out_bytes += 12 * k + s->col_idx.bytes + (s->rows == s->cols ? 8 * (size_t)s->rows : 0);
+  }
   job->out_kind = OUT_RES_NEW;
   (void)max;
   return 0;
@@ -523,7 +607,8 @@ void methods_pack_result(msgpack_packer *pk, const gkcd_job *job, double server_
       methods_pack_out(pk, job, "data", 0);
       return;
     case PROTO_M_CSR_UPLOAD:
-      msgpack_pack_map(pk, 6);
+      msgpack_pack_map(pk, 6 + (job->part != NULL));
+      if (job->part) part_pack(pk, job->part);
       methods_pack_device(pk, job);
       proto_pack_cstr(pk, "matrix"), msgpack_pack_uint32(pk, new_id);
       proto_pack_cstr(pk, "rows"), msgpack_pack_int32(pk, job->in.csr.rows);

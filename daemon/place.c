@@ -6,6 +6,7 @@
 #include "devices.h"
 #include "gkc_errors.h"
 #include "proto_methods.h"
+#include "part.h"
 #include "resident.h"
 
 int place_pick(int n, uint64_t candidates, const double *outstanding_us, const double *cost_us) {
@@ -24,6 +25,7 @@ static int on_device(const gkcd_res *r) { return r->kind == RES_ARRAY || r->kind
 
 /* The devices that hold r now. */
 static uint64_t holders(const gkcd_res *r, uint64_t live) {
+  if (r->part) return (r->part->mask & ~live) ? 0 : r->part->mask;
   return (r->rep_mask ? r->rep_mask : 1ull << r->device) & live;
 }
 
@@ -69,6 +71,12 @@ int place_operands(gkcd_job *job, const gkcd_devices *devs, char *msg, size_t ms
     const gkcd_res *r = job->res[i];
     if (!on_device(r)) continue;
     uint64_t h = holders(r, live);
+    if (!h && r->part) {
+      int d = __builtin_ctzll(r->part->mask & ~live);
+      snprintf(msg, msglen, "matrix %u was partitioned over devices including device %d, which"
+               " was lost (%s)", r->id, d, backend_lost_reason(devs->dev[d].be));
+      return GKC_EDEVICE_LOST;
+    }
     if (!h) {
       snprintf(msg, msglen, "%s %u lived on device %d, which was lost (%s)", kind_name(r), r->id,
                r->device, backend_lost_reason(devs->dev[r->device].be));
@@ -76,6 +84,18 @@ int place_operands(gkcd_job *job, const gkcd_devices *devs, char *msg, size_t ms
     }
     all &= h;
     any |= h;
+  }
+  /* A gang job (part.h) runs on all its devices, whatever else it reads
+   * (it reads other arrays through their own devices). */
+  if (job->gang_mask) {
+    if (job->gang_mask & ~live) {
+      snprintf(msg, msglen, "argument 'devices': %s",
+               devices_lost_msg(devs->dev[__builtin_ctzll(job->gang_mask & ~live)].be, why,
+                                sizeof why));
+      return GKC_EDEVICE_LOST;
+    }
+    job->dev_mask = job->gang_mask;
+    return 0;
   }
   /* Where it must run: the pinned device, or the array it writes. */
   uint64_t must = live;

@@ -8,6 +8,7 @@
 #include "args.h"
 #include "gkc_errors.h"
 #include "log.h"
+#include "part.h"
 #include "proto_methods.h"
 #include "server.h"
 
@@ -51,7 +52,9 @@ void res_unref(gkcd_server *srv, gkcd_res *r) {
     if (r->pinned && srv->be->region_unpin) srv->be->region_unpin(srv->be, r->ptr);
     munmap(r->ptr, r->bytes);
   } else {
-    if (r->copies) { /* replicated: one copy per device */
+    if (r->part) { /* partitioned: one block per device */
+      part_free(r->part);
+    } else if (r->copies) { /* replicated: one copy per device */
       for (int d = 0; d < srv->devs.n; d++)
         if (r->rep_mask & (1ull << d))
           srv->devs.dev[d].be->res_free(srv->devs.dev[d].be, r->copies[d].ptr, r->copies[d].cap);

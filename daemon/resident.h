@@ -46,6 +46,8 @@ struct gkcd_res {
   uint64_t rep_mask; /* replicated: the devices holding a copy (bit d); 0: not */
   gkcd_copy *copies; /* replicated: copies[d] for each d in rep_mask (ptr, cap are
                       * copies[device]); read-only, so never an `out` */
+  struct gkcd_part *part; /* matrix partitioned by rows over several devices (part.h), or
+                           * NULL; ptr is then NULL and device its first device */
   gkcd_res *next;   /* hash chain */
 };
 

@@ -16,6 +16,7 @@
 #include "log.h"
 #include "methods.h"
 #include "move.h"
+#include "part.h"
 #include "split.h"
 #include "proto_errors.h"
 #include "proto_rpc.h"
@@ -114,6 +115,7 @@ static void send_empty(gkcd_conn *c, uint32_t msgid) {
 static void job_free(gkcd_server *srv, gkcd_job *job) {
   move_free(job);   /* operands copied from other devices (before the objects go) */
   split_free(job);  /* parts, and copies a replicate made that nobody adopted */
+  if (job->method == PROTO_M_CSR_UPLOAD && !job->part_adopted) part_free(job->part);
   for (int i = 0; i < job->nres; i++) res_unref(srv, job->res[i]);
   if (job->reg_fd >= 0) close(job->reg_fd);
   free(job->priv[0]);
@@ -137,7 +139,8 @@ static uint32_t adopt(gkcd_server *srv, gkcd_job *job) {
     if (kind == RES_REGION) {
       if (job->reg_pinned && srv->be->region_unpin) srv->be->region_unpin(srv->be, job->out_ptr);
       munmap(job->out_ptr, job->out_bytes);
-    } else if (!job->copies) { /* a replicate's copies go with the job (split_free) */
+    } else if (!job->copies && !job->part) { /* a replicate's copies, a partitioned matrix's
+                                               * blocks go with the job (job_free) */
       gkcd_backend *be = srv->devs.dev[job->device].be;
       be->res_free(be, job->out_ptr, job->out_cap);
     }
@@ -148,6 +151,12 @@ static uint32_t adopt(gkcd_server *srv, gkcd_job *job) {
   r->cap = job->out_cap;
   r->bytes = job->out_bytes;
   r->device = job->device;
+  if (job->part && kind == RES_MATRIX) { /* partitioned: the object takes the blocks */
+    r->part = job->part;
+    r->bytes = job->part->bytes;
+    r->device = job->part->dev[0];
+    job->part_adopted = 1;
+  }
   if (job->copies) { /* replicated: the object takes every device's copy */
     r->copies = job->copies;
     r->rep_mask = job->split_mask;

@@ -168,6 +168,10 @@ static uint64_t free_devices(const gkcd_sched *s, int l, uint64_t live) {
 /* The devices job needs at once: all live ones for a replicate, else any
  * one of its eligible devices. */
 static int can_start(const gkcd_job *job, uint64_t live, uint64_t freem) {
+  /* A gang job takes a slot on each of its devices at once (part.h): it
+   * waits until all are free, and one of them lost answers it at once. */
+  if (job->gang_mask)
+    return (job->gang_mask & ~live) || (job->gang_mask & freem) == job->gang_mask;
   uint64_t need = job->replicate ? live : job->dev_mask & live;
   if (!need) return 1; /* it will be answered device_lost */
   return job->replicate ? (need & freem) == need : (need & freem) != 0;
@@ -197,6 +201,26 @@ static int place(gkcd_sched *s, gkcd_job *job, int l, uint64_t live, uint64_t fr
       snprintf(msg, sizeof msg, "every device it could run on was lost");
     job_fail(job, GKC_EDEVICE_LOST, "%s", msg);
     return -1;
+  }
+  if (job->gang_mask) {
+    char msg[sizeof job->errmsg];
+    if (job->gang_mask & ~live) {
+      if (place_operands(job, dv, msg, sizeof msg) == 0)
+        snprintf(msg, sizeof msg, "a device it needs was lost");
+      job_fail(job, GKC_EDEVICE_LOST, "%s", msg);
+      return -1;
+    }
+    /* It runs on its first device's worker; the others' slots are held
+     * for it (their share of its predicted time with them). */
+    int first = __builtin_ctzll(job->gang_mask), k = __builtin_popcountll(job->gang_mask);
+    for (int d = first + 1; d < dv->n; d++)
+      if (job->gang_mask & (1ull << d)) {
+        s->dev[d].running[l]++;
+        s->dev[d].outstanding_us += job->cost_us / k;
+        s->lanes[l].running++;
+      }
+    start_on(s, job, first, l, job->cost_us / k);
+    return 0;
   }
   double cost[GKCD_MAX_DEVICES] = {0}, out[GKCD_MAX_DEVICES] = {0};
   int devs[GKCD_MAX_DEVICES], k = 0;
@@ -357,7 +381,8 @@ int sched_submit(gkcd_sched *s, gkcd_job *job, char *msg, size_t msglen) {
   if (job->cost_us < 0) job->cost_us = cost_predict(s->devs->dev[0].cost, job);
   /* A solve runs as long as it takes to converge: bulk work, whatever the
    * prediction says. */
-  job->lane = job->method == PROTO_M_SOLVE ? LANE_BULK : sched_lane_for(s, job->cost_us);
+  job->lane = job->method == PROTO_M_SOLVE || job->gang_mask ? LANE_BULK
+                                                              : sched_lane_for(s, job->cost_us);
   /* The request's bytes are held from now on: input until it is admitted. */
   budget_take(s->budget, BUDGET_INPUT, job->frame_bytes);
   job->frame_charge = job->frame_bytes;
@@ -416,8 +441,18 @@ void sched_finished(gkcd_sched *s, gkcd_job *job) {
       ln->running--;
       s->devs->dev[p->device].served++;
       double us = p->t_done_ns > p->t_run_ns ? (double)(p->t_done_ns - p->t_run_ns) / 1e3 : 0;
-      cost_observe(s->devs->dev[p->device].cost, p, us);
+      if (!job->gang_mask) cost_observe(s->devs->dev[p->device].cost, p, us);
     }
+    /* A gang job gives back the slots it held beside its own. */
+    for (int d = job->device + 1; job->gang_mask && d < s->devs->n; d++)
+      if (job->gang_mask & (1ull << d)) {
+        sched_dev *sd = &s->dev[d];
+        sd->running[job->lane]--;
+        sd->outstanding_us -= job->dev_cost_us;
+        if (sd->outstanding_us < 0) sd->outstanding_us = 0;
+        ln->running--;
+        s->devs->dev[d].served++;
+      }
     if (job->nparts && !job->err)
       s->handoff_us += 0.25 * (split_observed_overhead(job) - s->handoff_us);
     job->dispatched = 0;

@@ -9,6 +9,7 @@
 #include "gkc_errors.h"
 #include "methods.h"
 #include "move.h"
+#include "part.h"
 #include "region.h"
 #include "validate.h"
 
@@ -29,6 +30,11 @@ void work_run(gkcd_job *job, void *arg) {
              (double)(job->t_run_ns - job->t_start_ns) / 1e6);
   } else if (!methods_is_backend(job->method)) {
     region_map(be, job);
+  } else if (job->gang_mask) {
+    /* A gang job: every device it holds is counted as running a job. */
+    for (int d = 0; d < GKCD_MAX_DEVICES; d++)
+      if (job->gang_mask & (1ull << d)) fault_device_be(devices_backend(d));
+    if (validate_job(job) == 0 && fault_inject(job) == 0) part_run(job);
   } else if (fault_device(job) == 0 && !device_gone(job) && move_operands(job) == 0 &&
              fault_inject(job) == 0 && validate_job(job) == 0) {
     be->run(be, job);

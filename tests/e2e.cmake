@@ -18,7 +18,7 @@ function(gkc_e2e_test name)
 endfunction()
 
 foreach(t e2e_lib e2e_errors e2e_lengths e2e_pipeline e2e_lifecycle e2e_soak e2e_service e2e_resident
-        e2e_sched e2e_solve_lib e2e_devices)
+        e2e_sched e2e_solve_lib e2e_devices e2e_partition)
   if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/${t}.c)
     gkc_e2e_test(${t})
   endif()

@@ -163,8 +163,8 @@ declare -A HELP_OPTS=(
   [status]="--socket --json"
   [sgemm]="--a --b --c --alpha --beta --trans-a --trans-b --algo --out --random --seed --check --json"
   [reduce]="--x --random --seed --op --algo --check --json"
-  [spmv]="--matrix --random --density --x --y --alpha --beta --seed --algo --out --check --json"
-  [solve]="--matrix --b --x0 --method --rtol --atol --max-iter --history --out --json"
+  [spmv]="--matrix --random --density --x --y --alpha --beta --seed --algo --out --check --devices --json"
+  [solve]="--matrix --b --x0 --method --rtol --atol --max-iter --history --out --devices --json"
 )
 for cmd in ping status sgemm reduce spmv solve; do
   run_raw "$cmd" --help
@@ -380,6 +380,23 @@ for method in cg pcg bicgstab; do
     bad "solve --method $method: x's residual recomputed here ($rhere) vs gkcd's ($rjson), rtol 1e-6"
   fi
 done
+# --devices all: A partitioned by rows over gkcd's devices (here the one it has; the
+# split over several is tests/python/test_partition.py's): the same answer.
+run solve --matrix "$dir/lap.mtx" --b "$dir/b576.npy" --devices all --rtol 1e-6 --out "$dir/x_part.npy" --json
+expect_json "solve --devices all --json: converged, partitioned" \
+  "d['converged'] is True and d['algo'] == 'partitioned' and 0 < d['iterations'] < 576"
+rhere=$(residual "$dir/lap.mtx" "$dir/x_part.npy" "$dir/b576.npy" 2>&1 || true)
+if python3 -c 'import sys; sys.exit(not float(sys.argv[1]) <= 2e-6)' "$rhere" 2>/dev/null; then
+  ok "solve --devices all: residual here $rhere"; else bad "solve --devices all: residual here $rhere"; fi
+run spmv --matrix "$dir/lap.mtx" --devices all --check --json --seed 4
+expect_json "spmv --devices all --check: resident, partitioned, checked" \
+  "d['check'] == 'passed' and d['repeat'] == 1"
+run solve --matrix "$dir/lap.mtx" --devices all --method bicgstab
+expect "solve --devices all --method bicgstab: refused, says why" 1 "bicgstab does not run on a partitioned matrix"
+run solve --matrix "$dir/lap.mtx" --devices 0,0
+expect "solve --devices 0,0: exit 2, names --devices" 2 "^gkc: invalid --devices '0,0': expected all, or distinct"
+run spmv --matrix "$dir/lap.mtx" --devices 7
+expect "spmv --devices 7 (no such device): refused by gkcd, names 'devices'" 1 "argument 'devices': 7 is not a device"
 # Without --b: b = A * ones, and the error against ones is reported.
 run solve --matrix "$dir/lap.mtx" --rtol 1e-7 --out "$dir/x_ones.npy" --json
 expect_json "solve without --b: b = A * ones, error vs ones small" \

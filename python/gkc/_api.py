@@ -485,18 +485,29 @@ class Api:
         return self._invoke("download", p, decode)
 
     def csr_upload(self, A: Any, *, shared: bool = False, device: Optional[int] = None,
-                   replicate: bool = False) -> Any:
+                   replicate: bool = False, devices: Any = None) -> Any:
         """Keeps a sparse matrix on gkcd (validated once); returns a :class:`Matrix`.
         A is a SciPy sparse matrix or ``(row_ptr, col_idx, values, (rows, cols))``.
-        ``device`` and ``replicate`` as for :meth:`upload`."""
+        ``device`` and ``replicate`` as for :meth:`upload`.  ``devices="all"``
+        (or a list of device indices) partitions the rows over those devices,
+        balanced by nonzeros: spmv and solve (cg, pcg) on it run on all of them;
+        ``Matrix.partition`` says how it was cut."""
         p = self._csr(A, None)
         p["shared"] = bool(shared)
         self._where(p, device, replicate)
+        if devices is not None:
+            if isinstance(devices, str):
+                if devices != "all":
+                    raise _bad(f"'devices' must be \"all\" or a list of device indices, not {devices!r}")
+                p["devices"] = "all"
+            else:
+                p["devices"] = [int(d) for d in devices]
 
         def decode(res: Dict[str, Any]) -> Matrix:
             m = Matrix(self, int(res["matrix"]), int(res["rows"]), int(res["cols"]),
                        int(res["nnz"]), str(res.get("algo", "")))
             m.device = self._device_of(res)
+            m.partition = [dict(b) for b in res["partition"]] if "partition" in res else None
             return m
         return self._invoke("csr_upload", p, decode)
 

@@ -114,6 +114,9 @@ class Matrix(_Owned):
         self.rows, self.cols, self.nnz, self.algo = rows, cols, nnz, algo
         self.shape = (rows, cols)
         self.device: Any = None  # as Array.device
+        # partitioned (csr_upload(devices=...)): per row block, its device,
+        # row0, rows, nnz and halo (x entries it reads from other devices)
+        self.partition: Optional[list] = None
 
     def _release_request(self) -> Tuple[str, dict]:
         return "release", {"matrix": self.id}

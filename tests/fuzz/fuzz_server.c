@@ -4,8 +4,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "devices.h"
 #include "fuzz_harness.h"
 #include "gkc_errors.h"
+#include "part.h"
 #include "proto_methods.h"
 
 const proto_limits LIM = {FUZZ_MAX_BYTES, PROTO_MAX_OBJECTS, PROTO_MAX_DEPTH};
@@ -23,6 +25,20 @@ int conn_take_fd(gkcd_conn *c) { /* conn.c */
 /* What devices.c would provide (it opens real backends): two devices, so
  * `device` 0 and 1 parse and anything else is refused. */
 int devices_count(void) { return 2; }
+uint64_t devices_live(const gkcd_devices *d) { (void)d; return 3; }
+/* Backends without partition primitives: csr_upload `devices` is parsed,
+ * then refused (part.c is not linked; no partitioned matrix is ever made). */
+gkcd_backend *devices_backend(int i) {
+  static gkcd_backend plain = {.name = "fuzz"};
+  return i >= 0 && i < 2 ? &plain : NULL;
+}
+void part_free(gkcd_part *p) {
+  if (p) __builtin_trap();
+}
+void part_pack(msgpack_packer *pk, const gkcd_part *p) {
+  (void)pk, (void)p;
+  __builtin_trap();
+}
 
 /* --- fake backends: algo lists, and memory that must never be freed ------ */
 

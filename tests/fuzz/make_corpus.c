@@ -276,6 +276,10 @@ int main(int argc, char **argv) {
     begin(), head(50, "csr_upload", 6), kv_int("rows", 2), kv_int("cols", 3);
     kv_i32("row_ptr", rp, 3), kv_i32("col_idx", ci, 3), kv_f32("values", 3, 1.0f);
     kv_bool("shared", 1), save("csr_upload");
+    /* partitioned over every device (the harness's devices cannot: refused) */
+    begin(), head(50, "csr_upload", 6), kv_int("rows", 2), kv_int("cols", 3);
+    kv_i32("row_ptr", rp, 3), kv_i32("col_idx", ci, 3), kv_f32("values", 3, 1.0f);
+    kv_str("devices", "all"), save("csr_upload_devices");
   }
   begin(), head(51, "csr_upload", 5), kv_int("rows", 4), kv_int("cols", 5);
   kv_region("row_ptr", FZ_REGION_A, FZ_RA_ROW_PTR, 20);

@@ -1,0 +1,86 @@
+/* part.h: partitioned matrices (PROTOCOL.md, "Partitioned matrices").
+ *
+ * csr_upload with `devices` ("all", or a list of device indices) cuts the
+ * matrix into contiguous row blocks balanced by nonzeros, one per device
+ * (part_plan.h), and keeps each block in its device's resident memory as a
+ * local CSR over [own columns | halo columns], with the indices of its send
+ * list and, for a square matrix, its rows' inverse diagonal (pcg).  The
+ * halo plan is computed once, at upload, and kept on the host.  The client
+ * sees one matrix handle.
+ *
+ * Work on a partitioned matrix is a gang job: the scheduler dispatches it
+ * only when every device of the matrix has a free slot in the bulk lane,
+ * and takes those slots at once, on the loop (so two gang jobs can never
+ * each hold half of what the other needs); the job runs on one worker
+ * thread, the coordinator, which drives every device through the
+ * backend's gkcd_part_ops and never waits for another job.
+ *  - spmv: x (any kind of array) is read on the host once, each device gets
+ *    its own and halo entries of it (host staging), computes its rows in
+ *    float64, and y = alpha A x + beta y is assembled on the host in
+ *    float64 and rounded to float32 once.
+ *  - solve (cg, pcg): the vectors live on the devices in float64, each
+ *    device updating its rows; every spmv first exchanges the halo of p
+ *    (gather on the sender, one peer_copy per pair of devices that share
+ *    columns); partial dots are combined in float64 by the coordinator in
+ *    device order.  bicgstab is refused on a partitioned matrix.
+ * Both poll cancel and the deadline as the single-device solve does, and
+ * fail with device_lost naming the device when one of theirs is lost.
+ */
+#ifndef GKCD_PART_H
+#define GKCD_PART_H
+
+#include <msgpack.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "job.h"
+#include "part_plan.h"
+
+typedef struct gkcd_part {
+  part_plan plan;                /* blocks, halo and send lists (host) */
+  int dev[GKCD_MAX_DEVICES];     /* block j's device, ascending */
+  uint64_t mask;                 /* those devices */
+  void *mem[GKCD_MAX_DEVICES];   /* block j's resident memory (res_alloc) */
+  size_t cap[GKCD_MAX_DEVICES];
+  size_t bytes;                  /* all blocks' memory together */
+  int32_t bad_diag;              /* square: first row whose diagonal is 0 or not finite, or -1 */
+  int square;
+} gkcd_part;
+
+/* Where block j's arrays are in its memory. */
+const int32_t *part_row_ptr(const gkcd_part *p, int j);
+const int32_t *part_col_idx(const gkcd_part *p, int j);
+const float *part_values(const gkcd_part *p, int j);
+const int32_t *part_send(const gkcd_part *p, int j);
+const double *part_dinv(const gkcd_part *p, int j); /* square only */
+
+/* The coordinator's side of a gang job (csr_upload with devices, spmv or
+ * solve on a partitioned matrix), on a worker thread: sets the results or
+ * job->err; the caller finishes the job. */
+void part_run(gkcd_job *job);
+
+/* Frees the blocks' memory and the plan (loop thread, or a worker when
+ * the upload failed). */
+void part_free(gkcd_part *p);
+
+/* The reply's "partition": [{device, row0, rows, nnz, halo}] per block. */
+void part_pack(msgpack_packer *pk, const gkcd_part *p);
+
+/* part_solve.c: cg and pcg on a partitioned matrix. */
+void part_solve(gkcd_job *job);
+
+/* Shared by part.c and part_solve.c: the exchange of v's halo (v[j] is
+ * block j's [own | halo] vector, buf[j] its packed send buffer).  0, or a
+ * gkc_error with job failed. */
+int part_exchange(gkcd_job *job, const gkcd_part *p, double *const *v, double *const *buf);
+/* An input array (b, x0, x, y) as host float32, whatever kind it came as:
+ * copied into dst.  0, or a gkc_error with job failed. */
+int part_read_span(gkcd_job *job, const gkcd_span *s, float *dst);
+/* The float32 result into its destination (job->out_kind), on device
+ * home for a new handle.  0, or a gkc_error with job failed. */
+int part_write_out(gkcd_job *job, const float *src, int home);
+/* A failed primitive on device d: the job fails with rc, a lost device
+ * named as devices.h does. */
+int part_failed(gkcd_job *job, int d, int rc, const char *what, const char *msg);
+
+#endif

@@ -1,0 +1,259 @@
+/* part_solve.c: cg and pcg on a partitioned matrix (part.h).
+ *
+ * The same recurrences, stopping rules and residual as cpu_solve (see
+ * cpu/cpu_solve.h), in float64, with each vector cut by the matrix's row
+ * blocks: device j keeps x, r, q, b (and z for pcg) for its rows, and p
+ * for its rows followed by its halo.  Every A p first exchanges p's halo;
+ * every dot is the sum of the devices' partial dots in device order, taken
+ * here, on the coordinating thread.  So the iterates differ from the
+ * single-device solve only by the order of the dots' additions.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "backend.h"
+#include "devices.h"
+#include "gkc_errors.h"
+#include "part.h"
+
+enum { V_X, V_R, V_Q, V_B, V_Z, V_P, V_BUF }; /* P is rows + nhalo, BUF nsend */
+
+typedef struct {
+  gkcd_job *job;
+  const gkcd_part *p;
+  int k;
+  double *v[7][GKCD_MAX_DEVICES];
+  gkcd_backend *be[GKCD_MAX_DEVICES];
+  int64_t it;
+  double bn, tol;
+} ps;
+
+static double now_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
+static int64_t rows_of(const ps *s, int j) { return s->p->plan.b[j].rows; }
+
+/* sum over devices of a . b; 0 or the job's error. */
+static int pdot(ps *s, int a, int b, double *out) {
+  double sum = 0;
+  for (int j = 0; j < s->k; j++) {
+    char msg[200] = "";
+    double part = 0;
+    int rc = s->be[j]->part->dot(s->be[j], s->v[a][j], s->v[b][j], rows_of(s, j), &part, msg,
+                                 sizeof msg);
+    if (rc) return part_failed(s->job, s->p->dev[j], rc, "dot", msg);
+    sum += part;
+  }
+  *out = sum;
+  return 0;
+}
+
+/* y = a x + b y on every device. */
+static int paxpby(ps *s, double a, int x, double b, int y) {
+  for (int j = 0; j < s->k; j++) {
+    char msg[200] = "";
+    int rc = s->be[j]->part->axpby(s->be[j], a, s->v[x][j], b, s->v[y][j], rows_of(s, j), msg,
+                                   sizeof msg);
+    if (rc) return part_failed(s->job, s->p->dev[j], rc, "axpby", msg);
+  }
+  return 0;
+}
+
+/* z = dinv .* r, then *rz = r . z */
+static int pjacobi(ps *s, double *rz) {
+  for (int j = 0; j < s->k; j++) {
+    char msg[200] = "";
+    int rc = s->be[j]->part->mul(s->be[j], part_dinv(s->p, j), s->v[V_R][j], s->v[V_Z][j],
+                                 rows_of(s, j), msg, sizeof msg);
+    if (rc) return part_failed(s->job, s->p->dev[j], rc, "jacobi", msg);
+  }
+  return pdot(s, V_R, V_Z, rz);
+}
+
+/* q = A p, after p's halo is exchanged. */
+static int pspmv(ps *s) {
+  if (part_exchange(s->job, s->p, s->v[V_P], s->v[V_BUF])) return s->job->err;
+  for (int j = 0; j < s->k; j++) {
+    char msg[200] = "";
+    int rc = s->be[j]->part->spmv(s->be[j], (int32_t)rows_of(s, j), part_row_ptr(s->p, j),
+                                  part_col_idx(s->p, j), part_values(s->p, j), s->v[V_P][j],
+                                  s->v[V_Q][j], msg, sizeof msg);
+    if (rc) return part_failed(s->job, s->p->dev[j], rc, "spmv", msg);
+  }
+  return 0;
+}
+
+/* Cancelled, past the deadline, or one of the devices lost. */
+static int poll(ps *s) {
+  gkcd_job *job = s->job;
+  for (int j = 0; j < s->k; j++)
+    if (atomic_load(&s->be[j]->lost)) return -1;
+  if (s->it == 0) return 0;
+  if (atomic_load_explicit(&job->cancel, memory_order_relaxed)) return SOLVE_R_CANCELLED;
+  if (job->deadline_ns) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    if ((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec > job->deadline_ns)
+      return SOLVE_R_DEADLINE;
+  }
+  return 0;
+}
+
+static int record(ps *s, double rn) {
+  s->it++;
+  if (s->job->history) s->job->history[s->it - 1] = rn / s->bn;
+  if (!isfinite(rn)) return SOLVE_R_NON_FINITE;
+  if (rn <= s->tol) return SOLVE_R_CONVERGED;
+  return -1;
+}
+
+/* The reason it stopped (SOLVE_R_*), or -2 when the job failed. */
+static int cg(ps *s, int jacobi) {
+  double rz;
+  int why;
+  if (jacobi ? pjacobi(s, &rz) : pdot(s, V_R, V_R, &rz)) return -2;
+  if (paxpby(s, 1, jacobi ? V_Z : V_R, 0, V_P)) return -2;
+  while (s->it < s->job->in.solve.max_iter) {
+    if ((why = poll(s)) < 0) {
+      for (int j = 0; j < s->k; j++)
+        if (atomic_load(&s->be[j]->lost)) part_failed(s->job, s->p->dev[j], GKC_EDEVICE_LOST, "", "");
+      return -2;
+    }
+    if (why) return why;
+    double pq, rr;
+    if (pspmv(s) || pdot(s, V_P, V_Q, &pq)) return -2;
+    if (!isfinite(pq)) return SOLVE_R_NON_FINITE;
+    if (pq <= 0) return SOLVE_R_BREAKDOWN;
+    double alpha = rz / pq;
+    if (paxpby(s, alpha, V_P, 1, V_X) || paxpby(s, -alpha, V_Q, 1, V_R) || pdot(s, V_R, V_R, &rr))
+      return -2;
+    if ((why = record(s, sqrt(rr))) >= 0) return why;
+    double rz_new = rr;
+    if (jacobi && pjacobi(s, &rz_new)) return -2;
+    if (!isfinite(rz_new)) return SOLVE_R_NON_FINITE;
+    if (rz_new <= 0) return SOLVE_R_BREAKDOWN;
+    if (paxpby(s, 1, jacobi ? V_Z : V_R, rz_new / rz, V_P)) return -2;
+    rz = rz_new;
+  }
+  return SOLVE_R_MAX_ITER;
+}
+
+/* r = b - A x (x copied into p first, for its halo). */
+static int residual(ps *s, double *rn) {
+  double rr;
+  if (paxpby(s, 1, V_X, 0, V_P) || pspmv(s) || paxpby(s, 1, V_B, 0, V_R) ||
+      paxpby(s, -1, V_Q, 1, V_R) || pdot(s, V_R, V_R, &rr))
+    return -1;
+  *rn = sqrt(rr);
+  return 0;
+}
+
+/* Host float32 (n = rows) to or from vector w on every device, through a
+ * float64 staging buffer. */
+static int move_vec(ps *s, int w, float *host, int to_dev) {
+  int32_t n = s->p->plan.rows;
+  double *d = malloc(8 * (size_t)n + 8);
+  if (!d) {
+    job_fail(s->job, GKC_EOUT_OF_MEMORY, "out of memory staging a vector");
+    return s->job->err;
+  }
+  if (to_dev)
+    for (int32_t i = 0; i < n; i++) d[i] = host ? host[i] : 0.0;
+  for (int j = 0; j < s->k; j++) {
+    const part_block *b = &s->p->plan.b[j];
+    char msg[200] = "";
+    int rc = to_dev ? s->be[j]->part->to_dev(s->be[j], s->v[w][j], d + b->row0, 8 * (size_t)b->rows,
+                                             msg, sizeof msg)
+                    : s->be[j]->part->to_host(s->be[j], d + b->row0, s->v[w][j],
+                                              8 * (size_t)b->rows, msg, sizeof msg);
+    if (rc) {
+      free(d);
+      return part_failed(s->job, s->p->dev[j], rc, "copying a vector", msg);
+    }
+  }
+  if (!to_dev)
+    for (int32_t i = 0; i < n; i++) host[i] = (float)d[i];
+  free(d);
+  return 0;
+}
+
+void part_solve(gkcd_job *job) {
+  __typeof__(job->in.solve) *in = &job->in.solve;
+  ps s = {.job = job, .p = job->part, .k = job->part->plan.k};
+  void *mem[GKCD_MAX_DEVICES] = {0};
+  size_t cap[GKCD_MAX_DEVICES] = {0};
+  int32_t n = in->n;
+  float *hb = malloc(4 * (size_t)n + 4), *hx = malloc(4 * (size_t)n + 4);
+  if (!hb || !hx) goto oom;
+  if (in->method == SOLVE_PCG && s.p->bad_diag >= 0) {
+    job_fail(job, GKC_EINVALID_ARGUMENT, "argument 'method': pcg divides by the diagonal, and"
+             " row %" PRId32 " of the matrix has a zero (or non-finite) diagonal entry",
+             s.p->bad_diag);
+    goto out;
+  }
+  if (in->history && !(job->history = job->priv[1] = malloc((size_t)in->max_iter * sizeof(double)))) {
+    job_fail(job, GKC_EOUT_OF_MEMORY, "cannot allocate %" PRId64 " residuals for the history",
+             in->max_iter);
+    goto out;
+  }
+  if (part_read_span(job, &in->b, hb) || (in->x0.ptr && part_read_span(job, &in->x0, hx))) goto out;
+  for (int j = 0; j < s.k; j++) {
+    const part_block *b = &s.p->plan.b[j];
+    s.be[j] = devices_backend(s.p->dev[j]);
+    size_t r = (size_t)b->rows, bytes = 8 * (5 * r + r + (size_t)b->nhalo + (size_t)b->nsend);
+    char msg[200] = "";
+    int rc = s.be[j]->res_alloc(s.be[j], bytes, &mem[j], &cap[j], msg, sizeof msg);
+    if (rc) {
+      mem[j] = NULL;
+      part_failed(job, s.p->dev[j], rc, "allocating the solver's vectors", msg);
+      goto out;
+    }
+    double *m = mem[j];
+    for (int w = V_X; w <= V_Z; w++) s.v[w][j] = m + (size_t)w * r;
+    s.v[V_P][j] = m + 5 * r;
+    s.v[V_BUF][j] = m + 6 * r + (size_t)b->nhalo;
+  }
+  double t0 = now_us();
+  if (move_vec(&s, V_B, hb, 1) || move_vec(&s, V_X, in->x0.ptr ? hx : NULL, 1) ||
+      pdot(&s, V_B, V_B, &s.bn))
+    goto out;
+  s.bn = sqrt(s.bn);
+  s.tol = fmax(in->rtol * s.bn, in->atol);
+  int why;
+  double rn;
+  if (!isfinite(s.bn)) {
+    why = SOLVE_R_NON_FINITE;
+  } else if (s.bn == 0) { /* x = 0 solves it exactly */
+    if (paxpby(&s, 0, V_B, 0, V_X)) goto out;
+    why = SOLVE_R_CONVERGED;
+  } else {
+    if (residual(&s, &rn)) goto out;
+    if (!isfinite(rn)) why = SOLVE_R_NON_FINITE;
+    else if (rn <= s.tol) why = SOLVE_R_CONVERGED;
+    else if ((why = cg(&s, in->method == SOLVE_PCG)) == -2) goto out;
+  }
+  /* The residual of the x returned: x rounded to float32, in float64. */
+  if (move_vec(&s, V_X, hx, 0) || move_vec(&s, V_X, hx, 1) || residual(&s, &rn)) goto out;
+  job->kernel_us = now_us() - t0;
+  if (why == SOLVE_R_CANCELLED) {
+    job_fail(job, GKC_ECANCELLED, "cancelled after %" PRId64 " iterations", s.it);
+    goto out;
+  }
+  job->iterations = s.it;
+  job->reason = why;
+  job->value = s.bn == 0 ? 0 : rn / s.bn;
+  if (part_write_out(job, hx, s.p->dev[0]) == 0) job->algo_name = "partitioned";
+  goto out;
+oom:
+  job_fail(job, GKC_EOUT_OF_MEMORY, "out of memory for a partitioned solve");
+out:
+  for (int j = 0; j < s.k; j++)
+    if (mem[j]) s.be[j]->res_free(s.be[j], mem[j], cap[j]);
+  free(hb), free(hx);
+}
