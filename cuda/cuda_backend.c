@@ -52,6 +52,8 @@
 
 #include "cuda_backend_int.h"
 
+extern const gkcd_part_ops cuda_part_ops; /* cuda_part.c */
+
 /* job->lane (scheduler.h) indexes the lanes made here. */
 _Static_assert((int)LANE_BULK == (int)LANES_BULK && (int)LANE_LATENCY == (int)LANES_LATENCY,
                "lane numbers");
@@ -855,6 +857,7 @@ int cuda_part_open(gkcd_backend **out, const gkcd_config *cfg, cuda_gpu *gpu, in
   be->lane_info = cuda_lane_info;
   be->destroy = cuda_destroy;
   be->peer_copy = cuda_peer_copy;
+  be->part = &cuda_part_ops;
   *out = be;
   return 0;
 

@@ -61,6 +61,11 @@ if(GKC_HAVE_CUDA)
   set_tests_properties(e2e_devices_gpu PROPERTIES LABELS "gpu;e2e" SKIP_RETURN_CODE 77 TIMEOUT 300
     ENVIRONMENT "${GKC_E2E_ENV};GKC_DEVICES_ARGS=--backend cuda --split-device 2")
 endif()
+if(TARGET e2e_partition)
+  add_test(NAME e2e_partition_gpu COMMAND e2e_partition)
+  set_tests_properties(e2e_partition_gpu PROPERTIES LABELS "gpu;e2e" SKIP_RETURN_CODE 77 TIMEOUT 300
+    ENVIRONMENT "${GKC_E2E_ENV};GKC_DEVICES_ARGS=--backend cuda --split-device 2")
+endif()
 
 if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/e2e_cli.sh AND TARGET gkc)
   add_test(NAME e2e_cli COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e_cli.sh

@@ -18,7 +18,40 @@
 #include "gkc.h"
 #include "rawrpc.h"
 
-static const char *const g_args[] = {"--cpu-devices", "3", NULL};
+/* --cpu-devices 3, or what GKC_DEVICES_ARGS says instead (e.g. "--backend
+ * cuda --split-device 2" on a GPU machine: tests/e2e.cmake's
+ * e2e_partition_gpu). */
+static const char *g_args[17] = {"--cpu-devices", "3", NULL};
+static char g_args_buf[512];
+
+static void args_from_env(void) {
+  const char *e = getenv("GKC_DEVICES_ARGS");
+  if (!e || !*e) return;
+  snprintf(g_args_buf, sizeof g_args_buf, "%s", e);
+  int n = 0;
+  for (char *save = NULL, *t = strtok_r(g_args_buf, " ", &save); t && n < 16; t = strtok_r(NULL, " ", &save))
+    g_args[n++] = t;
+  g_args[n] = NULL;
+}
+
+/* The number of devices the daemon those arguments start serves from; -1
+ * when it does not start (e.g. --backend cuda without a GPU). */
+static int daemon_devices(void) {
+  fixture fx;
+  if (fixture_try_start(&fx, g_args, NULL) >= 0) {
+    fixture_stop(&fx, SIGTERM);
+    return -1;
+  }
+  gkc_conn *g;
+  int n = -1;
+  gkc_status_info s;
+  if (gkc_connect(&g, fx.sock) == 0) {
+    if (gkc_status(g, &s) == 0) n = s.n_devices;
+    gkc_close(g);
+  }
+  fixture_stop(&fx, SIGTERM);
+  return n;
+}
 
 typedef struct {
   int32_t n, *rp, *ci;
@@ -165,6 +198,17 @@ static void lost(void) {
 int main(void) {
   double t0 = rr_now_s();
   rr_rng = test_seed();
+  args_from_env();
+  int ndev = daemon_devices();
+  if (ndev < 2 && getenv("GKC_DEVICES_ARGS")) { /* e.g. no GPU here: skipped, never passed */
+    fprintf(stderr, "SKIP: gkcd %s serves %d device(s)\n", getenv("GKC_DEVICES_ARGS"), ndev);
+    return 77;
+  }
+  if (ndev < 2) {
+    fprintf(stderr, "FAIL: gkcd --cpu-devices 3 serves %d device(s)\n", ndev);
+    return 1;
+  }
+  fprintf(stderr, "%d devices (%s)\n", ndev, getenv("GKC_DEVICES_ARGS") ? getenv("GKC_DEVICES_ARGS") : "--cpu-devices 3");
   SECTION(matches_single_device());
   if (rr_env_flag("GKC_FAULT_INJECTION"))
     SECTION(lost());

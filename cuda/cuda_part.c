@@ -1,0 +1,145 @@
+/* cuda_part.c: a partitioned matrix's primitives (backend.h,
+ * gkcd_part_ops) on one CUDA device: each call takes one of the device's
+ * bulk-lane streams (so a part of a split GPU stays on its own SMs), runs
+ * its copy or kernel there (gkcu_part.h), waits for it and gives the stream
+ * back.  The coordinator of a partitioned solve calls them from its one
+ * worker thread, device after device.
+ *
+ * A sticky error loses the GPU like any other request of this backend
+ * (cuda_gpu_lost); a device already lost refuses with GKC_EDEVICE_LOST. */
+#include <stdio.h>
+
+#include "backend.h"
+#include "cuda_backend_int.h"
+#include "gkc_errors.h"
+#include "gkcu_part.h"
+
+static int gone(cuda_impl *impl, char *msg, size_t msglen) {
+  if (!cuda_lost(impl)) return 0;
+  char why[256] = "taken out of service by gkcd";
+  pthread_mutex_lock(&impl->gpu->mu);
+  if (atomic_load(&impl->gpu->lost)) snprintf(why, sizeof why, "%s", impl->gpu->why);
+  pthread_mutex_unlock(&impl->gpu->mu);
+  snprintf(msg, msglen, "device %d was lost: %s", impl->be->device, why);
+  return GKC_EDEVICE_LOST;
+}
+
+/* After the work on s: waits for it and turns a failure into a message
+ * (and a lost GPU when the error is sticky). */
+static int finish(cuda_impl *impl, slot *s, int rc, const char *what, char *msg, size_t msglen) {
+  cudaError_t e = cudaStreamSynchronize(s->stream);
+  if (rc == 0 && e == cudaSuccess) return 0;
+  if (rc) snprintf(msg, msglen, "%s on device %d: %s", what, impl->be->device, gkcu_ctx_errmsg(s->ctx));
+  else snprintf(msg, msglen, "%s on device %d: %s", what, impl->be->device, cudaGetErrorString(e));
+  if (e != cudaSuccess && cuda_is_sticky(e)) {
+    cuda_gpu_lost(impl, "%s", msg);
+    return GKC_EDEVICE_LOST;
+  }
+  if (e != cudaSuccess) cudaGetLastError();
+  return rc ? rc : GKC_EDEVICE_ERROR;
+}
+
+static slot *begin(gkcd_backend *be, cuda_impl **impl_out) {
+  cuda_impl *impl = be->impl;
+  *impl_out = impl;
+  cudaSetDevice(impl->device);
+  return take_slot(impl, LANES_BULK);
+}
+
+static int copy(gkcd_backend *be, void *dst, const void *src, size_t bytes, int to_dev, char *msg,
+                size_t msglen) {
+  cuda_impl *impl = be->impl;
+  int rc = gone(impl, msg, msglen);
+  if (rc || bytes == 0) return rc;
+  slot *s = begin(be, &impl);
+  cudaError_t e = cudaMemcpyAsync(dst, src, bytes, to_dev ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost,
+                                  s->stream);
+  if (e != cudaSuccess) {
+    snprintf(msg, msglen, "copying %zu bytes %s device %d: %s", bytes, to_dev ? "to" : "from",
+             impl->be->device, cudaGetErrorString(e));
+    cudaGetLastError();
+    rc = cuda_is_sticky(e) ? (cuda_gpu_lost(impl, "%s", msg), GKC_EDEVICE_LOST) : GKC_EDEVICE_ERROR;
+    cudaStreamSynchronize(s->stream);
+  } else {
+    rc = finish(impl, s, 0, to_dev ? "copying to the device" : "copying from the device", msg, msglen);
+  }
+  give_slot(impl, s);
+  return rc;
+}
+
+static int to_dev(gkcd_backend *be, void *dst, const void *src, size_t bytes, char *msg, size_t msglen) {
+  return copy(be, dst, src, bytes, 1, msg, msglen);
+}
+
+static int to_host(gkcd_backend *be, void *dst, const void *src, size_t bytes, char *msg, size_t msglen) {
+  return copy(be, dst, src, bytes, 0, msg, msglen);
+}
+
+static int spmv(gkcd_backend *be, int32_t rows, const int32_t *rp, const int32_t *ci, const float *v,
+                const double *x, double *y, char *msg, size_t msglen) {
+  cuda_impl *impl = be->impl;
+  int rc = gone(impl, msg, msglen);
+  if (rc || rows == 0) return rc;
+  slot *s = begin(be, &impl);
+  /* nnz from row_ptr's last entry, which lives on the device */
+  int32_t ends[2] = {0, 0};
+  cudaError_t e = cudaMemcpyAsync(ends, rp, sizeof ends[0], cudaMemcpyDeviceToHost, s->stream);
+  if (e == cudaSuccess)
+    e = cudaMemcpyAsync(ends + 1, rp + rows, sizeof ends[1], cudaMemcpyDeviceToHost, s->stream);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(s->stream);
+  if (e != cudaSuccess) {
+    rc = finish(impl, s, 0, "reading the block's row pointers", msg, msglen);
+    if (!rc) rc = GKC_EDEVICE_ERROR;
+  } else {
+    rc = gkcu_part_spmv(s->ctx, rows, (int64_t)ends[1] - ends[0], rp, ci, v, x, y);
+    rc = finish(impl, s, rc, "spmv of a partition's block", msg, msglen);
+  }
+  give_slot(impl, s);
+  return rc;
+}
+
+static int gather(gkcd_backend *be, double *dst, const double *src, const int32_t *idx, int64_t n,
+                  char *msg, size_t msglen) {
+  cuda_impl *impl = be->impl;
+  int rc = gone(impl, msg, msglen);
+  if (rc || n == 0) return rc;
+  slot *s = begin(be, &impl);
+  rc = finish(impl, s, gkcu_part_gather(s->ctx, dst, src, idx, n), "gathering a halo", msg, msglen);
+  give_slot(impl, s);
+  return rc;
+}
+
+static int dot(gkcd_backend *be, const double *x, const double *y, int64_t n, double *out, char *msg,
+               size_t msglen) {
+  cuda_impl *impl = be->impl;
+  int rc = gone(impl, msg, msglen);
+  if (rc) return rc;
+  slot *s = begin(be, &impl);
+  rc = finish(impl, s, gkcu_part_dot(s->ctx, x, y, n, out), "a partial dot product", msg, msglen);
+  give_slot(impl, s);
+  return rc;
+}
+
+static int axpby(gkcd_backend *be, double a, const double *x, double b, double *y, int64_t n, char *msg,
+                 size_t msglen) {
+  cuda_impl *impl = be->impl;
+  int rc = gone(impl, msg, msglen);
+  if (rc || n == 0) return rc;
+  slot *s = begin(be, &impl);
+  rc = finish(impl, s, gkcu_part_axpby(s->ctx, a, x, b, y, n), "axpby on a partition", msg, msglen);
+  give_slot(impl, s);
+  return rc;
+}
+
+static int mul(gkcd_backend *be, const double *d, const double *r, double *z, int64_t n, char *msg,
+               size_t msglen) {
+  cuda_impl *impl = be->impl;
+  int rc = gone(impl, msg, msglen);
+  if (rc || n == 0) return rc;
+  slot *s = begin(be, &impl);
+  rc = finish(impl, s, gkcu_part_mul(s->ctx, d, r, z, n), "the Jacobi step on a partition", msg, msglen);
+  give_slot(impl, s);
+  return rc;
+}
+
+const gkcd_part_ops cuda_part_ops = {to_dev, to_host, spmv, gather, dot, axpby, mul};
