@@ -391,3 +391,24 @@ void gpu_spmv_ref(const gpu_csr *m, double alpha, const float *x, double beta, c
     if (mag) mag[r] = sc;
   }
 }
+
+void gpu_sgemm_reference(int m, int n, int k, int ta, int tb, float alpha, float beta, const float *a, const float *b,
+                      const float *c0, double *ref, double *mag) {
+  for (int i = 0; i < m; i++)
+    for (int j = 0; j < n; j++) {
+      double s = 0.0, sa = 0.0;
+      for (int p = 0; p < k; p++) {
+        double x = ta ? a[(size_t)p * m + i] : a[(size_t)i * k + p];
+        double y = tb ? b[(size_t)j * k + p] : b[(size_t)p * n + j];
+        s += x * y;
+        sa += fabs(x * y);
+      }
+      double r = (double)alpha * s, sc = fabs((double)alpha) * sa;
+      if (beta != 0.0f) {
+        r += (double)beta * c0[(size_t)i * n + j];
+        sc += fabs((double)beta * c0[(size_t)i * n + j]);
+      }
+      ref[(size_t)i * n + j] = r;
+      mag[(size_t)i * n + j] = sc;
+    }
+}

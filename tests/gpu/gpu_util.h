@@ -49,6 +49,12 @@ void gpu_csr_sort(gpu_csr *m);
 /* Reads a coordinate Matrix Market file (real, integer or pattern; general,
  * symmetric or skew-symmetric) into CSR with sorted columns.  Pattern
  * entries get value 1.  Returns 0, or -1 with a message in err. */
+/* ref = alpha op(A) op(B) + beta C0 in double (row-major, cblas semantics;
+ * C0 not read when beta is 0); mag = the sum of |terms| of each entry, the
+ * scale its rounding error is measured against. */
+void gpu_sgemm_reference(int m, int n, int k, int ta, int tb, float alpha, float beta, const float *a,
+                         const float *b, const float *c0, double *ref, double *mag);
+
 int gpu_mtx_read(const char *path, gpu_csr *out, char *err, size_t errlen);
 
 /* 2-D 5-point Laplacian on an n x n grid (n*n rows). */

@@ -46,23 +46,7 @@ static void one_case(gkcu_ctx *ctx, gpu_rng *g, int m, int n, int k, int ta, int
   double *ref = malloc(nc * sizeof *ref), *mag = malloc(nc * sizeof *mag);
   if (!out || !ref || !mag) TEST_FAIL("out of memory");
 
-  for (int i = 0; i < m; i++)
-    for (int j = 0; j < n; j++) {
-      double s = 0.0, sa = 0.0;
-      for (int p = 0; p < k; p++) {
-        double x = ta ? a[(size_t)p * m + i] : a[(size_t)i * k + p];
-        double y = tb ? b[(size_t)j * k + p] : b[(size_t)p * n + j];
-        s += x * y;
-        sa += fabs(x * y);
-      }
-      double r = (double)alpha * s, sc = fabs((double)alpha) * sa;
-      if (beta != 0.0f) {
-        r += (double)beta * c0[(size_t)i * n + j];
-        sc += fabs((double)beta * c0[(size_t)i * n + j]);
-      }
-      ref[(size_t)i * n + j] = r;
-      mag[(size_t)i * n + j] = sc;
-    }
+  gpu_sgemm_reference(m, n, k, ta, tb, alpha, beta, a, b, c0, ref, mag);
 
   /* misalign shifts every operand by one float: rows are no longer 16-byte
    * aligned, so the scalar load paths run. */

@@ -39,27 +39,6 @@ static float *host_random(gpu_rng *g, size_t n, float lo, float hi) {
   return p;
 }
 
-/* ref = alpha op(A) op(B) + beta C0 in double; mag = the sum of |terms|. */
-static void reference(int m, int n, int k, int ta, int tb, float alpha, float beta, const float *a, const float *b,
-                      const float *c0, double *ref, double *mag) {
-  for (int i = 0; i < m; i++)
-    for (int j = 0; j < n; j++) {
-      double s = 0.0, sa = 0.0;
-      for (int p = 0; p < k; p++) {
-        double x = ta ? a[(size_t)p * m + i] : a[(size_t)i * k + p];
-        double y = tb ? b[(size_t)j * k + p] : b[(size_t)p * n + j];
-        s += x * y;
-        sa += fabs(x * y);
-      }
-      double r = (double)alpha * s, sc = fabs((double)alpha) * sa;
-      if (beta != 0.0f) {
-        r += (double)beta * c0[(size_t)i * n + j];
-        sc += fabs((double)beta * c0[(size_t)i * n + j]);
-      }
-      ref[(size_t)i * n + j] = r;
-      mag[(size_t)i * n + j] = sc;
-    }
-}
 
 typedef struct {
   double worst, frob;
@@ -89,7 +68,7 @@ static void one_case(gkcu_ctx *ctx, gpu_rng *g, int m, int n, int k, int ta, int
   float *c0 = host_random(g, nc, -1.0f, 1.0f), *out = malloc(nc * sizeof *out);
   double *ref = malloc(nc * sizeof *ref), *mag = malloc(nc * sizeof *mag);
   if (!out || !ref || !mag) TEST_FAIL("out of memory");
-  reference(m, n, k, ta, tb, alpha, beta, a, b, c0, ref, mag);
+  gpu_sgemm_reference(m, n, k, ta, tb, alpha, beta, a, b, c0, ref, mag);
 
   float *da0, *db0, *dc0;
   CUDA_OK(cudaMalloc((void **)&da0, (na + 4) * sizeof(float)));
@@ -154,7 +133,7 @@ static void accuracy_case(gkcu_ctx *ctx, gpu_rng *g, const char *what, int m, in
   float *out = malloc(nc * sizeof *out);
   double *ref = malloc(nc * sizeof *ref), *mag = malloc(nc * sizeof *mag);
   if (!out || !ref || !mag) TEST_FAIL("out of memory");
-  reference(m, n, k, 0, 0, 1.0f, 0.0f, a, b, NULL, ref, mag);
+  gpu_sgemm_reference(m, n, k, 0, 0, 1.0f, 0.0f, a, b, NULL, ref, mag);
   float *da, *db, *dc;
   CUDA_OK(cudaMalloc((void **)&da, na * sizeof(float)));
   CUDA_OK(cudaMalloc((void **)&db, nb * sizeof(float)));
