@@ -379,10 +379,15 @@ int sched_submit(gkcd_sched *s, gkcd_job *job, char *msg, size_t msglen) {
       if (job->cost_us < 0 || us < job->cost_us) job->cost_us = us;
     }
   if (job->cost_us < 0) job->cost_us = cost_predict(s->devs->dev[0].cost, job);
-  /* A solve runs as long as it takes to converge: bulk work, whatever the
-   * prediction says. */
-  job->lane = job->method == PROTO_M_SOLVE || job->gang_mask ? LANE_BULK
-                                                              : sched_lane_for(s, job->cost_us);
+  /* A solve runs as long as it takes to converge, and a batch is a chain of
+   * kernels that each want the whole GPU (a CG step on a 512^2 Laplacian,
+   * predicted under --latency-us, ran at 0.27x the vendor's speed on the
+   * latency lane's 8 SMs and 0.42x on the bulk lane): bulk work, whatever
+   * the prediction says; so is a gang job (all of a partitioned matrix's
+   * devices). */
+  job->lane = job->method == PROTO_M_SOLVE || job->method == PROTO_M_BATCH || job->gang_mask
+                  ? LANE_BULK
+                  : sched_lane_for(s, job->cost_us);
   /* The request's bytes are held from now on: input until it is admitted. */
   budget_take(s->budget, BUDGET_INPUT, job->frame_bytes);
   job->frame_charge = job->frame_bytes;

@@ -115,6 +115,8 @@ def test_ops(c, rng):
           "sgemm with alpha from step 1", k=16)
     check(np.array_equal(download(c, hz), 2 * z), "axpby in place")
     check(res[7]["handle"] == hz, "in-place axpby names y's handle")
+    # A chain of kernels, however small its prediction: the bulk lane, as solve.
+    check(r.get("lane") == "bulk", f"a small batch ran in the {r.get('lane')!r} lane, not bulk")
 
 
 def test_cg(c, rng):
