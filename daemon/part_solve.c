@@ -6,7 +6,9 @@
  * for its rows followed by its halo.  Every A p first exchanges p's halo;
  * every dot is the sum of the devices' partial dots in device order, taken
  * here, on the coordinating thread.  So the iterates differ from the
- * single-device solve only by the order of the dots' additions.
+ * single-device solve only by the order of the dots' additions.  Each step
+ * runs on every device at once (fan.h): the primitives are synchronous, and
+ * one device after another would leave the others idle.
  */
 #include <inttypes.h>
 #include <math.h>
@@ -16,6 +18,7 @@
 
 #include "backend.h"
 #include "devices.h"
+#include "fan.h"
 #include "gkc_errors.h"
 #include "part.h"
 
@@ -29,6 +32,13 @@ typedef struct {
   gkcd_backend *be[GKCD_MAX_DEVICES];
   int64_t it;
   double bn, tol;
+  fan fan;
+  /* The step the fan runs: its operands, and what each device said. */
+  int op, ia, ib, ic;
+  double a, b;
+  double partial[GKCD_MAX_DEVICES];
+  int rc[GKCD_MAX_DEVICES];
+  char msg[GKCD_MAX_DEVICES][200];
 } ps;
 
 static double now_us(void) {
@@ -39,54 +49,73 @@ static double now_us(void) {
 
 static int64_t rows_of(const ps *s, int j) { return s->p->plan.b[j].rows; }
 
-/* sum over devices of a . b; 0 or the job's error. */
-static int pdot(ps *s, int a, int b, double *out) {
-  double sum = 0;
-  for (int j = 0; j < s->k; j++) {
-    char msg[200] = "";
-    double part = 0;
-    int rc = s->be[j]->part->dot(s->be[j], s->v[a][j], s->v[b][j], rows_of(s, j), &part, msg,
-                                 sizeof msg);
-    if (rc) return part_failed(s->job, s->p->dev[j], rc, "dot", msg);
-    sum += part;
+enum { OP_DOT, OP_AXPBY, OP_MUL, OP_SPMV };
+static const char *const op_names[] = {"dot", "axpby", "jacobi", "spmv"};
+
+/* Device j's part of the step s->op (fan_fn). */
+static void step_one(void *arg, int j) {
+  ps *s = arg;
+  gkcd_backend *be = s->be[j];
+  const gkcd_part_ops *o = be->part;
+  int64_t n = rows_of(s, j);
+  char *msg = s->msg[j];
+  msg[0] = 0;
+  switch (s->op) {
+    case OP_DOT:
+      s->partial[j] = 0;
+      s->rc[j] = o->dot(be, s->v[s->ia][j], s->v[s->ib][j], n, &s->partial[j], msg, sizeof s->msg[j]);
+      break;
+    case OP_AXPBY:
+      s->rc[j] = o->axpby(be, s->a, s->v[s->ia][j], s->b, s->v[s->ib][j], n, msg, sizeof s->msg[j]);
+      break;
+    case OP_MUL:
+      s->rc[j] = o->mul(be, part_dinv(s->p, j), s->v[s->ia][j], s->v[s->ib][j], n, msg,
+                        sizeof s->msg[j]);
+      break;
+    default:
+      s->rc[j] = o->spmv(be, (int32_t)n, part_row_ptr(s->p, j), part_col_idx(s->p, j),
+                         part_values(s->p, j), s->v[V_P][j], s->v[V_Q][j], msg, sizeof s->msg[j]);
   }
+}
+
+/* Runs step op on every device at once; 0, or the job's error (the first
+ * device, in order, that failed). */
+static int step(ps *s, int op) {
+  s->op = op;
+  fan_run(&s->fan, step_one, s);
+  for (int j = 0; j < s->k; j++)
+    if (s->rc[j]) return part_failed(s->job, s->p->dev[j], s->rc[j], op_names[op], s->msg[j]);
+  return 0;
+}
+
+/* sum over devices of a . b, in device order; 0 or the job's error. */
+static int pdot(ps *s, int a, int b, double *out) {
+  *out = 0;
+  s->ia = a, s->ib = b;
+  if (step(s, OP_DOT)) return s->job->err;
+  double sum = 0;
+  for (int j = 0; j < s->k; j++) sum += s->partial[j];
   *out = sum;
   return 0;
 }
 
 /* y = a x + b y on every device. */
 static int paxpby(ps *s, double a, int x, double b, int y) {
-  for (int j = 0; j < s->k; j++) {
-    char msg[200] = "";
-    int rc = s->be[j]->part->axpby(s->be[j], a, s->v[x][j], b, s->v[y][j], rows_of(s, j), msg,
-                                   sizeof msg);
-    if (rc) return part_failed(s->job, s->p->dev[j], rc, "axpby", msg);
-  }
-  return 0;
+  s->a = a, s->b = b, s->ia = x, s->ib = y;
+  return step(s, OP_AXPBY) ? s->job->err : 0;
 }
 
 /* z = dinv .* r, then *rz = r . z */
 static int pjacobi(ps *s, double *rz) {
-  for (int j = 0; j < s->k; j++) {
-    char msg[200] = "";
-    int rc = s->be[j]->part->mul(s->be[j], part_dinv(s->p, j), s->v[V_R][j], s->v[V_Z][j],
-                                 rows_of(s, j), msg, sizeof msg);
-    if (rc) return part_failed(s->job, s->p->dev[j], rc, "jacobi", msg);
-  }
+  s->ia = V_R, s->ib = V_Z;
+  if (step(s, OP_MUL)) return s->job->err;
   return pdot(s, V_R, V_Z, rz);
 }
 
 /* q = A p, after p's halo is exchanged. */
 static int pspmv(ps *s) {
   if (part_exchange(s->job, s->p, s->v[V_P], s->v[V_BUF])) return s->job->err;
-  for (int j = 0; j < s->k; j++) {
-    char msg[200] = "";
-    int rc = s->be[j]->part->spmv(s->be[j], (int32_t)rows_of(s, j), part_row_ptr(s->p, j),
-                                  part_col_idx(s->p, j), part_values(s->p, j), s->v[V_P][j],
-                                  s->v[V_Q][j], msg, sizeof msg);
-    if (rc) return part_failed(s->job, s->p->dev[j], rc, "spmv", msg);
-  }
-  return 0;
+  return step(s, OP_SPMV) ? s->job->err : 0;
 }
 
 /* Cancelled, past the deadline, or one of the devices lost. */
@@ -186,6 +215,7 @@ static int move_vec(ps *s, int w, float *host, int to_dev) {
 void part_solve(gkcd_job *job) {
   __typeof__(job->in.solve) *in = &job->in.solve;
   ps s = {.job = job, .p = job->part, .k = job->part->plan.k};
+  int fan_on = 0;
   void *mem[GKCD_MAX_DEVICES] = {0};
   size_t cap[GKCD_MAX_DEVICES] = {0};
   int32_t n = in->n;
@@ -219,6 +249,8 @@ void part_solve(gkcd_job *job) {
     s.v[V_P][j] = m + 5 * r;
     s.v[V_BUF][j] = m + 6 * r + (size_t)b->nhalo;
   }
+  fan_start(&s.fan, s.k);
+  fan_on = 1;
   double t0 = now_us();
   if (move_vec(&s, V_B, hb, 1) || move_vec(&s, V_X, in->x0.ptr ? hx : NULL, 1) ||
       pdot(&s, V_B, V_B, &s.bn))
@@ -253,6 +285,7 @@ void part_solve(gkcd_job *job) {
 oom:
   job_fail(job, GKC_EOUT_OF_MEMORY, "out of memory for a partitioned solve");
 out:
+  if (fan_on) fan_stop(&s.fan);
   for (int j = 0; j < s.k; j++)
     if (mem[j]) s.be[j]->res_free(s.be[j], mem[j], cap[j]);
   free(hb), free(hx);
