@@ -15,6 +15,7 @@ typedef struct {
   double rtol, atol;
   int64_t max_iter; /* 0: gkcd's default */
   int history;
+  int fp32;         /* --precision fp32 */
   mtx_csr A;        /* owned */
   float *b, *x0, *x; /* owned; x0 NULL when not given */
   double *hist;     /* owned, with --history */
@@ -39,6 +40,9 @@ static void usage(FILE *f) {
           "  --rtol T          stop when ||b - A x|| <= max(T * ||b||, atol) (default 1e-6)\n"
           "  --atol T          absolute tolerance (default 0)\n"
           "  --max-iter N      iterations at most, 1 to 10^8 (default: gkcd's, min(10 n, 10^8))\n"
+          "  --precision P     fp64 (the default) or fp32: float32 vectors, dots and\n"
+          "                    scalars in float64 (less memory traffic per iteration, more\n"
+          "                    iterations at tight tolerances)\n"
           "  --history         also print the relative residual after each iteration, and\n"
           "                    a plot of its log10 against the iteration\n"
           "  -o, --out X.npy   write x to this .npy file\n"
@@ -56,7 +60,7 @@ static void usage(FILE *f) {
 
 static int parse(cli_globals *g, solve_job *s, int argc, char **argv) {
   enum { O_MATRIX = CLI_O_FIRST, O_B, O_X0, O_METHOD, O_RTOL, O_ATOL, O_MAX_ITER, O_HISTORY,
-         O_DEVICES };
+         O_DEVICES, O_PRECISION };
   static const struct option opts[] = {
       CLI_COMMON_OPTIONS,
       {"matrix", required_argument, 0, O_MATRIX}, {"b", required_argument, 0, O_B},
@@ -65,6 +69,7 @@ static int parse(cli_globals *g, solve_job *s, int argc, char **argv) {
       {"max-iter", required_argument, 0, O_MAX_ITER},
       {"history", no_argument, 0, O_HISTORY},     {"out", required_argument, 0, 'o'},
       {"devices", required_argument, 0, O_DEVICES},
+      {"precision", required_argument, 0, O_PRECISION},
       {0, 0, 0, 0}};
   int o, rc;
   cli_getopt_begin();
@@ -90,6 +95,11 @@ static int parse(cli_globals *g, solve_job *s, int argc, char **argv) {
           return cli_bad_value(g, "--max-iter", optarg, "expected an integer from 1 to 100000000");
         break;
       case O_HISTORY: s->history = 1; break;
+      case O_PRECISION:
+        if (strcmp(optarg, "fp64") && strcmp(optarg, "fp32"))
+          return cli_bad_value(g, "--precision", optarg, "expected fp64 or fp32");
+        s->fp32 = !strcmp(optarg, "fp32");
+        break;
       case O_DEVICES: if ((rc = cli_opt_devices(g, optarg, &s->devices))) return rc; break;
       case 'o': s->out_path = optarg; break;
       default:
@@ -270,6 +280,7 @@ static int run(cli_globals *g, int argc, char **argv) {
   a.method = (gkc_solve_method)s.method;
   a.rtol = s.rtol, a.atol = s.atol, a.max_iter = s.max_iter;
   a.history = s.hist, a.history_cap = s.hist_cap;
+  a.fp32 = s.fp32;
   gkc_out out = gkc_out_mem(s.x, nb);
   gkc_solve_result res;
   gkc_info info;

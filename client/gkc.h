@@ -429,8 +429,11 @@ typedef struct {
                       * async, until its callback) */
   size_t history_cap;
   uint32_t deadline_ms; /* 0: none; else the solve stops with reason "deadline" */
+  int fp32;          /* nonzero: precision "fp32": float32 vectors (dots and
+                      * scalars still float64): less memory traffic per
+                      * iteration, more iterations at tight tolerances */
 } gkc_solve_args;
-#define GKC_SOLVE_ARGS_INIT {0, {0}, {0}, GKC_SOLVE_CG, 1e-6, 0.0, 0, NULL, 0, 0}
+#define GKC_SOLVE_ARGS_INIT {0, {0}, {0}, GKC_SOLVE_CG, 1e-6, 0.0, 0, NULL, 0, 0, 0}
 
 typedef struct {
   int64_t iterations; /* iterations run */

@@ -33,13 +33,15 @@ int gkc_solve_method_parse(const char *s) {
 static void pack_solve(msgpack_packer *pk, const gkc__req *r) {
   const gkc_solve_args *a = &r->a.solve;
   int x0 = a->x0.kind != GKC_REF_NONE;
-  msgpack_pack_map(pk, 6 + x0 + (a->max_iter > 0) + (a->deadline_ms > 0) + gkc__out_keys(r->out));
+  msgpack_pack_map(pk, 6 + x0 + (a->max_iter > 0) + (a->deadline_ms > 0) + (a->fp32 != 0) +
+                          gkc__out_keys(r->out));
   proto_pack_cstr(pk, "matrix"), msgpack_pack_uint32(pk, a->matrix);
   proto_pack_cstr(pk, "method"), proto_pack_cstr(pk, method_names[a->method]);
   proto_pack_cstr(pk, "rtol"), msgpack_pack_double(pk, a->rtol);
   proto_pack_cstr(pk, "atol"), msgpack_pack_double(pk, a->atol);
   proto_pack_cstr(pk, "history"), a->history ? msgpack_pack_true(pk) : msgpack_pack_false(pk);
   if (a->max_iter > 0) proto_pack_cstr(pk, "max_iter"), msgpack_pack_int64(pk, a->max_iter);
+  if (a->fp32) proto_pack_cstr(pk, "precision"), proto_pack_cstr(pk, "fp32");
   if (a->deadline_ms > 0)
     proto_pack_cstr(pk, "deadline_ms"), msgpack_pack_uint32(pk, a->deadline_ms);
   gkc__pack_ref(pk, "b", &a->b);

@@ -23,7 +23,10 @@ _gkc() {
       return ;;
     --matrix) _filedir '@(mtx|mtx.gz)'; return ;;
     --op) COMPREPLY=($(compgen -W "sum min max" -- "$cur")); return ;;
-    --precision) COMPREPLY=($(compgen -W "fp32 tf32" -- "$cur")); return ;;
+    --precision)
+      if [[ $cmd == solve ]]; then COMPREPLY=($(compgen -W "fp64 fp32" -- "$cur"))
+      else COMPREPLY=($(compgen -W "fp32 tf32" -- "$cur")); fi
+      return ;;
     --devices) COMPREPLY=($(compgen -W "all" -- "$cur")); return ;;
     --random | --seed | --interval | --iterations | --algo | --alpha | --beta) return ;;
   esac

@@ -164,7 +164,7 @@ declare -A HELP_OPTS=(
   [sgemm]="--a --b --c --alpha --beta --trans-a --trans-b --algo --out --random --seed --check --json"
   [reduce]="--x --random --seed --op --algo --check --json"
   [spmv]="--matrix --random --density --x --y --alpha --beta --seed --algo --out --check --devices --json"
-  [solve]="--matrix --b --x0 --method --rtol --atol --max-iter --history --out --devices --json"
+  [solve]="--matrix --b --x0 --method --rtol --atol --max-iter --precision --history --out --devices --json"
 )
 for cmd in ping status sgemm reduce spmv solve; do
   run_raw "$cmd" --help
@@ -393,6 +393,14 @@ expect_json "spmv --devices all --check: resident, partitioned, checked" \
   "d['check'] == 'passed' and d['repeat'] == 1"
 run solve --matrix "$dir/lap.mtx" --devices all --method bicgstab
 expect "solve --devices all --method bicgstab: refused, says why" 1 "bicgstab does not run on a partitioned matrix"
+# --precision fp32: float32 vectors; the same answer to a looser tolerance.
+run solve --matrix "$dir/lap.mtx" --b "$dir/b576.npy" --precision fp32 --rtol 1e-5 --out "$dir/x_fp32.npy" --json
+expect_json "solve --precision fp32 --json: converged" "d['converged'] is True and 0 < d['iterations'] < 576"
+rhere=$(residual "$dir/lap.mtx" "$dir/x_fp32.npy" "$dir/b576.npy" 2>&1 || true)
+if python3 -c 'import sys; sys.exit(not float(sys.argv[1]) <= 2e-5)' "$rhere" 2>/dev/null; then
+  ok "solve --precision fp32: residual here $rhere"; else bad "solve --precision fp32: residual here $rhere"; fi
+run solve --matrix "$dir/lap.mtx" --precision fp16
+expect "solve --precision fp16: exit 2, names --precision" 2 "^gkc: invalid --precision 'fp16'"
 run solve --matrix "$dir/lap.mtx" --devices 0,0
 expect "solve --devices 0,0: exit 2, names --devices" 2 "^gkc: invalid --devices '0,0': expected all, or distinct"
 run spmv --matrix "$dir/lap.mtx" --devices 7

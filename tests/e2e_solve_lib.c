@@ -213,6 +213,39 @@ static void test_methods(gkc_conn *c) {
   }
 }
 
+/* precision fp32 (gkc_solve_args.fp32): converges to a residual that holds
+ * when recomputed here, and its residual history departs from float64 CG's
+ * by more than float64 rounding could (the vectors really were float32). */
+static void test_precision(gkc_conn *c) {
+  const int32_t n = 300;
+  const double rtol = 1e-5;
+  csr A = random_matrix(n, 0);
+  gkc_csr g = as_gkc(&A);
+  uint32_t mat;
+  if (gkc_csr_upload(c, &g, 0, &mat, NULL)) TEST_FAIL("csr_upload: %s", gkc_errmsg(c));
+  float *b = rand_vec(n), *x = calloc((size_t)n, 4);
+  double *hist = malloc(10000 * 8), *ref_hist = malloc(10000 * 8);
+  gkc_solve_args s = GKC_SOLVE_ARGS_INIT;
+  s.matrix = mat, s.b = gkc_ref_mem(b, (size_t)n * 4), s.rtol = rtol, s.fp32 = 1;
+  s.history = hist, s.history_cap = 10000;
+  gkc_out out = gkc_out_mem(x, (size_t)n * 4);
+  gkc_solve_result res;
+  gkc_info info;
+  if (gkc_solve(c, &s, &out, &res, &info)) TEST_FAIL("cg fp32: %s", gkc_errmsg(c));
+  check_x("cg fp32", &A, b, x, &res, rtol);
+  int64_t want = ref_cg(&A, b, rtol, 0, 10000, ref_hist);
+  double dev = 0;
+  for (int64_t k = 0; k < res.iterations && k < want; k++)
+    dev = fmax(dev, fabs(hist[k] - ref_hist[k]) / ref_hist[k]);
+  if (!(dev > 1e-9))
+    TEST_FAIL("cg fp32: its history stays within %.3g of float64 CG's: not float32 vectors", dev);
+  fprintf(stderr, "  cg fp32: %lld iterations (float64: %lld), residual %.3g, history apart by %.3g\n",
+          (long long)res.iterations, (long long)want, res.residual, dev);
+  ASSERT_EQ(gkc_release_matrix(c, mat), 0);
+  free(b), free(x), free(hist), free(ref_hist);
+  csr_free(&A);
+}
+
 /* b from a region, x0 and x as one resident handle (in place), x to a new
  * handle, a short history buffer, max_iter. */
 static void test_refs_and_outs(gkc_conn *c) {
@@ -582,6 +615,7 @@ int main(void) {
   gkc_conn *c;
   if (gkc_connect(&c, f.sock)) TEST_FAIL("connect: %s", gkc_errmsg(c));
   test_methods(c);
+  test_precision(c);
   test_refs_and_outs(c);
   test_solve_errors(c);
   test_batch(c);

@@ -349,7 +349,8 @@ class Api:
 
     def solve(self, A: Any, b: ArrayArg, x0: Optional[ArrayArg] = None, *, rtol: float = 1e-6,
               atol: float = 0.0, max_iter: Optional[int] = None, method: str = "cg",
-              history: bool = False, out: Out = None, deadline_ms: Optional[int] = None) -> Any:
+              history: bool = False, out: Out = None, deadline_ms: Optional[int] = None,
+              precision: str = "fp64") -> Any:
         """Solves A x = b inside gkcd by ``cg``, ``pcg`` (Jacobi) or
         ``bicgstab``; returns a :class:`SolveResult`.
 
@@ -359,16 +360,21 @@ class Api:
         form a method takes (``x0=None``: zero).  Stops when
         ||r|| <= max(rtol ||b||, atol) or after max_iter iterations (None:
         gkcd's default, min(10 n, 10^8)).  ``out`` as for spmv; an ``out``
-        that is the resident x0 updates it in place.  Not converging is not
-        an error: look at ``converged`` and ``reason``."""
+        that is the resident x0 updates it in place.  ``precision="fp32"``
+        keeps the vectors in float32 (dots and scalars in float64): less
+        memory traffic per iteration, more iterations at tight tolerances.
+        Not converging is not an error: look at ``converged`` and
+        ``reason``."""
         return self._drive(self._solve(A, b, x0, rtol, atol, max_iter, method, history, out,
-                                       deadline_ms))
+                                       deadline_ms, precision))
 
     def _solve(self, A: Any, b: ArrayArg, x0: Optional[ArrayArg], rtol: float, atol: float,
                max_iter: Optional[int], method: str, history: bool, out: Out,
-               deadline_ms: Optional[int]) -> Any:
+               deadline_ms: Optional[int], precision: str = "fp64") -> Any:
         p: Dict[str, Any] = {"b": self._array("b", b)[0], "method": method, "rtol": float(rtol),
                              "atol": float(atol), "history": bool(history)}
+        if precision != "fp64":
+            p["precision"] = precision
         if x0 is not None:
             p["x0"] = self._array("x0", x0)[0]
         if max_iter is not None:

@@ -80,6 +80,25 @@ def test_methods_against_scipy(conn, rng, method, kind):
         assert np.linalg.norm(r.x - xs) <= 1e-5 * np.linalg.norm(xs)
 
 
+def test_precision_fp32(conn, rng):
+    """precision="fp32": float32 vectors. It converges, its residual holds
+    when recomputed here, and its history departs from SciPy's float64 CG
+    by more than float64 rounding could; a bad value is refused."""
+    n = 400
+    A = random_matrix(rng, n, "spd")
+    b = rng.standard_normal(n)
+    r = conn.solve(A, b, rtol=1e-5, history=True, precision="fp32")
+    assert r.converged and r.reason == "converged"
+    here = rel_residual(A, b, r.x)
+    assert r.residual == pytest.approx(here, rel=1e-9)
+    assert here <= 1e-5 + 4 * floor(A, b, r.x)
+    _, trace = scipy_cg(A, f32(b), 1e-5, False)
+    dev = max(abs(r.history[k] - trace[k]) / trace[k] for k in range(min(len(trace), r.iterations)))
+    assert dev > 1e-9, dev
+    with pytest.raises(gkc.InvalidArgument, match="precision"):
+        conn.solve(A, b, precision="fp16")
+
+
 def test_resident_matrix_outs_and_x0(conn, rng):
     n = 300
     A = random_matrix(rng, n, "spd")
