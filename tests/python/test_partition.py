@@ -176,7 +176,12 @@ def scipy_cg_iterations(a, b, rtol, jacobi):
 
 
 def close_counts(p, q):
-    return abs(p - q) <= max(1, int(0.02 * max(p, q)))
+    # The partitioned solve sums each dot in a different order from the
+    # single-device one; on the random SPD matrices below that order alone
+    # moved PCG's count by 2 (84 against 86 to rtol 1e-6, seen once under
+    # ASan), as float64 rounding spreads bcsstk13's count over 3%
+    # (bench/RESULTS.md).  So: 2%, and never less than 2 iterations.
+    return abs(p - q) <= max(2, int(0.02 * max(p, q)))
 
 
 @pytest.mark.parametrize("method", ["cg", "pcg"])
