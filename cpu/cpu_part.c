@@ -36,8 +36,9 @@ static int copy(gkcd_backend *be, void *dst, const void *src, size_t bytes, char
   return 0;
 }
 
-static int spmv(gkcd_backend *be, int32_t rows, const int32_t *rp, const int32_t *ci,
+static int spmv(gkcd_backend *be, int32_t rows, int64_t nnz, const int32_t *rp, const int32_t *ci,
                 const float *v, const double *x, double *y, char *msg, size_t msglen) {
+  (void)nnz;
   int rc = gone(be, msg, msglen);
   if (rc) return rc;
 #pragma omp parallel for num_threads(nth(be, rows)) schedule(static)

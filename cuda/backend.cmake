@@ -4,6 +4,7 @@ add_library(gkc_cuda_backend STATIC ${CMAKE_SOURCE_DIR}/cuda/cuda_backend.c
             ${CMAKE_SOURCE_DIR}/cuda/cuda_long.c
             ${CMAKE_SOURCE_DIR}/cuda/cuda_multi.c
             ${CMAKE_SOURCE_DIR}/cuda/cuda_part.c
+            ${CMAKE_SOURCE_DIR}/cuda/cuda_rates.c
             ${CMAKE_SOURCE_DIR}/cuda/cuda_solve.c
             ${CMAKE_SOURCE_DIR}/cuda/devcache.c
             ${CMAKE_SOURCE_DIR}/cuda/lanes.c

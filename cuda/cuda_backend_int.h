@@ -11,6 +11,7 @@
 #include "devcache.h"
 #include "gkcu.h"
 #include "config.h"
+#include "cost.h"
 #include "job.h"
 #include "lanes.h"
 
@@ -90,6 +91,10 @@ int cuda_is_sticky(cudaError_t e);
 int cuda_force_streams(void);
 /* Whether be is one of these backends (peer_copy's other side). */
 int cuda_is_backend(const gkcd_backend *be);
+
+/* cuda_rates.c: the cost model's starting rates, measured on slot s in a
+ * few milliseconds; any failure keeps the figures already in *r. */
+void cuda_measure_rates(slot *s, cost_rates *r);
 
 /* cuda_multi.c: a part's reference to its GPU given back; the last frees it. */
 void cuda_gpu_release(cuda_gpu *gpu);

@@ -75,25 +75,14 @@ static int to_host(gkcd_backend *be, void *dst, const void *src, size_t bytes, c
   return copy(be, dst, src, bytes, 0, msg, msglen);
 }
 
-static int spmv(gkcd_backend *be, int32_t rows, const int32_t *rp, const int32_t *ci, const float *v,
-                const double *x, double *y, char *msg, size_t msglen) {
+static int spmv(gkcd_backend *be, int32_t rows, int64_t nnz, const int32_t *rp, const int32_t *ci,
+                const float *v, const double *x, double *y, char *msg, size_t msglen) {
   cuda_impl *impl = be->impl;
   int rc = gone(impl, msg, msglen);
   if (rc || rows == 0) return rc;
   slot *s = begin(be, &impl);
-  /* nnz from row_ptr's last entry, which lives on the device */
-  int32_t ends[2] = {0, 0};
-  cudaError_t e = cudaMemcpyAsync(ends, rp, sizeof ends[0], cudaMemcpyDeviceToHost, s->stream);
-  if (e == cudaSuccess)
-    e = cudaMemcpyAsync(ends + 1, rp + rows, sizeof ends[1], cudaMemcpyDeviceToHost, s->stream);
-  if (e == cudaSuccess) e = cudaStreamSynchronize(s->stream);
-  if (e != cudaSuccess) {
-    rc = finish(impl, s, 0, "reading the block's row pointers", msg, msglen);
-    if (!rc) rc = GKC_EDEVICE_ERROR;
-  } else {
-    rc = gkcu_part_spmv(s->ctx, rows, (int64_t)ends[1] - ends[0], rp, ci, v, x, y);
-    rc = finish(impl, s, rc, "spmv of a partition's block", msg, msglen);
-  }
+  rc = finish(impl, s, gkcu_part_spmv(s->ctx, rows, nnz, rp, ci, v, x, y), "spmv of a partition's block",
+              msg, msglen);
   give_slot(impl, s);
   return rc;
 }

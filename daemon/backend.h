@@ -97,9 +97,11 @@ typedef struct gkcd_part_ops {
                 size_t msglen);
   int (*to_host)(gkcd_backend *be, void *dst, const void *src, size_t bytes, char *msg,
                  size_t msglen);
-  /* y[i] = sum over row i of values[t] * x[col_idx[t]], for rows rows. */
-  int (*spmv)(gkcd_backend *be, int32_t rows, const int32_t *row_ptr, const int32_t *col_idx,
-              const float *values, const double *x, double *y, char *msg, size_t msglen);
+  /* y[i] = sum over row i of values[t] * x[col_idx[t]], for rows rows
+   * holding nnz entries (the plan's count: a GPU sizes its launch by it). */
+  int (*spmv)(gkcd_backend *be, int32_t rows, int64_t nnz, const int32_t *row_ptr,
+              const int32_t *col_idx, const float *values, const double *x, double *y, char *msg,
+              size_t msglen);
   /* dst[i] = src[idx[i]] (packing the entries another device reads). */
   int (*gather)(gkcd_backend *be, double *dst, const double *src, const int32_t *idx, int64_t n,
                 char *msg, size_t msglen);

@@ -275,7 +275,7 @@ static void run_spmv(gkcd_job *job) {
     for (int32_t i = 0; i < b->nhalo; i++) xl[b->ncols + i] = x[b->halo[i]];
     double *dx = mem[j], *dy = dx + nx;
     if ((rc = be->part->to_dev(be, dx, xl, 8 * nx, msg, sizeof msg)) ||
-        (rc = be->part->spmv(be, b->rows, part_row_ptr(p, j), part_col_idx(p, j),
+        (rc = be->part->spmv(be, b->rows, b->nnz, part_row_ptr(p, j), part_col_idx(p, j),
                              part_values(p, j), dx, dy, msg, sizeof msg)) ||
         (rc = be->part->to_host(be, yd + b->row0, dy, 8 * (size_t)b->rows, msg, sizeof msg)))
       part_failed(job, p->dev[j], rc, "spmv", msg);

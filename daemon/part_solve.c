@@ -73,7 +73,7 @@ static void step_one(void *arg, int j) {
                         sizeof s->msg[j]);
       break;
     default:
-      s->rc[j] = o->spmv(be, (int32_t)n, part_row_ptr(s->p, j), part_col_idx(s->p, j),
+      s->rc[j] = o->spmv(be, (int32_t)n, s->p->plan.b[j].nnz, part_row_ptr(s->p, j), part_col_idx(s->p, j),
                          part_values(s->p, j), s->v[V_P][j], s->v[V_Q][j], msg, sizeof s->msg[j]);
   }
 }
