@@ -45,13 +45,8 @@
 
 #include "gkcu_blas1.h"
 #include "gpu_util.h"
+#include "gpu_test.h"
 #include "test.h"
-
-#define CUDA_OK(call)                                                         \
-  do {                                                                        \
-    cudaError_t e_ = (call);                                                  \
-    if (e_ != cudaSuccess) TEST_FAIL("%s: %s", #call, cudaGetErrorString(e_)); \
-  } while (0)
 
 enum { GUARD = 8 }; /* floats before and after each vector */
 

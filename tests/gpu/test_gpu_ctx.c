@@ -11,13 +11,8 @@
 #include "gkcu_reduce.h"
 #include "gkcu_spmv.h"
 #include "gpu_util.h"
+#include "gpu_test.h"
 #include "test.h"
-
-#define CUDA_OK(call)                                                         \
-  do {                                                                        \
-    cudaError_t e_ = (call);                                                  \
-    if (e_ != cudaSuccess) TEST_FAIL("%s: %s", #call, cudaGetErrorString(e_)); \
-  } while (0)
 
 int main(void) {
   gpu_require_device();

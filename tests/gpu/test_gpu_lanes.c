@@ -26,13 +26,8 @@
 #include "gkcu_spmv.h"
 #include "gpu_util.h"
 #include "lanes.h"
+#include "gpu_test.h"
 #include "test.h"
-
-#define CUDA_OK(call)                                                         \
-  do {                                                                        \
-    cudaError_t e_ = (call);                                                  \
-    if (e_ != cudaSuccess) TEST_FAIL("%s: %s", #call, cudaGetErrorString(e_)); \
-  } while (0)
 
 static gpu_rng rng;
 static int checks;

@@ -29,13 +29,8 @@
 #include "devcache.h"
 #include "gkc_errors.h"
 #include "gpu_util.h"
+#include "gpu_test.h"
 #include "test.h"
-
-#define CUDA_OK(call)                                                         \
-  do {                                                                        \
-    cudaError_t e_ = (call);                                                  \
-    if (e_ != cudaSuccess) TEST_FAIL("%s: %s", #call, cudaGetErrorString(e_)); \
-  } while (0)
 
 /* --- jobs ------------------------------------------------------------------------ */
 

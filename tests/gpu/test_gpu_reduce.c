@@ -14,15 +14,10 @@
 #include "gkcu_lab.h"
 #include "gkcu_reduce.h"
 #include "gpu_util.h"
+#include "gpu_test.h"
 #include "test.h"
 
 static int failures, runs;
-
-#define CUDA_OK(call)                                                         \
-  do {                                                                        \
-    cudaError_t e_ = (call);                                                  \
-    if (e_ != cudaSuccess) TEST_FAIL("%s: %s", #call, cudaGetErrorString(e_)); \
-  } while (0)
 
 static const char *op_name(int op) { return op == GKCU_SUM ? "sum" : op == GKCU_MIN ? "min" : "max"; }
 

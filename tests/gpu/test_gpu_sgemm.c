@@ -14,15 +14,10 @@
 #include "gkcu_lab.h"
 #include "gkcu_sgemm.h"
 #include "gpu_util.h"
+#include "gpu_test.h"
 #include "test.h"
 
 static int failures, runs;
-
-#define CUDA_OK(call)                                                         \
-  do {                                                                        \
-    cudaError_t e_ = (call);                                                  \
-    if (e_ != cudaSuccess) TEST_FAIL("%s: %s", #call, cudaGetErrorString(e_)); \
-  } while (0)
 
 typedef struct {
   const char *name;

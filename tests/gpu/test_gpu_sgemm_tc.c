@@ -22,15 +22,10 @@
 #include "gkcu_sgemm.h"
 #include "gkcu_sgemm_tc.h"
 #include "gpu_util.h"
+#include "gpu_test.h"
 #include "test.h"
 
 static int failures, runs;
-
-#define CUDA_OK(call)                                                         \
-  do {                                                                        \
-    cudaError_t e_ = (call);                                                  \
-    if (e_ != cudaSuccess) TEST_FAIL("%s: %s", #call, cudaGetErrorString(e_)); \
-  } while (0)
 
 static float *host_random(gpu_rng *g, size_t n, float lo, float hi) {
   float *p = malloc(n * sizeof *p);

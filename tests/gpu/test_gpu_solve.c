@@ -38,13 +38,8 @@
 #include "cpu_solve.h"
 #include "gkcu_solve.h"
 #include "gpu_util.h"
+#include "gpu_test.h"
 #include "test.h"
-
-#define CUDA_OK(call)                                                              \
-  do {                                                                             \
-    cudaError_t e_ = (call);                                                       \
-    if (e_ != cudaSuccess) TEST_FAIL("%s: %s", #call, cudaGetErrorString(e_));     \
-  } while (0)
 
 static int failures;
 #define CHECK(cond, ...)                                           \
