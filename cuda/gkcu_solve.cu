@@ -10,6 +10,9 @@
 #include <string.h>
 #include <time.h>
 
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
 #include "gkcu_internal.h"
 #include "gkcu_solve.h"
 #include "gkcu_solve_kern.cuh"
@@ -45,6 +48,7 @@ struct solver {
   vecs<V> v;
   int w;              /* threads per row */
   int g_spmv, g_vec;  /* grid sizes */
+  loop_cond cond;     /* set while the "while" body is captured */
 };
 
 /* Threads per row.  Short rows on a big matrix (max_row <= 8, 2^18 rows
@@ -97,7 +101,7 @@ int enqueue_iteration(solver<V> *S) {
     k_cg_update<V><<<g, NT, 0, str>>>(n, v->r, v->q, pcg ? v->z : nullptr, pcg ? v->dinv : nullptr,
                                    v->st, v->part);
     GKCU__LAUNCHED(S->ctx, "k_cg_update");
-    k_cg_p<V><<<g, NT, 0, str>>>(n, v->x, v->p, pcg ? v->z : v->r, v->st);
+    k_cg_p<V><<<g, NT, 0, str>>>(n, v->x, v->p, pcg ? v->z : v->r, v->st, S->cond);
     GKCU__LAUNCHED(S->ctx, "k_cg_p");
     return 0;
   }
@@ -108,7 +112,8 @@ int enqueue_iteration(solver<V> *S) {
   k_bi_s<V><<<g, NT, 0, str>>>(n, s, v->r, vv, v->st, v->part);
   GKCU__LAUNCHED(S->ctx, "k_bi_s");
   if ((rc = launch_spmv_t<V, V>(S, s, v->t, nullptr, nullptr, s, 2, S_BI_T))) return rc;
-  k_bi_update<V><<<g, NT, 0, str>>>(n, v->x, v->r, v->p, s, v->t, v->rhat, v->st, v->part);
+  k_bi_update<V><<<g, NT, 0, str>>>(n, v->x, v->r, v->p, s, v->t, v->rhat, v->st, v->part,
+                                    S->cond);
   GKCU__LAUNCHED(S->ctx, "k_bi_update");
   return 0;
 }
@@ -121,40 +126,84 @@ void abandon_capture(cudaStream_t str, bool ours) {
   (void)cudaGetLastError();
 }
 
-/* The "while" graph: one conditional while-node whose body is an iteration
- * and k_cond.  0 with *graph kept for the caller to destroy after *exec
- * (the executable graph's conditional handle belongs to it: see
- * cuda/NOTES.md on memcheck), or nonzero when this runtime or driver
- * cannot (the error is cleared: the caller falls back). */
+/* The driver calls a conditional node needs.  The runtime's
+ * cudaGraphConditionalHandleCreate and cudaGraphAddNode take the calling
+ * thread's current context (the primary one), while gkcd's lanes launch on
+ * green contexts' streams: such a graph does not instantiate ("all kernels
+ * must belong to the same context").  The driver's calls take the context,
+ * so the node is made in the stream's own.  Looked up once, through the
+ * runtime (no link to libcuda). */
+struct cond_driver {
+  PFN_cuStreamGetCtx_v9020 stream_ctx;
+  PFN_cuGraphConditionalHandleCreate_v12030 handle_create;
+  PFN_cuGraphAddNode_v12030 add_node;
+  bool ok;
+};
+
+template <typename F>
+bool driver_fn(const char *sym, int version, F *fn) {
+  cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+  void *p = nullptr;
+  if (cudaGetDriverEntryPointByVersion(sym, &p, (unsigned)version, cudaEnableDefault, &q) !=
+          cudaSuccess ||
+      q != cudaDriverEntryPointSuccess || !p) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  *fn = (F)p;
+  return true;
+}
+
+const cond_driver &the_cond_driver() {
+  static const cond_driver d = [] {
+    cond_driver x = {};
+    int drv = 0;
+    x.ok = cudaDriverGetVersion(&drv) == cudaSuccess && drv >= 12040 &&
+           driver_fn("cuStreamGetCtx", 9020, &x.stream_ctx) &&
+           driver_fn("cuGraphConditionalHandleCreate", 12030, &x.handle_create) &&
+           driver_fn("cuGraphAddNode", 12030, &x.add_node);
+    return x;
+  }();
+  return d;
+}
+
+/* The "while" graph: one conditional while-node whose body is an iteration;
+ * the iteration's last kernel sets the condition (S->cond).  0 with *graph
+ * kept for the caller to destroy after *exec (the executable graph's
+ * conditional handle belongs to it), or nonzero when this driver cannot
+ * (the error is cleared: the caller falls back or reports). */
 template <typename V>
 int build_while(solver<V> *S, cudaGraphExec_t *exec, cudaGraph_t *graph) {
-#if CUDART_VERSION >= 12040
-  int drv = 0;
-  if (cudaDriverGetVersion(&drv) != cudaSuccess || drv < 12040) return 1;
+  const cond_driver &d = the_cond_driver();
+  if (!d.ok) return 1;
   cudaStream_t str = S->ctx->stream;
   cudaGraph_t g = nullptr;
-  cudaGraphConditionalHandle h;
-  cudaGraphNodeParams cp = {};
-  cudaGraphNode_t node;
+  CUcontext cx = nullptr;
+  CUgraphConditionalHandle h = 0;
+  CUgraphNodeParams np;
+  CUgraphNode node;
   int ok = 0;
+  memset(&np, 0, sizeof np);
+  if (d.stream_ctx((CUstream)str, &cx) != CUDA_SUCCESS) goto out;
   if (cudaGraphCreate(&g, 0) != cudaSuccess) goto out;
-  if (cudaGraphConditionalHandleCreate(&h, g, 1, cudaGraphCondAssignDefault) != cudaSuccess) goto out;
-  cp.type = cudaGraphNodeTypeConditional;
-  cp.conditional.handle = h;
-  cp.conditional.type = cudaGraphCondTypeWhile;
-  cp.conditional.size = 1;
-  if (cudaGraphAddNode(&node, g, nullptr, nullptr, 0, &cp) != cudaSuccess) goto out;
-  if (cudaStreamBeginCaptureToGraph(str, cp.conditional.phGraph_out[0], nullptr, nullptr, 0,
-                                    cudaStreamCaptureModeThreadLocal) != cudaSuccess)
+  if (d.handle_create(&h, (CUgraph)g, cx, 1, CU_GRAPH_COND_ASSIGN_DEFAULT) != CUDA_SUCCESS) goto out;
+  np.type = CU_GRAPH_NODE_TYPE_CONDITIONAL;
+  np.conditional.handle = h;
+  np.conditional.type = CU_GRAPH_COND_TYPE_WHILE;
+  np.conditional.size = 1;
+  np.conditional.ctx = cx;
+  if (d.add_node(&node, (CUgraph)g, nullptr, nullptr, 0, &np) != CUDA_SUCCESS) goto out;
+  if (cudaStreamBeginCaptureToGraph(str, (cudaGraph_t)np.conditional.phGraph_out[0], nullptr,
+                                    nullptr, 0, cudaStreamCaptureModeThreadLocal) != cudaSuccess)
     goto out;
-  if (enqueue_iteration(S)) {
-    abandon_capture(str, false);
-    goto out;
-  }
-  k_cond<<<1, 1, 0, str>>>(S->v.st, h);
-  if (cudaGetLastError() != cudaSuccess) {
-    abandon_capture(str, false);
-    goto out;
+  S->cond.h = h, S->cond.on = 1;
+  {
+    int bad = enqueue_iteration(S);
+    S->cond.on = 0;
+    if (bad) {
+      abandon_capture(str, false);
+      goto out;
+    }
   }
   {
     cudaGraph_t body = nullptr;
@@ -166,10 +215,6 @@ out:
   else if (g) cudaGraphDestroy(g);
   (void)cudaGetLastError();
   return ok ? 0 : 1;
-#else
-  (void)S, (void)exec, (void)graph;
-  return 1;
-#endif
 }
 
 /* The "unrolled" graph: UNROLL_ITERS iterations captured from the stream. */
@@ -236,10 +281,12 @@ int run_loop(solver<V> *S, state *hs, cudaEvent_t ev[2], gkcu_solve_result *res,
   cudaGraphExec_t exec = nullptr;
   cudaGraph_t graph = nullptr; /* the while graph, alive as long as exec */
   int how = forced_how(), rc = 0;
-  /* "while" only when asked for: "unrolled" ran 12.6 us per iteration where
-   * "while" took 15.6 (its k_cond is one more kernel per iteration), gkcd
-   * 79k against 60k it/s on 1138_bus (H100, bench/RESULTS.md), and under
-   * gkcd's green-context lanes a conditional node does not instantiate. */
+  /* "while" only when asked for: with the condition set by the iteration's
+   * last kernel and the node made in the stream's (green) context it runs
+   * everywhere, but it was still slower on every problem (H200,
+   * bench/RESULTS.md: 1138_bus 67k against 82k it/s, the 2048^2 Laplacian
+   * 6,784 against 6,946): the device-side relaunch of the body costs more
+   * than 8 host-launched iterations do. */
   if (how == HOW_WHILE) {
     if (build_while(S, &exec, &graph))
       return gkcu__fail(ctx, GKC_EDEVICE_ERROR, "solve: GKCU_SOLVE_GRAPH=while, but this driver"

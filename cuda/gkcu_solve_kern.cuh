@@ -40,6 +40,14 @@ struct state {
   unsigned int ticket;
 };
 
+/* The "while" loop's condition handle, passed to the iteration's last
+ * kernel, which sets it once the iteration's state is final (no kernel of
+ * its own per iteration).  on = 0 in the other loop kinds. */
+struct loop_cond {
+  cudaGraphConditionalHandle h;
+  int on;
+};
+
 /* What the last block does with the reduced values. */
 enum stage {
   S_BNORM,    /* d0 = b.b */
@@ -129,6 +137,11 @@ __device__ void finish(state *st, int stage, int pcg, double d0, double d1) {
   }
 }
 
+/* Go on while the solve runs and this launch's chunk is not done. */
+__device__ void set_loop(const loop_cond &c, const state *st) {
+  if (c.on) cudaGraphSetConditional(c.h, st->reason < 0 && st->it < st->stop_at ? 1u : 0u);
+}
+
 __device__ double warp_sum(double v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -151,9 +164,10 @@ __device__ void block_sum2(double &a, double &b) {
 }
 
 /* The grid-wide sum of (d0, d1) in a fixed order, then finish() on it by
- * one thread of the last block. */
+ * one thread of the last block (and, when lc, the loop's condition from the
+ * finished state). */
 __device__ void reduce_finish(state *st, double *part, int stage, int pcg, double d0,
-                              double d1) {
+                              double d1, const loop_cond *lc = nullptr) {
   __shared__ bool last;
   block_sum2(d0, d1);
   if (threadIdx.x == 0) {
@@ -172,6 +186,7 @@ __device__ void reduce_finish(state *st, double *part, int stage, int pcg, doubl
   if (threadIdx.x == 0) {
     st->ticket = 0u;
     finish(st, stage, pcg, d0, d1);
+    if (lc) set_loop(*lc, st);
   }
 }
 
@@ -296,7 +311,10 @@ __global__ void __launch_bounds__(NT)
  * then stopped: cpu_solve.c updates x before its stopping test), then
  * p = z + beta p (z = r for plain CG) unless the solve has stopped. */
 template <typename V>
-__global__ void k_cg_p(int n, V *x, V *p, const V *__restrict__ z, const state *st) {
+__global__ void k_cg_p(int n, V *x, V *p, const V *__restrict__ z, const state *st,
+                       loop_cond lc) {
+  /* the iteration's state is final here (k_cg_update's last block) */
+  if (blockIdx.x == 0 && threadIdx.x == 0) set_loop(lc, st);
   const bool upd_x = st->x_pending, upd_p = st->reason < 0;
   if (!upd_x && !upd_p) return;
   const double a = st->alpha, beta = st->beta;
@@ -342,8 +360,10 @@ __global__ void __launch_bounds__(NT) k_bi_s(int n, V *s, const V *__restrict__ 
 template <typename V>
 __global__ void __launch_bounds__(NT)
     k_bi_update(int n, V *x, V *r, const V *__restrict__ p, const V *__restrict__ s,
-                const V *__restrict__ t, const V *__restrict__ rhat, state *st, double *part) {
+                const V *__restrict__ t, const V *__restrict__ rhat, state *st, double *part,
+                loop_cond lc) {
   if (st->reason >= 0) {
+    if (blockIdx.x == 0 && threadIdx.x == 0) set_loop(lc, st);
     if (st->half) {
       const double a = st->alpha;
       GRID_LOOP(i, n) x[i] = (V)fma(a, (double)p[i], (double)x[i]), r[i] = s[i];
@@ -360,16 +380,11 @@ __global__ void __launch_bounds__(NT)
     d0 = fma(ri, ri, d0);
     d1 = fma((double)rhat[i], ri, d1);
   }
-  reduce_finish(st, part, S_BI_UPD, 0, d0, d1);
+  reduce_finish(st, part, S_BI_UPD, 0, d0, d1, &lc);
 }
 
 /* "while": sets the stop for this launch, chunk iterations on. */
 __global__ void k_set_stop(state *st, long long chunk) { st->stop_at = st->it + chunk; }
-
-/* "while": the loop goes on while the solve runs and the chunk is not done. */
-__global__ void k_cond(const state *st, cudaGraphConditionalHandle h) {
-  cudaGraphSetConditional(h, st->reason < 0 && st->it < st->stop_at ? 1u : 0u);
-}
 
 }  // namespace gks
 

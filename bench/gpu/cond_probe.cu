@@ -15,7 +15,12 @@
  * after each, two launches in flight.  "--early-destroy": the single
  * launch with the graph destroyed right after it was instantiated, as
  * gkcu_solve's while graph was until 2026-11-25 (legal by the API; the
- * question is whether memcheck's error 700 follows it).
+ * question is whether memcheck's error 700 follows it).  "--wide": the
+ * body shaped like gkcu_solve's iteration since 2026-11-25: a kernel of
+ * many blocks (4 per SM, 256 threads) that sweeps a 4 MiB buffer, whose
+ * last block (by ticket) counts down and sets the condition itself (no
+ * kernel of its own for it), relaunched in chunks as in --relaunch.  Every
+ * index is below the buffer's length by construction.
  */
 #include <cuda_runtime.h>
 #include <stdio.h>
@@ -48,13 +53,41 @@ __global__ void k_cond_chunk(const int *d, cudaGraphConditionalHandle h) {
   cudaGraphSetConditional(h, d[0] > 0 && d[1] < d[2] ? 1u : 0u);
 }
 
+/* --wide: d[0] count, d[1] runs, d[2] chunk end, d[3] ticket. */
+enum { WIDE_N = 1 << 20 };
+__global__ void k_wide(float *buf, int *d, cudaGraphConditionalHandle h) {
+  __shared__ bool last;
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < WIDE_N; i += gridDim.x * blockDim.x)
+    buf[i] = buf[i] * 0.5f + 1.0f;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    last = atomicAdd((unsigned int *)&d[3], 1u) == gridDim.x - 1;
+  }
+  __syncthreads();
+  if (!last || threadIdx.x != 0) return;
+  d[3] = 0;
+  d[0]--;
+  d[1]++;
+  cudaGraphSetConditional(h, d[0] > 0 && d[1] < d[2] ? 1u : 0u);
+}
+
 int main(int argc, char **argv) {
   int no_cond = argc > 1 && !strcmp(argv[1], "--no-cond");
   int relaunch = argc > 1 && !strcmp(argv[1], "--relaunch");
   int early = argc > 1 && !strcmp(argv[1], "--early-destroy");
+  int wide = argc > 1 && !strcmp(argv[1], "--wide");
+  if (wide) relaunch = 1;
   int *d;
-  OK(cudaMalloc(&d, 3 * sizeof(int)));
-  int h0[3] = {100, 0, 0};
+  float *buf = NULL;
+  OK(cudaMalloc(&d, 4 * sizeof(int)));
+  int h0[4] = {100, 0, 0, 0};
+  int sms = 1;
+  if (wide) {
+    OK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+    OK(cudaMalloc(&buf, WIDE_N * sizeof(float)));
+    OK(cudaMemset(buf, 0, WIDE_N * sizeof(float)));
+  }
   OK(cudaMemcpy(d, h0, sizeof h0, cudaMemcpyHostToDevice));
   cudaStream_t s;
   OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
@@ -73,9 +106,13 @@ int main(int argc, char **argv) {
     OK(cudaGraphAddNode(&node, g, NULL, NULL, 0, &cp));
     OK(cudaStreamBeginCaptureToGraph(s, cp.conditional.phGraph_out[0], NULL, NULL, 0,
                                      cudaStreamCaptureModeThreadLocal));
-    k_step<<<4, 64, 0, s>>>(d, d + 1);
-    if (relaunch) k_cond_chunk<<<1, 1, 0, s>>>(d, h);
-    else k_cond_probe<<<1, 1, 0, s>>>(d, h);
+    if (wide) {
+      k_wide<<<4 * sms, 256, 0, s>>>(buf, d, h);
+    } else {
+      k_step<<<4, 64, 0, s>>>(d, d + 1);
+      if (relaunch) k_cond_chunk<<<1, 1, 0, s>>>(d, h);
+      else k_cond_probe<<<1, 1, 0, s>>>(d, h);
+    }
     cudaGraph_t body;
     OK(cudaStreamEndCapture(s, &body));
   } else {
@@ -115,10 +152,12 @@ int main(int argc, char **argv) {
     OK(cudaStreamSynchronize(s));
   }
   OK(cudaMemcpy(h1, d, sizeof h1, cudaMemcpyDeviceToHost));
-  printf("%s: count %d, body ran %d times\n", no_cond ? "unrolled" : "while", h1[0], h1[1]);
+  printf("%s: count %d, body ran %d times\n", no_cond ? "unrolled" : wide ? "while, wide" : "while",
+         h1[0], h1[1]);
   cudaGraphExecDestroy(ex);
   if (g) cudaGraphDestroy(g);
   cudaFree(d);
+  if (buf) cudaFree(buf);
   cudaStreamDestroy(s);
   /* --relaunch: each launch runs the body at least once (the handle's
    * default is 1), so the second launch in flight may run it once more */

@@ -18,7 +18,9 @@ check.  For each:
   (b) solve    one gkcd `solve` request (b resident, x left resident), to
                rtol 1e-8: iterations / wall time of the request.
   (c) batch    CG in Python, one gkcd `batch` request per iteration (the
-               PROTOCOL.md example: spmv, 2 dots, 3 axpby), --batch-iters.
+               PROTOCOL.md example: spmv, 2 dots, 3 axpby), --batch-iters;
+               and "batch C": examples/cg --batch, the same iteration from C
+               through libgkc (gkc_batch), --batch-iters iterations.
   (d) per-op   examples/cg: every spmv, dot and axpby its own request
                (libgkc), --perop-iters iterations.
 
@@ -266,9 +268,17 @@ def main():
                       flush=True)
             g.release(matrix=mat)
             g.release(handle=bh)
+            src_cg = ["--grid", str(grid)] if grid else ["--matrix", path]
+            # (c) batch from C
+            if method == "cg" and os.path.exists(cgex):
+                d = run_json([cgex] + src_cg + ["--batch", "--tol", "1e-30", "--max-iter",
+                             str(a.batch_iters), "--socket", g.sock, "--json"])
+                row["batch_c_it_s"] = d["iterations_per_s"]
+                print(f"  (c) batch from C: {d['iterations']} iterations, "
+                      f"{d['iterations_per_s']:.0f} it/s", flush=True)
             # (d) request per operation
             if os.path.exists(cgex):
-                d = run_json([cgex] + (["--grid", str(grid)] if grid else ["--matrix", path]) +
+                d = run_json([cgex] + src_cg +
                              ["--tol", "1e-30", "--max-iter", str(a.perop_iters), "--socket",
                               g.sock, "--json"])
                 row["perop_it_s"] = d["iterations_per_s"]
@@ -291,7 +301,7 @@ def main():
 
     keys = ["problem", "n", "nnz", "method", "vendor_f32_it_s", "vendor_f64_it_s", "solve_it_s",
             "solve_kernel_it_s", "solve32_it_s", "solve32_kernel_it_s", "batch_it_s",
-            "perop_it_s", "solve_iters", "solve32_iters", "scipy_iters", "exact_iters",
+            "batch_c_it_s", "perop_it_s", "solve_iters", "solve32_iters", "scipy_iters", "exact_iters",
             "solve32_reason",
             "solve32_residual",
             "vendor_f32_iters_to_rtol", "vendor_f64_iters_to_rtol", "solve_reason",
@@ -308,13 +318,14 @@ def main():
         return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.{d}f}"
     print(f"\nsummary (iterations/s; ms/iteration in brackets), {time.time() - t_start:.0f} s:")
     hdr = f"{'problem':<13}{'n':>9} {'vendor_f32':>16}{'vendor_f64':>16}{'(b) solve':>16}" \
-          f"{'(b) fp32':>16}{'(c) batch':>16}{'(d) per-op':>16}  {'iters':>6}{'it32':>6}" \
+          f"{'(b) fp32':>16}{'(c) batch':>16}{'(c) batch C':>16}{'(d) per-op':>16}" \
+          f"  {'iters':>6}{'it32':>6}" \
           f"{'scipy':>7}"
     print(hdr)
     for row in rows:
         cells = []
         for k in ("vendor_f32_it_s", "vendor_f64_it_s", "solve_it_s", "solve32_it_s",
-                  "batch_it_s", "perop_it_s"):
+                  "batch_it_s", "batch_c_it_s", "perop_it_s"):
             v = row.get(k)
             cells.append(f"{fmt(v)} [{fmt(1e3 / v, 3) if v else '-'}]" if v else "-")
         print(f"{row['problem']:<13}{row['n']:>9} " + "".join(f"{c:>16}" for c in cells) +
@@ -330,6 +341,8 @@ def main():
                 line += f", solve/vendor_f64 = {s / row['vendor_f64_it_s']:.2f}"
             if row.get("batch_it_s"):
                 line += f", batch/vendor_f32 = {row['batch_it_s'] / f32:.2f} (>= 0.8)"
+            if row.get("batch_c_it_s"):
+                line += f", batch C/vendor_f32 = {row['batch_c_it_s'] / f32:.2f} (>= 0.8)"
             if row["problem"] == f"laplace{a.grid}":
                 line += f", solve {s:.0f} it/s (>= 8000)"
             if row.get("solve32_it_s"):
