@@ -276,23 +276,26 @@ static void test_slowloris(void) {
 }
 
 /* The request clock is for the client's slowness, not the daemon's.  A
- * client pipelines a long sgemm (4096^3, 128 MiB of request, a second or
- * more of work on one BLAS thread) and two 32 MiB ones behind it (2048^3).  It sends them at
- * socket speed; gkcd has the second one whole long before the first is
- * done.  Every reply must come, and gkcd's own waiting must not count
- * against --request-timeout (0.5 s here: a request arrives in tens of ms).
+ * client pipelines a long sgemm (3072^3, 72 MiB of request) and two 18 MiB
+ * ones behind it (1536^3).  It sends them at socket speed; gkcd has the
+ * second one whole long before the first is done: every sgemm waits 3.5 s
+ * on the worker before it runs (GKCD_FAULT=sgemm:delay, in the builds that
+ * have fault injection; elsewhere the first one's work on one BLAS thread
+ * is the wait).  Every reply must come, and gkcd's own waiting must not
+ * count against --request-timeout (3 s: a request arrives well within it
+ * even on a loaded machine under ASan, where 128 MiB once took 0.5 s).
  *
- * The input buffer, grown to 128 MiB by the first request, is over the
+ * The input buffer, grown to 72 MiB by the first request, is over the
  * input allowance, so copying the second request out does not fit and it
  * waits for the connection's own job; that wait once counted as request
  * time (and could last for ever), so the client was told `timeout` and
  * closed although its request had arrived whole (ROBUSTNESS.md, Finding 3). */
 static void test_request_clock(void) {
   rr_ctx = "--request-timeout: a daemon busy with earlier requests is not a slow client";
-  enum { NREQ = 3, BIG = 4096, N = 2048 };
-  const char *const args[] = {"--request-timeout", "0.5", "--threads", "1", NULL};
-  /* One BLAS thread: the long request then surely takes seconds. */
-  const char *env[] = {"OMP_NUM_THREADS=1", "OPENBLAS_NUM_THREADS=1", NULL};
+  enum { NREQ = 3, BIG = 3072, N = 1536 };
+  const char *const args[] = {"--request-timeout", "3", "--threads", "1", NULL};
+  const char *env[] = {"OMP_NUM_THREADS=1", "OPENBLAS_NUM_THREADS=1",
+                       "GKCD_FAULT=sgemm:delay=3500", NULL};
   fixture f;
   fixture_start(&f, args, env);
   float *a = rr_rand_floats((size_t)BIG * BIG), *b = rr_rand_floats((size_t)BIG * BIG);
