@@ -84,7 +84,8 @@ int main(int argc, char **argv) {
 
   cpu_set_t all;
   CPU_ZERO(&all);
-  if (sched_getaffinity(0, sizeof all, &all) != 0) bench_die("sched_getaffinity: %s", strerror(errno));
+  if (sched_getaffinity(0, sizeof all, &all) != 0)
+    bench_die("sched_getaffinity: %s", strerror(errno));
   placement pls[PIN_MODES];
   int npl = 0;
   for (int p = 0; p < o.npins; p++) {

@@ -205,8 +205,8 @@ void client_run(const int *fds, int nconn, const request_tpl *tpl, int echo, int
   uint64_t t0 = UINT64_MAX, t1 = 0, n = 0;
   for (int i = 0; i < nconn; i++) {
     if (ws[i].err[0])
-      bench_die("%s %s, connection %d of %d: %s", echo ? "echo" : "gkcd", tpl->method, i + 1, nconn,
-          ws[i].err);
+      bench_die("%s %s, connection %d of %d: %s", echo ? "echo" : "gkcd", tpl->method, i + 1,
+                nconn, ws[i].err);
     if (ws[i].t0 < t0) t0 = ws[i].t0;
     if (ws[i].t1 > t1) t1 = ws[i].t1;
     /* Packs the samples together: a capped run fills only a prefix. */

@@ -175,7 +175,8 @@ void output_csv(const gkc_ping_info *pi) {
     bench_csv_num(&c, "%.1f", r->rps_min);
     bench_csv_num(&c, "%.1f", r->rps_max);
     bench_csv_num(&c, "%d", r->runs);
-    const double lat[6] = {r->st.p50_us, r->st.p90_us, r->st.p99_us, r->st.p999_us, r->st.mean_us, r->st.max_us};
+    const double lat[6] = {r->st.p50_us,  r->st.p90_us,  r->st.p99_us,
+                           r->st.p999_us, r->st.mean_us, r->st.max_us};
     for (int k = 0; k < 6; k++) bench_csv_num(&c, "%.3f", lat[k]);
     bench_csv_num(&c, "%.1f", r->st.other_ns / 1e6);
     bench_csv_num(&c, "%.1f", r->st.steal_ns / 1e6);

@@ -79,7 +79,8 @@ void request_check(const char *sock, request_tpl *tpls, int ntpl, gkc_ping_info 
     unsigned char req[128], buf[4096];
     memcpy(req, t->bytes, t->len);
     request_put_be32(req + t->msgid_off, 0xabcdef01u);
-    if (send(fd, req, t->len, MSG_NOSIGNAL) != (ssize_t)t->len) bench_die("send: %s", strerror(errno));
+    if (send(fd, req, t->len, MSG_NOSIGNAL) != (ssize_t)t->len)
+      bench_die("send: %s", strerror(errno));
     size_t have = 0;
     const proto_limits lim = {sizeof buf, PROTO_MAX_OBJECTS, PROTO_MAX_DEPTH};
     proto_frame_info info;
@@ -101,7 +102,7 @@ void request_check(const char *sock, request_tpl *tpls, int ntpl, gkc_ping_info 
       bench_die("check %s: malformed reply", t->method);
     if (resp.error)
       bench_die("check %s: %.*s: %.*s", t->method, (int)resp.code_len, resp.code,
-          (int)resp.message_len, resp.message);
+                (int)resp.message_len, resp.message);
     if (!strcmp(t->method, "reduce")) {
       const msgpack_object *v = proto_map_get(resp.result, "value");
       const msgpack_object *nn = proto_map_get(resp.result, "n");

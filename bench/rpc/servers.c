@@ -101,7 +101,8 @@ void servers_stop(void) {
     int status = bench_stop_child(&g_run.gkcd_pid, 10);
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
       g_run.keep_log = 1;
-      bench_die("gkcd did not exit cleanly on SIGTERM (status %d); see %s", status, g_run.gkcd_log);
+      bench_die("gkcd did not exit cleanly on SIGTERM (status %d); see %s", status,
+                g_run.gkcd_log);
     }
   }
   bench_stop_child(&g_run.echo_pid, 2);
@@ -120,10 +121,11 @@ pid_t servers_peer_pid(const char *sock) {
 void servers_check_status(const char *sock) {
   gkc_conn *c;
   gkc_status_info si;
-  if (gkc_connect(&c, sock) != 0 || gkc_status(c, &si) != 0) bench_die("status: %s", gkc_errmsg(c));
+  if (gkc_connect(&c, sock) != 0 || gkc_status(c, &si) != 0)
+    bench_die("status: %s", gkc_errmsg(c));
   gkc_close(c);
   for (int i = 0; i < si.n_methods; i++)
     if (si.methods[i].errors)
-      bench_die("gkcd counted %llu failed %s requests", (unsigned long long)si.methods[i].errors,
-          si.methods[i].name);
+      bench_die("gkcd counted %llu failed %s requests",
+                (unsigned long long)si.methods[i].errors, si.methods[i].name);
 }
