@@ -178,7 +178,7 @@ out:
 }
 
 void client_run(const int *fds, int nconn, const request_tpl *tpl, int echo, int window,
-                     uint64_t count, double cap_s, pid_t srv_pid, run_stats *st) {
+                uint64_t count, double cap_s, pid_t srv_pid, run_stats *st) {
   uint64_t per = (count + (uint64_t)nconn - 1) / (uint64_t)nconn;
   worker *ws = calloc((size_t)nconn, sizeof *ws);
   pthread_t *th = calloc((size_t)nconn, sizeof *th);

@@ -13,8 +13,7 @@ static int cmp_rps(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-void measure_raw(const options *o, int pin, const server *sv, const request_tpl *tpl,
-                    shape sh) {
+void measure_raw(const options *o, int pin, const server *sv, const request_tpl *tpl, shape sh) {
   int echo = !strcmp(sv->name, "echo");
   int runs = sh.rtt ? 1 : o->repeat;
   uint64_t count = (uint64_t)(sh.rtt ? o->rtt_count : o->count);
