@@ -24,10 +24,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "bench_common.h"
 #include "bench_csv.h"
 #include "gkc_async.h"
 
@@ -43,17 +42,6 @@ static int total_errors;
 static enum { OUT_TEXT, OUT_JSON, OUT_CSV } out_mode;
 static bench_csv csv;
 static int json_rows;
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
 
 typedef struct {
   double *lat; /* microseconds */
@@ -72,7 +60,7 @@ static void add(samples *s, double us) {
 }
 
 static void report(const char *shape, samples *s, size_t total, double secs) {
-  qsort(s->lat, s->n, sizeof *s->lat, cmp_double);
+  qsort(s->lat, s->n, sizeof *s->lat, bench_cmp_double);
   double p50 = s->n ? s->lat[s->n / 2] : NAN, p99 = s->n ? s->lat[(size_t)(s->n * 0.99)] : NAN;
   total_errors += s->errors;
   double rps = (double)total / secs;
@@ -116,11 +104,11 @@ static void *blocking_worker(void *arg) {
     fprintf(stderr, "bench_async: %s\n", gkc_errmsg(c));
     exit(1);
   }
-  double end = now_s() + duration_s;
-  while (now_s() < end) {
-    double t0 = now_s(), v = 0;
+  double end = bench_clock_s() + duration_s;
+  while (bench_clock_s() < end) {
+    double t0 = bench_clock_s(), v = 0;
     int rc = use_ping ? gkc_ping(c, NULL) : gkc_reduce(c, xs, N_FLOATS, GKC_SUM, &v, NULL, NULL);
-    add(&w->s, (now_s() - t0) * 1e6);
+    add(&w->s, (bench_clock_s() - t0) * 1e6);
     if (rc != 0 || (!use_ping && fabs(v - want_sum) > 1e-4)) w->s.errors++;
     w->count++;
   }
@@ -131,10 +119,10 @@ static void *blocking_worker(void *arg) {
 static void run_blocking(int conns) {
   worker *w = calloc((size_t)conns, sizeof *w);
   pthread_t *th = calloc((size_t)conns, sizeof *th);
-  double t0 = now_s();
+  double t0 = bench_clock_s();
   for (int i = 0; i < conns; i++) pthread_create(&th[i], NULL, blocking_worker, &w[i]);
   for (int i = 0; i < conns; i++) pthread_join(th[i], NULL);
-  double secs = now_s() - t0;
+  double secs = bench_clock_s() - t0;
   samples all = {0};
   size_t total = 0;
   for (int i = 0; i < conns; i++) {
@@ -165,7 +153,7 @@ static void on_reply(gkc_async *ac, const gkc_result *res, void *ud) {
   add(&st->s, res->latency_us);
   if (res->status != 0 || (!use_ping && fabs(res->value - want_sum) > 1e-4)) st->s.errors++;
   st->count++;
-  if (!st->stopping && (st->count & 63) == 0 && now_s() >= st->end) st->stopping = 1;
+  if (!st->stopping && (st->count & 63) == 0 && bench_clock_s() >= st->end) st->stopping = 1;
   if (!st->stopping) issue(ac, st);
 }
 
@@ -185,13 +173,13 @@ static void run_async(int window) {
     exit(1);
   }
   stream st = {0};
-  double t0 = now_s();
+  double t0 = bench_clock_s();
   st.end = t0 + duration_s;
   for (int i = 0; i < window; i++) issue(ac, &st);
   int rc;
   while ((rc = gkc_async_poll(ac, 10000)) > 0) {
   }
-  double secs = now_s() - t0;
+  double secs = bench_clock_s() - t0;
   if (rc < 0) {
     fprintf(stderr, "bench_async: %s\n", gkc_errname(rc));
     exit(1);
@@ -208,22 +196,15 @@ static void run_async(int window) {
 static pid_t start_gkcd(const char *bin, char *path, size_t n) {
   snprintf(path, n, "%s/gkc-bench-async-%d.sock",
            getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid());
-  pid_t pid = fork();
-  if (pid == 0) {
-    execl(bin, bin, "--socket", path, "--backend", "cpu", "--log-level", "warn", (char *)NULL);
-    _exit(127);
+  const char *argv[] = {bin, "--socket", path, "--backend", "cpu", "--log-level", "warn", NULL};
+  volatile pid_t pid = 0;
+  char why[128];
+  if (bench_gkcd_start(argv, path, NULL, NULL, &pid, why, sizeof why) != 0) {
+    fprintf(stderr, "bench_async: gkcd at %s did not come up: %s\n", bin, why);
+    bench_stop_child(&pid, 2);
+    exit(1);
   }
-  for (int i = 0; i < 200; i++) {
-    gkc_conn *c;
-    int rc = gkc_connect(&c, path);
-    if (rc == 0) rc = gkc_ping(c, NULL);
-    gkc_close(c);
-    if (rc == 0) return pid;
-    usleep(25000);
-  }
-  fprintf(stderr, "bench_async: gkcd at %s did not come up\n", bin);
-  kill(pid, SIGKILL);
-  exit(1);
+  return pid;
 }
 
 int main(int argc, char **argv) {
@@ -296,10 +277,8 @@ int main(int argc, char **argv) {
   run_async(64);
   if (out_mode == OUT_JSON) printf("\n]}\n");
   if (bench_csv_close(&csv) != 0) total_errors++;
-  int status = 0;
   if (pid > 0) {
-    kill(pid, SIGTERM);
-    waitpid(pid, &status, 0);
+    bench_stop_child(&pid, 10);
     unlink(path);
   }
   return total_errors ? 1 : 0;

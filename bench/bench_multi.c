@@ -39,9 +39,9 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "bench_common.h"
 #include "gkc.h"
 
 static int big_n = 16384, many_n = 4096, many_count = 256, conns = 8, grid = 156, reps = 3,
@@ -50,19 +50,8 @@ static const char *sock_one, *sock_all, *sock_fault, *json_path;
 static FILE *json;
 static int json_items;
 
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return t.tv_sec + t.tv_nsec * 1e-9;
-}
-
-static int cmp_d(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
 static double median(double *v, int n) {
-  qsort(v, (size_t)n, sizeof *v, cmp_d);
+  qsort(v, (size_t)n, sizeof *v, bench_cmp_double);
   return v[n / 2];
 }
 
@@ -122,12 +111,9 @@ static void row(const char *what, const char *unit, double one, double all) {
 static void skip(const char *what, const char *why) {
   printf("%-42s skipped: %s\n", what, why);
   if (!json) return;
-  fprintf(json, "%s  \"%s\": {\"skipped\": \"", json_items++ ? ",\n" : "", what);
-  for (const char *p = why; *p; p++) /* a JSON string: quotes and controls escaped */
-    (*p == '"' || *p == '\\') ? fprintf(json, "\\%c", *p)
-    : (unsigned char)*p < 0x20 ? fprintf(json, "\\u%04x", *p)
-                               : fputc(*p, json);
-  fprintf(json, "\"}");
+  fprintf(json, "%s  \"%s\": {\"skipped\": ", json_items++ ? ",\n" : "", what);
+  bench_json_str(json, why);
+  fprintf(json, "}");
 }
 
 /* --- (a) one big sgemm ------------------------------------------------------------- */
@@ -138,13 +124,13 @@ static double big(const char *sock) {
   gkc_conn *cn = connect_or_die(sock);
   double t[16];
   for (int r = 0; r <= reps; r++) { /* r == 0: warm-up */
-    double t0 = now_s();
+    double t0 = bench_clock_s();
     int rc = gkc_sgemm(cn, big_n, big_n, big_n, 1.0f, a, 0, b, 0, 0.0f, c, NULL, NULL);
     if (rc) {
       fprintf(stderr, "bench_multi: sgemm %d^3 on %s: %s\n", big_n, sock, gkc_errmsg(cn));
       exit(1);
     }
-    if (r > 0) t[r - 1] = now_s() - t0;
+    if (r > 0) t[r - 1] = bench_clock_s() - t0;
   }
   if (sgemm_ok(big_n, a, b, c)) exit(1);
   gkc_close(cn);
@@ -195,14 +181,14 @@ static double run_clients(const char *sock, int n, int total, int expect_loss, c
   float *a = randv(nn), *b = randv(nn);
   client *cl = calloc((size_t)conns, sizeof *cl);
   pthread_t *th = calloc((size_t)conns, sizeof *th);
-  double t0 = now_s();
+  double t0 = bench_clock_s();
   for (int i = 0; i < conns; i++) {
     cl[i] = (client){.sock = sock, .count = total / conns + (i < total % conns), .n = n, .a = a, .b = b,
                      .expect_loss = expect_loss};
     pthread_create(&th[i], NULL, many_client, &cl[i]);
   }
   for (int i = 0; i < conns; i++) pthread_join(th[i], NULL);
-  double dt = now_s() - t0;
+  double dt = bench_clock_s() - t0;
   memset(out, 0, sizeof *out);
   for (int i = 0; i < conns; i++) {
     out->failed += cl[i].failed;
@@ -381,12 +367,12 @@ static int stencil_run(const char *sock, const csr *m, stencil_fig *f, char *why
   int nr = spmv_reps > 64 ? 64 : spmv_reps;
   for (int r = 0; r <= nr; r++) {
     gkc_out out = gkc_out_mem(y, (size_t)m->rows * 4);
-    double t0 = now_s();
+    double t0 = bench_clock_s();
     if (gkc_spmv_ref(cn, &sa, &out, NULL) != 0) {
       fprintf(stderr, "bench_multi: spmv on %s: %s\n", sock, gkc_errmsg(cn));
       exit(1);
     }
-    if (r > 0) t[r - 1] = now_s() - t0;
+    if (r > 0) t[r - 1] = bench_clock_s() - t0;
   }
   for (int s = 0; s < 256; s++) { /* rows sampled against float64 */
     int32_t r = (int32_t)((unsigned)(s * 2654435761u) % (unsigned)m->rows);
@@ -407,13 +393,13 @@ static int stencil_run(const char *sock, const csr *m, stencil_fig *f, char *why
   s.rtol = 0; /* run exactly cg_iters iterations */
   s.max_iter = cg_iters;
   gkc_solve_result res;
-  double t0 = now_s();
+  double t0 = bench_clock_s();
   gkc_out out = gkc_out_mem(y, (size_t)m->rows * 4);
   if (gkc_solve(cn, &s, &out, &res, NULL) != 0) {
     fprintf(stderr, "bench_multi: solve on %s: %s\n", sock, gkc_errmsg(cn));
     exit(1);
   }
-  f->cg_its = (double)res.iterations / (now_s() - t0);
+  f->cg_its = (double)res.iterations / (bench_clock_s() - t0);
   printf("  %s: CG %lld iterations, relative residual %.3g (%s)\n", sock, (long long)res.iterations,
          res.residual, res.reason);
   gkc_release_matrix(cn, mat);

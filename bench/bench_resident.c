@@ -33,7 +33,6 @@
  * (or $GKCD_BIN), or measures the one at --socket PATH.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <getopt.h>
 #include <math.h>
 #include <signal.h>
@@ -41,10 +40,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "bench_common.h"
 #include "bench_csv.h"
 #include "gkc.h"
 #include "mtx.h"
@@ -67,39 +65,20 @@ typedef struct {
 static options O = {.backend = "cpu", .grid = 2048, .cg_grid = 512, .spmv_calls = 100,
                     .reps = 5, .cg_iters = 500, .time_limit = 300};
 
-static void die(const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  fputs("bench_resident: ", stderr);
-  vfprintf(stderr, fmt, ap);
-  va_end(ap);
-  fputc('\n', stderr);
-  exit(1);
-}
-
-static double now_us(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
+static double now_us(void) { return (double)bench_clock_ns() / 1e3; }
 
 /* Median of n values (NaNs, e.g. h2d on the CPU backend, make it NaN). */
 static double median(const double *v, int n) {
   if (n <= 0) return NAN;
   double *t = malloc((size_t)n * sizeof *t);
-  if (!t) die("out of memory");
+  if (!t) bench_die("out of memory");
   for (int i = 0; i < n; i++)
     if (isnan(v[i])) {
       free(t);
       return NAN;
     }
   memcpy(t, v, (size_t)n * sizeof *t);
-  qsort(t, (size_t)n, sizeof *t, cmp_double);
+  qsort(t, (size_t)n, sizeof *t, bench_cmp_double);
   double m = n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2;
   free(t);
   return m;
@@ -115,7 +94,7 @@ static void progress(const char *fmt, ...) {
 
 static void *xmalloc(size_t n) {
   void *p = malloc(n ? n : 1);
-  if (!p) die("cannot allocate %zu bytes", n);
+  if (!p) bench_die("cannot allocate %zu bytes", n);
   return p;
 }
 
@@ -177,15 +156,12 @@ static const char *jnum(double v, char *buf) {
 
 /* --- gkcd --------------------------------------------------------------------------------- */
 
-static pid_t g_pid;
+static volatile pid_t g_pid;
 static char g_dir[256], g_sock[300], g_log[300];
 
 static void stop_gkcd(void) {
   if (g_pid <= 0) return;
-  kill(g_pid, SIGTERM);
-  int st = 0;
-  for (int i = 0; i < 1500 && waitpid(g_pid, &st, WNOHANG) != g_pid; i++) usleep(20000);
-  g_pid = 0;
+  bench_stop_child(&g_pid, 30);
   unlink(g_sock);
   unlink(g_log);
   rmdir(g_dir);
@@ -193,49 +169,32 @@ static void stop_gkcd(void) {
 
 static void start_gkcd(void) {
   const char *bin = O.gkcd ? O.gkcd : getenv("GKCD_BIN");
-  if (!bin) die("no gkcd: pass --gkcd PATH, set GKCD_BIN, or use --socket PATH");
+  if (!bin) bench_die("no gkcd: pass --gkcd PATH, set GKCD_BIN, or use --socket PATH");
   snprintf(g_dir, sizeof g_dir, "%s/gkc-bench-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-  if (!mkdtemp(g_dir)) die("mkdtemp: %s", strerror(errno));
+  if (!mkdtemp(g_dir)) bench_die("mkdtemp: %s", strerror(errno));
   snprintf(g_sock, sizeof g_sock, "%s/gkcd.sock", g_dir);
   snprintf(g_log, sizeof g_log, "%s/gkcd.log", g_dir);
-  g_pid = fork();
-  if (g_pid < 0) die("fork: %s", strerror(errno));
-  if (g_pid == 0) {
-    int fd = open(g_log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd >= 0) dup2(fd, 2);
-    /* Big sgemm requests and regions: let requests be as large as 4 GiB. */
-    execl(bin, bin, "--socket", g_sock, "--backend", O.backend, "--max-request-bytes", "4095M",
-          (char *)NULL);
-    _exit(127);
+  /* Big sgemm requests and regions: let requests be as large as 4 GiB. */
+  const char *argv[] = {bin, "--socket", g_sock, "--backend", O.backend,
+                        "--max-request-bytes", "4095M", NULL};
+  char why[128];
+  if (bench_gkcd_start(argv, g_sock, g_log, NULL, &g_pid, why, sizeof why) != 0) {
+    bench_stop_child(&g_pid, 2); /* when it did not answer: no gkcd may outlive the bench */
+    bench_die("%s; see %s", why, g_log);
   }
-  for (int i = 0; i < 500; i++) {
-    int st;
-    if (waitpid(g_pid, &st, WNOHANG) == g_pid) {
-      g_pid = 0;
-      die("gkcd exited during start-up (status %d); see %s", st, g_log);
-    }
-    gkc_conn *c;
-    int ok = gkc_connect(&c, g_sock) == 0 && gkc_ping(c, NULL) == 0;
-    gkc_close(c);
-    if (ok) {
-      O.socket = g_sock;
-      return;
-    }
-    usleep(20000);
-  }
-  die("gkcd did not answer within 10 s; see %s", g_log);
+  O.socket = g_sock;
 }
 
 static gkc_conn *conn_open(void) {
   gkc_conn *c;
-  if (gkc_connect(&c, O.socket) != 0) die("%s", gkc_errmsg(c));
+  if (gkc_connect(&c, O.socket) != 0) bench_die("%s", gkc_errmsg(c));
   return c;
 }
 
 #define CALL(c, what, expr)                                                          \
   do {                                                                               \
     int rc_ = (expr);                                                                \
-    if (rc_) die("%s: %s: %s", what, gkc_errname(rc_), gkc_errmsg(c));                \
+    if (rc_) bench_die("%s: %s: %s", what, gkc_errname(rc_), gkc_errmsg(c));                \
   } while (0)
 
 /* --- 1. sgemm: socket path against region path ------------------------------------------- */
@@ -349,7 +308,7 @@ static void spmv_section(gkc_conn *c, double budget_s) {
   int64_t g = O.quick ? 128 : O.grid;
   mtx_csr M;
   progress("spmv: building the %lld x %lld grid's Laplacian...\n", (long long)g, (long long)g);
-  if (cg_laplacian((int32_t)g, &M) != 0) die("cannot build a %lld-grid Laplacian", (long long)g);
+  if (cg_laplacian((int32_t)g, &M) != 0) bench_die("cannot build a %lld-grid Laplacian", (long long)g);
   gkc_csr A = {M.rows, M.cols, M.nnz, M.row_ptr, M.col_idx, M.values};
   size_t xb = (size_t)M.cols * 4, yb = (size_t)M.rows * 4;
   float *x = xmalloc(xb), *y = xmalloc(yb), *yv = xmalloc(yb);
@@ -448,7 +407,7 @@ static void spmv_section(gkc_conn *c, double budget_s) {
 static void cg_section(gkc_conn *c) {
   int64_t g = O.quick ? 64 : O.cg_grid;
   mtx_csr M;
-  if (cg_laplacian((int32_t)g, &M) != 0) die("cannot build a %lld-grid Laplacian", (long long)g);
+  if (cg_laplacian((int32_t)g, &M) != 0) bench_die("cannot build a %lld-grid Laplacian", (long long)g);
   gkc_csr A = {M.rows, M.cols, M.nnz, M.row_ptr, M.col_idx, M.values};
   float *xs = xmalloc((size_t)M.rows * 4), *b = xmalloc((size_t)M.rows * 4);
   float *x = xmalloc((size_t)M.rows * 4);
@@ -457,7 +416,7 @@ static void cg_section(gkc_conn *c) {
   cg_stats st;
   progress("cg on the %lld x %lld Laplacian, at most %d iterations...\n", (long long)g,
            (long long)g, p.max_iter);
-  if (cg_solve(c, &A, b, x, &p, &st) != 0) die("cg: %s", st.msg);
+  if (cg_solve(c, &A, b, x, &p, &st) != 0) bench_die("cg: %s", st.msg);
   double per_it_us = st.iterations ? st.solve_s * 1e6 / st.iterations : NAN;
   char b1[32];
   csv_row("cg", "resident", (long long)g, (int)st.requests,
@@ -511,16 +470,8 @@ static void usage(FILE *f) {
 "  -h, --help\n");
 }
 
-static int64_t parse_int(const char *opt, const char *v, int64_t lo, int64_t hi) {
-  char *end;
-  errno = 0;
-  long long x = strtoll(v, &end, 10);
-  if (errno || *end || x < lo || x > hi) die("invalid %s '%s': expected %lld to %lld", opt, v,
-                                             (long long)lo, (long long)hi);
-  return x;
-}
-
 int main(int argc, char **argv) {
+  bench_prog = "bench_resident";
   enum { O_GKCD = 256, O_BACKEND, O_SOCKET, O_N, O_REPS, O_GRID, O_CALLS, O_CGGRID, O_CGITERS,
          O_TIME, O_NOSGEMM, O_NOSPMV, O_NOCG, O_QUICK, O_JSON, O_CSV };
   static const struct option opts[] = {
@@ -540,13 +491,13 @@ int main(int argc, char **argv) {
       case O_GKCD: O.gkcd = optarg; break;
       case O_BACKEND: O.backend = optarg; break;
       case O_SOCKET: O.socket = optarg; break;
-      case O_N: O.n = parse_int("--n", optarg, 1, 46340); break;
-      case O_REPS: O.reps = (int)parse_int("--reps", optarg, 1, 64); break;
-      case O_GRID: O.grid = parse_int("--grid", optarg, 1, 20000); break;
-      case O_CALLS: O.spmv_calls = (int)parse_int("--spmv-calls", optarg, 1, 1000000); break;
-      case O_CGGRID: O.cg_grid = parse_int("--cg-grid", optarg, 1, 20000); break;
-      case O_CGITERS: O.cg_iters = (int)parse_int("--cg-iters", optarg, 1, 10000000); break;
-      case O_TIME: O.time_limit = (double)parse_int("--time-limit", optarg, 1, 86400); break;
+      case O_N: O.n = bench_parse_long("--n", optarg, 1, 46340); break;
+      case O_REPS: O.reps = (int)bench_parse_long("--reps", optarg, 1, 64); break;
+      case O_GRID: O.grid = bench_parse_long("--grid", optarg, 1, 20000); break;
+      case O_CALLS: O.spmv_calls = (int)bench_parse_long("--spmv-calls", optarg, 1, 1000000); break;
+      case O_CGGRID: O.cg_grid = bench_parse_long("--cg-grid", optarg, 1, 20000); break;
+      case O_CGITERS: O.cg_iters = (int)bench_parse_long("--cg-iters", optarg, 1, 10000000); break;
+      case O_TIME: O.time_limit = (double)bench_parse_long("--time-limit", optarg, 1, 86400); break;
       case O_NOSGEMM: O.no_sgemm = 1; break;
       case O_NOSPMV: O.no_spmv = 1; break;
       case O_NOCG: O.no_cg = 1; break;
@@ -557,8 +508,8 @@ int main(int argc, char **argv) {
       default: usage(stderr); return 2;
     }
   }
-  if (optind < argc) die("unexpected argument '%s'", argv[optind]);
-  if (O.json && O.csv) die("--json and --csv: give one of them");
+  if (optind < argc) bench_die("unexpected argument '%s'", argv[optind]);
+  if (O.json && O.csv) bench_die("--json and --csv: give one of them");
   if (O.csv && bench_csv_open(&g_csv, "-", "section,mode,size,calls," CSV_VALUES ",same_result,backend") != 0)
     return 1;
   if (!O.socket) {

@@ -3,7 +3,7 @@
 # resident (examples/cg.c's solver), from the client's side.  Meant for the
 # GPU machine (gkcd --backend cuda); runs on the CPU backend too.
 add_executable(bench_resident bench_resident.c)
-target_link_libraries(bench_resident PRIVATE gkc_static gkcio m)
+target_link_libraries(bench_resident PRIVATE gkc_bench_common gkc_static gkcio m)
 
 # A smoke test (a few seconds, tiny sizes): the bench runs end to end
 # against the gkcd just built.  It asserts no performance figure.

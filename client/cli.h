@@ -203,6 +203,8 @@ void cli_out_end(cli_out *o);
 void cli_json_str(FILE *f, const char *s);
 /* "1.234 ms" for a duration in microseconds. */
 const char *cli_fmt_us(double us, char *buf, size_t len);
+/* "512 B", "1.5 GiB": a byte count in binary units, one decimal above B. */
+const char *cli_fmt_bytes(uint64_t b, char *buf, size_t len);
 
 /* --- --check helpers (cli_check.c) ------------------------------------------ */
 

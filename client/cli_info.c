@@ -65,15 +65,6 @@ static void status_usage(FILE *f) {
              CLI_COMMON_HELP);
 }
 
-static const char *fmt_bytes(uint64_t b, char *buf, size_t len) {
-  static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = (double)b;
-  int u = 0;
-  while (v >= 1024 && u < 4) v /= 1024, u++;
-  snprintf(buf, len, u ? "%.1f %s" : "%.0f %s", v, units[u]);
-  return buf;
-}
-
 static const char *fmt_uptime(double s, char *buf, size_t len) {
   if (s < 60) {
     snprintf(buf, len, "%.1f s", s);
@@ -101,8 +92,8 @@ static void print_status(const gkc_status_info *s) {
     snprintf(label, sizeof label, "device %d:", i);
     printf("%-15s %s, memory %s free of %s, %" PRIu64 " served, %" PRIu64 " queued, %" PRIu64
            " running%s%s%s\n", label, s->devices[i].name,
-           fmt_bytes(s->devices[i].memory_free, b1, sizeof b1),
-           fmt_bytes(s->devices[i].memory_total, b2, sizeof b2), s->devices[i].served,
+           cli_fmt_bytes(s->devices[i].memory_free, b1, sizeof b1),
+           cli_fmt_bytes(s->devices[i].memory_total, b2, sizeof b2), s->devices[i].served,
            s->devices[i].queued, s->devices[i].running, s->devices[i].lost ? ", LOST (" : "",
            s->devices[i].lost ? s->devices[i].lost_reason : "", s->devices[i].lost ? ")" : "");
   }

@@ -92,6 +92,15 @@ const char *cli_fmt_us(double us, char *buf, size_t len) {
   return buf;
 }
 
+const char *cli_fmt_bytes(uint64_t b, char *buf, size_t len) {
+  static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = (double)b;
+  int u = 0;
+  while (v >= 1024 && u < 4) v /= 1024, u++;
+  snprintf(buf, len, u ? "%.1f %s" : "%.0f %s", v, units[u]);
+  return buf;
+}
+
 void cli_out_us(cli_out *o, const char *key, const char *label, double us) {
   if (!field(o, key, label)) return;
   if (o->json) {

@@ -114,15 +114,6 @@ static int sample(gkc_conn *c, top_sample *s) {
   return rc;
 }
 
-static const char *bytes(uint64_t b, char *buf, size_t len) {
-  static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = (double)b;
-  int u = 0;
-  while (v >= 1024 && u < 4) v /= 1024, u++;
-  snprintf(buf, len, u ? "%.1f %s" : "%.0f %s", v, units[u]);
-  return buf;
-}
-
 static const char *us_or_dash(double us, char *buf, size_t len) {
   if (!isfinite(us)) return "-";
   return cli_fmt_us(us, buf, len);
@@ -138,8 +129,8 @@ static void print_text(const top_sample *s, double req_s, double served_s, int t
          tm.tm_min, tm.tm_sec, s->version, s->backend, s->uptime_s, s->connections);
   printf("requests/s %8.1f   served/s %8.1f   in flight %4" PRIu64 "   queued %4" PRIu64
          "   memory %s of %s\n\n",
-         req_s, served_s, s->in_flight, s->queued, bytes(s->budget_used, b1, sizeof b1),
-         bytes(s->budget_limit, b2, sizeof b2));
+         req_s, served_s, s->in_flight, s->queued, cli_fmt_bytes(s->budget_used, b1, sizeof b1),
+         cli_fmt_bytes(s->budget_limit, b2, sizeof b2));
   printf("%-8s %7s %7s %7s %10s %11s %11s\n", "LANE", "WORKERS", "QUEUED", "RUNNING", "SERVED",
          "WAIT P50", "WAIT P99");
   for (int i = 0; i < s->nlanes; i++)
@@ -149,8 +140,8 @@ static void print_text(const top_sample *s, double req_s, double served_s, int t
   printf("\n%-3s %-32s %12s %12s %6s\n", "DEV", "NAME", "MEM USED", "MEM TOTAL", "USED");
   for (int i = 0; i < s->ndevices; i++) {
     uint64_t t = s->devices[i].total, used = t > s->devices[i].free ? t - s->devices[i].free : 0;
-    printf("%-3d %-32.32s %12s %12s %5.1f%%\n", i, s->devices[i].name, bytes(used, b1, sizeof b1),
-           bytes(t, b2, sizeof b2), t ? 100.0 * (double)used / (double)t : 0.0);
+    printf("%-3d %-32.32s %12s %12s %5.1f%%\n", i, s->devices[i].name, cli_fmt_bytes(used, b1, sizeof b1),
+           cli_fmt_bytes(t, b2, sizeof b2), t ? 100.0 * (double)used / (double)t : 0.0);
   }
   printf("\n%-8s %8s %8s %7s %7s %10s %7s\n", "CLIENT", "PID", "UID", "QUEUED", "RUNNING", "SERVED",
          "SHARE");

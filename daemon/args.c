@@ -92,18 +92,23 @@ range:
   return GKC_EINVALID_ARGUMENT;
 }
 
+int args_number(const msgpack_object *o, double *out) {
+  switch (o->type) {
+    case MSGPACK_OBJECT_FLOAT32:
+    case MSGPACK_OBJECT_FLOAT64: *out = o->via.f64; return 0;
+    case MSGPACK_OBJECT_POSITIVE_INTEGER: *out = (double)o->via.u64; return 0;
+    case MSGPACK_OBJECT_NEGATIVE_INTEGER: *out = (double)o->via.i64; return 0;
+    default: return -1;
+  }
+}
+
 int args_float(args_ctx *a, const char *key, int required, float *out) {
   int rc;
   const msgpack_object *o = get(a, key, required, &rc);
   if (!o) return rc;
   double v;
-  switch (o->type) {
-    case MSGPACK_OBJECT_FLOAT32:
-    case MSGPACK_OBJECT_FLOAT64: v = o->via.f64; break;
-    case MSGPACK_OBJECT_POSITIVE_INTEGER: v = (double)o->via.u64; break;
-    case MSGPACK_OBJECT_NEGATIVE_INTEGER: v = (double)o->via.i64; break;
-    default: return fail(a, "argument '%s' must be a number, got %s", key, type_name(o));
-  }
+  if (args_number(o, &v) != 0)
+    return fail(a, "argument '%s' must be a number, got %s", key, type_name(o));
   if (!isfinite(v) || fabs(v) > 3.4028234663852886e38)
     return fail(a, "argument '%s' must be a finite float32 value%s", key, "");
   *out = (float)v;

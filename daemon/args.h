@@ -22,6 +22,9 @@ typedef struct {
 int args_known(args_ctx *a, const char *const *allowed);
 
 int args_int(args_ctx *a, const char *key, int required, int64_t lo, int64_t hi, int64_t *out);
+/* o's value when it is a msgpack number (float32, float64 or an integer,
+ * read as a double): 0, or -1 for any other type. */
+int args_number(const msgpack_object *o, double *out);
 /* msgpack float32, float64 or int; must be finite. */
 int args_float(args_ctx *a, const char *key, int required, float *out);
 int args_bool(args_ctx *a, const char *key, int required, int *out);

@@ -41,14 +41,9 @@ static int parse_tol(args_ctx *a, const char *key, double *out) {
   const msgpack_object *o = proto_map_get(a->params, key);
   if (!o) return 0;
   double v;
-  switch (o->type) {
-    case MSGPACK_OBJECT_FLOAT32:
-    case MSGPACK_OBJECT_FLOAT64: v = o->via.f64; break;
-    case MSGPACK_OBJECT_POSITIVE_INTEGER: v = (double)o->via.u64; break;
-    case MSGPACK_OBJECT_NEGATIVE_INTEGER: v = (double)o->via.i64; break;
-    default:
-      snprintf(a->msg, a->msglen, "argument '%s' must be a number", key);
-      return GKC_EINVALID_ARGUMENT;
+  if (args_number(o, &v) != 0) {
+    snprintf(a->msg, a->msglen, "argument '%s' must be a number", key);
+    return GKC_EINVALID_ARGUMENT;
   }
   if (!isfinite(v) || v < 0) {
     snprintf(a->msg, a->msglen, "argument '%s' must be a finite number >= 0, got %g", key, v);

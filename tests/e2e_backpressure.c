@@ -46,12 +46,6 @@
 
 #define MiB (1024L * 1024)
 
-static void stop_daemon(fixture *f) {
-  int st = fixture_stop(f, SIGTERM);
-  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "gkcd exit status %#x", st);
-  if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0)) rr_dump_log(f, 60);
-}
-
 /* ------------------------------------------------------------------------ */
 /* 1. a client that never reads                                              */
 
@@ -76,11 +70,7 @@ static void test_never_reads(void) {
 
   float *a = rr_rand_floats((size_t)NREQ * DIM), *b = rr_rand_floats((size_t)NREQ * DIM);
   rr_frame fr;
-  rr_frame_init(&fr);
-  for (int i = 0; i < NREQ; i++)
-    rr_pack_request(&fr, (uint32_t)i, "sgemm",
-                    ARGS(AI("m", DIM), AI("n", DIM), AI("k", 1), AB("a", a + (size_t)i * DIM, DIM * 4),
-                         AB("b", b + (size_t)i * DIM, DIM * 4)));
+  pb_pack_outer_sgemms(&fr, 0, NREQ, DIM, DIM, a, DIM, b, DIM);
   rr_conn slow;
   rr_open(&slow, &f);
   rr_sender s = {slow.fd, fr.sb.data, fr.sb.size, 0};
@@ -161,7 +151,7 @@ static void test_never_reads(void) {
   rr_frame_free(&fr);
   free(a);
   free(b);
-  stop_daemon(&f);
+  PB_STOP_DAEMON(&f);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -217,7 +207,7 @@ static void test_writes_then_reads(void) {
   rr_close(&c);
   rr_frame_free(&fr);
   free(a), free(b);
-  stop_daemon(&f);
+  PB_STOP_DAEMON(&f);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -458,7 +448,7 @@ static void test_flood(uint64_t seed) {
   CHECK(st[3] == 0 && st[4] == 0, "in_flight %g, queued %g after the flood", st[3], st[4]);
   CHECK(st[5] == 0 && st[6] == 0 && st[7] == 0, "memory used %g, input %g, replies %g after the flood", st[5],
         st[6], st[7]);
-  stop_daemon(&f);
+  PB_STOP_DAEMON(&f);
 }
 
 int main(void) {

@@ -11,7 +11,6 @@ Exits 0 when all pass, 77 when msgpack or numpy is missing.
 """
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 try:
@@ -21,8 +20,7 @@ except ImportError as e:
     print(f"SKIP: {e}", file=sys.stderr)
     sys.exit(77)
 
-import e2e_python as ep
-from e2e_common import call, check, download, f32b, ok, upload  # noqa: E402
+from e2e_common import check, download, f32b, ok, upload  # noqa: E402
 import e2e_common as ec  # noqa: E402
 
 EPS = 2.0 ** -24
@@ -69,10 +67,7 @@ def test_ops(c, rng):
     rows, cols = int(rng.integers(50, 300)), n
     rp, ci, vals = random_csr(rng, rows, cols, 6)
     A = csr_dense(rows, cols, rp, ci, vals)
-    mat = ok(c, "csr_upload", {"rows": rows, "cols": cols,
-                               "row_ptr": np.asarray(rp, "<i4").tobytes(),
-                               "col_idx": np.asarray(ci, "<i4").tobytes(),
-                               "values": f32b(vals)})["matrix"]
+    mat = ec.csr_upload(c, rows, cols, rp, ci, vals)
     hq = upload(c, np.zeros(rows))
     m, k, nn = 7, 5, 9
     a, b = rnd(rng, m * k), rnd(rng, k * nn)
@@ -98,7 +93,7 @@ def test_ops(c, rng):
     check(res[1]["value"] == z.max(), "reduce max")
     # The CPU backend sums in float64; the CUDA backend's auto may run CUB,
     # which sums float32 (test_gpu_reduce allows it 2e-5 of the sum of |x|).
-    sum_tol = 2e-5 if os.environ.get("GKC_TEST_BACKEND", "cpu") == "cuda" else 1e-12
+    sum_tol = 2e-5 if ec.test_backend() == "cuda" else 1e-12
     check(abs(res[2]["value"] - z.sum()) <= sum_tol * np.abs(z).sum(),
           f"reduce sum: {res[2]['value']!r} vs {z.sum()!r}")
     alpha = np.float32(-0.5 * res[0]["value"] / res[1]["value"])
@@ -133,9 +128,7 @@ def test_cg(c, rng):
                 vals.append(v)
         rp.append(len(ci))
     A = csr_dense(n, n, rp, ci, vals)
-    mat = ok(c, "csr_upload", {"rows": n, "cols": n, "row_ptr": np.asarray(rp, "<i4").tobytes(),
-                               "col_idx": np.asarray(ci, "<i4").tobytes(),
-                               "values": f32b(vals)})["matrix"]
+    mat = ec.csr_upload(c, n, n, rp, ci, vals)
     b = rnd(rng, n)
     hx, hr, hp, hq = upload(c, np.zeros(n)), upload(c, b), upload(c, b), upload(c, np.zeros(n))
     rz = float(b @ b)
@@ -168,11 +161,8 @@ def test_cg(c, rng):
 
 
 def err(c, steps, *needles, code="invalid_argument"):
-    r = call(c, "batch", {"steps": steps} if steps is not None else {})
-    e = r[2]
-    return check(isinstance(e, dict) and e.get("code") == code and
-                 all(s in e.get("message", "") for s in needles),
-                 f"{steps!r:.160}: expected {code} naming {needles}, got {e or r[3]!r:.200}")
+    return ec.expect_error(c, "batch", {"steps": steps} if steps is not None else {}, needles,
+                           code, label=steps)
 
 
 def test_failing_step(c, rng):
@@ -194,9 +184,7 @@ def test_failing_step(c, rng):
 def test_validation(c, rng):
     n = 64
     hx, hy, h2 = upload(c, rnd(rng, n)), upload(c, rnd(rng, n)), upload(c, rnd(rng, n + 1))
-    mat = ok(c, "csr_upload", {"rows": 2, "cols": n, "row_ptr": np.asarray([0, 1, 2], "<i4").tobytes(),
-                               "col_idx": np.asarray([0, 1], "<i4").tobytes(),
-                               "values": f32b([1, 2])})["matrix"]
+    mat = ec.csr_upload(c, 2, n, [0, 1, 2], [0, 1], [1, 2])
     hq = upload(c, np.zeros(2))
     dot = {"op": "dot", "x": H(hx), "y": H(hy)}
     err(c, None, "missing argument 'steps'")
@@ -230,29 +218,7 @@ def test_validation(c, rng):
 
 
 def main():
-    rng = np.random.default_rng(int(os.environ.get("GKC_TEST_SEED", time.time_ns() % 2**32)))
-    # GKC_TEST_BACKEND=cuda (ctest -L gpu): the same checks on the CUDA
-    # backend; skipped when gkcd cannot start it (no GPU).
-    backend = os.environ.get("GKC_TEST_BACKEND", "cpu")
-    d = ep.Daemon(["--threads", "2", "--backend", backend])
-    try:
-        d.wait_ready()
-    except RuntimeError as e:
-        if backend != "cpu":
-            print(f"SKIP: gkcd --backend {backend} did not start: {e}", file=sys.stderr)
-            sys.exit(77)
-        raise
-    try:
-        c = ep.Conn(d.sock, timeout=120)
-        check(ep.Conn(d.sock).call("ping", {})[3]["backend"] == backend, f"backend {backend}")
-        for t in (test_ops, test_cg, test_failing_step, test_validation):
-            print(t.__name__)
-            t(c, rng)
-        c.close()
-    finally:
-        rc = d.stop()
-        check(rc == 0, f"gkcd exited {rc}")
-    return ec.summary("e2e_batch")
+    return ec.run("e2e_batch", (test_ops, test_cg, test_failing_step, test_validation))
 
 
 if __name__ == "__main__":

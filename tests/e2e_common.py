@@ -1,10 +1,16 @@
 """e2e_common.py: what the raw msgpack-rpc tests (e2e_batch.py, e2e_solve.py)
-share: pass/fail counting, and requests over e2e_python's Conn with float32
-arrays as little-endian bytes.  Import it once numpy is known to be there.
+share: pass/fail counting, requests over e2e_python's Conn with float32
+arrays as little-endian bytes, an expected error, and main's frame (a gkcd
+of its own on $GKC_TEST_BACKEND, the tests run in turn, the counts).
+Import it once numpy is known to be there.
 """
+import os
 import sys
+import time
 
 import numpy as np
+
+import e2e_python as ep
 
 PASSED = 0
 FAILED = 0
@@ -43,6 +49,17 @@ def ok(c, method, params):
     return r[3]
 
 
+def expect_error(c, method, params, needles, code="invalid_argument", label=None):
+    """A check that method(params) fails with code and a message naming every
+    one of needles; label (default params) names the request on failure."""
+    r = call(c, method, params)
+    e = r[2]
+    label = params if label is None else label
+    return check(isinstance(e, dict) and e.get("code") == code and
+                 all(n in e.get("message", "") for n in needles),
+                 f"{label!r:.160}: expected {code} naming {needles}, got {e or r[3]!r:.200}")
+
+
 def f32b(a):
     return np.ascontiguousarray(a, dtype="<f4").tobytes()
 
@@ -53,3 +70,45 @@ def upload(c, a):
 
 def download(c, h):
     return np.frombuffer(ok(c, "download", {"handle": h})["data"], dtype="<f4").astype(np.float64)
+
+
+def csr_upload(c, rows, cols, row_ptr, col_idx, values):
+    """The matrix id of a CSR matrix uploaded with float32 values."""
+    return ok(c, "csr_upload", {"rows": rows, "cols": cols,
+                                "row_ptr": np.asarray(row_ptr, "<i4").tobytes(),
+                                "col_idx": np.asarray(col_idx, "<i4").tobytes(),
+                                "values": f32b(values)})["matrix"]
+
+
+def test_backend():
+    """The backend under test: $GKC_TEST_BACKEND (ctest -L gpu sets cuda), else cpu."""
+    return os.environ.get("GKC_TEST_BACKEND", "cpu")
+
+
+def run(name, tests):
+    """main of a raw msgpack-rpc test: a gkcd of its own (--threads 2) on
+    test_backend(), skipped (exit 77) when a backend other than cpu cannot
+    start (no GPU); each test(c, rng) in turn on one connection with a
+    random generator seeded from $GKC_TEST_SEED or the clock; then gkcd
+    must exit 0.  Returns the exit status."""
+    rng = np.random.default_rng(int(os.environ.get("GKC_TEST_SEED", time.time_ns() % 2**32)))
+    backend = test_backend()
+    d = ep.Daemon(["--threads", "2", "--backend", backend])
+    try:
+        d.wait_ready()
+    except RuntimeError as e:
+        if backend != "cpu":
+            print(f"SKIP: gkcd --backend {backend} did not start: {e}", file=sys.stderr)
+            sys.exit(77)
+        raise
+    try:
+        c = ep.Conn(d.sock, timeout=120)
+        check(ep.Conn(d.sock).call("ping", {})[3]["backend"] == backend, f"backend {backend}")
+        for t in tests:
+            print(t.__name__)
+            t(c, rng)
+        c.close()
+    finally:
+        rc = d.stop()
+        check(rc == 0, f"gkcd exited {rc}")
+    return summary(name)

@@ -176,10 +176,7 @@ static void *slow_main(void *vp) {
   enum { DIM = 4096, NREQ = 4 }; /* 64 MiB replies */
   float *a = rr_rand_floats(DIM), *b = rr_rand_floats(DIM);
   rr_frame fr;
-  rr_frame_init(&fr);
-  for (int i = 0; i < NREQ; i++)
-    rr_pack_request(&fr, 10 + (uint32_t)i, "sgemm",
-                    ARGS(AI("m", DIM), AI("n", DIM), AI("k", 1), AB("a", a, DIM * 4), AB("b", b, DIM * 4)));
+  pb_pack_outer_sgemms(&fr, 10, NREQ, DIM, DIM, a, 0, b, 0);
   while (attacking()) {
     rr_conn c;
     int st = slow_setup(s, &c);

@@ -161,11 +161,7 @@ static void test_slow_reader(void) {
 
   float *a = rr_rand_floats((size_t)NREQ * M), *b = rr_rand_floats((size_t)NREQ * N);
   rr_frame fr;
-  rr_frame_init(&fr);
-  for (int i = 0; i < NREQ; i++)
-    rr_pack_request(&fr, (uint32_t)i, "sgemm",
-                    ARGS(AI("m", M), AI("n", N), AI("k", 1), AB("a", a + (size_t)i * M, M * 4),
-                         AB("b", b + (size_t)i * N, N * 4)));
+  pb_pack_outer_sgemms(&fr, 0, NREQ, M, N, a, M, b, N);
   rr_conn slow;
   rr_open(&slow, &f);
   /* About 420 KB: more than the socket buffers hold once gkcd stops

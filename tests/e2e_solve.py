@@ -44,7 +44,7 @@ except ImportError as e:
     sys.exit(77)
 
 import e2e_python as ep  # Daemon, Conn
-from e2e_common import call, check, download, f32b, ok, upload  # noqa: E402
+from e2e_common import check, download, f32b, ok, upload  # noqa: E402
 import e2e_common as ec  # noqa: E402
 
 # The algos a solve may report, per backend: the CUDA backend's must be a GPU
@@ -58,12 +58,7 @@ BACKEND = "cpu"
 
 def csr_upload(c, A):
     A = sp.csr_matrix(A)
-    r = ok(c, "csr_upload", {
-        "rows": A.shape[0], "cols": A.shape[1],
-        "row_ptr": np.asarray(A.indptr, dtype="<i4").tobytes(),
-        "col_idx": np.asarray(A.indices, dtype="<i4").tobytes(),
-        "values": f32b(A.data)})
-    return r["matrix"]
+    return ec.csr_upload(c, A.shape[0], A.shape[1], A.indptr, A.indices, A.data)
 
 
 def f32_round(A):
@@ -351,11 +346,7 @@ def test_fp32(c, rng):
 
 
 def err(c, params, *needles, method="solve", code="invalid_argument"):
-    r = call(c, method, params)
-    e = r[2]
-    return check(isinstance(e, dict) and e.get("code") == code and
-                 all(n in e.get("message", "") for n in needles),
-                 f"{params!r:.160}: expected {code} naming {needles}, got {e or r[3]!r:.200}")
+    return ec.expect_error(c, method, params, needles, code)
 
 
 def test_validation(c, rng):
@@ -407,30 +398,9 @@ def test_validation(c, rng):
 
 
 def main():
-    rng = np.random.default_rng(int(os.environ.get("GKC_TEST_SEED", time.time_ns() % 2**32)))
-    # GKC_TEST_BACKEND=cuda (ctest -L gpu): the same checks on the CUDA
-    # backend; skipped when gkcd cannot start it (no GPU).
     global BACKEND
-    backend = BACKEND = os.environ.get("GKC_TEST_BACKEND", "cpu")
-    d = ep.Daemon(["--threads", "2", "--backend", backend])
-    try:
-        d.wait_ready()
-    except RuntimeError as e:
-        if backend != "cpu":
-            print(f"SKIP: gkcd --backend {backend} did not start: {e}", file=sys.stderr)
-            sys.exit(77)
-        raise
-    try:
-        c = ep.Conn(d.sock, timeout=120)
-        check(ep.Conn(d.sock).call("ping", {})[3]["backend"] == backend, f"backend {backend}")
-        for t in (test_random, test_shared, test_outcomes, test_fp32, test_validation):
-            print(t.__name__)
-            t(c, rng)
-        c.close()
-    finally:
-        rc = d.stop()
-        check(rc == 0, f"gkcd exited {rc}")
-    return ec.summary("e2e_solve")
+    BACKEND = ec.test_backend()
+    return ec.run("e2e_solve", (test_random, test_shared, test_outcomes, test_fp32, test_validation))
 
 
 if __name__ == "__main__":

@@ -46,12 +46,6 @@
 #define DEADLINE_S 2.0
 #define SLACK_S 3.0
 
-static void stop_daemon(fixture *f) {
-  int st = fixture_stop(f, SIGTERM);
-  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "gkcd exit status %#x", st);
-  if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0)) rr_dump_log(f, 60);
-}
-
 /* Reads and drops what c receives until the peer closes: 1 when it did
  * within ms. */
 static int drains_to_close(rr_conn *c, int ms) {
@@ -131,10 +125,7 @@ static void test_send_timeout(void) {
 
   float *a = rr_rand_floats(DIM), *b = rr_rand_floats(DIM);
   rr_frame fr;
-  rr_frame_init(&fr);
-  for (int i = 0; i < NREQ; i++)
-    rr_pack_request(&fr, 10 + (uint32_t)i, "sgemm",
-                    ARGS(AI("m", DIM), AI("n", DIM), AI("k", 1), AB("a", a, DIM * 4), AB("b", b, DIM * 4)));
+  pb_pack_outer_sgemms(&fr, 10, NREQ, DIM, DIM, a, 0, b, 0);
   double t0 = rr_now_s();
   CHECK(rr_send_some(c.fd, fr.sb.data, fr.sb.size) == 0, "sending the sgemms");
   rr_frame_free(&fr);
@@ -226,7 +217,7 @@ static void test_send_timeout(void) {
   }
   rr_close(&side);
   free(a), free(b);
-  stop_daemon(&f);
+  PB_STOP_DAEMON(&f);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -272,7 +263,7 @@ static void test_slowloris(void) {
   rr_open(&c, &f);
   CHECK(rr_ping(&c, 5000, NULL, 0), "a ping sent at once is not answered");
   rr_close(&c);
-  stop_daemon(&f);
+  PB_STOP_DAEMON(&f);
 }
 
 /* The request clock is for the client's slowness, not the daemon's.  A
@@ -336,7 +327,7 @@ static void test_request_clock(void) {
   rr_close(&c);
   rr_frame_free(&fr);
   free(a), free(b);
-  stop_daemon(&f);
+  PB_STOP_DAEMON(&f);
 }
 
 typedef struct {
@@ -427,7 +418,7 @@ static void test_slowloris_slots(void) {
   CHECK(pb_status(&f, "closed_request_timeout") == NL, "closed_request_timeout = %g",
         pb_status(&f, "closed_request_timeout"));
   for (int i = 0; i < NL; i++) rr_close(&lc[i]);
-  stop_daemon(&f);
+  PB_STOP_DAEMON(&f);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -465,7 +456,7 @@ static void test_per_user(void) {
   CHECK(st[0] == 1 && st[1] == 2, "refused_no_slot %g, connections %g", st[0], st[1]);
   CHECK(rr_ping(&c[1], 5000, NULL, 0), "the user's other connections stopped working");
   for (int i = 0; i < 3; i++) rr_close(&c[i]);
-  stop_daemon(&f);
+  PB_STOP_DAEMON(&f);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -513,7 +504,7 @@ static void test_truncated(void) {
   truncated_case(&f, "truncated in the method, msgid 0x1234", cut_after_id, sizeof cut_after_id - 1, 1, 0x1234);
   truncated_case(&f, "truncated inside the msgid", cut_in_id, sizeof cut_in_id - 1, 0, 0);
   truncated_case(&f, "truncated after the array header", cut_at_type, sizeof cut_at_type - 1, 0, 0);
-  stop_daemon(&f);
+  PB_STOP_DAEMON(&f);
 }
 
 /* GKC_ONLY=name runs one part (a substring of its function's name). */

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "test.h"
@@ -169,6 +171,26 @@ int pb_send_with_fd(int sock, const void *p, size_t n, int fd) {
   if (w < 0) return errno;
   /* The descriptor went with the first byte; the rest is plain bytes. */
   return (size_t)w < n ? rr_send_some(sock, (const char *)p + w, n - (size_t)w) : 0;
+}
+
+/* --- a client that asks for more than it takes ------------------------------------- */
+
+void pb_pack_outer_sgemms(rr_frame *fr, uint32_t id0, int nreq, int m, int n, const float *a,
+                          size_t a_step, const float *b, size_t b_step) {
+  rr_frame_init(fr);
+  for (int i = 0; i < nreq; i++)
+    rr_pack_request(fr, id0 + (uint32_t)i, "sgemm",
+                    ARGS(AI("m", m), AI("n", n), AI("k", 1), AB("a", a + (size_t)i * a_step, (size_t)m * 4),
+                         AB("b", b + (size_t)i * b_step, (size_t)n * 4)));
+}
+
+/* --- the end of a test ----------------------------------------------------------- */
+
+void pb_stop_daemon_(const char *file, int line, fixture *f) {
+  int st = fixture_stop(f, SIGTERM);
+  int ok = WIFEXITED(st) && WEXITSTATUS(st) == 0;
+  rr_check_at(file, line, ok, "WIFEXITED(st) && WEXITSTATUS(st) == 0: gkcd exit status %#x", st);
+  if (!ok) rr_dump_log(f, 60);
 }
 
 /* --- configuration ------------------------------------------------------------ */

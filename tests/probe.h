@@ -3,8 +3,9 @@
  *
  * Functions are prefixed pb_ ("probe").  They build on rawrpc.h: status
  * values by dotted path, the daemon's RSS sampled from a thread of its own,
- * a checked request for "a well-behaved client", and the pieces of a
- * shared-memory region (a sealed memfd, a request that carries it).
+ * a checked request for "a well-behaved client", the pieces of a
+ * shared-memory region (a sealed memfd, a request that carries it), the
+ * requests of a client that asks for more than it reads, and a checked stop.
  */
 #ifndef GKC_PROBE_H
 #define GKC_PROBE_H
@@ -73,6 +74,23 @@ int pb_sgemm_ok(rr_conn *c, uint32_t id, int m, int n, int k, int timeout_ms, ch
 int pb_memfd(size_t bytes);
 /* Sends p[0..n) on sock with fd attached (SCM_RIGHTS); 0 or the errno. */
 int pb_send_with_fd(int sock, const void *p, size_t n, int fd);
+
+/* --- a client that asks for more than it takes ------------------------------------- */
+
+/* Initializes fr with nreq sgemm requests, msgids id0, id0 + 1, ...:
+ * request i is the outer product (k = 1) of a + i * a_step (m floats) and
+ * b + i * b_step (n floats), so that m + n floats sent ask for an m x n
+ * reply.  A step of 0 sends the same vectors every time. */
+void pb_pack_outer_sgemms(rr_frame *fr, uint32_t id0, int nreq, int m, int n, const float *a,
+                          size_t a_step, const float *b, size_t b_step);
+
+/* --- the end of a test ----------------------------------------------------------- */
+
+/* SIGTERM to f's gkcd (fixture_stop: 30 s, then SIGKILL and a failure);
+ * one check, at the caller's line, that it exited 0, and its log's tail
+ * when it did not. */
+#define PB_STOP_DAEMON(f) pb_stop_daemon_(__FILE__, __LINE__, f)
+void pb_stop_daemon_(const char *file, int line, fixture *f);
 
 /* --- configuration ------------------------------------------------------------ */
 
