@@ -147,6 +147,7 @@ def run_batch_cg(g, mat, n, iters):
     q = g.upload(np.zeros(n, np.float32))
     rho = float(n)
     H = lambda h: {"handle": h}  # noqa: E731
+    times = {k: [] for k in ("server_us", "queue_us", "worker_us", "kernel_us")}
     t0 = time.perf_counter()
     for _ in range(iters):
         steps = [{"op": "spmv", "matrix": mat, "x": H(p), "out": q},
@@ -157,10 +158,15 @@ def run_batch_cg(g, mat, n, iters):
                  {"op": "axpby", "x": H(r), "y": H(p), "beta": {"step": 4, "scale": 1.0 / rho}}]
         res = g.ok("batch", {"steps": steps})
         rho = res["results"][4]["value"]
+        for k, v in times.items():
+            if k in res:
+                v.append(res[k])
     dt = time.perf_counter() - t0
     for h in (x, r, p, q):
         g.release(handle=h)
-    return dt, math.sqrt(rho / n)
+    # where a batch's time goes: medians of the reply's timing fields
+    split = {k: sorted(v)[len(v) // 2] for k, v in times.items() if v}
+    return dt, math.sqrt(rho / n), split
 
 
 def run_json(cmd):
@@ -262,10 +268,13 @@ def main():
                   f"(in the loop {row['solve32_kernel_it_s']:.0f} it/s)", flush=True)
             # (c) batch
             if method == "cg":
-                dtb, rel = run_batch_cg(g, mat, n, a.batch_iters)
+                dtb, rel, split = run_batch_cg(g, mat, n, a.batch_iters)
                 row["batch_it_s"] = a.batch_iters / dtb
-                print(f"  (c) batch: {a.batch_iters} iterations, {row['batch_it_s']:.0f} it/s",
-                      flush=True)
+                for k, v in split.items():
+                    row["batch_" + k] = v
+                print(f"  (c) batch: {a.batch_iters} iterations, {row['batch_it_s']:.0f} it/s; "
+                      f"per batch (median, us): round trip {1e6 * dtb / a.batch_iters:.1f}, " +
+                      ", ".join(f"{k} {v:.1f}" for k, v in split.items()), flush=True)
             g.release(matrix=mat)
             g.release(handle=bh)
             src_cg = ["--grid", str(grid)] if grid else ["--matrix", path]
@@ -301,7 +310,8 @@ def main():
 
     keys = ["problem", "n", "nnz", "method", "vendor_f32_it_s", "vendor_f64_it_s", "solve_it_s",
             "solve_kernel_it_s", "solve32_it_s", "solve32_kernel_it_s", "batch_it_s",
-            "batch_c_it_s", "perop_it_s", "solve_iters", "solve32_iters", "scipy_iters", "exact_iters",
+            "batch_c_it_s", "batch_server_us", "batch_queue_us", "batch_worker_us",
+            "batch_kernel_us", "perop_it_s", "solve_iters", "solve32_iters", "scipy_iters", "exact_iters",
             "solve32_reason",
             "solve32_residual",
             "vendor_f32_iters_to_rtol", "vendor_f64_iters_to_rtol", "solve_reason",
