@@ -98,11 +98,11 @@ if has sanitize; then
   for tool in ${SAN_TOOLS:-}; do
     # racecheck is slow: one part of the test a run (the fp32 part alone
     # takes over 100 s), so each finishes within its timeout
-    parts=all
-    [ "$tool" = racecheck ] && parts="outcomes accuracy poll"
+    parts=all kinds=
+    [ "$tool" = racecheck ] && parts="outcomes accuracy poll" kinds=unrolled
     for part in $parts; do
       [ "$part" = all ] && part=
-      GKC_GPU_TEST_SHORT=1 GKC_GPU_TEST_SOLVE_KINDS=unrolled GKC_GPU_TEST_SOLVE_PARTS=$part \
+      GKC_GPU_TEST_SHORT=1 GKC_GPU_TEST_SOLVE_KINDS=$kinds GKC_GPU_TEST_SOLVE_PARTS=$part \
         timeout $st compute-sanitizer --tool $tool --error-exitcode 9 \
         "$BUILD/tests/gpu/test_gpu_solve" > "$LOG/sanitize_$tool$part.log" 2>&1
       rc=$?; summary+=("compute-sanitizer $tool $part rc=$rc: $(grep -E "SUMMARY" "$LOG/sanitize_$tool$part.log" | tail -1)")
