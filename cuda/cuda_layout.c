@@ -30,6 +30,7 @@ static void add(layout *l, const gkcd_span *s) {
     l->off[l->nin] = l->tmp_bytes;
     l->tmp_bytes += cuda_up(s->bytes ? s->bytes : 1);
     if (!s->pinned) l->stage_bytes += cuda_up(s->bytes);
+    if (s->bytes) l->ncopies++;
   }
   l->nin++;
 }
@@ -85,6 +86,7 @@ void layout_plan_upload(gkcd_job *job, layout *l) {
     if (!parts[i]->pinned) l->stage_bytes += cuda_up(parts[i]->bytes);
   }
   l->nin = n;
+  l->ncopies = n; /* into the new array, from the host or from a resident one */
 }
 
 cudaError_t layout_copy_in(slot *s, layout *l, char *base, int upload) {

@@ -28,6 +28,7 @@ typedef struct {
   const void *dev[6];   /* device address of each input */
   size_t off[6];        /* its offset in tmp (when copied) or in the output (uploads) */
   int nin;
+  int ncopies;          /* inputs copied to the device (0: every one is resident) */
   size_t tmp_bytes;     /* inputs to copy, then the result */
   size_t res_off;       /* offset of the result in tmp, when it goes there */
   size_t res_bytes;     /* the result (8 for a reduce or dot) */

@@ -133,14 +133,27 @@ static void run_on(cuda_impl *impl, slot *s, gkcd_job *job) {
   }
   l.out_dev = job->out_kind == OUT_RES || job->out_kind == OUT_RES_NEW ? job->out_ptr
                                                                        : l.tmp + l.res_off;
-  size_t stage_need = l.stage_bytes > l.res_bytes ? l.stage_bytes : l.res_bytes;
+  /* The result back to the host: into the stage (then the reply), or
+   * straight into a registered region; a resident result stays where it
+   * is, and needs no stage (a 256 MiB resident product kept 256 MiB of
+   * pinned stage per slot before). */
+  int to_host = !upload && (job->out_kind == OUT_BIN || job->out_kind == OUT_HOST ||
+                            job->method == PROTO_M_REDUCE || job->method == PROTO_M_DOT);
+  int direct = job->out_kind == OUT_HOST && job->out_res && job->out_res->pinned &&
+               job->method != PROTO_M_REDUCE && job->method != PROTO_M_DOT;
+  size_t res_stage = to_host && !direct ? l.res_bytes : 0;
+  size_t stage_need = l.stage_bytes > res_stage ? l.stage_bytes : res_stage;
   if (stage_need && cuda_grow_stage(s, stage_need, job) != 0) goto out;
   if (job->out_kind == OUT_BIN && !(job->out = malloc(job->out_bytes ? job->out_bytes : 1))) {
     job_fail(job, GKC_EOUT_OF_MEMORY, "cannot allocate %zu bytes for the result", job->out_bytes);
     goto out;
   }
 
-  cudaError_t e = cudaEventRecord(s->ev_in, s->stream);
+  /* Events only around what there is: a request whose operands are all
+   * resident and whose result stays resident (an iterative client's usual
+   * step) records the kernel's two and nothing else, two records and two
+   * queries fewer on its path (bench/RESULTS.md, resident sgemm). */
+  cudaError_t e = l.ncopies ? cudaEventRecord(s->ev_in, s->stream) : cudaSuccess;
   if (e == cudaSuccess) e = layout_copy_in(s, &l, upload ? l.out_dev : l.tmp, upload);
   if (e == cudaSuccess) e = cudaEventRecord(s->ev0, s->stream);
   if (e != cudaSuccess) {
@@ -176,25 +189,19 @@ static void run_on(cuda_impl *impl, slot *s, gkcd_job *job) {
     }
     goto out;
   }
-  /* The result back to the host: into the stage (then the reply), or
-   * straight into a registered region. */
-  int to_host = !upload && (job->out_kind == OUT_BIN || job->out_kind == OUT_HOST ||
-                            job->method == PROTO_M_REDUCE || job->method == PROTO_M_DOT);
   const void *res_src = job->method == PROTO_M_DOWNLOAD ? l.dev[0] : l.out_dev;
-  int direct = job->out_kind == OUT_HOST && job->out_res && job->out_res->pinned &&
-               job->method != PROTO_M_REDUCE && job->method != PROTO_M_DOT;
   if ((e = cudaEventRecord(s->ev1, s->stream)) != cudaSuccess ||
       (to_host && (e = cudaMemcpyAsync(direct ? job->out_ptr : s->stage, res_src, l.res_bytes,
                                        cudaMemcpyDeviceToHost, s->stream)) != cudaSuccess) ||
-      (e = cudaEventRecord(s->ev_out, s->stream)) != cudaSuccess ||
+      (to_host && (e = cudaEventRecord(s->ev_out, s->stream)) != cudaSuccess) ||
       (e = cudaStreamSynchronize(s->stream)) != cudaSuccess) {
     fail_cuda(impl, job, e, "running the kernel");
     goto out;
   }
   float ms = 0;
   if (cudaEventElapsedTime(&ms, s->ev0, s->ev1) == cudaSuccess) job->kernel_us = ms * 1e3;
-  if (cudaEventElapsedTime(&ms, s->ev_in, s->ev0) == cudaSuccess) job->h2d_us = ms * 1e3;
-  if (cudaEventElapsedTime(&ms, s->ev1, s->ev_out) == cudaSuccess) job->d2h_us = ms * 1e3;
+  if (l.ncopies && cudaEventElapsedTime(&ms, s->ev_in, s->ev0) == cudaSuccess) job->h2d_us = ms * 1e3;
+  if (to_host && cudaEventElapsedTime(&ms, s->ev1, s->ev_out) == cudaSuccess) job->d2h_us = ms * 1e3;
   if (job->method == PROTO_M_REDUCE || job->method == PROTO_M_DOT)
     memcpy(&job->value, s->stage, sizeof(double));
   else if (to_host && !direct)
