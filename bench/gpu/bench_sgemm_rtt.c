@@ -39,9 +39,31 @@ static int cmp(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-static double median(double *v, int n) {
+/* The q-quantile of v[0..n) (sorts v). */
+static double quantile(double *v, int n, double q) {
   qsort(v, (size_t)n, sizeof *v, cmp);
-  return n ? v[n / 2] : 0;
+  return n ? v[(int)(q * (n - 1) + 0.5)] : 0;
+}
+static double median(double *v, int n) { return quantile(v, n, 0.5); }
+
+/* Prints the part of the status JSON that starts at key (an array or a
+ * number): which lane the requests ran on, how many a polling thread caught. */
+static void print_status_part(const char *json, const char *key) {
+  const char *p = strstr(json, key);
+  if (!p) return;
+  int depth = 0;
+  const char *q = p + strlen(key);
+  for (; *q; q++) {
+    if (*q == '[' || *q == '{') depth++;
+    else if (*q == ']' || *q == '}') {
+      if (--depth < 0) break;
+      if (depth == 0) {
+        q++;
+        break;
+      }
+    } else if (*q == ',' && depth == 0) break;
+  }
+  printf("  status %.*s\n", (int)(q - p), p);
 }
 
 /* One sgemm on the resident a and b into out (a new handle the first time):
@@ -191,6 +213,15 @@ int main(int argc, char **argv) {
          spin ? ", client spinning" : "", k, med[0], med[1], med[2], med[0] / med[2]);
   printf("  medians:");
   for (int f = 3; f < NF; f++) printf(" %s %.1f%s", fname[f], med[f], f + 1 < NF ? "," : "\n");
+  printf("  p10/p90: round trip %.1f/%.1f us, kernel_us %.1f/%.1f us\n", quantile(v[0], k, 0.1),
+         quantile(v[0], k, 0.9), quantile(v[2], k, 0.1), quantile(v[2], k, 0.9));
+  char *json = NULL;
+  if (c && gkc_status_json(c, &json) == 0) { /* where they ran: the lanes' counts */
+    print_status_part(json, "\"lanes\":");
+    print_status_part(json, "\"spin_hits\":");
+    print_status_part(json, "\"loop_spin_hits\":");
+    free(json);
+  }
   gkc_close(c);
   if (ac) gkc_async_close(ac);
   free(buf);

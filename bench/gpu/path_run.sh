@@ -13,7 +13,8 @@
 # repository root of the device machine:
 #   D=build-path bash bench/gpu/path_run.sh
 # STAGES: tests (the e2e tests on --backend cuda, test_gpu_multidev), rtt
-# (bench_sgemm_rtt, every variant), rpc (bench_rpc, reduce against echo).
+# (bench_sgemm_rtt, the variants in RTT_VARIANTS), rpc (bench_rpc, reduce
+# against echo, for the builds in RPC_BUILDS).
 set -u
 OUT=${OUT:-/tmp/gkc-out}
 mkdir -p "$OUT"
@@ -63,20 +64,26 @@ rtt() {
 }
 
 if has rtt; then
-  RTT="" rtt base base1
-  RTT="" rtt new new1
-  RTT="" rtt base base2
-  RTT="" rtt new new2
-  RTT="" rtt base base-loopspin --spin-us 1000
-  RTT="--spin" rtt base base-clientspin
-  RTT="--spin" rtt new new-clientspin
-  RTT="" rtt new new-lanes-off --latency-sms 0
-  RTT="--algo regblock" rtt new new-regblock
+  for v in ${RTT_VARIANTS:-base1 new1 base2 new2 base-loopspin base-clientspin new-clientspin \
+                            new-lanes-off new-regblock}; do
+    case $v in
+      base[0-9]) RTT="" rtt base $v ;;
+      new[0-9]) RTT="" rtt new $v ;;
+      base-loopspin) RTT="" rtt base $v --spin-us 1000 ;;
+      new-spin1000) RTT="" rtt new $v --spin-us 1000 ;;
+      base-clientspin) RTT="--spin" rtt base $v ;;
+      new-clientspin) RTT="--spin" rtt new $v ;;
+      new-lanes-off) RTT="" rtt new $v --latency-sms 0 ;;
+      new-lanes-off-clientspin) RTT="--spin" rtt new $v --latency-sms 0 ;;
+      new-latency-us50) RTT="" rtt new $v --latency-us 50 ;;
+      new-regblock) RTT="--algo regblock" rtt new $v ;;
+    esac
+  done
   echo "rtt done ($((SECONDS - S)) s)"
 fi
 
 if has rpc; then
-  for which in base new; do
+  for which in ${RPC_BUILDS:-base new}; do
     bin=$D/daemon/gkcd; [ "$which" = base ] && bin=$D/base/gkcd
     echo "== $which" >> "$LOG/rpc.log"
     timeout 60 "$D/bench/bench_rpc" --gkcd "$bin" --backend cuda --pin split --methods reduce \
@@ -87,7 +94,7 @@ if has rpc; then
 fi
 
 grep -E "FAIL|CHECK FAILED" "$LOG"/*.log 2>/dev/null | head -20
-grep -E "^==|^sgemm|medians|rc=" "$LOG/rtt.log" 2>/dev/null
+grep -E "^==|^sgemm|medians|p10|status|rc=" "$LOG/rtt.log" 2>/dev/null
 grep -E "^==|^\| split|^\| pin|reply server|echo|gkcd" "$LOG/rpc.log" 2>/dev/null | head -30
 printf '%s\n' "${summary[@]}"
 tar czf "$OUT/path_logs.tgz" -C "$LOG" . && echo "logs: $OUT/path_logs.tgz"
