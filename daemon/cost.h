@@ -14,7 +14,7 @@
  * SMs of its own (green contexts: 8 of 132 on an H100), where a 1024^3
  * sgemm takes 680 us against 90 us on the bulk lane.  With one table for
  * both, that sgemm's prediction swung across --latency-us with every run
- * and 40% of the requests of one client went to the 8 SMs
+ * and 37% of the requests of one client went to the 8 SMs
  * (bench/RESULTS.md, resident sgemm 1024^3).
  *
  * Loop thread only.
