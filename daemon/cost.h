@@ -15,7 +15,10 @@
  * sgemm takes 680 us against 90 us on the bulk lane.  With one table for
  * both, that sgemm's prediction swung across --latency-us with every run
  * and 37% of the requests of one client went to the 8 SMs
- * (bench/RESULTS.md, resident sgemm 1024^3).
+ * (bench/RESULTS.md, resident sgemm 1024^3).  The scheduler asks for the
+ * latency lane's prediction first; a kind of request whose latency-lane
+ * prediction has risen past --latency-us goes to the bulk lane and no
+ * longer feeds that prediction, so it stays there (until gkcd restarts). */
  *
  * Loop thread only.
  */
