@@ -18,7 +18,7 @@
  * (bench/RESULTS.md, resident sgemm 1024^3).  The scheduler asks for the
  * latency lane's prediction first; a kind of request whose latency-lane
  * prediction has risen past --latency-us goes to the bulk lane and no
- * longer feeds that prediction, so it stays there (until gkcd restarts). */
+ * longer feeds that prediction, so it stays there (until gkcd restarts).
  *
  * Loop thread only.
  */
