@@ -1,6 +1,10 @@
 # The daemon's CUDA backend (C, over the gkcu launchers); included from the
 # top-level CMakeLists.txt after cuda/, so that daemon/ can link it.
 add_library(gkc_cuda_backend STATIC ${CMAKE_SOURCE_DIR}/cuda/cuda_backend.c
+            ${CMAKE_SOURCE_DIR}/cuda/cuda_run.c
+            ${CMAKE_SOURCE_DIR}/cuda/cuda_layout.c
+            ${CMAKE_SOURCE_DIR}/cuda/cuda_launch.c
+            ${CMAKE_SOURCE_DIR}/cuda/cuda_tiny.c
             ${CMAKE_SOURCE_DIR}/cuda/cuda_long.c
             ${CMAKE_SOURCE_DIR}/cuda/cuda_multi.c
             ${CMAKE_SOURCE_DIR}/cuda/cuda_part.c

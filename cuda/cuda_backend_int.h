@@ -1,5 +1,7 @@
-/* cuda_backend_int.h: what the CUDA backend's files share (cuda_backend.c,
- * cuda_long.c): the stream slots and the backend's state. */
+/* cuda_backend_int.h: what the CUDA backend's files share: the stream
+ * slots and the backend's state (cuda_backend.c makes them), the request
+ * path's entry points (cuda_run.c, cuda_tiny.c; cuda_layout.h has the
+ * rest), the GPU's loss, and the long methods (cuda_solve.c, cuda_long.c). */
 #ifndef CUDA_BACKEND_INT_H
 #define CUDA_BACKEND_INT_H
 
@@ -64,9 +66,19 @@ typedef struct {
   slice_budget slice;   /* nonzero: lanes share the SMs, bulk kernels are sliced */
 } cuda_impl;
 
+/* cuda_run.c: backend->run (backend.h): runs job on a slot of its lane,
+ * then job_finish. */
+void cuda_run(gkcd_backend *be, gkcd_job *job);
 /* A free slot of lane (waits for one), and giving it back. */
 slot *take_slot(cuda_impl *impl, int lane);
 void give_slot(cuda_impl *impl, slot *s);
+/* Grows s's pinned stage to at least bytes; -1 with job failed
+ * (out_of_memory) when it cannot. */
+int cuda_grow_stage(slot *s, size_t bytes, gkcd_job *job);
+/* cuda_tiny.c: a reduce or dot on a few KB of the request's own bytes,
+ * run with no copy: 1 when it ran job (or failed it), 0 when job is not
+ * tiny. */
+int cuda_run_tiny(cuda_impl *impl, slot *s, gkcd_job *job);
 /* Fails job for a CUDA error; a sticky one loses the GPU (every part of
  * it: cuda_gpu_lost) and fails the job with GKC_EDEVICE_LOST. */
 void fail_cuda(cuda_impl *impl, gkcd_job *job, cudaError_t e, const char *what);

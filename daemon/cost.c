@@ -9,11 +9,14 @@
 
 #define BUCKETS 24 /* base predictions of 2^0 .. 2^23 us */
 #define ALGOS 9    /* auto, then the backend's first eight algos (the rest share the last) */
+#define LANES 2    /* bulk, latency (scheduler.h's numbers) */
 
 struct gkcd_cost {
   cost_rates r;
-  double corr[PROTO_M_COUNT][ALGOS][BUCKETS]; /* measured / base, running average */
+  double corr[LANES][PROTO_M_COUNT][ALGOS][BUCKETS]; /* measured / base, running average */
 };
+
+static int lane_key(const gkcd_job *job) { return job->lane == 1 ? 1 : 0; }
 
 /* The algo as the model tells them apart: 0 for auto. */
 #define COST_STEP_MAX 2.0794415416798357 /* log(8) */
@@ -27,9 +30,10 @@ int cost_create(gkcd_cost **out, const cost_rates *rates) {
   gkcd_cost *c = calloc(1, sizeof *c);
   if (!c) return GKC_EOUT_OF_MEMORY;
   c->r = *rates;
-  for (int m = 0; m < PROTO_M_COUNT; m++)
-    for (int a = 0; a < ALGOS; a++)
-      for (int b = 0; b < BUCKETS; b++) c->corr[m][a][b] = 1.0;
+  for (int l = 0; l < LANES; l++)
+    for (int m = 0; m < PROTO_M_COUNT; m++)
+      for (int a = 0; a < ALGOS; a++)
+        for (int b = 0; b < BUCKETS; b++) c->corr[l][m][a][b] = 1.0;
   *out = c;
   return 0;
 }
@@ -125,13 +129,13 @@ static int bucket(double us) {
 
 double cost_predict(gkcd_cost *c, const gkcd_job *job) {
   double base = base_us(c, job);
-  return base * c->corr[job->method][algo_key(job)][bucket(base)];
+  return base * c->corr[lane_key(job)][job->method][algo_key(job)][bucket(base)];
 }
 
 void cost_observe(gkcd_cost *c, const gkcd_job *job, double measured_us) {
   if (!(measured_us > 0) || job->err) return;
   double base = base_us(c, job);
-  double *k = &c->corr[job->method][algo_key(job)][bucket(base)];
+  double *k = &c->corr[lane_key(job)][job->method][algo_key(job)][bucket(base)];
   /* A quarter of the way to each new measurement, in log space, and each
    * step at most a factor of COST_STEP_MAX: a few requests adapt it, and one
    * outlier (a page fault, a cold cache, a GPU module loaded on a kernel's

@@ -10,6 +10,16 @@
  * the matrix) within a few requests.  Expect ~10-30% error: good enough to
  * tell a 20 us request from a 20 ms one, which is all the lanes need.
  *
+ * Each lane (scheduler.h) learns apart: the latency lane may run on a few
+ * SMs of its own (green contexts: 8 of 132 on an H100), where a 1024^3
+ * sgemm takes 680 us against 90 us on the bulk lane.  With one table for
+ * both, that sgemm's prediction swung across --latency-us with every run
+ * and 37% of the requests of one client went to the 8 SMs
+ * (bench/RESULTS.md, resident sgemm 1024^3).  The scheduler asks for the
+ * latency lane's prediction first; a kind of request whose latency-lane
+ * prediction has risen past --latency-us goes to the bulk lane and no
+ * longer feeds that prediction, so it stays there (until gkcd restarts).
+ *
  * Loop thread only.
  */
 #ifndef GKCD_COST_H
@@ -28,9 +38,10 @@ typedef struct gkcd_cost gkcd_cost;
 
 int cost_create(gkcd_cost **out, const cost_rates *rates);
 void cost_destroy(gkcd_cost *c);
-/* Predicted worker time of job, in microseconds (> 0). */
+/* Predicted worker time of job on job->lane, in microseconds (> 0). */
 double cost_predict(gkcd_cost *c, const gkcd_job *job);
-/* job came back having held its worker measured_us: refine the model. */
+/* job came back from job->lane having held its worker measured_us: refine
+ * that lane's model. */
 void cost_observe(gkcd_cost *c, const gkcd_job *job, double measured_us);
 
 #endif

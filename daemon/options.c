@@ -208,7 +208,7 @@ static const opt_def table[] = {
     {"weights", p_string, F(weights_opt), 0, 512, "LIST",
      "fair-share weights by user, e.g. alice:2,bob:1 (default 1)"},
     {"spin-us", p_int, F(spin_us), 0, 100000, "USEC",
-     "after a request, the worker and the event loop poll this\nlong for more work before they sleep, so back-to-back\nrequests skip thread wake-ups (default 100 with 4 or more\nCPUs, else 0)"},
+     "after a request, the worker and the event loop poll this\nlong for more work before they sleep, so back-to-back\nrequests skip thread wake-ups; the loop also polls until\nthis long past the predicted end of a running request\nthat is predicted to take at most 10 times it (default\n100 with 4 or more CPUs, else 0)"},
     {"devices", p_devices, F(devices), 0, 0, "LIST",
      "GPUs to serve from, by number as CUDA_VISIBLE_DEVICES leaves\nthem, e.g. 0,2 (default: every visible GPU)"},
     {"cpu-devices", p_int, F(cpu_devices), 1, GKCD_MAX_DEVICES, "N",

@@ -215,6 +215,7 @@ static int submit(gkcd_conn *c, const proto_request *req, void *frame, size_t fr
   c->refs++;
   c->jobs++;
   srv->in_flight++;
+  server_expect(srv, job->cost_us);
   return 0;
 }
 
@@ -292,6 +293,7 @@ void rpc_job_done(gkcd_job *job, void *arg) {
   gkcd_server *srv = arg;
   gkcd_conn *c = job->conn;
   srv->in_flight--;
+  if (srv->in_flight == 0) srv->expect_ns = 0; /* nothing left to wait for */
   srv->served++;
   count_event(srv);
   c->jobs--;

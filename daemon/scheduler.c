@@ -371,23 +371,28 @@ int sched_submit(gkcd_sched *s, gkcd_job *job, char *msg, size_t msglen) {
   job->device = -1;
   int prc = place_operands(job, s->devs, msg, msglen);
   if (prc) return prc;
-  job->cost_us = -1;
-  uint64_t live = devices_live(s->devs);
-  for (int d = 0; d < s->devs->n; d++)
-    if ((job->dev_mask & live) & (1ull << d)) {
-      double us = cost_predict(s->devs->dev[d].cost, job);
-      if (job->cost_us < 0 || us < job->cost_us) job->cost_us = us;
-    }
-  if (job->cost_us < 0) job->cost_us = cost_predict(s->devs->dev[0].cost, job);
   /* A solve runs as long as it takes to converge, and a batch is a chain of
    * kernels that each want the whole GPU (a CG step on a 512^2 Laplacian,
    * predicted under --latency-us, ran at 0.27x the vendor's speed on the
    * latency lane's 8 SMs and 0.42x on the bulk lane): bulk work, whatever
    * the prediction says; so is a gang job (all of a partitioned matrix's
-   * devices). */
-  job->lane = job->method == PROTO_M_SOLVE || job->method == PROTO_M_BATCH || job->gang_mask
-                  ? LANE_BULK
-                  : sched_lane_for(s, job->cost_us);
+   * devices).  The others are predicted for the latency lane first, from
+   * what that lane has measured (cost.h): those it would not finish within
+   * --latency-us go to the bulk lane, predicted there. */
+  int bulk_only = job->method == PROTO_M_SOLVE || job->method == PROTO_M_BATCH || job->gang_mask;
+  job->lane = bulk_only ? LANE_BULK : sched_lane_for(s, 0);
+  uint64_t live = devices_live(s->devs);
+  for (;;) {
+    job->cost_us = -1;
+    for (int d = 0; d < s->devs->n; d++)
+      if ((job->dev_mask & live) & (1ull << d)) {
+        double us = cost_predict(s->devs->dev[d].cost, job);
+        if (job->cost_us < 0 || us < job->cost_us) job->cost_us = us;
+      }
+    if (job->cost_us < 0) job->cost_us = cost_predict(s->devs->dev[0].cost, job);
+    if (job->lane == LANE_BULK || sched_lane_for(s, job->cost_us) == LANE_LATENCY) break;
+    job->lane = LANE_BULK;
+  }
   /* The request's bytes are held from now on: input until it is admitted. */
   budget_take(s->budget, BUDGET_INPUT, job->frame_bytes);
   job->frame_charge = job->frame_bytes;

@@ -58,12 +58,20 @@ static uint64_t now_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+void server_expect(gkcd_server *srv, double cost_us) {
+  const uint64_t spin_ns = (uint64_t)srv->cfg.spin_us * 1000;
+  if (!spin_ns || !(cost_us > 0) || cost_us * 1e3 > (double)(SERVER_SPIN_AHEAD * spin_ns)) return;
+  uint64_t end = now_ns() + (uint64_t)(cost_us * 1e3) + spin_ns;
+  if (end > srv->expect_ns) srv->expect_ns = end;
+}
+
 void server_run(gkcd_server *srv) {
   const uint64_t spin_ns = (uint64_t)srv->cfg.spin_us * 1000;
   uint64_t until = 0, seen = srv->events;
   for (;;) {
     int alive;
-    if (spin_ns && now_ns() < until) {
+    uint64_t now = spin_ns ? now_ns() : 0;
+    if (spin_ns && (now < until || now < srv->expect_ns)) {
       srv->polling = 1;
       alive = uv_run(srv->loop, UV_RUN_NOWAIT);
       srv->polling = 0;

@@ -117,6 +117,7 @@ struct gkcd_server {
    * start, and how many of them a poll found rather than a wake-up. */
   uint64_t events, loop_spin_hits;
   int polling;
+  uint64_t expect_ns;       /* a running request is predicted to end by then (server_expect) */
   gkcd_metrics metrics;     /* counted as requests are answered (metrics.h) */
   struct gkcd_http *http;   /* --metrics-listen (http.h), or NULL */
 };
@@ -129,10 +130,21 @@ int server_start(gkcd_server *srv, uv_loop_t *loop, gkcd_backend **be, int n);
 /* After server_close, or a failed server_start: destroys the backends. */
 void server_destroy_devices(gkcd_server *srv, gkcd_backend **be, int n);
 /* Runs the loop until the server is done.  With --spin-us, for that long
- * after each frame or completion it polls (UV_RUN_NOWAIT) instead of
- * sleeping in epoll, so a completion or the next request of a busy client
- * is seen without the wake-up of a sleeping thread. */
+ * after each frame or completion, and until that long past the expected end
+ * of a short request still running (server_expect), it polls
+ * (UV_RUN_NOWAIT) instead of sleeping in epoll, so a completion or the next
+ * request of a busy client is seen without the wake-up of a sleeping
+ * thread. */
 void server_run(gkcd_server *srv);
+/* A request predicted to take cost_us (the scheduler's worker time) has
+ * been queued.  When that is at most SERVER_SPIN_AHEAD spin windows, the
+ * loop keeps polling until one window past its predicted end: a completion
+ * 90 us away would otherwise come just after the window that its request
+ * opened had closed, and pay the loop's wake-up (bench/RESULTS.md,
+ * resident sgemm).  Longer requests are left to the wake-up, which is
+ * small beside them.  Loop thread. */
+#define SERVER_SPIN_AHEAD 10
+void server_expect(gkcd_server *srv, double cost_us);
 /* After server_run has returned: closes the last handles. */
 void server_close(gkcd_server *srv);
 /* Called whenever in-flight work or a connection goes away while draining:

@@ -1,7 +1,8 @@
 /* test_cost: the cost model's corrections (daemon/cost.c) on their own:
  * they learn a steady ratio of measured to predicted time within a few
- * dozen jobs, in either direction, and one outlier cannot throw a tiny
- * request's prediction past the latency lane's threshold. */
+ * dozen jobs, in either direction, one outlier cannot throw a tiny
+ * request's prediction past the latency lane's threshold, and each lane
+ * learns apart. */
 #include <math.h>
 #include <string.h>
 
@@ -55,6 +56,24 @@ int main(void) {
   gkcd_cost *fresh;
   ASSERT_EQ(cost_create(&fresh, &r), 0);
   ASSERT(cost_predict(c, &big) == cost_predict(fresh, &big));
+  /* The lanes learn apart: a job 7x slower on the latency lane (its few
+   * SMs) raises that lane's prediction only; the bulk lane keeps its own. */
+  gkcd_job g = reduce_job(1 << 20);
+  g.lane = 1;
+  double lat0 = cost_predict(c, &g);
+  g.lane = 0;
+  double bulk0 = cost_predict(c, &g);
+  ASSERT(lat0 == bulk0); /* both start from the napkin */
+  for (int i = 0; i < 60; i++) {
+    g.lane = 1;
+    cost_observe(c, &g, 7 * lat0);
+    g.lane = 0;
+    cost_observe(c, &g, bulk0);
+  }
+  g.lane = 1;
+  ASSERT(fabs(cost_predict(c, &g) / (7 * lat0) - 1) < 0.01);
+  g.lane = 0;
+  ASSERT(fabs(cost_predict(c, &g) / bulk0 - 1) < 0.01);
   cost_destroy(fresh);
   cost_destroy(c);
   printf("test_cost: all passed\n");

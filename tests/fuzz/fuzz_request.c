@@ -38,7 +38,7 @@
  * res_release_request, as in rpc.c; the one line of submit() that prepares
  * a job (reg_fd = -1) is copied.  The fake
  * backends hold only algo name lists, which must be kept equal to
- * cpu/cpu_backend.c and cuda/cuda_backend.c + cuda/gkcu_*.cu.
+ * cpu/cpu_backend.c and cuda/cuda_*.c + cuda/gkcu_*.cu.
  *
  * The fake server is in fuzz_server.c, the invariants on jobs and replies in
  * fuzz_checks.c (fuzz_harness.h); this file handles frames and jobs.
