@@ -18,7 +18,11 @@
  * (bench/RESULTS.md, resident sgemm 1024^3).  The scheduler asks for the
  * latency lane's prediction first; a kind of request whose latency-lane
  * prediction has risen past --latency-us goes to the bulk lane and no
- * longer feeds that prediction, so it stays there (until gkcd restarts).
+ * longer feeds that prediction; each such request pulls the stale
+ * correction a little toward the base (cost_forget), so a kind slowed there
+ * once (a burst of contention) is tried on the latency lane again after a
+ * few hundred requests, and one that is really slow there goes back up at
+ * once.
  *
  * Loop thread only.
  */
@@ -43,5 +47,9 @@ double cost_predict(gkcd_cost *c, const gkcd_job *job);
 /* job came back from job->lane having held its worker measured_us: refine
  * that lane's model. */
 void cost_observe(gkcd_cost *c, const gkcd_job *job, double measured_us);
+/* job will not run on job->lane (its prediction there was too long): that
+ * lane's correction for it, unrefreshed by measurements, is pulled 1/128
+ * of the way back toward the base prediction (in log space). */
+void cost_forget(gkcd_cost *c, const gkcd_job *job);
 
 #endif

@@ -74,6 +74,22 @@ int main(void) {
   ASSERT(fabs(cost_predict(c, &g) / (7 * lat0) - 1) < 0.01);
   g.lane = 0;
   ASSERT(fabs(cost_predict(c, &g) / bulk0 - 1) < 0.01);
+  /* Forgetting: a lane's stale correction drifts back toward the base, a
+   * little per request sent elsewhere, and touches no other lane. */
+  g.lane = 1;
+  double slow = cost_predict(c, &g), prev = slow;
+  for (int i = 0; i < 100; i++) {
+    cost_forget(c, &g);
+    double now = cost_predict(c, &g);
+    ASSERT(now < prev && now > lat0);
+    prev = now;
+  }
+  /* 100 steps of 1/128 in log space: 7x becomes 7^((127/128)^100) = 3.2x */
+  ASSERT(fabs(log(prev / lat0) / log(slow / lat0) - pow(127.0 / 128, 100)) < 0.01);
+  for (int i = 0; i < 2000; i++) cost_forget(c, &g);
+  ASSERT(fabs(cost_predict(c, &g) / lat0 - 1) < 0.01);
+  g.lane = 0;
+  ASSERT(fabs(cost_predict(c, &g) / bulk0 - 1) < 0.01);
   cost_destroy(fresh);
   cost_destroy(c);
   printf("test_cost: all passed\n");
