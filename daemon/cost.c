@@ -14,16 +14,20 @@
 struct gkcd_cost {
   cost_rates r;
   double corr[LANES][PROTO_M_COUNT][ALGOS][BUCKETS]; /* measured / base, running average */
+  uint64_t seen_ns[LANES][PROTO_M_COUNT][ALGOS][BUCKETS]; /* last observed or forgotten */
 };
 
 static int lane_key(const gkcd_job *job) { return job->lane == 1 ? 1 : 0; }
 
 /* The algo as the model tells them apart: 0 for auto. */
 #define COST_STEP_MAX 2.0794415416798357 /* log(8) */
-/* cost_forget's pull toward the base prediction, in log space: a
- * correction of 8x (a 1024^3 sgemm on 8 SMs) comes back under 2x after
- * about 180 requests sent elsewhere. */
-#define COST_FORGET (1.0 / 128)
+/* cost_forget: a correction no measurement has refreshed for this long
+ * keeps half of its distance from the base prediction (in log space).  An
+ * 8x correction (a 1024^3 sgemm on 8 SMs) is back under 2x a minute after
+ * its last measurement, so such a kind is tried again about once a minute:
+ * rare enough not to matter to anyone's share, soon enough that a burst
+ * of contention does not exile a kind of request for good. */
+#define COST_HALF_LIFE_NS 30e9
 
 static int algo_key(const gkcd_job *job) {
   int a = job->algo + 1;
@@ -139,7 +143,9 @@ double cost_predict(gkcd_cost *c, const gkcd_job *job) {
 void cost_observe(gkcd_cost *c, const gkcd_job *job, double measured_us) {
   if (!(measured_us > 0) || job->err) return;
   double base = base_us(c, job);
-  double *k = &c->corr[lane_key(job)][job->method][algo_key(job)][bucket(base)];
+  int l = lane_key(job), m = job->method, a = algo_key(job), b = bucket(base);
+  double *k = &c->corr[l][m][a][b];
+  c->seen_ns[l][m][a][b] = job->t_done_ns;
   /* A quarter of the way to each new measurement, in log space, and each
    * step at most a factor of COST_STEP_MAX: a few requests adapt it, and one
    * outlier (a page fault, a cold cache, a GPU module loaded on a kernel's
@@ -152,7 +158,11 @@ void cost_observe(gkcd_cost *c, const gkcd_job *job, double measured_us) {
   *k *= exp(0.25 * step);
 }
 
-void cost_forget(gkcd_cost *c, const gkcd_job *job) {
-  double *k = &c->corr[lane_key(job)][job->method][algo_key(job)][bucket(base_us(c, job))];
-  *k = exp(log(*k) * (1.0 - COST_FORGET));
+void cost_forget(gkcd_cost *c, const gkcd_job *job, uint64_t now_ns) {
+  int l = lane_key(job), m = job->method, a = algo_key(job), b = bucket(base_us(c, job));
+  uint64_t *seen = &c->seen_ns[l][m][a][b];
+  if (now_ns <= *seen) return;
+  double *k = &c->corr[l][m][a][b];
+  *k = exp(log(*k) * exp2(-(double)(now_ns - *seen) / COST_HALF_LIFE_NS));
+  *seen = now_ns;
 }

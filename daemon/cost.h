@@ -18,16 +18,18 @@
  * (bench/RESULTS.md, resident sgemm 1024^3).  The scheduler asks for the
  * latency lane's prediction first; a kind of request whose latency-lane
  * prediction has risen past --latency-us goes to the bulk lane and no
- * longer feeds that prediction; each such request pulls the stale
- * correction a little toward the base (cost_forget), so a kind slowed there
- * once (a burst of contention) is tried on the latency lane again after a
- * few hundred requests, and one that is really slow there goes back up at
- * once.
+ * longer feeds that prediction.  That stale correction fades toward the
+ * base with the time since it was last measured (cost_forget: half-life
+ * 30 s), so a kind slowed there once (a burst of contention) is tried on
+ * the latency lane again within a minute or two, whatever the request
+ * rate, and one that is really slow there goes straight back up.
  *
  * Loop thread only.
  */
 #ifndef GKCD_COST_H
 #define GKCD_COST_H
+
+#include <stdint.h>
 
 #include "job.h"
 
@@ -48,8 +50,10 @@ double cost_predict(gkcd_cost *c, const gkcd_job *job);
  * that lane's model. */
 void cost_observe(gkcd_cost *c, const gkcd_job *job, double measured_us);
 /* job will not run on job->lane (its prediction there was too long): that
- * lane's correction for it, unrefreshed by measurements, is pulled 1/128
- * of the way back toward the base prediction (in log space). */
-void cost_forget(gkcd_cost *c, const gkcd_job *job);
+ * lane's correction for it, last refreshed at some earlier time (a
+ * measurement's job->t_done_ns, or the last call), fades toward the base
+ * prediction with a half-life of 30 s in log space, as of now_ns
+ * (CLOCK_MONOTONIC, the clock of job->t_done_ns). */
+void cost_forget(gkcd_cost *c, const gkcd_job *job, uint64_t now_ns);
 
 #endif

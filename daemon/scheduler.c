@@ -391,8 +391,9 @@ int sched_submit(gkcd_sched *s, gkcd_job *job, char *msg, size_t msglen) {
       }
     if (job->cost_us < 0) job->cost_us = cost_predict(s->devs->dev[0].cost, job);
     if (job->lane == LANE_BULK || sched_lane_for(s, job->cost_us) == LANE_LATENCY) break;
+    uint64_t now = now_ns();
     for (int d = 0; d < s->devs->n; d++)
-      if ((job->dev_mask & live) & (1ull << d)) cost_forget(s->devs->dev[d].cost, job);
+      if ((job->dev_mask & live) & (1ull << d)) cost_forget(s->devs->dev[d].cost, job, now);
     job->lane = LANE_BULK;
   }
   /* The request's bytes are held from now on: input until it is admitted. */

@@ -74,20 +74,26 @@ int main(void) {
   ASSERT(fabs(cost_predict(c, &g) / (7 * lat0) - 1) < 0.01);
   g.lane = 0;
   ASSERT(fabs(cost_predict(c, &g) / bulk0 - 1) < 0.01);
-  /* Forgetting: a lane's stale correction drifts back toward the base, a
-   * little per request sent elsewhere, and touches no other lane. */
+  /* Forgetting: a lane's correction that no measurement refreshes fades
+   * toward the base with the time since it was last measured (half-life
+   * 30 s, in log space), and touches no other lane. */
   g.lane = 1;
-  double slow = cost_predict(c, &g), prev = slow;
-  for (int i = 0; i < 100; i++) {
-    cost_forget(c, &g);
+  g.t_done_ns = 1000000000ull; /* its measurement's time */
+  cost_observe(c, &g, 7 * lat0);
+  double slow = cost_predict(c, &g);
+  cost_forget(c, &g, g.t_done_ns); /* no time has passed: unchanged */
+  ASSERT(cost_predict(c, &g) == slow);
+  double prev = slow;
+  for (int i = 1; i <= 30; i++) { /* every 2 s for a minute */
+    cost_forget(c, &g, g.t_done_ns + (uint64_t)i * 2000000000ull);
     double now = cost_predict(c, &g);
     ASSERT(now < prev && now > lat0);
     prev = now;
   }
-  /* 100 steps of 1/128 in log space: 7x becomes 7^((127/128)^100) = 3.2x */
-  ASSERT(fabs(log(prev / lat0) / log(slow / lat0) - pow(127.0 / 128, 100)) < 0.01);
-  for (int i = 0; i < 2000; i++) cost_forget(c, &g);
-  ASSERT(fabs(cost_predict(c, &g) / lat0 - 1) < 0.01);
+  /* two half-lives: a quarter of the distance is left, in log space */
+  ASSERT(fabs(log(prev / lat0) / log(slow / lat0) - 0.25) < 1e-9);
+  cost_forget(c, &g, g.t_done_ns + 3600000000000ull); /* an hour later */
+  ASSERT(fabs(cost_predict(c, &g) / lat0 - 1) < 1e-6);
   g.lane = 0;
   ASSERT(fabs(cost_predict(c, &g) / bulk0 - 1) < 0.01);
   cost_destroy(fresh);
