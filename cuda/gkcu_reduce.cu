@@ -97,13 +97,21 @@ constexpr int SHFL_NT = 256;
 
 /* A 16-byte load.  STREAM 1: ld.global.cs (evict first: each byte is read
  * once); 2: ld.global.nc with no L1 allocation and a 256-byte L2 prefetch
- * hint (whole DRAM bursts per request); 0: plain __ldg. */
+ * hint (whole DRAM bursts per request); 3: ld.global.nc with no L1
+ * allocation alone; 0: plain __ldg. */
 template <int STREAM>
 __device__ __forceinline__ float4 load4(const float4 *p) {
   if (STREAM == 1) return __ldcs(p);
   if (STREAM == 2) {
     float4 v;
     asm("ld.global.nc.L1::no_allocate.L2::256B.v4.f32 {%0, %1, %2, %3}, [%4];"
+        : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+        : "l"(p));
+    return v;
+  }
+  if (STREAM == 3) {
+    float4 v;
+    asm("ld.global.nc.L1::no_allocate.v4.f32 {%0, %1, %2, %3}, [%4];"
         : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
         : "l"(p));
     return v;
@@ -189,14 +197,19 @@ __global__ void __launch_bounds__(SHFL_NT, MINB) reduce_shfl_kernel(const float 
 }
 
 /* The shfl variants the lab compares: loads in flight per thread, cache
- * hint, blocks per multiprocessor (the default, and the register budget).
- * kShflDefault is what the shfl algo runs. */
+ * hint, blocks per multiprocessor (the default, and the register budget),
+ * per-block contiguous chunks, and `over`: the grid is `over` times what
+ * fits on the GPU at once, so blocks retire and others take their place
+ * (CUB's reduction oversubscribes its grid; ours was one wave).
+ * kShflDefault is what gkcu_lab_reduce_shfl runs. */
 struct ShflVariant {
-  int unroll, stream, bps, chunk;
+  int unroll, stream, bps, chunk, over;
 };
-constexpr ShflVariant kShflVariants[] = {{4, 0, 8, 0}, {4, 1, 8, 0}, {8, 0, 4, 0}, {8, 1, 4, 0}, {4, 0, 8, 1},
-                                         {4, 1, 8, 1}, {8, 0, 4, 1}, {4, 2, 8, 0}, {8, 2, 4, 0}};
+constexpr ShflVariant kShflVariants[] = {{4, 0, 8, 0, 1}, {4, 1, 8, 0, 1}, {8, 0, 4, 0, 1},
+                                         {8, 3, 4, 0, 1}, {16, 0, 2, 0, 1}, {8, 0, 4, 0, 4},
+                                         {8, 0, 4, 1, 4}, {4, 0, 8, 1, 4},  {4, 0, 8, 0, 4}};
 constexpr int kShflVariantCount = (int)(sizeof kShflVariants / sizeof kShflVariants[0]);
+static_assert(kShflVariantCount == GKCU_LAB_REDUCE_VARIANTS, "gkcu_lab.h's variant count");
 constexpr int kShflDefault = 0;
 
 /* What the shfl algo runs (H100 lab, bench/RESULTS.md, 2026-11-25):
@@ -248,13 +261,13 @@ int run_smem(gkcu_ctx *ctx, const float *x, long long n, double *d_result) {
 }
 
 template <int OP, int UNROLL, int STREAM, int MINB, bool CHUNK>
-int launch_shfl(gkcu_ctx *ctx, int blocks_per_sm, const float *x, long long n, double *d_result) {
+int launch_shfl(gkcu_ctx *ctx, int blocks_per_sm, int over, const float *x, long long n, double *d_result) {
   using Acc = typename Op<OP>::Acc;
   int head = (int)(((16u - ((uintptr_t)x & 15u)) & 15u) / 4u);
   if (head > n) head = (int)n;
   long long nvec = (n - head) / 4;
   long long want = (nvec + (long long)SHFL_NT * UNROLL - 1) / ((long long)SHFL_NT * UNROLL);
-  long long cap = (long long)ctx->sm_count * blocks_per_sm;
+  long long cap = (long long)ctx->sm_count * blocks_per_sm * over;
   unsigned int blocks = (unsigned int)(want < 1 ? 1 : (want > cap ? cap : want));
   Acc *partials = NULL;
   if (blocks > 1) {
@@ -273,16 +286,17 @@ int launch_shfl(gkcu_ctx *ctx, int blocks_per_sm, const float *x, long long n, d
 template <int OP>
 int run_shfl(gkcu_ctx *ctx, int variant, int blocks_per_sm, const float *x, long long n, double *d_result) {
   const int bps = blocks_per_sm ? blocks_per_sm : kShflVariants[variant].bps;
+  const int ov = kShflVariants[variant].over;
   switch (variant) {
-    case 0: return launch_shfl<OP, 4, 0, 8, false>(ctx, bps, x, n, d_result);
-    case 1: return launch_shfl<OP, 4, 1, 8, false>(ctx, bps, x, n, d_result);
-    case 2: return launch_shfl<OP, 8, 0, 4, false>(ctx, bps, x, n, d_result);
-    case 3: return launch_shfl<OP, 8, 1, 4, false>(ctx, bps, x, n, d_result);
-    case 4: return launch_shfl<OP, 4, 0, 8, true>(ctx, bps, x, n, d_result);
-    case 5: return launch_shfl<OP, 4, 1, 8, true>(ctx, bps, x, n, d_result);
-    case 6: return launch_shfl<OP, 8, 0, 4, true>(ctx, bps, x, n, d_result);
-    case 7: return launch_shfl<OP, 4, 2, 8, false>(ctx, bps, x, n, d_result);
-    default: return launch_shfl<OP, 8, 2, 4, false>(ctx, bps, x, n, d_result);
+    case 0: return launch_shfl<OP, 4, 0, 8, false>(ctx, bps, ov, x, n, d_result);
+    case 1: return launch_shfl<OP, 4, 1, 8, false>(ctx, bps, ov, x, n, d_result);
+    case 2: return launch_shfl<OP, 8, 0, 4, false>(ctx, bps, ov, x, n, d_result);
+    case 3: return launch_shfl<OP, 8, 3, 4, false>(ctx, bps, ov, x, n, d_result);
+    case 4: return launch_shfl<OP, 16, 0, 2, false>(ctx, bps, ov, x, n, d_result);
+    case 5: return launch_shfl<OP, 8, 0, 4, false>(ctx, bps, ov, x, n, d_result);
+    case 6: return launch_shfl<OP, 8, 0, 4, true>(ctx, bps, ov, x, n, d_result);
+    case 7: return launch_shfl<OP, 4, 0, 8, true>(ctx, bps, ov, x, n, d_result);
+    default: return launch_shfl<OP, 4, 0, 8, false>(ctx, bps, ov, x, n, d_result);
   }
 }
 
@@ -404,8 +418,9 @@ extern "C" int gkcu_lab_reduce_shfl_variant(gkcu_ctx *ctx, int variant, int bloc
 extern "C" const char *gkcu_lab_reduce_shfl_name(int variant) {
   static char names[kShflVariantCount][32];
   if (variant < 0 || variant >= kShflVariantCount) return NULL;
-  snprintf(names[variant], sizeof names[variant], "shfl/u%d%s%s/bps%d", kShflVariants[variant].unroll,
-           kShflVariants[variant].stream == 1 ? "cs" : kShflVariants[variant].stream == 2 ? "pf" : "", kShflVariants[variant].chunk ? "/chunk" : "",
-           kShflVariants[variant].bps);
+  const ShflVariant &sv = kShflVariants[variant];
+  snprintf(names[variant], sizeof names[variant], "shfl/u%d%s%s/bps%d%s", sv.unroll,
+           sv.stream == 1 ? "cs" : sv.stream == 2 ? "pf" : sv.stream == 3 ? "na" : "", sv.chunk ? "/chunk" : "", sv.bps,
+           sv.over > 1 ? (sv.over == 4 ? "/x4" : "/xN") : "");
   return names[variant];
 }

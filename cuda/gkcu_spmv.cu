@@ -276,6 +276,128 @@ __global__ void __launch_bounds__(BAL_NT, MINB) spmv_balanced_kernel(
   balanced_tile_walk<BAL_NT, BAL_IPT>(s_rowend, s_prod, s_wflag, s_wval, rows, c0, c1, alpha, beta, y);
 }
 
+/* v6 (hybrid): the same tiles, but a tile whose rows are all short is summed
+ * row by row instead of along the merge path.  Why: on regular matrices the
+ * warps of v3 stall on the x gathers (ncu: 53% of cycles on the 27-point
+ * stencil), because a warp gathers for 32 consecutive nonzeros, one or two
+ * rows' nine column groups, ~9-18 sectors per request; row-wise, W lanes per
+ * row and 32/W neighbouring rows per warp, one request reads the same offset
+ * of neighbouring rows: consecutive columns, 2-4 sectors.
+ *
+ * The tile's row ends, col_idx and values are staged in shared memory with
+ * the same coalesced loads as v3 (the matrix is still read once, in order).
+ * The tile has nr rows with items in it (tile_rows that end here, plus the
+ * row open at its end).  W = the power of two <= BAL_NT / nr (1..32) lanes
+ * per row, G = BAL_NT / W rows at a time, `passes` rounds of G rows.  The
+ * tile is row-wise ("regular") when every row's piece is at most
+ * W * (2 * BAL_IPT / passes) long, i.e. no lane does more than twice v3's
+ * items; one barrier (__syncthreads_or) both publishes the staging and
+ * takes that decision for the whole block.  Otherwise the block gathers the
+ * products as v3 does (from the registers it still holds) and walks the
+ * merge path: long and skewed rows keep v3's balance.  Rows that cross a
+ * tile boundary are added with atomicAdd onto the prescaled y, as in v3. */
+template <int BAL_NT, int BAL_IPT, int MINB>
+__global__ void __launch_bounds__(BAL_NT, MINB) spmv_hybrid_kernel(
+    int rows, const int *__restrict__ rp, const int *__restrict__ ci, const float *__restrict__ v, float alpha,
+    const float *__restrict__ x, float beta, float *__restrict__ y, const int4 *__restrict__ coords) {
+  constexpr int BAL_TILE = BAL_NT * BAL_IPT;
+  constexpr int U = 8; /* gathers in flight per lane in the row-wise sum */
+  /* row ends (tile_rows + 1), col_idx (tile_nnz), values / products (tile_nnz) */
+  __shared__ int s_tile[2 * BAL_TILE + 1];
+  __shared__ int s_wflag[BAL_NT / 32];
+  __shared__ float s_wval[BAL_NT / 32];
+  const int tid = threadIdx.x;
+
+  const int4 c0 = coords[blockIdx.x], c1 = coords[blockIdx.x + 1];
+  const int x0 = c0.x, y0 = c0.y;
+  const int tile_rows = c1.x - c0.x, tile_nnz = c1.y - c0.y;
+  int *s_rowend = s_tile;
+  int *s_col = s_tile + tile_rows + 1;
+  float *s_val = reinterpret_cast<float *>(s_col + tile_nnz);
+
+  /* The row open at the tile's end (c1.x), when some of its nonzeros are
+   * here: its piece is [max(row start, y0), c1.y). */
+  const int open_lo = max(c1.z, y0);
+  const bool has_open = c1.x < rows && open_lo < c1.y;
+  const int nr = tile_rows + (has_open ? 1 : 0);
+  int w = 1;
+  while (w < 32 && 2 * w * nr <= BAL_NT) w *= 2;
+  const int groups = BAL_NT / w;
+  const int passes = (nr + groups - 1) / groups;
+  const int lcap = w * ((2 * BAL_IPT) / (passes > 0 ? passes : 1)); /* longest row piece allowed */
+
+  int ends[BAL_IPT] = {}, cols[BAL_IPT];
+  float vals[BAL_IPT];
+  bool too_long = tid == 0 && has_open && c1.y - open_lo > lcap;
+  {
+    const bool lane0 = (tid & 31) == 0;
+#pragma unroll
+    for (int k = 0; k < BAL_IPT; k++) {
+      int i = tid + k * BAL_NT;
+      if (i < tile_rows) ends[k] = rp[x0 + 1 + i];
+      if (i < tile_nnz) {
+        cols[k] = ci[y0 + i];
+        vals[k] = v[y0 + i];
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < BAL_IPT; k++) {
+      int i = tid + k * BAL_NT;
+      /* row i starts where row i-1 ended: the lane before holds that; a
+       * warp's lane 0 reads it (the line is in flight for the warp before;
+       * row 0 starts at y0 in this tile) */
+      int prev = __shfl_up_sync(0xffffffffu, ends[k], 1);
+      if (lane0 && i < tile_rows) prev = i == 0 ? y0 : rp[x0 + i];
+      if (i < tile_rows) {
+        s_rowend[i] = ends[k];
+        too_long |= ends[k] - prev > lcap;
+      }
+      if (i < tile_nnz) {
+        s_col[i] = cols[k];
+        s_val[i] = vals[k];
+      }
+    }
+    if (tid == 0) s_rowend[tile_rows] = INT_MAX; /* for the walk: past the last row, take nonzeros */
+  }
+  if (__syncthreads_or(too_long)) {
+    /* v3's path: products for this thread's items, then the merge walk */
+#pragma unroll
+    for (int k = 0; k < BAL_IPT; k++) {
+      int i = tid + k * BAL_NT;
+      if (i < tile_nnz) s_val[i] = vals[k] * __ldg(x + cols[k]);
+    }
+    __syncthreads();
+    balanced_tile_walk<BAL_NT, BAL_IPT>(s_rowend, s_val, s_wflag, s_wval, rows, c0, c1, alpha, beta, y);
+    return;
+  }
+  /* row-wise: group g (w lanes) takes rows g, g + groups, ... of the tile */
+  const int gl = tid & (w - 1), g = tid / w;
+  const int first_start = c0.z; /* row_ptr[x0]: row 0 began in an earlier tile when < y0 */
+  for (int p = 0; p < passes; p++) {
+    const int r = g + p * groups;
+    float sum = 0.0f;
+    if (r < nr) {
+      const int s = (r == 0 ? y0 : s_rowend[r - 1]) - y0;
+      const int e = (r < tile_rows ? s_rowend[r] : c1.y) - y0;
+      for (int j = s + gl; j < e; j += U * w) {
+        float part[U];
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+          const int jj = j + u * w;
+          part[u] = jj < e ? s_val[jj] * __ldg(x + s_col[jj]) : 0.0f;
+        }
+#pragma unroll
+        for (int u = 0; u < U; u++) sum += part[u];
+      }
+    }
+    for (int off = w >> 1; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+    if (gl == 0 && r < nr) {
+      if (r == tile_rows || (r == 0 && first_start < y0)) atomicAdd(y + x0 + r, alpha * sum); /* split row */
+      else put_y(y, x0 + r, alpha, sum, beta);
+    }
+  }
+}
+
 /* y = beta*y (0 when beta == 0) for a matrix without entries. */
 __global__ void spmv_scale_kernel(int rows, float beta, float *__restrict__ y) {
   for (int r = blockIdx.x * blockDim.x + threadIdx.x; r < rows; r += gridDim.x * blockDim.x)
@@ -329,14 +451,18 @@ int run_vector(gkcu_ctx *ctx, int w, int rows, const int *rp, const int *ci, con
   return 0;
 }
 
-/* Shapes of the balanced kernel: threads, items per thread, and the resident
- * blocks per multiprocessor its registers are budgeted for.  The lab times
- * all of them; balanced_shape() picks from the measurements. */
+/* Shapes of the balanced kernel: threads, items per thread, the resident
+ * blocks per multiprocessor its registers are budgeted for, and whether
+ * regular tiles are summed row by row (v6, spmv_hybrid_kernel) or every
+ * tile walks the merge path (v3).  The lab times all of them;
+ * balanced_shape() picks from the measurements. */
 struct BalancedShape {
-  int nt, ipt, minb;
+  int nt, ipt, minb, hyb;
 };
-constexpr BalancedShape kBalancedShapes[] = {{256, 8, 8}, {256, 8, 6}, {256, 4, 8}, {128, 8, 12}, {128, 8, 16}};
+constexpr BalancedShape kBalancedShapes[] = {{256, 4, 8, 0}, {128, 8, 12, 0}, {256, 4, 8, 1}, {128, 8, 12, 1},
+                                             {256, 8, 6, 1}};
 constexpr int kBalancedShapeCount = (int)(sizeof kBalancedShapes / sizeof kBalancedShapes[0]);
+static_assert(kBalancedShapeCount == GKCU_LAB_BALANCED_SHAPES, "gkcu_lab.h's shape count");
 
 /* Measured (bench/RESULTS.md, lab, H100, 2026-11-25): below about 4M path
  * items (rows + nnz) the 256x4 tiles win (1.27-1.61x cuSPARSE on the shared
@@ -378,14 +504,13 @@ int run_balanced(gkcu_ctx *ctx, int shape, int rows, long long nnz, const int *r
     GKCU__LAUNCHED(ctx, "spmv_partition_kernel");
     coords = c;
   }
-#define GKCU__BAL(NT, IPT, MINB) \
-  spmv_balanced_kernel<NT, IPT, MINB><<<ntiles, NT, 0, st>>>(rows, rp, ci, v, alpha, x, beta, y, coords)
+#define GKCU__BAL(K, NT, IPT, MINB) K<NT, IPT, MINB><<<ntiles, NT, 0, st>>>(rows, rp, ci, v, alpha, x, beta, y, coords)
   switch (shape) {
-    case 0: GKCU__BAL(256, 8, 8); break;
-    case 1: GKCU__BAL(256, 8, 6); break;
-    case 2: GKCU__BAL(256, 4, 8); break;
-    case 3: GKCU__BAL(128, 8, 12); break;
-    default: GKCU__BAL(128, 8, 16); break;
+    case 0: GKCU__BAL(spmv_balanced_kernel, 256, 4, 8); break;
+    case 1: GKCU__BAL(spmv_balanced_kernel, 128, 8, 12); break;
+    case 2: GKCU__BAL(spmv_hybrid_kernel, 256, 4, 8); break;
+    case 3: GKCU__BAL(spmv_hybrid_kernel, 128, 8, 12); break;
+    default: GKCU__BAL(spmv_hybrid_kernel, 256, 8, 6); break;
   }
 #undef GKCU__BAL
   GKCU__LAUNCHED(ctx, "spmv_balanced_kernel");
@@ -615,7 +740,7 @@ extern "C" int gkcu_lab_spmv_balanced_planned(gkcu_ctx *ctx, int shape, int32_t 
 extern "C" const char *gkcu_lab_spmv_balanced_name(int shape) {
   static char names[kBalancedShapeCount][32];
   if (shape < 0 || shape >= kBalancedShapeCount) return NULL;
-  snprintf(names[shape], sizeof names[shape], "t%dx%d/b%d", kBalancedShapes[shape].nt, kBalancedShapes[shape].ipt,
-           kBalancedShapes[shape].minb);
+  snprintf(names[shape], sizeof names[shape], "t%dx%d/b%d%s", kBalancedShapes[shape].nt, kBalancedShapes[shape].ipt,
+           kBalancedShapes[shape].minb, kBalancedShapes[shape].hyb ? "/hyb" : "");
   return names[shape];
 }
