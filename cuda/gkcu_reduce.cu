@@ -96,26 +96,11 @@ __global__ void __launch_bounds__(256) reduce_smem_kernel(const Tin *__restrict_
 constexpr int SHFL_NT = 256;
 
 /* A 16-byte load.  STREAM 1: ld.global.cs (evict first: each byte is read
- * once); 2: ld.global.nc with no L1 allocation and a 256-byte L2 prefetch
- * hint (whole DRAM bursts per request); 3: ld.global.nc with no L1
- * allocation alone; 0: plain __ldg. */
+ * once); 0: plain __ldg.  (Lost in the lab, see cuda/NOTES.md: no L1
+ * allocation with or without a 256-byte L2 prefetch hint.) */
 template <int STREAM>
 __device__ __forceinline__ float4 load4(const float4 *p) {
   if (STREAM == 1) return __ldcs(p);
-  if (STREAM == 2) {
-    float4 v;
-    asm("ld.global.nc.L1::no_allocate.L2::256B.v4.f32 {%0, %1, %2, %3}, [%4];"
-        : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-        : "l"(p));
-    return v;
-  }
-  if (STREAM == 3) {
-    float4 v;
-    asm("ld.global.nc.L1::no_allocate.v4.f32 {%0, %1, %2, %3}, [%4];"
-        : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-        : "l"(p));
-    return v;
-  }
   return __ldg(p);
 }
 
@@ -128,10 +113,7 @@ __device__ __forceinline__ float4 load4(const float4 *p) {
  * puts on a multiprocessor are resident at once (v1 left min/max at 40
  * registers with 6 of 8 resident, and a second, partial wave cost 7% at
  * 2^28). */
-/* CHUNK: each block reads one contiguous slice of the body (the warps of a
- * block side by side, UNROLL loads apart by the block width) instead of the
- * whole grid striding over it together. */
-template <int OP, int UNROLL, int STREAM, int MINB, bool CHUNK>
+template <int OP, int UNROLL, int STREAM, int MINB>
 __global__ void __launch_bounds__(SHFL_NT, MINB) reduce_shfl_kernel(const float *__restrict__ x, long long n,
                                                                  int head,
                                                                  typename Op<OP>::Acc *__restrict__ partials,
@@ -145,29 +127,15 @@ __global__ void __launch_bounds__(SHFL_NT, MINB) reduce_shfl_kernel(const float 
   const long long stride = (long long)gridDim.x * SHFL_NT;
 
   Acc acc = Op<OP>::identity();
-  if (CHUNK) {
-    const long long per = (nvec + gridDim.x - 1) / gridDim.x;
-    const long long lo = (long long)blockIdx.x * per, hi = lo + per < nvec ? lo + per : nvec;
-    long long i = lo + tid;
-    for (; i + (UNROLL - 1) * SHFL_NT < hi; i += UNROLL * SHFL_NT) {
-      float4 v[UNROLL];
+  long long i = gid;
+  for (; i + (UNROLL - 1) * stride < nvec; i += UNROLL * stride) {
+    float4 v[UNROLL];
 #pragma unroll
-      for (int u = 0; u < UNROLL; u++) v[u] = load4<STREAM>(body + i + u * SHFL_NT);
+    for (int u = 0; u < UNROLL; u++) v[u] = load4<STREAM>(body + i + u * stride);
 #pragma unroll
-      for (int u = 0; u < UNROLL; u++) acc = Op<OP>::combine(acc, Op<OP>::from4(v[u]));
-    }
-    for (; i < hi; i += SHFL_NT) acc = Op<OP>::combine(acc, Op<OP>::from4(load4<STREAM>(body + i)));
-  } else {
-    long long i = gid;
-    for (; i + (UNROLL - 1) * stride < nvec; i += UNROLL * stride) {
-      float4 v[UNROLL];
-#pragma unroll
-      for (int u = 0; u < UNROLL; u++) v[u] = load4<STREAM>(body + i + u * stride);
-#pragma unroll
-      for (int u = 0; u < UNROLL; u++) acc = Op<OP>::combine(acc, Op<OP>::from4(v[u]));
-    }
-    for (; i < nvec; i += stride) acc = Op<OP>::combine(acc, Op<OP>::from4(load4<STREAM>(body + i)));
+    for (int u = 0; u < UNROLL; u++) acc = Op<OP>::combine(acc, Op<OP>::from4(v[u]));
   }
+  for (; i < nvec; i += stride) acc = Op<OP>::combine(acc, Op<OP>::from4(load4<STREAM>(body + i)));
   if (gid < head) acc = Op<OP>::combine(acc, (Acc)x[gid]);
   if (gid < n - tail0) acc = Op<OP>::combine(acc, (Acc)x[tail0 + gid]);
 
@@ -198,30 +166,32 @@ __global__ void __launch_bounds__(SHFL_NT, MINB) reduce_shfl_kernel(const float 
 
 /* The shfl variants the lab compares: loads in flight per thread, cache
  * hint, blocks per multiprocessor (the default, and the register budget),
- * per-block contiguous chunks, and `over`: the grid is `over` times what
- * fits on the GPU at once, so blocks retire and others take their place
- * (CUB's reduction oversubscribes its grid; ours was one wave).
+ * and `over`: the grid is `over` times what fits on the GPU at once, so
+ * blocks retire and others take their place (CUB's reduction
+ * oversubscribes its grid; ours is one wave).
  * kShflDefault is what gkcu_lab_reduce_shfl runs. */
 struct ShflVariant {
-  int unroll, stream, bps, chunk, over;
+  int unroll, stream, bps, over;
 };
-constexpr ShflVariant kShflVariants[] = {{4, 0, 8, 0, 1}, {4, 1, 8, 0, 1}, {8, 0, 4, 0, 1},
-                                         {8, 3, 4, 0, 1}, {16, 0, 2, 0, 1}, {8, 0, 4, 0, 4},
-                                         {8, 0, 4, 1, 4}, {4, 0, 8, 1, 4},  {4, 0, 8, 0, 4}};
+constexpr ShflVariant kShflVariants[] = {{4, 0, 8, 1}, {4, 1, 8, 1}, {8, 0, 4, 1}, {16, 0, 2, 1},
+                                         {8, 0, 4, 4}, {4, 0, 8, 4},  {16, 0, 2, 4}};
 constexpr int kShflVariantCount = (int)(sizeof kShflVariants / sizeof kShflVariants[0]);
 static_assert(kShflVariantCount == GKCU_LAB_REDUCE_VARIANTS, "gkcu_lab.h's variant count");
 constexpr int kShflDefault = 0;
 
 /* What the shfl algo runs (H100 lab, bench/RESULTS.md, 2026-11-25):
  * evict-first loads while the input is within three L2 sizes (2^22..2^25
- * floats: 1.08-1.21x CUB, against 1.02-1.16x with plain loads); beyond,
- * plain loads, 8 in flight per thread at 4 blocks per SM, which edged out
- * 4 at 8 blocks by 0.3-0.5% at 2^27 and 2^28 in two runs (evict-first lost
- * 3-4% there; why the hint helps at all below that, with L2 flushed before
- * each call, is not established). */
-constexpr int kShflStream = 1, kShflLarge = 2;
+ * floats: 1.07-1.19x CUB, against 1.01-1.07x with plain loads; why the
+ * hint helps at all, with L2 flushed before each call, is not established;
+ * beyond, it loses 3-4%); up to six L2 sizes plain loads, 4 in flight per
+ * thread at 8 blocks per SM; beyond, 16 in flight at 2 blocks per SM
+ * (2^27 and 2^28: 1.002-1.005x CUB against 0.998-1.001x for 8 at 4 blocks,
+ * the previous choice).  All of these are within 0.5% of CUB past 2^26: both
+ * read at the card's copy rate. */
+constexpr int kShflStream = 1, kShflMid = 0, kShflLarge = 3;
 int shfl_variant(const gkcu_ctx *ctx, long long n) {
-  return (double)n * 4.0 <= 3.0 * (double)ctx->l2_bytes ? kShflStream : kShflLarge;
+  const double bytes = (double)n * 4.0, l2 = (double)ctx->l2_bytes;
+  return bytes <= 3.0 * l2 ? kShflStream : bytes <= 6.0 * l2 ? kShflMid : kShflLarge;
 }
 
 /* --- launchers ---------------------------------------------------------------- */
@@ -260,7 +230,7 @@ int run_smem(gkcu_ctx *ctx, const float *x, long long n, double *d_result) {
   return 0;
 }
 
-template <int OP, int UNROLL, int STREAM, int MINB, bool CHUNK>
+template <int OP, int UNROLL, int STREAM, int MINB>
 int launch_shfl(gkcu_ctx *ctx, int blocks_per_sm, int over, const float *x, long long n, double *d_result) {
   using Acc = typename Op<OP>::Acc;
   int head = (int)(((16u - ((uintptr_t)x & 15u)) & 15u) / 4u);
@@ -276,7 +246,7 @@ int launch_shfl(gkcu_ctx *ctx, int blocks_per_sm, int over, const float *x, long
     int rc = gkcu__carve_commit(ctx, &cv);
     if (rc != 0) return rc;
   }
-  reduce_shfl_kernel<OP, UNROLL, STREAM, MINB, CHUNK>
+  reduce_shfl_kernel<OP, UNROLL, STREAM, MINB>
       <<<blocks, SHFL_NT, 0, ctx->stream>>>(x, n, head, partials, ctx->tickets, d_result);
   GKCU__LAUNCHED(ctx, "reduce_shfl_kernel");
   return 0;
@@ -288,15 +258,13 @@ int run_shfl(gkcu_ctx *ctx, int variant, int blocks_per_sm, const float *x, long
   const int bps = blocks_per_sm ? blocks_per_sm : kShflVariants[variant].bps;
   const int ov = kShflVariants[variant].over;
   switch (variant) {
-    case 0: return launch_shfl<OP, 4, 0, 8, false>(ctx, bps, ov, x, n, d_result);
-    case 1: return launch_shfl<OP, 4, 1, 8, false>(ctx, bps, ov, x, n, d_result);
-    case 2: return launch_shfl<OP, 8, 0, 4, false>(ctx, bps, ov, x, n, d_result);
-    case 3: return launch_shfl<OP, 8, 3, 4, false>(ctx, bps, ov, x, n, d_result);
-    case 4: return launch_shfl<OP, 16, 0, 2, false>(ctx, bps, ov, x, n, d_result);
-    case 5: return launch_shfl<OP, 8, 0, 4, false>(ctx, bps, ov, x, n, d_result);
-    case 6: return launch_shfl<OP, 8, 0, 4, true>(ctx, bps, ov, x, n, d_result);
-    case 7: return launch_shfl<OP, 4, 0, 8, true>(ctx, bps, ov, x, n, d_result);
-    default: return launch_shfl<OP, 4, 0, 8, false>(ctx, bps, ov, x, n, d_result);
+    case 0: return launch_shfl<OP, 4, 0, 8>(ctx, bps, ov, x, n, d_result);
+    case 1: return launch_shfl<OP, 4, 1, 8>(ctx, bps, ov, x, n, d_result);
+    case 2: return launch_shfl<OP, 8, 0, 4>(ctx, bps, ov, x, n, d_result);
+    case 3: return launch_shfl<OP, 16, 0, 2>(ctx, bps, ov, x, n, d_result);
+    case 4: return launch_shfl<OP, 8, 0, 4>(ctx, bps, ov, x, n, d_result);
+    case 5: return launch_shfl<OP, 4, 0, 8>(ctx, bps, ov, x, n, d_result);
+    default: return launch_shfl<OP, 16, 0, 2>(ctx, bps, ov, x, n, d_result);
   }
 }
 
@@ -419,8 +387,7 @@ extern "C" const char *gkcu_lab_reduce_shfl_name(int variant) {
   static char names[kShflVariantCount][32];
   if (variant < 0 || variant >= kShflVariantCount) return NULL;
   const ShflVariant &sv = kShflVariants[variant];
-  snprintf(names[variant], sizeof names[variant], "shfl/u%d%s%s/bps%d%s", sv.unroll,
-           sv.stream == 1 ? "cs" : sv.stream == 2 ? "pf" : sv.stream == 3 ? "na" : "", sv.chunk ? "/chunk" : "", sv.bps,
-           sv.over > 1 ? (sv.over == 4 ? "/x4" : "/xN") : "");
+  snprintf(names[variant], sizeof names[variant], "shfl/u%d%s/bps%d%s", sv.unroll, sv.stream == 1 ? "cs" : "", sv.bps,
+           sv.over == 4 ? "/x4" : "");
   return names[variant];
 }

@@ -74,31 +74,81 @@ __global__ void __launch_bounds__(256) spmv_vector_kernel(int rows, const int *_
  * with a warp per boundary the 32-way rounds made the partition L1-bound
  * (76% L1 throughput under ncu on the 27-point stencil, 31 us) and several
  * waves deep.  Inactive groups (past the last boundary) take part in the
- * ballots with an empty range. */
+ * ballots with an empty range.
+ *
+ * Guided rounds: the search is a chain of dependent loads (8 + 1 rounds
+ * for 4M rows, ~7 us of the 5-point stencil's 118 us per call), so rounds
+ * are what to save.  f(q) = q + row_ptr[q], where row q starts on the path,
+ * rises almost linearly on most matrices, so the answer lies near the
+ * linear interpolation of d between the bracket's ends (f known exactly at
+ * an end a probe set, estimated from the mean row length otherwise).  A
+ * guided round probes that guess at offsets -343, -49, -7, -1, 0, 6, 48,
+ * 342 times max(1, bracket / 4096): a guess within one unit of the answer
+ * leaves a bracket of one unit, a poor one still cuts by about 8.  A round
+ * that cut the bracket by less than 8 is followed by a plain 8-way split,
+ * so a skewed matrix takes at most about twice the plain rounds. */
 constexpr int SEARCH_G = 8;
 __device__ int merge_search_group(long long d, bool active, int rows, long long nnz, const int *__restrict__ rp) {
   const int lane = threadIdx.x & 31, gl = lane % SEARCH_G, first = lane - gl;
   const unsigned gmask = (1u << SEARCH_G) - 1u;
+  int off = 1; /* this lane's guided offset: -7^(3-gl) for gl < 4, 7^(gl-4) - 1 after */
+  for (int i = 0; i < (gl < 4 ? 3 - gl : gl - 4); i++) off *= 7;
+  off = gl < 4 ? -off : off - 1;
   long long lo = d - nnz > 0 ? d - nnz : 0;
   long long hi = d < rows ? d : rows;
   if (!active) lo = hi = 0;
+  const double per_row = 1.0 + (double)nnz / (double)rows; /* mean slope of f */
+  double flo = lo * per_row, fhi = hi * per_row;           /* exact at 0 and at rows */
+  bool guided = true;
   while (__any_sync(0xffffffffu, hi - lo > SEARCH_G)) {
     const bool go = hi - lo > SEARCH_G;
-    const long long step = (hi - lo + SEARCH_G - 1) / SEARCH_G;
-    const long long p = lo + gl * step;
-    const bool t = go && p < hi && (long long)rp[p + 1] <= d - p - 1;
+    long long p;
+    if (guided && hi - lo > 64) {
+      double t = fhi > flo ? ((double)d - flo) / (fhi - flo) : 0.5;
+      t = t < 0.0 ? 0.0 : (t > 1.0 ? 1.0 : t);
+      const long long guess = lo + (long long)(t * (double)(hi - lo));
+      const long long unit = (hi - lo) >> 12 > 1 ? (hi - lo) >> 12 : 1;
+      p = guess + off * unit;
+      p = p < lo ? lo : (p > hi - 1 ? hi - 1 : p); /* non-decreasing in gl: the trues stay a prefix */
+    } else {
+      const long long step = (hi - lo + SEARCH_G - 1) / SEARCH_G;
+      p = lo + gl * step;
+    }
+    const bool in = go && p < hi;
+    const int end = in ? rp[p + 1] : 0;
+    const bool t = in && (long long)end <= d - p - 1;
     const int k = __popc((__ballot_sync(0xffffffffu, t) >> first) & gmask);
+    /* the last true probe and the first false one bound the answer */
+    const int below = first + (k > 0 ? k - 1 : 0), above = first + (k < SEARCH_G ? k : SEARCH_G - 1);
+    const long long pb = __shfl_sync(0xffffffffu, p, below), pa = __shfl_sync(0xffffffffu, p, above);
+    const int eb = __shfl_sync(0xffffffffu, end, below), ea = __shfl_sync(0xffffffffu, end, above);
     if (go) {
-      const long long nlo = k == 0 ? lo : lo + (k - 1) * step + 1;
-      const long long nhi = lo + k * step < hi ? lo + k * step : hi;
-      lo = nlo;
-      hi = nhi;
+      const long long before = hi - lo;
+      if (k > 0) {
+        lo = pb + 1;
+        flo = (double)(pb + 1) + eb; /* f(lo) */
+      }
+      if (k < SEARCH_G && pa < hi) {
+        hi = pa;
+        fhi = (double)(pa + 1) + ea; /* f(hi + 1), just above f(hi) */
+      }
+      guided = !guided || (hi - lo) * 8 <= before;
     }
   }
   const long long p = lo + gl;
   const bool t = p < hi && (long long)rp[p + 1] <= d - p - 1;
   return (int)(lo + __popc((__ballot_sync(0xffffffffu, t) >> first) & gmask));
 }
+
+/* Programmatic dependent launch (sm_90): the kernel that makes the tile
+ * coordinates (partition or prescale) lets the main kernel be launched as
+ * soon as all its blocks have started, and the main kernel's blocks wait at
+ * griddepcontrol.wait until it has finished and its writes are visible.
+ * That hides the main kernel's launch and block dispatch behind the
+ * partition instead of after it.  Both are no-ops when the main kernel is
+ * launched without cudaLaunchAttributeProgrammaticStreamSerialization. */
+__device__ __forceinline__ void pdl_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+__device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 
 /* coords[t] = (rows, nonzeros) consumed before tile t, for t = 0..ntiles,
  * and .z = row_ptr[that row] (where the tile's first row starts, handed to
@@ -110,6 +160,7 @@ __device__ int merge_search_group(long long d, bool active, int rows, long long 
  * row's first item).  SEARCH_G threads per boundary. */
 __global__ void spmv_partition_kernel(int rows, long long nnz, const int *__restrict__ rp, int ntiles, int tile,
                                       int4 *__restrict__ coords, float beta, float *__restrict__ y) {
+  pdl_launch_dependents();
   const long long t = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / SEARCH_G;
   const bool active = t <= ntiles; /* the whole warp stays for the ballots */
   const long long total = (long long)rows + nnz;
@@ -128,6 +179,7 @@ __global__ void spmv_partition_kernel(int rows, long long nnz, const int *__rest
  * the merge-path search.  One thread per tile boundary t = 1..ntiles. */
 __global__ void spmv_prescale_kernel(int rows, int ntiles, int tile, const int4 *__restrict__ coords, float beta,
                                      float *__restrict__ y) {
+  pdl_launch_dependents();
   const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x + 1;
   if (t > ntiles) return;
   const int4 c = coords[t];
@@ -241,6 +293,7 @@ __global__ void __launch_bounds__(BAL_NT, MINB) spmv_balanced_kernel(
   __shared__ float s_wval[BAL_NT / 32];
   const int tid = threadIdx.x;
 
+  pdl_wait();
   const int4 c0 = coords[blockIdx.x], c1 = coords[blockIdx.x + 1];
   const int x0 = c0.x, y0 = c0.y;
   const int tile_rows = c1.x - c0.x, tile_nnz = c1.y - c0.y;
@@ -274,128 +327,6 @@ __global__ void __launch_bounds__(BAL_NT, MINB) spmv_balanced_kernel(
   }
   __syncthreads();
   balanced_tile_walk<BAL_NT, BAL_IPT>(s_rowend, s_prod, s_wflag, s_wval, rows, c0, c1, alpha, beta, y);
-}
-
-/* v6 (hybrid): the same tiles, but a tile whose rows are all short is summed
- * row by row instead of along the merge path.  Why: on regular matrices the
- * warps of v3 stall on the x gathers (ncu: 53% of cycles on the 27-point
- * stencil), because a warp gathers for 32 consecutive nonzeros, one or two
- * rows' nine column groups, ~9-18 sectors per request; row-wise, W lanes per
- * row and 32/W neighbouring rows per warp, one request reads the same offset
- * of neighbouring rows: consecutive columns, 2-4 sectors.
- *
- * The tile's row ends, col_idx and values are staged in shared memory with
- * the same coalesced loads as v3 (the matrix is still read once, in order).
- * The tile has nr rows with items in it (tile_rows that end here, plus the
- * row open at its end).  W = the power of two <= BAL_NT / nr (1..32) lanes
- * per row, G = BAL_NT / W rows at a time, `passes` rounds of G rows.  The
- * tile is row-wise ("regular") when every row's piece is at most
- * W * (2 * BAL_IPT / passes) long, i.e. no lane does more than twice v3's
- * items; one barrier (__syncthreads_or) both publishes the staging and
- * takes that decision for the whole block.  Otherwise the block gathers the
- * products as v3 does (from the registers it still holds) and walks the
- * merge path: long and skewed rows keep v3's balance.  Rows that cross a
- * tile boundary are added with atomicAdd onto the prescaled y, as in v3. */
-template <int BAL_NT, int BAL_IPT, int MINB>
-__global__ void __launch_bounds__(BAL_NT, MINB) spmv_hybrid_kernel(
-    int rows, const int *__restrict__ rp, const int *__restrict__ ci, const float *__restrict__ v, float alpha,
-    const float *__restrict__ x, float beta, float *__restrict__ y, const int4 *__restrict__ coords) {
-  constexpr int BAL_TILE = BAL_NT * BAL_IPT;
-  constexpr int U = 8; /* gathers in flight per lane in the row-wise sum */
-  /* row ends (tile_rows + 1), col_idx (tile_nnz), values / products (tile_nnz) */
-  __shared__ int s_tile[2 * BAL_TILE + 1];
-  __shared__ int s_wflag[BAL_NT / 32];
-  __shared__ float s_wval[BAL_NT / 32];
-  const int tid = threadIdx.x;
-
-  const int4 c0 = coords[blockIdx.x], c1 = coords[blockIdx.x + 1];
-  const int x0 = c0.x, y0 = c0.y;
-  const int tile_rows = c1.x - c0.x, tile_nnz = c1.y - c0.y;
-  int *s_rowend = s_tile;
-  int *s_col = s_tile + tile_rows + 1;
-  float *s_val = reinterpret_cast<float *>(s_col + tile_nnz);
-
-  /* The row open at the tile's end (c1.x), when some of its nonzeros are
-   * here: its piece is [max(row start, y0), c1.y). */
-  const int open_lo = max(c1.z, y0);
-  const bool has_open = c1.x < rows && open_lo < c1.y;
-  const int nr = tile_rows + (has_open ? 1 : 0);
-  int w = 1;
-  while (w < 32 && 2 * w * nr <= BAL_NT) w *= 2;
-  const int groups = BAL_NT / w;
-  const int passes = (nr + groups - 1) / groups;
-  const int lcap = w * ((2 * BAL_IPT) / (passes > 0 ? passes : 1)); /* longest row piece allowed */
-
-  int ends[BAL_IPT] = {}, cols[BAL_IPT];
-  float vals[BAL_IPT];
-  bool too_long = tid == 0 && has_open && c1.y - open_lo > lcap;
-  {
-    const bool lane0 = (tid & 31) == 0;
-#pragma unroll
-    for (int k = 0; k < BAL_IPT; k++) {
-      int i = tid + k * BAL_NT;
-      if (i < tile_rows) ends[k] = rp[x0 + 1 + i];
-      if (i < tile_nnz) {
-        cols[k] = ci[y0 + i];
-        vals[k] = v[y0 + i];
-      }
-    }
-#pragma unroll
-    for (int k = 0; k < BAL_IPT; k++) {
-      int i = tid + k * BAL_NT;
-      /* row i starts where row i-1 ended: the lane before holds that; a
-       * warp's lane 0 reads it (the line is in flight for the warp before;
-       * row 0 starts at y0 in this tile) */
-      int prev = __shfl_up_sync(0xffffffffu, ends[k], 1);
-      if (lane0 && i < tile_rows) prev = i == 0 ? y0 : rp[x0 + i];
-      if (i < tile_rows) {
-        s_rowend[i] = ends[k];
-        too_long |= ends[k] - prev > lcap;
-      }
-      if (i < tile_nnz) {
-        s_col[i] = cols[k];
-        s_val[i] = vals[k];
-      }
-    }
-    if (tid == 0) s_rowend[tile_rows] = INT_MAX; /* for the walk: past the last row, take nonzeros */
-  }
-  if (__syncthreads_or(too_long)) {
-    /* v3's path: products for this thread's items, then the merge walk */
-#pragma unroll
-    for (int k = 0; k < BAL_IPT; k++) {
-      int i = tid + k * BAL_NT;
-      if (i < tile_nnz) s_val[i] = vals[k] * __ldg(x + cols[k]);
-    }
-    __syncthreads();
-    balanced_tile_walk<BAL_NT, BAL_IPT>(s_rowend, s_val, s_wflag, s_wval, rows, c0, c1, alpha, beta, y);
-    return;
-  }
-  /* row-wise: group g (w lanes) takes rows g, g + groups, ... of the tile */
-  const int gl = tid & (w - 1), g = tid / w;
-  const int first_start = c0.z; /* row_ptr[x0]: row 0 began in an earlier tile when < y0 */
-  for (int p = 0; p < passes; p++) {
-    const int r = g + p * groups;
-    float sum = 0.0f;
-    if (r < nr) {
-      const int s = (r == 0 ? y0 : s_rowend[r - 1]) - y0;
-      const int e = (r < tile_rows ? s_rowend[r] : c1.y) - y0;
-      for (int j = s + gl; j < e; j += U * w) {
-        float part[U];
-#pragma unroll
-        for (int u = 0; u < U; u++) {
-          const int jj = j + u * w;
-          part[u] = jj < e ? s_val[jj] * __ldg(x + s_col[jj]) : 0.0f;
-        }
-#pragma unroll
-        for (int u = 0; u < U; u++) sum += part[u];
-      }
-    }
-    for (int off = w >> 1; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
-    if (gl == 0 && r < nr) {
-      if (r == tile_rows || (r == 0 && first_start < y0)) atomicAdd(y + x0 + r, alpha * sum); /* split row */
-      else put_y(y, x0 + r, alpha, sum, beta);
-    }
-  }
 }
 
 /* y = beta*y (0 when beta == 0) for a matrix without entries. */
@@ -452,15 +383,15 @@ int run_vector(gkcu_ctx *ctx, int w, int rows, const int *rp, const int *ci, con
 }
 
 /* Shapes of the balanced kernel: threads, items per thread, the resident
- * blocks per multiprocessor its registers are budgeted for, and whether
- * regular tiles are summed row by row (v6, spmv_hybrid_kernel) or every
- * tile walks the merge path (v3).  The lab times all of them;
- * balanced_shape() picks from the measurements. */
+ * blocks per multiprocessor its registers are budgeted for, and whether the
+ * main kernel is launched as a programmatic dependent of the partition (or
+ * prescale) kernel.  The lab times all of them; balanced_shape() picks from
+ * the measurements. */
 struct BalancedShape {
-  int nt, ipt, minb, hyb;
+  int nt, ipt, minb, pdl;
 };
-constexpr BalancedShape kBalancedShapes[] = {{256, 4, 8, 0}, {128, 8, 12, 0}, {256, 4, 8, 1}, {128, 8, 12, 1},
-                                             {256, 8, 6, 1}};
+constexpr BalancedShape kBalancedShapes[] = {{256, 4, 8, 0}, {128, 8, 12, 0}, {256, 8, 6, 0}, {256, 4, 8, 1},
+                                             {128, 8, 12, 1}};
 constexpr int kBalancedShapeCount = (int)(sizeof kBalancedShapes / sizeof kBalancedShapes[0]);
 static_assert(kBalancedShapeCount == GKCU_LAB_BALANCED_SHAPES, "gkcu_lab.h's shape count");
 
@@ -470,7 +401,7 @@ static_assert(kBalancedShapeCount == GKCU_LAB_BALANCED_SHAPES, "gkcu_lab.h's sha
  * at 12 blocks per SM: 0.98x / 0.88x / 0.93x cuSPARSE on the 5-point,
  * 27-point and power-law matrices (from a plan 1.04x / 0.91x / 0.95x),
  * against 0.96x / 0.84x / 0.94x for 256x8 at 6 blocks (v3's choice). */
-int balanced_shape(int rows, long long nnz) { return (long long)rows + nnz < 4000000 ? 2 : 3; }
+int balanced_shape(int rows, long long nnz) { return (long long)rows + nnz < 4000000 ? 3 : 4; }
 
 /* Tiles of the given shape for rows + nnz path items; -1 when too many. */
 long long balanced_tiles(int shape, int rows, long long nnz) {
@@ -504,14 +435,24 @@ int run_balanced(gkcu_ctx *ctx, int shape, int rows, long long nnz, const int *r
     GKCU__LAUNCHED(ctx, "spmv_partition_kernel");
     coords = c;
   }
-#define GKCU__BAL(K, NT, IPT, MINB) K<NT, IPT, MINB><<<ntiles, NT, 0, st>>>(rows, rp, ci, v, alpha, x, beta, y, coords)
+  cudaLaunchConfig_t cfg = {};
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.gridDim = dim3((unsigned int)ntiles);
+  cfg.stream = st;
+  cfg.attrs = attr;
+  cfg.numAttrs = kBalancedShapes[shape].pdl && ntiles > 0 ? 1 : 0;
+  cudaError_t le = cudaSuccess;
+#define GKCU__BAL(NT, IPT, MINB)                                                                              \
+  cfg.blockDim = dim3(NT);                                                                                     \
+  le = cudaLaunchKernelEx(&cfg, spmv_balanced_kernel<NT, IPT, MINB>, rows, rp, ci, v, alpha, x, beta, y, coords)
   switch (shape) {
-    case 0: GKCU__BAL(spmv_balanced_kernel, 256, 4, 8); break;
-    case 1: GKCU__BAL(spmv_balanced_kernel, 128, 8, 12); break;
-    case 2: GKCU__BAL(spmv_hybrid_kernel, 256, 4, 8); break;
-    case 3: GKCU__BAL(spmv_hybrid_kernel, 128, 8, 12); break;
-    default: GKCU__BAL(spmv_hybrid_kernel, 256, 8, 6); break;
+    case 0: case 3: GKCU__BAL(256, 4, 8); break;
+    case 1: case 4: GKCU__BAL(128, 8, 12); break;
+    default: GKCU__BAL(256, 8, 6); break;
   }
+  if (le != cudaSuccess) return gkcu__cuda_fail(ctx, le, "launch spmv_balanced_kernel");
 #undef GKCU__BAL
   GKCU__LAUNCHED(ctx, "spmv_balanced_kernel");
   return 0;
@@ -741,6 +682,6 @@ extern "C" const char *gkcu_lab_spmv_balanced_name(int shape) {
   static char names[kBalancedShapeCount][32];
   if (shape < 0 || shape >= kBalancedShapeCount) return NULL;
   snprintf(names[shape], sizeof names[shape], "t%dx%d/b%d%s", kBalancedShapes[shape].nt, kBalancedShapes[shape].ipt,
-           kBalancedShapes[shape].minb, kBalancedShapes[shape].hyb ? "/hyb" : "");
+           kBalancedShapes[shape].minb, kBalancedShapes[shape].pdl ? "/pdl" : "");
   return names[shape];
 }
