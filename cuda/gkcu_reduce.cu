@@ -183,15 +183,16 @@ constexpr int kShflDefault = 0;
  * evict-first loads while the input is within three L2 sizes (2^22..2^25
  * floats: 1.07-1.19x CUB, against 1.01-1.07x with plain loads; why the
  * hint helps at all, with L2 flushed before each call, is not established;
- * beyond, it loses 3-4%); up to six L2 sizes plain loads, 4 in flight per
- * thread at 8 blocks per SM; beyond, 16 in flight at 2 blocks per SM
- * (2^27 and 2^28: 1.002-1.005x CUB against 0.998-1.001x for 8 at 4 blocks,
- * the previous choice).  All of these are within 0.5% of CUB past 2^26: both
- * read at the card's copy rate. */
-constexpr int kShflStream = 1, kShflMid = 0, kShflLarge = 3;
+ * beyond, it loses 3-5%); beyond, plain loads, 4 in flight per thread at 8
+ * blocks per SM on a grid four times what is resident at once (blocks
+ * retire and others take their place, as in CUB's reduction): over two runs
+ * at 2^26..2^28 its worst ratio to CUB was 0.992 (mean 0.996), against
+ * 0.983-0.988 for the one-wave grids with 4, 8 or 16 loads in flight.  All
+ * of them are within about 1% of CUB there, which reads at the card's copy
+ * rate (~3.0 TB/s); the run-to-run spread of our kernels is as large. */
+constexpr int kShflStream = 1, kShflLarge = 5;
 int shfl_variant(const gkcu_ctx *ctx, long long n) {
-  const double bytes = (double)n * 4.0, l2 = (double)ctx->l2_bytes;
-  return bytes <= 3.0 * l2 ? kShflStream : bytes <= 6.0 * l2 ? kShflMid : kShflLarge;
+  return (double)n * 4.0 <= 3.0 * (double)ctx->l2_bytes ? kShflStream : kShflLarge;
 }
 
 /* --- launchers ---------------------------------------------------------------- */

@@ -74,65 +74,25 @@ __global__ void __launch_bounds__(256) spmv_vector_kernel(int rows, const int *_
  * with a warp per boundary the 32-way rounds made the partition L1-bound
  * (76% L1 throughput under ncu on the 27-point stencil, 31 us) and several
  * waves deep.  Inactive groups (past the last boundary) take part in the
- * ballots with an empty range.
- *
- * Guided rounds: the search is a chain of dependent loads (8 + 1 rounds
- * for 4M rows, ~7 us of the 5-point stencil's 118 us per call), so rounds
- * are what to save.  f(q) = q + row_ptr[q], where row q starts on the path,
- * rises almost linearly on most matrices, so the answer lies near the
- * linear interpolation of d between the bracket's ends (f known exactly at
- * an end a probe set, estimated from the mean row length otherwise).  A
- * guided round probes that guess at offsets -343, -49, -7, -1, 0, 6, 48,
- * 342 times max(1, bracket / 4096): a guess within one unit of the answer
- * leaves a bracket of one unit, a poor one still cuts by about 8.  A round
- * that cut the bracket by less than 8 is followed by a plain 8-way split,
- * so a skewed matrix takes at most about twice the plain rounds. */
+ * ballots with an empty range. */
 constexpr int SEARCH_G = 8;
 __device__ int merge_search_group(long long d, bool active, int rows, long long nnz, const int *__restrict__ rp) {
   const int lane = threadIdx.x & 31, gl = lane % SEARCH_G, first = lane - gl;
   const unsigned gmask = (1u << SEARCH_G) - 1u;
-  int off = 1; /* this lane's guided offset: -7^(3-gl) for gl < 4, 7^(gl-4) - 1 after */
-  for (int i = 0; i < (gl < 4 ? 3 - gl : gl - 4); i++) off *= 7;
-  off = gl < 4 ? -off : off - 1;
   long long lo = d - nnz > 0 ? d - nnz : 0;
   long long hi = d < rows ? d : rows;
   if (!active) lo = hi = 0;
-  const double per_row = 1.0 + (double)nnz / (double)rows; /* mean slope of f */
-  double flo = lo * per_row, fhi = hi * per_row;           /* exact at 0 and at rows */
-  bool guided = true;
   while (__any_sync(0xffffffffu, hi - lo > SEARCH_G)) {
     const bool go = hi - lo > SEARCH_G;
-    long long p;
-    if (guided && hi - lo > 64) {
-      double t = fhi > flo ? ((double)d - flo) / (fhi - flo) : 0.5;
-      t = t < 0.0 ? 0.0 : (t > 1.0 ? 1.0 : t);
-      const long long guess = lo + (long long)(t * (double)(hi - lo));
-      const long long unit = (hi - lo) >> 12 > 1 ? (hi - lo) >> 12 : 1;
-      p = guess + off * unit;
-      p = p < lo ? lo : (p > hi - 1 ? hi - 1 : p); /* non-decreasing in gl: the trues stay a prefix */
-    } else {
-      const long long step = (hi - lo + SEARCH_G - 1) / SEARCH_G;
-      p = lo + gl * step;
-    }
-    const bool in = go && p < hi;
-    const int end = in ? rp[p + 1] : 0;
-    const bool t = in && (long long)end <= d - p - 1;
+    const long long step = (hi - lo + SEARCH_G - 1) / SEARCH_G;
+    const long long p = lo + gl * step;
+    const bool t = go && p < hi && (long long)rp[p + 1] <= d - p - 1;
     const int k = __popc((__ballot_sync(0xffffffffu, t) >> first) & gmask);
-    /* the last true probe and the first false one bound the answer */
-    const int below = first + (k > 0 ? k - 1 : 0), above = first + (k < SEARCH_G ? k : SEARCH_G - 1);
-    const long long pb = __shfl_sync(0xffffffffu, p, below), pa = __shfl_sync(0xffffffffu, p, above);
-    const int eb = __shfl_sync(0xffffffffu, end, below), ea = __shfl_sync(0xffffffffu, end, above);
     if (go) {
-      const long long before = hi - lo;
-      if (k > 0) {
-        lo = pb + 1;
-        flo = (double)(pb + 1) + eb; /* f(lo) */
-      }
-      if (k < SEARCH_G && pa < hi) {
-        hi = pa;
-        fhi = (double)(pa + 1) + ea; /* f(hi + 1), just above f(hi) */
-      }
-      guided = !guided || (hi - lo) * 8 <= before;
+      const long long nlo = k == 0 ? lo : lo + (k - 1) * step + 1;
+      const long long nhi = lo + k * step < hi ? lo + k * step : hi;
+      lo = nlo;
+      hi = nhi;
     }
   }
   const long long p = lo + gl;
@@ -395,13 +355,21 @@ constexpr BalancedShape kBalancedShapes[] = {{256, 4, 8, 0}, {128, 8, 12, 0}, {2
 constexpr int kBalancedShapeCount = (int)(sizeof kBalancedShapes / sizeof kBalancedShapes[0]);
 static_assert(kBalancedShapeCount == GKCU_LAB_BALANCED_SHAPES, "gkcu_lab.h's shape count");
 
-/* Measured (bench/RESULTS.md, lab, H100, 2026-11-25): below about 4M path
- * items (rows + nnz) the 256x4 tiles win (1.27-1.61x cuSPARSE on the shared
- * matrices, 1.29-2.0x from a plan; 256x8: 1.0-1.45x); above, 128x8 tiles
- * at 12 blocks per SM: 0.98x / 0.88x / 0.93x cuSPARSE on the 5-point,
- * 27-point and power-law matrices (from a plan 1.04x / 0.91x / 0.95x),
- * against 0.96x / 0.84x / 0.94x for 256x8 at 6 blocks (v3's choice). */
-int balanced_shape(int rows, long long nnz) { return (long long)rows + nnz < 4000000 ? 3 : 4; }
+/* Measured (bench/RESULTS.md, "Re-run: balanced with programmatic dependent
+ * launch", H100, 2026-11-25): the main kernel launched as a programmatic
+ * dependent of the partition wins everywhere (small matrices +5-15%, the
+ * stencils +1%).  Below about 4M path items (rows + nnz) the 256x4 tiles win
+ * (1.38-1.82x cuSPARSE on the shared matrices, 1.63-2.26x from a plan;
+ * 128x8: 1.25-1.67x).  Above, on the three large matrices measured, 256x4
+ * tiles for short rows (5-point stencil 1.012x against 0.993x with 128x8;
+ * power-law, mean 10.5, 0.931x against 0.914x) and 128x8 tiles at 12
+ * blocks per SM for long ones (27-point stencil 0.875x against 0.815x):
+ * the cut at a mean of 16 nonzeros per row lies between 10.5 and 26.6, the
+ * only means measured near it. */
+int balanced_shape(int rows, long long nnz) {
+  if ((long long)rows + nnz < 4000000) return 3;
+  return (double)nnz >= 16.0 * (double)rows ? 4 : 3;
+}
 
 /* Tiles of the given shape for rows + nnz path items; -1 when too many. */
 long long balanced_tiles(int shape, int rows, long long nnz) {
