@@ -156,6 +156,9 @@ __global__ void __launch_bounds__(SHFL_NT, MINB) reduce_shfl_kernel(const float 
   if (!is_last) return;
   __threadfence();
   acc = Op<OP>::identity();
+  /* up to 32 partials per thread (an oversubscribed grid): loads unrolled so
+   * that several are in flight on this last, serial step */
+#pragma unroll 4
   for (int j = tid; j < (int)gridDim.x; j += SHFL_NT) acc = Op<OP>::combine(acc, __ldcg(&partials[j]));
   acc = block_reduce<OP, SHFL_NT>(acc);
   if (tid == 0) {
