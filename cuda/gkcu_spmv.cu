@@ -242,7 +242,9 @@ __device__ __forceinline__ void balanced_tile_walk(const int *s_rowend, const fl
 
 /* One tile of BAL_TILE path items per block.  v3: the tile's row ends and
  * products staged through registers with coalesced loads (all of a thread's
- * loads issued before any is used), then balanced_tile_walk. */
+ * loads issued before any is used), then balanced_tile_walk.  The first
+ * thing it does is wait for the kernel that made the coordinates (a no-op
+ * unless launched as its programmatic dependent). */
 template <int BAL_NT, int BAL_IPT, int MINB>
 __global__ void __launch_bounds__(BAL_NT, MINB) spmv_balanced_kernel(
     int rows, const int *__restrict__ rp, const int *__restrict__ ci, const float *__restrict__ v, float alpha,
@@ -356,16 +358,17 @@ constexpr int kBalancedShapeCount = (int)(sizeof kBalancedShapes / sizeof kBalan
 static_assert(kBalancedShapeCount == GKCU_LAB_BALANCED_SHAPES, "gkcu_lab.h's shape count");
 
 /* Measured (bench/RESULTS.md, "Re-run: balanced with programmatic dependent
- * launch", H100, 2026-11-25): the main kernel launched as a programmatic
- * dependent of the partition wins everywhere (small matrices +5-15%, the
- * stencils +1%).  Below about 4M path items (rows + nnz) the 256x4 tiles win
- * (1.38-1.82x cuSPARSE on the shared matrices, 1.63-2.26x from a plan;
- * 128x8: 1.25-1.67x).  Above, on the three large matrices measured, 256x4
- * tiles for short rows (5-point stencil 1.012x against 0.993x with 128x8;
- * power-law, mean 10.5, 0.931x against 0.914x) and 128x8 tiles at 12
- * blocks per SM for long ones (27-point stencil 0.875x against 0.815x):
- * the cut at a mean of 16 nonzeros per row lies between 10.5 and 26.6, the
- * only means measured near it. */
+ * launch", H100, 2026-11-25, two calls): the main kernel launched as a
+ * programmatic dependent of the partition wins everywhere (small matrices
+ * +5-15%, the stencils +1%).  Below about 4M path items (rows + nnz) the
+ * 256x4 tiles win (1.51-1.87x cuSPARSE on the shared matrices in the lab,
+ * 1.63-2.32x from a plan; 128x8: 1.27-1.65x).  Above, on the three large
+ * matrices measured, 256x4 tiles for short rows (5-point stencil
+ * 1.000-1.012x against 0.985-0.993x with 128x8; power-law, mean 10.5,
+ * 0.931-0.946x against 0.914-0.928x) and 128x8 tiles at 12 blocks per SM
+ * for long ones (27-point stencil 0.875-0.882x against 0.815-0.819x): the
+ * cut at a mean of 16 nonzeros per row lies between 10.5 and 26.6, the only
+ * means measured near it. */
 int balanced_shape(int rows, long long nnz) {
   if ((long long)rows + nnz < 4000000) return 3;
   return (double)nnz >= 16.0 * (double)rows ? 4 : 3;
