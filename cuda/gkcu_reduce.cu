@@ -188,9 +188,9 @@ constexpr int kShflDefault = 0;
  * hint helps at all, with L2 flushed before each call, is not established;
  * beyond, it loses 3-5%); beyond, plain loads, 4 in flight per thread at 8
  * blocks per SM on a grid four times what is resident at once (blocks
- * retire and others take their place, as in CUB's reduction): over two runs
- * at 2^26..2^28 its worst ratio to CUB was 0.992 (mean 0.996), against
- * 0.983-0.988 for the one-wave grids with 4, 8 or 16 loads in flight.  All
+ * retire and others take their place, as in CUB's reduction): over three
+ * runs at 2^26..2^28 its worst ratio to CUB was 0.992, against 0.983-0.988
+ * for the one-wave grids with 4, 8 or 16 loads in flight.  All
  * of them are within about 1% of CUB there, which reads at the card's copy
  * rate (~3.0 TB/s); the run-to-run spread of our kernels is as large. */
 constexpr int kShflStream = 1, kShflLarge = 5;

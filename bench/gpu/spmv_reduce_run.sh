@@ -4,8 +4,9 @@
 # and matrix, validated before timing), the tuning lab, compute-sanitizer
 # (memcheck on the short test lists, racecheck on reduce's short list and
 # spmv's tiny one).  The three calls of 2026-11-25 ran
-# STAGES="env tests lab sanitize bench" DEADLINE=288 TEST_S=80 in 105-120 s.  Binaries and matrices are copied next to this
-# script into one folder (carry it), e.g. from the workstation:
+# STAGES="env tests lab sanitize bench" DEADLINE=288 TEST_S=80 in 105-120 s.
+# Binaries and matrices are copied next to this script into one folder
+# (carry it), e.g. from the workstation:
 #   cmake --build build/gpu --target test_gpu_spmv test_gpu_reduce bench_gpu
 #   D=<carried folder>; mkdir -p $D/matrices
 #   cp build/gpu/tests/gpu/test_gpu_{spmv,reduce} build/gpu/bench/gpu/bench_gpu \
