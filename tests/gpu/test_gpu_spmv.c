@@ -307,10 +307,11 @@ static int len_sparse_long(gpu_rng *g, int r, int arg) {
   return gpu_rng_below(g, 20) ? 0 : 1 + (int)gpu_rng_below(g, 5000);
 }
 static int len_const(gpu_rng *g, int r, int n) { return n; }
-/* Regular and skewed stretches side by side, so that the hybrid balanced
- * kernel sums some tiles row by row and walks the merge path in others, with
- * split rows at the seams: rows of 5, then of 27, then random lengths with
- * a long row (300..3000) every 97th, then rows of 0..2, then 5 again. */
+/* Regular and skewed stretches side by side (a kernel that treats tiles of
+ * short, even rows differently from the rest must get both and the seams
+ * between them, split rows included): rows of 5, then of 27, then random
+ * lengths with a long row (300..3000) every 97th, then rows of 0..2, then 5
+ * again. */
 static int len_mixed(gpu_rng *g, int r, int rows) {
   int part = (int)((long long)r * 5 / rows);
   if (part == 0 || part == 4) return 5;
@@ -400,9 +401,8 @@ int main(void) {
   gpu_csr m;
   if (getenv("GKC_GPU_TEST_TINY")) {
     /* For racecheck, which instruments every shared-memory access and ran
-     * past 110 s on the short list: one matrix of each kind the balanced
-     * kernels branch on (row-wise tiles, walked tiles, split rows, rows
-     * over several tiles, empty rows), a few thousand rows each. */
+     * past 110 s on the short list: short and long rows, split rows, rows
+     * over several tiles, empty rows, a plan; a few thousand rows each. */
     build(&m, &g, 997, 1009, len_random, 40);
     check_matrix(ctx, &g, &m, "random 997x1009");
     gpu_csr_free(&m);
@@ -449,7 +449,7 @@ int main(void) {
   build(&m, &g, 50021, 50021, len_mixed, 50021);
   check_matrix(ctx, &g, &m, "mixed regular and skewed 50021^2");
   gpu_csr_free(&m);
-  build(&m, &g, 70001, 70001, len_random, 2); /* many empty rows: several row-wise passes per tile */
+  build(&m, &g, 70001, 70001, len_random, 2); /* ~700 rows per tile, many of them empty */
   check_matrix(ctx, &g, &m, "random 70001^2, rows 0..2");
   gpu_csr_free(&m);
   /* every device array off 16-byte alignment (4 and 12 bytes) */
