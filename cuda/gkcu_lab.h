@@ -39,8 +39,9 @@ int gkcu_lab_spmv_vector(gkcu_ctx *ctx, int width, int32_t rows, int32_t cols,
 int gkcu_lab_spmv_vector_width(const gkcu_ctx *ctx, int32_t rows, int64_t nnz);
 
 /* spmv balanced in tile shape `shape` (threads x items, registers for
- * /bN resident blocks; gkcu_lab_spmv_balanced_name() names it, NULL past
- * the last); the balanced
+ * /bN resident blocks, /pdl: launched as a programmatic dependent of the
+ * partition kernel; gkcu_lab_spmv_balanced_name() names it, NULL past the
+ * last); the balanced
  * algo's choice is balanced_shape() in gkcu_spmv.cu.  _plan makes the tile
  * coordinates for that shape (plan: 16-byte aligned, at least
  * ((rows + nnz) / 1024 + 2) * 16 bytes); _planned runs it from them. */
@@ -62,9 +63,10 @@ int gkcu_lab_spmv_balanced_planned(gkcu_ctx *ctx, int shape, int32_t rows, int32
 int gkcu_lab_reduce_shfl(gkcu_ctx *ctx, int blocks_per_sm, int op,
                          const float *x, int64_t n, double *d_result);
 /* The same for one of GKCU_LAB_REDUCE_VARIANTS shfl kernels (loads in
- * flight per thread, cache hint, blocks per SM: gkcu_lab_reduce_shfl_name()
+ * flight per thread, cache hint, blocks per SM, /x4: a
+ * grid four times what is resident at once: gkcu_lab_reduce_shfl_name()
  * says which, NULL past the last); blocks_per_sm 0: the variant's own. */
-enum { GKCU_LAB_REDUCE_VARIANTS = 9 };
+enum { GKCU_LAB_REDUCE_VARIANTS = 7 };
 const char *gkcu_lab_reduce_shfl_name(int variant);
 int gkcu_lab_reduce_shfl_variant(gkcu_ctx *ctx, int variant, int blocks_per_sm,
                                  int op, const float *x, int64_t n,

@@ -96,18 +96,11 @@ __global__ void __launch_bounds__(256) reduce_smem_kernel(const Tin *__restrict_
 constexpr int SHFL_NT = 256;
 
 /* A 16-byte load.  STREAM 1: ld.global.cs (evict first: each byte is read
- * once); 2: ld.global.nc with no L1 allocation and a 256-byte L2 prefetch
- * hint (whole DRAM bursts per request); 0: plain __ldg. */
+ * once); 0: plain __ldg.  (Lost in the lab, see cuda/NOTES.md: no L1
+ * allocation with or without a 256-byte L2 prefetch hint.) */
 template <int STREAM>
 __device__ __forceinline__ float4 load4(const float4 *p) {
   if (STREAM == 1) return __ldcs(p);
-  if (STREAM == 2) {
-    float4 v;
-    asm("ld.global.nc.L1::no_allocate.L2::256B.v4.f32 {%0, %1, %2, %3}, [%4];"
-        : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-        : "l"(p));
-    return v;
-  }
   return __ldg(p);
 }
 
@@ -120,10 +113,7 @@ __device__ __forceinline__ float4 load4(const float4 *p) {
  * puts on a multiprocessor are resident at once (v1 left min/max at 40
  * registers with 6 of 8 resident, and a second, partial wave cost 7% at
  * 2^28). */
-/* CHUNK: each block reads one contiguous slice of the body (the warps of a
- * block side by side, UNROLL loads apart by the block width) instead of the
- * whole grid striding over it together. */
-template <int OP, int UNROLL, int STREAM, int MINB, bool CHUNK>
+template <int OP, int UNROLL, int STREAM, int MINB>
 __global__ void __launch_bounds__(SHFL_NT, MINB) reduce_shfl_kernel(const float *__restrict__ x, long long n,
                                                                  int head,
                                                                  typename Op<OP>::Acc *__restrict__ partials,
@@ -137,29 +127,15 @@ __global__ void __launch_bounds__(SHFL_NT, MINB) reduce_shfl_kernel(const float 
   const long long stride = (long long)gridDim.x * SHFL_NT;
 
   Acc acc = Op<OP>::identity();
-  if (CHUNK) {
-    const long long per = (nvec + gridDim.x - 1) / gridDim.x;
-    const long long lo = (long long)blockIdx.x * per, hi = lo + per < nvec ? lo + per : nvec;
-    long long i = lo + tid;
-    for (; i + (UNROLL - 1) * SHFL_NT < hi; i += UNROLL * SHFL_NT) {
-      float4 v[UNROLL];
+  long long i = gid;
+  for (; i + (UNROLL - 1) * stride < nvec; i += UNROLL * stride) {
+    float4 v[UNROLL];
 #pragma unroll
-      for (int u = 0; u < UNROLL; u++) v[u] = load4<STREAM>(body + i + u * SHFL_NT);
+    for (int u = 0; u < UNROLL; u++) v[u] = load4<STREAM>(body + i + u * stride);
 #pragma unroll
-      for (int u = 0; u < UNROLL; u++) acc = Op<OP>::combine(acc, Op<OP>::from4(v[u]));
-    }
-    for (; i < hi; i += SHFL_NT) acc = Op<OP>::combine(acc, Op<OP>::from4(load4<STREAM>(body + i)));
-  } else {
-    long long i = gid;
-    for (; i + (UNROLL - 1) * stride < nvec; i += UNROLL * stride) {
-      float4 v[UNROLL];
-#pragma unroll
-      for (int u = 0; u < UNROLL; u++) v[u] = load4<STREAM>(body + i + u * stride);
-#pragma unroll
-      for (int u = 0; u < UNROLL; u++) acc = Op<OP>::combine(acc, Op<OP>::from4(v[u]));
-    }
-    for (; i < nvec; i += stride) acc = Op<OP>::combine(acc, Op<OP>::from4(load4<STREAM>(body + i)));
+    for (int u = 0; u < UNROLL; u++) acc = Op<OP>::combine(acc, Op<OP>::from4(v[u]));
   }
+  for (; i < nvec; i += stride) acc = Op<OP>::combine(acc, Op<OP>::from4(load4<STREAM>(body + i)));
   if (gid < head) acc = Op<OP>::combine(acc, (Acc)x[gid]);
   if (gid < n - tail0) acc = Op<OP>::combine(acc, (Acc)x[tail0 + gid]);
 
@@ -180,6 +156,9 @@ __global__ void __launch_bounds__(SHFL_NT, MINB) reduce_shfl_kernel(const float 
   if (!is_last) return;
   __threadfence();
   acc = Op<OP>::identity();
+  /* up to 32 partials per thread (an oversubscribed grid): loads unrolled so
+   * that several are in flight on this last, serial step */
+#pragma unroll 4
   for (int j = tid; j < (int)gridDim.x; j += SHFL_NT) acc = Op<OP>::combine(acc, __ldcg(&partials[j]));
   acc = block_reduce<OP, SHFL_NT>(acc);
   if (tid == 0) {
@@ -189,24 +168,32 @@ __global__ void __launch_bounds__(SHFL_NT, MINB) reduce_shfl_kernel(const float 
 }
 
 /* The shfl variants the lab compares: loads in flight per thread, cache
- * hint, blocks per multiprocessor (the default, and the register budget).
- * kShflDefault is what the shfl algo runs. */
+ * hint, blocks per multiprocessor (the default, and the register budget),
+ * and `over`: the grid is `over` times what fits on the GPU at once, so
+ * blocks retire and others take their place (CUB's reduction
+ * oversubscribes its grid; ours is one wave).
+ * kShflDefault is what gkcu_lab_reduce_shfl runs. */
 struct ShflVariant {
-  int unroll, stream, bps, chunk;
+  int unroll, stream, bps, over;
 };
-constexpr ShflVariant kShflVariants[] = {{4, 0, 8, 0}, {4, 1, 8, 0}, {8, 0, 4, 0}, {8, 1, 4, 0}, {4, 0, 8, 1},
-                                         {4, 1, 8, 1}, {8, 0, 4, 1}, {4, 2, 8, 0}, {8, 2, 4, 0}};
+constexpr ShflVariant kShflVariants[] = {{4, 0, 8, 1}, {4, 1, 8, 1}, {8, 0, 4, 1}, {16, 0, 2, 1},
+                                         {8, 0, 4, 4}, {4, 0, 8, 4},  {16, 0, 2, 4}};
 constexpr int kShflVariantCount = (int)(sizeof kShflVariants / sizeof kShflVariants[0]);
+static_assert(kShflVariantCount == GKCU_LAB_REDUCE_VARIANTS, "gkcu_lab.h's variant count");
 constexpr int kShflDefault = 0;
 
 /* What the shfl algo runs (H100 lab, bench/RESULTS.md, 2026-11-25):
  * evict-first loads while the input is within three L2 sizes (2^22..2^25
- * floats: 1.08-1.21x CUB, against 1.02-1.16x with plain loads); beyond,
- * plain loads, 8 in flight per thread at 4 blocks per SM, which edged out
- * 4 at 8 blocks by 0.3-0.5% at 2^27 and 2^28 in two runs (evict-first lost
- * 3-4% there; why the hint helps at all below that, with L2 flushed before
- * each call, is not established). */
-constexpr int kShflStream = 1, kShflLarge = 2;
+ * floats: 1.07-1.19x CUB, against 1.01-1.07x with plain loads; why the
+ * hint helps at all, with L2 flushed before each call, is not established;
+ * beyond, it loses 3-5%); beyond, plain loads, 4 in flight per thread at 8
+ * blocks per SM on a grid four times what is resident at once (blocks
+ * retire and others take their place, as in CUB's reduction): over three
+ * runs at 2^26..2^28 its worst ratio to CUB was 0.992, against 0.983-0.988
+ * for the one-wave grids with 4, 8 or 16 loads in flight.  All
+ * of them are within about 1% of CUB there, which reads at the card's copy
+ * rate (~3.0 TB/s); the run-to-run spread of our kernels is as large. */
+constexpr int kShflStream = 1, kShflLarge = 5;
 int shfl_variant(const gkcu_ctx *ctx, long long n) {
   return (double)n * 4.0 <= 3.0 * (double)ctx->l2_bytes ? kShflStream : kShflLarge;
 }
@@ -247,14 +234,14 @@ int run_smem(gkcu_ctx *ctx, const float *x, long long n, double *d_result) {
   return 0;
 }
 
-template <int OP, int UNROLL, int STREAM, int MINB, bool CHUNK>
-int launch_shfl(gkcu_ctx *ctx, int blocks_per_sm, const float *x, long long n, double *d_result) {
+template <int OP, int UNROLL, int STREAM, int MINB>
+int launch_shfl(gkcu_ctx *ctx, int blocks_per_sm, int over, const float *x, long long n, double *d_result) {
   using Acc = typename Op<OP>::Acc;
   int head = (int)(((16u - ((uintptr_t)x & 15u)) & 15u) / 4u);
   if (head > n) head = (int)n;
   long long nvec = (n - head) / 4;
   long long want = (nvec + (long long)SHFL_NT * UNROLL - 1) / ((long long)SHFL_NT * UNROLL);
-  long long cap = (long long)ctx->sm_count * blocks_per_sm;
+  long long cap = (long long)ctx->sm_count * blocks_per_sm * over;
   unsigned int blocks = (unsigned int)(want < 1 ? 1 : (want > cap ? cap : want));
   Acc *partials = NULL;
   if (blocks > 1) {
@@ -263,7 +250,7 @@ int launch_shfl(gkcu_ctx *ctx, int blocks_per_sm, const float *x, long long n, d
     int rc = gkcu__carve_commit(ctx, &cv);
     if (rc != 0) return rc;
   }
-  reduce_shfl_kernel<OP, UNROLL, STREAM, MINB, CHUNK>
+  reduce_shfl_kernel<OP, UNROLL, STREAM, MINB>
       <<<blocks, SHFL_NT, 0, ctx->stream>>>(x, n, head, partials, ctx->tickets, d_result);
   GKCU__LAUNCHED(ctx, "reduce_shfl_kernel");
   return 0;
@@ -273,16 +260,15 @@ int launch_shfl(gkcu_ctx *ctx, int blocks_per_sm, const float *x, long long n, d
 template <int OP>
 int run_shfl(gkcu_ctx *ctx, int variant, int blocks_per_sm, const float *x, long long n, double *d_result) {
   const int bps = blocks_per_sm ? blocks_per_sm : kShflVariants[variant].bps;
+  const int ov = kShflVariants[variant].over;
   switch (variant) {
-    case 0: return launch_shfl<OP, 4, 0, 8, false>(ctx, bps, x, n, d_result);
-    case 1: return launch_shfl<OP, 4, 1, 8, false>(ctx, bps, x, n, d_result);
-    case 2: return launch_shfl<OP, 8, 0, 4, false>(ctx, bps, x, n, d_result);
-    case 3: return launch_shfl<OP, 8, 1, 4, false>(ctx, bps, x, n, d_result);
-    case 4: return launch_shfl<OP, 4, 0, 8, true>(ctx, bps, x, n, d_result);
-    case 5: return launch_shfl<OP, 4, 1, 8, true>(ctx, bps, x, n, d_result);
-    case 6: return launch_shfl<OP, 8, 0, 4, true>(ctx, bps, x, n, d_result);
-    case 7: return launch_shfl<OP, 4, 2, 8, false>(ctx, bps, x, n, d_result);
-    default: return launch_shfl<OP, 8, 2, 4, false>(ctx, bps, x, n, d_result);
+    case 0: return launch_shfl<OP, 4, 0, 8>(ctx, bps, ov, x, n, d_result);
+    case 1: return launch_shfl<OP, 4, 1, 8>(ctx, bps, ov, x, n, d_result);
+    case 2: return launch_shfl<OP, 8, 0, 4>(ctx, bps, ov, x, n, d_result);
+    case 3: return launch_shfl<OP, 16, 0, 2>(ctx, bps, ov, x, n, d_result);
+    case 4: return launch_shfl<OP, 8, 0, 4>(ctx, bps, ov, x, n, d_result);
+    case 5: return launch_shfl<OP, 4, 0, 8>(ctx, bps, ov, x, n, d_result);
+    default: return launch_shfl<OP, 16, 0, 2>(ctx, bps, ov, x, n, d_result);
   }
 }
 
@@ -404,8 +390,8 @@ extern "C" int gkcu_lab_reduce_shfl_variant(gkcu_ctx *ctx, int variant, int bloc
 extern "C" const char *gkcu_lab_reduce_shfl_name(int variant) {
   static char names[kShflVariantCount][32];
   if (variant < 0 || variant >= kShflVariantCount) return NULL;
-  snprintf(names[variant], sizeof names[variant], "shfl/u%d%s%s/bps%d", kShflVariants[variant].unroll,
-           kShflVariants[variant].stream == 1 ? "cs" : kShflVariants[variant].stream == 2 ? "pf" : "", kShflVariants[variant].chunk ? "/chunk" : "",
-           kShflVariants[variant].bps);
+  const ShflVariant &sv = kShflVariants[variant];
+  snprintf(names[variant], sizeof names[variant], "shfl/u%d%s/bps%d%s", sv.unroll, sv.stream == 1 ? "cs" : "", sv.bps,
+           sv.over == 4 ? "/x4" : "");
   return names[variant];
 }

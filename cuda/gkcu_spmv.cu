@@ -100,6 +100,16 @@ __device__ int merge_search_group(long long d, bool active, int rows, long long 
   return (int)(lo + __popc((__ballot_sync(0xffffffffu, t) >> first) & gmask));
 }
 
+/* Programmatic dependent launch (sm_90): the kernel that makes the tile
+ * coordinates (partition or prescale) lets the main kernel be launched as
+ * soon as all its blocks have started, and the main kernel's blocks wait at
+ * griddepcontrol.wait until it has finished and its writes are visible.
+ * That hides the main kernel's launch and block dispatch behind the
+ * partition instead of after it.  Both are no-ops when the main kernel is
+ * launched without cudaLaunchAttributeProgrammaticStreamSerialization. */
+__device__ __forceinline__ void pdl_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+__device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+
 /* coords[t] = (rows, nonzeros) consumed before tile t, for t = 0..ntiles,
  * and .z = row_ptr[that row] (where the tile's first row starts, handed to
  * the main kernel so that it need not fetch it on its critical path).
@@ -110,6 +120,7 @@ __device__ int merge_search_group(long long d, bool active, int rows, long long 
  * row's first item).  SEARCH_G threads per boundary. */
 __global__ void spmv_partition_kernel(int rows, long long nnz, const int *__restrict__ rp, int ntiles, int tile,
                                       int4 *__restrict__ coords, float beta, float *__restrict__ y) {
+  pdl_launch_dependents();
   const long long t = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / SEARCH_G;
   const bool active = t <= ntiles; /* the whole warp stays for the ballots */
   const long long total = (long long)rows + nnz;
@@ -128,6 +139,7 @@ __global__ void spmv_partition_kernel(int rows, long long nnz, const int *__rest
  * the merge-path search.  One thread per tile boundary t = 1..ntiles. */
 __global__ void spmv_prescale_kernel(int rows, int ntiles, int tile, const int4 *__restrict__ coords, float beta,
                                      float *__restrict__ y) {
+  pdl_launch_dependents();
   const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x + 1;
   if (t > ntiles) return;
   const int4 c = coords[t];
@@ -230,7 +242,9 @@ __device__ __forceinline__ void balanced_tile_walk(const int *s_rowend, const fl
 
 /* One tile of BAL_TILE path items per block.  v3: the tile's row ends and
  * products staged through registers with coalesced loads (all of a thread's
- * loads issued before any is used), then balanced_tile_walk. */
+ * loads issued before any is used), then balanced_tile_walk.  The first
+ * thing it does is wait for the kernel that made the coordinates (a no-op
+ * unless launched as its programmatic dependent). */
 template <int BAL_NT, int BAL_IPT, int MINB>
 __global__ void __launch_bounds__(BAL_NT, MINB) spmv_balanced_kernel(
     int rows, const int *__restrict__ rp, const int *__restrict__ ci, const float *__restrict__ v, float alpha,
@@ -241,6 +255,7 @@ __global__ void __launch_bounds__(BAL_NT, MINB) spmv_balanced_kernel(
   __shared__ float s_wval[BAL_NT / 32];
   const int tid = threadIdx.x;
 
+  pdl_wait();
   const int4 c0 = coords[blockIdx.x], c1 = coords[blockIdx.x + 1];
   const int x0 = c0.x, y0 = c0.y;
   const int tile_rows = c1.x - c0.x, tile_nnz = c1.y - c0.y;
@@ -329,22 +344,35 @@ int run_vector(gkcu_ctx *ctx, int w, int rows, const int *rp, const int *ci, con
   return 0;
 }
 
-/* Shapes of the balanced kernel: threads, items per thread, and the resident
- * blocks per multiprocessor its registers are budgeted for.  The lab times
- * all of them; balanced_shape() picks from the measurements. */
+/* Shapes of the balanced kernel: threads, items per thread, the resident
+ * blocks per multiprocessor its registers are budgeted for, and whether the
+ * main kernel is launched as a programmatic dependent of the partition (or
+ * prescale) kernel.  The lab times all of them; balanced_shape() picks from
+ * the measurements. */
 struct BalancedShape {
-  int nt, ipt, minb;
+  int nt, ipt, minb, pdl;
 };
-constexpr BalancedShape kBalancedShapes[] = {{256, 8, 8}, {256, 8, 6}, {256, 4, 8}, {128, 8, 12}, {128, 8, 16}};
+constexpr BalancedShape kBalancedShapes[] = {{256, 4, 8, 0}, {128, 8, 12, 0}, {256, 8, 6, 0}, {256, 4, 8, 1},
+                                             {128, 8, 12, 1}};
 constexpr int kBalancedShapeCount = (int)(sizeof kBalancedShapes / sizeof kBalancedShapes[0]);
+static_assert(kBalancedShapeCount == GKCU_LAB_BALANCED_SHAPES, "gkcu_lab.h's shape count");
 
-/* Measured (bench/RESULTS.md, lab, H100, 2026-11-25): below about 4M path
- * items (rows + nnz) the 256x4 tiles win (1.27-1.61x cuSPARSE on the shared
- * matrices, 1.29-2.0x from a plan; 256x8: 1.0-1.45x); above, 128x8 tiles
- * at 12 blocks per SM: 0.98x / 0.88x / 0.93x cuSPARSE on the 5-point,
- * 27-point and power-law matrices (from a plan 1.04x / 0.91x / 0.95x),
- * against 0.96x / 0.84x / 0.94x for 256x8 at 6 blocks (v3's choice). */
-int balanced_shape(int rows, long long nnz) { return (long long)rows + nnz < 4000000 ? 2 : 3; }
+/* Measured (bench/RESULTS.md, "Re-run: balanced with programmatic dependent
+ * launch", H100, 2026-11-25, two calls): the main kernel launched as a
+ * programmatic dependent of the partition wins everywhere (small matrices
+ * +5-15%, the stencils +1%).  Below about 4M path items (rows + nnz) the
+ * 256x4 tiles win (1.51-1.87x cuSPARSE on the shared matrices in the lab,
+ * 1.63-2.32x from a plan; 128x8: 1.27-1.65x).  Above, on the three large
+ * matrices measured, 256x4 tiles for short rows (5-point stencil
+ * 1.000-1.012x against 0.985-0.993x with 128x8; power-law, mean 10.5,
+ * 0.931-0.946x against 0.914-0.928x) and 128x8 tiles at 12 blocks per SM
+ * for long ones (27-point stencil 0.875-0.882x against 0.815-0.819x): the
+ * cut at a mean of 16 nonzeros per row lies between 10.5 and 26.6, the only
+ * means measured near it. */
+int balanced_shape(int rows, long long nnz) {
+  if ((long long)rows + nnz < 4000000) return 3;
+  return (double)nnz >= 16.0 * (double)rows ? 4 : 3;
+}
 
 /* Tiles of the given shape for rows + nnz path items; -1 when too many. */
 long long balanced_tiles(int shape, int rows, long long nnz) {
@@ -378,15 +406,24 @@ int run_balanced(gkcu_ctx *ctx, int shape, int rows, long long nnz, const int *r
     GKCU__LAUNCHED(ctx, "spmv_partition_kernel");
     coords = c;
   }
-#define GKCU__BAL(NT, IPT, MINB) \
-  spmv_balanced_kernel<NT, IPT, MINB><<<ntiles, NT, 0, st>>>(rows, rp, ci, v, alpha, x, beta, y, coords)
+  cudaLaunchConfig_t cfg = {};
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.gridDim = dim3((unsigned int)ntiles);
+  cfg.stream = st;
+  cfg.attrs = attr;
+  cfg.numAttrs = kBalancedShapes[shape].pdl && ntiles > 0 ? 1 : 0;
+  cudaError_t le = cudaSuccess;
+#define GKCU__BAL(NT, IPT, MINB)                                                                              \
+  cfg.blockDim = dim3(NT);                                                                                     \
+  le = cudaLaunchKernelEx(&cfg, spmv_balanced_kernel<NT, IPT, MINB>, rows, rp, ci, v, alpha, x, beta, y, coords)
   switch (shape) {
-    case 0: GKCU__BAL(256, 8, 8); break;
-    case 1: GKCU__BAL(256, 8, 6); break;
-    case 2: GKCU__BAL(256, 4, 8); break;
-    case 3: GKCU__BAL(128, 8, 12); break;
-    default: GKCU__BAL(128, 8, 16); break;
+    case 0: case 3: GKCU__BAL(256, 4, 8); break;
+    case 1: case 4: GKCU__BAL(128, 8, 12); break;
+    default: GKCU__BAL(256, 8, 6); break;
   }
+  if (le != cudaSuccess) return gkcu__cuda_fail(ctx, le, "launch spmv_balanced_kernel");
 #undef GKCU__BAL
   GKCU__LAUNCHED(ctx, "spmv_balanced_kernel");
   return 0;
@@ -615,7 +652,7 @@ extern "C" int gkcu_lab_spmv_balanced_planned(gkcu_ctx *ctx, int shape, int32_t 
 extern "C" const char *gkcu_lab_spmv_balanced_name(int shape) {
   static char names[kBalancedShapeCount][32];
   if (shape < 0 || shape >= kBalancedShapeCount) return NULL;
-  snprintf(names[shape], sizeof names[shape], "t%dx%d/b%d", kBalancedShapes[shape].nt, kBalancedShapes[shape].ipt,
-           kBalancedShapes[shape].minb);
+  snprintf(names[shape], sizeof names[shape], "t%dx%d/b%d%s", kBalancedShapes[shape].nt, kBalancedShapes[shape].ipt,
+           kBalancedShapes[shape].minb, kBalancedShapes[shape].pdl ? "/pdl" : "");
   return names[shape];
 }

@@ -1,9 +1,12 @@
 #!/bin/bash
 # spmv_reduce_run.sh: one call on the lent GPU for the spmv and reduce
 # kernels: their GPU tests, the benchmark beside cuSPARSE / CUB (every size
-# and matrix, validated before timing), the tuning lab, compute-sanitizer on
-# the short test variants.  Binaries and matrices are copied next to this
-# script into one folder (carry it), e.g. from the workstation:
+# and matrix, validated before timing), the tuning lab, compute-sanitizer
+# (memcheck on the short test lists, racecheck on reduce's short list and
+# spmv's tiny one).  The three calls of 2026-11-25 ran
+# STAGES="env tests lab sanitize bench" DEADLINE=288 TEST_S=80 in 105-120 s.
+# Binaries and matrices are copied next to this script into one folder
+# (carry it), e.g. from the workstation:
 #   cmake --build build/gpu --target test_gpu_spmv test_gpu_reduce bench_gpu
 #   D=<carried folder>; mkdir -p $D/matrices
 #   cp build/gpu/tests/gpu/test_gpu_{spmv,reduce} build/gpu/bench/gpu/bench_gpu \
@@ -31,7 +34,7 @@ if has env; then
 fi
 if has tests; then
   for t in test_gpu_spmv test_gpu_reduce; do
-    timeout $(left 100) "$D/$t" > "$OUT/$t.log" 2>&1
+    timeout $(left ${TEST_S:-100}) "$D/$t" > "$OUT/$t.log" 2>&1
     echo "$t rc=$? $(grep -E 'runs,|seed' "$OUT/$t.log" | tr '\n' ' ')"
     grep -m5 FAIL "$OUT/$t.log"
   done
@@ -56,17 +59,24 @@ if has ncu; then
   done
 fi
 if has sanitize; then
+  # memcheck on the short lists; racecheck (every shared-memory access
+  # instrumented: the short spmv list ran past 110 s) on reduce's short list
+  # and spmv's tiny one (GKC_GPU_TEST_TINY), our kernels only
   {
     for t in test_gpu_spmv test_gpu_reduce; do
       echo "== memcheck $t (short)"
       GKC_GPU_TEST_SHORT=1 timeout $(left 70) compute-sanitizer --tool memcheck --leak-check no --print-limit 20 \
         --error-exitcode 9 "$D/$t" 2>&1 | tail -8
       echo "rc=${PIPESTATUS[0]}"
-      echo "== racecheck $t (short)"
-      GKC_GPU_TEST_SHORT=1 GKC_GPU_TEST_NO_VENDOR=1 timeout $(left 110) compute-sanitizer --tool racecheck \
-        --print-limit 20 --error-exitcode 9 "$D/$t" 2>&1 | tail -8
-      echo "rc=${PIPESTATUS[0]}"
     done
+    echo "== racecheck test_gpu_reduce (short)"
+    GKC_GPU_TEST_SHORT=1 GKC_GPU_TEST_NO_VENDOR=1 timeout $(left 60) compute-sanitizer --tool racecheck \
+      --print-limit 20 --error-exitcode 9 "$D/test_gpu_reduce" 2>&1 | tail -8
+    echo "rc=${PIPESTATUS[0]}"
+    echo "== racecheck test_gpu_spmv (tiny)"
+    GKC_GPU_TEST_TINY=1 GKC_GPU_TEST_NO_VENDOR=1 timeout $(left 60) compute-sanitizer --tool racecheck \
+      --print-limit 20 --error-exitcode 9 "$D/test_gpu_spmv" 2>&1 | tail -8
+    echo "rc=${PIPESTATUS[0]}"
   } > "$OUT/sanitizer.log" 2>&1
   grep -E "^==|rc=|ERROR SUMMARY|RACECHECK SUMMARY|runs," "$OUT/sanitizer.log"
 fi

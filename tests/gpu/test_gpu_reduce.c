@@ -40,13 +40,22 @@ typedef struct {
   int bps;
 } variant;
 
-static const variant kVariants[] = {
-    {"auto", GKCU_REDUCE_AUTO, 0}, {"smem", GKCU_REDUCE_SMEM, 0},   {"shfl", GKCU_REDUCE_SHFL, 0},
-    {"cub", GKCU_REDUCE_CUB, 0},   {"shfl/bps1", -1, 1},            {"shfl/bps3", -1, 3},
-    {"shfl/u4cs", -2, 1},          {"shfl/u8", -2, 2},              {"shfl/u8cs", -2, 3},
-    {"shfl/u4/chunk", -2, 4},      {"shfl/u4cs/chunk", -2, 5},      {"shfl/u8/chunk", -2, 6},
-    {"shfl/u4pf", -2, 7},          {"shfl/u8pf", -2, 8},
+/* The public algos, the default shfl kernel at forced grid sizes, and every
+ * lab variant of the shfl kernel (filled in by main from gkcu_lab.h). */
+static variant kVariants[4 + 2 + GKCU_LAB_REDUCE_VARIANTS] = {
+    {"auto", GKCU_REDUCE_AUTO, 0}, {"smem", GKCU_REDUCE_SMEM, 0}, {"shfl", GKCU_REDUCE_SHFL, 0},
+    {"cub", GKCU_REDUCE_CUB, 0},   {"shfl/bps1", -1, 1},          {"shfl/bps3", -1, 3},
 };
+
+static void lab_variants(void) {
+  for (int v = 0; v < GKCU_LAB_REDUCE_VARIANTS; v++) {
+    variant *vr = &kVariants[6 + v];
+    vr->name = gkcu_lab_reduce_shfl_name(v);
+    vr->algo = -2;
+    vr->bps = v;
+    if (!vr->name) TEST_FAIL("gkcu_lab_reduce_shfl_name(%d) is NULL", v);
+  }
+}
 
 static void check(gkcu_ctx *ctx, const float *h, const float *dx, long long n, int op, const char *what) {
   double abs_sum;
@@ -118,6 +127,7 @@ static void argument_checks(gkcu_ctx *ctx) {
 
 int main(void) {
   gpu_require_device();
+  lab_variants();
   gpu_rng g = {gpu_seed("test_gpu_reduce")};
   gkcu_ctx *ctx;
   int rc = gkcu_ctx_create(&ctx, 0);

@@ -10,7 +10,9 @@
  * |terms| of its row.  Some matrices also run with every device array 4 or
  * 12 bytes off 16-byte alignment, and some are past 4M path items (the
  * balanced algo's larger tile shape).  Every balanced shape also runs from
- * its own plan.  Keeps going after a failure. */
+ * its own plan.  GKC_GPU_TEST_SHORT=1: no large matrices (memcheck);
+ * GKC_GPU_TEST_TINY=1: four small ones (racecheck).  Keeps going after a
+ * failure. */
 #include <dirent.h>
 #include <math.h>
 #include <stdio.h>
@@ -47,7 +49,7 @@ static int variants(variant *vs) {
     vs[n].algo = -1;
     vs[n++].width = w;
   }
-  for (int sh = 1; sh < GKCU_LAB_BALANCED_SHAPES; sh++) {
+  for (int sh = 0; sh < GKCU_LAB_BALANCED_SHAPES; sh++) {
     snprintf(vs[n].name, sizeof vs[n].name, "bal/%s", gkcu_lab_spmv_balanced_name(sh));
     vs[n].algo = -2;
     vs[n++].width = sh;
@@ -305,6 +307,18 @@ static int len_sparse_long(gpu_rng *g, int r, int arg) {
   return gpu_rng_below(g, 20) ? 0 : 1 + (int)gpu_rng_below(g, 5000);
 }
 static int len_const(gpu_rng *g, int r, int n) { return n; }
+/* Regular and skewed stretches side by side (a kernel that treats tiles of
+ * short, even rows differently from the rest must get both and the seams
+ * between them, split rows included): rows of 5, then of 27, then random
+ * lengths with a long row (300..3000) every 97th, then rows of 0..2, then 5
+ * again. */
+static int len_mixed(gpu_rng *g, int r, int rows) {
+  int part = (int)((long long)r * 5 / rows);
+  if (part == 0 || part == 4) return 5;
+  if (part == 1) return 27;
+  if (part == 2) return r % 97 == 0 ? 300 + (int)gpu_rng_below(g, 2701) : (int)gpu_rng_below(g, 12);
+  return (int)gpu_rng_below(g, 3);
+}
 
 static void shared_matrices(gkcu_ctx *ctx, gpu_rng *g) {
   const char *dir = getenv("GKC_GPU_MATRICES");
@@ -385,6 +399,23 @@ int main(void) {
   argument_checks(ctx);
 
   gpu_csr m;
+  if (getenv("GKC_GPU_TEST_TINY")) {
+    /* For racecheck, which instruments every shared-memory access and ran
+     * past 110 s on the short list: short and long rows, split rows, rows
+     * over several tiles, empty rows, a plan; a few thousand rows each. */
+    build(&m, &g, 997, 1009, len_random, 40);
+    check_matrix(ctx, &g, &m, "random 997x1009");
+    gpu_csr_free(&m);
+    build(&m, &g, 3001, 3001, len_mixed, 3001);
+    check_matrix(ctx, &g, &m, "mixed 3001^2");
+    gpu_csr_free(&m);
+    if (gpu_csr_stencil3d(&m, 10, gpu_rng_next(&g)) != 0) TEST_FAIL("out of memory");
+    check_planned(ctx, &g, &m, "stencil3d 10^3");
+    gpu_csr_free(&m);
+    gkcu_ctx_destroy(ctx);
+    printf("test_gpu_spmv (tiny): %d runs, %d failures\n", runs, failures);
+    return failures ? 1 : 0;
+  }
   static const int small[][3] = {{1, 1, 1}, {1, 9, 5}, {7, 3, 4}, {13, 17, 9}, {100, 100, 20},
                                  {997, 1009, 40}, {4099, 257, 12}, {30011, 30011, 70}};
   for (size_t i = 0; i < sizeof small / sizeof small[0]; i++) {
@@ -415,6 +446,12 @@ int main(void) {
   build(&m, &g, 20000, 3, len_const, 3);
   check_matrix(ctx, &g, &m, "20000x3 dense rows");
   gpu_csr_free(&m);
+  build(&m, &g, 50021, 50021, len_mixed, 50021);
+  check_matrix(ctx, &g, &m, "mixed regular and skewed 50021^2");
+  gpu_csr_free(&m);
+  build(&m, &g, 70001, 70001, len_random, 2); /* ~700 rows per tile, many of them empty */
+  check_matrix(ctx, &g, &m, "random 70001^2, rows 0..2");
+  gpu_csr_free(&m);
   /* every device array off 16-byte alignment (4 and 12 bytes) */
   build(&m, &g, 4099, 4111, len_random, 37);
   check_matrix_at(ctx, &g, &m, "random 4099x4111", 1);
@@ -441,6 +478,9 @@ int main(void) {
   gpu_csr_free(&m);
   build(&m, &g, 60000, 60000, len_sparse_long, 0);
   check_planned(ctx, &g, &m, "95% empty rows, long others");
+  gpu_csr_free(&m);
+  build(&m, &g, 50021, 50021, len_mixed, 50021);
+  check_planned(ctx, &g, &m, "mixed regular and skewed 50021^2");
   gpu_csr_free(&m);
   build(&m, &g, 1000, 50, len_zero, 0);
   check_planned(ctx, &g, &m, "all-empty 1000x50");
