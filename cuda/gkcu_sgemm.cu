@@ -10,6 +10,7 @@
 #include "gkcu_lab.h"
 #include "gkcu_sgemm.h"
 #include "gkcu_sgemm_tc.h"
+#include "gkcu_sgemm_wg.h"
 
 namespace {
 
@@ -632,7 +633,12 @@ extern "C" int gkcu_sgemm(gkcu_ctx *ctx, int algo, int32_t m, int32_t n, int32_t
     }
     case GKCU_SGEMM_CUBLAS: return run_cublas(ctx, false, m, n, k, alpha, a, ta, b, tb, beta, c);
     case GKCU_SGEMM_CUBLAS_TF32: return run_cublas(ctx, true, m, n, k, alpha, a, ta, b, tb, beta, c);
-    case GKCU_SGEMM_TF32X3: return gkcu_lab_sgemm_tf32x3(ctx, -1, 0, m, n, k, alpha, a, ta, b, tb, beta, c);
+    case GKCU_SGEMM_TF32X3: {
+      /* wgmma (cc 9.0) where its lab runs were faster, else mma.sync */
+      int wrc = gkcu_wg_sgemm(ctx, -1, m, n, k, alpha, a, ta, b, tb, beta, c);
+      if (wrc != GKCU_WG_DECLINED) return wrc;
+      return gkcu_lab_sgemm_tf32x3(ctx, -1, 0, m, n, k, alpha, a, ta, b, tb, beta, c);
+    }
   }
   return gkcu__fail(ctx, GKC_EINTERNAL, "sgemm: unhandled algo %d", algo);
 }

@@ -1,0 +1,479 @@
+/* gkcu_sgemm_wg.cu: tf32x3 with wgmma and the bulk tensor copy engine
+ * (sm_90a only; see gkcu_sgemm_wg.h for the design).
+ *
+ * Shared memory of one stage, each tile BK = 32 floats (128 bytes) wide,
+ * rows K-contiguous, written by TMA with the 128-byte swizzle (the 16-byte
+ * chunks of row r XOR-ed with r % 8), which is the canonical K-major
+ * layout wgmma reads through a descriptor with an 8-row group stride of
+ * 1024 bytes:
+ *
+ *   A hi [BM][32] | A lo [BM][32] | B hi [BN][32] | B lo [BN][32]
+ *
+ * Each tile starts on a 1024-byte boundary (a swizzle atom), so a k8 step
+ * inside the stage is the descriptor's start address + 32 bytes.
+ *
+ * Pipeline: full[s] (count 1: the producer's expect_tx, then the copy
+ * engine's bytes) says stage s holds data; empty[s] (count 4 per consumer
+ * warpgroup: each warp once its products of the stage are done) says it
+ * may be overwritten.  The producer waits empty with the parity one phase
+ * behind, so its first pass through the ring does not wait.
+ */
+#include <stdint.h>
+#include <string.h>
+
+#include <cuda.h> /* CUtensorMap and its enums (types only: the encoder comes from the runtime) */
+
+#include "gkcu_internal.h"
+#include "gkcu_sgemm_wg.h"
+
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#error "gkcu_sgemm_wg.cu is built for sm_90a only (cuda/CMakeLists.txt)"
+#endif
+
+namespace {
+
+constexpr int BK = 32; /* floats per stage row: one 128-byte swizzle span */
+
+/* --- PTX wrappers ------------------------------------------------------------------- */
+
+__device__ __forceinline__ uint32_t smem_u32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+
+__device__ __forceinline__ void mbar_init(uint64_t *b, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(b)), "r"(count) : "memory");
+}
+
+__device__ __forceinline__ void mbar_expect_tx(uint64_t *b, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_u32(b)), "r"(bytes)
+               : "memory");
+}
+
+__device__ __forceinline__ void mbar_arrive(uint64_t *b) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_u32(b)) : "memory");
+}
+
+/* Waits until the phase of parity `parity` of b has completed. */
+__device__ __forceinline__ void mbar_wait(uint64_t *b, unsigned parity) {
+  asm volatile(
+      "{\n.reg .pred p;\nWAIT:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+      "@!p bra WAIT;\n}\n" ::"r"(smem_u32(b)),
+      "r"(parity)
+      : "memory");
+}
+
+/* Box (c0 = k, c1 = row) of the tensor map into shared dst; completes on bar. */
+__device__ __forceinline__ void tma_load(void *dst, const CUtensorMap *map, uint64_t *bar, int c0, int c1) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];\n" ::"r"(
+          smem_u32(dst)),
+      "l"((uint64_t)map), "r"(smem_u32(bar)), "r"(c0), "r"(c1)
+      : "memory");
+}
+
+__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+/* Keeps the compiler from touching r across the asynchronous products. */
+__device__ __forceinline__ void reg_fence(float &r) { asm volatile("" : "+f"(r)::"memory"); }
+
+/* Shared-memory matrix descriptor: K-major, 128-byte swizzle, 8-row groups
+ * 1024 bytes apart (the leading offset is unused in this mode). */
+__device__ __forceinline__ uint64_t sdesc(uint32_t saddr) {
+  return (uint64_t)((saddr & 0x3FFFFu) >> 4) | ((uint64_t)1 << 16) | ((uint64_t)(1024 >> 4) << 32) |
+         ((uint64_t)1 << 62);
+}
+
+/* d (+)= A * B, one m64n64k8 TF32 product; A and B from shared memory
+ * (descriptors), d overwritten when acc is 0. */
+__device__ __forceinline__ void wgmma_n64(float *d, uint64_t da, uint64_t db, int acc) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "l"(da), "l"(db), "r"(acc));
+}
+
+/* d (+)= A * B, one m64n128k8 TF32 product; A and B from shared memory
+ * (descriptors), d overwritten when acc is 0. */
+__device__ __forceinline__ void wgmma_n128(float *d, uint64_t da, uint64_t db, int acc) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "l"(da), "l"(db), "r"(acc));
+}
+
+template <int CN>
+__device__ __forceinline__ void wgmma_n(float *d, uint64_t da, uint64_t db, int acc) {
+  if constexpr (CN == 128)
+    wgmma_n128(d, da, db, acc);
+  else
+    wgmma_n64(d, da, db, acc);
+}
+
+/* x = hi + lo, both TF32 (float32 bit patterns with the low 13 bits zero). */
+__device__ __forceinline__ void split_tf32(float x, float &hi, float &lo) {
+  uint32_t h, l;
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(h) : "f"(x));
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(l) : "f"(x - __uint_as_float(h)));
+  hi = __uint_as_float(h);
+  lo = __uint_as_float(l);
+}
+
+/* --- the split pre-pass ------------------------------------------------------------- */
+
+/* hi, lo: rows x kp, row-major, from element (r, p) of the source, which
+ * is src[r * ld + p] (T false) or src[p * ld + r] (T true); columns k..kp-1
+ * are zero.  32 x 32 tiles, the transposed case through shared memory so
+ * that reads and writes are both coalesced; blocks of 32 x 8 threads loop
+ * over the tiles. */
+template <bool T>
+__global__ void __launch_bounds__(256) wg_split_kernel(int rows, int k, int kp, const float *__restrict__ src,
+                                                       size_t ld, float *__restrict__ hi, float *__restrict__ lo) {
+  __shared__ float tile[32][33];
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const long long tiles_k = (kp + 31) / 32, tiles = (long long)((rows + 31) / 32) * tiles_k;
+  for (long long t = blockIdx.x; t < tiles; t += gridDim.x) {
+    const int r0 = (int)(t / tiles_k) * 32, p0 = (int)(t % tiles_k) * 32;
+    if (T) {
+#pragma unroll
+      for (int i = 0; i < 4; i++) {
+        const int p = p0 + ty + 8 * i, r = r0 + tx;
+        tile[ty + 8 * i][tx] = (p < k && r < rows) ? src[(size_t)p * ld + r] : 0.0f;
+      }
+      __syncthreads();
+    }
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      const int r = r0 + ty + 8 * i, p = p0 + tx;
+      if (r >= rows || p >= kp) continue;
+      float x;
+      if (T)
+        x = tile[tx][ty + 8 * i];
+      else
+        x = p < k ? src[(size_t)r * ld + p] : 0.0f;
+      float h, l;
+      split_tf32(x, h, l);
+      hi[(size_t)r * kp + p] = h;
+      lo[(size_t)r * kp + p] = l;
+    }
+    if (T) __syncthreads(); /* the tile is free for the next one */
+  }
+}
+
+/* --- the product --------------------------------------------------------------------- */
+
+template <int BN_, int WGS_, int ST_>
+struct WgCfg {
+  static constexpr int BN = BN_, WGS = WGS_, ST = ST_;
+  static constexpr int BM = 64 * WGS;
+  static constexpr int NCH = BN > 128 ? BN / 128 : 1; /* column chunks, one product batch each */
+  static constexpr int CN = BN / NCH;                 /* 64 or 128 */
+  static constexpr int A_BYTES = BM * BK * 4;         /* one of hi, lo */
+  static constexpr int B_BYTES = BN * BK * 4;
+  static constexpr int STAGE = 2 * A_BYTES + 2 * B_BYTES;
+  static constexpr int NT = 128 * (WGS + 1); /* consumers, then the producer warpgroup */
+  /* stages, 1024 bytes of alignment slack, the barriers */
+  static constexpr size_t SMEM = (size_t)ST * STAGE + 1024 + 2 * ST * sizeof(uint64_t);
+  static_assert(CN == 64 || CN == 128, "chunk width");
+  static_assert(SMEM <= 227 * 1024, "shared memory");
+};
+
+template <class C>
+__global__ void __launch_bounds__(C::NT, 1)
+    sgemm_wg_kernel(const __grid_constant__ CUtensorMap map_ahi, const __grid_constant__ CUtensorMap map_alo,
+                    const __grid_constant__ CUtensorMap map_bhi, const __grid_constant__ CUtensorMap map_blo, int m,
+                    int n, int kp, float alpha, float beta, float *__restrict__ c, int tiles_m, int tiles_n) {
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t *smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023u)) & 1023u);
+  uint64_t *full = reinterpret_cast<uint64_t *>(smem + (size_t)C::ST * C::STAGE);
+  uint64_t *empty = full + C::ST;
+  const int tid = threadIdx.x, wg = tid / 128;
+
+  if (tid == 0) {
+    for (int s = 0; s < C::ST; s++) {
+      mbar_init(&full[s], 1);
+      mbar_init(&empty[s], 4 * C::WGS);
+    }
+    /* make the initialised barriers visible to the copy engine */
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+
+  /* Grouped tile order: 8 block-rows at a time walk across n, so blocks
+   * resident together share panels of A and B in L2. */
+  int tm, tn;
+  {
+    const int pid = blockIdx.x, per_group = 8 * tiles_n;
+    const int first = (pid / per_group) * 8;
+    const int gsize = min(tiles_m - first, 8);
+    tm = first + (pid % per_group) % gsize;
+    tn = (pid % per_group) / gsize;
+  }
+  const int m0 = tm * C::BM, n0 = tn * C::BN;
+  const int ktiles = (kp + BK - 1) / BK;
+
+  if (wg == C::WGS) { /* producer */
+    if (C::WGS == 2) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+    if (tid == C::WGS * 128) {
+      for (int it = 0; it < ktiles; it++) {
+        const int slot = it % C::ST;
+        mbar_wait(&empty[slot], ((it / C::ST) & 1) ^ 1);
+        mbar_expect_tx(&full[slot], C::STAGE);
+        uint8_t *s = smem + (size_t)slot * C::STAGE;
+        const int k0 = it * BK;
+        tma_load(s, &map_ahi, &full[slot], k0, m0);
+        tma_load(s + C::A_BYTES, &map_alo, &full[slot], k0, m0);
+        tma_load(s + 2 * C::A_BYTES, &map_bhi, &full[slot], k0, n0);
+        tma_load(s + 2 * C::A_BYTES + C::B_BYTES, &map_blo, &full[slot], k0, n0);
+      }
+    }
+    return;
+  }
+
+  /* consumers: warpgroup wg multiplies rows wg*64 .. wg*64+63 of the tile */
+  if (C::WGS == 2) asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+  const int lane = tid & 31;
+  float acc[C::NCH][C::CN / 2];
+#pragma unroll
+  for (int ch = 0; ch < C::NCH; ch++)
+#pragma unroll
+    for (int i = 0; i < C::CN / 2; i++) acc[ch][i] = 0.0f;
+
+  for (int it = 0; it < ktiles; it++) {
+    const int slot = it % C::ST;
+    mbar_wait(&full[slot], (it / C::ST) & 1);
+    const uint32_t base = smem_u32(smem + (size_t)slot * C::STAGE);
+    const uint32_t a_hi = base + wg * 64 * 128, a_lo = a_hi + C::A_BYTES;
+    const uint32_t b_hi = base + 2 * C::A_BYTES, b_lo = b_hi + C::B_BYTES;
+#pragma unroll
+    for (int ch = 0; ch < C::NCH; ch++) {
+      /* this stage's 32 k values of the chunk, summed from zero by the
+       * tensor core (the small terms first), then added in float32 */
+      float tmp[C::CN / 2];
+      const uint32_t bo = ch * C::CN * 128;
+      wg_fence();
+#pragma unroll
+      for (int kk = 0; kk < BK / 8; kk++) {
+        const uint32_t o = kk * 32;
+        wgmma_n<C::CN>(tmp, sdesc(a_lo + o), sdesc(b_hi + bo + o), kk != 0);
+        wgmma_n<C::CN>(tmp, sdesc(a_hi + o), sdesc(b_lo + bo + o), 1);
+        wgmma_n<C::CN>(tmp, sdesc(a_hi + o), sdesc(b_hi + bo + o), 1);
+      }
+      wg_commit();
+      wg_wait0();
+#pragma unroll
+      for (int i = 0; i < C::CN / 2; i++) reg_fence(tmp[i]);
+      if (ch == C::NCH - 1 && lane == 0) mbar_arrive(&empty[slot]);
+#pragma unroll
+      for (int i = 0; i < C::CN / 2; i++) acc[ch][i] += tmp[i];
+    }
+  }
+
+  /* Epilogue.  Accumulator layout of m64nN: warp w of the warpgroup holds
+   * rows 16w..16w+15; register 4j+2h+e is row g + 8h, column 8j + 2q + e
+   * (g = lane / 4, q = lane % 4). */
+  const int w = (tid / 32) & 3, g = lane >> 2, q = lane & 3;
+  const bool pair = (n % 2 == 0) && (((uintptr_t)c & 7u) == 0);
+#pragma unroll
+  for (int ch = 0; ch < C::NCH; ch++)
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      const int row = m0 + wg * 64 + w * 16 + g + 8 * h;
+      if (row >= m) continue;
+#pragma unroll
+      for (int j = 0; j < C::CN / 8; j++) {
+        const int col = n0 + ch * C::CN + 8 * j + 2 * q;
+        if (col >= n) continue;
+        float *o = c + (size_t)row * n + col;
+        float v0 = alpha * acc[ch][4 * j + 2 * h], v1 = alpha * acc[ch][4 * j + 2 * h + 1];
+        if (pair) { /* col + 1 < n too: n is even and col is */
+          if (beta != 0.0f) {
+            float2 old = *reinterpret_cast<const float2 *>(o);
+            v0 = fmaf(beta, old.x, v0);
+            v1 = fmaf(beta, old.y, v1);
+          }
+          *reinterpret_cast<float2 *>(o) = make_float2(v0, v1);
+        } else {
+          o[0] = beta != 0.0f ? fmaf(beta, o[0], v0) : v0;
+          if (col + 1 < n) o[1] = beta != 0.0f ? fmaf(beta, o[1], v1) : v1;
+        }
+      }
+    }
+}
+
+/* --- configurations ------------------------------------------------------------------ */
+
+/* X(index, name, BN, consumer warpgroups, stages); 192 KB of stages each. */
+#define GKCU__WG_CFGS(X)                 \
+  X(0, "128x128/2wg/s3", 128, 2, 3)      \
+  X(1, "128x256/2wg/s2", 256, 2, 2)      \
+  X(2, "128x64/2wg/s4", 64, 2, 4)        \
+  X(3, "64x128/1wg/s4", 128, 1, 4)       \
+  X(4, "64x64/1wg/s6", 64, 1, 6)
+
+struct CfgInfo {
+  const char *name;
+  int bm, bn;
+};
+#define GKCU__WG_INFO(idx, name, BN, WGS, ST) {name, 64 * WGS, BN},
+const CfgInfo kCfgs[GKCU_WG_CFGS] = {GKCU__WG_CFGS(GKCU__WG_INFO)};
+#undef GKCU__WG_INFO
+
+typedef CUresult (*EncodeTiledFn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
+                                  const cuuint64_t *, const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave,
+                                  CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+/* The driver's cuTensorMapEncodeTiled, looked up once (NULL: not there). */
+EncodeTiledFn encoder(void) {
+  static EncodeTiledFn fn;
+  static int looked; /* 0: not yet, 1: done */
+  if (__atomic_load_n(&looked, __ATOMIC_ACQUIRE)) return fn;
+  void *p = NULL;
+  cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+  cudaError_t e = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q);
+  if (e != cudaSuccess || q != cudaDriverEntryPointSuccess) {
+    (void)cudaGetLastError();
+    p = NULL;
+  }
+  fn = (EncodeTiledFn)p; /* benign race: every thread stores the same value */
+  __atomic_store_n(&looked, 1, __ATOMIC_RELEASE);
+  return fn;
+}
+
+/* rows x kp floats, row-major, boxes of box_rows x 32, 128-byte swizzle. */
+int make_map(gkcu_ctx *ctx, EncodeTiledFn enc, CUtensorMap *map, float *base, int rows, int kp, int box_rows) {
+  cuuint64_t dims[2] = {(cuuint64_t)kp, (cuuint64_t)rows};
+  cuuint64_t strides[1] = {(cuuint64_t)kp * sizeof(float)};
+  cuuint32_t box[2] = {(cuuint32_t)BK, (cuuint32_t)box_rows};
+  cuuint32_t estr[2] = {1, 1};
+  CUresult r = enc(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, base, dims, strides, box, estr,
+                   CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                   CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) return gkcu__fail(ctx, GKC_EINTERNAL, "cuTensorMapEncodeTiled failed (%d)", (int)r);
+  return 0;
+}
+
+struct Maps {
+  CUtensorMap ahi, alo, bhi, blo;
+};
+
+template <class C>
+cudaError_t launch_t(gkcu_ctx *ctx, const Maps &mp, int m, int n, int kp, float alpha, float beta, float *c) {
+  const int tiles_m = (int)gkcu__div_up(m, C::BM), tiles_n = (int)gkcu__div_up(n, C::BN);
+  const size_t tiles = (size_t)tiles_m * tiles_n;
+  if (tiles > 0x7fffffffu) return cudaErrorInvalidConfiguration;
+  auto kern = sgemm_wg_kernel<C>;
+  /* Once per device: the attribute stays set for the process. */
+  static unsigned long long done; /* bit d: set on device d (d < 64) */
+  unsigned long long bit = ctx->device < 64 ? 1ull << ctx->device : 0;
+  if (!bit || !(__atomic_load_n(&done, __ATOMIC_ACQUIRE) & bit)) {
+    cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::SMEM);
+    if (e != cudaSuccess) return e;
+    __atomic_fetch_or(&done, bit, __ATOMIC_ACQ_REL);
+  }
+  kern<<<(unsigned int)tiles, C::NT, C::SMEM, ctx->stream>>>(mp.ahi, mp.alo, mp.bhi, mp.blo, m, n, kp, alpha, beta,
+                                                             c, tiles_m, tiles_n);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_any(gkcu_ctx *ctx, int cfg, const Maps &mp, int m, int n, int kp, float alpha, float beta,
+                       float *c) {
+  switch (cfg) {
+#define GKCU__WG_CASE(idx, name, BN, WGS, ST) \
+  case idx: return launch_t<WgCfg<BN, WGS, ST>>(ctx, mp, m, n, kp, alpha, beta, c);
+    GKCU__WG_CFGS(GKCU__WG_CASE)
+#undef GKCU__WG_CASE
+  }
+  return cudaErrorInvalidValue;
+}
+
+/* Scratch for the split operands: 8 (m + n) kp bytes; beyond this the
+ * path declines rather than hold that much device memory. */
+constexpr double kMaxScratch = 4.0 * (1ull << 30);
+
+int split(gkcu_ctx *ctx, bool trans, int rows, int k, int kp, const float *src, size_t ld, float *hi, float *lo) {
+  const size_t tiles = (size_t)gkcu__div_up(rows, 32) * gkcu__div_up(kp, 32);
+  size_t blocks = (size_t)ctx->sm_count * 8;
+  if (blocks > tiles) blocks = tiles;
+  dim3 blk(32, 8);
+  if (trans)
+    wg_split_kernel<true><<<(unsigned int)blocks, blk, 0, ctx->stream>>>(rows, k, kp, src, ld, hi, lo);
+  else
+    wg_split_kernel<false><<<(unsigned int)blocks, blk, 0, ctx->stream>>>(rows, k, kp, src, ld, hi, lo);
+  GKCU__LAUNCHED(ctx, "wg_split_kernel");
+  return 0;
+}
+
+}  // namespace
+
+extern "C" const char *gkcu_wg_cfg_name(int cfg) {
+  return cfg >= 0 && cfg < GKCU_WG_CFGS ? kCfgs[cfg].name : NULL;
+}
+
+extern "C" int gkcu_wg_supported(gkcu_ctx *ctx) {
+  /* per device: 0 unknown, 1 yes, 2 no */
+  static int known[64];
+  if (!ctx) return 0;
+  int d = ctx->device;
+  if (d >= 0 && d < 64) {
+    int v = __atomic_load_n(&known[d], __ATOMIC_ACQUIRE);
+    if (v) return v == 1;
+  }
+  int major = 0, minor = 0;
+  bool ok = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, d) == cudaSuccess &&
+            cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, d) == cudaSuccess;
+  if (!ok) (void)cudaGetLastError();
+  /* sm_90a machine code runs on compute capability 9.0 and nothing else */
+  ok = ok && major == 9 && minor == 0 && encoder() != NULL;
+  if (d >= 0 && d < 64) __atomic_store_n(&known[d], ok ? 1 : 2, __ATOMIC_RELEASE);
+  return ok;
+}
+
+/* From the lab runs (bench/RESULTS.md, "sgemm tf32x3 on wgmma"). */
+extern "C" int gkcu_wg_choice(int sms, int32_t m, int32_t n, int32_t k) {
+  (void)sms, (void)m, (void)n, (void)k;
+  return -1;
+}
+
+extern "C" int gkcu_wg_sgemm(gkcu_ctx *ctx, int cfg, int32_t m, int32_t n, int32_t k, float alpha, const float *a,
+                             int trans_a, const float *b, int trans_b, float beta, float *c) {
+  if (!ctx) return GKC_EINVALID_ARGUMENT;
+  ctx->msg[0] = '\0';
+  GKCU__CHECK_ARG(ctx, m >= 1 && n >= 1 && k >= 1);
+  GKCU__CHECK_ARG(ctx, a != NULL && b != NULL && c != NULL);
+  GKCU__CHECK_ARG(ctx, cfg >= -1 && cfg < GKCU_WG_CFGS);
+  if (cfg < 0) cfg = gkcu_wg_choice(ctx->sm_count, m, n, k);
+  if (cfg < 0 || !gkcu_wg_supported(ctx)) return GKCU_WG_DECLINED;
+  /* kp <= 2^31 + 3; the tensor map's k coordinates are int: k0 < kp */
+  const int64_t kp = ((int64_t)k + 3) / 4 * 4;
+  if (kp > 0x7fffffff) return GKCU_WG_DECLINED;
+  const double need = 8.0 * ((double)m + (double)n) * (double)kp;
+  if (need > kMaxScratch) return GKCU_WG_DECLINED;
+  float *ahi, *alo, *bhi, *blo;
+  gkcu__carve cv = {};
+  gkcu__carve_add(&cv, (size_t)m * kp * sizeof(float), (void **)&ahi);
+  gkcu__carve_add(&cv, (size_t)m * kp * sizeof(float), (void **)&alo);
+  gkcu__carve_add(&cv, (size_t)n * kp * sizeof(float), (void **)&bhi);
+  gkcu__carve_add(&cv, (size_t)n * kp * sizeof(float), (void **)&blo);
+  int rc = gkcu__carve_commit(ctx, &cv);
+  if (rc == GKC_EOUT_OF_MEMORY) { /* no room: the mma.sync kernels need none */
+    (void)cudaGetLastError();
+    ctx->msg[0] = '\0';
+    return GKCU_WG_DECLINED;
+  }
+  if (rc != 0) return rc;
+  Maps mp;
+  EncodeTiledFn enc = encoder();
+  const int bm = kCfgs[cfg].bm, bn = kCfgs[cfg].bn;
+  if ((rc = make_map(ctx, enc, &mp.ahi, ahi, m, (int)kp, bm)) || (rc = make_map(ctx, enc, &mp.alo, alo, m, (int)kp, bm)) ||
+      (rc = make_map(ctx, enc, &mp.bhi, bhi, n, (int)kp, bn)) || (rc = make_map(ctx, enc, &mp.blo, blo, n, (int)kp, bn)))
+    return rc;
+  /* A: m x k as stored (lda k), or stored k x m (lda m).  B wanted n x k:
+   * stored k x n is the transposing case (ldb n), stored n x k is not. */
+  if ((rc = split(ctx, trans_a != 0, m, k, (int)kp, a, trans_a ? (size_t)m : (size_t)k, ahi, alo))) return rc;
+  if ((rc = split(ctx, trans_b == 0, n, k, (int)kp, b, trans_b ? (size_t)k : (size_t)n, bhi, blo))) return rc;
+  cudaError_t e = launch_any(ctx, cfg, mp, m, n, (int)kp, alpha, beta, c);
+  if (e != cudaSuccess) return gkcu__cuda_fail(ctx, e, "launch sgemm_wg_kernel");
+  return 0;
+}
