@@ -72,7 +72,11 @@ __device__ __forceinline__ void tma_load(void *dst, const CUtensorMap *map, uint
 
 __device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wg_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+/* Waits until at most N committed product groups are still running. */
+template <int N>
+__device__ __forceinline__ void wg_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
 /* Keeps the compiler from touching r across the asynchronous products. */
 __device__ __forceinline__ void reg_fence(float &r) { asm volatile("" : "+f"(r)::"memory"); }
 
@@ -163,9 +167,16 @@ __global__ void __launch_bounds__(256) wg_split_kernel(int rows, int k, int kp, 
 
 /* --- the product --------------------------------------------------------------------- */
 
-template <int BN_, int WGS_, int ST_>
+/* How the group sums are added up in float32. */
+enum { SUM_PLAIN, SUM_KAHAN, SUM_TWO_LEVEL };
+
+template <int BN_, int WGS_, int ST_, int KG_, bool DB_, int SUM_>
 struct WgCfg {
+  static constexpr int SUM = SUM_; /* SUM_PLAIN, SUM_KAHAN or SUM_TWO_LEVEL */
   static constexpr int BN = BN_, WGS = WGS_, ST = ST_;
+  static constexpr int KG = KG_;       /* k8 steps per group summed from zero by the tensor core */
+  static constexpr int G = BK / 8 / KG; /* groups per stage */
+  static constexpr bool DB = DB_;      /* two group sums in flight (registers permitting) */
   static constexpr int BM = 64 * WGS;
   static constexpr int NCH = BN > 128 ? BN / 128 : 1; /* column chunks, one product batch each */
   static constexpr int CN = BN / NCH;                 /* 64 or 128 */
@@ -176,6 +187,8 @@ struct WgCfg {
   /* stages, 1024 bytes of alignment slack, the barriers */
   static constexpr size_t SMEM = (size_t)ST * STAGE + 1024 + 2 * ST * sizeof(uint64_t);
   static_assert(CN == 64 || CN == 128, "chunk width");
+  static_assert(KG == 1 || KG == 2 || KG == 4, "group of 8, 16 or 32 k");
+  static_assert(!DB || (NCH == 1 && G % 2 == 0), "double buffering: one chunk, an even number of groups");
   static_assert(SMEM <= 227 * 1024, "shared memory");
 };
 
@@ -234,39 +247,108 @@ __global__ void __launch_bounds__(C::NT, 1)
   /* consumers: warpgroup wg multiplies rows wg*64 .. wg*64+63 of the tile */
   if (C::WGS == 2) asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
   const int lane = tid & 31;
-  float acc[C::NCH][C::CN / 2];
+  /* acc: the running sums.  SUM_KAHAN: aux holds the compensation (the
+   * low-order part acc lost, negated); SUM_TWO_LEVEL: acc sums the groups
+   * of 8 stages, aux the acc of each 8 stages (fewer additions in a row
+   * onto one large sum). */
+  constexpr int NAUX = C::SUM == SUM_PLAIN ? 1 : C::NCH;
+  float acc[C::NCH][C::CN / 2], aux[NAUX][C::CN / 2];
 #pragma unroll
   for (int ch = 0; ch < C::NCH; ch++)
 #pragma unroll
     for (int i = 0; i < C::CN / 2; i++) acc[ch][i] = 0.0f;
+#pragma unroll
+  for (int ch = 0; ch < NAUX; ch++)
+#pragma unroll
+    for (int i = 0; i < C::CN / 2; i++) aux[ch][i] = 0.0f;
 
-  for (int it = 0; it < ktiles; it++) {
-    const int slot = it % C::ST;
-    mbar_wait(&full[slot], (it / C::ST) & 1);
-    const uint32_t base = smem_u32(smem + (size_t)slot * C::STAGE);
-    const uint32_t a_hi = base + wg * 64 * 128, a_lo = a_hi + C::A_BYTES;
-    const uint32_t b_hi = base + 2 * C::A_BYTES, b_lo = b_hi + C::B_BYTES;
+  /* The 3 KG products of one group, into d (overwritten by the first). */
+  auto group = [&](float *d, uint32_t a_hi, uint32_t a_lo, uint32_t b_hi, uint32_t b_lo, int j) {
+    wg_fence();
 #pragma unroll
-    for (int ch = 0; ch < C::NCH; ch++) {
-      /* this stage's 32 k values of the chunk, summed from zero by the
-       * tensor core (the small terms first), then added in float32 */
-      float tmp[C::CN / 2];
-      const uint32_t bo = ch * C::CN * 128;
-      wg_fence();
+    for (int f = 0; f < C::KG; f++) {
+      const uint32_t o = (j * C::KG + f) * 32; /* k8 step: 32 bytes along the swizzled row */
+      wgmma_n<C::CN>(d, sdesc(a_lo + o), sdesc(b_hi + o), f != 0); /* the small terms first */
+      wgmma_n<C::CN>(d, sdesc(a_hi + o), sdesc(b_lo + o), 1);
+      wgmma_n<C::CN>(d, sdesc(a_hi + o), sdesc(b_hi + o), 1);
+    }
+    wg_commit();
+  };
+  auto add = [&](int ch, float *d) {
 #pragma unroll
-      for (int kk = 0; kk < BK / 8; kk++) {
-        const uint32_t o = kk * 32;
-        wgmma_n<C::CN>(tmp, sdesc(a_lo + o), sdesc(b_hi + bo + o), kk != 0);
-        wgmma_n<C::CN>(tmp, sdesc(a_hi + o), sdesc(b_lo + bo + o), 1);
-        wgmma_n<C::CN>(tmp, sdesc(a_hi + o), sdesc(b_hi + bo + o), 1);
+    for (int i = 0; i < C::CN / 2; i++) reg_fence(d[i]);
+#pragma unroll
+    for (int i = 0; i < C::CN / 2; i++) {
+      if constexpr (C::SUM == SUM_KAHAN) {
+        const float y = d[i] - aux[ch][i], t = acc[ch][i] + y;
+        aux[ch][i] = (t - acc[ch][i]) - y;
+        acc[ch][i] = t;
+      } else {
+        acc[ch][i] += d[i];
       }
-      wg_commit();
-      wg_wait0();
+    }
+  };
+  /* SUM_TWO_LEVEL: after every 8th stage, acc moves into aux. */
+  auto flush = [&](int it) {
+    if constexpr (C::SUM == SUM_TWO_LEVEL) {
+      if ((it & 7) == 7 || it == ktiles - 1) {
 #pragma unroll
-      for (int i = 0; i < C::CN / 2; i++) reg_fence(tmp[i]);
-      if (ch == C::NCH - 1 && lane == 0) mbar_arrive(&empty[slot]);
+        for (int ch = 0; ch < C::NCH; ch++)
 #pragma unroll
-      for (int i = 0; i < C::CN / 2; i++) acc[ch][i] += tmp[i];
+          for (int i = 0; i < C::CN / 2; i++) {
+            aux[ch][i] += acc[ch][i];
+            acc[ch][i] = 0.0f;
+          }
+      }
+    }
+  };
+
+  if constexpr (C::DB) {
+    /* Group j of a stage goes into sum[j % 2] while group j-1's sum (the
+     * other one) is added to acc, so the tensor core works through the
+     * float32 additions; the stage ends with every group in (a group left
+     * in flight across the loop's back edge made ptxas serialise the
+     * products, warning C7514). */
+    for (int it = 0; it < ktiles; it++) {
+      const int slot = it % C::ST;
+      mbar_wait(&full[slot], (it / C::ST) & 1);
+      const uint32_t base = smem_u32(smem + (size_t)slot * C::STAGE);
+      const uint32_t a_hi = base + wg * 64 * 128, a_lo = a_hi + C::A_BYTES;
+      const uint32_t b_hi = base + 2 * C::A_BYTES, b_lo = b_hi + C::B_BYTES;
+      float s0[C::CN / 2], s1[C::CN / 2];
+#pragma unroll
+      for (int j = 0; j < C::G; j++) {
+        float *cur = j % 2 == 0 ? s0 : s1, *prv = j % 2 == 0 ? s1 : s0;
+        group(cur, a_hi, a_lo, b_hi, b_lo, j);
+        if (j > 0) {
+          wg_wait<1>(); /* the group before this one is in */
+          add(0, prv);
+        }
+      }
+      wg_wait<0>();
+      if (lane == 0) mbar_arrive(&empty[slot]);
+      add(0, s1); /* G is even: the last group went into s1 */
+      flush(it);
+    }
+  } else {
+    for (int it = 0; it < ktiles; it++) {
+      const int slot = it % C::ST;
+      mbar_wait(&full[slot], (it / C::ST) & 1);
+      const uint32_t base = smem_u32(smem + (size_t)slot * C::STAGE);
+      const uint32_t a_hi = base + wg * 64 * 128, a_lo = a_hi + C::A_BYTES;
+      const uint32_t b_hi = base + 2 * C::A_BYTES, b_lo = b_hi + C::B_BYTES;
+#pragma unroll
+      for (int ch = 0; ch < C::NCH; ch++)
+#pragma unroll
+        for (int j = 0; j < C::G; j++) {
+          float sum[C::CN / 2];
+          const uint32_t bo = ch * C::CN * 128;
+          group(sum, a_hi, a_lo, b_hi + bo, b_lo + bo, j);
+          wg_wait<0>();
+          if (ch == C::NCH - 1 && j == C::G - 1 && lane == 0) mbar_arrive(&empty[slot]);
+          add(ch, sum);
+        }
+      flush(it);
     }
   }
 
@@ -275,6 +357,13 @@ __global__ void __launch_bounds__(C::NT, 1)
    * (g = lane / 4, q = lane % 4). */
   const int w = (tid / 32) & 3, g = lane >> 2, q = lane & 3;
   const bool pair = (n % 2 == 0) && (((uintptr_t)c & 7u) == 0);
+  if constexpr (C::SUM != SUM_PLAIN) {
+#pragma unroll
+    for (int ch = 0; ch < C::NCH; ch++)
+#pragma unroll
+      for (int i = 0; i < C::CN / 2; i++)
+        acc[ch][i] = C::SUM == SUM_KAHAN ? acc[ch][i] - aux[ch][i] : aux[ch][i];
+  }
 #pragma unroll
   for (int ch = 0; ch < C::NCH; ch++)
 #pragma unroll
@@ -304,19 +393,25 @@ __global__ void __launch_bounds__(C::NT, 1)
 
 /* --- configurations ------------------------------------------------------------------ */
 
-/* X(index, name, BN, consumer warpgroups, stages); 192 KB of stages each. */
-#define GKCU__WG_CFGS(X)                 \
-  X(0, "128x128/2wg/s3", 128, 2, 3)      \
-  X(1, "128x256/2wg/s2", 256, 2, 2)      \
-  X(2, "128x64/2wg/s4", 64, 2, 4)        \
-  X(3, "64x128/1wg/s4", 128, 1, 4)       \
-  X(4, "64x64/1wg/s6", 64, 1, 6)
+/* X(index, name, BN, consumer warpgroups, stages, KG, DB): block tile,
+ * group of 8 KG k values, /db two group sums in flight; 192 KB of stages
+ * each. */
+#define GKCU__WG_CFGS(X)                                            \
+  X(0, "128x256/2wg/s2/g32", 256, 2, 2, 4, false, SUM_PLAIN)        \
+  X(1, "128x128/2wg/s3/g32", 128, 2, 3, 4, false, SUM_PLAIN)        \
+  X(2, "128x128/2wg/s3/g32/kahan", 128, 2, 3, 4, false, SUM_KAHAN)  \
+  X(3, "128x128/2wg/s3/g32/2lvl", 128, 2, 3, 4, false, SUM_TWO_LEVEL) \
+  X(4, "128x128/2wg/s3/g8/kahan", 128, 2, 3, 1, false, SUM_KAHAN)   \
+  X(5, "128x64/2wg/s4/g32/kahan", 64, 2, 4, 4, false, SUM_KAHAN)    \
+  X(6, "128x64/2wg/s4/g16/db/kahan", 64, 2, 4, 2, true, SUM_KAHAN)  \
+  X(7, "128x64/2wg/s4/g16/db", 64, 2, 4, 2, true, SUM_PLAIN)        \
+  X(8, "128x64/2wg/s4/g32/2lvl", 64, 2, 4, 4, false, SUM_TWO_LEVEL)
 
 struct CfgInfo {
   const char *name;
   int bm, bn;
 };
-#define GKCU__WG_INFO(idx, name, BN, WGS, ST) {name, 64 * WGS, BN},
+#define GKCU__WG_INFO(idx, name, BN, WGS, ST, KG, DB, SUM) {name, 64 * WGS, BN},
 const CfgInfo kCfgs[GKCU_WG_CFGS] = {GKCU__WG_CFGS(GKCU__WG_INFO)};
 #undef GKCU__WG_INFO
 
@@ -380,8 +475,8 @@ cudaError_t launch_t(gkcu_ctx *ctx, const Maps &mp, int m, int n, int kp, float 
 cudaError_t launch_any(gkcu_ctx *ctx, int cfg, const Maps &mp, int m, int n, int kp, float alpha, float beta,
                        float *c) {
   switch (cfg) {
-#define GKCU__WG_CASE(idx, name, BN, WGS, ST) \
-  case idx: return launch_t<WgCfg<BN, WGS, ST>>(ctx, mp, m, n, kp, alpha, beta, c);
+#define GKCU__WG_CASE(idx, name, BN, WGS, ST, KG, DB, SUM) \
+  case idx: return launch_t<WgCfg<BN, WGS, ST, KG, DB, SUM>>(ctx, mp, m, n, kp, alpha, beta, c);
     GKCU__WG_CFGS(GKCU__WG_CASE)
 #undef GKCU__WG_CASE
   }

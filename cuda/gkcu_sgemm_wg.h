@@ -31,7 +31,7 @@
 extern "C" {
 #endif
 
-enum { GKCU_WG_CFGS = 5 };
+enum { GKCU_WG_CFGS = 9 };
 
 /* Returned by gkcu_wg_sgemm() when it ran nothing because this path cannot
  * serve the call here (not a cc 9.0 device, no driver entry point for
@@ -40,8 +40,9 @@ enum { GKCU_WG_CFGS = 5 };
  * never confused with a gkc_error. */
 enum { GKCU_WG_DECLINED = 1 };
 
-/* "128x128/2wg/s3" (block tile, consumer warpgroups, stages), ...; NULL
- * past the last. */
+/* "128x128/2wg/s3/g32" (block tile, consumer warpgroups, stages, k values
+ * per tensor-core group sum, /db: two group sums in flight), ...; NULL past
+ * the last. */
 const char *gkcu_wg_cfg_name(int cfg);
 
 /* Whether the device of ctx can run the wgmma kernels (cc 9.0). */

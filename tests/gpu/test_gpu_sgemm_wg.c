@@ -214,6 +214,9 @@ int main(void) {
     accuracy_case(ctx, &g, "uniform", 192, 160, 2048);
     accuracy_case(ctx, &g, "positive", 192, 160, 2048);
     accuracy_case(ctx, &g, "cancellation", 192, 160, 2048);
+    /* long k: many group sums in a row */
+    accuracy_case(ctx, &g, "uniform", 256, 256, 8192);
+    accuracy_case(ctx, &g, "positive", 256, 256, 8192);
   }
   gkcu_ctx_destroy(ctx);
   printf("test_gpu_sgemm_wg: %d runs, %d failures\n", runs, failures);
