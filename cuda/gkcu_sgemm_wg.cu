@@ -77,6 +77,14 @@ template <int N>
 __device__ __forceinline__ void wg_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
+/* Named barriers (0 is __syncthreads'): the consumer warpgroups' turns. */
+__device__ __forceinline__ void bar_sync(int id, int count) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+}
+__device__ __forceinline__ void bar_arrive(int id, int count) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+}
+
 /* Keeps the compiler from touching r across the asynchronous products. */
 __device__ __forceinline__ void reg_fence(float &r) { asm volatile("" : "+f"(r)::"memory"); }
 
@@ -107,6 +115,40 @@ __device__ __forceinline__ void wgmma_n128(float *d, uint64_t da, uint64_t db, i
       : "l"(da), "l"(db), "r"(acc));
 }
 
+/* d (+)= A * B, one m64n64k8 TF32 product, A from registers (the
+ * fragment a of this thread), B from shared memory. */
+__device__ __forceinline__ void wgmma_rs_n64(float *d, const uint32_t *a, uint64_t db, int acc) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(acc));
+}
+
+/* d (+)= A * B, one m64n128k8 TF32 product, A from registers (the
+ * fragment a of this thread), B from shared memory. */
+__device__ __forceinline__ void wgmma_rs_n128(float *d, const uint32_t *a, uint64_t db, int acc) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(acc));
+}
+
+template <int CN>
+__device__ __forceinline__ void wgmma_rs(float *d, const uint32_t *a, uint64_t db, int acc) {
+  if constexpr (CN == 128)
+    wgmma_rs_n128(d, a, db, acc);
+  else
+    wgmma_rs_n64(d, a, db, acc);
+}
+
+__device__ __forceinline__ float lds_f32(uint32_t addr) {
+  float v;
+  asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(v) : "r"(addr));
+  return v;
+}
+
 template <int CN>
 __device__ __forceinline__ void wgmma_n(float *d, uint64_t da, uint64_t db, int acc) {
   if constexpr (CN == 128)
@@ -131,7 +173,7 @@ __device__ __forceinline__ void split_tf32(float x, float &hi, float &lo) {
  * are zero.  32 x 32 tiles, the transposed case through shared memory so
  * that reads and writes are both coalesced; blocks of 32 x 8 threads loop
  * over the tiles. */
-template <bool T>
+template <bool T, bool RAW>
 __global__ void __launch_bounds__(256) wg_split_kernel(int rows, int k, int kp, const float *__restrict__ src,
                                                        size_t ld, float *__restrict__ hi, float *__restrict__ lo) {
   __shared__ float tile[32][33];
@@ -156,6 +198,10 @@ __global__ void __launch_bounds__(256) wg_split_kernel(int rows, int k, int kp, 
         x = tile[tx][ty + 8 * i];
       else
         x = p < k ? src[(size_t)r * ld + p] : 0.0f;
+      if (RAW) { /* the copy alone (RA configurations split in registers) */
+        hi[(size_t)r * kp + p] = x;
+        continue;
+      }
       float h, l;
       split_tf32(x, h, l);
       hi[(size_t)r * kp + p] = h;
@@ -170,8 +216,13 @@ __global__ void __launch_bounds__(256) wg_split_kernel(int rows, int k, int kp, 
 /* How the group sums are added up in float32. */
 enum { SUM_PLAIN, SUM_KAHAN, SUM_TWO_LEVEL };
 
-template <int BN_, int WGS_, int ST_, int KG_, bool DB_, int SUM_>
+template <int BN_, int WGS_, int ST_, int KG_, bool DB_, int SUM_, bool PP_, bool RA_>
 struct WgCfg {
+  /* RA: A comes as stored (float32, one tile) and is split into hi and lo
+   * in registers, wgmma taking A from registers; no pre-pass over A */
+  static constexpr bool RA = RA_;
+  static constexpr int A_TILES = RA ? 1 : 2;
+  static constexpr bool PP = PP_; /* the two consumer warpgroups take turns issuing */
   static constexpr int SUM = SUM_; /* SUM_PLAIN, SUM_KAHAN or SUM_TWO_LEVEL */
   static constexpr int BN = BN_, WGS = WGS_, ST = ST_;
   static constexpr int KG = KG_;       /* k8 steps per group summed from zero by the tensor core */
@@ -182,13 +233,14 @@ struct WgCfg {
   static constexpr int CN = BN / NCH;                 /* 64 or 128 */
   static constexpr int A_BYTES = BM * BK * 4;         /* one of hi, lo */
   static constexpr int B_BYTES = BN * BK * 4;
-  static constexpr int STAGE = 2 * A_BYTES + 2 * B_BYTES;
+  static constexpr int STAGE = A_TILES * A_BYTES + 2 * B_BYTES;
   static constexpr int NT = 128 * (WGS + 1); /* consumers, then the producer warpgroup */
   /* stages, 1024 bytes of alignment slack, the barriers */
   static constexpr size_t SMEM = (size_t)ST * STAGE + 1024 + 2 * ST * sizeof(uint64_t);
   static_assert(CN == 64 || CN == 128, "chunk width");
   static_assert(KG == 1 || KG == 2 || KG == 4, "group of 8, 16 or 32 k");
   static_assert(!DB || (NCH == 1 && G % 2 == 0), "double buffering: one chunk, an even number of groups");
+  static_assert(!PP || (WGS == 2 && !DB), "turns: two consumer warpgroups, one group sum at a time");
   static_assert(SMEM <= 227 * 1024, "shared memory");
 };
 
@@ -236,9 +288,9 @@ __global__ void __launch_bounds__(C::NT, 1)
         uint8_t *s = smem + (size_t)slot * C::STAGE;
         const int k0 = it * BK;
         tma_load(s, &map_ahi, &full[slot], k0, m0);
-        tma_load(s + C::A_BYTES, &map_alo, &full[slot], k0, m0);
-        tma_load(s + 2 * C::A_BYTES, &map_bhi, &full[slot], k0, n0);
-        tma_load(s + 2 * C::A_BYTES + C::B_BYTES, &map_blo, &full[slot], k0, n0);
+        if (!C::RA) tma_load(s + C::A_BYTES, &map_alo, &full[slot], k0, m0);
+        tma_load(s + C::A_TILES * C::A_BYTES, &map_bhi, &full[slot], k0, n0);
+        tma_load(s + C::A_TILES * C::A_BYTES + C::B_BYTES, &map_blo, &full[slot], k0, n0);
       }
     }
     return;
@@ -264,6 +316,37 @@ __global__ void __launch_bounds__(C::NT, 1)
 
   /* The 3 KG products of one group, into d (overwritten by the first). */
   auto group = [&](float *d, uint32_t a_hi, uint32_t a_lo, uint32_t b_hi, uint32_t b_lo, int j) {
+    if constexpr (C::RA) {
+      /* A fragment of m64k8 (as mma.sync's m16n8k8 per warp): element e
+       * is row g + 8 (e & 1), column q + 4 (e >> 1) of the warp's 16 rows;
+       * in the swizzled tile, 16-byte chunk (column / 4) ^ (row % 8). */
+      (void)a_lo;
+      const int g = lane >> 2, q = lane & 3, rw = (tid / 32 & 3) * 16;
+      uint32_t ah[C::KG][4], al[C::KG][4];
+#pragma unroll
+      for (int f = 0; f < C::KG; f++) {
+        const int kk = j * C::KG + f;
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+          const int r = rw + g + 8 * (e & 1);
+          const float x = lds_f32(a_hi + r * 128 + (((2 * kk + (e >> 1)) ^ g) << 4) + q * 4);
+          float h, l;
+          split_tf32(x, h, l);
+          ah[f][e] = __float_as_uint(h);
+          al[f][e] = __float_as_uint(l);
+        }
+      }
+      wg_fence(); /* the A registers were written by ordinary instructions */
+#pragma unroll
+      for (int f = 0; f < C::KG; f++) {
+        const uint32_t o = (j * C::KG + f) * 32;
+        wgmma_rs<C::CN>(d, al[f], sdesc(b_hi + o), f != 0);
+        wgmma_rs<C::CN>(d, ah[f], sdesc(b_lo + o), 1);
+        wgmma_rs<C::CN>(d, ah[f], sdesc(b_hi + o), 1);
+      }
+      wg_commit();
+      return;
+    }
     wg_fence();
 #pragma unroll
     for (int f = 0; f < C::KG; f++) {
@@ -288,10 +371,15 @@ __global__ void __launch_bounds__(C::NT, 1)
       }
     }
   };
-  /* SUM_TWO_LEVEL: after every 8th stage, acc moves into aux. */
+  /* SUM_TWO_LEVEL: after every F-th stage, acc moves into aux; F ~
+   * sqrt(stages) balances the two chains of additions. */
+  int flush_every = 4, since_flush = 0;
+  while (flush_every * flush_every < ktiles) flush_every *= 2;
+  if (flush_every > 4) flush_every /= 2;
   auto flush = [&](int it) {
     if constexpr (C::SUM == SUM_TWO_LEVEL) {
-      if ((it & 7) == 7 || it == ktiles - 1) {
+      if (++since_flush == flush_every || it == ktiles - 1) {
+        since_flush = 0;
 #pragma unroll
         for (int ch = 0; ch < C::NCH; ch++)
 #pragma unroll
@@ -314,7 +402,7 @@ __global__ void __launch_bounds__(C::NT, 1)
       mbar_wait(&full[slot], (it / C::ST) & 1);
       const uint32_t base = smem_u32(smem + (size_t)slot * C::STAGE);
       const uint32_t a_hi = base + wg * 64 * 128, a_lo = a_hi + C::A_BYTES;
-      const uint32_t b_hi = base + 2 * C::A_BYTES, b_lo = b_hi + C::B_BYTES;
+      const uint32_t b_hi = base + C::A_TILES * C::A_BYTES, b_lo = b_hi + C::B_BYTES;
       float s0[C::CN / 2], s1[C::CN / 2];
 #pragma unroll
       for (int j = 0; j < C::G; j++) {
@@ -336,14 +424,24 @@ __global__ void __launch_bounds__(C::NT, 1)
       mbar_wait(&full[slot], (it / C::ST) & 1);
       const uint32_t base = smem_u32(smem + (size_t)slot * C::STAGE);
       const uint32_t a_hi = base + wg * 64 * 128, a_lo = a_hi + C::A_BYTES;
-      const uint32_t b_hi = base + 2 * C::A_BYTES, b_lo = b_hi + C::B_BYTES;
+      const uint32_t b_hi = base + C::A_TILES * C::A_BYTES, b_lo = b_hi + C::B_BYTES;
 #pragma unroll
       for (int ch = 0; ch < C::NCH; ch++)
 #pragma unroll
         for (int j = 0; j < C::G; j++) {
           float sum[C::CN / 2];
           const uint32_t bo = ch * C::CN * 128;
+          /* With turns, warpgroup 0 issues a group, then 1, then 0 ...:
+           * the tensor core runs them in that order, so one warpgroup's
+           * float32 additions overlap the other's products instead of
+           * both waiting and adding at once. */
+          const bool first = it == 0 && ch == 0 && j == 0;
+          const bool last = it == ktiles - 1 && ch == C::NCH - 1 && j == C::G - 1;
+          if (C::PP && wg == 0 && !first) bar_sync(2, 256);
+          if (C::PP && wg == 1) bar_sync(1, 256);
           group(sum, a_hi, a_lo, b_hi + bo, b_lo + bo, j);
+          if (C::PP && wg == 0) bar_arrive(1, 256);
+          if (C::PP && wg == 1 && !last) bar_arrive(2, 256);
           wg_wait<0>();
           if (ch == C::NCH - 1 && j == C::G - 1 && lane == 0) mbar_arrive(&empty[slot]);
           add(ch, sum);
@@ -396,22 +494,26 @@ __global__ void __launch_bounds__(C::NT, 1)
 /* X(index, name, BN, consumer warpgroups, stages, KG, DB): block tile,
  * group of 8 KG k values, /db two group sums in flight; 192 KB of stages
  * each. */
-#define GKCU__WG_CFGS(X)                                            \
-  X(0, "128x256/2wg/s2/g32", 256, 2, 2, 4, false, SUM_PLAIN)        \
-  X(1, "128x128/2wg/s3/g32", 128, 2, 3, 4, false, SUM_PLAIN)        \
-  X(2, "128x128/2wg/s3/g32/kahan", 128, 2, 3, 4, false, SUM_KAHAN)  \
-  X(3, "128x128/2wg/s3/g32/2lvl", 128, 2, 3, 4, false, SUM_TWO_LEVEL) \
-  X(4, "128x128/2wg/s3/g8/kahan", 128, 2, 3, 1, false, SUM_KAHAN)   \
-  X(5, "128x64/2wg/s4/g32/kahan", 64, 2, 4, 4, false, SUM_KAHAN)    \
-  X(6, "128x64/2wg/s4/g16/db/kahan", 64, 2, 4, 2, true, SUM_KAHAN)  \
-  X(7, "128x64/2wg/s4/g16/db", 64, 2, 4, 2, true, SUM_PLAIN)        \
-  X(8, "128x64/2wg/s4/g32/2lvl", 64, 2, 4, 4, false, SUM_TWO_LEVEL)
+#define GKCU__WG_CFGS(X)                                                                   \
+  X(0, "128x256/2wg/s2/g32", 256, 2, 2, 4, false, SUM_PLAIN, false, false)                 \
+  X(1, "128x128/2wg/s3/g32/kahan", 128, 2, 3, 4, false, SUM_KAHAN, false, false)           \
+  X(2, "128x128/2wg/s3/g32/kahan/pp", 128, 2, 3, 4, false, SUM_KAHAN, true, false)         \
+  X(3, "128x128/2wg/s3/g32/2lvl/pp", 128, 2, 3, 4, false, SUM_TWO_LEVEL, true, false)      \
+  X(4, "128x128/2wg/s3/g16/kahan/pp", 128, 2, 3, 2, false, SUM_KAHAN, true, false)         \
+  X(5, "128x128/2wg/s3/g32/pp", 128, 2, 3, 4, false, SUM_PLAIN, true, false)               \
+  X(6, "128x64/2wg/s4/g32/kahan/pp", 64, 2, 4, 4, false, SUM_KAHAN, true, false)           \
+  X(7, "128x64/2wg/s4/g16/db/kahan", 64, 2, 4, 2, true, SUM_KAHAN, false, false)           \
+  X(8, "128x128/2wg/s3/g32/2lvl", 128, 2, 3, 4, false, SUM_TWO_LEVEL, false, false)        \
+  X(9, "64x64/1wg/s8/g32/kahan/ra", 64, 1, 8, 4, false, SUM_KAHAN, false, true)            \
+  X(10, "64x64/1wg/s8/g32/2lvl/ra", 64, 1, 8, 4, false, SUM_TWO_LEVEL, false, true)        \
+  X(11, "128x128/2wg/s4/g32/kahan/pp/ra", 128, 2, 4, 4, false, SUM_KAHAN, true, true)
 
 struct CfgInfo {
   const char *name;
   int bm, bn;
+  bool ra; /* A split in registers */
 };
-#define GKCU__WG_INFO(idx, name, BN, WGS, ST, KG, DB, SUM) {name, 64 * WGS, BN},
+#define GKCU__WG_INFO(idx, name, BN, WGS, ST, KG, DB, SUM, PP, RA) {name, 64 * WGS, BN, RA},
 const CfgInfo kCfgs[GKCU_WG_CFGS] = {GKCU__WG_CFGS(GKCU__WG_INFO)};
 #undef GKCU__WG_INFO
 
@@ -475,8 +577,8 @@ cudaError_t launch_t(gkcu_ctx *ctx, const Maps &mp, int m, int n, int kp, float 
 cudaError_t launch_any(gkcu_ctx *ctx, int cfg, const Maps &mp, int m, int n, int kp, float alpha, float beta,
                        float *c) {
   switch (cfg) {
-#define GKCU__WG_CASE(idx, name, BN, WGS, ST, KG, DB, SUM) \
-  case idx: return launch_t<WgCfg<BN, WGS, ST, KG, DB, SUM>>(ctx, mp, m, n, kp, alpha, beta, c);
+#define GKCU__WG_CASE(idx, name, BN, WGS, ST, KG, DB, SUM, PP, RA) \
+  case idx: return launch_t<WgCfg<BN, WGS, ST, KG, DB, SUM, PP, RA>>(ctx, mp, m, n, kp, alpha, beta, c);
     GKCU__WG_CFGS(GKCU__WG_CASE)
 #undef GKCU__WG_CASE
   }
@@ -487,15 +589,15 @@ cudaError_t launch_any(gkcu_ctx *ctx, int cfg, const Maps &mp, int m, int n, int
  * path declines rather than hold that much device memory. */
 constexpr double kMaxScratch = 4.0 * (1ull << 30);
 
-int split(gkcu_ctx *ctx, bool trans, int rows, int k, int kp, const float *src, size_t ld, float *hi, float *lo) {
+int split(gkcu_ctx *ctx, bool trans, bool raw, int rows, int k, int kp, const float *src, size_t ld, float *hi,
+          float *lo) {
   const size_t tiles = (size_t)gkcu__div_up(rows, 32) * gkcu__div_up(kp, 32);
   size_t blocks = (size_t)ctx->sm_count * 8;
   if (blocks > tiles) blocks = tiles;
   dim3 blk(32, 8);
-  if (trans)
-    wg_split_kernel<true><<<(unsigned int)blocks, blk, 0, ctx->stream>>>(rows, k, kp, src, ld, hi, lo);
-  else
-    wg_split_kernel<false><<<(unsigned int)blocks, blk, 0, ctx->stream>>>(rows, k, kp, src, ld, hi, lo);
+  auto kern = trans ? (raw ? wg_split_kernel<true, true> : wg_split_kernel<true, false>)
+                    : (raw ? wg_split_kernel<false, true> : wg_split_kernel<false, false>);
+  kern<<<(unsigned int)blocks, blk, 0, ctx->stream>>>(rows, k, kp, src, ld, hi, lo);
   GKCU__LAUNCHED(ctx, "wg_split_kernel");
   return 0;
 }
@@ -543,12 +645,17 @@ extern "C" int gkcu_wg_sgemm(gkcu_ctx *ctx, int cfg, int32_t m, int32_t n, int32
   /* kp <= 2^31 + 3; the tensor map's k coordinates are int: k0 < kp */
   const int64_t kp = ((int64_t)k + 3) / 4 * 4;
   if (kp > 0x7fffffff) return GKCU_WG_DECLINED;
-  const double need = 8.0 * ((double)m + (double)n) * (double)kp;
+  /* RA configurations read A in place when the copy engine can (row-major
+   * m x k, k a multiple of 4, 16-byte aligned), else from a plain copy. */
+  const bool ra = kCfgs[cfg].ra;
+  const bool a_direct = ra && !trans_a && k % 4 == 0 && ((uintptr_t)a & 15u) == 0;
+  const int a_parts = a_direct ? 0 : ra ? 1 : 2;
+  const double need = 4.0 * ((double)a_parts * m + 2.0 * n) * (double)kp;
   if (need > kMaxScratch) return GKCU_WG_DECLINED;
-  float *ahi, *alo, *bhi, *blo;
+  float *ahi = NULL, *alo = NULL, *bhi, *blo;
   gkcu__carve cv = {};
-  gkcu__carve_add(&cv, (size_t)m * kp * sizeof(float), (void **)&ahi);
-  gkcu__carve_add(&cv, (size_t)m * kp * sizeof(float), (void **)&alo);
+  if (a_parts >= 1) gkcu__carve_add(&cv, (size_t)m * kp * sizeof(float), (void **)&ahi);
+  if (a_parts == 2) gkcu__carve_add(&cv, (size_t)m * kp * sizeof(float), (void **)&alo);
   gkcu__carve_add(&cv, (size_t)n * kp * sizeof(float), (void **)&bhi);
   gkcu__carve_add(&cv, (size_t)n * kp * sizeof(float), (void **)&blo);
   int rc = gkcu__carve_commit(ctx, &cv);
@@ -558,6 +665,8 @@ extern "C" int gkcu_wg_sgemm(gkcu_ctx *ctx, int cfg, int32_t m, int32_t n, int32
     return GKCU_WG_DECLINED;
   }
   if (rc != 0) return rc;
+  if (a_direct) ahi = const_cast<float *>(a);
+  if (!alo) alo = ahi; /* a valid map the RA kernel never reads */
   Maps mp;
   EncodeTiledFn enc = encoder();
   const int bm = kCfgs[cfg].bm, bn = kCfgs[cfg].bn;
@@ -566,8 +675,10 @@ extern "C" int gkcu_wg_sgemm(gkcu_ctx *ctx, int cfg, int32_t m, int32_t n, int32
     return rc;
   /* A: m x k as stored (lda k), or stored k x m (lda m).  B wanted n x k:
    * stored k x n is the transposing case (ldb n), stored n x k is not. */
-  if ((rc = split(ctx, trans_a != 0, m, k, (int)kp, a, trans_a ? (size_t)m : (size_t)k, ahi, alo))) return rc;
-  if ((rc = split(ctx, trans_b == 0, n, k, (int)kp, b, trans_b ? (size_t)k : (size_t)n, bhi, blo))) return rc;
+  if (!a_direct &&
+      (rc = split(ctx, trans_a != 0, ra, m, k, (int)kp, a, trans_a ? (size_t)m : (size_t)k, ahi, alo)))
+    return rc;
+  if ((rc = split(ctx, trans_b == 0, false, n, k, (int)kp, b, trans_b ? (size_t)k : (size_t)n, bhi, blo))) return rc;
   cudaError_t e = launch_any(ctx, cfg, mp, m, n, (int)kp, alpha, beta, c);
   if (e != cudaSuccess) return gkcu__cuda_fail(ctx, e, "launch sgemm_wg_kernel");
   return 0;

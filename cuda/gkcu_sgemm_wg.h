@@ -31,7 +31,7 @@
 extern "C" {
 #endif
 
-enum { GKCU_WG_CFGS = 9 };
+enum { GKCU_WG_CFGS = 12 };
 
 /* Returned by gkcu_wg_sgemm() when it ran nothing because this path cannot
  * serve the call here (not a cc 9.0 device, no driver entry point for
