@@ -609,7 +609,10 @@ extern "C" int gkcu_sgemm_algo_parse(const char *s) {
  * latency-bound 127x257x511.  regblock is never picked (0.93x at
  * 2048..8192); plain TF32 never implicitly. */
 extern "C" int gkcu_sgemm_pick(const gkcu_ctx *ctx, int32_t m, int32_t n, int32_t k) {
-  (void)ctx;
+  /* On cc 9.0, tf32x3 on wgmma wherever it has a configuration: 1.35-2.0x
+   * cuBLAS FP32 on every shape gkcu_wg_choice() takes (gkcu_sgemm_wg.cu),
+   * unaligned and n <= 64 ones included. */
+  if (ctx && gkcu_wg_choice(ctx->sm_count, m, n, k) >= 0 && gkcu_wg_supported(ctx)) return GKCU_SGEMM_TF32X3;
   if ((m % 4 || n % 4 || k % 4) && (double)m * n * k > 33554432.0) return GKCU_SGEMM_CUBLAS;
   if (n <= 64 && k >= 2048) return GKCU_SGEMM_CUBLAS;
   return GKCU_SGEMM_TF32X3;

@@ -494,19 +494,13 @@ __global__ void __launch_bounds__(C::NT, 1)
 /* X(index, name, BN, consumer warpgroups, stages, KG, DB): block tile,
  * group of 8 KG k values, /db two group sums in flight; 192 KB of stages
  * each. */
-#define GKCU__WG_CFGS(X)                                                                   \
-  X(0, "128x256/2wg/s2/g32", 256, 2, 2, 4, false, SUM_PLAIN, false, false)                 \
-  X(1, "128x128/2wg/s3/g32/kahan", 128, 2, 3, 4, false, SUM_KAHAN, false, false)           \
-  X(2, "128x128/2wg/s3/g32/kahan/pp", 128, 2, 3, 4, false, SUM_KAHAN, true, false)         \
-  X(3, "128x128/2wg/s3/g32/2lvl/pp", 128, 2, 3, 4, false, SUM_TWO_LEVEL, true, false)      \
-  X(4, "128x128/2wg/s3/g16/kahan/pp", 128, 2, 3, 2, false, SUM_KAHAN, true, false)         \
-  X(5, "128x128/2wg/s3/g32/pp", 128, 2, 3, 4, false, SUM_PLAIN, true, false)               \
-  X(6, "128x64/2wg/s4/g32/kahan/pp", 64, 2, 4, 4, false, SUM_KAHAN, true, false)           \
-  X(7, "128x64/2wg/s4/g16/db/kahan", 64, 2, 4, 2, true, SUM_KAHAN, false, false)           \
-  X(8, "128x128/2wg/s3/g32/2lvl", 128, 2, 3, 4, false, SUM_TWO_LEVEL, false, false)        \
-  X(9, "64x64/1wg/s8/g32/kahan/ra", 64, 1, 8, 4, false, SUM_KAHAN, false, true)            \
-  X(10, "64x64/1wg/s8/g32/2lvl/ra", 64, 1, 8, 4, false, SUM_TWO_LEVEL, false, true)        \
-  X(11, "128x128/2wg/s4/g32/kahan/pp/ra", 128, 2, 4, 4, false, SUM_KAHAN, true, true)
+#define GKCU__WG_CFGS(X)                                                                 \
+  X(0, "128x128/2wg/s3/g32/kahan/pp", 128, 2, 3, 4, false, SUM_KAHAN, true, false)       \
+  X(1, "128x64/2wg/s4/g32/kahan/pp", 64, 2, 4, 4, false, SUM_KAHAN, true, false)         \
+  X(2, "64x64/1wg/s8/g32/kahan/ra", 64, 1, 8, 4, false, SUM_KAHAN, false, true)          \
+  X(3, "128x128/2wg/s3/g32/2lvl/pp", 128, 2, 3, 4, false, SUM_TWO_LEVEL, true, false)    \
+  X(4, "64x64/1wg/s8/g32/2lvl/ra", 64, 1, 8, 4, false, SUM_TWO_LEVEL, false, true)       \
+  X(5, "128x128/2wg/s4/g32/kahan/pp/ra", 128, 2, 4, 4, false, SUM_KAHAN, true, true)
 
 struct CfgInfo {
   const char *name;
@@ -608,7 +602,7 @@ extern "C" const char *gkcu_wg_cfg_name(int cfg) {
   return cfg >= 0 && cfg < GKCU_WG_CFGS ? kCfgs[cfg].name : NULL;
 }
 
-extern "C" int gkcu_wg_supported(gkcu_ctx *ctx) {
+extern "C" int gkcu_wg_supported(const gkcu_ctx *ctx) {
   /* per device: 0 unknown, 1 yes, 2 no */
   static int known[64];
   if (!ctx) return 0;
@@ -627,9 +621,25 @@ extern "C" int gkcu_wg_supported(gkcu_ctx *ctx) {
   return ok;
 }
 
-/* From the lab runs (bench/RESULTS.md, "sgemm tf32x3 on wgmma"). */
+/* From the lab runs of 2026-11-25 (H100, 132 SMs; bench/RESULTS.md,
+ * "tf32x3 on wgmma"), x = cuBLAS FP32 time / this time:
+ *   - 128x128 tiles once they give every SM one: 4096^3 2.00, 8192^3 2.00,
+ *     2048^3 1.87, 2048x8192x1024 1.79, 4095x4097x4099 1.38 (before rows
+ *     were padded to 128 bytes);
+ *   - else 128x64 tiles when they give ~every SM one: 1024^3 1.48 (mma.sync
+ *     1.15);
+ *   - n <= 64 with long k and rows for half the SMs: 64x64 tiles with A
+ *     split in registers: 8192x64x8192 1.35 (cuBLAS FP32 was faster than
+ *     every mma.sync configuration there);
+ *   - nothing smaller: 512^3 0.95 at best (mma.sync 1.01), 256^3 0.91,
+ *     64x8192x64 0.78, 127x257x511 0.57. */
 extern "C" int gkcu_wg_choice(int sms, int32_t m, int32_t n, int32_t k) {
-  (void)sms, (void)m, (void)n, (void)k;
+  if (m < 1 || n < 1 || k < 512) return -1;
+  const size_t t128 = (size_t)gkcu__div_up(m, 128) * gkcu__div_up(n, 128);
+  const size_t t64 = (size_t)gkcu__div_up(m, 128) * gkcu__div_up(n, 64);
+  if (n <= 64) return k >= 2048 && (size_t)gkcu__div_up(m, 64) * 2 >= (size_t)sms ? 2 : -1;
+  if (t128 >= (size_t)sms) return 0;
+  if (t64 * 10 >= (size_t)sms * 9) return 1;
   return -1;
 }
 
@@ -642,13 +652,14 @@ extern "C" int gkcu_wg_sgemm(gkcu_ctx *ctx, int cfg, int32_t m, int32_t n, int32
   GKCU__CHECK_ARG(ctx, cfg >= -1 && cfg < GKCU_WG_CFGS);
   if (cfg < 0) cfg = gkcu_wg_choice(ctx->sm_count, m, n, k);
   if (cfg < 0 || !gkcu_wg_supported(ctx)) return GKCU_WG_DECLINED;
-  /* kp <= 2^31 + 3; the tensor map's k coordinates are int: k0 < kp */
-  const int64_t kp = ((int64_t)k + 3) / 4 * 4;
+  /* k padded to whole 128-byte rows (the copy engine was 1.5x slower on
+   * rows off 128-byte boundaries: 4095x4097x4099); k0 < kp stays an int */
+  const int64_t kp = ((int64_t)k + BK - 1) / BK * BK;
   if (kp > 0x7fffffff) return GKCU_WG_DECLINED;
   /* RA configurations read A in place when the copy engine can (row-major
    * m x k, k a multiple of 4, 16-byte aligned), else from a plain copy. */
   const bool ra = kCfgs[cfg].ra;
-  const bool a_direct = ra && !trans_a && k % 4 == 0 && ((uintptr_t)a & 15u) == 0;
+  const bool a_direct = ra && !trans_a && k % BK == 0 && ((uintptr_t)a & 15u) == 0;
   const int a_parts = a_direct ? 0 : ra ? 1 : 2;
   const double need = 4.0 * ((double)a_parts * m + 2.0 * n) * (double)kp;
   if (need > kMaxScratch) return GKCU_WG_DECLINED;

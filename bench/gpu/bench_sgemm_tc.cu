@@ -392,7 +392,10 @@ static void time_shape(shape s, int lab, double *out_vendor, double *out_tc, dou
       failures++;
     } else {
       t = time_it(&r);
-      if (pub[i].algo == GKCU_SGEMM_TF32X3)
+      int wcfg = wg_ok ? gkcu_wg_choice(gkcu_ctx_sm_count(ctx), m, n, k) : -1;
+      if (pub[i].algo == GKCU_SGEMM_TF32X3 && wcfg >= 0)
+        snprintf(note, sizeof note, "wg %s; err %.2g", gkcu_wg_cfg_name(wcfg), err);
+      else if (pub[i].algo == GKCU_SGEMM_TF32X3)
         snprintf(note, sizeof note, "%s, k split %d; err %.2g", gkcu_tc_cfg_name(cfg), splits, err);
       else if (pub[i].algo == GKCU_SGEMM_AUTO)
         snprintf(note, sizeof note, "-> %s; err %.2g", gkcu_sgemm_algo_name(pick), err);
@@ -520,7 +523,7 @@ int main(int argc, char **argv) {
 
   static const shape shapes[] = {{4096, 4096, 4096}, {8192, 8192, 8192}, {2048, 2048, 2048}, {1024, 1024, 1024},
                                  {512, 512, 512},    {256, 256, 256},    {64, 8192, 64},     {8192, 64, 8192},
-                                 {127, 257, 511}};
+                                 {127, 257, 511},    {4095, 4097, 4099}, {2048, 8192, 1024}};
   enum { NSH = sizeof shapes / sizeof shapes[0] };
   double vt[NSH], tc[NSH], au[NSH], tf[NSH], bl[NSH], wt[NSH];
   char bn[NSH][64], wn[NSH][64];

@@ -195,7 +195,9 @@ int main(void) {
   int short_run = getenv("GKC_GPU_TEST_SHORT") != NULL;
   static const int sizes[][3] = {{128, 128, 32},  {1, 1, 1},       {13, 17, 19},   {64, 64, 64},   {127, 129, 131},
                                  {257, 255, 67},  {97, 389, 211},  {300, 5, 1000}, {5, 300, 997},  {129, 64, 512},
-                                 {200, 136, 256}, {256, 264, 96},  {127, 257, 511}, {521, 1031, 263}, {64, 520, 2053}};
+                                 {200, 136, 256}, {256, 264, 96},  {127, 257, 511}, {521, 1031, 263}, {64, 520, 2053},
+                                 /* the public tf32x3's own choices: 128x128 tiles, A split in registers */
+                                 {1537, 1531, 515}, {4300, 40, 2052}};
   static const float ab[][2] = {{1.0f, 0.0f}, {-1.5f, 0.0f}, {0.75f, -1.25f}, {1.0f, 1.0f}};
   int nsizes = short_run ? 6 : (int)(sizeof sizes / sizeof sizes[0]);
   int ci = 0;
