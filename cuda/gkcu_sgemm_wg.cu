@@ -9,6 +9,8 @@
  *
  *   A hi [BM][32] | A lo [BM][32] | B hi [BN][32] | B lo [BN][32]
  *
+ * (RA configurations: one A tile, A as stored, split by the consumers.)
+ *
  * Each tile starts on a 1024-byte boundary (a swizzle atom), so a k8 step
  * inside the stage is the descriptor's start address + 32 bytes.
  *
@@ -19,7 +21,6 @@
  * behind, so its first pass through the ring does not wait.
  */
 #include <stdint.h>
-#include <string.h>
 
 #include <cuda.h> /* CUtensorMap and its enums (types only: the encoder comes from the runtime) */
 
@@ -301,8 +302,8 @@ __global__ void __launch_bounds__(C::NT, 1)
   const int lane = tid & 31;
   /* acc: the running sums.  SUM_KAHAN: aux holds the compensation (the
    * low-order part acc lost, negated); SUM_TWO_LEVEL: acc sums the groups
-   * of 8 stages, aux the acc of each 8 stages (fewer additions in a row
-   * onto one large sum). */
+   * of ~sqrt(stages) stages, aux those partial sums (fewer additions in
+   * a row onto one large sum). */
   constexpr int NAUX = C::SUM == SUM_PLAIN ? 1 : C::NCH;
   float acc[C::NCH][C::CN / 2], aux[NAUX][C::CN / 2];
 #pragma unroll
@@ -491,9 +492,11 @@ __global__ void __launch_bounds__(C::NT, 1)
 
 /* --- configurations ------------------------------------------------------------------ */
 
-/* X(index, name, BN, consumer warpgroups, stages, KG, DB): block tile,
- * group of 8 KG k values, /db two group sums in flight; 192 KB of stages
- * each. */
+/* X(index, name, BN, consumer warpgroups, stages, KG, DB, SUM, PP, RA):
+ * block tile, stages, group of 8 KG k values, how group sums are added
+ * (/kahan, /2lvl), /pp the consumer warpgroups take turns, /ra A split in
+ * registers; 192 KB of stages each.  0-2 are gkcu_wg_choice()'s; 3-5 lab
+ * rows (bench/RESULTS.md, "tf32x3 on wgmma"). */
 #define GKCU__WG_CFGS(X)                                                                 \
   X(0, "128x128/2wg/s3/g32/kahan/pp", 128, 2, 3, 4, false, SUM_KAHAN, true, false)       \
   X(1, "128x64/2wg/s4/g32/kahan/pp", 64, 2, 4, 4, false, SUM_KAHAN, true, false)         \
