@@ -63,3 +63,8 @@ if has bench; then
   sed -n '/== accuracy/,/^$/p' "$OUT/bench_sgemm_tc.log" | awk '/tf32x3\// {print $NF, $0}' | sort -g | tail -3 | cut -c1-110
   sed -n '/== summary/,$p' "$OUT/bench_sgemm_tc.log"
 fi
+# The device tool brings back at most 8 files: bundle the rest.
+if [ "$(ls "$OUT" | wc -l)" -gt 8 ]; then
+  (cd "$OUT" && tar czf logs.tgz $(ls | grep -vE '^bench_sgemm_tc\.(log|json)$|^logs\.tgz$') &&
+    ls | grep -vE '^bench_sgemm_tc\.(log|json)$|^logs\.tgz$' | xargs rm -f)
+fi
