@@ -1,7 +1,9 @@
 /* bench_sgemm_tc: tf32x3 (float32-accurate sgemm on the tensor cores)
  * against cuBLAS FP32 and cuBLAS TF32 in one run: an accuracy table, then
  * times on the issue-17 shapes (large squares, small squares, skinny and
- * odd), then (with --lab) every tf32x3 configuration and K split.
+ * odd), with every wgmma configuration (gkcu_sgemm_wg.h) where the device
+ * runs them (cc 9.0), then (with --lab) every mma.sync configuration and
+ * K split.
  *
  * Accuracy: 1024 x 1024 x 4096 products (and --acc-shape M,N,K) of inputs
  * drawn from several distributions, every element compared with a float64
