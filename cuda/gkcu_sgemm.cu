@@ -10,6 +10,7 @@
 #include "gkcu_lab.h"
 #include "gkcu_sgemm.h"
 #include "gkcu_sgemm_tc.h"
+#include "gkcu_sgemm_wg.h"
 
 namespace {
 
@@ -608,7 +609,10 @@ extern "C" int gkcu_sgemm_algo_parse(const char *s) {
  * latency-bound 127x257x511.  regblock is never picked (0.93x at
  * 2048..8192); plain TF32 never implicitly. */
 extern "C" int gkcu_sgemm_pick(const gkcu_ctx *ctx, int32_t m, int32_t n, int32_t k) {
-  (void)ctx;
+  /* On cc 9.0, tf32x3 on wgmma wherever it has a configuration: 1.35-2.0x
+   * cuBLAS FP32 on every shape gkcu_wg_choice() takes (gkcu_sgemm_wg.cu),
+   * unaligned and n <= 64 ones included. */
+  if (ctx && gkcu_wg_choice(ctx->sm_count, m, n, k) >= 0 && gkcu_wg_supported(ctx)) return GKCU_SGEMM_TF32X3;
   if ((m % 4 || n % 4 || k % 4) && (double)m * n * k > 33554432.0) return GKCU_SGEMM_CUBLAS;
   if (n <= 64 && k >= 2048) return GKCU_SGEMM_CUBLAS;
   return GKCU_SGEMM_TF32X3;
@@ -632,7 +636,12 @@ extern "C" int gkcu_sgemm(gkcu_ctx *ctx, int algo, int32_t m, int32_t n, int32_t
     }
     case GKCU_SGEMM_CUBLAS: return run_cublas(ctx, false, m, n, k, alpha, a, ta, b, tb, beta, c);
     case GKCU_SGEMM_CUBLAS_TF32: return run_cublas(ctx, true, m, n, k, alpha, a, ta, b, tb, beta, c);
-    case GKCU_SGEMM_TF32X3: return gkcu_lab_sgemm_tf32x3(ctx, -1, 0, m, n, k, alpha, a, ta, b, tb, beta, c);
+    case GKCU_SGEMM_TF32X3: {
+      /* wgmma (cc 9.0) where its lab runs were faster, else mma.sync */
+      int wrc = gkcu_wg_sgemm(ctx, -1, m, n, k, alpha, a, ta, b, tb, beta, c);
+      if (wrc != GKCU_WG_DECLINED) return wrc;
+      return gkcu_lab_sgemm_tf32x3(ctx, -1, 0, m, n, k, alpha, a, ta, b, tb, beta, c);
+    }
   }
   return gkcu__fail(ctx, GKC_EINTERNAL, "sgemm: unhandled algo %d", algo);
 }

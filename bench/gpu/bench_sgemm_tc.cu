@@ -1,7 +1,9 @@
 /* bench_sgemm_tc: tf32x3 (float32-accurate sgemm on the tensor cores)
  * against cuBLAS FP32 and cuBLAS TF32 in one run: an accuracy table, then
  * times on the issue-17 shapes (large squares, small squares, skinny and
- * odd), then (with --lab) every tf32x3 configuration and K split.
+ * odd), with every wgmma configuration (gkcu_sgemm_wg.h) where the device
+ * runs them (cc 9.0), then (with --lab) every mma.sync configuration and
+ * K split.
  *
  * Accuracy: 1024 x 1024 x 4096 products (and --acc-shape M,N,K) of inputs
  * drawn from several distributions, every element compared with a float64
@@ -34,6 +36,7 @@ extern "C" {
 #include "gkcu.h"
 #include "gkcu_sgemm.h"
 #include "gkcu_sgemm_tc.h"
+#include "gkcu_sgemm_wg.h"
 
 static gkcu_ctx *ctx;
 static cudaStream_t st;
@@ -43,6 +46,7 @@ static int reps = 20;
 static FILE *json;
 static int json_first = 1;
 static int failures;
+static int wg_ok; /* the wgmma kernels can run here (cc 9.0) */
 
 /* --- device helpers ----------------------------------------------------------------- */
 
@@ -114,7 +118,7 @@ __global__ void shape_kernel(int d, int is_b, int rows, int cols, float *x, unsi
 /* --- plumbing ----------------------------------------------------------------------- */
 
 typedef struct {
-  int algo; /* gkcu_sgemm algo, or -1: tf32x3 lab (cfg, splits) */
+  int algo; /* gkcu_sgemm algo, or -1: tf32x3 lab (cfg, splits), -2: wgmma (cfg) */
   int cfg, splits;
   int m, n, k;
   const float *a, *b;
@@ -122,6 +126,8 @@ typedef struct {
 } run_arg;
 
 static int run_one(const run_arg *r) {
+  if (r->algo == -2)
+    return gkcu_wg_sgemm(ctx, r->cfg, r->m, r->n, r->k, 1.0f, r->a, 0, r->b, 0, 0.0f, r->c);
   if (r->algo < 0)
     return gkcu_lab_sgemm_tf32x3(ctx, r->cfg, r->splits, r->m, r->n, r->k, 1.0f, r->a, 0, r->b, 0, 0.0f, r->c);
   return gkcu_sgemm(ctx, r->algo, r->m, r->n, r->k, 1.0f, r->a, 0, r->b, 0, 0.0f, r->c);
@@ -258,8 +264,8 @@ static void accuracy(int m, int n, int k) {
     CUDA_OK(cudaMemcpy(h_mag, mag, mn * sizeof(double), cudaMemcpyDeviceToHost));
 
     /* cuBLAS FP32 first: the others are compared with it */
-    run_arg rs[3 + GKCU_TC_CFGS];
-    char names[3 + GKCU_TC_CFGS][48];
+    run_arg rs[3 + GKCU_TC_CFGS + GKCU_WG_CFGS];
+    char names[3 + GKCU_TC_CFGS + GKCU_WG_CFGS][48];
     int nr = 0;
     rs[nr] = (run_arg){GKCU_SGEMM_CUBLAS, 0, 0, m, n, k, a, b, c};
     snprintf(names[nr++], 48, "cublas (FP32)");
@@ -270,6 +276,10 @@ static void accuracy(int m, int n, int k) {
     for (int cfg = 0; cfg < GKCU_TC_CFGS; cfg++) {
       rs[nr] = (run_arg){-1, cfg, 1, m, n, k, a, b, c};
       snprintf(names[nr++], 48, "tf32x3/%s k1", gkcu_tc_cfg_name(cfg));
+    }
+    for (int cfg = 0; wg_ok && cfg < GKCU_WG_CFGS; cfg++) {
+      rs[nr] = (run_arg){-2, cfg, 1, m, n, k, a, b, c};
+      snprintf(names[nr++], 48, "wg/%s", gkcu_wg_cfg_name(cfg));
     }
     double base = 0;
     for (int i = 0; i < nr; i++) {
@@ -315,7 +325,7 @@ static void report(const char *cas, const char *algo, timing t, double flops, do
 }
 
 static void time_shape(shape s, int lab, double *out_vendor, double *out_tc, double *out_auto, double *out_tf32,
-                       double *out_best_lab, char *best_name) {
+                       double *out_best_lab, char *best_name, double *out_wg, char *wg_name) {
   int m = s.m, n = s.n, k = s.k;
   float *a, *b, *c;
   CUDA_OK(cudaMalloc((void **)&a, (size_t)m * k * sizeof(float)));
@@ -384,7 +394,10 @@ static void time_shape(shape s, int lab, double *out_vendor, double *out_tc, dou
       failures++;
     } else {
       t = time_it(&r);
-      if (pub[i].algo == GKCU_SGEMM_TF32X3)
+      int wcfg = wg_ok ? gkcu_wg_choice(gkcu_ctx_sm_count(ctx), m, n, k) : -1;
+      if (pub[i].algo == GKCU_SGEMM_TF32X3 && wcfg >= 0)
+        snprintf(note, sizeof note, "wg %s; err %.2g", gkcu_wg_cfg_name(wcfg), err);
+      else if (pub[i].algo == GKCU_SGEMM_TF32X3)
         snprintf(note, sizeof note, "%s, k split %d; err %.2g", gkcu_tc_cfg_name(cfg), splits, err);
       else if (pub[i].algo == GKCU_SGEMM_AUTO)
         snprintf(note, sizeof note, "-> %s; err %.2g", gkcu_sgemm_algo_name(pick), err);
@@ -402,6 +415,27 @@ static void time_shape(shape s, int lab, double *out_vendor, double *out_tc, dou
 
   *out_best_lab = 0;
   best_name[0] = '\0';
+  *out_wg = 0;
+  wg_name[0] = '\0';
+  for (int cf = 0; wg_ok && cf < GKCU_WG_CFGS; cf++) {
+    run_arg r = {-2, cf, 1, m, n, k, a, b, c};
+    double err = sampled_error(&r, d_idx, h_ref, h_mag, h_idx, NS);
+    timing t = {0, 0, 0};
+    char name[64], note[96];
+    snprintf(name, sizeof name, "wg %s", gkcu_wg_cfg_name(cf));
+    if (!(err <= tol)) {
+      snprintf(note, sizeof note, "VALIDATION FAILED: max scaled err %.3g > %.3g", err, tol);
+      failures++;
+    } else {
+      t = time_it(&r);
+      snprintf(note, sizeof note, "err %.2g", err);
+    }
+    report(cas, name, t, flops, vendor, note);
+    if (t.ok && (*out_wg == 0 || t.median_ms < *out_wg)) {
+      *out_wg = t.median_ms;
+      snprintf(wg_name, 64, "%s", gkcu_wg_cfg_name(cf));
+    }
+  }
   if (lab) {
     int sms = gkcu_ctx_sm_count(ctx);
     for (int cf = 0; cf < GKCU_TC_CFGS; cf++)
@@ -479,6 +513,8 @@ int main(int argc, char **argv) {
     fprintf(stderr, "gkcu_ctx_create failed\n");
     return 2;
   }
+  wg_ok = gkcu_wg_supported(ctx);
+  printf("wgmma kernels: %s\n", wg_ok ? "yes" : "no (not cc 9.0)");
   flush_bytes = 2 * gkcu_ctx_l2_bytes(ctx);
   if (flush_bytes < ((size_t)64 << 20)) flush_bytes = (size_t)64 << 20;
   CUDA_OK(cudaMalloc(&flush_buf, flush_bytes));
@@ -489,24 +525,25 @@ int main(int argc, char **argv) {
 
   static const shape shapes[] = {{4096, 4096, 4096}, {8192, 8192, 8192}, {2048, 2048, 2048}, {1024, 1024, 1024},
                                  {512, 512, 512},    {256, 256, 256},    {64, 8192, 64},     {8192, 64, 8192},
-                                 {127, 257, 511}};
+                                 {127, 257, 511},    {4095, 4097, 4099}, {2048, 8192, 1024}};
   enum { NSH = sizeof shapes / sizeof shapes[0] };
-  double vt[NSH], tc[NSH], au[NSH], tf[NSH], bl[NSH];
-  char bn[NSH][64];
+  double vt[NSH], tc[NSH], au[NSH], tf[NSH], bl[NSH], wt[NSH];
+  char bn[NSH][64], wn[NSH][64];
   if (do_time) {
     printf("\n== time: median of %d, %.0f MB written before each; x cublas = cuBLAS FP32 / this ==\n", reps,
            flush_bytes / 1e6);
     printf("%-16s %-34s %10s %10s %9s %8s  %s\n", "shape", "algo", "median_ms", "min_ms", "TFLOP/s", "x cublas",
            "note");
-    for (int i = 0; i < NSH; i++) time_shape(shapes[i], lab, &vt[i], &tc[i], &au[i], &tf[i], &bl[i], bn[i]);
+    for (int i = 0; i < NSH; i++) time_shape(shapes[i], lab, &vt[i], &tc[i], &au[i], &tf[i], &bl[i], bn[i], &wt[i], wn[i]);
     printf("\n== summary (x = cuBLAS FP32 median / median) ==\n");
-    printf("%-16s %10s %9s %9s %9s %9s  %s\n", "shape", "cublas_ms", "tf32x3", "auto", "tf32", "best lab",
-           "best lab config");
+    printf("%-16s %10s %9s %9s %9s %9s %9s  %s\n", "shape", "cublas_ms", "tf32x3", "auto", "tf32", "best wg",
+           "best lab", "best wg / best lab config");
     for (int i = 0; i < NSH; i++) {
       char cas[48];
       snprintf(cas, sizeof cas, "%dx%dx%d", shapes[i].m, shapes[i].n, shapes[i].k);
-      printf("%-16s %10.4f %9.3f %9.3f %9.3f %9.3f  %s\n", cas, vt[i], tc[i] > 0 ? vt[i] / tc[i] : 0,
-             au[i] > 0 ? vt[i] / au[i] : 0, tf[i] > 0 ? vt[i] / tf[i] : 0, bl[i] > 0 ? vt[i] / bl[i] : 0, bn[i]);
+      printf("%-16s %10.4f %9.3f %9.3f %9.3f %9.3f %9.3f  %s / %s\n", cas, vt[i], tc[i] > 0 ? vt[i] / tc[i] : 0,
+             au[i] > 0 ? vt[i] / au[i] : 0, tf[i] > 0 ? vt[i] / tf[i] : 0, wt[i] > 0 ? vt[i] / wt[i] : 0,
+             bl[i] > 0 ? vt[i] / bl[i] : 0, wn[i], bn[i]);
     }
   }
   if (json) {
