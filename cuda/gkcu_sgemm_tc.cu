@@ -94,6 +94,20 @@ struct TcSmem {
   static constexpr size_t BYTES = (size_t)C::STAGES * STAGE * sizeof(float);
 };
 
+/* K splits up to this many are added in a thread-block cluster (portable
+ * cluster size); more go through scratch and a second kernel. */
+constexpr int kClusterMax = 8;
+
+/* The partial tile a block of a K-split cluster leaves in its shared
+ * memory: rows padded by 8 floats so that a half-warp's 8-byte stores of
+ * fragment pairs (4 rows x 4 column pairs) hit 32 distinct banks, rows
+ * 16-byte aligned for the float4 reads of the reduction. */
+template <class C>
+struct TcPart {
+  static constexpr int STRIDE = C::BN + 8;
+  static constexpr size_t BYTES = (size_t)C::BM * STRIDE * sizeof(float);
+};
+
 /* Copies a ROWS x COLS window of a row-major matrix (row stride ld) whose
  * first element is g into shared memory (row stride SS).  Rows at or past
  * rows_ok and columns at or past cols_ok are zero-filled; base stands in as
@@ -138,24 +152,31 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
   const int wm0 = (warp / C::WARPS_N) * C::WM, wn0 = (warp % C::WARPS_N) * C::WN;
 
   /* Grouped tile order: 8 block-rows at a time walk across n, so blocks
-   * resident together share panels of A and B in L2. */
-  int tm, tn;
-  {
-    const int pid = blockIdx.x, per_group = 8 * tiles_n;
+   * resident together share panels of A and B in L2.  Block x takes tiles
+   * x, x + gridDim.x, ... (one of them unless the grid is persistent). */
+  auto tile_origin = [&](int j, int &m0, int &n0) {
+    const int pid = blockIdx.x + j * gridDim.x, per_group = 8 * tiles_n;
     const int first = (pid / per_group) * 8;
     const int gsize = min(tiles_m - first, 8);
-    tm = first + (pid % per_group) % gsize;
-    tn = (pid % per_group) / gsize;
-  }
-  const int m0 = tm * C::BM, n0 = tn * C::BN;
+    m0 = (first + (pid % per_group) % gsize) * C::BM;
+    n0 = ((pid % per_group) / gsize) * C::BN;
+  };
   const int kbeg = blockIdx.z * kps;
   const int kend = min(k, kbeg + kps);
-  const int ntiles = kend > kbeg ? (kend - kbeg + C::BK - 1) / C::BK : 0;
+  /* k tiles per output tile (an empty slice still runs one, zero-filled,
+   * so that its zeros are written) and the block's work units: (output
+   * tile, k tile) pairs, one pipeline across them all */
+  const int nk = kend > kbeg ? (kend - kbeg + C::BK - 1) / C::BK : 1;
+  const int my_tiles = (tiles_m * tiles_n - (int)blockIdx.x + (int)gridDim.x - 1) / (int)gridDim.x;
+  const int units = my_tiles * nk;
 
-  auto load_stage = [&](int slot, int k0) {
+  auto load_stage = [&](int slot, int u) {
     float *sa = smem + slot * S::STAGE;
     float *sb = sa + S::A_FLOATS;
-    const int kv = kend - k0; /* valid k in this tile */
+    int m0, n0;
+    tile_origin(u / nk, m0, n0);
+    const int k0 = kbeg + (u % nk) * C::BK;
+    const int kv = kend - k0; /* valid k in this tile (<= 0: all zero-filled) */
     if (!TA)                  /* A is m x k: rows m, columns k */
       copy_tile<C::BM, C::BK, S::SA, C::NT>(sa, a + (size_t)m0 * k + k0, a, (size_t)k, m - m0, kv, vec_a, tid);
     else /* A is k x m */
@@ -242,92 +263,128 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
     }
   };
 
-#pragma unroll
-  for (int s = 0; s < C::STAGES - 1; s++) {
-    if (s < ntiles) load_stage(s, kbeg + s * C::BK);
-    cp_async_commit(); /* empty groups keep the counting uniform */
-  }
-
-  for (int it = 0; it < ntiles; it++) {
-    cp_async_wait<C::STAGES - 2>();
-    __syncthreads(); /* tile it is in for every thread; slot (it-1)%S is free */
-    {
-      int nx = it + C::STAGES - 1;
-      if (nx < ntiles) load_stage(nx % C::STAGES, kbeg + nx * C::BK);
-      cp_async_commit();
-    }
-    const float *sa = smem + (it % C::STAGES) * S::STAGE;
-    const float *sb = sa + S::A_FLOATS;
-
-    multiply(sa, sb);
-  }
-  cp_async_wait<0>(); /* nothing may be in flight into shared memory at exit */
-
-  if (csplit > 1) {
-    /* K split across a cluster of csplit blocks (grid z): each block puts
-     * its partial tile in its own shared memory, then each adds a share of
-     * the tile's elements over all csplit blocks in rank order (the same
-     * order every run) through distributed shared memory and writes C. */
-    __syncthreads(); /* the pipeline's buffers are free */
-    float *part = smem; /* [BM][BN] */
+  /* Epilogue of one tile: split-K slices store raw sums, else alpha and
+   * beta apply.  Fragment (i, j) holds rows r, r+8, columns col, col+1. */
+  auto store_tile = [&](int m0, int n0) {
+    float *out = ws ? ws + (size_t)blockIdx.z * m * n : c;
+    const float al = ws ? 1.0f : alpha;
+    const float be = ws ? 0.0f : beta;
+    const bool pair = (n % 2 == 0) && (((uintptr_t)out & 7u) == 0);
 #pragma unroll
     for (int i = 0; i < C::MT; i++)
 #pragma unroll
-      for (int h = 0; h < 2; h++)
+      for (int h = 0; h < 2; h++) {
+        const int row = m0 + wm0 + i * 16 + g + h * 8;
+        if (row >= m) continue;
 #pragma unroll
         for (int j = 0; j < C::NTL; j++) {
-          const int e = (wm0 + i * 16 + g + h * 8) * C::BN + wn0 + j * 8 + 2 * t;
-          part[e] = acc[i][j][2 * h];
-          part[e + 1] = acc[i][j][2 * h + 1];
+          const int col = n0 + wn0 + j * 8 + 2 * t;
+          if (col >= n) continue;
+          float *o = out + (size_t)row * n + col;
+          float v0 = al * acc[i][j][2 * h], v1 = al * acc[i][j][2 * h + 1];
+          if (pair) { /* col + 1 < n too: n is even and col is */
+            if (be != 0.0f) {
+              float2 old = *reinterpret_cast<const float2 *>(o);
+              v0 = fmaf(be, old.x, v0);
+              v1 = fmaf(be, old.y, v1);
+            }
+            *reinterpret_cast<float2 *>(o) = make_float2(v0, v1);
+          } else {
+            o[0] = be != 0.0f ? fmaf(be, o[0], v0) : v0;
+            if (col + 1 < n) o[1] = be != 0.0f ? fmaf(be, o[1], v1) : v1;
+          }
         }
-    cooperative_groups::cluster_group cl = cooperative_groups::this_cluster();
-    cl.sync(); /* every partial written, visible cluster-wide */
-    const int rank = (int)cl.block_rank();
-    constexpr int E = C::BM * C::BN;
-    const int e1 = (rank + 1) * E / csplit;
-    for (int e = rank * E / csplit + tid; e < e1; e += C::NT) {
-      const int row = m0 + e / C::BN, col = n0 + e % C::BN;
-      if (row >= m || col >= n) continue;
-      float sum = 0.0f;
-      for (int z = 0; z < csplit; z++) sum += cl.map_shared_rank(part, z)[e];
-      float *o = c + (size_t)row * n + col;
-      *o = beta == 0.0f ? alpha * sum : fmaf(beta, *o, alpha * sum);
-    }
-    cl.sync(); /* no block leaves while others still read its partial */
-    return;
+      }
+  };
+
+#pragma unroll
+  for (int s = 0; s < C::STAGES - 1; s++) {
+    if (s < units) load_stage(s, s);
+    cp_async_commit(); /* empty groups keep the counting uniform */
   }
 
-  /* Epilogue: split-K slices store raw sums, else alpha and beta apply.
-   * Fragment (i, j) holds rows r, r+8 and columns col, col+1. */
-  float *out = ws ? ws + (size_t)blockIdx.z * m * n : c;
-  const float al = ws ? 1.0f : alpha;
-  const float be = ws ? 0.0f : beta;
-  const bool pair = (n % 2 == 0) && (((uintptr_t)out & 7u) == 0);
+  for (int u = 0; u < units; u++) {
+    cp_async_wait<C::STAGES - 2>();
+    __syncthreads(); /* unit u is in for every thread; slot (u-1)%S is free */
+    {
+      int nx = u + C::STAGES - 1;
+      if (nx < units) load_stage(nx % C::STAGES, nx);
+      cp_async_commit();
+    }
+    const float *sa = smem + (u % C::STAGES) * S::STAGE;
+    const float *sb = sa + S::A_FLOATS;
+
+    multiply(sa, sb);
+    if (csplit <= 1 && u % nk == nk - 1) { /* the tile is done: out, while the next one loads */
+      int m0, n0;
+      tile_origin(u / nk, m0, n0);
+      store_tile(m0, n0);
+#pragma unroll
+      for (int i = 0; i < C::MT; i++)
+#pragma unroll
+        for (int j = 0; j < C::NTL; j++)
+#pragma unroll
+          for (int q = 0; q < 4; q++) acc[i][j][q] = 0.0f;
+    }
+  }
+  cp_async_wait<0>(); /* nothing may be in flight into shared memory at exit */
+  if (csplit <= 1) return;
+
+  /* K split across a cluster of csplit blocks (grid z): each block puts
+   * its partial tile in its own shared memory, then each adds a share of
+   * the tile over all csplit blocks in rank order (the same order every
+   * run) through distributed shared memory and writes C.  Four columns
+   * at a time, every slice's load issued before the first addition: the
+   * scalar loop this replaces waited on one remote read after another
+   * (64x64 tiles split 4: 32 dependent DSMEM round trips per thread). */
+  constexpr int PS = TcPart<C>::STRIDE;
+  int m0, n0; /* a cluster launch has one tile per block */
+  tile_origin(0, m0, n0);
+  __syncthreads(); /* the pipeline's buffers are free */
+  float *part = smem; /* [BM][PS] */
 #pragma unroll
   for (int i = 0; i < C::MT; i++)
 #pragma unroll
-    for (int h = 0; h < 2; h++) {
-      const int row = m0 + wm0 + i * 16 + g + h * 8;
-      if (row >= m) continue;
+    for (int h = 0; h < 2; h++)
 #pragma unroll
       for (int j = 0; j < C::NTL; j++) {
-        const int col = n0 + wn0 + j * 8 + 2 * t;
-        if (col >= n) continue;
-        float *o = out + (size_t)row * n + col;
-        float v0 = al * acc[i][j][2 * h], v1 = al * acc[i][j][2 * h + 1];
-        if (pair) { /* col + 1 < n too: n is even and col is */
-          if (be != 0.0f) {
-            float2 old = *reinterpret_cast<const float2 *>(o);
-            v0 = fmaf(be, old.x, v0);
-            v1 = fmaf(be, old.y, v1);
-          }
-          *reinterpret_cast<float2 *>(o) = make_float2(v0, v1);
-        } else {
-          o[0] = be != 0.0f ? fmaf(be, o[0], v0) : v0;
-          if (col + 1 < n) o[1] = be != 0.0f ? fmaf(be, o[1], v1) : v1;
-        }
+        const int e = (wm0 + i * 16 + g + h * 8) * PS + wn0 + j * 8 + 2 * t;
+        *reinterpret_cast<float2 *>(&part[e]) = make_float2(acc[i][j][2 * h], acc[i][j][2 * h + 1]);
       }
+  cooperative_groups::cluster_group cl = cooperative_groups::this_cluster();
+  cl.sync(); /* every partial written, visible cluster-wide */
+  const int rank = (int)cl.block_rank();
+  constexpr int Q = C::BM * C::BN / 4, QR = C::BN / 4; /* float4 groups, per row */
+  const bool vec_c = (n % 4 == 0) && (((uintptr_t)c & 15u) == 0);
+  const int q1 = (rank + 1) * Q / csplit;
+  for (int q = rank * Q / csplit + tid; q < q1; q += C::NT) {
+    const int r = q / QR, cc = (q % QR) * 4;
+    const int row = m0 + r, col = n0 + cc;
+    if (row >= m || col >= n) continue;
+    float4 v[kClusterMax];
+#pragma unroll
+    for (int z = 0; z < kClusterMax; z++)
+      if (z < csplit) v[z] = *reinterpret_cast<const float4 *>(cl.map_shared_rank(part, z) + r * PS + cc);
+    float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+    for (int z = 0; z < kClusterMax; z++)
+      if (z < csplit) s[0] += v[z].x, s[1] += v[z].y, s[2] += v[z].z, s[3] += v[z].w;
+    float *o = c + (size_t)row * n + col;
+    if (vec_c) { /* col + 3 < n: n and col are multiples of 4 */
+      float4 w = make_float4(alpha * s[0], alpha * s[1], alpha * s[2], alpha * s[3]);
+      if (beta != 0.0f) {
+        const float4 old = *reinterpret_cast<const float4 *>(o);
+        w.x = fmaf(beta, old.x, w.x), w.y = fmaf(beta, old.y, w.y);
+        w.z = fmaf(beta, old.z, w.z), w.w = fmaf(beta, old.w, w.w);
+      }
+      *reinterpret_cast<float4 *>(o) = w;
+    } else {
+#pragma unroll
+      for (int x = 0; x < 4; x++)
+        if (col + x < n) o[x] = beta == 0.0f ? alpha * s[x] : fmaf(beta, o[x], alpha * s[x]);
     }
+  }
+  cl.sync(); /* no block leaves while others still read its partial */
 }
 
 /* C = alpha * sum_z ws[z] + beta * C, slices added in order (deterministic). */
@@ -343,27 +400,39 @@ __global__ void tf32x3_splitk_reduce_kernel(size_t mn, int splits, const float *
 
 /* --- configurations ------------------------------------------------------------------ */
 
-/* X(index, name, BM, BN, BK, WM, WN, STAGES, MINB, KF); shared memory
- * stays under 227 KB for every transpose case. */
+/* X(index, name, BM, BN, BK, WM, WN, STAGES, MINB, KF, P); shared memory
+ * stays under 227 KB for every transpose case.  P > 0: a persistent grid
+ * of P blocks per SM, each taking tile after tile through one pipeline
+ * (the next tile's loads fly while this one is multiplied and stored);
+ * P = 0: one block per tile. */
 #define GKCU__TC_CFGS(X)                                                \
-  X(0, "128x256x32/w64x64/s3/b1/f1", 128, 256, 32, 64, 64, 3, 1, 1)     \
-  X(1, "128x256x32/w64x64/s3/b1/f2", 128, 256, 32, 64, 64, 3, 1, 2)     \
-  X(2, "256x128x32/w64x64/s3/b1/f1", 256, 128, 32, 64, 64, 3, 1, 1)     \
-  X(3, "256x128x32/w64x64/s3/b1/f2", 256, 128, 32, 64, 64, 3, 1, 2)     \
-  X(4, "128x128x32/w64x32/s4/b1/f2", 128, 128, 32, 64, 32, 4, 1, 2)     \
-  X(5, "128x64x32/w32x32/s4/b2/f2", 128, 64, 32, 32, 32, 4, 2, 2)       \
-  X(6, "64x128x32/w32x32/s4/b2/f2", 64, 128, 32, 32, 32, 4, 2, 2)       \
-  X(7, "64x64x32/w32x32/s4/b3/f2", 64, 64, 32, 32, 32, 4, 3, 2)         \
-  X(8, "64x64x32/w32x32/s6/b2/f4", 64, 64, 32, 32, 32, 6, 2, 4)         \
-  X(9, "32x64x32/w16x32/s6/b4/f2", 32, 64, 32, 16, 32, 6, 4, 2)         \
-  X(10, "32x32x32/w16x16/s4/b6/f1", 32, 32, 32, 16, 16, 4, 6, 1)        \
-  X(11, "32x32x32/w16x16/s8/b6/f2", 32, 32, 32, 16, 16, 8, 6, 2)
+  X(0, "128x256x32/w64x64/s3/b1/f1", 128, 256, 32, 64, 64, 3, 1, 1, 0) \
+  X(1, "128x256x32/w64x64/s3/b1/f2", 128, 256, 32, 64, 64, 3, 1, 2, 0) \
+  X(2, "256x128x32/w64x64/s3/b1/f1", 256, 128, 32, 64, 64, 3, 1, 1, 0) \
+  X(3, "256x128x32/w64x64/s3/b1/f2", 256, 128, 32, 64, 64, 3, 1, 2, 0) \
+  X(4, "128x128x32/w64x32/s4/b1/f2", 128, 128, 32, 64, 32, 4, 1, 2, 0) \
+  X(5, "128x64x32/w32x32/s4/b2/f2", 128, 64, 32, 32, 32, 4, 2, 2, 0)   \
+  X(6, "64x128x32/w32x32/s4/b2/f2", 64, 128, 32, 32, 32, 4, 2, 2, 0)   \
+  X(7, "64x64x32/w32x32/s4/b3/f2", 64, 64, 32, 32, 32, 4, 3, 2, 0)     \
+  X(8, "64x64x32/w32x32/s6/b2/f4", 64, 64, 32, 32, 32, 6, 2, 4, 0)     \
+  X(9, "32x64x32/w16x32/s6/b4/f2", 32, 64, 32, 16, 32, 6, 4, 2, 0)     \
+  X(10, "32x32x32/w16x16/s4/b6/f1", 32, 32, 32, 16, 16, 4, 6, 1, 0)    \
+  X(11, "32x32x32/w16x16/s8/b6/f2", 32, 32, 32, 16, 16, 8, 6, 2, 0)    \
+  X(12, "64x64x64/w32x32/s2/b3/f2", 64, 64, 64, 32, 32, 2, 3, 2, 0)    \
+  X(13, "64x32x64/w32x16/s2/b4/f2", 64, 32, 64, 32, 16, 2, 4, 2, 0)    \
+  X(14, "32x64x64/w16x32/s2/b4/f2", 32, 64, 64, 16, 32, 2, 4, 2, 0)    \
+  X(15, "64x16x64/w16x16/s2/b6/f2", 64, 16, 64, 16, 16, 2, 6, 2, 0)    \
+  X(16, "64x64x32/w32x32/s3/b3/f2", 64, 64, 32, 32, 32, 3, 3, 2, 0)    \
+  X(17, "64x64x32/w32x16/s4/b2/f2", 64, 64, 32, 32, 16, 4, 2, 2, 0)    \
+  X(18, "64x32x64/w32x16/s3/b4/f2/p1", 64, 32, 64, 32, 16, 3, 4, 2, 1) \
+  X(19, "64x16x64/w16x16/s3/b6/f2/p2", 64, 16, 64, 16, 16, 3, 6, 2, 2) \
+  X(20, "64x16x64/w16x16/s4/b6/f2/p1", 64, 16, 64, 16, 16, 4, 6, 2, 1)
 
 struct CfgInfo {
   const char *name;
-  int bm, bn;
+  int bm, bn, persist;
 };
-#define GKCU__TC_INFO(idx, name, BM, BN, BK, WM, WN, ST, MINB, KF) {name, BM, BN},
+#define GKCU__TC_INFO(idx, name, BM, BN, BK, WM, WN, ST, MINB, KF, P) {name, BM, BN, P},
 const CfgInfo kCfgs[GKCU_TC_CFGS] = {GKCU__TC_CFGS(GKCU__TC_INFO)};
 #undef GKCU__TC_INFO
 
@@ -379,6 +448,7 @@ struct Launch {
   int kps, splits;
   bool va, vb;
   bool cluster; /* splits > 1 added up in a cluster (ws unused) */
+  size_t grid_cap; /* most blocks per slice (persistent configurations), 0: one per tile */
 };
 
 template <class C, bool TA, bool TB>
@@ -401,10 +471,12 @@ cudaError_t launch_t(cudaStream_t st, const Launch &L) {
       __atomic_fetch_or(&done, bit, __ATOMIC_ACQ_REL);
     }
   }
-  dim3 grid((unsigned int)tiles, 1, (unsigned int)L.splits);
+  /* a cluster's blocks take one tile each: its partial tile is added up
+   * in the shared memory the pipeline used */
+  const size_t gx = L.grid_cap && !L.cluster && L.grid_cap < tiles ? L.grid_cap : tiles;
+  dim3 grid((unsigned int)gx, 1, (unsigned int)L.splits);
   if (L.cluster) {
-    /* S::BYTES >= BM*BN floats for every configuration: the partial fits */
-    static_assert(S::BYTES >= (size_t)C::BM * C::BN * sizeof(float), "partial tile fits");
+    static_assert(S::BYTES >= TcPart<C>::BYTES, "the partial tile fits in the pipeline's shared memory");
     cudaLaunchConfig_t lc = {};
     lc.gridDim = grid;
     lc.blockDim = dim3(C::NT);
@@ -438,7 +510,7 @@ bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 cudaError_t launch_any(gkcu_ctx *ctx, int cfg, int ta, int tb, const Launch &L) {
   cudaError_t e = cudaErrorInvalidValue;
   switch (cfg) {
-#define GKCU__TC_CASE(idx, name, BM, BN, BK, WM, WN, ST, MINB, KF) \
+#define GKCU__TC_CASE(idx, name, BM, BN, BK, WM, WN, ST, MINB, KF, P) \
   case idx:                                                        \
     e = launch_cfg<TcCfg<BM, BN, BK, WM, WN, ST, MINB, KF>>(ctx->stream, ta, tb, L); \
     break;
@@ -448,13 +520,10 @@ cudaError_t launch_any(gkcu_ctx *ctx, int cfg, int ta, int tb, const Launch &L) 
   return e;
 }
 
-/* K splits up to this many are added in a thread-block cluster (portable
- * cluster size); more go through scratch and a second kernel. */
-constexpr int kClusterMax = 8;
-
 int run_tf32x3(gkcu_ctx *ctx, int cfg, int splits, int m, int n, int k, float alpha, const float *a, int ta,
                const float *b, int tb, float beta, float *c) {
-  Launch L = {m, n, k, alpha, beta, a, b, c, NULL, k, 1, false, false, false};
+  Launch L = {m, n, k, alpha, beta, a, b, c, NULL, k, 1, false, false, false, 0};
+  L.grid_cap = (size_t)kCfgs[cfg].persist * (size_t)ctx->sm_count;
   L.va = aligned16(a) && ((ta ? m : k) % 4 == 0);
   L.vb = aligned16(b) && ((tb ? k : n) % 4 == 0);
   if (splits > 1) {

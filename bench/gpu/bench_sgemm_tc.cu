@@ -17,7 +17,8 @@
  * before each; median (and min) reported; x cublas = cuBLAS FP32 median /
  * this median.
  *
- *   bench_sgemm_tc [--reps N] [--lab] [--no-acc] [--no-time] [--json FILE]
+ *   bench_sgemm_tc [--reps N] [--lab] [--no-acc] [--no-time] [--shapes MxNxK,...]
+ *                  [--json FILE]
  */
 #include <math.h>
 #include <stdarg.h>
@@ -314,6 +315,9 @@ static void report(const char *cas, const char *algo, timing t, double flops, do
            cas, algo, t.median_ms, t.min_ms, rate, x, note);
 }
 
+/* K splits the lab tries (3 and 6: cluster sizes between the powers of 2) */
+static const int kLabSplits[] = {1, 2, 3, 4, 6, 8, 16};
+
 static void time_shape(shape s, int lab, double *out_vendor, double *out_tc, double *out_auto, double *out_tf32,
                        double *out_best_lab, char *best_name) {
   int m = s.m, n = s.n, k = s.k;
@@ -405,7 +409,8 @@ static void time_shape(shape s, int lab, double *out_vendor, double *out_tc, dou
   if (lab) {
     int sms = gkcu_ctx_sm_count(ctx);
     for (int cf = 0; cf < GKCU_TC_CFGS; cf++)
-      for (int sp = 1; sp <= 16; sp *= 2) {
+      for (int si = 0; si < (int)(sizeof kLabSplits / sizeof kLabSplits[0]); si++) {
+        const int sp = kLabSplits[si];
         size_t tiles = 0;
         {
           /* tile count from the name's BMxBN */
@@ -437,8 +442,24 @@ static void time_shape(shape s, int lab, double *out_vendor, double *out_tc, dou
   cudaFree(a), cudaFree(b), cudaFree(c), cudaFree(d_idx), cudaFree(d_ref), cudaFree(d_mag);
 }
 
+/* Whether s is in the comma-separated MxNxK list (NULL: every shape). */
+static int shape_wanted(const char *list, shape s) {
+  if (!list) return 1;
+  char want[48];
+  snprintf(want, sizeof want, "%dx%dx%d", s.m, s.n, s.k);
+  size_t len = strlen(want);
+  for (const char *p = list; *p;) {
+    const char *e = strchr(p, ',');
+    size_t n = e ? (size_t)(e - p) : strlen(p);
+    if (n == len && !strncmp(p, want, len)) return 1;
+    if (!e) break;
+    p = e + 1;
+  }
+  return 0;
+}
+
 int main(int argc, char **argv) {
-  const char *json_path = NULL;
+  const char *json_path = NULL, *only = NULL;
   int lab = 0, do_acc = 1, do_time = 1;
   int am = 1024, an = 1024, ak = 4096;
   for (int i = 1; i < argc; i++) {
@@ -447,6 +468,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--lab")) lab = 1;
     else if (!strcmp(argv[i], "--no-acc")) do_acc = 0;
     else if (!strcmp(argv[i], "--no-time")) do_time = 0;
+    else if (!strcmp(argv[i], "--shapes") && i + 1 < argc) only = argv[++i];
     else if (!strcmp(argv[i], "--acc-shape") && i + 1 < argc) {
       if (sscanf(argv[++i], "%d,%d,%d", &am, &an, &ak) != 3 || am < 1 || an < 1 || ak < 2) {
         fprintf(stderr, "--acc-shape: expected M,N,K (K >= 2)\n");
@@ -454,9 +476,11 @@ int main(int argc, char **argv) {
       }
     } else {
       fprintf(stderr,
-              "usage: %s [--reps N] [--lab] [--no-acc] [--no-time] [--acc-shape M,N,K] [--json FILE]\n"
+              "usage: %s [--reps N] [--lab] [--no-acc] [--no-time] [--acc-shape M,N,K]\n"
+              "          [--shapes MxNxK,...] [--json FILE]\n"
               "  tf32x3 vs cuBLAS FP32/TF32: accuracy table, times on the issue-17 shapes,\n"
-              "  --lab: every tf32x3 configuration and K split too.\n",
+              "  --lab: every tf32x3 configuration and K split too;\n"
+              "  --shapes: time only these of the issue-17 shapes (e.g. 512x512x512,64x8192x64).\n",
               argv[0]);
       return !strcmp(argv[i], "--help") ? 0 : 2;
     }
@@ -498,11 +522,17 @@ int main(int argc, char **argv) {
            flush_bytes / 1e6);
     printf("%-16s %-34s %10s %10s %9s %8s  %s\n", "shape", "algo", "median_ms", "min_ms", "TFLOP/s", "x cublas",
            "note");
-    for (int i = 0; i < NSH; i++) time_shape(shapes[i], lab, &vt[i], &tc[i], &au[i], &tf[i], &bl[i], bn[i]);
+    for (int i = 0; i < NSH; i++) {
+      vt[i] = tc[i] = au[i] = tf[i] = bl[i] = 0;
+      bn[i][0] = '\0';
+      if (!shape_wanted(only, shapes[i])) continue;
+      time_shape(shapes[i], lab, &vt[i], &tc[i], &au[i], &tf[i], &bl[i], bn[i]);
+    }
     printf("\n== summary (x = cuBLAS FP32 median / median) ==\n");
     printf("%-16s %10s %9s %9s %9s %9s  %s\n", "shape", "cublas_ms", "tf32x3", "auto", "tf32", "best lab",
            "best lab config");
     for (int i = 0; i < NSH; i++) {
+      if (!shape_wanted(only, shapes[i])) continue;
       char cas[48];
       snprintf(cas, sizeof cas, "%dx%dx%d", shapes[i].m, shapes[i].n, shapes[i].k);
       printf("%-16s %10.4f %9.3f %9.3f %9.3f %9.3f  %s\n", cas, vt[i], tc[i] > 0 ? vt[i] / tc[i] : 0,
