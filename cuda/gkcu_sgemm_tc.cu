@@ -71,10 +71,11 @@ __device__ __forceinline__ void mma_tf32(float *d, const uint32_t *a, const uint
 
 /* --- the kernel --------------------------------------------------------------------- */
 
-template <int BM_, int BN_, int BK_, int WM_, int WN_, int STAGES_, int MINB_, int KF_>
+template <int BM_, int BN_, int BK_, int WM_, int WN_, int STAGES_, int MINB_, int KF_, int P_>
 struct TcCfg {
   static constexpr int BM = BM_, BN = BN_, BK = BK_, WM = WM_, WN = WN_, STAGES = STAGES_;
   static constexpr int MINB = MINB_, KF = KF_;
+  static constexpr bool PERSIST = P_ > 0; /* a block may take several tiles */
   static constexpr int WARPS_M = BM / WM, WARPS_N = BN / WN;
   static constexpr int NT = WARPS_M * WARPS_N * 32;
   static constexpr int MT = WM / 16, NTL = WN / 8; /* mma tiles per warp */
@@ -167,15 +168,15 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
    * so that its zeros are written) and the block's work units: (output
    * tile, k tile) pairs, one pipeline across them all */
   const int nk = kend > kbeg ? (kend - kbeg + C::BK - 1) / C::BK : 1;
-  const int my_tiles = (tiles_m * tiles_n - (int)blockIdx.x + (int)gridDim.x - 1) / (int)gridDim.x;
-  const int units = my_tiles * nk;
+  const int units =
+      C::PERSIST ? (tiles_m * tiles_n - (int)blockIdx.x + (int)gridDim.x - 1) / (int)gridDim.x * nk : nk;
 
   auto load_stage = [&](int slot, int u) {
     float *sa = smem + slot * S::STAGE;
     float *sb = sa + S::A_FLOATS;
     int m0, n0;
-    tile_origin(u / nk, m0, n0);
-    const int k0 = kbeg + (u % nk) * C::BK;
+    tile_origin(C::PERSIST ? u / nk : 0, m0, n0);
+    const int k0 = kbeg + (C::PERSIST ? u % nk : u) * C::BK;
     const int kv = kend - k0; /* valid k in this tile (<= 0: all zero-filled) */
     if (!TA)                  /* A is m x k: rows m, columns k */
       copy_tile<C::BM, C::BK, S::SA, C::NT>(sa, a + (size_t)m0 * k + k0, a, (size_t)k, m - m0, kv, vec_a, tid);
@@ -315,7 +316,7 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
     const float *sb = sa + S::A_FLOATS;
 
     multiply(sa, sb);
-    if (csplit <= 1 && u % nk == nk - 1) { /* the tile is done: out, while the next one loads */
+    if (C::PERSIST && u % nk == nk - 1 && csplit <= 1) { /* tile done: out while the next one loads */
       int m0, n0;
       tile_origin(u / nk, m0, n0);
       store_tile(m0, n0);
@@ -328,7 +329,14 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
     }
   }
   cp_async_wait<0>(); /* nothing may be in flight into shared memory at exit */
-  if (csplit <= 1) return;
+  if (csplit <= 1) {
+    if (!C::PERSIST) {
+      int m0, n0;
+      tile_origin(0, m0, n0);
+      store_tile(m0, n0);
+    }
+    return;
+  }
 
   /* K split across a cluster of csplit blocks (grid z): each block puts
    * its partial tile in its own shared memory, then each adds a share of
@@ -512,7 +520,7 @@ cudaError_t launch_any(gkcu_ctx *ctx, int cfg, int ta, int tb, const Launch &L) 
   switch (cfg) {
 #define GKCU__TC_CASE(idx, name, BM, BN, BK, WM, WN, ST, MINB, KF, P) \
   case idx:                                                        \
-    e = launch_cfg<TcCfg<BM, BN, BK, WM, WN, ST, MINB, KF>>(ctx->stream, ta, tb, L); \
+    e = launch_cfg<TcCfg<BM, BN, BK, WM, WN, ST, MINB, KF, P>>(ctx->stream, ta, tb, L); \
     break;
     GKCU__TC_CFGS(GKCU__TC_CASE)
 #undef GKCU__TC_CASE
