@@ -434,7 +434,9 @@ __global__ void tf32x3_splitk_reduce_kernel(size_t mn, int splits, const float *
   X(17, "64x64x32/w32x16/s4/b2/f2", 64, 64, 32, 32, 16, 4, 2, 2, 0)    \
   X(18, "64x32x64/w32x16/s3/b4/f2/p1", 64, 32, 64, 32, 16, 3, 4, 2, 1) \
   X(19, "64x16x64/w16x16/s3/b6/f2/p2", 64, 16, 64, 16, 16, 3, 6, 2, 2) \
-  X(20, "64x16x64/w16x16/s4/b6/f2/p1", 64, 16, 64, 16, 16, 4, 6, 2, 1)
+  X(20, "64x16x64/w16x16/s4/b6/f2/p1", 64, 16, 64, 16, 16, 4, 6, 2, 1) \
+  X(21, "64x64x32/w32x32/s8/b1/f2", 64, 64, 32, 32, 32, 8, 1, 2, 0)      \
+  X(22, "64x32x32/w32x16/s8/b2/f2", 64, 32, 32, 32, 16, 8, 2, 2, 0)
 
 struct CfgInfo {
   const char *name;
@@ -528,8 +530,8 @@ cudaError_t launch_any(gkcu_ctx *ctx, int cfg, int ta, int tb, const Launch &L) 
   return e;
 }
 
-int run_tf32x3(gkcu_ctx *ctx, int cfg, int splits, int m, int n, int k, float alpha, const float *a, int ta,
-               const float *b, int tb, float beta, float *c) {
+int run_tf32x3(gkcu_ctx *ctx, int cfg, int splits, bool scratch, int m, int n, int k, float alpha,
+               const float *a, int ta, const float *b, int tb, float beta, float *c) {
   Launch L = {m, n, k, alpha, beta, a, b, c, NULL, k, 1, false, false, false, 0};
   L.grid_cap = (size_t)kCfgs[cfg].persist * (size_t)ctx->sm_count;
   L.va = aligned16(a) && ((ta ? m : k) % 4 == 0);
@@ -541,7 +543,7 @@ int run_tf32x3(gkcu_ctx *ctx, int cfg, int splits, int m, int n, int k, float al
   if (splits < 1) splits = 1;
   L.splits = splits;
   cudaError_t e;
-  if (splits > 1 && splits <= kClusterMax) {
+  if (splits > 1 && splits <= kClusterMax && !scratch) {
     L.cluster = true;
     e = launch_any(ctx, cfg, ta, tb, L);
     if (e == cudaSuccess) return 0;
@@ -627,12 +629,14 @@ extern "C" int gkcu_lab_sgemm_tf32x3(gkcu_ctx *ctx, int cfg, int splits, int32_t
   GKCU__CHECK_ARG(ctx, m >= 1 && n >= 1 && k >= 1);
   GKCU__CHECK_ARG(ctx, a != NULL && b != NULL && c != NULL);
   GKCU__CHECK_ARG(ctx, cfg >= -1 && cfg < GKCU_TC_CFGS);
-  GKCU__CHECK_ARG(ctx, splits >= 0 && splits <= 64);
+  GKCU__CHECK_ARG(ctx, splits >= -64 && splits <= 64 && splits != -1);
+  const bool scratch = splits < 0;
+  if (scratch) splits = -splits;
   if (cfg < 0 || splits == 0) {
     int t, sp;
     gkcu_tc_choice(ctx->sm_count, m, n, k, &t, &sp);
     if (cfg < 0) cfg = t;
     if (splits == 0) splits = sp;
   }
-  return run_tf32x3(ctx, cfg, splits, m, n, k, alpha, a, trans_a != 0, b, trans_b != 0, beta, c);
+  return run_tf32x3(ctx, cfg, splits, scratch, m, n, k, alpha, a, trans_a != 0, b, trans_b != 0, beta, c);
 }

@@ -18,7 +18,7 @@
  * this median.
  *
  *   bench_sgemm_tc [--reps N] [--lab] [--no-acc] [--no-time] [--shapes MxNxK,...]
- *                  [--json FILE]
+ *                  [--no-flush] [--floor] [--cfg CFG,SPLITS] [--json FILE]
  */
 #include <math.h>
 #include <stdarg.h>
@@ -41,6 +41,9 @@ static cudaStream_t st;
 static void *flush_buf;
 static size_t flush_bytes;
 static int reps = 20;
+static int no_flush;              /* --no-flush: L2 left warm between calls */
+static int force_cfg = -1, force_splits = 0; /* --cfg C,S: the tf32x3 row runs this */
+static int floor_rows;            /* --floor: the fixed costs beside each shape */
 static FILE *json;
 static int json_first = 1;
 static int failures;
@@ -122,7 +125,32 @@ typedef struct {
   float *c;
 } run_arg;
 
+/* The floor rows (--floor): what any kernel of a shape pays under this
+ * method (an empty launch), and its memory traffic alone (A and B read
+ * once, C written once, 16-byte accesses where the sizes allow). */
+__global__ void floor_empty_kernel(void) {}
+
+__global__ void floor_copy_kernel(const float *a, size_t na, const float *b, size_t nb, float *c, size_t nc) {
+  const size_t stride = (size_t)gridDim.x * blockDim.x, t0 = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+  float s = 0.0f;
+  const float4 *a4 = (const float4 *)a, *b4 = (const float4 *)b;
+  for (size_t i = t0; i < na / 4; i += stride) s += a4[i].x;
+  for (size_t i = t0; i < nb / 4; i += stride) s += b4[i].y;
+  float4 *c4 = (float4 *)c;
+  for (size_t i = t0; i < nc / 4; i += stride) c4[i] = make_float4(s, s, s, s);
+  for (size_t i = nc / 4 * 4 + t0; i < nc; i += stride) c[i] = s;
+}
+
 static int run_one(const run_arg *r) {
+  if (r->algo == -2) { /* floor: an empty kernel */
+    floor_empty_kernel<<<1, 32, 0, st>>>();
+    return cudaGetLastError() == cudaSuccess ? 0 : -1;
+  }
+  if (r->algo == -3) { /* floor: read A and B once, write C */
+    floor_copy_kernel<<<gkcu_ctx_sm_count(ctx) * 8, 256, 0, st>>>(r->a, (size_t)r->m * r->k, r->b,
+                                                                   (size_t)r->k * r->n, r->c, (size_t)r->m * r->n);
+    return cudaGetLastError() == cudaSuccess ? 0 : -1;
+  }
   if (r->algo < 0)
     return gkcu_lab_sgemm_tf32x3(ctx, r->cfg, r->splits, r->m, r->n, r->k, 1.0f, r->a, 0, r->b, 0, 0.0f, r->c);
   return gkcu_sgemm(ctx, r->algo, r->m, r->n, r->k, 1.0f, r->a, 0, r->b, 0, 0.0f, r->c);
@@ -146,7 +174,7 @@ static timing time_it(const run_arg *r) {
   CUDA_OK(cudaStreamSynchronize(st));
   double *ms = (double *)malloc((size_t)reps * sizeof *ms);
   for (int i = 0; i < reps; i++) {
-    CUDA_OK(cudaMemsetAsync(flush_buf, i & 0xff, flush_bytes, st));
+    if (!no_flush) CUDA_OK(cudaMemsetAsync(flush_buf, i & 0xff, flush_bytes, st));
     CUDA_OK(cudaEventRecord(e0, st));
     if (run_one(r) != 0) {
       fprintf(stderr, "run failed: %s\n", gkcu_ctx_errmsg(ctx));
@@ -315,8 +343,9 @@ static void report(const char *cas, const char *algo, timing t, double flops, do
            cas, algo, t.median_ms, t.min_ms, rate, x, note);
 }
 
-/* K splits the lab tries (3 and 6: cluster sizes between the powers of 2) */
-static const int kLabSplits[] = {1, 2, 3, 4, 6, 8, 16};
+/* K splits the lab tries (3 and 6: cluster sizes between the powers of 2;
+ * negative: added through scratch and a second kernel, not a cluster) */
+static const int kLabSplits[] = {1, 2, 3, 4, 6, 8, 16, -2, -3, -4};
 
 static void time_shape(shape s, int lab, double *out_vendor, double *out_tc, double *out_auto, double *out_tf32,
                        double *out_best_lab, char *best_name) {
@@ -379,6 +408,10 @@ static void time_shape(shape s, int lab, double *out_vendor, double *out_tc, dou
   double vendor = 0;
   for (int i = 0; i < 4; i++) {
     run_arg r = {pub[i].algo, 0, 0, m, n, k, a, b, c};
+    if (pub[i].algo == GKCU_SGEMM_TF32X3 && force_cfg >= 0) {
+      r = (run_arg){-1, force_cfg, force_splits, m, n, k, a, b, c};
+      cfg = force_cfg, splits = force_splits;
+    }
     double err = sampled_error(&r, d_idx, h_ref, h_mag, h_idx, NS);
     double t_tol = pub[i].tf32 ? 4e-3 : tol;
     timing t = {0, 0, 0};
@@ -404,13 +437,18 @@ static void time_shape(shape s, int lab, double *out_vendor, double *out_tc, dou
     if (i == 3) *out_auto = v;
   }
 
+  if (floor_rows) {
+    run_arg fe = {-2, 0, 0, m, n, k, a, b, c}, fc = {-3, 0, 0, m, n, k, a, b, c};
+    report(cas, "floor: empty kernel", time_it(&fe), flops, vendor, "launch + events under this method");
+    report(cas, "floor: read A,B + write C", time_it(&fc), flops, vendor, "memory traffic alone");
+  }
   *out_best_lab = 0;
   best_name[0] = '\0';
   if (lab) {
     int sms = gkcu_ctx_sm_count(ctx);
     for (int cf = 0; cf < GKCU_TC_CFGS; cf++)
       for (int si = 0; si < (int)(sizeof kLabSplits / sizeof kLabSplits[0]); si++) {
-        const int sp = kLabSplits[si];
+        const int spv = kLabSplits[si], sp = spv < 0 ? -spv : spv;
         size_t tiles = 0;
         {
           /* tile count from the name's BMxBN */
@@ -420,11 +458,11 @@ static void time_shape(shape s, int lab, double *out_vendor, double *out_tc, dou
         }
         if (sp > 1 && (tiles >= 2 * (size_t)sms || k < 64 * sp)) continue;
         if ((double)m * n * k > 3e10 && tiles < (size_t)sms / 2) continue; /* slow, uninformative */
-        run_arg r = {-1, cf, sp, m, n, k, a, b, c};
+        run_arg r = {-1, cf, spv, m, n, k, a, b, c};
         double err = sampled_error(&r, d_idx, h_ref, h_mag, h_idx, NS);
         timing t = {0, 0, 0};
         char name[64], note[96];
-        snprintf(name, sizeof name, "lab %s k%d", gkcu_tc_cfg_name(cf), sp);
+        snprintf(name, sizeof name, "lab %s k%d%s", gkcu_tc_cfg_name(cf), sp, spv < 0 ? "s" : "");
         if (!(err <= tol)) {
           snprintf(note, sizeof note, "VALIDATION FAILED: max scaled err %.3g > %.3g", err, tol);
           failures++;
@@ -435,7 +473,7 @@ static void time_shape(shape s, int lab, double *out_vendor, double *out_tc, dou
         report(cas, name, t, flops, vendor, note);
         if (t.ok && (*out_best_lab == 0 || t.median_ms < *out_best_lab)) {
           *out_best_lab = t.median_ms;
-          snprintf(best_name, 64, "%s k%d", gkcu_tc_cfg_name(cf), sp);
+          snprintf(best_name, 64, "%s k%d%s", gkcu_tc_cfg_name(cf), sp, spv < 0 ? "s" : "");
         }
       }
   }
@@ -469,6 +507,14 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--no-acc")) do_acc = 0;
     else if (!strcmp(argv[i], "--no-time")) do_time = 0;
     else if (!strcmp(argv[i], "--shapes") && i + 1 < argc) only = argv[++i];
+    else if (!strcmp(argv[i], "--no-flush")) no_flush = 1;
+    else if (!strcmp(argv[i], "--floor")) floor_rows = 1;
+    else if (!strcmp(argv[i], "--cfg") && i + 1 < argc) {
+      if (sscanf(argv[++i], "%d,%d", &force_cfg, &force_splits) != 2 || force_cfg < 0 || force_cfg >= GKCU_TC_CFGS) {
+        fprintf(stderr, "--cfg: expected CFG,SPLITS with CFG in 0..%d\n", GKCU_TC_CFGS - 1);
+        return 2;
+      }
+    }
     else if (!strcmp(argv[i], "--acc-shape") && i + 1 < argc) {
       if (sscanf(argv[++i], "%d,%d,%d", &am, &an, &ak) != 3 || am < 1 || an < 1 || ak < 2) {
         fprintf(stderr, "--acc-shape: expected M,N,K (K >= 2)\n");
@@ -477,10 +523,12 @@ int main(int argc, char **argv) {
     } else {
       fprintf(stderr,
               "usage: %s [--reps N] [--lab] [--no-acc] [--no-time] [--acc-shape M,N,K]\n"
-              "          [--shapes MxNxK,...] [--json FILE]\n"
+              "          [--shapes MxNxK,...] [--no-flush] [--floor] [--cfg CFG,SPLITS] [--json FILE]\n"
               "  tf32x3 vs cuBLAS FP32/TF32: accuracy table, times on the issue-17 shapes,\n"
               "  --lab: every tf32x3 configuration and K split too;\n"
-              "  --shapes: time only these of the issue-17 shapes (e.g. 512x512x512,64x8192x64).\n",
+              "  --shapes: time only these of the issue-17 shapes (e.g. 512x512x512,64x8192x64);\n"
+              "  --no-flush: leave L2 warm between timed calls; --floor: time an empty kernel and\n"
+              "  the shape's memory traffic alone; --cfg: the tf32x3 row runs this configuration.\n",
               argv[0]);
       return !strcmp(argv[i], "--help") ? 0 : 2;
     }

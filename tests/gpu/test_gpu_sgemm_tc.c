@@ -74,12 +74,14 @@ static void one_case(gkcu_ctx *ctx, gpu_rng *g, int m, int n, int k, int ta, int
   CUDA_OK(cudaMemcpy(db, b, nb * sizeof(float), cudaMemcpyHostToDevice));
 
   /* v < 2: the public algos (tf32x3, auto); then (cfg, splits) for each
-   * configuration: unsplit, 3 slices (a cluster), 32 asked (slices of 32
-   * k: past 8 of them, the scratch path with a second kernel) */
-  static const int split_list[3] = {1, 3, 32};
-  int nv = 2 + GKCU_TC_CFGS * 3;
+   * configuration: unsplit, 3 slices (a cluster), 2 slices forced through
+   * scratch, 32 asked (slices of 32 k: past 8 of them, the scratch path
+   * with a second kernel) */
+  enum { NSPLIT = 4 };
+  static const int split_list[NSPLIT] = {1, 3, -2, 32};
+  int nv = 2 + GKCU_TC_CFGS * NSPLIT;
   for (int v = 0; v < nv; v++) {
-    int cfg = (v - 2) / 3, splits = split_list[(v - 2) % 3];
+    int cfg = (v - 2) / NSPLIT, splits = split_list[(v - 2) % NSPLIT];
     char name[64];
     if (v == 0) snprintf(name, sizeof name, "tf32x3");
     else if (v == 1) snprintf(name, sizeof name, "auto");
@@ -165,6 +167,8 @@ static void argument_checks(gkcu_ctx *ctx) {
   ASSERT_EQ(gkcu_sgemm(ctx, GKCU_SGEMM_TF32X3, 1, 1, 1, 1.0f, NULL, 0, d, 0, 0.0f, d), GKC_EINVALID_ARGUMENT);
   ASSERT_EQ(gkcu_lab_sgemm_tf32x3(ctx, GKCU_TC_CFGS, 1, 1, 1, 1, 1.0f, d, 0, d, 0, 0.0f, d), GKC_EINVALID_ARGUMENT);
   ASSERT_EQ(gkcu_lab_sgemm_tf32x3(ctx, 0, 65, 1, 1, 1, 1.0f, d, 0, d, 0, 0.0f, d), GKC_EINVALID_ARGUMENT);
+  ASSERT_EQ(gkcu_lab_sgemm_tf32x3(ctx, 0, -65, 1, 1, 1, 1.0f, d, 0, d, 0, 0.0f, d), GKC_EINVALID_ARGUMENT);
+  ASSERT_EQ(gkcu_lab_sgemm_tf32x3(ctx, 0, -1, 1, 1, 1, 1.0f, d, 0, d, 0, 0.0f, d), GKC_EINVALID_ARGUMENT);
   ASSERT_EQ(gkcu_lab_sgemm_tf32x3(NULL, 0, 1, 1, 1, 1, 1.0f, d, 0, d, 0, 0.0f, d), GKC_EINVALID_ARGUMENT);
   ASSERT(gkcu_tc_cfg_name(GKCU_TC_CFGS) == NULL && gkcu_tc_cfg_name(0) != NULL);
   /* auto never runs plain TF32 */
