@@ -54,11 +54,19 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
+/* x rounded to TF32 (10 mantissa bits) to nearest, ties away from zero:
+ * what cvt.rna.tf32.f32 gives for every finite x (a carry out of the
+ * mantissa moves up the exponent, as rounding should), in two integer
+ * instructions where ptxas emits four for the cvt (issue-bound small
+ * shapes spend most of their instructions splitting operands).
+ * test_gpu_sgemm_tc checks the equality on all 2^32 bit patterns
+ * (gkcu_lab_tf32_round_check). */
+__device__ __forceinline__ uint32_t tf32_rna(float x) { return (__float_as_uint(x) + 0x1000u) & 0xffffe000u; }
+
 /* x = hi + lo, both TF32 (float32 bit patterns with the low 13 bits zero). */
 __device__ __forceinline__ void split_tf32(float x, uint32_t &hi, uint32_t &lo) {
-  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(hi) : "f"(x));
-  float r = x - __uint_as_float(hi);
-  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(lo) : "f"(r));
+  hi = tf32_rna(x);
+  lo = tf32_rna(x - __uint_as_float(hi));
 }
 
 /* d += a * b for one 16x8x8 TF32 tile (PTX fragment layouts). */
@@ -572,6 +580,62 @@ int run_tf32x3(gkcu_ctx *ctx, int cfg, int splits, bool scratch, int m, int n, i
 }
 
 }  // namespace
+
+namespace {
+
+/* Counts the finite x (bit patterns base + i) where tf32_rna differs from
+ * cvt.rna.tf32.f32; remembers one of them. */
+__global__ void tf32_round_check_kernel(uint32_t base, uint32_t count, unsigned long long *bad,
+                                        uint32_t *example) {
+  const uint32_t stride = gridDim.x * blockDim.x;
+  unsigned int mine = 0;
+  for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < count; i += stride) {
+    const uint32_t bits = base + i;
+    if ((bits & 0x7f800000u) == 0x7f800000u) continue; /* inf, NaN: outside the contract */
+    const float x = __uint_as_float(bits);
+    uint32_t ref;
+    asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(ref) : "f"(x));
+    if (ref != tf32_rna(x)) {
+      mine++;
+      *example = bits;
+    }
+  }
+  if (mine) atomicAdd(bad, (unsigned long long)mine);
+}
+
+}  // namespace
+
+extern "C" int gkcu_lab_tf32_round_check(gkcu_ctx *ctx, unsigned long long *mismatches, uint32_t *example) {
+  if (!ctx || !mismatches || !example) return GKC_EINVALID_ARGUMENT;
+  ctx->msg[0] = '\0';
+  unsigned long long *d_bad = NULL;
+  uint32_t *d_ex = NULL;
+  int rc = 0;
+  cudaError_t e = cudaMalloc((void **)&d_bad, sizeof *d_bad + sizeof *d_ex);
+  if (e != cudaSuccess) return gkcu__cuda_fail(ctx, e, "cudaMalloc (tf32 round check)");
+  d_ex = (uint32_t *)(d_bad + 1);
+  e = cudaMemsetAsync(d_bad, 0, sizeof *d_bad + sizeof *d_ex, ctx->stream);
+  if (e != cudaSuccess) {
+    rc = gkcu__cuda_fail(ctx, e, "cudaMemsetAsync (tf32 round check)");
+    goto cleanup;
+  }
+  for (int half = 0; half < 2; half++) { /* 2^31 patterns per launch */
+    tf32_round_check_kernel<<<(unsigned int)ctx->sm_count * 16, 256, 0, ctx->stream>>>(
+        half ? 0x80000000u : 0u, 0x80000000u, d_bad, d_ex);
+    e = cudaGetLastError();
+    if (e != cudaSuccess) {
+      rc = gkcu__cuda_fail(ctx, e, "launch tf32_round_check_kernel");
+      goto cleanup;
+    }
+  }
+  e = cudaMemcpyAsync(mismatches, d_bad, sizeof *mismatches, cudaMemcpyDeviceToHost, ctx->stream);
+  if (e == cudaSuccess) e = cudaMemcpyAsync(example, d_ex, sizeof *example, cudaMemcpyDeviceToHost, ctx->stream);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(ctx->stream);
+  if (e != cudaSuccess) rc = gkcu__cuda_fail(ctx, e, "tf32 round check");
+cleanup:
+  cudaFree(d_bad);
+  return rc;
+}
 
 extern "C" const char *gkcu_tc_cfg_name(int cfg) {
   return cfg >= 0 && cfg < GKCU_TC_CFGS ? kCfgs[cfg].name : NULL;

@@ -53,6 +53,11 @@ int gkcu_lab_sgemm_tf32x3(gkcu_ctx *ctx, int cfg, int splits, int32_t m, int32_t
                           float alpha, const float *a, int trans_a, const float *b, int trans_b,
                           float beta, float *c);
 
+/* Checks the kernels' integer TF32 rounding against cvt.rna.tf32.f32 on
+ * every finite float32 bit pattern; *mismatches gets the count, *example
+ * one pattern that differed.  0 or a gkc error code. */
+int gkcu_lab_tf32_round_check(gkcu_ctx *ctx, unsigned long long *mismatches, uint32_t *example);
+
 #ifdef __cplusplus
 }
 #endif

@@ -13,6 +13,7 @@
  * cuBLAS FP32's, and cuBLAS TF32's must be far above both (the check can
  * tell the two apart).  Keeps going after a failure. */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -195,6 +196,19 @@ int main(void) {
   argument_checks(ctx);
 
   int short_run = getenv("GKC_GPU_TEST_SHORT") != NULL;
+  if (!short_run) {
+    /* the kernels round to TF32 with integer instructions: the same as
+     * cvt.rna.tf32.f32 on every finite float (2^32 patterns, on the GPU) */
+    unsigned long long bad = 0;
+    uint32_t example = 0;
+    rc = gkcu_lab_tf32_round_check(ctx, &bad, &example);
+    if (rc != 0) TEST_FAIL("gkcu_lab_tf32_round_check: rc %d (%s)", rc, gkcu_ctx_errmsg(ctx));
+    runs++;
+    if (bad != 0) {
+      failures++;
+      printf("FAIL tf32 rounding: %llu finite patterns differ from cvt.rna.tf32.f32, e.g. 0x%08x\n", bad, example);
+    }
+  }
   static const int sizes[][3] = {{1, 1, 1},     {2, 3, 1},      {13, 17, 19},   {31, 33, 35},    {127, 129, 131},
                                  {64, 64, 64},  {128, 128, 32}, {257, 255, 67}, {97, 389, 211},  {300, 5, 1000},
                                  {5, 300, 997}, {129, 64, 512}, {200, 136, 256}, {256, 264, 96}, {127, 257, 511},
