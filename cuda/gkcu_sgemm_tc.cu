@@ -57,16 +57,22 @@ __device__ __forceinline__ void cp_async_wait() {
 /* x rounded to TF32 (10 mantissa bits) to nearest, ties away from zero:
  * what cvt.rna.tf32.f32 gives for every finite x (a carry out of the
  * mantissa moves up the exponent, as rounding should), in two integer
- * instructions where ptxas emits four for the cvt (issue-bound small
- * shapes spend most of their instructions splitting operands).
+ * instructions where ptxas emits four for the cvt (ncu: the small
+ * shapes are issue-bound, and splitting operands was most of what they
+ * issued).
  * test_gpu_sgemm_tc checks the equality on all 2^32 bit patterns
  * (gkcu_lab_tf32_round_check). */
 __device__ __forceinline__ uint32_t tf32_rna(float x) { return (__float_as_uint(x) + 0x1000u) & 0xffffe000u; }
 
-/* x = hi + lo, both TF32 (float32 bit patterns with the low 13 bits zero). */
+/* x = hi + lo, both TF32.  hi has its low 13 bits cleared (x - hi must be
+ * exact); lo only gets half a TF32 ulp added: mma.sync reads the upper 19
+ * bits of a TF32 operand, so its truncation of lo + half an ulp is lo
+ * rounded to nearest, and the AND is one instruction fewer per element
+ * (of four).  Were the low bits used instead, lo would only be more
+ * precise. */
 __device__ __forceinline__ void split_tf32(float x, uint32_t &hi, uint32_t &lo) {
   hi = tf32_rna(x);
-  lo = tf32_rna(x - __uint_as_float(hi));
+  lo = __float_as_uint(x - __uint_as_float(hi)) + 0x1000u;
 }
 
 /* d += a * b for one 16x8x8 TF32 tile (PTX fragment layouts). */
@@ -79,11 +85,10 @@ __device__ __forceinline__ void mma_tf32(float *d, const uint32_t *a, const uint
 
 /* --- the kernel --------------------------------------------------------------------- */
 
-template <int BM_, int BN_, int BK_, int WM_, int WN_, int STAGES_, int MINB_, int KF_, int P_>
+template <int BM_, int BN_, int BK_, int WM_, int WN_, int STAGES_, int MINB_, int KF_>
 struct TcCfg {
   static constexpr int BM = BM_, BN = BN_, BK = BK_, WM = WM_, WN = WN_, STAGES = STAGES_;
   static constexpr int MINB = MINB_, KF = KF_;
-  static constexpr bool PERSIST = P_ > 0; /* a block may take several tiles */
   static constexpr int WARPS_M = BM / WM, WARPS_N = BN / WN;
   static constexpr int NT = WARPS_M * WARPS_N * 32;
   static constexpr int MT = WM / 16, NTL = WN / 8; /* mma tiles per warp */
@@ -161,31 +166,24 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
   const int wm0 = (warp / C::WARPS_N) * C::WM, wn0 = (warp % C::WARPS_N) * C::WN;
 
   /* Grouped tile order: 8 block-rows at a time walk across n, so blocks
-   * resident together share panels of A and B in L2.  Block x takes tiles
-   * x, x + gridDim.x, ... (one of them unless the grid is persistent). */
-  auto tile_origin = [&](int j, int &m0, int &n0) {
-    const int pid = blockIdx.x + j * gridDim.x, per_group = 8 * tiles_n;
+   * resident together share panels of A and B in L2. */
+  int tm, tn;
+  {
+    const int pid = blockIdx.x, per_group = 8 * tiles_n;
     const int first = (pid / per_group) * 8;
     const int gsize = min(tiles_m - first, 8);
-    m0 = (first + (pid % per_group) % gsize) * C::BM;
-    n0 = ((pid % per_group) / gsize) * C::BN;
-  };
+    tm = first + (pid % per_group) % gsize;
+    tn = (pid % per_group) / gsize;
+  }
+  const int m0 = tm * C::BM, n0 = tn * C::BN;
   const int kbeg = blockIdx.z * kps;
   const int kend = min(k, kbeg + kps);
-  /* k tiles per output tile (an empty slice still runs one, zero-filled,
-   * so that its zeros are written) and the block's work units: (output
-   * tile, k tile) pairs, one pipeline across them all */
-  const int nk = kend > kbeg ? (kend - kbeg + C::BK - 1) / C::BK : 1;
-  const int units =
-      C::PERSIST ? (tiles_m * tiles_n - (int)blockIdx.x + (int)gridDim.x - 1) / (int)gridDim.x * nk : nk;
+  const int ntiles = kend > kbeg ? (kend - kbeg + C::BK - 1) / C::BK : 0;
 
-  auto load_stage = [&](int slot, int u) {
+  auto load_stage = [&](int slot, int k0) {
     float *sa = smem + slot * S::STAGE;
     float *sb = sa + S::A_FLOATS;
-    int m0, n0;
-    tile_origin(C::PERSIST ? u / nk : 0, m0, n0);
-    const int k0 = kbeg + (C::PERSIST ? u % nk : u) * C::BK;
-    const int kv = kend - k0; /* valid k in this tile (<= 0: all zero-filled) */
+    const int kv = kend - k0; /* valid k in this tile */
     if (!TA)                  /* A is m x k: rows m, columns k */
       copy_tile<C::BM, C::BK, S::SA, C::NT>(sa, a + (size_t)m0 * k + k0, a, (size_t)k, m - m0, kv, vec_a, tid);
     else /* A is k x m */
@@ -272,9 +270,30 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
     }
   };
 
-  /* Epilogue of one tile: split-K slices store raw sums, else alpha and
-   * beta apply.  Fragment (i, j) holds rows r, r+8, columns col, col+1. */
-  auto store_tile = [&](int m0, int n0) {
+#pragma unroll
+  for (int s = 0; s < C::STAGES - 1; s++) {
+    if (s < ntiles) load_stage(s, kbeg + s * C::BK);
+    cp_async_commit(); /* empty groups keep the counting uniform */
+  }
+
+  for (int it = 0; it < ntiles; it++) {
+    cp_async_wait<C::STAGES - 2>();
+    __syncthreads(); /* tile it is in for every thread; slot (it-1)%S is free */
+    {
+      int nx = it + C::STAGES - 1;
+      if (nx < ntiles) load_stage(nx % C::STAGES, kbeg + nx * C::BK);
+      cp_async_commit();
+    }
+    const float *sa = smem + (it % C::STAGES) * S::STAGE;
+    const float *sb = sa + S::A_FLOATS;
+
+    multiply(sa, sb);
+  }
+  cp_async_wait<0>(); /* nothing may be in flight into shared memory at exit */
+
+  if (csplit <= 1) {
+    /* Epilogue: split-K slices store raw sums, else alpha and beta
+     * apply.  Fragment (i, j) holds rows r, r+8, columns col, col+1. */
     float *out = ws ? ws + (size_t)blockIdx.z * m * n : c;
     const float al = ws ? 1.0f : alpha;
     const float be = ws ? 0.0f : beta;
@@ -304,45 +323,6 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
           }
         }
       }
-  };
-
-#pragma unroll
-  for (int s = 0; s < C::STAGES - 1; s++) {
-    if (s < units) load_stage(s, s);
-    cp_async_commit(); /* empty groups keep the counting uniform */
-  }
-
-  for (int u = 0; u < units; u++) {
-    cp_async_wait<C::STAGES - 2>();
-    __syncthreads(); /* unit u is in for every thread; slot (u-1)%S is free */
-    {
-      int nx = u + C::STAGES - 1;
-      if (nx < units) load_stage(nx % C::STAGES, nx);
-      cp_async_commit();
-    }
-    const float *sa = smem + (u % C::STAGES) * S::STAGE;
-    const float *sb = sa + S::A_FLOATS;
-
-    multiply(sa, sb);
-    if (C::PERSIST && u % nk == nk - 1 && csplit <= 1) { /* tile done: out while the next one loads */
-      int m0, n0;
-      tile_origin(u / nk, m0, n0);
-      store_tile(m0, n0);
-#pragma unroll
-      for (int i = 0; i < C::MT; i++)
-#pragma unroll
-        for (int j = 0; j < C::NTL; j++)
-#pragma unroll
-          for (int q = 0; q < 4; q++) acc[i][j][q] = 0.0f;
-    }
-  }
-  cp_async_wait<0>(); /* nothing may be in flight into shared memory at exit */
-  if (csplit <= 1) {
-    if (!C::PERSIST) {
-      int m0, n0;
-      tile_origin(0, m0, n0);
-      store_tile(m0, n0);
-    }
     return;
   }
 
@@ -354,8 +334,6 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
    * scalar loop this replaces waited on one remote read after another
    * (64x64 tiles split 4: 32 dependent DSMEM round trips per thread). */
   constexpr int PS = TcPart<C>::STRIDE;
-  int m0, n0; /* a cluster launch has one tile per block */
-  tile_origin(0, m0, n0);
   __syncthreads(); /* the pipeline's buffers are free */
   float *part = smem; /* [BM][PS] */
 #pragma unroll
@@ -416,41 +394,30 @@ __global__ void tf32x3_splitk_reduce_kernel(size_t mn, int splits, const float *
 
 /* --- configurations ------------------------------------------------------------------ */
 
-/* X(index, name, BM, BN, BK, WM, WN, STAGES, MINB, KF, P); shared memory
- * stays under 227 KB for every transpose case.  P > 0: a persistent grid
- * of P blocks per SM, each taking tile after tile through one pipeline
- * (the next tile's loads fly while this one is multiplied and stored);
- * P = 0: one block per tile. */
+/* X(index, name, BM, BN, BK, WM, WN, STAGES, MINB, KF); shared memory
+ * stays under 227 KB for every transpose case. */
 #define GKCU__TC_CFGS(X)                                                \
-  X(0, "128x256x32/w64x64/s3/b1/f1", 128, 256, 32, 64, 64, 3, 1, 1, 0) \
-  X(1, "128x256x32/w64x64/s3/b1/f2", 128, 256, 32, 64, 64, 3, 1, 2, 0) \
-  X(2, "256x128x32/w64x64/s3/b1/f1", 256, 128, 32, 64, 64, 3, 1, 1, 0) \
-  X(3, "256x128x32/w64x64/s3/b1/f2", 256, 128, 32, 64, 64, 3, 1, 2, 0) \
-  X(4, "128x128x32/w64x32/s4/b1/f2", 128, 128, 32, 64, 32, 4, 1, 2, 0) \
-  X(5, "128x64x32/w32x32/s4/b2/f2", 128, 64, 32, 32, 32, 4, 2, 2, 0)   \
-  X(6, "64x128x32/w32x32/s4/b2/f2", 64, 128, 32, 32, 32, 4, 2, 2, 0)   \
-  X(7, "64x64x32/w32x32/s4/b3/f2", 64, 64, 32, 32, 32, 4, 3, 2, 0)     \
-  X(8, "64x64x32/w32x32/s6/b2/f4", 64, 64, 32, 32, 32, 6, 2, 4, 0)     \
-  X(9, "32x64x32/w16x32/s6/b4/f2", 32, 64, 32, 16, 32, 6, 4, 2, 0)     \
-  X(10, "32x32x32/w16x16/s4/b6/f1", 32, 32, 32, 16, 16, 4, 6, 1, 0)    \
-  X(11, "32x32x32/w16x16/s8/b6/f2", 32, 32, 32, 16, 16, 8, 6, 2, 0)    \
-  X(12, "64x64x64/w32x32/s2/b3/f2", 64, 64, 64, 32, 32, 2, 3, 2, 0)    \
-  X(13, "64x32x64/w32x16/s2/b4/f2", 64, 32, 64, 32, 16, 2, 4, 2, 0)    \
-  X(14, "32x64x64/w16x32/s2/b4/f2", 32, 64, 64, 16, 32, 2, 4, 2, 0)    \
-  X(15, "64x16x64/w16x16/s2/b6/f2", 64, 16, 64, 16, 16, 2, 6, 2, 0)    \
-  X(16, "64x64x32/w32x32/s3/b3/f2", 64, 64, 32, 32, 32, 3, 3, 2, 0)    \
-  X(17, "64x64x32/w32x16/s4/b2/f2", 64, 64, 32, 32, 16, 4, 2, 2, 0)    \
-  X(18, "64x32x64/w32x16/s3/b4/f2/p1", 64, 32, 64, 32, 16, 3, 4, 2, 1) \
-  X(19, "64x16x64/w16x16/s3/b6/f2/p2", 64, 16, 64, 16, 16, 3, 6, 2, 2) \
-  X(20, "64x16x64/w16x16/s4/b6/f2/p1", 64, 16, 64, 16, 16, 4, 6, 2, 1) \
-  X(21, "64x64x32/w32x32/s8/b1/f2", 64, 64, 32, 32, 32, 8, 1, 2, 0)      \
-  X(22, "64x32x32/w32x16/s8/b2/f2", 64, 32, 32, 32, 16, 8, 2, 2, 0)
+  X(0, "128x256x32/w64x64/s3/b1/f1", 128, 256, 32, 64, 64, 3, 1, 1)     \
+  X(1, "128x256x32/w64x64/s3/b1/f2", 128, 256, 32, 64, 64, 3, 1, 2)     \
+  X(2, "256x128x32/w64x64/s3/b1/f1", 256, 128, 32, 64, 64, 3, 1, 1)     \
+  X(3, "256x128x32/w64x64/s3/b1/f2", 256, 128, 32, 64, 64, 3, 1, 2)     \
+  X(4, "128x128x32/w64x32/s4/b1/f2", 128, 128, 32, 64, 32, 4, 1, 2)     \
+  X(5, "128x64x32/w32x32/s4/b2/f2", 128, 64, 32, 32, 32, 4, 2, 2)       \
+  X(6, "64x128x32/w32x32/s4/b2/f2", 64, 128, 32, 32, 32, 4, 2, 2)       \
+  X(7, "64x64x32/w32x32/s4/b3/f2", 64, 64, 32, 32, 32, 4, 3, 2)         \
+  X(8, "64x64x32/w32x32/s6/b2/f4", 64, 64, 32, 32, 32, 6, 2, 4)         \
+  X(9, "32x64x32/w16x32/s6/b4/f2", 32, 64, 32, 16, 32, 6, 4, 2)         \
+  X(10, "32x32x32/w16x16/s4/b6/f1", 32, 32, 32, 16, 16, 4, 6, 1)        \
+  X(11, "32x32x32/w16x16/s8/b6/f2", 32, 32, 32, 16, 16, 8, 6, 2)        \
+  X(12, "64x32x64/w32x16/s2/b4/f2", 64, 32, 64, 32, 16, 2, 4, 2)        \
+  X(13, "64x32x64/w32x16/s2/b3/f4", 64, 32, 64, 32, 16, 2, 3, 4)        \
+  X(14, "64x32x32/w32x16/s4/b4/f2", 64, 32, 32, 32, 16, 4, 4, 2)
 
 struct CfgInfo {
   const char *name;
-  int bm, bn, persist;
+  int bm, bn;
 };
-#define GKCU__TC_INFO(idx, name, BM, BN, BK, WM, WN, ST, MINB, KF, P) {name, BM, BN, P},
+#define GKCU__TC_INFO(idx, name, BM, BN, BK, WM, WN, ST, MINB, KF) {name, BM, BN},
 const CfgInfo kCfgs[GKCU_TC_CFGS] = {GKCU__TC_CFGS(GKCU__TC_INFO)};
 #undef GKCU__TC_INFO
 
@@ -466,7 +433,6 @@ struct Launch {
   int kps, splits;
   bool va, vb;
   bool cluster; /* splits > 1 added up in a cluster (ws unused) */
-  size_t grid_cap; /* most blocks per slice (persistent configurations), 0: one per tile */
 };
 
 template <class C, bool TA, bool TB>
@@ -489,10 +455,7 @@ cudaError_t launch_t(cudaStream_t st, const Launch &L) {
       __atomic_fetch_or(&done, bit, __ATOMIC_ACQ_REL);
     }
   }
-  /* a cluster's blocks take one tile each: its partial tile is added up
-   * in the shared memory the pipeline used */
-  const size_t gx = L.grid_cap && !L.cluster && L.grid_cap < tiles ? L.grid_cap : tiles;
-  dim3 grid((unsigned int)gx, 1, (unsigned int)L.splits);
+  dim3 grid((unsigned int)tiles, 1, (unsigned int)L.splits);
   if (L.cluster) {
     static_assert(S::BYTES >= TcPart<C>::BYTES, "the partial tile fits in the pipeline's shared memory");
     cudaLaunchConfig_t lc = {};
@@ -528,9 +491,9 @@ bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 cudaError_t launch_any(gkcu_ctx *ctx, int cfg, int ta, int tb, const Launch &L) {
   cudaError_t e = cudaErrorInvalidValue;
   switch (cfg) {
-#define GKCU__TC_CASE(idx, name, BM, BN, BK, WM, WN, ST, MINB, KF, P) \
+#define GKCU__TC_CASE(idx, name, BM, BN, BK, WM, WN, ST, MINB, KF) \
   case idx:                                                        \
-    e = launch_cfg<TcCfg<BM, BN, BK, WM, WN, ST, MINB, KF, P>>(ctx->stream, ta, tb, L); \
+    e = launch_cfg<TcCfg<BM, BN, BK, WM, WN, ST, MINB, KF>>(ctx->stream, ta, tb, L); \
     break;
     GKCU__TC_CFGS(GKCU__TC_CASE)
 #undef GKCU__TC_CASE
@@ -540,8 +503,7 @@ cudaError_t launch_any(gkcu_ctx *ctx, int cfg, int ta, int tb, const Launch &L) 
 
 int run_tf32x3(gkcu_ctx *ctx, int cfg, int splits, bool scratch, int m, int n, int k, float alpha,
                const float *a, int ta, const float *b, int tb, float beta, float *c) {
-  Launch L = {m, n, k, alpha, beta, a, b, c, NULL, k, 1, false, false, false, 0};
-  L.grid_cap = (size_t)kCfgs[cfg].persist * (size_t)ctx->sm_count;
+  Launch L = {m, n, k, alpha, beta, a, b, c, NULL, k, 1, false, false, false};
   L.va = aligned16(a) && ((ta ? m : k) % 4 == 0);
   L.vb = aligned16(b) && ((tb ? k : n) % 4 == 0);
   if (splits > 1) {
