@@ -456,7 +456,7 @@ static void time_shape(shape s, int lab, double *out_vendor, double *out_tc, dou
           sscanf(gkcu_tc_cfg_name(cf), "%dx%d", &bm, &bn);
           tiles = (size_t)((m + bm - 1) / bm) * ((n + bn - 1) / bn);
         }
-        if (sp > 1 && (tiles >= 2 * (size_t)sms || k < 64 * sp)) continue;
+        if (sp > 1 && (tiles >= 2 * (size_t)sms || k < 32 * sp)) continue;
         if ((double)m * n * k > 3e10 && tiles < (size_t)sms / 2) continue; /* slow, uninformative */
         run_arg r = {-1, cf, spv, m, n, k, a, b, c};
         double err = sampled_error(&r, d_idx, h_ref, h_mag, h_idx, NS);
