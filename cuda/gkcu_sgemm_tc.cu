@@ -414,7 +414,8 @@ __global__ void tf32x3_splitk_reduce_kernel(size_t mn, int splits, const float *
   X(14, "64x32x32/w32x16/s4/b4/f2", 64, 32, 32, 32, 16, 4, 4, 2)        \
   X(15, "64x64x32/w16x32/s4/b2/f4", 64, 64, 32, 16, 32, 4, 2, 4)        \
   X(16, "64x32x64/w16x16/s2/b2/f4", 64, 32, 64, 16, 16, 2, 2, 4)        \
-  X(17, "32x64x32/w16x32/s4/b3/f4", 32, 64, 32, 16, 32, 4, 3, 4)
+  X(17, "32x64x32/w16x32/s4/b3/f4", 32, 64, 32, 16, 32, 4, 3, 4)        \
+  X(18, "32x32x32/w16x16/s4/b6/f4", 32, 32, 32, 16, 16, 4, 6, 4)
 
 struct CfgInfo {
   const char *name;
@@ -607,47 +608,66 @@ extern "C" const char *gkcu_tc_cfg_name(int cfg) {
 }
 
 /* From the lab runs of 2026-11-25 (H100, 132 SMs; bench/RESULTS.md),
- * x = cuBLAS FP32 time / this time, final run (05:21 UTC) first:
+ * x = cuBLAS FP32 time / this time:
  *   - 256x128 tiles (f2) once they give ~every SM one: 2048^3 0.98-1.09,
  *     4096^3 1.02-1.085, 8192^3 1.03-1.065 (f1 within +-2% of it, the order
  *     flipping between runs; 128x256 and 128x128 tiles up to 8% slower);
- *   - else 64x64 tiles (6 stages, f4) when there are an SM's worth:
- *     1024^3 1.16;
- *   - n <= 64 with long k: 64x64 tiles, K split to ~2 blocks per SM
- *     (8192x64x8192 k2 0.97, the best; auto runs cuBLAS there);
- *   - otherwise 32x64 tiles unsplit when they give half the SMs a block
- *     (512^3 1.03, 64x8192x64 1.14; 64x64 split k4 fell to 0.75 with the
- *     split added in a cluster), else 32x32 tiles with K split in a
- *     cluster to ~2 blocks per SM, slices of >= 64 (256^3 k4 1.30,
- *     127x257x511 k7 1.20; k1 1.31 and 0.59). */
+ *   the rest from the small-shape runs (07:46 and 07:51 UTC, after the
+ *   integer TF32 split):
+ *   - 128x128 tiles K-split 2 in a cluster when that gives ~one block per
+ *     SM and k is long: 1024^3 1.37 (64x64 unsplit 1.26-1.28);
+ *   - 64x64 tiles (6 stages, f4) when there are an SM's worth;
+ *   - n <= 64 with long k: 64x64 tiles (4 stages, f2), K split to ~2
+ *     blocks per SM: 8192x64x8192 k2 1.11 (k2 through scratch 1.10);
+ *   - 64x32 tiles, all of a 64-deep k tile in one stage, f4, unsplit, when
+ *     they give ~every SM one and k >= 256: 512^3 1.29-1.31 (k2 1.23-1.26;
+ *     the 32x64 tiles of the previous rule 1.11-1.13);
+ *   - 32x64 tiles (f4) unsplit when they give half the SMs a block:
+ *     64x8192x64 1.16 (the best of 18 configurations; 32x64/f2 1.15);
+ *   - otherwise 32x32 tiles with K split in a cluster to >= 2 blocks per
+ *     SM, slices of >= 64: 256^3 k4 1.41-1.43 (k2 1.44-1.50),
+ *     127x257x511 k8 1.38 (k6 1.32). */
 extern "C" void gkcu_tc_choice(int sms, int32_t m, int32_t n, int32_t k, int *cfg, int *splits) {
+  const size_t s = (size_t)sms;
   *splits = 1;
-  if (tc_tiles(3, m, n) * 10 >= (size_t)sms * 9) {
+  if (tc_tiles(3, m, n) * 10 >= s * 9) {
     *cfg = 3;
     return;
   }
-  if (tc_tiles(8, m, n) >= (size_t)sms) {
+  const size_t t4 = tc_tiles(4, m, n);
+  if (k >= 1024 && t4 * 2 * 10 >= s * 9 && t4 * 2 <= s * 2) {
+    *cfg = 4;
+    *splits = 2;
+    return;
+  }
+  if (tc_tiles(8, m, n) >= s) {
     *cfg = 8;
     return;
   }
-  size_t want, most;
   if (n <= 64 && k >= 2048) {
-    *cfg = 8;
-    want = 2 * (size_t)sms / tc_tiles(8, m, n);
-    most = ((size_t)k + 127) / 128;
-  } else if (tc_tiles(9, m, n) * 2 >= (size_t)sms) {
-    *cfg = 9;
+    *cfg = 7;
+    size_t want = 2 * s / tc_tiles(7, m, n), most = ((size_t)k + 127) / 128;
+    if (want > most) want = most;
+    if (want > 8) want = 8;
+    *splits = want < 1 ? 1 : (int)want;
     return;
-  } else {
-    *cfg = 10;
-    if (k <= 128) return;
-    want = 2 * (size_t)sms / tc_tiles(10, m, n);
-    most = ((size_t)k + 63) / 64;
   }
+  const size_t t13 = tc_tiles(13, m, n);
+  if (k >= 256 && t13 * 10 >= s * 9 && t13 < 2 * s) {
+    *cfg = 13;
+    return;
+  }
+  if (tc_tiles(17, m, n) * 2 >= s) {
+    *cfg = 17;
+    return;
+  }
+  *cfg = 10;
+  if (k <= 128) return;
+  const size_t t10 = tc_tiles(10, m, n);
+  size_t want = (2 * s + t10 - 1) / t10, most = ((size_t)k + 63) / 64;
   if (want > most) want = most;
-  if (want > 16) want = 16;
-  if (want < 1) want = 1;
-  *splits = (int)want;
+  if (want > 8) want = 8; /* a portable cluster */
+  *splits = want < 1 ? 1 : (int)want;
 }
 
 extern "C" int gkcu_lab_sgemm_tf32x3(gkcu_ctx *ctx, int cfg, int splits, int32_t m, int32_t n, int32_t k,

@@ -35,7 +35,7 @@
 extern "C" {
 #endif
 
-enum { GKCU_TC_CFGS = 18 };
+enum { GKCU_TC_CFGS = 19 };
 
 /* "128x256x32/w64x64/s3/b1/f1" (block tile, warp tile, stages, blocks per
  * SM, KF), ...; NULL past the last. */

@@ -181,7 +181,9 @@ static void argument_checks(gkcu_ctx *ctx) {
   /* the measured rule (gkcu_sgemm_pick): tf32x3 where it was faster */
   ASSERT_EQ(gkcu_sgemm_pick(ctx, 4096, 4096, 4096), GKCU_SGEMM_TF32X3);
   ASSERT_EQ(gkcu_sgemm_pick(ctx, 256, 256, 256), GKCU_SGEMM_TF32X3);
-  ASSERT_EQ(gkcu_sgemm_pick(ctx, 8192, 64, 8192), GKCU_SGEMM_CUBLAS);
+  ASSERT_EQ(gkcu_sgemm_pick(ctx, 8192, 64, 8192), GKCU_SGEMM_TF32X3);
+  ASSERT_EQ(gkcu_sgemm_pick(ctx, 512, 512, 512), GKCU_SGEMM_TF32X3);
+  ASSERT_EQ(gkcu_sgemm_pick(ctx, 64, 8192, 64), GKCU_SGEMM_TF32X3);
   ASSERT_EQ(gkcu_sgemm_pick(ctx, 127, 257, 511), GKCU_SGEMM_TF32X3);
   ASSERT_EQ(gkcu_sgemm_pick(ctx, 4095, 4097, 4099), GKCU_SGEMM_CUBLAS);
   cudaFree(d);
