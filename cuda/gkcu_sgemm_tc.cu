@@ -634,22 +634,24 @@ extern "C" void gkcu_tc_choice(int sms, int32_t m, int32_t n, int32_t k, int *cf
     *cfg = 3;
     return;
   }
-  const size_t t4 = tc_tiles(4, m, n);
-  if (k >= 1024 && t4 * 2 * 10 >= s * 9 && t4 * 2 <= s * 2) {
-    *cfg = 4;
-    *splits = 2;
-    return;
-  }
-  if (tc_tiles(8, m, n) >= s) {
-    *cfg = 8;
-    return;
-  }
   if (n <= 64 && k >= 2048) {
     *cfg = 7;
     size_t want = 2 * s / tc_tiles(7, m, n), most = ((size_t)k + 127) / 128;
     if (want > most) want = most;
     if (want > 8) want = 8;
     *splits = want < 1 ? 1 : (int)want;
+    return;
+  }
+  /* only where the 128x128 tiles are full (8192x64x8192 fell to 0.66 on
+   * them: half of every tile empty) */
+  const size_t t4 = tc_tiles(4, m, n);
+  if (m >= 512 && n >= 512 && k >= 1024 && t4 * 2 * 10 >= s * 9 && t4 * 2 <= s * 2) {
+    *cfg = 4;
+    *splits = 2;
+    return;
+  }
+  if (tc_tiles(8, m, n) >= s) {
+    *cfg = 8;
     return;
   }
   const size_t t13 = tc_tiles(13, m, n);

@@ -186,6 +186,18 @@ static void argument_checks(gkcu_ctx *ctx) {
   ASSERT_EQ(gkcu_sgemm_pick(ctx, 64, 8192, 64), GKCU_SGEMM_TF32X3);
   ASSERT_EQ(gkcu_sgemm_pick(ctx, 127, 257, 511), GKCU_SGEMM_TF32X3);
   ASSERT_EQ(gkcu_sgemm_pick(ctx, 4095, 4097, 4099), GKCU_SGEMM_CUBLAS);
+  /* the choice table never gives a skinny shape tiles more than twice as
+   * wide as it is (8192x64x8192 on 128x128 tiles ran at 0.66x cuBLAS) */
+  static const int skinny[][3] = {{8192, 64, 8192}, {64, 8192, 64}, {8192, 64, 1024}, {64, 8192, 8192},
+                                  {4096, 32, 4096}, {32, 4096, 4096}, {100000, 64, 64}};
+  for (int i = 0; i < 7; i++) {
+    int cfg = -1, sp = 0, bm = 0, bn = 0;
+    gkcu_tc_choice(132, skinny[i][0], skinny[i][1], skinny[i][2], &cfg, &sp);
+    ASSERT(cfg >= 0 && cfg < GKCU_TC_CFGS && sp >= 1 && sp <= 64);
+    ASSERT_EQ(sscanf(gkcu_tc_cfg_name(cfg), "%dx%d", &bm, &bn), 2);
+    if (skinny[i][0] <= 64) ASSERT(bm <= 64);
+    if (skinny[i][1] <= 64) ASSERT(bn <= 64);
+  }
   cudaFree(d);
 }
 
