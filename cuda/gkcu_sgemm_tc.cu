@@ -630,7 +630,9 @@ extern "C" const char *gkcu_tc_cfg_name(int cfg) {
 extern "C" void gkcu_tc_choice(int sms, int32_t m, int32_t n, int32_t k, int *cfg, int *splits) {
   const size_t s = (size_t)sms;
   *splits = 1;
-  if (tc_tiles(3, m, n) * 10 >= s * 9) {
+  /* (only where a 256x128 tile is full: 100000x64x64 would leave half of
+   * every one empty) */
+  if (m >= 256 && n >= 128 && tc_tiles(3, m, n) * 10 >= s * 9) {
     *cfg = 3;
     return;
   }
