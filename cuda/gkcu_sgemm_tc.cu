@@ -57,9 +57,8 @@ __device__ __forceinline__ void cp_async_wait() {
 /* x rounded to TF32 (10 mantissa bits) to nearest, ties away from zero:
  * what cvt.rna.tf32.f32 gives for every finite x (a carry out of the
  * mantissa moves up the exponent, as rounding should), in two integer
- * instructions where ptxas emits four for the cvt (ncu: the small
- * shapes are issue-bound, and splitting operands was most of what they
- * issued).
+ * instructions where the cvt takes three (ncu: the small shapes are
+ * issue-bound, and splitting operands was most of what they issued).
  * test_gpu_sgemm_tc checks the equality on all 2^32 bit patterns
  * (gkcu_lab_tf32_round_check). */
 __device__ __forceinline__ uint32_t tf32_rna(float x) { return (__float_as_uint(x) + 0x1000u) & 0xffffe000u; }
@@ -67,9 +66,9 @@ __device__ __forceinline__ uint32_t tf32_rna(float x) { return (__float_as_uint(
 /* x = hi + lo, both TF32.  hi has its low 13 bits cleared (x - hi must be
  * exact); lo only gets half a TF32 ulp added: mma.sync reads the upper 19
  * bits of a TF32 operand, so its truncation of lo + half an ulp is lo
- * rounded to nearest, and the AND is one instruction fewer per element
- * (of four).  Were the low bits used instead, lo would only be more
- * precise. */
+ * rounded to nearest with one instruction.  A split is 4 instructions
+ * (it was 7 with cvt.rna).  Were the low bits used instead, lo would only
+ * be more precise. */
 __device__ __forceinline__ void split_tf32(float x, uint32_t &hi, uint32_t &lo) {
   hi = tf32_rna(x);
   lo = __float_as_uint(x - __uint_as_float(hi)) + 0x1000u;
