@@ -41,7 +41,11 @@ static cudaStream_t st;
 static void *flush_buf;
 static size_t flush_bytes;
 static int reps = 20;
-static int no_flush;              /* --no-flush: L2 left warm between calls */
+/* --no-flush: L2 left warm between calls; then nothing is queued ahead of
+ * the first event, so the host's launch latency is in every time (an
+ * empty kernel measured 5.8-7.3 us that way against 3.1 us with the
+ * flush, H100, 2026-11-25) */
+static int no_flush;
 static int force_cfg = -1, force_splits = 0; /* --cfg C,S: the tf32x3 row runs this */
 static int floor_rows;            /* --floor: the fixed costs beside each shape */
 static FILE *json;
