@@ -16,7 +16,7 @@
  *
  * Configurations (block tile BM x BN x BK, warp tile, cp.async stages,
  * blocks per SM the registers are budgeted for) are listed in the .cu file;
- * gkcu__tf32x3_choice() picks one and a K split for a shape from the lab
+ * gkcu_tc_choice() picks one and a K split for a shape from the lab
  * runs recorded in cuda/NOTES.md.  K splits of up to 8 run as one thread-
  * block cluster per tile, whose blocks add their partial tiles through
  * distributed shared memory; more (or a cluster the launch refuses) write
