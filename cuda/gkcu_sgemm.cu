@@ -601,11 +601,11 @@ extern "C" int gkcu_sgemm_algo_parse(const char *s) {
 /* The auto rule, from the measured tables in bench/RESULTS.md (tf32x3
  * runs, H100, 2026-11-25): tf32x3 (float32-accurate, see gkcu_sgemm_tc.h)
  * wherever it was not measurably slower than cuBLAS FP32 -- squares 256^3
- * to 8192^3 (1.00-1.30x in the final run), 64x8192x64 (1.14x),
- * 127x257x511 (1.20x) -- and cuBLAS FP32 where it was: n <= 64 with
- * k >= 2048 (8192x64x8192, 0.97-0.99x at best), and shapes whose rows
- * cannot take 16-byte copies (one of m, n, k not a multiple of 4) beyond
- * 2^25 multiply-adds: the 4-byte copy path was only measured on the small,
+ * to 8192^3 (1.02-1.45x), 64x8192x64 (1.16x), 8192x64x8192 (1.10-1.11x
+ * once TF32 rounding took two integer instructions; 0.97-0.99x before),
+ * 127x257x511 (1.32-1.38x) -- and cuBLAS FP32 for shapes whose rows cannot
+ * take 16-byte copies (one of m, n, k not a multiple of 4) beyond 2^25
+ * multiply-adds: the 4-byte copy path was only measured on the small,
  * latency-bound 127x257x511.  regblock is never picked (0.93x at
  * 2048..8192); plain TF32 never implicitly. */
 extern "C" int gkcu_sgemm_pick(const gkcu_ctx *ctx, int32_t m, int32_t n, int32_t k) {
@@ -614,7 +614,6 @@ extern "C" int gkcu_sgemm_pick(const gkcu_ctx *ctx, int32_t m, int32_t n, int32_
    * unaligned and n <= 64 ones included. */
   if (ctx && gkcu_wg_choice(ctx->sm_count, m, n, k) >= 0 && gkcu_wg_supported(ctx)) return GKCU_SGEMM_TF32X3;
   if ((m % 4 || n % 4 || k % 4) && (double)m * n * k > 33554432.0) return GKCU_SGEMM_CUBLAS;
-  if (n <= 64 && k >= 2048) return GKCU_SGEMM_CUBLAS;
   return GKCU_SGEMM_TF32X3;
 }
 

@@ -54,11 +54,24 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
-/* x = hi + lo, both TF32 (float32 bit patterns with the low 13 bits zero). */
+/* x rounded to TF32 (10 mantissa bits) to nearest, ties away from zero:
+ * what cvt.rna.tf32.f32 gives for every finite x (a carry out of the
+ * mantissa moves up the exponent, as rounding should), in two integer
+ * instructions where the cvt takes three (ncu: the small shapes are
+ * issue-bound, and splitting operands was most of what they issued).
+ * test_gpu_sgemm_tc checks the equality on all 2^32 bit patterns
+ * (gkcu_lab_tf32_round_check). */
+__device__ __forceinline__ uint32_t tf32_rna(float x) { return (__float_as_uint(x) + 0x1000u) & 0xffffe000u; }
+
+/* x = hi + lo, both TF32.  hi has its low 13 bits cleared (x - hi must be
+ * exact); lo only gets half a TF32 ulp added: mma.sync reads the upper 19
+ * bits of a TF32 operand, so its truncation of lo + half an ulp is lo
+ * rounded to nearest with one instruction.  A split is 4 instructions
+ * (it was 7 with cvt.rna).  Were the low bits used instead, lo would only
+ * be more precise. */
 __device__ __forceinline__ void split_tf32(float x, uint32_t &hi, uint32_t &lo) {
-  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(hi) : "f"(x));
-  float r = x - __uint_as_float(hi);
-  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(lo) : "f"(r));
+  hi = tf32_rna(x);
+  lo = __float_as_uint(x - __uint_as_float(hi)) + 0x1000u;
 }
 
 /* d += a * b for one 16x8x8 TF32 tile (PTX fragment layouts). */
@@ -92,6 +105,20 @@ struct TcSmem {
   static constexpr int B_FLOATS = TB ? C::BN * SB : C::BK * SB;
   static constexpr int STAGE = A_FLOATS + B_FLOATS;
   static constexpr size_t BYTES = (size_t)C::STAGES * STAGE * sizeof(float);
+};
+
+/* K splits up to this many are added in a thread-block cluster (portable
+ * cluster size); more go through scratch and a second kernel. */
+constexpr int kClusterMax = 8;
+
+/* The partial tile a block of a K-split cluster leaves in its shared
+ * memory: rows padded by 8 floats so that a half-warp's 8-byte stores of
+ * fragment pairs (4 rows x 4 column pairs) hit 32 distinct banks, rows
+ * 16-byte aligned for the float4 reads of the reduction. */
+template <class C>
+struct TcPart {
+  static constexpr int STRIDE = C::BN + 8;
+  static constexpr size_t BYTES = (size_t)C::BM * STRIDE * sizeof(float);
 };
 
 /* Copies a ROWS x COLS window of a row-major matrix (row stride ld) whose
@@ -263,71 +290,94 @@ __global__ void __launch_bounds__(C::NT, C::MINB)
   }
   cp_async_wait<0>(); /* nothing may be in flight into shared memory at exit */
 
-  if (csplit > 1) {
-    /* K split across a cluster of csplit blocks (grid z): each block puts
-     * its partial tile in its own shared memory, then each adds a share of
-     * the tile's elements over all csplit blocks in rank order (the same
-     * order every run) through distributed shared memory and writes C. */
-    __syncthreads(); /* the pipeline's buffers are free */
-    float *part = smem; /* [BM][BN] */
+  if (csplit <= 1) {
+    /* Epilogue: split-K slices store raw sums, else alpha and beta
+     * apply.  Fragment (i, j) holds rows r, r+8, columns col, col+1. */
+    float *out = ws ? ws + (size_t)blockIdx.z * m * n : c;
+    const float al = ws ? 1.0f : alpha;
+    const float be = ws ? 0.0f : beta;
+    const bool pair = (n % 2 == 0) && (((uintptr_t)out & 7u) == 0);
 #pragma unroll
     for (int i = 0; i < C::MT; i++)
 #pragma unroll
-      for (int h = 0; h < 2; h++)
+      for (int h = 0; h < 2; h++) {
+        const int row = m0 + wm0 + i * 16 + g + h * 8;
+        if (row >= m) continue;
 #pragma unroll
         for (int j = 0; j < C::NTL; j++) {
-          const int e = (wm0 + i * 16 + g + h * 8) * C::BN + wn0 + j * 8 + 2 * t;
-          part[e] = acc[i][j][2 * h];
-          part[e + 1] = acc[i][j][2 * h + 1];
+          const int col = n0 + wn0 + j * 8 + 2 * t;
+          if (col >= n) continue;
+          float *o = out + (size_t)row * n + col;
+          float v0 = al * acc[i][j][2 * h], v1 = al * acc[i][j][2 * h + 1];
+          if (pair) { /* col + 1 < n too: n is even and col is */
+            if (be != 0.0f) {
+              float2 old = *reinterpret_cast<const float2 *>(o);
+              v0 = fmaf(be, old.x, v0);
+              v1 = fmaf(be, old.y, v1);
+            }
+            *reinterpret_cast<float2 *>(o) = make_float2(v0, v1);
+          } else {
+            o[0] = be != 0.0f ? fmaf(be, o[0], v0) : v0;
+            if (col + 1 < n) o[1] = be != 0.0f ? fmaf(be, o[1], v1) : v1;
+          }
         }
-    cooperative_groups::cluster_group cl = cooperative_groups::this_cluster();
-    cl.sync(); /* every partial written, visible cluster-wide */
-    const int rank = (int)cl.block_rank();
-    constexpr int E = C::BM * C::BN;
-    const int e1 = (rank + 1) * E / csplit;
-    for (int e = rank * E / csplit + tid; e < e1; e += C::NT) {
-      const int row = m0 + e / C::BN, col = n0 + e % C::BN;
-      if (row >= m || col >= n) continue;
-      float sum = 0.0f;
-      for (int z = 0; z < csplit; z++) sum += cl.map_shared_rank(part, z)[e];
-      float *o = c + (size_t)row * n + col;
-      *o = beta == 0.0f ? alpha * sum : fmaf(beta, *o, alpha * sum);
-    }
-    cl.sync(); /* no block leaves while others still read its partial */
+      }
     return;
   }
 
-  /* Epilogue: split-K slices store raw sums, else alpha and beta apply.
-   * Fragment (i, j) holds rows r, r+8 and columns col, col+1. */
-  float *out = ws ? ws + (size_t)blockIdx.z * m * n : c;
-  const float al = ws ? 1.0f : alpha;
-  const float be = ws ? 0.0f : beta;
-  const bool pair = (n % 2 == 0) && (((uintptr_t)out & 7u) == 0);
+  /* K split across a cluster of csplit blocks (grid z): each block puts
+   * its partial tile in its own shared memory, then each adds a share of
+   * the tile over all csplit blocks in rank order (the same order every
+   * run) through distributed shared memory and writes C.  Four columns
+   * at a time, every slice's load issued before the first addition: the
+   * scalar loop this replaces waited on one remote read after another
+   * (64x64 tiles split 4: 32 dependent DSMEM round trips per thread). */
+  constexpr int PS = TcPart<C>::STRIDE;
+  __syncthreads(); /* the pipeline's buffers are free */
+  float *part = smem; /* [BM][PS] */
 #pragma unroll
   for (int i = 0; i < C::MT; i++)
 #pragma unroll
-    for (int h = 0; h < 2; h++) {
-      const int row = m0 + wm0 + i * 16 + g + h * 8;
-      if (row >= m) continue;
+    for (int h = 0; h < 2; h++)
 #pragma unroll
       for (int j = 0; j < C::NTL; j++) {
-        const int col = n0 + wn0 + j * 8 + 2 * t;
-        if (col >= n) continue;
-        float *o = out + (size_t)row * n + col;
-        float v0 = al * acc[i][j][2 * h], v1 = al * acc[i][j][2 * h + 1];
-        if (pair) { /* col + 1 < n too: n is even and col is */
-          if (be != 0.0f) {
-            float2 old = *reinterpret_cast<const float2 *>(o);
-            v0 = fmaf(be, old.x, v0);
-            v1 = fmaf(be, old.y, v1);
-          }
-          *reinterpret_cast<float2 *>(o) = make_float2(v0, v1);
-        } else {
-          o[0] = be != 0.0f ? fmaf(be, o[0], v0) : v0;
-          if (col + 1 < n) o[1] = be != 0.0f ? fmaf(be, o[1], v1) : v1;
-        }
+        const int e = (wm0 + i * 16 + g + h * 8) * PS + wn0 + j * 8 + 2 * t;
+        *reinterpret_cast<float2 *>(&part[e]) = make_float2(acc[i][j][2 * h], acc[i][j][2 * h + 1]);
       }
+  cooperative_groups::cluster_group cl = cooperative_groups::this_cluster();
+  cl.sync(); /* every partial written, visible cluster-wide */
+  const int rank = (int)cl.block_rank();
+  constexpr int Q = C::BM * C::BN / 4, QR = C::BN / 4; /* float4 groups, per row */
+  const bool vec_c = (n % 4 == 0) && (((uintptr_t)c & 15u) == 0);
+  const int q1 = (rank + 1) * Q / csplit;
+  for (int q = rank * Q / csplit + tid; q < q1; q += C::NT) {
+    const int r = q / QR, cc = (q % QR) * 4;
+    const int row = m0 + r, col = n0 + cc;
+    if (row >= m || col >= n) continue;
+    float4 v[kClusterMax];
+#pragma unroll
+    for (int z = 0; z < kClusterMax; z++)
+      if (z < csplit) v[z] = *reinterpret_cast<const float4 *>(cl.map_shared_rank(part, z) + r * PS + cc);
+    float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+    for (int z = 0; z < kClusterMax; z++)
+      if (z < csplit) s[0] += v[z].x, s[1] += v[z].y, s[2] += v[z].z, s[3] += v[z].w;
+    float *o = c + (size_t)row * n + col;
+    if (vec_c) { /* col + 3 < n: n and col are multiples of 4 */
+      float4 w = make_float4(alpha * s[0], alpha * s[1], alpha * s[2], alpha * s[3]);
+      if (beta != 0.0f) {
+        const float4 old = *reinterpret_cast<const float4 *>(o);
+        w.x = fmaf(beta, old.x, w.x), w.y = fmaf(beta, old.y, w.y);
+        w.z = fmaf(beta, old.z, w.z), w.w = fmaf(beta, old.w, w.w);
+      }
+      *reinterpret_cast<float4 *>(o) = w;
+    } else {
+#pragma unroll
+      for (int x = 0; x < 4; x++)
+        if (col + x < n) o[x] = beta == 0.0f ? alpha * s[x] : fmaf(beta, o[x], alpha * s[x]);
     }
+  }
+  cl.sync(); /* no block leaves while others still read its partial */
 }
 
 /* C = alpha * sum_z ws[z] + beta * C, slices added in order (deterministic). */
@@ -357,7 +407,14 @@ __global__ void tf32x3_splitk_reduce_kernel(size_t mn, int splits, const float *
   X(8, "64x64x32/w32x32/s6/b2/f4", 64, 64, 32, 32, 32, 6, 2, 4)         \
   X(9, "32x64x32/w16x32/s6/b4/f2", 32, 64, 32, 16, 32, 6, 4, 2)         \
   X(10, "32x32x32/w16x16/s4/b6/f1", 32, 32, 32, 16, 16, 4, 6, 1)        \
-  X(11, "32x32x32/w16x16/s8/b6/f2", 32, 32, 32, 16, 16, 8, 6, 2)
+  X(11, "32x32x32/w16x16/s8/b6/f2", 32, 32, 32, 16, 16, 8, 6, 2)        \
+  X(12, "64x32x64/w32x16/s2/b4/f2", 64, 32, 64, 32, 16, 2, 4, 2)        \
+  X(13, "64x32x64/w32x16/s2/b3/f4", 64, 32, 64, 32, 16, 2, 3, 4)        \
+  X(14, "64x32x32/w32x16/s4/b4/f2", 64, 32, 32, 32, 16, 4, 4, 2)        \
+  X(15, "64x64x32/w16x32/s4/b2/f4", 64, 64, 32, 16, 32, 4, 2, 4)        \
+  X(16, "64x32x64/w16x16/s2/b2/f4", 64, 32, 64, 16, 16, 2, 2, 4)        \
+  X(17, "32x64x32/w16x32/s4/b3/f4", 32, 64, 32, 16, 32, 4, 3, 4)        \
+  X(18, "32x32x32/w16x16/s4/b6/f4", 32, 32, 32, 16, 16, 4, 6, 4)
 
 struct CfgInfo {
   const char *name;
@@ -403,8 +460,7 @@ cudaError_t launch_t(cudaStream_t st, const Launch &L) {
   }
   dim3 grid((unsigned int)tiles, 1, (unsigned int)L.splits);
   if (L.cluster) {
-    /* S::BYTES >= BM*BN floats for every configuration: the partial fits */
-    static_assert(S::BYTES >= (size_t)C::BM * C::BN * sizeof(float), "partial tile fits");
+    static_assert(S::BYTES >= TcPart<C>::BYTES, "the partial tile fits in the pipeline's shared memory");
     cudaLaunchConfig_t lc = {};
     lc.gridDim = grid;
     lc.blockDim = dim3(C::NT);
@@ -448,12 +504,8 @@ cudaError_t launch_any(gkcu_ctx *ctx, int cfg, int ta, int tb, const Launch &L) 
   return e;
 }
 
-/* K splits up to this many are added in a thread-block cluster (portable
- * cluster size); more go through scratch and a second kernel. */
-constexpr int kClusterMax = 8;
-
-int run_tf32x3(gkcu_ctx *ctx, int cfg, int splits, int m, int n, int k, float alpha, const float *a, int ta,
-               const float *b, int tb, float beta, float *c) {
+int run_tf32x3(gkcu_ctx *ctx, int cfg, int splits, bool scratch, int m, int n, int k, float alpha,
+               const float *a, int ta, const float *b, int tb, float beta, float *c) {
   Launch L = {m, n, k, alpha, beta, a, b, c, NULL, k, 1, false, false, false};
   L.va = aligned16(a) && ((ta ? m : k) % 4 == 0);
   L.vb = aligned16(b) && ((tb ? k : n) % 4 == 0);
@@ -464,7 +516,7 @@ int run_tf32x3(gkcu_ctx *ctx, int cfg, int splits, int m, int n, int k, float al
   if (splits < 1) splits = 1;
   L.splits = splits;
   cudaError_t e;
-  if (splits > 1 && splits <= kClusterMax) {
+  if (splits > 1 && splits <= kClusterMax && !scratch) {
     L.cluster = true;
     e = launch_any(ctx, cfg, ta, tb, L);
     if (e == cudaSuccess) return 0;
@@ -494,52 +546,131 @@ int run_tf32x3(gkcu_ctx *ctx, int cfg, int splits, int m, int n, int k, float al
 
 }  // namespace
 
+namespace {
+
+/* Counts the finite x (bit patterns base + i) where tf32_rna differs from
+ * cvt.rna.tf32.f32; remembers one of them. */
+__global__ void tf32_round_check_kernel(uint32_t base, uint32_t count, unsigned long long *bad,
+                                        uint32_t *example) {
+  const uint32_t stride = gridDim.x * blockDim.x;
+  unsigned int mine = 0;
+  for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < count; i += stride) {
+    const uint32_t bits = base + i;
+    if ((bits & 0x7f800000u) == 0x7f800000u) continue; /* inf, NaN: outside the contract */
+    const float x = __uint_as_float(bits);
+    uint32_t ref;
+    asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(ref) : "f"(x));
+    if (ref != tf32_rna(x)) {
+      mine++;
+      *example = bits;
+    }
+  }
+  if (mine) atomicAdd(bad, (unsigned long long)mine);
+}
+
+}  // namespace
+
+extern "C" int gkcu_lab_tf32_round_check(gkcu_ctx *ctx, unsigned long long *mismatches, uint32_t *example) {
+  if (!ctx || !mismatches || !example) return GKC_EINVALID_ARGUMENT;
+  ctx->msg[0] = '\0';
+  unsigned long long *d_bad = NULL;
+  uint32_t *d_ex = NULL;
+  int rc = 0;
+  cudaError_t e = cudaMalloc((void **)&d_bad, sizeof *d_bad + sizeof *d_ex);
+  if (e != cudaSuccess) return gkcu__cuda_fail(ctx, e, "cudaMalloc (tf32 round check)");
+  d_ex = (uint32_t *)(d_bad + 1);
+  e = cudaMemsetAsync(d_bad, 0, sizeof *d_bad + sizeof *d_ex, ctx->stream);
+  if (e != cudaSuccess) {
+    rc = gkcu__cuda_fail(ctx, e, "cudaMemsetAsync (tf32 round check)");
+    goto cleanup;
+  }
+  for (int half = 0; half < 2; half++) { /* 2^31 patterns per launch */
+    tf32_round_check_kernel<<<(unsigned int)ctx->sm_count * 16, 256, 0, ctx->stream>>>(
+        half ? 0x80000000u : 0u, 0x80000000u, d_bad, d_ex);
+    e = cudaGetLastError();
+    if (e != cudaSuccess) {
+      rc = gkcu__cuda_fail(ctx, e, "launch tf32_round_check_kernel");
+      goto cleanup;
+    }
+  }
+  e = cudaMemcpyAsync(mismatches, d_bad, sizeof *mismatches, cudaMemcpyDeviceToHost, ctx->stream);
+  if (e == cudaSuccess) e = cudaMemcpyAsync(example, d_ex, sizeof *example, cudaMemcpyDeviceToHost, ctx->stream);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(ctx->stream);
+  if (e != cudaSuccess) rc = gkcu__cuda_fail(ctx, e, "tf32 round check");
+cleanup:
+  cudaFree(d_bad);
+  return rc;
+}
+
 extern "C" const char *gkcu_tc_cfg_name(int cfg) {
   return cfg >= 0 && cfg < GKCU_TC_CFGS ? kCfgs[cfg].name : NULL;
 }
 
 /* From the lab runs of 2026-11-25 (H100, 132 SMs; bench/RESULTS.md),
- * x = cuBLAS FP32 time / this time, final run (05:21 UTC) first:
+ * x = cuBLAS FP32 time / this time:
  *   - 256x128 tiles (f2) once they give ~every SM one: 2048^3 0.98-1.09,
  *     4096^3 1.02-1.085, 8192^3 1.03-1.065 (f1 within +-2% of it, the order
  *     flipping between runs; 128x256 and 128x128 tiles up to 8% slower);
- *   - else 64x64 tiles (6 stages, f4) when there are an SM's worth:
- *     1024^3 1.16;
- *   - n <= 64 with long k: 64x64 tiles, K split to ~2 blocks per SM
- *     (8192x64x8192 k2 0.97, the best; auto runs cuBLAS there);
- *   - otherwise 32x64 tiles unsplit when they give half the SMs a block
- *     (512^3 1.03, 64x8192x64 1.14; 64x64 split k4 fell to 0.75 with the
- *     split added in a cluster), else 32x32 tiles with K split in a
- *     cluster to ~2 blocks per SM, slices of >= 64 (256^3 k4 1.30,
- *     127x257x511 k7 1.20; k1 1.31 and 0.59). */
+ *   the rest from the small-shape runs (07:46 and 07:51 UTC, after the
+ *   integer TF32 split):
+ *   - 128x128 tiles K-split 2 in a cluster when that gives ~one block per
+ *     SM and k is long: 1024^3 1.37 (64x64 unsplit 1.26-1.28);
+ *   - 64x64 tiles (6 stages, f4) when there are an SM's worth;
+ *   - n <= 64 with long k: 64x64 tiles (4 stages, f2), K split to ~2
+ *     blocks per SM: 8192x64x8192 k2 1.11 (k2 through scratch 1.10);
+ *   - 64x32 tiles, all of a 64-deep k tile in one stage, f4, unsplit, when
+ *     they give ~every SM one and k >= 256: 512^3 1.29-1.31 (k2 1.23-1.26;
+ *     the 32x64 tiles of the previous rule 1.11-1.13);
+ *   - 32x64 tiles (f4) unsplit when they give half the SMs a block:
+ *     64x8192x64 1.16 (the best of 18 configurations; 32x64/f2 1.15);
+ *   - otherwise 32x32 tiles with K split in a cluster to >= 2 blocks per
+ *     SM, slices of >= 64: 256^3 k4 1.41-1.43 (k2 1.44-1.50),
+ *     127x257x511 k8 1.38 (k6 1.32). */
 extern "C" void gkcu_tc_choice(int sms, int32_t m, int32_t n, int32_t k, int *cfg, int *splits) {
+  const size_t s = (size_t)sms;
   *splits = 1;
-  if (tc_tiles(3, m, n) * 10 >= (size_t)sms * 9) {
+  /* (only where a 256x128 tile is full: 100000x64x64 would leave half of
+   * every one empty) */
+  if (m >= 256 && n >= 128 && tc_tiles(3, m, n) * 10 >= s * 9) {
     *cfg = 3;
     return;
   }
-  if (tc_tiles(8, m, n) >= (size_t)sms) {
-    *cfg = 8;
-    return;
-  }
-  size_t want, most;
   if (n <= 64 && k >= 2048) {
-    *cfg = 8;
-    want = 2 * (size_t)sms / tc_tiles(8, m, n);
-    most = ((size_t)k + 127) / 128;
-  } else if (tc_tiles(9, m, n) * 2 >= (size_t)sms) {
-    *cfg = 9;
+    *cfg = 7;
+    size_t want = 2 * s / tc_tiles(7, m, n), most = ((size_t)k + 127) / 128;
+    if (want > most) want = most;
+    if (want > 8) want = 8;
+    *splits = want < 1 ? 1 : (int)want;
     return;
-  } else {
-    *cfg = 10;
-    if (k <= 128) return;
-    want = 2 * (size_t)sms / tc_tiles(10, m, n);
-    most = ((size_t)k + 63) / 64;
   }
+  /* only where the 128x128 tiles are full (8192x64x8192 fell to 0.66 on
+   * them: half of every tile empty) */
+  const size_t t4 = tc_tiles(4, m, n);
+  if (m >= 512 && n >= 512 && k >= 1024 && t4 * 2 * 10 >= s * 9 && t4 * 2 <= s * 2) {
+    *cfg = 4;
+    *splits = 2;
+    return;
+  }
+  if (tc_tiles(8, m, n) >= s) {
+    *cfg = 8;
+    return;
+  }
+  const size_t t13 = tc_tiles(13, m, n);
+  if (k >= 256 && t13 * 10 >= s * 9 && t13 < 2 * s) {
+    *cfg = 13;
+    return;
+  }
+  if (tc_tiles(17, m, n) * 2 >= s) {
+    *cfg = 17;
+    return;
+  }
+  *cfg = 10;
+  if (k <= 128) return;
+  const size_t t10 = tc_tiles(10, m, n);
+  size_t want = (2 * s + t10 - 1) / t10, most = ((size_t)k + 63) / 64;
   if (want > most) want = most;
-  if (want > 16) want = 16;
-  if (want < 1) want = 1;
-  *splits = (int)want;
+  if (want > 8) want = 8; /* a portable cluster */
+  *splits = want < 1 ? 1 : (int)want;
 }
 
 extern "C" int gkcu_lab_sgemm_tf32x3(gkcu_ctx *ctx, int cfg, int splits, int32_t m, int32_t n, int32_t k,
@@ -550,12 +681,14 @@ extern "C" int gkcu_lab_sgemm_tf32x3(gkcu_ctx *ctx, int cfg, int splits, int32_t
   GKCU__CHECK_ARG(ctx, m >= 1 && n >= 1 && k >= 1);
   GKCU__CHECK_ARG(ctx, a != NULL && b != NULL && c != NULL);
   GKCU__CHECK_ARG(ctx, cfg >= -1 && cfg < GKCU_TC_CFGS);
-  GKCU__CHECK_ARG(ctx, splits >= 0 && splits <= 64);
+  GKCU__CHECK_ARG(ctx, splits >= -64 && splits <= 64 && splits != -1);
+  const bool scratch = splits < 0;
+  if (scratch) splits = -splits;
   if (cfg < 0 || splits == 0) {
     int t, sp;
     gkcu_tc_choice(ctx->sm_count, m, n, k, &t, &sp);
     if (cfg < 0) cfg = t;
     if (splits == 0) splits = sp;
   }
-  return run_tf32x3(ctx, cfg, splits, m, n, k, alpha, a, trans_a != 0, b, trans_b != 0, beta, c);
+  return run_tf32x3(ctx, cfg, splits, scratch, m, n, k, alpha, a, trans_a != 0, b, trans_b != 0, beta, c);
 }

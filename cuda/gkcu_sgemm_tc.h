@@ -16,7 +16,7 @@
  *
  * Configurations (block tile BM x BN x BK, warp tile, cp.async stages,
  * blocks per SM the registers are budgeted for) are listed in the .cu file;
- * gkcu__tf32x3_choice() picks one and a K split for a shape from the lab
+ * gkcu_tc_choice() picks one and a K split for a shape from the lab
  * runs recorded in cuda/NOTES.md.  K splits of up to 8 run as one thread-
  * block cluster per tile, whose blocks add their partial tiles through
  * distributed shared memory; more (or a cluster the launch refuses) write
@@ -35,7 +35,7 @@
 extern "C" {
 #endif
 
-enum { GKCU_TC_CFGS = 12 };
+enum { GKCU_TC_CFGS = 19 };
 
 /* "128x256x32/w64x64/s3/b1/f1" (block tile, warp tile, stages, blocks per
  * SM, KF), ...; NULL past the last. */
@@ -45,12 +45,18 @@ const char *gkcu_tc_cfg_name(int cfg);
 void gkcu_tc_choice(int sms, int32_t m, int32_t n, int32_t k, int *cfg, int *splits);
 
 /* tf32x3 with a forced configuration (0 .. GKCU_TC_CFGS-1; -1: the choice
- * above) and K split (1..64; 0: the choice above).  gkcu_sgemm()'s tf32x3
- * is this with -1 and 0.  Same arguments and return codes as
- * gkcu_sgemm(). */
+ * above) and K split (1..64; 0: the choice above; -2..-64: that many
+ * slices added through scratch and a second kernel even where a cluster
+ * would take them).  gkcu_sgemm()'s tf32x3 is this with -1 and 0.  Same
+ * arguments and return codes as gkcu_sgemm(). */
 int gkcu_lab_sgemm_tf32x3(gkcu_ctx *ctx, int cfg, int splits, int32_t m, int32_t n, int32_t k,
                           float alpha, const float *a, int trans_a, const float *b, int trans_b,
                           float beta, float *c);
+
+/* Checks the kernels' integer TF32 rounding against cvt.rna.tf32.f32 on
+ * every finite float32 bit pattern; *mismatches gets the count, *example
+ * one pattern that differed.  0 or a gkc error code. */
+int gkcu_lab_tf32_round_check(gkcu_ctx *ctx, unsigned long long *mismatches, uint32_t *example);
 
 #ifdef __cplusplus
 }

@@ -19,7 +19,8 @@
  * before each; median (and min) reported; x cublas = cuBLAS FP32 median /
  * this median.
  *
- *   bench_sgemm_tc [--reps N] [--lab] [--no-acc] [--no-time] [--json FILE]
+ *   bench_sgemm_tc [--reps N] [--lab] [--no-acc] [--no-time] [--shapes MxNxK,...]
+ *                  [--no-flush] [--floor] [--cfg CFG,SPLITS] [--json FILE]
  */
 #include <math.h>
 #include <stdarg.h>
@@ -43,6 +44,13 @@ static cudaStream_t st;
 static void *flush_buf;
 static size_t flush_bytes;
 static int reps = 20;
+/* --no-flush: L2 left warm between calls; then nothing is queued ahead of
+ * the first event, so the host's launch latency is in every time (an
+ * empty kernel measured 5.8-7.3 us that way against 3.1 us with the
+ * flush, H100, 2026-11-25) */
+static int no_flush;
+static int force_cfg = -1, force_splits = 0; /* --cfg C,S: the tf32x3 row runs this */
+static int floor_rows;            /* --floor: the fixed costs beside each shape */
 static FILE *json;
 static int json_first = 1;
 static int failures;
@@ -125,9 +133,38 @@ typedef struct {
   float *c;
 } run_arg;
 
+/* The floor rows (--floor): what any kernel of a shape pays under this
+ * method (an empty launch), and its memory traffic alone (A and B read
+ * once, C written once, 16-byte accesses where the sizes allow). */
+__global__ void floor_empty_kernel(void) {}
+
+__global__ void floor_copy_kernel(const float *a, size_t na, const float *b, size_t nb, float *c, size_t nc) {
+  const size_t stride = (size_t)gridDim.x * blockDim.x, t0 = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+  float s = 0.0f;
+  const float4 *a4 = (const float4 *)a, *b4 = (const float4 *)b;
+  for (size_t i = t0; i < na / 4; i += stride) s += a4[i].x;
+  for (size_t i = t0; i < nb / 4; i += stride) s += b4[i].y;
+  float4 *c4 = (float4 *)c;
+  for (size_t i = t0; i < nc / 4; i += stride) c4[i] = make_float4(s, s, s, s);
+  for (size_t i = nc / 4 * 4 + t0; i < nc; i += stride) c[i] = s;
+}
+
+/* run_arg.algo below 0: not a gkcu_sgemm algo but one of these (-1: the
+ * mma.sync tf32x3 with a forced configuration and split). */
+enum { RUN_TC_LAB = -1, RUN_WG = -2, RUN_FLOOR_EMPTY = -3, RUN_FLOOR_COPY = -4 };
+
 static int run_one(const run_arg *r) {
-  if (r->algo == -2)
+  if (r->algo == RUN_WG)
     return gkcu_wg_sgemm(ctx, r->cfg, r->m, r->n, r->k, 1.0f, r->a, 0, r->b, 0, 0.0f, r->c);
+  if (r->algo == RUN_FLOOR_EMPTY) { /* floor: an empty kernel */
+    floor_empty_kernel<<<1, 32, 0, st>>>();
+    return cudaGetLastError() == cudaSuccess ? 0 : -1;
+  }
+  if (r->algo == RUN_FLOOR_COPY) { /* floor: read A and B once, write C */
+    floor_copy_kernel<<<gkcu_ctx_sm_count(ctx) * 8, 256, 0, st>>>(r->a, (size_t)r->m * r->k, r->b,
+                                                                   (size_t)r->k * r->n, r->c, (size_t)r->m * r->n);
+    return cudaGetLastError() == cudaSuccess ? 0 : -1;
+  }
   if (r->algo < 0)
     return gkcu_lab_sgemm_tf32x3(ctx, r->cfg, r->splits, r->m, r->n, r->k, 1.0f, r->a, 0, r->b, 0, 0.0f, r->c);
   return gkcu_sgemm(ctx, r->algo, r->m, r->n, r->k, 1.0f, r->a, 0, r->b, 0, 0.0f, r->c);
@@ -151,7 +188,7 @@ static timing time_it(const run_arg *r) {
   CUDA_OK(cudaStreamSynchronize(st));
   double *ms = (double *)malloc((size_t)reps * sizeof *ms);
   for (int i = 0; i < reps; i++) {
-    CUDA_OK(cudaMemsetAsync(flush_buf, i & 0xff, flush_bytes, st));
+    if (!no_flush) CUDA_OK(cudaMemsetAsync(flush_buf, i & 0xff, flush_bytes, st));
     CUDA_OK(cudaEventRecord(e0, st));
     if (run_one(r) != 0) {
       fprintf(stderr, "run failed: %s\n", gkcu_ctx_errmsg(ctx));
@@ -278,7 +315,7 @@ static void accuracy(int m, int n, int k) {
       snprintf(names[nr++], 48, "tf32x3/%s k1", gkcu_tc_cfg_name(cfg));
     }
     for (int cfg = 0; wg_ok && cfg < GKCU_WG_CFGS; cfg++) {
-      rs[nr] = (run_arg){-2, cfg, 1, m, n, k, a, b, c};
+      rs[nr] = (run_arg){RUN_WG, cfg, 1, m, n, k, a, b, c};
       snprintf(names[nr++], 48, "wg/%s", gkcu_wg_cfg_name(cfg));
     }
     double base = 0;
@@ -323,6 +360,10 @@ static void report(const char *cas, const char *algo, timing t, double flops, do
            "\"tflops\": %.3f, \"vs_cublas\": %.4f, \"note\": \"%s\"}",
            cas, algo, t.median_ms, t.min_ms, rate, x, note);
 }
+
+/* K splits the lab tries (3 and 6: cluster sizes between the powers of 2;
+ * negative: added through scratch and a second kernel, not a cluster) */
+static const int kLabSplits[] = {1, 2, 3, 4, 6, 8, 16, -2, -3, -4};
 
 static void time_shape(shape s, int lab, double *out_vendor, double *out_tc, double *out_auto, double *out_tf32,
                        double *out_best_lab, char *best_name, double *out_wg, char *wg_name) {
@@ -385,6 +426,10 @@ static void time_shape(shape s, int lab, double *out_vendor, double *out_tc, dou
   double vendor = 0;
   for (int i = 0; i < 4; i++) {
     run_arg r = {pub[i].algo, 0, 0, m, n, k, a, b, c};
+    if (pub[i].algo == GKCU_SGEMM_TF32X3 && force_cfg >= 0) {
+      r = (run_arg){-1, force_cfg, force_splits, m, n, k, a, b, c};
+      cfg = force_cfg, splits = force_splits;
+    }
     double err = sampled_error(&r, d_idx, h_ref, h_mag, h_idx, NS);
     double t_tol = pub[i].tf32 ? 4e-3 : tol;
     timing t = {0, 0, 0};
@@ -413,12 +458,17 @@ static void time_shape(shape s, int lab, double *out_vendor, double *out_tc, dou
     if (i == 3) *out_auto = v;
   }
 
+  if (floor_rows) {
+    run_arg fe = {RUN_FLOOR_EMPTY, 0, 0, m, n, k, a, b, c}, fc = {RUN_FLOOR_COPY, 0, 0, m, n, k, a, b, c};
+    report(cas, "floor: empty kernel", time_it(&fe), flops, vendor, "launch + events under this method");
+    report(cas, "floor: read A,B + write C", time_it(&fc), flops, vendor, "memory traffic alone");
+  }
   *out_best_lab = 0;
   best_name[0] = '\0';
   *out_wg = 0;
   wg_name[0] = '\0';
   for (int cf = 0; wg_ok && cf < GKCU_WG_CFGS; cf++) {
-    run_arg r = {-2, cf, 1, m, n, k, a, b, c};
+    run_arg r = {RUN_WG, cf, 1, m, n, k, a, b, c};
     double err = sampled_error(&r, d_idx, h_ref, h_mag, h_idx, NS);
     timing t = {0, 0, 0};
     char name[64], note[96];
@@ -439,7 +489,8 @@ static void time_shape(shape s, int lab, double *out_vendor, double *out_tc, dou
   if (lab) {
     int sms = gkcu_ctx_sm_count(ctx);
     for (int cf = 0; cf < GKCU_TC_CFGS; cf++)
-      for (int sp = 1; sp <= 16; sp *= 2) {
+      for (int si = 0; si < (int)(sizeof kLabSplits / sizeof kLabSplits[0]); si++) {
+        const int spv = kLabSplits[si], sp = spv < 0 ? -spv : spv;
         size_t tiles = 0;
         {
           /* tile count from the name's BMxBN */
@@ -447,13 +498,13 @@ static void time_shape(shape s, int lab, double *out_vendor, double *out_tc, dou
           sscanf(gkcu_tc_cfg_name(cf), "%dx%d", &bm, &bn);
           tiles = (size_t)((m + bm - 1) / bm) * ((n + bn - 1) / bn);
         }
-        if (sp > 1 && (tiles >= 2 * (size_t)sms || k < 64 * sp)) continue;
+        if (sp > 1 && (tiles >= 2 * (size_t)sms || k < 32 * sp)) continue;
         if ((double)m * n * k > 3e10 && tiles < (size_t)sms / 2) continue; /* slow, uninformative */
-        run_arg r = {-1, cf, sp, m, n, k, a, b, c};
+        run_arg r = {-1, cf, spv, m, n, k, a, b, c};
         double err = sampled_error(&r, d_idx, h_ref, h_mag, h_idx, NS);
         timing t = {0, 0, 0};
         char name[64], note[96];
-        snprintf(name, sizeof name, "lab %s k%d", gkcu_tc_cfg_name(cf), sp);
+        snprintf(name, sizeof name, "lab %s k%d%s", gkcu_tc_cfg_name(cf), sp, spv < 0 ? "s" : "");
         if (!(err <= tol)) {
           snprintf(note, sizeof note, "VALIDATION FAILED: max scaled err %.3g > %.3g", err, tol);
           failures++;
@@ -464,15 +515,31 @@ static void time_shape(shape s, int lab, double *out_vendor, double *out_tc, dou
         report(cas, name, t, flops, vendor, note);
         if (t.ok && (*out_best_lab == 0 || t.median_ms < *out_best_lab)) {
           *out_best_lab = t.median_ms;
-          snprintf(best_name, 64, "%s k%d", gkcu_tc_cfg_name(cf), sp);
+          snprintf(best_name, 64, "%s k%d%s", gkcu_tc_cfg_name(cf), sp, spv < 0 ? "s" : "");
         }
       }
   }
   cudaFree(a), cudaFree(b), cudaFree(c), cudaFree(d_idx), cudaFree(d_ref), cudaFree(d_mag);
 }
 
+/* Whether s is in the comma-separated MxNxK list (NULL: every shape). */
+static int shape_wanted(const char *list, shape s) {
+  if (!list) return 1;
+  char want[48];
+  snprintf(want, sizeof want, "%dx%dx%d", s.m, s.n, s.k);
+  size_t len = strlen(want);
+  for (const char *p = list; *p;) {
+    const char *e = strchr(p, ',');
+    size_t n = e ? (size_t)(e - p) : strlen(p);
+    if (n == len && !strncmp(p, want, len)) return 1;
+    if (!e) break;
+    p = e + 1;
+  }
+  return 0;
+}
+
 int main(int argc, char **argv) {
-  const char *json_path = NULL;
+  const char *json_path = NULL, *only = NULL;
   int lab = 0, do_acc = 1, do_time = 1;
   int am = 1024, an = 1024, ak = 4096;
   for (int i = 1; i < argc; i++) {
@@ -481,6 +548,15 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--lab")) lab = 1;
     else if (!strcmp(argv[i], "--no-acc")) do_acc = 0;
     else if (!strcmp(argv[i], "--no-time")) do_time = 0;
+    else if (!strcmp(argv[i], "--shapes") && i + 1 < argc) only = argv[++i];
+    else if (!strcmp(argv[i], "--no-flush")) no_flush = 1;
+    else if (!strcmp(argv[i], "--floor")) floor_rows = 1;
+    else if (!strcmp(argv[i], "--cfg") && i + 1 < argc) {
+      if (sscanf(argv[++i], "%d,%d", &force_cfg, &force_splits) != 2 || force_cfg < 0 || force_cfg >= GKCU_TC_CFGS) {
+        fprintf(stderr, "--cfg: expected CFG,SPLITS with CFG in 0..%d\n", GKCU_TC_CFGS - 1);
+        return 2;
+      }
+    }
     else if (!strcmp(argv[i], "--acc-shape") && i + 1 < argc) {
       if (sscanf(argv[++i], "%d,%d,%d", &am, &an, &ak) != 3 || am < 1 || an < 1 || ak < 2) {
         fprintf(stderr, "--acc-shape: expected M,N,K (K >= 2)\n");
@@ -488,9 +564,13 @@ int main(int argc, char **argv) {
       }
     } else {
       fprintf(stderr,
-              "usage: %s [--reps N] [--lab] [--no-acc] [--no-time] [--acc-shape M,N,K] [--json FILE]\n"
+              "usage: %s [--reps N] [--lab] [--no-acc] [--no-time] [--acc-shape M,N,K]\n"
+              "          [--shapes MxNxK,...] [--no-flush] [--floor] [--cfg CFG,SPLITS] [--json FILE]\n"
               "  tf32x3 vs cuBLAS FP32/TF32: accuracy table, times on the issue-17 shapes,\n"
-              "  --lab: every tf32x3 configuration and K split too.\n",
+              "  --lab: every tf32x3 configuration and K split too;\n"
+              "  --shapes: time only these of the issue-17 shapes (e.g. 512x512x512,64x8192x64);\n"
+              "  --no-flush: leave L2 warm between timed calls; --floor: time an empty kernel and\n"
+              "  the shape's memory traffic alone; --cfg: the tf32x3 row runs this configuration.\n",
               argv[0]);
       return !strcmp(argv[i], "--help") ? 0 : 2;
     }
@@ -534,11 +614,17 @@ int main(int argc, char **argv) {
            flush_bytes / 1e6);
     printf("%-16s %-34s %10s %10s %9s %8s  %s\n", "shape", "algo", "median_ms", "min_ms", "TFLOP/s", "x cublas",
            "note");
-    for (int i = 0; i < NSH; i++) time_shape(shapes[i], lab, &vt[i], &tc[i], &au[i], &tf[i], &bl[i], bn[i], &wt[i], wn[i]);
+    for (int i = 0; i < NSH; i++) {
+      vt[i] = tc[i] = au[i] = tf[i] = bl[i] = wt[i] = 0;
+      bn[i][0] = wn[i][0] = '\0';
+      if (!shape_wanted(only, shapes[i])) continue;
+      time_shape(shapes[i], lab, &vt[i], &tc[i], &au[i], &tf[i], &bl[i], bn[i], &wt[i], wn[i]);
+    }
     printf("\n== summary (x = cuBLAS FP32 median / median) ==\n");
     printf("%-16s %10s %9s %9s %9s %9s %9s  %s\n", "shape", "cublas_ms", "tf32x3", "auto", "tf32", "best wg",
            "best lab", "best wg / best lab config");
     for (int i = 0; i < NSH; i++) {
+      if (!shape_wanted(only, shapes[i])) continue;
       char cas[48];
       snprintf(cas, sizeof cas, "%dx%dx%d", shapes[i].m, shapes[i].n, shapes[i].k);
       printf("%-16s %10.4f %9.3f %9.3f %9.3f %9.3f %9.3f  %s / %s\n", cas, vt[i], tc[i] > 0 ? vt[i] / tc[i] : 0,

@@ -24,14 +24,15 @@ if has tests; then
   done
 fi
 if has sanitize; then
+  # racecheck of the short run (2184 runs, 19 configurations) took over 80 s
   {
     for t in ${SAN_TESTS:-test_gpu_sgemm_wg test_gpu_sgemm_tc}; do
     echo "== memcheck $t (short)"
-    GKC_GPU_TEST_SHORT=1 timeout 80 compute-sanitizer --tool memcheck --leak-check no --print-limit 20 \
+    GKC_GPU_TEST_SHORT=1 timeout ${MEM_TIMEOUT:-120} compute-sanitizer --tool memcheck --leak-check no --print-limit 20 \
       --error-exitcode 9 "$D/$t" 2>&1 | tail -8
     echo "rc=${PIPESTATUS[0]}"
     echo "== racecheck $t (short)"
-    GKC_GPU_TEST_SHORT=1 timeout 80 compute-sanitizer --tool racecheck --print-limit 20 \
+    GKC_GPU_TEST_SHORT=1 timeout ${RACE_TIMEOUT:-200} compute-sanitizer --tool racecheck --print-limit 20 \
       --error-exitcode 9 "$D/$t" 2>&1 | tail -8
     echo "rc=${PIPESTATUS[0]}"
     done

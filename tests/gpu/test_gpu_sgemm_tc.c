@@ -13,6 +13,7 @@
  * cuBLAS FP32's, and cuBLAS TF32's must be far above both (the check can
  * tell the two apart).  Keeps going after a failure. */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,12 +76,14 @@ static void one_case(gkcu_ctx *ctx, gpu_rng *g, int m, int n, int k, int ta, int
   CUDA_OK(cudaMemcpy(db, b, nb * sizeof(float), cudaMemcpyHostToDevice));
 
   /* v < 2: the public algos (tf32x3, auto); then (cfg, splits) for each
-   * configuration: unsplit, 3 slices (a cluster), 32 asked (slices of 32
-   * k: past 8 of them, the scratch path with a second kernel) */
-  static const int split_list[3] = {1, 3, 32};
-  int nv = 2 + GKCU_TC_CFGS * 3;
+   * configuration: unsplit, 3 slices (a cluster), 2 slices forced through
+   * scratch, 32 asked (slices of 32 k: past 8 of them, the scratch path
+   * with a second kernel) */
+  enum { NSPLIT = 4 };
+  static const int split_list[NSPLIT] = {1, 3, -2, 32};
+  int nv = 2 + GKCU_TC_CFGS * NSPLIT;
   for (int v = 0; v < nv; v++) {
-    int cfg = (v - 2) / 3, splits = split_list[(v - 2) % 3];
+    int cfg = (v - 2) / NSPLIT, splits = split_list[(v - 2) % NSPLIT];
     char name[64];
     if (v == 0) snprintf(name, sizeof name, "tf32x3");
     else if (v == 1) snprintf(name, sizeof name, "auto");
@@ -166,6 +169,8 @@ static void argument_checks(gkcu_ctx *ctx) {
   ASSERT_EQ(gkcu_sgemm(ctx, GKCU_SGEMM_TF32X3, 1, 1, 1, 1.0f, NULL, 0, d, 0, 0.0f, d), GKC_EINVALID_ARGUMENT);
   ASSERT_EQ(gkcu_lab_sgemm_tf32x3(ctx, GKCU_TC_CFGS, 1, 1, 1, 1, 1.0f, d, 0, d, 0, 0.0f, d), GKC_EINVALID_ARGUMENT);
   ASSERT_EQ(gkcu_lab_sgemm_tf32x3(ctx, 0, 65, 1, 1, 1, 1.0f, d, 0, d, 0, 0.0f, d), GKC_EINVALID_ARGUMENT);
+  ASSERT_EQ(gkcu_lab_sgemm_tf32x3(ctx, 0, -65, 1, 1, 1, 1.0f, d, 0, d, 0, 0.0f, d), GKC_EINVALID_ARGUMENT);
+  ASSERT_EQ(gkcu_lab_sgemm_tf32x3(ctx, 0, -1, 1, 1, 1, 1.0f, d, 0, d, 0, 0.0f, d), GKC_EINVALID_ARGUMENT);
   ASSERT_EQ(gkcu_lab_sgemm_tf32x3(NULL, 0, 1, 1, 1, 1, 1.0f, d, 0, d, 0, 0.0f, d), GKC_EINVALID_ARGUMENT);
   ASSERT(gkcu_tc_cfg_name(GKCU_TC_CFGS) == NULL && gkcu_tc_cfg_name(0) != NULL);
   /* auto never runs plain TF32 */
@@ -177,11 +182,25 @@ static void argument_checks(gkcu_ctx *ctx) {
   /* the measured rule (gkcu_sgemm_pick): tf32x3 where it was faster */
   ASSERT_EQ(gkcu_sgemm_pick(ctx, 4096, 4096, 4096), GKCU_SGEMM_TF32X3);
   ASSERT_EQ(gkcu_sgemm_pick(ctx, 256, 256, 256), GKCU_SGEMM_TF32X3);
-  /* where wgmma runs (cc 9.0), its tf32x3 also takes these two */
-  int wg = gkcu_wg_supported(ctx);
-  ASSERT_EQ(gkcu_sgemm_pick(ctx, 8192, 64, 8192), wg ? GKCU_SGEMM_TF32X3 : GKCU_SGEMM_CUBLAS);
+  ASSERT_EQ(gkcu_sgemm_pick(ctx, 8192, 64, 8192), GKCU_SGEMM_TF32X3);
+  ASSERT_EQ(gkcu_sgemm_pick(ctx, 512, 512, 512), GKCU_SGEMM_TF32X3);
+  ASSERT_EQ(gkcu_sgemm_pick(ctx, 64, 8192, 64), GKCU_SGEMM_TF32X3);
   ASSERT_EQ(gkcu_sgemm_pick(ctx, 127, 257, 511), GKCU_SGEMM_TF32X3);
-  ASSERT_EQ(gkcu_sgemm_pick(ctx, 4095, 4097, 4099), wg ? GKCU_SGEMM_TF32X3 : GKCU_SGEMM_CUBLAS);
+  /* where wgmma runs (cc 9.0), its tf32x3 also takes the large unaligned shape */
+  ASSERT_EQ(gkcu_sgemm_pick(ctx, 4095, 4097, 4099),
+            gkcu_wg_supported(ctx) ? GKCU_SGEMM_TF32X3 : GKCU_SGEMM_CUBLAS);
+  /* the choice table never gives a skinny shape tiles more than twice as
+   * wide as it is (8192x64x8192 on 128x128 tiles ran at 0.66x cuBLAS) */
+  static const int skinny[][3] = {{8192, 64, 8192}, {64, 8192, 64}, {8192, 64, 1024}, {64, 8192, 8192},
+                                  {4096, 32, 4096}, {32, 4096, 4096}, {100000, 64, 64}};
+  for (int i = 0; i < 7; i++) {
+    int cfg = -1, sp = 0, bm = 0, bn = 0;
+    gkcu_tc_choice(132, skinny[i][0], skinny[i][1], skinny[i][2], &cfg, &sp);
+    ASSERT(cfg >= 0 && cfg < GKCU_TC_CFGS && sp >= 1 && sp <= 64);
+    ASSERT_EQ(sscanf(gkcu_tc_cfg_name(cfg), "%dx%d", &bm, &bn), 2);
+    if (skinny[i][0] <= 64) ASSERT(bm <= 64);
+    if (skinny[i][1] <= 64) ASSERT(bn <= 64);
+  }
   cudaFree(d);
 }
 
@@ -194,9 +213,25 @@ int main(void) {
   argument_checks(ctx);
 
   int short_run = getenv("GKC_GPU_TEST_SHORT") != NULL;
+  if (!short_run) {
+    /* the kernels round to TF32 with integer instructions: the same as
+     * cvt.rna.tf32.f32 on every finite float (2^32 patterns, on the GPU) */
+    unsigned long long bad = 0;
+    uint32_t example = 0;
+    rc = gkcu_lab_tf32_round_check(ctx, &bad, &example);
+    if (rc != 0) TEST_FAIL("gkcu_lab_tf32_round_check: rc %d (%s)", rc, gkcu_ctx_errmsg(ctx));
+    runs++;
+    if (bad != 0) {
+      failures++;
+      printf("FAIL tf32 rounding: %llu finite patterns differ from cvt.rna.tf32.f32, e.g. 0x%08x\n", bad, example);
+    }
+  }
   static const int sizes[][3] = {{1, 1, 1},     {2, 3, 1},      {13, 17, 19},   {31, 33, 35},    {127, 129, 131},
                                  {64, 64, 64},  {128, 128, 32}, {257, 255, 67}, {97, 389, 211},  {300, 5, 1000},
-                                 {5, 300, 997}, {129, 64, 512}, {200, 136, 256}, {256, 264, 96}, {127, 257, 511}};
+                                 {5, 300, 997}, {129, 64, 512}, {200, 136, 256}, {256, 264, 96}, {127, 257, 511},
+                                 {64, 1031, 64},  {61, 700, 67},  {509, 131, 260},
+                                 /* more tiles than a persistent grid has blocks (tiles 64x16: 396, 257) */
+                                 {130, 2100, 37}, {64, 4100, 64}};
   static const float ab[][2] = {{1.0f, 0.0f}, {-1.5f, 0.0f}, {0.75f, -1.25f}, {1.0f, 1.0f}};
   int nsizes = short_run ? 7 : (int)(sizeof sizes / sizeof sizes[0]);
   int ci = 0;
