@@ -166,7 +166,7 @@ static const opt_def table[] = {
     {"socket-mode", p_mode, F(socket_mode), 0, 0, "MODE", "octal permissions of the socket (default 0660)"},
     {"backend", p_backend, F(backend), 0, 0, "NAME",
      "auto, cpu or cuda (default auto: cuda when a GPU is usable)"},
-    {"threads", p_int, F(threads), 1, 1024, "N", "requests computed at once (default: CPU count)"},
+    {"threads", p_int, F(threads), 1, 1024, "N", "requests computed at once (default: CPU count; on a GPU at most --streams)"},
     {"max-request-bytes", p_size, F(max_request_bytes), 1024, 4 * GiB - 1, "SIZE",
      "largest request or result accepted (default 1G)"},
     {"max-queue", p_count, F(max_queue), 1, 1 << 20, "N",
