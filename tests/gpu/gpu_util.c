@@ -412,3 +412,61 @@ void gpu_sgemm_reference(int m, int n, int k, int ta, int tb, float alpha, float
       mag[(size_t)i * n + j] = sc;
     }
 }
+
+float *gpu_host_random(gpu_rng *g, size_t n, float lo, float hi) {
+  float *p = malloc((n ? n : 1) * sizeof *p);
+  if (!p) return NULL;
+  for (size_t i = 0; i < n; i++) p[i] = gpu_rng_float(g, lo, hi);
+  return p;
+}
+
+gpu_sgemm_err gpu_sgemm_errors(const float *out, const double *ref, const double *mag, size_t nc, float beta,
+                               const float *c0) {
+  gpu_sgemm_err e = {0, 0, 0};
+  double num = 0.0, den = 0.0;
+  for (size_t i = 0; i < nc; i++) {
+    double d = fabs((double)out[i] - ref[i]);
+    double s = d / (mag[i] + 1e-30);
+    if (!(s <= 1e300)) s = INFINITY; /* NaN */
+    if (s > e.worst) e.worst = s, e.worst_at = i;
+    num += d * d;
+    double bc = beta != 0.0f ? (double)beta * c0[i] : 0.0;
+    double t = fabs(ref[i] - bc) + fabs(bc);
+    den += t * t;
+  }
+  e.frob = sqrt(num / (den + 1e-300));
+  if (!(e.frob <= 1e300)) e.frob = INFINITY;
+  return e;
+}
+
+void gpu_sgemm_show_bad(const float *out, const double *ref, const double *mag, int m, int n, double tol) {
+  size_t bad = 0;
+  for (size_t i = 0; i < (size_t)m * n; i++) {
+    double s = fabs((double)out[i] - ref[i]) / (mag[i] + 1e-30);
+    if (!(s <= tol)) {
+      if (bad < 6) printf("    (%zu,%zu) got %.7g want %.7g\n", i / n, i % n, out[i], ref[i]);
+      bad++;
+    }
+  }
+  printf("    %zu of %zu elements wrong\n", bad, (size_t)m * n);
+}
+
+int gpu_sgemm_accuracy_inputs(gpu_rng *g, const char *what, int m, int n, int k, float **a, float **b) {
+  int positive = !strcmp(what, "positive"), cancel = !strcmp(what, "cancellation");
+  float *pa = gpu_host_random(g, (size_t)m * k, positive ? 0.0f : -1.0f, 1.0f);
+  float *pb = gpu_host_random(g, (size_t)k * n, positive ? 0.0f : -1.0f, 1.0f);
+  if (!pa || !pb) {
+    free(pa), free(pb);
+    return -1;
+  }
+  if (cancel) { /* second half of each dot product nearly undoes the first */
+    int h = k / 2;
+    for (int i = 0; i < m; i++)
+      for (int p = h; p < 2 * h; p++) pa[(size_t)i * k + p] = pa[(size_t)i * k + p - h];
+    for (int p = h; p < 2 * h; p++)
+      for (int j = 0; j < n; j++)
+        pb[(size_t)p * n + j] = -pb[(size_t)(p - h) * n + j] * (1.0f + gpu_rng_float(g, -1.0f, 1.0f) / 1024.0f);
+  }
+  *a = pa, *b = pb;
+  return 0;
+}

@@ -55,6 +55,31 @@ void gpu_csr_sort(gpu_csr *m);
 void gpu_sgemm_reference(int m, int n, int k, int ta, int tb, float alpha, float beta, const float *a,
                          const float *b, const float *c0, double *ref, double *mag);
 
+/* n floats uniform in [lo, hi); NULL only when out of memory. */
+float *gpu_host_random(gpu_rng *g, size_t n, float lo, float hi);
+
+/* How far a float32 sgemm result is from its float64 reference.  worst:
+ * max |out - ref| / mag per element (where it is: worst_at; NaN counts as
+ * infinite).  frob: the normwise error relative to the norm of the
+ * epilogue's two terms, |alpha A B| + |beta C0| per element (c0 not read
+ * when beta is 0): where they cancel (a 1x1x1 product, say), float32
+ * rounding of the two is the floor, and a plain ||ref|| would ask more
+ * than float32 can give. */
+typedef struct {
+  double worst, frob;
+  size_t worst_at;
+} gpu_sgemm_err;
+gpu_sgemm_err gpu_sgemm_errors(const float *out, const double *ref, const double *mag, size_t nc, float beta,
+                               const float *c0);
+/* Prints the first few elements over tol (scaled as above) and how many. */
+void gpu_sgemm_show_bad(const float *out, const double *ref, const double *mag, int m, int n, double tol);
+
+/* The sgemm accuracy inputs, fresh from g: "uniform" U(-1,1), "positive"
+ * U(0,1) (no cancellation: biases show), "cancellation" (the second half
+ * of each dot product undoes the first to 2^-10).  *a is m x k, *b k x n,
+ * row-major; 0, or -1 when out of memory. */
+int gpu_sgemm_accuracy_inputs(gpu_rng *g, const char *what, int m, int n, int k, float **a, float **b);
+
 int gpu_mtx_read(const char *path, gpu_csr *out, char *err, size_t errlen);
 
 /* 2-D 5-point Laplacian on an n x n grid (n*n rows). */

@@ -30,42 +30,11 @@
 static int failures, runs;
 
 static float *host_random(gpu_rng *g, size_t n, float lo, float hi) {
-  float *p = malloc(n * sizeof *p);
+  float *p = gpu_host_random(g, n, lo, hi);
   if (!p) TEST_FAIL("out of memory");
-  for (size_t i = 0; i < n; i++) p[i] = gpu_rng_float(g, lo, hi);
   return p;
 }
 
-
-typedef struct {
-  double worst, frob;
-  size_t worst_at;
-} errs;
-
-/* worst: max |out - ref| / sum |terms| per element.  frob: the normwise
- * error relative to the norm of the epilogue's two terms, |alpha A B| +
- * |beta C0| per element (c0 unused for beta = 0): where they cancel (a
- * 1x1x1 product, say) float32 rounding of the two is the floor, and a
- * plain ||ref|| would ask more than float32 can give (test_gpu_sgemm_wg
- * met it on that shape; the mma.sync path gives the same value). */
-static errs compare(const float *out, const double *ref, const double *mag, size_t nc, float beta,
-                    const float *c0) {
-  errs e = {0, 0, 0};
-  double num = 0.0, den = 0.0;
-  for (size_t i = 0; i < nc; i++) {
-    double d = fabs((double)out[i] - ref[i]);
-    double s = d / (mag[i] + 1e-30);
-    if (!(s <= 1e300)) s = INFINITY; /* NaN */
-    if (s > e.worst) e.worst = s, e.worst_at = i;
-    num += d * d;
-    double bc = beta != 0.0f ? (double)beta * c0[i] : 0.0;
-    double t = fabs(ref[i] - bc) + fabs(bc);
-    den += t * t;
-  }
-  e.frob = sqrt(num / (den + 1e-300));
-  if (!(e.frob <= 1e300)) e.frob = INFINITY;
-  return e;
-}
 
 static void one_case(gkcu_ctx *ctx, gpu_rng *g, int m, int n, int k, int ta, int tb, float alpha, float beta,
                      int misalign) {
@@ -109,7 +78,7 @@ static void one_case(gkcu_ctx *ctx, gpu_rng *g, int m, int n, int k, int ta, int
       continue;
     }
     CUDA_OK(cudaMemcpy(out, dc, nc * sizeof(float), cudaMemcpyDeviceToHost));
-    errs e = compare(out, ref, mag, nc, beta, c0);
+    gpu_sgemm_err e = gpu_sgemm_errors(out, ref, mag, nc, beta, c0);
     /* float32-level bounds: elementwise as the FP32 algos in test_gpu_sgemm,
      * normwise 5e-6 (plain TF32 is ~3e-4 here) */
     double tol_elem = 1e-5 * (1.0 + sqrt((double)k)), tol_frob = 5e-6;
@@ -128,16 +97,8 @@ static void one_case(gkcu_ctx *ctx, gpu_rng *g, int m, int n, int k, int ta, int
 /* tf32x3 beside cuBLAS FP32 and TF32 on the same inputs. */
 static void accuracy_case(gkcu_ctx *ctx, gpu_rng *g, const char *what, int m, int n, int k) {
   size_t na = (size_t)m * k, nb = (size_t)k * n, nc = (size_t)m * n;
-  int positive = !strcmp(what, "positive"), cancel = !strcmp(what, "cancellation");
-  float *a = host_random(g, na, positive ? 0.0f : -1.0f, 1.0f), *b = host_random(g, nb, positive ? 0.0f : -1.0f, 1.0f);
-  if (cancel) { /* second half of each dot product nearly undoes the first */
-    int h = k / 2;
-    for (int i = 0; i < m; i++)
-      for (int p = h; p < 2 * h; p++) a[(size_t)i * k + p] = a[(size_t)i * k + p - h];
-    for (int p = h; p < 2 * h; p++)
-      for (int j = 0; j < n; j++)
-        b[(size_t)p * n + j] = -b[(size_t)(p - h) * n + j] * (1.0f + gpu_rng_float(g, -1.0f, 1.0f) / 1024.0f);
-  }
+  float *a, *b;
+  if (gpu_sgemm_accuracy_inputs(g, what, m, n, k, &a, &b)) TEST_FAIL("out of memory");
   float *out = malloc(nc * sizeof *out);
   double *ref = malloc(nc * sizeof *ref), *mag = malloc(nc * sizeof *mag);
   if (!out || !ref || !mag) TEST_FAIL("out of memory");
@@ -149,13 +110,13 @@ static void accuracy_case(gkcu_ctx *ctx, gpu_rng *g, const char *what, int m, in
   CUDA_OK(cudaMemcpy(da, a, na * sizeof(float), cudaMemcpyHostToDevice));
   CUDA_OK(cudaMemcpy(db, b, nb * sizeof(float), cudaMemcpyHostToDevice));
   static const int algos[] = {GKCU_SGEMM_CUBLAS, GKCU_SGEMM_CUBLAS_TF32, GKCU_SGEMM_TF32X3};
-  errs e[3];
+  gpu_sgemm_err e[3];
   for (int i = 0; i < 3; i++) {
     CUDA_OK(cudaMemset(dc, 0xff, nc * sizeof(float)));
     int rc = gkcu_sgemm(ctx, algos[i], m, n, k, 1.0f, da, 0, db, 0, 0.0f, dc);
     if (rc != 0) TEST_FAIL("%s: rc %d (%s)", gkcu_sgemm_algo_name(algos[i]), rc, gkcu_ctx_errmsg(ctx));
     CUDA_OK(cudaMemcpy(out, dc, nc * sizeof(float), cudaMemcpyDeviceToHost));
-    e[i] = compare(out, ref, mag, nc, 0.0f, NULL);
+    e[i] = gpu_sgemm_errors(out, ref, mag, nc, 0.0f, NULL);
   }
   runs++;
   printf("accuracy %-12s %dx%dx%d max scaled / frob: cublas %.3g / %.3g, cublas_tf32 %.3g / %.3g, tf32x3 %.3g / %.3g\n",
