@@ -241,7 +241,7 @@ static void check_planned(gkcu_ctx *ctx, gpu_rng *g, const gpu_csr *m, const cha
   /* every lab shape from its own plan (beta != 0: the prescaled split rows) */
   {
     void *lplan;
-    CUDA_OK(cudaMalloc(&lplan, (((size_t)rows + (size_t)nnz) / 1024 + 2) * 16));
+    CUDA_OK(cudaMalloc(&lplan, (((size_t)rows + (size_t)nnz) / 512 + 2) * 16));
     const float alpha = -0.75f, beta = 1.5f;
     gpu_spmv_ref(m, alpha, x, beta, y0, ref, mag);
     for (int sh = 0; sh < GKCU_LAB_BALANCED_SHAPES; sh++) {
