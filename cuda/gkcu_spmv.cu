@@ -477,16 +477,21 @@ int run_vector(gkcu_ctx *ctx, int w, int rows, const int *rp, const int *ci, con
 /* Shapes of the balanced kernel: threads, items per thread, the resident
  * blocks per multiprocessor its registers are budgeted for, and whether the
  * main kernel is launched as a programmatic dependent of the partition (or
- * prescale) kernel.  The lab times all of them; balanced_shape() picks from
- * the measurements. */
+ * prescale) kernel; for v7 (w > 0) the lanes per row piece, the items a
+ * lane takes per pass and whether tiles that are not row-regular are walked
+ * (mixed) or summed by rows anyway.  The lab times all of them;
+ * balanced_shape() picks from the measurements.  Shapes 6-9 lost to or tied
+ * with 5 (cuda/NOTES.md), 7 (rows only, 256 threads, 32 registers) is the
+ * fastest on the 27-point stencil and 3-5x slower than the walk where a
+ * tile holds one long row. */
 struct BalancedShape {
   int nt, ipt, minb, pdl;
   int w, j, mixed; /* w > 0: v7 rows kernel, w lanes per row piece, j items each per pass */
 };
 constexpr BalancedShape kBalancedShapes[] = {
     {256, 4, 8, 0, 0, 0, 0},  {128, 8, 12, 0, 0, 0, 0}, {256, 8, 6, 0, 0, 0, 0},  {256, 4, 8, 1, 0, 0, 0},
-    {128, 8, 12, 1, 0, 0, 0}, {160, 6, 10, 1, 4, 8, 0}, {160, 6, 10, 1, 4, 8, 1}, {256, 6, 8, 1, 4, 8, 0},
-    {256, 6, 8, 1, 4, 8, 1},  {160, 6, 8, 1, 4, 8, 1}};
+    {128, 8, 12, 1, 0, 0, 0}, {160, 6, 8, 1, 4, 8, 1},  {160, 6, 8, 1, 4, 7, 1},  {256, 6, 8, 1, 4, 7, 0},
+    {256, 6, 8, 1, 4, 7, 1},  {192, 6, 8, 1, 4, 8, 1}};
 constexpr int kBalancedShapeCount = (int)(sizeof kBalancedShapes / sizeof kBalancedShapes[0]);
 static_assert(kBalancedShapeCount == GKCU_LAB_BALANCED_SHAPES, "gkcu_lab.h's shape count");
 constexpr bool balanced_tiles_ok() { /* the lab's plan size (gkcu_lab.h) assumes tiles of >= 512 items */
@@ -507,10 +512,16 @@ static_assert(balanced_tiles_ok(), "a balanced shape's tile is under 512 items")
  * 0.931-0.946x against 0.914-0.928x) and 128x8 tiles at 12 blocks per SM
  * for long ones (27-point stencil 0.875-0.882x against 0.815-0.819x): the
  * cut at a mean of 16 nonzeros per row lies between 10.5 and 26.6, the only
- * means measured near it. */
+ * means measured near it.  Since "Re-run: v7 rows tiles" (H100, two calls)
+ * the long-row side takes v7 mixed tiles, 160x6 at 8 blocks per SM, 4
+ * lanes per row piece: 27-point stencil 0.911-0.915x (0.944-0.945x from a
+ * plan) against 0.884-0.891x (0.913-0.917x) with 128x8/b12/pdl; on the
+ * power-law matrix, which the rule does not send there, it is no worse
+ * (0.937x against 0.927x), the walk taking the tiles that are not
+ * row-regular. */
 int balanced_shape(int rows, long long nnz) {
   if ((long long)rows + nnz < 4000000) return 3;
-  return (double)nnz >= 16.0 * (double)rows ? 4 : 3;
+  return (double)nnz >= 16.0 * (double)rows ? 5 : 3;
 }
 
 /* Tiles of the given shape for rows + nnz path items; -1 when too many. */
@@ -564,11 +575,11 @@ int run_balanced(gkcu_ctx *ctx, int shape, int rows, long long nnz, const int *r
   switch (shape) {
     case 0: case 3: GKCU__BAL(256, 4, 8); break;
     case 1: case 4: GKCU__BAL(128, 8, 12); break;
-    case 5: GKCU__ROWS(160, 6, 4, 8, 10, false); break;
-    case 6: GKCU__ROWS(160, 6, 4, 8, 10, true); break;
-    case 7: GKCU__ROWS(256, 6, 4, 8, 8, false); break;
-    case 8: GKCU__ROWS(256, 6, 4, 8, 8, true); break;
-    case 9: GKCU__ROWS(160, 6, 4, 8, 8, true); break;
+    case 5: GKCU__ROWS(160, 6, 4, 8, 8, true); break;
+    case 6: GKCU__ROWS(160, 6, 4, 7, 8, true); break;
+    case 7: GKCU__ROWS(256, 6, 4, 7, 8, false); break;
+    case 8: GKCU__ROWS(256, 6, 4, 7, 8, true); break;
+    case 9: GKCU__ROWS(192, 6, 4, 8, 8, true); break;
     default: GKCU__BAL(256, 8, 6); break;
   }
 #undef GKCU__ROWS
