@@ -41,8 +41,9 @@ int gkcu_lab_spmv_vector_width(const gkcu_ctx *ctx, int32_t rows, int64_t nnz);
 /* spmv balanced in tile shape `shape` (threads x items, registers for
  * /bN resident blocks, /pdl: launched as a programmatic dependent of the
  * partition kernel, /rowsWxJ: every tile summed row by row, W lanes per
- * row, J items per lane per pass, /mixWxJ: the same for tiles of at most
- * threads/W rows and the merge-path walk for the others;
+ * row piece, J items per lane per pass, /mixWxJ: the same for tiles of at
+ * most threads/W row pieces none longer than W*J and the merge-path walk
+ * for the others;
  * gkcu_lab_spmv_balanced_name() names it, NULL past the last); the balanced
  * algo's choice is balanced_shape() in gkcu_spmv.cu.  _plan makes the tile
  * coordinates for that shape (plan: 16-byte aligned, at least

@@ -12,6 +12,8 @@
 #   cp build/gpu/tests/gpu/test_gpu_{spmv,reduce} build/gpu/bench/gpu/bench_gpu \
 #      bench/gpu/spmv_reduce_run.sh $D/; cp <shared>/matrices/*.mtx $D/matrices/
 # then on the device machine: STAGES="env tests lab bench sanitize" bash $D/spmv_reduce_run.sh
+# (TESTS=test_gpu_spmv OPS=spmv: spmv alone, 50-65 s in the three calls of
+# the v7 pass)
 # Logs go to $OUT; the last lines are a short table.
 set -u
 D=$(cd "$(dirname "$0")" && pwd -P)
