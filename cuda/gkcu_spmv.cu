@@ -291,6 +291,136 @@ __global__ void __launch_bounds__(BAL_NT, MINB) spmv_balanced_kernel(
   balanced_tile_walk<BAL_NT, BAL_IPT>(s_rowend, s_prod, s_wflag, s_wval, rows, c0, c1, alpha, beta, y);
 }
 
+/* v7, rows: the same tiles, summed row by row straight from global memory
+ * (no staging, no walk).  A tile's row pieces are p = 0..pieces-1 (row
+ * x0 + p; the first may begin before the tile, at y0, and the last, the
+ * row open at the tile's end, stops at y1).  W lanes take a piece, NT/W
+ * pieces at a time; lane l of a group takes the piece's items l, l+W, ...,
+ * J at a time with all J loads issued before the gathers.  Neighbouring
+ * groups hold neighbouring rows, so on a stencil one gather request reads
+ * 32/W consecutive rows at W nearby offsets (a few sectors) where the
+ * merge-path layout puts 32 consecutive nonzeros of one or two rows (one
+ * sector per column group).  Any row lengths give the right answer; the
+ * time is only even across lanes when the pieces are alike (a long piece
+ * keeps its warp looping), so the MIXED kernels take this path only for
+ * tiles of at most NT/W pieces none longer than W*J (one pass, at most J
+ * items a lane, as the walk's IPT) and walk the others as v3 does.  Pieces
+ * are written as the walk writes rows: atomicAdd onto the prescaled beta*y
+ * for the tile's first row when it began in an earlier tile and for the row
+ * open at the tile's end, put_y for the others (each ended in this tile). */
+__device__ __forceinline__ void piece_bounds(const int *__restrict__ rp, int4 c0, int4 c1, int pieces, int p,
+                                             int *beg, int *end) {
+  *beg = *end = 0;
+  if (p < pieces) {
+    const int r = c0.x + p;
+    *beg = p == 0 ? c0.y : rp[r];
+    *end = r < c1.x ? rp[r + 1] : c1.y;
+  }
+}
+
+/* Piece p's sum over its W lanes and its write; called by whole warps. */
+template <int W, int J>
+__device__ __forceinline__ void rows_piece(const int *__restrict__ ci, const float *__restrict__ v, float alpha,
+                                           const float *__restrict__ x, float beta, float *__restrict__ y, int4 c0,
+                                           int4 c1, int pieces, int p, int beg, int end) {
+  const int gl = threadIdx.x % W;
+  float s = 0.0f;
+  for (int q0 = beg + gl; __any_sync(0xffffffffu, q0 < end); q0 += W * J) {
+    int cols[J];
+    float vals[J];
+#pragma unroll
+    for (int k = 0; k < J; k++) {
+      const int q = q0 + k * W;
+      if (q < end) {
+        cols[k] = ci[q];
+        vals[k] = v[q];
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < J; k++)
+      if (q0 + k * W < end) s = fmaf(vals[k], __ldg(x + cols[k]), s);
+  }
+#pragma unroll
+  for (int off = W / 2; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
+  if (gl == 0 && p < pieces) {
+    const int r = c0.x + p;
+    if (r == c1.x) {
+      if (c1.z < c1.y) atomicAdd(y + r, alpha * s); /* open at the tile's end: split */
+    } else if (p == 0 && c0.z < c0.y) {
+      atomicAdd(y + r, alpha * s); /* began in an earlier tile */
+    } else {
+      put_y(y, r, alpha, s, beta);
+    }
+  }
+}
+
+/* The v7 kernel.  MIXED: a tile of at most NT/W pieces, none longer than
+ * W*J (one vote, after the pieces' bounds are loaded: the loads of the row
+ * path need them anyway), by rows; the others by v3's staged walk.  Not
+ * MIXED: every tile by rows, NT/W pieces a pass.  x1 < rows adds the piece
+ * of the row open at the tile's end. */
+template <int NT, int IPT, int W, int J, int MINB, bool MIXED>
+__global__ void __launch_bounds__(NT, MINB) spmv_balanced_rows_kernel(
+    int rows, const int *__restrict__ rp, const int *__restrict__ ci, const float *__restrict__ v, float alpha,
+    const float *__restrict__ x, float beta, float *__restrict__ y, const int4 *__restrict__ coords) {
+  constexpr int BAL_TILE = NT * IPT, G = NT / W;
+  __shared__ int s_tile[MIXED ? BAL_TILE + 1 : 1];
+  __shared__ int s_wflag[NT / 32];
+  __shared__ float s_wval[NT / 32];
+  const int tid = threadIdx.x;
+
+  pdl_wait();
+  const int4 c0 = coords[blockIdx.x], c1 = coords[blockIdx.x + 1];
+  const int x0 = c0.x, y0 = c0.y;
+  const int tile_rows = c1.x - c0.x, tile_nnz = c1.y - c0.y;
+  const int pieces = tile_rows + (c1.x < rows ? 1 : 0);
+  if (!MIXED) {
+    for (int base = 0; base < pieces; base += G) { /* uniform over the block */
+      int beg, end;
+      piece_bounds(rp, c0, c1, pieces, base + tid / W, &beg, &end);
+      rows_piece<W, J>(ci, v, alpha, x, beta, y, c0, c1, pieces, base + tid / W, beg, end);
+    }
+    return;
+  }
+  if (pieces <= G) {
+    int beg, end;
+    piece_bounds(rp, c0, c1, pieces, tid / W, &beg, &end);
+    if (!__syncthreads_or(end - beg > W * J)) {
+      rows_piece<W, J>(ci, v, alpha, x, beta, y, c0, c1, pieces, tid / W, beg, end);
+      return;
+    }
+  }
+  int *s_rowend = s_tile;
+  float *s_prod = reinterpret_cast<float *>(s_tile + tile_rows + 1);
+  {
+    int ends[IPT], cols[IPT];
+    float vals[IPT];
+#pragma unroll
+    for (int k = 0; k < IPT; k++) {
+      int i = tid + k * NT;
+      if (i < tile_rows) ends[k] = rp[x0 + 1 + i];
+      if (i < tile_nnz) {
+        cols[k] = ci[y0 + i];
+        vals[k] = v[y0 + i];
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < IPT; k++) {
+      int i = tid + k * NT;
+      if (i < tile_nnz) vals[k] *= __ldg(x + cols[k]);
+    }
+#pragma unroll
+    for (int k = 0; k < IPT; k++) {
+      int i = tid + k * NT;
+      if (i < tile_rows) s_rowend[i] = ends[k];
+      if (i < tile_nnz) s_prod[i] = vals[k];
+    }
+    if (tid == 0) s_rowend[tile_rows] = INT_MAX;
+  }
+  __syncthreads();
+  balanced_tile_walk<NT, IPT>(s_rowend, s_prod, s_wflag, s_wval, rows, c0, c1, alpha, beta, y);
+}
+
 /* y = beta*y (0 when beta == 0) for a matrix without entries. */
 __global__ void spmv_scale_kernel(int rows, float beta, float *__restrict__ y) {
   for (int r = blockIdx.x * blockDim.x + threadIdx.x; r < rows; r += gridDim.x * blockDim.x)
@@ -347,15 +477,29 @@ int run_vector(gkcu_ctx *ctx, int w, int rows, const int *rp, const int *ci, con
 /* Shapes of the balanced kernel: threads, items per thread, the resident
  * blocks per multiprocessor its registers are budgeted for, and whether the
  * main kernel is launched as a programmatic dependent of the partition (or
- * prescale) kernel.  The lab times all of them; balanced_shape() picks from
- * the measurements. */
+ * prescale) kernel; for v7 (w > 0) the lanes per row piece, the items a
+ * lane takes per pass and whether tiles that are not row-regular are walked
+ * (mixed) or summed by rows anyway.  The lab times all of them;
+ * balanced_shape() picks from the measurements.  Shapes 6-9 lost to or tied
+ * with 5 (cuda/NOTES.md), 7 (rows only, 256 threads, 32 registers) is the
+ * fastest on the 27-point stencil and 3-5x slower than the walk where a
+ * tile holds one long row. */
 struct BalancedShape {
   int nt, ipt, minb, pdl;
+  int w, j, mixed; /* w > 0: v7 rows kernel, w lanes per row piece, j items each per pass */
 };
-constexpr BalancedShape kBalancedShapes[] = {{256, 4, 8, 0}, {128, 8, 12, 0}, {256, 8, 6, 0}, {256, 4, 8, 1},
-                                             {128, 8, 12, 1}};
+constexpr BalancedShape kBalancedShapes[] = {
+    {256, 4, 8, 0, 0, 0, 0},  {128, 8, 12, 0, 0, 0, 0}, {256, 8, 6, 0, 0, 0, 0},  {256, 4, 8, 1, 0, 0, 0},
+    {128, 8, 12, 1, 0, 0, 0}, {160, 6, 8, 1, 4, 8, 1},  {160, 6, 8, 1, 4, 7, 1},  {256, 6, 8, 1, 4, 7, 0},
+    {256, 6, 8, 1, 4, 7, 1},  {192, 6, 8, 1, 4, 8, 1}};
 constexpr int kBalancedShapeCount = (int)(sizeof kBalancedShapes / sizeof kBalancedShapes[0]);
 static_assert(kBalancedShapeCount == GKCU_LAB_BALANCED_SHAPES, "gkcu_lab.h's shape count");
+constexpr bool balanced_tiles_ok() { /* the lab's plan size (gkcu_lab.h) assumes tiles of >= 512 items */
+  for (int i = 0; i < kBalancedShapeCount; i++)
+    if (kBalancedShapes[i].nt * kBalancedShapes[i].ipt < 512) return false;
+  return true;
+}
+static_assert(balanced_tiles_ok(), "a balanced shape's tile is under 512 items");
 
 /* Measured (bench/RESULTS.md, "Re-run: balanced with programmatic dependent
  * launch", H100, 2026-11-25, two calls): the main kernel launched as a
@@ -368,10 +512,16 @@ static_assert(kBalancedShapeCount == GKCU_LAB_BALANCED_SHAPES, "gkcu_lab.h's sha
  * 0.931-0.946x against 0.914-0.928x) and 128x8 tiles at 12 blocks per SM
  * for long ones (27-point stencil 0.875-0.882x against 0.815-0.819x): the
  * cut at a mean of 16 nonzeros per row lies between 10.5 and 26.6, the only
- * means measured near it. */
+ * means measured near it.  Since "Re-run: v7 rows tiles" (H100, two calls)
+ * the long-row side takes v7 mixed tiles, 160x6 at 8 blocks per SM, 4
+ * lanes per row piece: 27-point stencil 0.911-0.915x (0.944-0.945x from a
+ * plan) against 0.884-0.891x (0.913-0.917x) with 128x8/b12/pdl; on the
+ * power-law matrix, which the rule does not send there, it is no worse
+ * (0.937x against 0.927x), the walk taking the tiles that are not
+ * row-regular. */
 int balanced_shape(int rows, long long nnz) {
   if ((long long)rows + nnz < 4000000) return 3;
-  return (double)nnz >= 16.0 * (double)rows ? 4 : 3;
+  return (double)nnz >= 16.0 * (double)rows ? 5 : 3;
 }
 
 /* Tiles of the given shape for rows + nnz path items; -1 when too many. */
@@ -418,11 +568,21 @@ int run_balanced(gkcu_ctx *ctx, int shape, int rows, long long nnz, const int *r
 #define GKCU__BAL(NT, IPT, MINB)                                                                              \
   cfg.blockDim = dim3(NT);                                                                                     \
   le = cudaLaunchKernelEx(&cfg, spmv_balanced_kernel<NT, IPT, MINB>, rows, rp, ci, v, alpha, x, beta, y, coords)
+#define GKCU__ROWS(NT, IPT, W, J, MINB, MIXED)                                                             \
+  cfg.blockDim = dim3(NT);                                                                                     \
+  le = cudaLaunchKernelEx(&cfg, spmv_balanced_rows_kernel<NT, IPT, W, J, MINB, MIXED>, rows, rp, ci, v, alpha, x, \
+                          beta, y, coords)
   switch (shape) {
     case 0: case 3: GKCU__BAL(256, 4, 8); break;
     case 1: case 4: GKCU__BAL(128, 8, 12); break;
+    case 5: GKCU__ROWS(160, 6, 4, 8, 8, true); break;
+    case 6: GKCU__ROWS(160, 6, 4, 7, 8, true); break;
+    case 7: GKCU__ROWS(256, 6, 4, 7, 8, false); break;
+    case 8: GKCU__ROWS(256, 6, 4, 7, 8, true); break;
+    case 9: GKCU__ROWS(192, 6, 4, 8, 8, true); break;
     default: GKCU__BAL(256, 8, 6); break;
   }
+#undef GKCU__ROWS
   if (le != cudaSuccess) return gkcu__cuda_fail(ctx, le, "launch spmv_balanced_kernel");
 #undef GKCU__BAL
   GKCU__LAUNCHED(ctx, "spmv_balanced_kernel");
@@ -652,7 +812,11 @@ extern "C" int gkcu_lab_spmv_balanced_planned(gkcu_ctx *ctx, int shape, int32_t 
 extern "C" const char *gkcu_lab_spmv_balanced_name(int shape) {
   static char names[kBalancedShapeCount][32];
   if (shape < 0 || shape >= kBalancedShapeCount) return NULL;
-  snprintf(names[shape], sizeof names[shape], "t%dx%d/b%d%s", kBalancedShapes[shape].nt, kBalancedShapes[shape].ipt,
-           kBalancedShapes[shape].minb, kBalancedShapes[shape].pdl ? "/pdl" : "");
+  const BalancedShape &b = kBalancedShapes[shape];
+  if (b.w > 0)
+    snprintf(names[shape], sizeof names[shape], "t%dx%d/b%d%s/%s%dx%d", b.nt, b.ipt, b.minb, b.pdl ? "/pdl" : "",
+             b.mixed ? "mix" : "rows", b.w, b.j);
+  else
+    snprintf(names[shape], sizeof names[shape], "t%dx%d/b%d%s", b.nt, b.ipt, b.minb, b.pdl ? "/pdl" : "");
   return names[shape];
 }

@@ -414,7 +414,7 @@ static void bench_spmv_matrix(const gpu_csr *m, const char *name, int lab) {
   CUDA_OK(cudaMalloc((void **)&s.y, (size_t)m->rows * sizeof(float)));
   size_t plan_bytes = gkcu_spmv_plan_bytes(ctx, m->rows, m->nnz);
   CUDA_OK(cudaMalloc(&s.plan, plan_bytes ? plan_bytes : 16));
-  CUDA_OK(cudaMalloc(&s.lplan, (((size_t)m->rows + nnz) / 1024 + 2) * 16));
+  CUDA_OK(cudaMalloc(&s.lplan, (((size_t)m->rows + nnz) / 512 + 2) * 16));
   CUDA_OK(cudaMemcpy(s.rp, m->row_ptr, ((size_t)m->rows + 1) * sizeof(int), cudaMemcpyHostToDevice));
   if (nnz) {
     CUDA_OK(cudaMemcpy(s.ci, m->col_idx, nnz * sizeof(int), cudaMemcpyHostToDevice));
