@@ -480,9 +480,9 @@ int run_vector(gkcu_ctx *ctx, int w, int rows, const int *rp, const int *ci, con
  * prescale) kernel; for v7 (w > 0) the lanes per row piece, the items a
  * lane takes per pass and whether tiles that are not row-regular are walked
  * (mixed) or summed by rows anyway.  The lab times all of them;
- * balanced_shape() picks from the measurements.  Shapes 6-9 lost to or tied
- * with 5 (cuda/NOTES.md), 7 (rows only, 256 threads, 32 registers) is the
- * fastest on the 27-point stencil and 3-5x slower than the walk where a
+ * balanced_shape() picks from the measurements.  Shapes 5, 6 and 8 lost to
+ * 9 on the 27-point stencil (cuda/NOTES.md); 7 (rows only, 256 threads, 32
+ * registers) is the fastest there and 3-5x slower than the walk where a
  * tile holds one long row. */
 struct BalancedShape {
   int nt, ipt, minb, pdl;
@@ -518,10 +518,15 @@ static_assert(balanced_tiles_ok(), "a balanced shape's tile is under 512 items")
  * plan) against 0.884-0.891x (0.913-0.917x) with 128x8/b12/pdl; on the
  * power-law matrix, which the rule does not send there, it is no worse
  * (0.937x against 0.927x), the walk taking the tiles that are not
- * row-regular. */
+ * row-regular.  Then 192x6 mixed tiles (4 lanes x 8 items per row piece,
+ * more threads per SM) in three calls of the lab (08:30 and two passes at
+ * 08:53 UTC): 27-point stencil 0.957x, 0.964x, 0.961x against 160x6's
+ * 0.911x, 0.917x, 0.913x; no other bench matrix is over the cut.  (Rows
+ * only, 256x6, reached 1.004-1.006x per call but is 3-5x slower wherever a
+ * tile holds a long row, and the launcher does not know the longest row.) */
 int balanced_shape(int rows, long long nnz) {
   if ((long long)rows + nnz < 4000000) return 3;
-  return (double)nnz >= 16.0 * (double)rows ? 5 : 3;
+  return (double)nnz >= 16.0 * (double)rows ? 9 : 3;
 }
 
 /* Tiles of the given shape for rows + nnz path items; -1 when too many. */
