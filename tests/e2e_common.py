@@ -91,7 +91,9 @@ def run(name, tests):
     start (no GPU); each test(c, rng) in turn on one connection with a
     random generator seeded from $GKC_TEST_SEED or the clock; then gkcd
     must exit 0.  Returns the exit status."""
-    rng = np.random.default_rng(int(os.environ.get("GKC_TEST_SEED", time.time_ns() % 2**32)))
+    seed = int(os.environ.get("GKC_TEST_SEED", time.time_ns() % 2**32))
+    print(f"{name}: seed {seed} (GKC_TEST_SEED={seed} reproduces this run)")
+    rng = np.random.default_rng(seed)
     backend = test_backend()
     d = ep.Daemon(["--threads", "2", "--backend", backend])
     try:
