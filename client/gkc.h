@@ -80,7 +80,7 @@ typedef struct {
   double server_us; /* from the request decoded to the reply ready, in gkcd */
   double queue_us;  /* part of server_us: waiting for memory budget and a worker */
   double worker_us; /* part of server_us: the worker's own time (copies, kernel, sync) */
-  double h2d_us, d2h_us; /* copies to and from the GPU; NAN on the CPU backend */
+  double h2d_us, d2h_us; /* copies to and from the GPU; NAN on the CPU backend and where nothing was copied */
   /* Several devices (PROTOCOL.md, "Devices"): the device that ran it, or -1
    * when it was split across several (ndevices of them, else 0). */
   int device, ndevices;

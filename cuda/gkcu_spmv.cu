@@ -1,4 +1,6 @@
-/* gkcu_spmv.cu: the CSR spmv ladder (scalar, vector, balanced) and cuSPARSE. */
+/* gkcu_spmv.cu: the CSR spmv ladder's first rungs (scalar, vector), cuSPARSE,
+ * the auto rules and the public entry points; the balanced rung is in
+ * gkcu_spmv_balanced.cu (gkcu_spmv_int.h). */
 #include <limits.h>
 #include <stdint.h>
 #include <math.h>
@@ -8,13 +10,11 @@
 #include "gkcu_internal.h"
 #include "gkcu_lab.h"
 #include "gkcu_spmv.h"
+#include "gkcu_spmv_int.h"
+
+using namespace gkspmv;
 
 namespace {
-
-/* y[r] = alpha*s (+ beta*y[r] only when beta != 0: y is not read otherwise). */
-__device__ __forceinline__ void put_y(float *y, int r, float alpha, float s, float beta) {
-  y[r] = beta == 0.0f ? alpha * s : fmaf(beta, y[r], alpha * s);
-}
 
 /* --- rung 0: one thread per row --------------------------------------------- */
 
@@ -55,370 +55,6 @@ __global__ void __launch_bounds__(256) spmv_vector_kernel(int rows, const int *_
     for (int off = W / 2; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
     if (gl == 0 && r < rows) put_y(y, (int)r, alpha, s, beta);
   }
-}
-
-/* --- rung 2: merge-path balanced ------------------------------------------------ */
-
-/* The merge path walks two lists at once: the row ends (row_ptr[1..rows])
- * and the nonzero indices 0..nnz-1.  At (row r, nonzero q) it takes the
- * nonzero when q < row_ptr[r+1], else it ends row r.  Every step is one
- * item, rows + nnz in all; cutting the path into equal pieces gives every
- * thread the same work however the nonzeros are spread over rows. */
-/* A tile is BAL_NT threads x BAL_IPT items (see kBalancedShapes below). */
-
-/* Where diagonal d crosses the path: the number of row ends consumed, found
- * by a group of SEARCH_G lanes with SEARCH_G-way search.  pred(p) = "row end
- * p comes before item d" is true for p < answer and false after.  Groups of
- * 8 (four boundaries per warp, log8(rows) rounds) rather than whole warps
- * (log32(rows) rounds): every probe of a round is a separate sector, and
- * with a warp per boundary the 32-way rounds made the partition L1-bound
- * (76% L1 throughput under ncu on the 27-point stencil, 31 us) and several
- * waves deep.  Inactive groups (past the last boundary) take part in the
- * ballots with an empty range. */
-constexpr int SEARCH_G = 8;
-__device__ int merge_search_group(long long d, bool active, int rows, long long nnz, const int *__restrict__ rp) {
-  const int lane = threadIdx.x & 31, gl = lane % SEARCH_G, first = lane - gl;
-  const unsigned gmask = (1u << SEARCH_G) - 1u;
-  long long lo = d - nnz > 0 ? d - nnz : 0;
-  long long hi = d < rows ? d : rows;
-  if (!active) lo = hi = 0;
-  while (__any_sync(0xffffffffu, hi - lo > SEARCH_G)) {
-    const bool go = hi - lo > SEARCH_G;
-    const long long step = (hi - lo + SEARCH_G - 1) / SEARCH_G;
-    const long long p = lo + gl * step;
-    const bool t = go && p < hi && (long long)rp[p + 1] <= d - p - 1;
-    const int k = __popc((__ballot_sync(0xffffffffu, t) >> first) & gmask);
-    if (go) {
-      const long long nlo = k == 0 ? lo : lo + (k - 1) * step + 1;
-      const long long nhi = lo + k * step < hi ? lo + k * step : hi;
-      lo = nlo;
-      hi = nhi;
-    }
-  }
-  const long long p = lo + gl;
-  const bool t = p < hi && (long long)rp[p + 1] <= d - p - 1;
-  return (int)(lo + __popc((__ballot_sync(0xffffffffu, t) >> first) & gmask));
-}
-
-/* Programmatic dependent launch (sm_90): the kernel that makes the tile
- * coordinates (partition or prescale) lets the main kernel be launched as
- * soon as all its blocks have started, and the main kernel's blocks wait at
- * griddepcontrol.wait until it has finished and its writes are visible.
- * That hides the main kernel's launch and block dispatch behind the
- * partition instead of after it.  Both are no-ops when the main kernel is
- * launched without cudaLaunchAttributeProgrammaticStreamSerialization. */
-__device__ __forceinline__ void pdl_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
-__device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
-
-/* coords[t] = (rows, nonzeros) consumed before tile t, for t = 0..ntiles,
- * and .z = row_ptr[that row] (where the tile's first row starts, handed to
- * the main kernel so that it need not fetch it on its critical path).
- * A row whose nonzeros straddle a tile boundary ("split row") is summed by
- * several blocks with atomicAdd, so it must hold beta*y (or 0) before the
- * main kernel starts: the warp of the first boundary inside the row sets
- * that (one writer per row: the boundary before it lies at or before the
- * row's first item).  SEARCH_G threads per boundary. */
-__global__ void spmv_partition_kernel(int rows, long long nnz, const int *__restrict__ rp, int ntiles, int tile,
-                                      int4 *__restrict__ coords, float beta, float *__restrict__ y) {
-  pdl_launch_dependents();
-  const long long t = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / SEARCH_G;
-  const bool active = t <= ntiles; /* the whole warp stays for the ballots */
-  const long long total = (long long)rows + nnz;
-  const long long d = active && t * tile < total ? t * tile : total;
-  const int x = merge_search_group(d, active, rows, nnz, rp);
-  if (!active || (threadIdx.x % SEARCH_G) != 0) return;
-  const int rs = rp[x]; /* row x starts at path item x + rs (x == rows: nnz) */
-  coords[t] = make_int4(x, (int)(d - x), rs, 0);
-  /* y == NULL: a plan (gkcu_spmv_plan), the split rows are prescaled per call */
-  if (y && t > 0 && x < rows && rs < d - x && (t - 1) * tile <= x + rs)
-    y[x] = beta == 0.0f ? 0.0f : beta * y[x];
-}
-
-/* With a plan: the split rows' beta*y (or 0) from the stored coords, the same
- * rule and the same single writer per row as the partition kernel, without
- * the merge-path search.  One thread per tile boundary t = 1..ntiles. */
-__global__ void spmv_prescale_kernel(int rows, int ntiles, int tile, const int4 *__restrict__ coords, float beta,
-                                     float *__restrict__ y) {
-  pdl_launch_dependents();
-  const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x + 1;
-  if (t > ntiles) return;
-  const int4 c = coords[t];
-  if (c.x < rows && c.z < c.y && (t - 1) * tile <= (long long)c.x + c.z)
-    y[c.x] = beta == 0.0f ? 0.0f : beta * y[c.x];
-}
-
-/* The second half of a tile (factored out of the kernel: the lab has tried
- * other ways of staging a tile, see NOTES.md): the tile's
- * row ends (s_rowend, tile_rows + 1 of them, the last INT_MAX) and its
- * products values[q]*x[col[q]] (s_prod) are in shared memory.  Each thread
- * finds its own start by binary search and walks BAL_IPT items.  A thread
- * writes y for every row it ends except the first, whose earlier part may
- * belong to the threads before it: a block-wide segmented scan of the
- * threads' trailing partial sums supplies that carry.  Rows that cross a
- * tile boundary (at most the tile's first and last) are added with
- * atomicAdd onto the beta*y that the partition (or prescale) kernel left
- * there; every other row is stored once, by one thread.  Has one barrier
- * (the warp totals); the caller must put another before s_wflag/s_wval or
- * the staged arrays are written again. */
-template <int BAL_NT, int BAL_IPT>
-__device__ __forceinline__ void balanced_tile_walk(const int *s_rowend, const float *s_prod, int *s_wflag,
-                                                   float *s_wval, int rows, int4 c0, int4 c1, float alpha,
-                                                   float beta, float *__restrict__ y) {
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int x0 = c0.x, y0 = c0.y;
-  const int first_start = c0.z; /* row_ptr[x0] */
-  const int tile_rows = c1.x - c0.x, tile_nnz = c1.y - c0.y;
-  const int tile_items = tile_rows + tile_nnz;
-
-  const int d = min(tid * BAL_IPT, tile_items);
-  int lo = max(0, d - tile_nnz), hi = min(d, tile_rows);
-  while (lo < hi) {
-    int p = (lo + hi) >> 1;
-    if (s_rowend[p] <= y0 + d - p - 1) lo = p + 1;
-    else hi = p;
-  }
-  int r = lo, z = d - lo;
-  const int n_items = min(BAL_IPT, tile_items - d);
-
-  float sum = 0.0f, first_sum = 0.0f;
-  int first_row = -1;
-#pragma unroll
-  for (int it = 0; it < BAL_IPT; it++) {
-    if (it < n_items) {
-      if (y0 + z < s_rowend[r]) {
-        sum += s_prod[z];
-        z++;
-      } else {
-        if (first_row < 0) {
-          first_row = r;
-          first_sum = sum;
-        } else {
-          put_y(y, x0 + r, alpha, sum, beta);
-        }
-        sum = 0.0f;
-        r++;
-      }
-    }
-  }
-
-  /* Segmented inclusive scan of (ended a row?, trailing sum): a flag
-   * restarts the sum.  (f1,v1) then (f2,v2) = (f1|f2, f2 ? v2 : v1+v2). */
-  int flag = first_row >= 0;
-  float val = sum;
-#pragma unroll
-  for (int off = 1; off < 32; off <<= 1) {
-    int fu = __shfl_up_sync(0xffffffffu, flag, off);
-    float vu = __shfl_up_sync(0xffffffffu, val, off);
-    if (lane >= off) {
-      if (!flag) val += vu;
-      flag |= fu;
-    }
-  }
-  if (lane == 31) {
-    s_wflag[warp] = flag;
-    s_wval[warp] = val;
-  }
-  __syncthreads();
-  int ef = __shfl_up_sync(0xffffffffu, flag, 1);
-  float ev = __shfl_up_sync(0xffffffffu, val, 1);
-  if (lane == 0) {
-    ef = 0;
-    ev = 0.0f;
-  }
-  float pv = 0.0f; /* what the warps before this one carry in */
-  for (int w = 0; w < warp; w++) pv = s_wflag[w] ? s_wval[w] : pv + s_wval[w];
-  const float carry_in = ef ? ev : pv + ev;
-  if (first_row >= 0) {
-    /* only the tile's first row can have begun in an earlier tile */
-    if (first_row == 0 && first_start < y0) atomicAdd(y + x0, alpha * (first_sum + carry_in));
-    else put_y(y, x0 + first_row, alpha, first_sum + carry_in, beta);
-  }
-  if (tid == BAL_NT - 1 && c1.x < rows) {
-    /* the row open at the tile's end, if this tile holds some of it */
-    const int last_start = c1.z; /* row_ptr[c1.x] */
-    if (last_start < c1.y) atomicAdd(y + c1.x, alpha * (flag ? val : pv + val));
-  }
-}
-
-/* One tile of BAL_TILE path items per block.  v3: the tile's row ends and
- * products staged through registers with coalesced loads (all of a thread's
- * loads issued before any is used), then balanced_tile_walk.  The first
- * thing it does is wait for the kernel that made the coordinates (a no-op
- * unless launched as its programmatic dependent). */
-template <int BAL_NT, int BAL_IPT, int MINB>
-__global__ void __launch_bounds__(BAL_NT, MINB) spmv_balanced_kernel(
-    int rows, const int *__restrict__ rp, const int *__restrict__ ci, const float *__restrict__ v, float alpha,
-    const float *__restrict__ x, float beta, float *__restrict__ y, const int4 *__restrict__ coords) {
-  constexpr int BAL_TILE = BAL_NT * BAL_IPT;
-  __shared__ int s_tile[BAL_TILE + 1];
-  __shared__ int s_wflag[BAL_NT / 32];
-  __shared__ float s_wval[BAL_NT / 32];
-  const int tid = threadIdx.x;
-
-  pdl_wait();
-  const int4 c0 = coords[blockIdx.x], c1 = coords[blockIdx.x + 1];
-  const int x0 = c0.x, y0 = c0.y;
-  const int tile_rows = c1.x - c0.x, tile_nnz = c1.y - c0.y;
-  int *s_rowend = s_tile;                                       /* tile_rows + 1 */
-  float *s_prod = reinterpret_cast<float *>(s_tile + tile_rows + 1); /* tile_nnz */
-
-  {
-    int ends[BAL_IPT], cols[BAL_IPT];
-    float vals[BAL_IPT];
-#pragma unroll
-    for (int k = 0; k < BAL_IPT; k++) {
-      int i = tid + k * BAL_NT;
-      if (i < tile_rows) ends[k] = rp[x0 + 1 + i];
-      if (i < tile_nnz) {
-        cols[k] = ci[y0 + i];
-        vals[k] = v[y0 + i];
-      }
-    }
-#pragma unroll
-    for (int k = 0; k < BAL_IPT; k++) {
-      int i = tid + k * BAL_NT;
-      if (i < tile_nnz) vals[k] *= __ldg(x + cols[k]);
-    }
-#pragma unroll
-    for (int k = 0; k < BAL_IPT; k++) {
-      int i = tid + k * BAL_NT;
-      if (i < tile_rows) s_rowend[i] = ends[k];
-      if (i < tile_nnz) s_prod[i] = vals[k];
-    }
-    if (tid == 0) s_rowend[tile_rows] = INT_MAX; /* past the last row: take nonzeros */
-  }
-  __syncthreads();
-  balanced_tile_walk<BAL_NT, BAL_IPT>(s_rowend, s_prod, s_wflag, s_wval, rows, c0, c1, alpha, beta, y);
-}
-
-/* v7, rows: the same tiles, summed row by row straight from global memory
- * (no staging, no walk).  A tile's row pieces are p = 0..pieces-1 (row
- * x0 + p; the first may begin before the tile, at y0, and the last, the
- * row open at the tile's end, stops at y1).  W lanes take a piece, NT/W
- * pieces at a time; lane l of a group takes the piece's items l, l+W, ...,
- * J at a time with all J loads issued before the gathers.  Neighbouring
- * groups hold neighbouring rows, so on a stencil one gather request reads
- * 32/W consecutive rows at W nearby offsets (a few sectors) where the
- * merge-path layout puts 32 consecutive nonzeros of one or two rows (one
- * sector per column group).  Any row lengths give the right answer; the
- * time is only even across lanes when the pieces are alike (a long piece
- * keeps its warp looping), so the MIXED kernels take this path only for
- * tiles of at most NT/W pieces none longer than W*J (one pass, at most J
- * items a lane, as the walk's IPT) and walk the others as v3 does.  Pieces
- * are written as the walk writes rows: atomicAdd onto the prescaled beta*y
- * for the tile's first row when it began in an earlier tile and for the row
- * open at the tile's end, put_y for the others (each ended in this tile). */
-__device__ __forceinline__ void piece_bounds(const int *__restrict__ rp, int4 c0, int4 c1, int pieces, int p,
-                                             int *beg, int *end) {
-  *beg = *end = 0;
-  if (p < pieces) {
-    const int r = c0.x + p;
-    *beg = p == 0 ? c0.y : rp[r];
-    *end = r < c1.x ? rp[r + 1] : c1.y;
-  }
-}
-
-/* Piece p's sum over its W lanes and its write; called by whole warps. */
-template <int W, int J>
-__device__ __forceinline__ void rows_piece(const int *__restrict__ ci, const float *__restrict__ v, float alpha,
-                                           const float *__restrict__ x, float beta, float *__restrict__ y, int4 c0,
-                                           int4 c1, int pieces, int p, int beg, int end) {
-  const int gl = threadIdx.x % W;
-  float s = 0.0f;
-  for (int q0 = beg + gl; __any_sync(0xffffffffu, q0 < end); q0 += W * J) {
-    int cols[J];
-    float vals[J];
-#pragma unroll
-    for (int k = 0; k < J; k++) {
-      const int q = q0 + k * W;
-      if (q < end) {
-        cols[k] = ci[q];
-        vals[k] = v[q];
-      }
-    }
-#pragma unroll
-    for (int k = 0; k < J; k++)
-      if (q0 + k * W < end) s = fmaf(vals[k], __ldg(x + cols[k]), s);
-  }
-#pragma unroll
-  for (int off = W / 2; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
-  if (gl == 0 && p < pieces) {
-    const int r = c0.x + p;
-    if (r == c1.x) {
-      if (c1.z < c1.y) atomicAdd(y + r, alpha * s); /* open at the tile's end: split */
-    } else if (p == 0 && c0.z < c0.y) {
-      atomicAdd(y + r, alpha * s); /* began in an earlier tile */
-    } else {
-      put_y(y, r, alpha, s, beta);
-    }
-  }
-}
-
-/* The v7 kernel.  MIXED: a tile of at most NT/W pieces, none longer than
- * W*J (one vote, after the pieces' bounds are loaded: the loads of the row
- * path need them anyway), by rows; the others by v3's staged walk.  Not
- * MIXED: every tile by rows, NT/W pieces a pass.  x1 < rows adds the piece
- * of the row open at the tile's end. */
-template <int NT, int IPT, int W, int J, int MINB, bool MIXED>
-__global__ void __launch_bounds__(NT, MINB) spmv_balanced_rows_kernel(
-    int rows, const int *__restrict__ rp, const int *__restrict__ ci, const float *__restrict__ v, float alpha,
-    const float *__restrict__ x, float beta, float *__restrict__ y, const int4 *__restrict__ coords) {
-  constexpr int BAL_TILE = NT * IPT, G = NT / W;
-  __shared__ int s_tile[MIXED ? BAL_TILE + 1 : 1];
-  __shared__ int s_wflag[NT / 32];
-  __shared__ float s_wval[NT / 32];
-  const int tid = threadIdx.x;
-
-  pdl_wait();
-  const int4 c0 = coords[blockIdx.x], c1 = coords[blockIdx.x + 1];
-  const int x0 = c0.x, y0 = c0.y;
-  const int tile_rows = c1.x - c0.x, tile_nnz = c1.y - c0.y;
-  const int pieces = tile_rows + (c1.x < rows ? 1 : 0);
-  if (!MIXED) {
-    for (int base = 0; base < pieces; base += G) { /* uniform over the block */
-      int beg, end;
-      piece_bounds(rp, c0, c1, pieces, base + tid / W, &beg, &end);
-      rows_piece<W, J>(ci, v, alpha, x, beta, y, c0, c1, pieces, base + tid / W, beg, end);
-    }
-    return;
-  }
-  if (pieces <= G) {
-    int beg, end;
-    piece_bounds(rp, c0, c1, pieces, tid / W, &beg, &end);
-    if (!__syncthreads_or(end - beg > W * J)) {
-      rows_piece<W, J>(ci, v, alpha, x, beta, y, c0, c1, pieces, tid / W, beg, end);
-      return;
-    }
-  }
-  int *s_rowend = s_tile;
-  float *s_prod = reinterpret_cast<float *>(s_tile + tile_rows + 1);
-  {
-    int ends[IPT], cols[IPT];
-    float vals[IPT];
-#pragma unroll
-    for (int k = 0; k < IPT; k++) {
-      int i = tid + k * NT;
-      if (i < tile_rows) ends[k] = rp[x0 + 1 + i];
-      if (i < tile_nnz) {
-        cols[k] = ci[y0 + i];
-        vals[k] = v[y0 + i];
-      }
-    }
-#pragma unroll
-    for (int k = 0; k < IPT; k++) {
-      int i = tid + k * NT;
-      if (i < tile_nnz) vals[k] *= __ldg(x + cols[k]);
-    }
-#pragma unroll
-    for (int k = 0; k < IPT; k++) {
-      int i = tid + k * NT;
-      if (i < tile_rows) s_rowend[i] = ends[k];
-      if (i < tile_nnz) s_prod[i] = vals[k];
-    }
-    if (tid == 0) s_rowend[tile_rows] = INT_MAX;
-  }
-  __syncthreads();
-  balanced_tile_walk<NT, IPT>(s_rowend, s_prod, s_wflag, s_wval, rows, c0, c1, alpha, beta, y);
 }
 
 /* y = beta*y (0 when beta == 0) for a matrix without entries. */
@@ -474,125 +110,6 @@ int run_vector(gkcu_ctx *ctx, int w, int rows, const int *rp, const int *ci, con
   return 0;
 }
 
-/* Shapes of the balanced kernel: threads, items per thread, the resident
- * blocks per multiprocessor its registers are budgeted for, and whether the
- * main kernel is launched as a programmatic dependent of the partition (or
- * prescale) kernel; for v7 (w > 0) the lanes per row piece, the items a
- * lane takes per pass and whether tiles that are not row-regular are walked
- * (mixed) or summed by rows anyway.  The lab times all of them;
- * balanced_shape() picks from the measurements.  Shapes 5, 6 and 8 lost to
- * 9 on the 27-point stencil (cuda/NOTES.md); 7 (rows only, 256 threads, 32
- * registers) is the fastest there and 3-5x slower than the walk where a
- * tile holds one long row. */
-struct BalancedShape {
-  int nt, ipt, minb, pdl;
-  int w, j, mixed; /* w > 0: v7 rows kernel, w lanes per row piece, j items each per pass */
-};
-constexpr BalancedShape kBalancedShapes[] = {
-    {256, 4, 8, 0, 0, 0, 0},  {128, 8, 12, 0, 0, 0, 0}, {256, 8, 6, 0, 0, 0, 0},  {256, 4, 8, 1, 0, 0, 0},
-    {128, 8, 12, 1, 0, 0, 0}, {160, 6, 8, 1, 4, 8, 1},  {160, 6, 8, 1, 4, 7, 1},  {256, 6, 8, 1, 4, 7, 0},
-    {256, 6, 8, 1, 4, 7, 1},  {192, 6, 8, 1, 4, 8, 1}};
-constexpr int kBalancedShapeCount = (int)(sizeof kBalancedShapes / sizeof kBalancedShapes[0]);
-static_assert(kBalancedShapeCount == GKCU_LAB_BALANCED_SHAPES, "gkcu_lab.h's shape count");
-constexpr bool balanced_tiles_ok() { /* the lab's plan size (gkcu_lab.h) assumes tiles of >= 512 items */
-  for (int i = 0; i < kBalancedShapeCount; i++)
-    if (kBalancedShapes[i].nt * kBalancedShapes[i].ipt < 512) return false;
-  return true;
-}
-static_assert(balanced_tiles_ok(), "a balanced shape's tile is under 512 items");
-
-/* Measured (bench/RESULTS.md, "Re-run: balanced with programmatic dependent
- * launch", H100, 2026-11-25, two calls): the main kernel launched as a
- * programmatic dependent of the partition wins everywhere (small matrices
- * +5-15%, the stencils +1%).  Below about 4M path items (rows + nnz) the
- * 256x4 tiles win (1.51-1.87x cuSPARSE on the shared matrices in the lab,
- * 1.63-2.32x from a plan; 128x8: 1.27-1.65x).  Above, on the three large
- * matrices measured, 256x4 tiles for short rows (5-point stencil
- * 1.000-1.012x against 0.985-0.993x with 128x8; power-law, mean 10.5,
- * 0.931-0.946x against 0.914-0.928x) and 128x8 tiles at 12 blocks per SM
- * for long ones (27-point stencil 0.875-0.882x against 0.815-0.819x): the
- * cut at a mean of 16 nonzeros per row lies between 10.5 and 26.6, the only
- * means measured near it.  Since "Re-run: v7 rows tiles" (H100, two calls)
- * the long-row side takes v7 mixed tiles, 160x6 at 8 blocks per SM, 4
- * lanes per row piece: 27-point stencil 0.911-0.915x (0.944-0.945x from a
- * plan) against 0.884-0.891x (0.913-0.917x) with 128x8/b12/pdl; on the
- * power-law matrix, which the rule does not send there, it is no worse
- * (0.937x against 0.927x), the walk taking the tiles that are not
- * row-regular.  Then 192x6 mixed tiles (4 lanes x 8 items per row piece,
- * more threads per SM) in three calls of the lab (08:30 and two passes at
- * 08:53 UTC): 27-point stencil 0.957x, 0.964x, 0.961x against 160x6's
- * 0.911x, 0.917x, 0.913x; no other bench matrix is over the cut.  (Rows
- * only, 256x6, reached 1.004-1.006x per call but is 3-5x slower wherever a
- * tile holds a long row, and the launcher does not know the longest row.) */
-int balanced_shape(int rows, long long nnz) {
-  if ((long long)rows + nnz < 4000000) return 3;
-  return (double)nnz >= 16.0 * (double)rows ? 9 : 3;
-}
-
-/* Tiles of the given shape for rows + nnz path items; -1 when too many. */
-long long balanced_tiles(int shape, int rows, long long nnz) {
-  const int tile = kBalancedShapes[shape].nt * kBalancedShapes[shape].ipt;
-  long long ntiles = ((long long)rows + nnz + tile - 1) / tile;
-  return ntiles >= 0x7fffffffLL ? -1 : ntiles;
-}
-
-/* plan: coords made by gkcu_spmv_plan for this shape (NULL: partition now). */
-int run_balanced(gkcu_ctx *ctx, int shape, int rows, long long nnz, const int *rp, const int *ci, const float *v,
-                 float alpha, const float *x, float beta, float *y, const int4 *plan = NULL) {
-  const int tile = kBalancedShapes[shape].nt * kBalancedShapes[shape].ipt;
-  long long ntiles_ll = balanced_tiles(shape, rows, nnz);
-  if (ntiles_ll < 0) return gkcu__fail(ctx, GKC_EINVALID_ARGUMENT, "spmv: matrix too large");
-  int ntiles = (int)ntiles_ll;
-  cudaStream_t st = ctx->stream;
-  const int4 *coords = plan;
-  if (plan) {
-    if (ntiles > 0) {
-      spmv_prescale_kernel<<<gkcu__div_up((size_t)ntiles, 256), 256, 0, st>>>(rows, ntiles, tile, plan, beta, y);
-      GKCU__LAUNCHED(ctx, "spmv_prescale_kernel");
-    }
-  } else {
-    int4 *c = NULL;
-    gkcu__carve cv = {};
-    gkcu__carve_add(&cv, (size_t)(ntiles + 1) * sizeof(int4), (void **)&c);
-    int rc = gkcu__carve_commit(ctx, &cv);
-    if (rc != 0) return rc;
-    spmv_partition_kernel<<<gkcu__div_up((size_t)(ntiles + 1) * SEARCH_G, 256), 256, 0, st>>>(rows, nnz, rp, ntiles,
-                                                                                               tile, c, beta, y);
-    GKCU__LAUNCHED(ctx, "spmv_partition_kernel");
-    coords = c;
-  }
-  cudaLaunchConfig_t cfg = {};
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.gridDim = dim3((unsigned int)ntiles);
-  cfg.stream = st;
-  cfg.attrs = attr;
-  cfg.numAttrs = kBalancedShapes[shape].pdl && ntiles > 0 ? 1 : 0;
-  cudaError_t le = cudaSuccess;
-#define GKCU__BAL(NT, IPT, MINB)                                                                              \
-  cfg.blockDim = dim3(NT);                                                                                     \
-  le = cudaLaunchKernelEx(&cfg, spmv_balanced_kernel<NT, IPT, MINB>, rows, rp, ci, v, alpha, x, beta, y, coords)
-#define GKCU__ROWS(NT, IPT, W, J, MINB, MIXED)                                                             \
-  cfg.blockDim = dim3(NT);                                                                                     \
-  le = cudaLaunchKernelEx(&cfg, spmv_balanced_rows_kernel<NT, IPT, W, J, MINB, MIXED>, rows, rp, ci, v, alpha, x, \
-                          beta, y, coords)
-  switch (shape) {
-    case 0: case 3: GKCU__BAL(256, 4, 8); break;
-    case 1: case 4: GKCU__BAL(128, 8, 12); break;
-    case 5: GKCU__ROWS(160, 6, 4, 8, 8, true); break;
-    case 6: GKCU__ROWS(160, 6, 4, 7, 8, true); break;
-    case 7: GKCU__ROWS(256, 6, 4, 7, 8, false); break;
-    case 8: GKCU__ROWS(256, 6, 4, 7, 8, true); break;
-    case 9: GKCU__ROWS(192, 6, 4, 8, 8, true); break;
-    default: GKCU__BAL(256, 8, 6); break;
-  }
-#undef GKCU__ROWS
-  if (le != cudaSuccess) return gkcu__cuda_fail(ctx, le, "launch spmv_balanced_kernel");
-#undef GKCU__BAL
-  GKCU__LAUNCHED(ctx, "spmv_balanced_kernel");
-  return 0;
-}
 
 int run_cusparse(gkcu_ctx *ctx, int rows, int cols, long long nnz, const int *rp, const int *ci,
                  const float *v, float alpha, const float *x, float beta, float *y) {
@@ -649,6 +166,10 @@ out:
 
 const char *const kNames[GKCU_SPMV_NALGO] = {"auto", "scalar", "vector", "balanced", "cusparse"};
 
+
+}  // namespace
+
+namespace gkspmv {
 int check_args(gkcu_ctx *ctx, int rows, int cols, long long nnz, const int *rp, const int *ci,
                const float *v, const float *x, const float *y) {
   if (!ctx) return GKC_EINVALID_ARGUMENT;
@@ -659,8 +180,7 @@ int check_args(gkcu_ctx *ctx, int rows, int cols, long long nnz, const int *rp, 
   GKCU__CHECK_ARG(ctx, nnz == 0 || (ci != NULL && v != NULL));
   return 0;
 }
-
-}  // namespace
+}  // namespace gkspmv
 
 extern "C" const char *gkcu_spmv_algo_name(int algo) {
   return (algo >= 0 && algo < GKCU_SPMV_NALGO) ? kNames[algo] : NULL;
@@ -711,39 +231,6 @@ extern "C" int gkcu_spmv_pick_hint(const gkcu_ctx *ctx, int32_t rows, int32_t co
   return GKCU_SPMV_VECTOR;
 }
 
-namespace {
-int make_plan(gkcu_ctx *ctx, int shape, int rows, long long nnz, const int *row_ptr, void *plan);
-}
-
-extern "C" size_t gkcu_spmv_plan_bytes(const gkcu_ctx *ctx, int32_t rows, int64_t nnz) {
-  (void)ctx;
-  if (rows < 1 || nnz < 0 || nnz > INT_MAX) return 0;
-  long long ntiles = balanced_tiles(balanced_shape(rows, nnz), rows, nnz);
-  return ntiles < 0 ? 0 : (size_t)(ntiles + 1) * sizeof(int4);
-}
-
-extern "C" int gkcu_spmv_plan(gkcu_ctx *ctx, int32_t rows, int64_t nnz, const int32_t *row_ptr, void *plan) {
-  if (!ctx) return GKC_EINVALID_ARGUMENT;
-  ctx->msg[0] = '\0';
-  GKCU__CHECK_ARG(ctx, rows >= 1);
-  GKCU__CHECK_ARG(ctx, nnz >= 0 && nnz <= INT_MAX);
-  GKCU__CHECK_ARG(ctx, row_ptr != NULL && plan != NULL);
-  GKCU__CHECK_ARG(ctx, ((uintptr_t)plan & 15) == 0);
-  return make_plan(ctx, balanced_shape(rows, nnz), rows, nnz, row_ptr, plan);
-}
-
-namespace {
-int make_plan(gkcu_ctx *ctx, int shape, int rows, long long nnz, const int *row_ptr, void *plan) {
-  const int tile = kBalancedShapes[shape].nt * kBalancedShapes[shape].ipt;
-  long long ntiles_ll = balanced_tiles(shape, rows, nnz);
-  if (ntiles_ll < 0) return gkcu__fail(ctx, GKC_EINVALID_ARGUMENT, "spmv plan: matrix too large");
-  int ntiles = (int)ntiles_ll;
-  spmv_partition_kernel<<<gkcu__div_up((size_t)(ntiles + 1) * SEARCH_G, 256), 256, 0, ctx->stream>>>(
-      rows, nnz, row_ptr, ntiles, tile, (int4 *)plan, 0.0f, NULL);
-  GKCU__LAUNCHED(ctx, "spmv_partition_kernel");
-  return 0;
-}
-}  // namespace
 
 extern "C" int gkcu_spmv(gkcu_ctx *ctx, int algo, int32_t rows, int32_t cols, int64_t nnz,
                          const int32_t *row_ptr, const int32_t *col_idx, const float *values,
@@ -783,45 +270,4 @@ extern "C" int gkcu_lab_spmv_vector(gkcu_ctx *ctx, int width, int32_t rows, int3
   if (rc != 0) return rc;
   GKCU__CHECK_ARG(ctx, width == 2 || width == 4 || width == 8 || width == 16 || width == 32);
   return run_vector(ctx, width, rows, row_ptr, col_idx, values, alpha, x, beta, y);
-}
-
-extern "C" int gkcu_lab_spmv_balanced(gkcu_ctx *ctx, int shape, int32_t rows, int32_t cols, int64_t nnz,
-                                      const int32_t *row_ptr, const int32_t *col_idx, const float *values,
-                                      float alpha, const float *x, float beta, float *y) {
-  int rc = check_args(ctx, rows, cols, nnz, row_ptr, col_idx, values, x, y);
-  if (rc != 0) return rc;
-  GKCU__CHECK_ARG(ctx, shape >= 0 && shape < kBalancedShapeCount);
-  return run_balanced(ctx, shape, rows, nnz, row_ptr, col_idx, values, alpha, x, beta, y);
-}
-
-extern "C" int gkcu_lab_spmv_balanced_plan(gkcu_ctx *ctx, int shape, int32_t rows, int64_t nnz,
-                                           const int32_t *row_ptr, void *plan) {
-  if (!ctx) return GKC_EINVALID_ARGUMENT;
-  ctx->msg[0] = '\0';
-  GKCU__CHECK_ARG(ctx, rows >= 1 && nnz >= 0 && nnz <= INT_MAX);
-  GKCU__CHECK_ARG(ctx, row_ptr != NULL && plan != NULL && ((uintptr_t)plan & 15) == 0);
-  GKCU__CHECK_ARG(ctx, shape >= 0 && shape < kBalancedShapeCount);
-  return make_plan(ctx, shape, rows, nnz, row_ptr, plan);
-}
-
-extern "C" int gkcu_lab_spmv_balanced_planned(gkcu_ctx *ctx, int shape, int32_t rows, int32_t cols, int64_t nnz,
-                                              const int32_t *row_ptr, const int32_t *col_idx, const float *values,
-                                              float alpha, const float *x, float beta, float *y, const void *plan) {
-  int rc = check_args(ctx, rows, cols, nnz, row_ptr, col_idx, values, x, y);
-  if (rc != 0) return rc;
-  GKCU__CHECK_ARG(ctx, shape >= 0 && shape < kBalancedShapeCount);
-  GKCU__CHECK_ARG(ctx, plan != NULL && ((uintptr_t)plan & 15) == 0);
-  return run_balanced(ctx, shape, rows, nnz, row_ptr, col_idx, values, alpha, x, beta, y, (const int4 *)plan);
-}
-
-extern "C" const char *gkcu_lab_spmv_balanced_name(int shape) {
-  static char names[kBalancedShapeCount][32];
-  if (shape < 0 || shape >= kBalancedShapeCount) return NULL;
-  const BalancedShape &b = kBalancedShapes[shape];
-  if (b.w > 0)
-    snprintf(names[shape], sizeof names[shape], "t%dx%d/b%d%s/%s%dx%d", b.nt, b.ipt, b.minb, b.pdl ? "/pdl" : "",
-             b.mixed ? "mix" : "rows", b.w, b.j);
-  else
-    snprintf(names[shape], sizeof names[shape], "t%dx%d/b%d%s", b.nt, b.ipt, b.minb, b.pdl ? "/pdl" : "");
-  return names[shape];
 }

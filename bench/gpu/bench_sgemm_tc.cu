@@ -558,8 +558,8 @@ int main(int argc, char **argv) {
       }
     }
     else if (!strcmp(argv[i], "--acc-shape") && i + 1 < argc) {
-      if (sscanf(argv[++i], "%d,%d,%d", &am, &an, &ak) != 3 || am < 1 || an < 1 || ak < 2) {
-        fprintf(stderr, "--acc-shape: expected M,N,K (K >= 2)\n");
+      if (sscanf(argv[++i], "%d,%d,%d", &am, &an, &ak) != 3 || am < 1 || an < 1 || ak < 2 || am > 16384 || an > 16384 || ak > 65536) {
+        fprintf(stderr, "--acc-shape: expected M,N,K (M, N <= 16384, 2 <= K <= 65536)\n");
         return 2;
       }
     } else {

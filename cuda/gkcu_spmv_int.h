@@ -1,0 +1,32 @@
+/* gkcu_spmv_int.h: what the two spmv files share (C++, cuda/ only, never
+ * installed): gkcu_spmv.cu has the ladder's first rungs, cuSPARSE, the
+ * argument checks and the public entry points; gkcu_spmv_balanced.cu the
+ * merge-path rung (kernels, shapes, plans and its lab entry points). */
+#ifndef GKCU_SPMV_INT_H
+#define GKCU_SPMV_INT_H
+
+#include "gkcu_internal.h"
+
+namespace gkspmv {
+
+/* y[r] = alpha*s (+ beta*y[r] only when beta != 0: y is not read otherwise). */
+__device__ __forceinline__ void put_y(float *y, int r, float alpha, float s, float beta) {
+  y[r] = beta == 0.0f ? alpha * s : fmaf(beta, y[r], alpha * s);
+}
+
+/* 0, or the context's error for an spmv argument the launchers refuse. */
+int check_args(gkcu_ctx *ctx, int rows, int cols, long long nnz, const int *rp, const int *ci,
+               const float *v, const float *x, const float *y);
+
+/* The balanced shape the public entry points use for rows x nnz (a plan
+ * made with it is only good for it). */
+int balanced_shape(int rows, long long nnz);
+
+/* y = alpha A x + beta y with the given shape; plan: coords made by
+ * gkcu_spmv_plan for this shape (NULL: partition now). */
+int run_balanced(gkcu_ctx *ctx, int shape, int rows, long long nnz, const int *rp, const int *ci, const float *v,
+                 float alpha, const float *x, float beta, float *y, const int4 *plan = NULL);
+
+}  // namespace gkspmv
+
+#endif /* GKCU_SPMV_INT_H */
