@@ -64,39 +64,10 @@ typedef struct {
 } timing;
 
 static timing time_it(run_fn f, void *arg, int n) {
-  timing t = {0, 0, 0};
-  if (validate_only) return t;
-  cudaEvent_t e0, e1;
-  CUDA_OK(cudaEventCreate(&e0));
-  CUDA_OK(cudaEventCreate(&e1));
-  for (int w = 0; w < 2; w++)
-    if (f(arg) != 0) {
-      fprintf(stderr, "warm-up failed: %s\n", gkcu_ctx_errmsg(ctx));
-      return t;
-    }
-  CUDA_OK(cudaStreamSynchronize(st));
-  double *ms = malloc((size_t)n * sizeof *ms);
-  for (int r = 0; r < n; r++) {
-    CUDA_OK(cudaMemsetAsync(flush_buf, r & 0xff, flush_bytes, st));
-    CUDA_OK(cudaEventRecord(e0, st));
-    if (f(arg) != 0) {
-      fprintf(stderr, "run failed: %s\n", gkcu_ctx_errmsg(ctx));
-      free(ms);
-      return t;
-    }
-    CUDA_OK(cudaEventRecord(e1, st));
-    CUDA_OK(cudaEventSynchronize(e1));
-    float v;
-    CUDA_OK(cudaEventElapsedTime(&v, e0, e1));
-    ms[r] = v;
-  }
-  t.median_ms = bench_median(ms, n); /* sorts ms */
-  t.min_ms = ms[0];
-  t.ok = 1;
-  free(ms);
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
-  return t;
+  if (validate_only) return (timing){0, 0, 0};
+  bench_timing b = bench_time_events(st, flush_buf, flush_bytes, n, f, arg);
+  if (b.failed) fprintf(stderr, "%s failed: %s\n", b.failed == 1 ? "warm-up" : "run", gkcu_ctx_errmsg(ctx));
+  return (timing){b.median_ms, b.min_ms, b.ok};
 }
 
 /* One table row; vendor_ms <= 0 means "this is the vendor" or unknown. */

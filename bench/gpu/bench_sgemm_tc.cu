@@ -175,38 +175,12 @@ typedef struct {
   int ok;
 } timing;
 
+static int run_one_fn(void *r) { return run_one((const run_arg *)r); }
+
 static timing time_it(const run_arg *r) {
-  timing t = {0, 0, 0};
-  cudaEvent_t e0, e1;
-  CUDA_OK(cudaEventCreate(&e0));
-  CUDA_OK(cudaEventCreate(&e1));
-  for (int w = 0; w < 2; w++)
-    if (run_one(r) != 0) {
-      fprintf(stderr, "warm-up failed: %s\n", gkcu_ctx_errmsg(ctx));
-      return t;
-    }
-  CUDA_OK(cudaStreamSynchronize(st));
-  double *ms = (double *)malloc((size_t)reps * sizeof *ms);
-  for (int i = 0; i < reps; i++) {
-    if (!no_flush) CUDA_OK(cudaMemsetAsync(flush_buf, i & 0xff, flush_bytes, st));
-    CUDA_OK(cudaEventRecord(e0, st));
-    if (run_one(r) != 0) {
-      fprintf(stderr, "run failed: %s\n", gkcu_ctx_errmsg(ctx));
-      free(ms);
-      return t;
-    }
-    CUDA_OK(cudaEventRecord(e1, st));
-    CUDA_OK(cudaEventSynchronize(e1));
-    float v;
-    CUDA_OK(cudaEventElapsedTime(&v, e0, e1));
-    ms[i] = v;
-  }
-  t.median_ms = bench_median(ms, reps);
-  t.min_ms = ms[0];
-  t.ok = 1;
-  free(ms);
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
+  bench_timing b = bench_time_events(st, flush_buf, no_flush ? 0 : flush_bytes, reps, run_one_fn, (void *)r);
+  if (b.failed) fprintf(stderr, "%s failed: %s\n", b.failed == 1 ? "warm-up" : "run", gkcu_ctx_errmsg(ctx));
+  timing t = {b.median_ms, b.min_ms, b.ok};
   return t;
 }
 

@@ -26,17 +26,11 @@ typedef struct {
   int tf32;
 } variant;
 
-static float *host_random(gpu_rng *g, size_t n) {
-  float *p = malloc(n * sizeof *p);
-  if (!p) TEST_FAIL("out of memory");
-  for (size_t i = 0; i < n; i++) p[i] = gpu_rng_float(g, -1.0f, 1.0f);
-  return p;
-}
-
 static void one_case(gkcu_ctx *ctx, gpu_rng *g, int m, int n, int k, int ta, int tb, float alpha, float beta,
                      int misalign) {
   size_t na = (size_t)m * k, nb = (size_t)k * n, nc = (size_t)m * n;
-  float *a = host_random(g, na), *b = host_random(g, nb), *c0 = host_random(g, nc);
+  float *a = gpu_test_random(g, na, -1.0f, 1.0f), *b = gpu_test_random(g, nb, -1.0f, 1.0f);
+  float *c0 = gpu_test_random(g, nc, -1.0f, 1.0f);
   float *out = malloc(nc * sizeof *out);
   double *ref = malloc(nc * sizeof *ref), *mag = malloc(nc * sizeof *mag);
   if (!out || !ref || !mag) TEST_FAIL("out of memory");

@@ -29,18 +29,11 @@
 
 static int failures, runs;
 
-static float *host_random(gpu_rng *g, size_t n, float lo, float hi) {
-  float *p = gpu_host_random(g, n, lo, hi);
-  if (!p) TEST_FAIL("out of memory");
-  return p;
-}
-
-
 static void one_case(gkcu_ctx *ctx, gpu_rng *g, int m, int n, int k, int ta, int tb, float alpha, float beta,
                      int misalign) {
   size_t na = (size_t)m * k, nb = (size_t)k * n, nc = (size_t)m * n;
-  float *a = host_random(g, na, -1.0f, 1.0f), *b = host_random(g, nb, -1.0f, 1.0f);
-  float *c0 = host_random(g, nc, -1.0f, 1.0f), *out = malloc(nc * sizeof *out);
+  float *a = gpu_test_random(g, na, -1.0f, 1.0f), *b = gpu_test_random(g, nb, -1.0f, 1.0f);
+  float *c0 = gpu_test_random(g, nc, -1.0f, 1.0f), *out = malloc(nc * sizeof *out);
   double *ref = malloc(nc * sizeof *ref), *mag = malloc(nc * sizeof *mag);
   if (!out || !ref || !mag) TEST_FAIL("out of memory");
   gpu_sgemm_reference(m, n, k, ta, tb, alpha, beta, a, b, c0, ref, mag);
