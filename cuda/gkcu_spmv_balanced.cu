@@ -77,8 +77,10 @@ __device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;"
  * that (one writer per row: the boundary before it lies at or before the
  * row's first item).  SEARCH_G threads per boundary. */
 __global__ void spmv_partition_kernel(int rows, long long nnz, const int *__restrict__ rp, int ntiles, int tile,
-                                      int4 *__restrict__ coords, float beta, float *__restrict__ y) {
+                                      int4 *__restrict__ coords, float beta, float *__restrict__ y,
+                                      int *__restrict__ walk_count) {
   pdl_launch_dependents();
+  if (walk_count && blockIdx.x == 0 && threadIdx.x == 0) *walk_count = 0; /* rows-first shapes' list */
   const long long t = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / SEARCH_G;
   const bool active = t <= ntiles; /* the whole warp stays for the ballots */
   const long long total = (long long)rows + nnz;
@@ -96,8 +98,9 @@ __global__ void spmv_partition_kernel(int rows, long long nnz, const int *__rest
  * rule and the same single writer per row as the partition kernel, without
  * the merge-path search.  One thread per tile boundary t = 1..ntiles. */
 __global__ void spmv_prescale_kernel(int rows, int ntiles, int tile, const int4 *__restrict__ coords, float beta,
-                                     float *__restrict__ y) {
+                                     float *__restrict__ y, int *__restrict__ walk_count) {
   pdl_launch_dependents();
+  if (walk_count && blockIdx.x == 0 && threadIdx.x == 0) *walk_count = 0;
   const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x + 1;
   if (t > ntiles) return;
   const int4 c = coords[t];
@@ -198,6 +201,42 @@ __device__ __forceinline__ void balanced_tile_walk(const int *s_rowend, const fl
   }
 }
 
+/* The first half of a tile, v3: its row ends (s_rowend, the last INT_MAX:
+ * past the last row the walk takes nonzeros) and its products
+ * values[q]*x[col[q]] (s_prod) staged into shared memory through registers
+ * with coalesced loads, all of a thread's loads issued before any is used.
+ * The caller puts a barrier between this and the walk. */
+template <int NT, int IPT>
+__device__ __forceinline__ void stage_tile(int *s_rowend, float *s_prod, const int *__restrict__ rp,
+                                           const int *__restrict__ ci, const float *__restrict__ v,
+                                           const float *__restrict__ x, int4 c0, int4 c1) {
+  const int tid = threadIdx.x, x0 = c0.x, y0 = c0.y;
+  const int tile_rows = c1.x - c0.x, tile_nnz = c1.y - c0.y;
+  int ends[IPT], cols[IPT];
+  float vals[IPT];
+#pragma unroll
+  for (int k = 0; k < IPT; k++) {
+    int i = tid + k * NT;
+    if (i < tile_rows) ends[k] = rp[x0 + 1 + i];
+    if (i < tile_nnz) {
+      cols[k] = ci[y0 + i];
+      vals[k] = v[y0 + i];
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < IPT; k++) {
+    int i = tid + k * NT;
+    if (i < tile_nnz) vals[k] *= __ldg(x + cols[k]);
+  }
+#pragma unroll
+  for (int k = 0; k < IPT; k++) {
+    int i = tid + k * NT;
+    if (i < tile_rows) s_rowend[i] = ends[k];
+    if (i < tile_nnz) s_prod[i] = vals[k];
+  }
+  if (tid == 0) s_rowend[tile_rows] = INT_MAX;
+}
+
 /* One tile of BAL_TILE path items per block.  v3: the tile's row ends and
  * products staged through registers with coalesced loads (all of a thread's
  * loads issued before any is used), then balanced_tile_walk.  The first
@@ -215,36 +254,11 @@ __global__ void __launch_bounds__(BAL_NT, MINB) spmv_balanced_kernel(
 
   pdl_wait();
   const int4 c0 = coords[blockIdx.x], c1 = coords[blockIdx.x + 1];
-  const int x0 = c0.x, y0 = c0.y;
-  const int tile_rows = c1.x - c0.x, tile_nnz = c1.y - c0.y;
+  const int tile_rows = c1.x - c0.x;
   int *s_rowend = s_tile;                                       /* tile_rows + 1 */
   float *s_prod = reinterpret_cast<float *>(s_tile + tile_rows + 1); /* tile_nnz */
 
-  {
-    int ends[BAL_IPT], cols[BAL_IPT];
-    float vals[BAL_IPT];
-#pragma unroll
-    for (int k = 0; k < BAL_IPT; k++) {
-      int i = tid + k * BAL_NT;
-      if (i < tile_rows) ends[k] = rp[x0 + 1 + i];
-      if (i < tile_nnz) {
-        cols[k] = ci[y0 + i];
-        vals[k] = v[y0 + i];
-      }
-    }
-#pragma unroll
-    for (int k = 0; k < BAL_IPT; k++) {
-      int i = tid + k * BAL_NT;
-      if (i < tile_nnz) vals[k] *= __ldg(x + cols[k]);
-    }
-#pragma unroll
-    for (int k = 0; k < BAL_IPT; k++) {
-      int i = tid + k * BAL_NT;
-      if (i < tile_rows) s_rowend[i] = ends[k];
-      if (i < tile_nnz) s_prod[i] = vals[k];
-    }
-    if (tid == 0) s_rowend[tile_rows] = INT_MAX; /* past the last row: take nonzeros */
-  }
+  stage_tile<BAL_NT, BAL_IPT>(s_rowend, s_prod, rp, ci, v, x, c0, c1);
   __syncthreads();
   balanced_tile_walk<BAL_NT, BAL_IPT>(s_rowend, s_prod, s_wflag, s_wval, rows, c0, c1, alpha, beta, y);
 }
@@ -329,8 +343,7 @@ __global__ void __launch_bounds__(NT, MINB) spmv_balanced_rows_kernel(
 
   pdl_wait();
   const int4 c0 = coords[blockIdx.x], c1 = coords[blockIdx.x + 1];
-  const int x0 = c0.x, y0 = c0.y;
-  const int tile_rows = c1.x - c0.x, tile_nnz = c1.y - c0.y;
+  const int tile_rows = c1.x - c0.x;
   const int pieces = tile_rows + (c1.x < rows ? 1 : 0);
   if (!MIXED) {
     for (int base = 0; base < pieces; base += G) { /* uniform over the block */
@@ -350,33 +363,84 @@ __global__ void __launch_bounds__(NT, MINB) spmv_balanced_rows_kernel(
   }
   int *s_rowend = s_tile;
   float *s_prod = reinterpret_cast<float *>(s_tile + tile_rows + 1);
-  {
-    int ends[IPT], cols[IPT];
-    float vals[IPT];
-#pragma unroll
-    for (int k = 0; k < IPT; k++) {
-      int i = tid + k * NT;
-      if (i < tile_rows) ends[k] = rp[x0 + 1 + i];
-      if (i < tile_nnz) {
-        cols[k] = ci[y0 + i];
-        vals[k] = v[y0 + i];
-      }
-    }
-#pragma unroll
-    for (int k = 0; k < IPT; k++) {
-      int i = tid + k * NT;
-      if (i < tile_nnz) vals[k] *= __ldg(x + cols[k]);
-    }
-#pragma unroll
-    for (int k = 0; k < IPT; k++) {
-      int i = tid + k * NT;
-      if (i < tile_rows) s_rowend[i] = ends[k];
-      if (i < tile_nnz) s_prod[i] = vals[k];
-    }
-    if (tid == 0) s_rowend[tile_rows] = INT_MAX;
-  }
+  stage_tile<NT, IPT>(s_rowend, s_prod, rp, ci, v, x, c0, c1);
   __syncthreads();
   balanced_tile_walk<NT, IPT>(s_rowend, s_prod, s_wflag, s_wval, rows, c0, c1, alpha, beta, y);
+}
+
+/* v8, rows first: v7's row path at full occupancy with the walk in a second
+ * launch.  The mixed kernel needs more than 32 registers because the walk
+ * is compiled into it, and its speed on the 27-point stencil follows
+ * resident threads per SM (cuda/NOTES.md); this one has only the row path.
+ * A tile of at most P*NT/W pieces none longer than W*J is summed by rows (P
+ * passes of NT/W pieces, all bounds loaded before the vote); any other
+ * tile's index goes on a list (walk_list, walk_count entries: the partition
+ * or prescale kernel zeroes the count) for spmv_balanced_walk_kernel, which
+ * is launched behind this one.  Either kernel writes a row as the walk
+ * does, so they may run in any order. */
+template <int NT, int W, int J, int MINB, int P>
+__global__ void __launch_bounds__(NT, MINB) spmv_balanced_rowsfirst_kernel(
+    int rows, const int *__restrict__ rp, const int *__restrict__ ci, const float *__restrict__ v, float alpha,
+    const float *__restrict__ x, float beta, float *__restrict__ y, const int4 *__restrict__ coords,
+    int *__restrict__ walk_list, int *__restrict__ walk_count) {
+  constexpr int G = NT / W;
+  const int tid = threadIdx.x;
+  pdl_wait();
+  pdl_launch_dependents(); /* the walk launch may start as blocks here finish */
+  const int4 c0 = coords[blockIdx.x], c1 = coords[blockIdx.x + 1];
+  const int pieces = c1.x - c0.x + (c1.x < rows ? 1 : 0);
+  if (pieces <= P * G) {
+    /* the first pass's bounds are kept, a later pass's loaded again (from
+     * L1) rather than held: two passes' bounds did not fit in 32 registers */
+    int beg, end;
+    piece_bounds(rp, c0, c1, pieces, tid / W, &beg, &end);
+    bool long_piece = end - beg > W * J;
+#pragma unroll
+    for (int k = 1; k < P; k++) {
+      int b, e;
+      piece_bounds(rp, c0, c1, pieces, k * G + tid / W, &b, &e);
+      long_piece |= e - b > W * J;
+    }
+    if (!__syncthreads_or(long_piece)) {
+      rows_piece<W, J>(ci, v, alpha, x, beta, y, c0, c1, pieces, tid / W, beg, end);
+#pragma unroll
+      for (int k = 1; k < P; k++) {
+        if (k * G >= pieces) break; /* uniform over the block */
+        piece_bounds(rp, c0, c1, pieces, k * G + tid / W, &beg, &end);
+        rows_piece<W, J>(ci, v, alpha, x, beta, y, c0, c1, pieces, k * G + tid / W, beg, end);
+      }
+      return;
+    }
+  }
+  if (tid == 0) walk_list[atomicAdd(walk_count, 1)] = blockIdx.x;
+}
+
+/* The rows-first shapes' second launch: v3's staged walk for the tiles on the
+ * list, a grid of a few blocks per SM taking them in turn.  Waits for the
+ * row kernel (its programmatic dependent), so the count is final. */
+template <int NT, int IPT>
+__global__ void __launch_bounds__(NT) spmv_balanced_walk_kernel(int rows, const int *__restrict__ rp,
+                                                                const int *__restrict__ ci,
+                                                                const float *__restrict__ v, float alpha,
+                                                                const float *__restrict__ x, float beta,
+                                                                float *__restrict__ y, const int4 *__restrict__ coords,
+                                                                const int *__restrict__ walk_list,
+                                                                const int *__restrict__ walk_count) {
+  __shared__ int s_tile[NT * IPT + 1];
+  __shared__ int s_wflag[NT / 32];
+  __shared__ float s_wval[NT / 32];
+  pdl_wait();
+  const int n = *walk_count;
+  for (int i = blockIdx.x; i < n; i += gridDim.x) {
+    const int t = walk_list[i];
+    const int4 c0 = coords[t], c1 = coords[t + 1];
+    int *s_rowend = s_tile;
+    float *s_prod = reinterpret_cast<float *>(s_tile + (c1.x - c0.x) + 1);
+    stage_tile<NT, IPT>(s_rowend, s_prod, rp, ci, v, x, c0, c1);
+    __syncthreads();
+    balanced_tile_walk<NT, IPT>(s_rowend, s_prod, s_wflag, s_wval, rows, c0, c1, alpha, beta, y);
+    __syncthreads(); /* the next tile restages s_tile, s_wflag and s_wval */
+  }
 }
 
 }  // namespace
@@ -396,11 +460,14 @@ namespace gkspmv {
 struct BalancedShape {
   int nt, ipt, minb, pdl;
   int w, j, mixed; /* w > 0: v7 rows kernel, w lanes per row piece, j items each per pass */
+  int passes;      /* > 0: v8, rows kernel of up to `passes` passes, the other tiles walked by a second launch */
 };
 constexpr BalancedShape kBalancedShapes[] = {
-    {256, 4, 8, 0, 0, 0, 0},  {128, 8, 12, 0, 0, 0, 0}, {256, 8, 6, 0, 0, 0, 0},  {256, 4, 8, 1, 0, 0, 0},
-    {128, 8, 12, 1, 0, 0, 0}, {160, 6, 8, 1, 4, 8, 1},  {160, 6, 8, 1, 4, 7, 1},  {256, 6, 8, 1, 4, 7, 0},
-    {256, 6, 8, 1, 4, 7, 1},  {192, 6, 8, 1, 4, 8, 1}};
+    {256, 4, 8, 0, 0, 0, 0, 0},  {128, 8, 12, 0, 0, 0, 0, 0}, {256, 8, 6, 0, 0, 0, 0, 0},
+    {256, 4, 8, 1, 0, 0, 0, 0},  {128, 8, 12, 1, 0, 0, 0, 0}, {160, 6, 8, 1, 4, 8, 1, 0},
+    {160, 6, 8, 1, 4, 7, 1, 0},  {256, 6, 8, 1, 4, 7, 0, 0},  {256, 6, 8, 1, 4, 7, 1, 0},
+    {192, 6, 8, 1, 4, 8, 1, 0},  {256, 6, 8, 1, 4, 7, 0, 1},  {256, 6, 8, 1, 4, 7, 0, 2},
+    {256, 6, 8, 1, 4, 8, 0, 1},  {256, 6, 8, 1, 8, 4, 0, 2}};
 constexpr int kBalancedShapeCount = (int)(sizeof kBalancedShapes / sizeof kBalancedShapes[0]);
 static_assert(kBalancedShapeCount == GKCU_LAB_BALANCED_SHAPES, "gkcu_lab.h's shape count");
 constexpr bool balanced_tiles_ok() { /* the lab's plan size (gkcu_lab.h) assumes tiles of >= 512 items */
@@ -409,6 +476,12 @@ constexpr bool balanced_tiles_ok() { /* the lab's plan size (gkcu_lab.h) assumes
   return true;
 }
 static_assert(balanced_tiles_ok(), "a balanced shape's tile is under 512 items");
+constexpr bool rowsfirst_tiles_ok() { /* run_balanced's walk launch is spmv_balanced_walk_kernel<256, 6> */
+  for (int i = 0; i < kBalancedShapeCount; i++)
+    if (kBalancedShapes[i].passes > 0 && (kBalancedShapes[i].nt != 256 || kBalancedShapes[i].ipt != 6)) return false;
+  return true;
+}
+static_assert(rowsfirst_tiles_ok(), "a rows-first shape's tiles are not 256x6");
 
 /* Measured (bench/RESULTS.md, "Re-run: balanced with programmatic dependent
  * launch", H100, 2026-11-25, two calls): the main kernel launched as a
@@ -448,27 +521,32 @@ long long balanced_tiles(int shape, int rows, long long nnz) {
 /* plan: coords made by gkcu_spmv_plan for this shape (NULL: partition now). */
 int run_balanced(gkcu_ctx *ctx, int shape, int rows, long long nnz, const int *rp, const int *ci, const float *v,
                  float alpha, const float *x, float beta, float *y, const int4 *plan) {
-  const int tile = kBalancedShapes[shape].nt * kBalancedShapes[shape].ipt;
+  const BalancedShape &bs = kBalancedShapes[shape];
+  const int tile = bs.nt * bs.ipt;
   long long ntiles_ll = balanced_tiles(shape, rows, nnz);
   if (ntiles_ll < 0) return gkcu__fail(ctx, GKC_EINVALID_ARGUMENT, "spmv: matrix too large");
-  int ntiles = (int)ntiles_ll;
+  const int ntiles = (int)ntiles_ll; /* >= 1: rows >= 1 */
   cudaStream_t st = ctx->stream;
-  const int4 *coords = plan;
-  if (plan) {
-    if (ntiles > 0) {
-      spmv_prescale_kernel<<<gkcu__div_up((size_t)ntiles, 256), 256, 0, st>>>(rows, ntiles, tile, plan, beta, y);
-      GKCU__LAUNCHED(ctx, "spmv_prescale_kernel");
-    }
-  } else {
-    int4 *c = NULL;
-    gkcu__carve cv = {};
-    gkcu__carve_add(&cv, (size_t)(ntiles + 1) * sizeof(int4), (void **)&c);
+  /* scratch: the coordinates unless planned, the rows-first shapes' walk list */
+  int4 *coords = NULL;
+  int *walk = NULL;
+  gkcu__carve cv = {};
+  if (!plan) gkcu__carve_add(&cv, (size_t)(ntiles + 1) * sizeof(int4), (void **)&coords);
+  if (bs.passes) gkcu__carve_add(&cv, (size_t)(ntiles + 1) * sizeof(int), (void **)&walk);
+  if (cv.n > 0) {
     int rc = gkcu__carve_commit(ctx, &cv);
     if (rc != 0) return rc;
-    spmv_partition_kernel<<<gkcu__div_up((size_t)(ntiles + 1) * SEARCH_G, 256), 256, 0, st>>>(rows, nnz, rp, ntiles,
-                                                                                               tile, c, beta, y);
+  }
+  int *walk_count = walk ? walk + ntiles : NULL;
+  if (plan) {
+    spmv_prescale_kernel<<<gkcu__div_up((size_t)ntiles, 256), 256, 0, st>>>(rows, ntiles, tile, plan, beta, y,
+                                                                            walk_count);
+    GKCU__LAUNCHED(ctx, "spmv_prescale_kernel");
+    coords = const_cast<int4 *>(plan);
+  } else {
+    spmv_partition_kernel<<<gkcu__div_up((size_t)(ntiles + 1) * SEARCH_G, 256), 256, 0, st>>>(
+        rows, nnz, rp, ntiles, tile, coords, beta, y, walk_count);
     GKCU__LAUNCHED(ctx, "spmv_partition_kernel");
-    coords = c;
   }
   cudaLaunchConfig_t cfg = {};
   cudaLaunchAttribute attr[1];
@@ -477,15 +555,20 @@ int run_balanced(gkcu_ctx *ctx, int shape, int rows, long long nnz, const int *r
   cfg.gridDim = dim3((unsigned int)ntiles);
   cfg.stream = st;
   cfg.attrs = attr;
-  cfg.numAttrs = kBalancedShapes[shape].pdl && ntiles > 0 ? 1 : 0;
+  cfg.numAttrs = bs.pdl ? 1 : 0;
   cudaError_t le = cudaSuccess;
 #define GKCU__BAL(NT, IPT, MINB)                                                                              \
   cfg.blockDim = dim3(NT);                                                                                     \
-  le = cudaLaunchKernelEx(&cfg, spmv_balanced_kernel<NT, IPT, MINB>, rows, rp, ci, v, alpha, x, beta, y, coords)
+  le = cudaLaunchKernelEx(&cfg, spmv_balanced_kernel<NT, IPT, MINB>, rows, rp, ci, v, alpha, x, beta, y, \
+                          (const int4 *)coords)
 #define GKCU__ROWS(NT, IPT, W, J, MINB, MIXED)                                                             \
   cfg.blockDim = dim3(NT);                                                                                     \
   le = cudaLaunchKernelEx(&cfg, spmv_balanced_rows_kernel<NT, IPT, W, J, MINB, MIXED>, rows, rp, ci, v, alpha, x, \
-                          beta, y, coords)
+                          beta, y, (const int4 *)coords)
+#define GKCU__RF(NT, W, J, MINB, P)                                                                     \
+  cfg.blockDim = dim3(NT);                                                                                     \
+  le = cudaLaunchKernelEx(&cfg, spmv_balanced_rowsfirst_kernel<NT, W, J, MINB, P>, rows, rp, ci, v, alpha, x, beta, \
+                          y, (const int4 *)coords, walk, walk_count)
   switch (shape) {
     case 0: case 3: GKCU__BAL(256, 4, 8); break;
     case 1: case 4: GKCU__BAL(128, 8, 12); break;
@@ -494,12 +577,27 @@ int run_balanced(gkcu_ctx *ctx, int shape, int rows, long long nnz, const int *r
     case 7: GKCU__ROWS(256, 6, 4, 7, 8, false); break;
     case 8: GKCU__ROWS(256, 6, 4, 7, 8, true); break;
     case 9: GKCU__ROWS(192, 6, 4, 8, 8, true); break;
+    case 10: GKCU__RF(256, 4, 7, 8, 1); break;
+    case 11: GKCU__RF(256, 4, 7, 8, 2); break;
+    case 12: GKCU__RF(256, 4, 8, 8, 1); break;
+    case 13: GKCU__RF(256, 8, 4, 8, 2); break;
     default: GKCU__BAL(256, 8, 6); break;
   }
-#undef GKCU__ROWS
-  if (le != cudaSuccess) return gkcu__cuda_fail(ctx, le, "launch spmv_balanced_kernel");
 #undef GKCU__BAL
+#undef GKCU__ROWS
+#undef GKCU__RF
+  if (le != cudaSuccess) return gkcu__cuda_fail(ctx, le, "launch spmv_balanced_kernel");
   GKCU__LAUNCHED(ctx, "spmv_balanced_kernel");
+  if (!bs.passes) return 0;
+  /* the walk launch: a few blocks per SM loop over the listed tiles (on a
+   * stencil a few percent of them, often none) */
+  cfg.blockDim = dim3(256);
+  cfg.gridDim = dim3((unsigned int)(ntiles < 4 * ctx->sm_count ? ntiles : 4 * ctx->sm_count));
+  cfg.numAttrs = 1;
+  le = cudaLaunchKernelEx(&cfg, spmv_balanced_walk_kernel<256, 6>, rows, rp, ci, v, alpha, x, beta, y,
+                          (const int4 *)coords, (const int *)walk, (const int *)walk_count);
+  if (le != cudaSuccess) return gkcu__cuda_fail(ctx, le, "launch spmv_balanced_walk_kernel");
+  GKCU__LAUNCHED(ctx, "spmv_balanced_walk_kernel");
   return 0;
 }
 
@@ -512,7 +610,7 @@ int make_plan(gkcu_ctx *ctx, int shape, int rows, long long nnz, const int *row_
   if (ntiles_ll < 0) return gkcu__fail(ctx, GKC_EINVALID_ARGUMENT, "spmv plan: matrix too large");
   int ntiles = (int)ntiles_ll;
   spmv_partition_kernel<<<gkcu__div_up((size_t)(ntiles + 1) * SEARCH_G, 256), 256, 0, ctx->stream>>>(
-      rows, nnz, row_ptr, ntiles, tile, (int4 *)plan, 0.0f, NULL);
+      rows, nnz, row_ptr, ntiles, tile, (int4 *)plan, 0.0f, NULL, NULL);
   GKCU__LAUNCHED(ctx, "spmv_partition_kernel");
   return 0;
 }
@@ -568,7 +666,10 @@ extern "C" const char *gkcu_lab_spmv_balanced_name(int shape) {
   static char names[kBalancedShapeCount][32];
   if (shape < 0 || shape >= kBalancedShapeCount) return NULL;
   const BalancedShape &b = kBalancedShapes[shape];
-  if (b.w > 0)
+  if (b.passes > 0)
+    snprintf(names[shape], sizeof names[shape], "t%dx%d/b%d%s/rows%dx%d%s+walk", b.nt, b.ipt, b.minb,
+             b.pdl ? "/pdl" : "", b.w, b.j, b.passes > 1 ? "p2" : "");
+  else if (b.w > 0)
     snprintf(names[shape], sizeof names[shape], "t%dx%d/b%d%s/%s%dx%d", b.nt, b.ipt, b.minb, b.pdl ? "/pdl" : "",
              b.mixed ? "mix" : "rows", b.w, b.j);
   else
