@@ -43,12 +43,14 @@ int gkcu_lab_spmv_vector_width(const gkcu_ctx *ctx, int32_t rows, int64_t nnz);
  * partition kernel, /rowsWxJ: every tile summed row by row, W lanes per
  * row piece, J items per lane per pass, /mixWxJ: the same for tiles of at
  * most threads/W row pieces none longer than W*J and the merge-path walk
- * for the others;
+ * for the others (in the same kernel), /rowsWxJpP+walk: the same for
+ * tiles of at most P*threads/W pieces, the others listed for a second,
+ * walk-only launch;
  * gkcu_lab_spmv_balanced_name() names it, NULL past the last); the balanced
- * algo's choice is balanced_shape() in gkcu_spmv.cu.  _plan makes the tile
+ * algo's choice is balanced_shape() in gkcu_spmv_balanced.cu.  _plan makes the tile
  * coordinates for that shape (plan: 16-byte aligned, at least
  * ((rows + nnz) / 512 + 2) * 16 bytes); _planned runs it from them. */
-enum { GKCU_LAB_BALANCED_SHAPES = 14 };
+enum { GKCU_LAB_BALANCED_SHAPES = 11 };
 const char *gkcu_lab_spmv_balanced_name(int shape);
 int gkcu_lab_spmv_balanced(gkcu_ctx *ctx, int shape, int32_t rows, int32_t cols,
                            int64_t nnz, const int32_t *row_ptr, const int32_t *col_idx,

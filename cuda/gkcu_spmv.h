@@ -15,7 +15,9 @@
  *             blocks, so one huge row or many empty rows cost no more than
  *             their share; partial rows are carried across threads (block
  *             scan) and across blocks (atomicAdd onto rows a partition
- *             pass pre-scaled)
+ *             pass pre-scaled); on large matrices a tile whose rows are
+ *             all short is summed row by row by groups of lanes, and only
+ *             the other tiles are walked, by a second launch
  *   cusparse  cusparseSpMV (CSR, default algorithm), its buffer in scratch
  *   auto      gkcu_spmv_pick()'s choice
  */

@@ -80,7 +80,7 @@ __global__ void spmv_partition_kernel(int rows, long long nnz, const int *__rest
                                       int4 *__restrict__ coords, float beta, float *__restrict__ y,
                                       int *__restrict__ walk_count) {
   pdl_launch_dependents();
-  if (walk_count && blockIdx.x == 0 && threadIdx.x == 0) *walk_count = 0; /* rows-first shapes' list */
+  if (walk_count && blockIdx.x == 0 && threadIdx.x < 2) walk_count[threadIdx.x] = 0; /* rows-first list */
   const long long t = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / SEARCH_G;
   const bool active = t <= ntiles; /* the whole warp stays for the ballots */
   const long long total = (long long)rows + nnz;
@@ -100,7 +100,7 @@ __global__ void spmv_partition_kernel(int rows, long long nnz, const int *__rest
 __global__ void spmv_prescale_kernel(int rows, int ntiles, int tile, const int4 *__restrict__ coords, float beta,
                                      float *__restrict__ y, int *__restrict__ walk_count) {
   pdl_launch_dependents();
-  if (walk_count && blockIdx.x == 0 && threadIdx.x == 0) *walk_count = 0;
+  if (walk_count && blockIdx.x == 0 && threadIdx.x < 2) walk_count[threadIdx.x] = 0;
   const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x + 1;
   if (t > ntiles) return;
   const int4 c = coords[t];
@@ -250,7 +250,6 @@ __global__ void __launch_bounds__(BAL_NT, MINB) spmv_balanced_kernel(
   __shared__ int s_tile[BAL_TILE + 1];
   __shared__ int s_wflag[BAL_NT / 32];
   __shared__ float s_wval[BAL_NT / 32];
-  const int tid = threadIdx.x;
 
   pdl_wait();
   const int4 c0 = coords[blockIdx.x], c1 = coords[blockIdx.x + 1];
@@ -337,8 +336,8 @@ __global__ void __launch_bounds__(NT, MINB) spmv_balanced_rows_kernel(
     const float *__restrict__ x, float beta, float *__restrict__ y, const int4 *__restrict__ coords) {
   constexpr int BAL_TILE = NT * IPT, G = NT / W;
   __shared__ int s_tile[MIXED ? BAL_TILE + 1 : 1];
-  __shared__ int s_wflag[NT / 32];
-  __shared__ float s_wval[NT / 32];
+  __shared__ int s_wflag[MIXED ? NT / 32 : 1];
+  __shared__ float s_wval[MIXED ? NT / 32 : 1];
   const int tid = threadIdx.x;
 
   pdl_wait();
@@ -373,10 +372,12 @@ __global__ void __launch_bounds__(NT, MINB) spmv_balanced_rows_kernel(
  * is compiled into it, and its speed on the 27-point stencil follows
  * resident threads per SM (cuda/NOTES.md); this one has only the row path.
  * A tile of at most P*NT/W pieces none longer than W*J is summed by rows (P
- * passes of NT/W pieces, all bounds loaded before the vote); any other
- * tile's index goes on a list (walk_list, walk_count entries: the partition
- * or prescale kernel zeroes the count) for spmv_balanced_walk_kernel, which
- * is launched behind this one.  Either kernel writes a row as the walk
+ * passes of NT/W pieces; every piece's bounds are loaded for the vote, a
+ * later pass's again for its sums); any other tile's index goes on a list
+ * (walk_list, walk_count[0] entries: the partition or prescale kernel
+ * zeroes the counts) for spmv_balanced_walk_kernel, launched behind this
+ * one.  Larger tiles pay (fewer coordinates, boundaries and split rows per
+ * nonzero): the rule's shapes take two passes.  Either kernel writes a row as the walk
  * does, so they may run in any order. */
 template <int NT, int W, int J, int MINB, int P>
 __global__ void __launch_bounds__(NT, MINB) spmv_balanced_rowsfirst_kernel(
@@ -415,23 +416,31 @@ __global__ void __launch_bounds__(NT, MINB) spmv_balanced_rowsfirst_kernel(
   if (tid == 0) walk_list[atomicAdd(walk_count, 1)] = blockIdx.x;
 }
 
-/* The rows-first shapes' second launch: v3's staged walk for the tiles on the
- * list, a grid of a few blocks per SM taking them in turn.  Waits for the
- * row kernel (its programmatic dependent), so the count is final. */
-template <int NT, int IPT>
-__global__ void __launch_bounds__(NT) spmv_balanced_walk_kernel(int rows, const int *__restrict__ rp,
+/* The rows-first shapes' second launch: v3's staged walk for the tiles on
+ * the list, a grid of a few blocks per SM, each block taking the next
+ * listed tile as it finishes one (a counter: on a skewed matrix most tiles
+ * are listed and their costs differ).  Waits for the row kernel (its
+ * programmatic dependent), so the list is complete.  walk_count[0] is the
+ * list's length, walk_count[1] the next entry to take. */
+template <int NT, int IPT, int MINB>
+__global__ void __launch_bounds__(NT, MINB) spmv_balanced_walk_kernel(int rows, const int *__restrict__ rp,
                                                                 const int *__restrict__ ci,
                                                                 const float *__restrict__ v, float alpha,
                                                                 const float *__restrict__ x, float beta,
                                                                 float *__restrict__ y, const int4 *__restrict__ coords,
                                                                 const int *__restrict__ walk_list,
-                                                                const int *__restrict__ walk_count) {
+                                                                int *__restrict__ walk_count) {
   __shared__ int s_tile[NT * IPT + 1];
   __shared__ int s_wflag[NT / 32];
   __shared__ float s_wval[NT / 32];
+  __shared__ int s_next;
   pdl_wait();
-  const int n = *walk_count;
-  for (int i = blockIdx.x; i < n; i += gridDim.x) {
+  const int n = walk_count[0];
+  for (;;) {
+    if (threadIdx.x == 0) s_next = atomicAdd(walk_count + 1, 1);
+    __syncthreads();
+    const int i = s_next;
+    if (i >= n) return; /* uniform: s_next is not written again before this barrier pair */
     const int t = walk_list[i];
     const int4 c0 = coords[t], c1 = coords[t + 1];
     int *s_rowend = s_tile;
@@ -439,7 +448,7 @@ __global__ void __launch_bounds__(NT) spmv_balanced_walk_kernel(int rows, const 
     stage_tile<NT, IPT>(s_rowend, s_prod, rp, ci, v, x, c0, c1);
     __syncthreads();
     balanced_tile_walk<NT, IPT>(s_rowend, s_prod, s_wflag, s_wval, rows, c0, c1, alpha, beta, y);
-    __syncthreads(); /* the next tile restages s_tile, s_wflag and s_wval */
+    __syncthreads(); /* the next tile restages s_tile, s_wflag and s_wval, and s_next */
   }
 }
 
@@ -447,16 +456,20 @@ __global__ void __launch_bounds__(NT) spmv_balanced_walk_kernel(int rows, const 
 
 namespace gkspmv {
 
-/* Shapes of the balanced kernel: threads, items per thread, the resident
- * blocks per multiprocessor its registers are budgeted for, and whether the
- * main kernel is launched as a programmatic dependent of the partition (or
- * prescale) kernel; for v7 (w > 0) the lanes per row piece, the items a
- * lane takes per pass and whether tiles that are not row-regular are walked
- * (mixed) or summed by rows anyway.  The lab times all of them;
- * balanced_shape() picks from the measurements.  Shapes 5, 6 and 8 lost to
- * 9 on the 27-point stencil (cuda/NOTES.md); 7 (rows only, 256 threads, 32
- * registers) is the fastest there and 3-5x slower than the walk where a
- * tile holds one long row. */
+/* Shapes of the balanced kernel: threads, items per thread (a tile is
+ * their product), the resident blocks per multiprocessor its registers are
+ * budgeted for, and whether the main kernel is launched as a programmatic
+ * dependent of the partition (or prescale) kernel; for v7 (w > 0) the lanes
+ * per row piece, the items a lane takes per pass and whether tiles that are
+ * not row-regular are walked in the same kernel (mixed) or summed by rows
+ * anyway; for v8 (passes > 0) the row passes a tile may take before it is
+ * left to the walk launch.  The lab times all of them; balanced_shape()
+ * picks from the measurements.  Kept for comparison: v3 (0-4), v7 rows
+ * only (5: fast on the 27-point stencil, 3-5x slower where a tile holds a
+ * long row), v7 mixed 192x6 (6: the rule until v8).  Lost and removed
+ * (cuda/NOTES.md has their figures): v7 mixed 160x6 and 256x6, v7 with the
+ * walk out of line (__noinline__), v8 with J 8, 8 lanes x 4, one pass only
+ * or three passes of 256x18 / 256x15 tiles. */
 struct BalancedShape {
   int nt, ipt, minb, pdl;
   int w, j, mixed; /* w > 0: v7 rows kernel, w lanes per row piece, j items each per pass */
@@ -464,10 +477,9 @@ struct BalancedShape {
 };
 constexpr BalancedShape kBalancedShapes[] = {
     {256, 4, 8, 0, 0, 0, 0, 0},  {128, 8, 12, 0, 0, 0, 0, 0}, {256, 8, 6, 0, 0, 0, 0, 0},
-    {256, 4, 8, 1, 0, 0, 0, 0},  {128, 8, 12, 1, 0, 0, 0, 0}, {160, 6, 8, 1, 4, 8, 1, 0},
-    {160, 6, 8, 1, 4, 7, 1, 0},  {256, 6, 8, 1, 4, 7, 0, 0},  {256, 6, 8, 1, 4, 7, 1, 0},
-    {192, 6, 8, 1, 4, 8, 1, 0},  {256, 6, 8, 1, 4, 7, 0, 1},  {256, 6, 8, 1, 4, 7, 0, 2},
-    {256, 6, 8, 1, 4, 8, 0, 1},  {256, 6, 8, 1, 8, 4, 0, 2}};
+    {256, 4, 8, 1, 0, 0, 0, 0},  {128, 8, 12, 1, 0, 0, 0, 0}, {256, 6, 8, 1, 4, 7, 0, 0},
+    {192, 6, 8, 1, 4, 8, 1, 0},  {256, 6, 8, 1, 4, 7, 0, 2},  {256, 12, 8, 1, 4, 7, 0, 2},
+    {256, 6, 8, 1, 2, 4, 0, 3},  {256, 10, 8, 1, 1, 6, 0, 2}};
 constexpr int kBalancedShapeCount = (int)(sizeof kBalancedShapes / sizeof kBalancedShapes[0]);
 static_assert(kBalancedShapeCount == GKCU_LAB_BALANCED_SHAPES, "gkcu_lab.h's shape count");
 constexpr bool balanced_tiles_ok() { /* the lab's plan size (gkcu_lab.h) assumes tiles of >= 512 items */
@@ -476,39 +488,35 @@ constexpr bool balanced_tiles_ok() { /* the lab's plan size (gkcu_lab.h) assumes
   return true;
 }
 static_assert(balanced_tiles_ok(), "a balanced shape's tile is under 512 items");
-constexpr bool rowsfirst_tiles_ok() { /* run_balanced's walk launch is spmv_balanced_walk_kernel<256, 6> */
-  for (int i = 0; i < kBalancedShapeCount; i++)
-    if (kBalancedShapes[i].passes > 0 && (kBalancedShapes[i].nt != 256 || kBalancedShapes[i].ipt != 6)) return false;
+constexpr bool rowsfirst_tiles_ok() { /* run_balanced's walk launches */
+  for (int i = 0; i < kBalancedShapeCount; i++) {
+    const BalancedShape &b = kBalancedShapes[i];
+    if (b.passes > 0 && (b.nt != 256 || (b.ipt != 6 && b.ipt != 10 && b.ipt != 12)))
+      return false;
+  }
   return true;
 }
-static_assert(rowsfirst_tiles_ok(), "a rows-first shape's tiles are not 256x6");
+static_assert(rowsfirst_tiles_ok(), "a rows-first shape's tiles have no walk launch");
 
-/* Measured (bench/RESULTS.md, "Re-run: balanced with programmatic dependent
- * launch", H100, 2026-11-25, two calls): the main kernel launched as a
- * programmatic dependent of the partition wins everywhere (small matrices
- * +5-15%, the stencils +1%).  Below about 4M path items (rows + nnz) the
- * 256x4 tiles win (1.51-1.87x cuSPARSE on the shared matrices in the lab,
- * 1.63-2.32x from a plan; 128x8: 1.27-1.65x).  Above, on the three large
- * matrices measured, 256x4 tiles for short rows (5-point stencil
- * 1.000-1.012x against 0.985-0.993x with 128x8; power-law, mean 10.5,
- * 0.931-0.946x against 0.914-0.928x) and 128x8 tiles at 12 blocks per SM
- * for long ones (27-point stencil 0.875-0.882x against 0.815-0.819x): the
- * cut at a mean of 16 nonzeros per row lies between 10.5 and 26.6, the only
- * means measured near it.  Since "Re-run: v7 rows tiles" (H100, two calls)
- * the long-row side takes v7 mixed tiles, 160x6 at 8 blocks per SM, 4
- * lanes per row piece: 27-point stencil 0.911-0.915x (0.944-0.945x from a
- * plan) against 0.884-0.891x (0.913-0.917x) with 128x8/b12/pdl; on the
- * power-law matrix, which the rule does not send there, it is no worse
- * (0.937x against 0.927x), the walk taking the tiles that are not
- * row-regular.  Then 192x6 mixed tiles (4 lanes x 8 items per row piece,
- * more threads per SM) in three calls of the lab (08:30 and two passes at
- * 08:53 UTC): 27-point stencil 0.957x, 0.964x, 0.961x against 160x6's
- * 0.911x, 0.917x, 0.913x; no other bench matrix is over the cut.  (Rows
- * only, 256x6, reached 1.004-1.006x per call but is 3-5x slower wherever a
- * tile holds a long row, and the launcher does not know the longest row.) */
+/* Measured on the H100 (bench/RESULTS.md; the history is in cuda/NOTES.md).
+ * Below about 4M path items (rows + nnz) v3's 256x4 tiles with the
+ * dependent launch win (1.50-1.84x cuSPARSE on the thirteen shared
+ * matrices; v8's second launch costs there).  Above, v8 for regular rows,
+ * its lanes per row piece and tile from the mean row length (the launcher
+ * does not know the longest row): at >= 16 nonzeros per row 4 lanes x 7
+ * items, 256x12 tiles, two passes (27-point stencil 1.042-1.047x per call,
+ * 1.067-1.074x from a plan, three calls; 256x6 tiles 0.992-0.997x), at <= 6
+ * one lane x 6 items, 256x10 tiles, two passes (5-point stencil
+ * 1.136-1.154x; v3 256x4 1.004-1.008x).  Between the two (the power-law
+ * matrix, mean 10.5, skewed) v3 256x4: 0.943-0.946x, where v8 would walk
+ * nearly every tile in its second launch (0.86-0.89x).  A skewed matrix
+ * with a mean outside 6..16 gets v8 and pays that: correct, no tile
+ * slower than the walk, the whole ~6-9% slower than v3. */
 int balanced_shape(int rows, long long nnz) {
   if ((long long)rows + nnz < 4000000) return 3;
-  return (double)nnz >= 16.0 * (double)rows ? 9 : 3;
+  if ((double)nnz >= 16.0 * (double)rows) return 8;
+  if ((double)nnz <= 6.0 * (double)rows) return 10;
+  return 3;
 }
 
 /* Tiles of the given shape for rows + nnz path items; -1 when too many. */
@@ -532,7 +540,7 @@ int run_balanced(gkcu_ctx *ctx, int shape, int rows, long long nnz, const int *r
   int *walk = NULL;
   gkcu__carve cv = {};
   if (!plan) gkcu__carve_add(&cv, (size_t)(ntiles + 1) * sizeof(int4), (void **)&coords);
-  if (bs.passes) gkcu__carve_add(&cv, (size_t)(ntiles + 1) * sizeof(int), (void **)&walk);
+  if (bs.passes) gkcu__carve_add(&cv, (size_t)(ntiles + 2) * sizeof(int), (void **)&walk);
   if (cv.n > 0) {
     int rc = gkcu__carve_commit(ctx, &cv);
     if (rc != 0) return rc;
@@ -572,16 +580,12 @@ int run_balanced(gkcu_ctx *ctx, int shape, int rows, long long nnz, const int *r
   switch (shape) {
     case 0: case 3: GKCU__BAL(256, 4, 8); break;
     case 1: case 4: GKCU__BAL(128, 8, 12); break;
-    case 5: GKCU__ROWS(160, 6, 4, 8, 8, true); break;
-    case 6: GKCU__ROWS(160, 6, 4, 7, 8, true); break;
-    case 7: GKCU__ROWS(256, 6, 4, 7, 8, false); break;
-    case 8: GKCU__ROWS(256, 6, 4, 7, 8, true); break;
-    case 9: GKCU__ROWS(192, 6, 4, 8, 8, true); break;
-    case 10: GKCU__RF(256, 4, 7, 8, 1); break;
-    case 11: GKCU__RF(256, 4, 7, 8, 2); break;
-    case 12: GKCU__RF(256, 4, 8, 8, 1); break;
-    case 13: GKCU__RF(256, 8, 4, 8, 2); break;
-    default: GKCU__BAL(256, 8, 6); break;
+    case 2: GKCU__BAL(256, 8, 6); break;
+    case 5: GKCU__ROWS(256, 6, 4, 7, 8, false); break;
+    case 6: GKCU__ROWS(192, 6, 4, 8, 8, true); break;
+    case 7: case 8: GKCU__RF(256, 4, 7, 8, 2); break;
+    case 9: GKCU__RF(256, 2, 4, 8, 3); break;
+    default: GKCU__RF(256, 1, 6, 8, 2); break;
   }
 #undef GKCU__BAL
 #undef GKCU__ROWS
@@ -591,11 +595,20 @@ int run_balanced(gkcu_ctx *ctx, int shape, int rows, long long nnz, const int *r
   if (!bs.passes) return 0;
   /* the walk launch: a few blocks per SM loop over the listed tiles (on a
    * stencil a few percent of them, often none) */
-  cfg.blockDim = dim3(256);
-  cfg.gridDim = dim3((unsigned int)(ntiles < 4 * ctx->sm_count ? ntiles : 4 * ctx->sm_count));
+  /* a grid of what is resident at once (MINB blocks per SM), taking the
+   * listed tiles in turn */
+  cfg.blockDim = dim3(bs.nt);
   cfg.numAttrs = 1;
-  le = cudaLaunchKernelEx(&cfg, spmv_balanced_walk_kernel<256, 6>, rows, rp, ci, v, alpha, x, beta, y,
-                          (const int4 *)coords, (const int *)walk, (const int *)walk_count);
+#define GKCU__WALK(IPT, MINB)                                                                                 \
+  cfg.gridDim = dim3((unsigned int)(ntiles < (MINB) * ctx->sm_count ? ntiles : (MINB) * ctx->sm_count));      \
+  le = cudaLaunchKernelEx(&cfg, spmv_balanced_walk_kernel<256, IPT, MINB>, rows, rp, ci, v, alpha, x, beta, y, \
+                          (const int4 *)coords, (const int *)walk, walk_count)
+  switch (bs.ipt) {
+    case 6: GKCU__WALK(6, 6); break;
+    case 10: GKCU__WALK(10, 4); break;
+    default: GKCU__WALK(12, 4); break;
+  }
+#undef GKCU__WALK
   if (le != cudaSuccess) return gkcu__cuda_fail(ctx, le, "launch spmv_balanced_walk_kernel");
   GKCU__LAUNCHED(ctx, "spmv_balanced_walk_kernel");
   return 0;
@@ -668,7 +681,7 @@ extern "C" const char *gkcu_lab_spmv_balanced_name(int shape) {
   const BalancedShape &b = kBalancedShapes[shape];
   if (b.passes > 0)
     snprintf(names[shape], sizeof names[shape], "t%dx%d/b%d%s/rows%dx%d%s+walk", b.nt, b.ipt, b.minb,
-             b.pdl ? "/pdl" : "", b.w, b.j, b.passes > 1 ? "p2" : "");
+             b.pdl ? "/pdl" : "", b.w, b.j, b.passes > 1 ? (b.passes > 2 ? "p3" : "p2") : "");
   else if (b.w > 0)
     snprintf(names[shape], sizeof names[shape], "t%dx%d/b%d%s/%s%dx%d", b.nt, b.ipt, b.minb, b.pdl ? "/pdl" : "",
              b.mixed ? "mix" : "rows", b.w, b.j);

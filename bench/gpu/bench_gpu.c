@@ -452,7 +452,7 @@ static void bench_spmv_matrix(const gpu_csr *m, const char *name, int lab) {
       s.width = w;
       timing t = {0, 0, 0};
       if (spmv_validate(&s, ref, mag, out, cas)) t = time_it(spmv_run, &s, reps);
-      char name2[32];
+      char name2[48];
       snprintf(name2, sizeof name2, "vector/w%d", w);
       report("spmv", cas, name2, t, bytes, "GB/s", vendor, "lab");
     }
@@ -461,7 +461,7 @@ static void bench_spmv_matrix(const gpu_csr *m, const char *name, int lab) {
       s.width = sh;
       timing t = {0, 0, 0};
       if (spmv_validate(&s, ref, mag, out, cas)) t = time_it(spmv_run, &s, reps);
-      char name2[32];
+      char name2[48];
       snprintf(name2, sizeof name2, "bal/%s", gkcu_lab_spmv_balanced_name(sh));
       report("spmv", cas, name2, t, bytes, "GB/s", vendor, "lab");
       /* the same from a plan made once (the resident-matrix path) */

@@ -9,7 +9,7 @@
  * random input otherwise; every element is checked, scaled by the sum of
  * |terms| of its row.  Some matrices also run with every device array 4 or
  * 12 bytes off 16-byte alignment, and some are past 4M path items (the
- * balanced algo's larger tile shape).  Every balanced shape also runs from
+ * balanced algo's v8 shapes, regular and skewed).  Every balanced shape also runs from
  * its own plan.  GKC_GPU_TEST_SHORT=1: no large matrices (memcheck);
  * GKC_GPU_TEST_TINY=1: four small ones (racecheck).  Keeps going after a
  * failure. */
@@ -30,7 +30,7 @@
 static int failures, runs;
 
 typedef struct {
-  char name[32];
+  char name[48];
   int algo; /* -1: lab vector with width; -2: lab balanced, width = shape */
   int width;
 } variant;
@@ -49,11 +49,12 @@ static int variants(variant *vs) {
     vs[n].algo = -1;
     vs[n++].width = w;
   }
-  /* every balanced shape, v7's among them: on the stencils most tiles are
-   * row-regular (summed by rows) and those at the boundary planes are not
-   * (walked), so one launch mixes both; the random, skewed and mostly-empty
-   * matrices give tiles of many short pieces or one long one (walked by the
-   * mixed shapes, looped over by the rows-only ones) */
+  /* every balanced shape, v7's and v8's among them: on the stencils most
+   * tiles are row-regular (summed by rows) and some at the boundary planes
+   * may not be (walked in the same launch by v7's mixed shape, listed for
+   * v8's second launch), so both paths run in one call; the random, skewed
+   * and mostly-empty matrices give tiles of many short pieces or one long
+   * one (walked, or looped over by the rows-only shape) */
   for (int sh = 0; sh < GKCU_LAB_BALANCED_SHAPES; sh++) {
     snprintf(vs[n].name, sizeof vs[n].name, "bal/%s", gkcu_lab_spmv_balanced_name(sh));
     vs[n].algo = -2;
@@ -511,6 +512,14 @@ int main(void) {
     gpu_csr_free(&m);
     if (gpu_csr_powerlaw(&m, 2000000, 100000, gpu_rng_next(&g)) != 0) TEST_FAIL("out of memory");
     check_matrix(ctx, &g, &m, "power-law 2M nnz");
+    gpu_csr_free(&m);
+    /* past 4M path items and skewed, with a short and a long mean row: the
+     * balanced algo's v8 shapes with most tiles listed for the walk launch */
+    if (gpu_csr_powerlaw(&m, 6000000, 1500000, gpu_rng_next(&g)) != 0) TEST_FAIL("out of memory");
+    check_matrix(ctx, &g, &m, "power-law 6M nnz, mean 4");
+    gpu_csr_free(&m);
+    if (gpu_csr_powerlaw(&m, 6000000, 200000, gpu_rng_next(&g)) != 0) TEST_FAIL("out of memory");
+    check_matrix(ctx, &g, &m, "power-law 6M nnz, mean 30");
     gpu_csr_free(&m);
     shared_matrices(ctx, &g);
   }
