@@ -50,7 +50,7 @@ int gkcu_lab_spmv_vector_width(const gkcu_ctx *ctx, int32_t rows, int64_t nnz);
  * algo's choice is balanced_shape() in gkcu_spmv_balanced.cu.  _plan makes the tile
  * coordinates for that shape (plan: 16-byte aligned, at least
  * ((rows + nnz) / 512 + 2) * 16 bytes); _planned runs it from them. */
-enum { GKCU_LAB_BALANCED_SHAPES = 11 };
+enum { GKCU_LAB_BALANCED_SHAPES = 12 };
 const char *gkcu_lab_spmv_balanced_name(int shape);
 int gkcu_lab_spmv_balanced(gkcu_ctx *ctx, int shape, int32_t rows, int32_t cols,
                            int64_t nnz, const int32_t *row_ptr, const int32_t *col_idx,

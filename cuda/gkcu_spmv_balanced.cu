@@ -237,6 +237,25 @@ __device__ __forceinline__ void stage_tile(int *s_rowend, float *s_prod, const i
   if (tid == 0) s_rowend[tile_rows] = INT_MAX;
 }
 
+/* A matrix of one tile: the same walk without a partition kernel (the
+ * coordinates are (0, 0) and (rows, nnz)) and without split rows, so one
+ * launch in all.  Small matrices are launch-bound: the partition and the
+ * main kernel's launch behind it were most of their time. */
+template <int BAL_NT, int BAL_IPT>
+__global__ void __launch_bounds__(BAL_NT) spmv_balanced_one_kernel(
+    int rows, int nnz, const int *__restrict__ rp, const int *__restrict__ ci, const float *__restrict__ v,
+    float alpha, const float *__restrict__ x, float beta, float *__restrict__ y) {
+  __shared__ int s_tile[BAL_NT * BAL_IPT + 1];
+  __shared__ int s_wflag[BAL_NT / 32];
+  __shared__ float s_wval[BAL_NT / 32];
+  const int4 c0 = make_int4(0, 0, 0, 0), c1 = make_int4(rows, nnz, nnz, 0);
+  int *s_rowend = s_tile;
+  float *s_prod = reinterpret_cast<float *>(s_tile + rows + 1);
+  stage_tile<BAL_NT, BAL_IPT>(s_rowend, s_prod, rp, ci, v, x, c0, c1);
+  __syncthreads();
+  balanced_tile_walk<BAL_NT, BAL_IPT>(s_rowend, s_prod, s_wflag, s_wval, rows, c0, c1, alpha, beta, y);
+}
+
 /* One tile of BAL_TILE path items per block.  v3: the tile's row ends and
  * products staged through registers with coalesced loads (all of a thread's
  * loads issued before any is used), then balanced_tile_walk.  The first
@@ -479,7 +498,7 @@ constexpr BalancedShape kBalancedShapes[] = {
     {256, 4, 8, 0, 0, 0, 0, 0},  {128, 8, 12, 0, 0, 0, 0, 0}, {256, 8, 6, 0, 0, 0, 0, 0},
     {256, 4, 8, 1, 0, 0, 0, 0},  {128, 8, 12, 1, 0, 0, 0, 0}, {256, 6, 8, 1, 4, 7, 0, 0},
     {192, 6, 8, 1, 4, 8, 1, 0},  {256, 6, 8, 1, 4, 7, 0, 2},  {256, 12, 8, 1, 4, 7, 0, 2},
-    {256, 6, 8, 1, 2, 4, 0, 3},  {256, 10, 8, 1, 1, 6, 0, 2}};
+    {256, 6, 8, 1, 2, 4, 0, 3},  {256, 10, 8, 1, 1, 6, 0, 2}, {1024, 8, 1, 1, 0, 0, 0, 0}};
 constexpr int kBalancedShapeCount = (int)(sizeof kBalancedShapes / sizeof kBalancedShapes[0]);
 static_assert(kBalancedShapeCount == GKCU_LAB_BALANCED_SHAPES, "gkcu_lab.h's shape count");
 constexpr bool balanced_tiles_ok() { /* the lab's plan size (gkcu_lab.h) assumes tiles of >= 512 items */
@@ -499,7 +518,10 @@ constexpr bool rowsfirst_tiles_ok() { /* run_balanced's walk launches */
 static_assert(rowsfirst_tiles_ok(), "a rows-first shape's tiles have no walk launch");
 
 /* Measured on the H100 (bench/RESULTS.md; the history is in cuda/NOTES.md).
- * Below about 4M path items (rows + nnz) v3's 256x4 tiles with the
+ * A matrix of one tile takes one launch, no partition: up to 1024 path
+ * items (rows + nnz) a 256 x 4 tile (west0067: 2.14x, against 1.65x with
+ * 1024 x 8), up to 8192 a 1024 x 8 tile (1138_bus 2.01-2.04x, lp_ship04l
+ * 1.54-1.57x, against 1.79x and 1.49x with 256x4 tiles and a partition).  Below about 4M v3's 256x4 tiles with the
  * dependent launch win (1.50-1.84x cuSPARSE on the thirteen shared
  * matrices; v8's second launch costs there).  Above, v8 for regular rows,
  * its lanes per row piece and tile from the mean row length (the launcher
@@ -513,6 +535,8 @@ static_assert(rowsfirst_tiles_ok(), "a rows-first shape's tiles have no walk lau
  * with a mean outside 6..16 gets v8 and pays that: correct, no tile
  * slower than the walk, the whole ~6-9% slower than v3. */
 int balanced_shape(int rows, long long nnz) {
+  if ((long long)rows + nnz <= 1024) return 3; /* one tile of 256 x 4 */
+  if ((long long)rows + nnz <= 8192) return 11;
   if ((long long)rows + nnz < 4000000) return 3;
   if ((double)nnz >= 16.0 * (double)rows) return 8;
   if ((double)nnz <= 6.0 * (double)rows) return 10;
@@ -535,6 +559,18 @@ int run_balanced(gkcu_ctx *ctx, int shape, int rows, long long nnz, const int *r
   if (ntiles_ll < 0) return gkcu__fail(ctx, GKC_EINVALID_ARGUMENT, "spmv: matrix too large");
   const int ntiles = (int)ntiles_ll; /* >= 1: rows >= 1 */
   cudaStream_t st = ctx->stream;
+  if (ntiles == 1 && bs.w == 0) { /* v3, one tile: one launch (a plan has nothing to add) */
+    if (bs.nt == 1024)
+      spmv_balanced_one_kernel<1024, 8><<<1, 1024, 0, st>>>(rows, (int)nnz, rp, ci, v, alpha, x, beta, y);
+    else if (bs.ipt == 4)
+      spmv_balanced_one_kernel<256, 4><<<1, 256, 0, st>>>(rows, (int)nnz, rp, ci, v, alpha, x, beta, y);
+    else if (bs.nt == 128)
+      spmv_balanced_one_kernel<128, 8><<<1, 128, 0, st>>>(rows, (int)nnz, rp, ci, v, alpha, x, beta, y);
+    else
+      spmv_balanced_one_kernel<256, 8><<<1, 256, 0, st>>>(rows, (int)nnz, rp, ci, v, alpha, x, beta, y);
+    GKCU__LAUNCHED(ctx, "spmv_balanced_one_kernel");
+    return 0;
+  }
   /* scratch: the coordinates unless planned, the rows-first shapes' walk list */
   int4 *coords = NULL;
   int *walk = NULL;
@@ -581,6 +617,7 @@ int run_balanced(gkcu_ctx *ctx, int shape, int rows, long long nnz, const int *r
     case 0: case 3: GKCU__BAL(256, 4, 8); break;
     case 1: case 4: GKCU__BAL(128, 8, 12); break;
     case 2: GKCU__BAL(256, 8, 6); break;
+    case 11: GKCU__BAL(1024, 8, 1); break;
     case 5: GKCU__ROWS(256, 6, 4, 7, 8, false); break;
     case 6: GKCU__ROWS(192, 6, 4, 8, 8, true); break;
     case 7: case 8: GKCU__RF(256, 4, 7, 8, 2); break;
