@@ -71,6 +71,13 @@ source_of() {
                  dates = dates (dates ? " and " : "") $2 } END { printf "%s, %s", devs, dates }'
 }
 
+# tf32x3 (our tensor-core sgemm at float32 accuracy, auto on compute
+# capability 9.0) only where the data has it: RESULTS.md's ladder predates it
+tf32x3_line=
+if awk -F, '!/^#/ && NR > 2 && $8 != "" { found = 1 } END { exit !found }' "$data/sgemm.csv"; then
+  tf32x3_line=', "" using 1:($8/1000) with linespoints lw 3 pt 15 lc rgb "#1f77b4" title "tf32x3 (tensor cores at FP32 accuracy; auto)"'
+fi
+
 gnuplot <<EOF
 set terminal pngcairo size 1100,650 font "DejaVu Sans,11" noenhanced
 set datafile separator comma
@@ -89,11 +96,11 @@ set ylabel "TFLOP/s (log scale)"
 set xtics (256, 512, 1024, 2048, 4096, 8192)
 set xrange [200:10000]
 set key top left
-plot "$data/sgemm.csv" using 1:(\$2/1000) with linespoints lw 3 pt 7 lc rgb "#000000" title "cuBLAS FP32 (vendor; = auto)", \
+plot "$data/sgemm.csv" using 1:(\$2/1000) with linespoints lw 3 pt 7 lc rgb "#000000" title "cuBLAS FP32 (vendor)", \
      "" using 1:(\$5/1000) with linespoints lw 2 pt 5 lc rgb "#d62728" title "regblock", \
      "" using 1:(\$4/1000) with linespoints lw 2 pt 9 lc rgb "#ff7f0e" title "smem", \
      "" using 1:(\$3/1000) with linespoints lw 2 pt 11 lc rgb "#8c564b" title "naive", \
-     "" using 1:(\$7/1000) with linespoints lw 2 dt 2 pt 13 lc rgb "#7f7f7f" title "cuBLAS TF32 (tensor cores, ~1e-3 rel. error)"
+     "" using 1:(\$7/1000) with linespoints lw 2 dt 2 pt 13 lc rgb "#7f7f7f" title "cuBLAS TF32 (tensor cores, ~1e-3 rel. error)"$tf32x3_line
 
 # (b) reduce ladder against CUB
 set output "$out/reduce.png"

@@ -71,9 +71,13 @@ def parse_tables(text):
                 i += 1
             tables.append(Table(h2, h3, '\n'.join(h2_text + h3_text), header, rows))
             continue
-        h2_text.append(line)
+        # a table's context: its ## section's text before the first ###, and
+        # its own ### section's (not the ### sections between: their dates
+        # and devices are theirs)
         if h3:
             h3_text.append(line)
+        else:
+            h2_text.append(line)
         i += 1
     return tables
 
@@ -147,7 +151,7 @@ def wide(t, key_of, value_col, algos):
 
 def sgemm(tables, out):
     t = find(tables, 'GPU kernels', 'sgemm', 'case')
-    algos = ['cublas', 'naive', 'smem', 'regblock', 'auto', 'cublas_tf32']
+    algos = ['cublas', 'naive', 'smem', 'regblock', 'auto', 'cublas_tf32', 'tf32x3']
     order, vals = wide(t, lambda c: c, 'rate', algos)
     rows = []
     for c in order:
