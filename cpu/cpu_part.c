@@ -37,16 +37,19 @@ static int copy(gkcd_backend *be, void *dst, const void *src, size_t bytes, char
 }
 
 static int spmv(gkcd_backend *be, int32_t rows, int64_t nnz, const int32_t *rp, const int32_t *ci,
-                const float *v, const double *x, double *y, char *msg, size_t msglen) {
+                const float *v, const double *x, double *y, double *xy, char *msg, size_t msglen) {
   (void)nnz;
   int rc = gone(be, msg, msglen);
   if (rc) return rc;
-#pragma omp parallel for num_threads(nth(be, rows)) schedule(static)
+  double d = 0;
+#pragma omp parallel for num_threads(nth(be, rows)) reduction(+ : d) schedule(static)
   for (int32_t i = 0; i < rows; i++) {
     double s = 0;
     for (int32_t t = rp[i]; t < rp[i + 1]; t++) s += (double)v[t] * x[ci[t]];
     y[i] = s;
+    d += x[i] * s;
   }
+  if (xy) *xy = d;
   return 0;
 }
 
@@ -84,13 +87,31 @@ static int axpby(gkcd_backend *be, double a, const double *x, double b, double *
   return 0;
 }
 
-static int mul(gkcd_backend *be, const double *d, const double *r, double *z, int64_t n, char *msg,
-               size_t msglen) {
+static int cg_update(gkcd_backend *be, double a, const double *p, const double *q, double *x,
+                     double *r, const double *dinv, double *z, int64_t n, double out[2], char *msg,
+                     size_t msglen) {
   int rc = gone(be, msg, msglen);
   if (rc) return rc;
-#pragma omp parallel for num_threads(nth(be, n)) schedule(static)
-  for (int64_t i = 0; i < n; i++) z[i] = d[i] * r[i];
+  double rr = 0, rz = 0;
+  int upd = a != 0;
+#pragma omp parallel for num_threads(nth(be, n)) reduction(+ : rr, rz) schedule(static)
+  for (int64_t i = 0; i < n; i++) {
+    double ri = r[i];
+    if (upd) {
+      x[i] = a * p[i] + x[i];
+      r[i] = ri = ri - a * q[i];
+    }
+    rr += ri * ri;
+    if (dinv) {
+      double zi = dinv[i] * ri;
+      z[i] = zi;
+      rz += ri * zi;
+    }
+  }
+  out[0] = rr, out[1] = rz;
   return 0;
 }
 
-const gkcd_part_ops cpu_part_ops = {copy, copy, spmv, gather, dot, axpby, mul};
+const gkcd_part_ops cpu_part_ops = {
+    .to_dev = copy, .to_host = copy, .spmv = spmv, .gather = gather, .dot = dot, .axpby = axpby,
+    .cg_update = cg_update};

@@ -276,7 +276,7 @@ static void run_spmv(gkcd_job *job) {
     double *dx = mem[j], *dy = dx + nx;
     if ((rc = be->part->to_dev(be, dx, xl, 8 * nx, msg, sizeof msg)) ||
         (rc = be->part->spmv(be, b->rows, b->nnz, part_row_ptr(p, j), part_col_idx(p, j),
-                             part_values(p, j), dx, dy, msg, sizeof msg)) ||
+                             part_values(p, j), dx, dy, NULL, msg, sizeof msg)) ||
         (rc = be->part->to_host(be, yd + b->row0, dy, 8 * (size_t)b->rows, msg, sizeof msg)))
       part_failed(job, p->dev[j], rc, "spmv", msg);
     free(xl);

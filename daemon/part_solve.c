@@ -8,7 +8,10 @@
  * here, on the coordinating thread.  So the iterates differ from the
  * single-device solve only by the order of the dots' additions.  Each step
  * runs on every device at once (fan.h): the primitives are synchronous, and
- * one device after another would leave the others idle.
+ * one device after another would leave the others idle.  Each step is also
+ * a round trip to every device, which on a GPU costs about as much as a
+ * small kernel, so an iteration takes as few as the recurrences allow:
+ * the dots ride on the spmv and on the update of x and r (gkcd_part_ops).
  */
 #include <inttypes.h>
 #include <math.h>
@@ -34,9 +37,9 @@ typedef struct {
   double bn, tol;
   fan fan;
   /* The step the fan runs: its operands, and what each device said. */
-  int op, ia, ib, ic;
+  int op, ia, ib, dot, jacobi;
   double a, b;
-  double partial[GKCD_MAX_DEVICES];
+  double partial[2][GKCD_MAX_DEVICES];
   int rc[GKCD_MAX_DEVICES];
   char msg[GKCD_MAX_DEVICES][200];
 } ps;
@@ -49,8 +52,8 @@ static double now_us(void) {
 
 static int64_t rows_of(const ps *s, int j) { return s->p->plan.b[j].rows; }
 
-enum { OP_DOT, OP_AXPBY, OP_MUL, OP_SPMV };
-static const char *const op_names[] = {"dot", "axpby", "jacobi", "spmv"};
+enum { OP_DOT, OP_AXPBY, OP_UPDATE, OP_SPMV };
+static const char *const op_names[] = {"dot", "axpby", "cg update", "spmv"};
 
 /* Device j's part of the step s->op (fan_fn). */
 static void step_one(void *arg, int j) {
@@ -62,19 +65,25 @@ static void step_one(void *arg, int j) {
   msg[0] = 0;
   switch (s->op) {
     case OP_DOT:
-      s->partial[j] = 0;
-      s->rc[j] = o->dot(be, s->v[s->ia][j], s->v[s->ib][j], n, &s->partial[j], msg, sizeof s->msg[j]);
+      s->partial[0][j] = 0;
+      s->rc[j] = o->dot(be, s->v[s->ia][j], s->v[s->ib][j], n, &s->partial[0][j], msg, sizeof s->msg[j]);
       break;
     case OP_AXPBY:
       s->rc[j] = o->axpby(be, s->a, s->v[s->ia][j], s->b, s->v[s->ib][j], n, msg, sizeof s->msg[j]);
       break;
-    case OP_MUL:
-      s->rc[j] = o->mul(be, part_dinv(s->p, j), s->v[s->ia][j], s->v[s->ib][j], n, msg,
-                        sizeof s->msg[j]);
+    case OP_UPDATE: {
+      double out[2] = {0, 0};
+      s->rc[j] = o->cg_update(be, s->a, s->v[V_P][j], s->v[V_Q][j], s->v[V_X][j], s->v[V_R][j],
+                              s->jacobi ? part_dinv(s->p, j) : NULL, s->v[V_Z][j], n, out, msg,
+                              sizeof s->msg[j]);
+      s->partial[0][j] = out[0], s->partial[1][j] = out[1];
       break;
+    }
     default:
+      s->partial[0][j] = 0;
       s->rc[j] = o->spmv(be, (int32_t)n, s->p->plan.b[j].nnz, part_row_ptr(s->p, j), part_col_idx(s->p, j),
-                         part_values(s->p, j), s->v[V_P][j], s->v[V_Q][j], msg, sizeof s->msg[j]);
+                         part_values(s->p, j), s->v[V_P][j], s->v[V_Q][j],
+                         s->dot ? &s->partial[0][j] : NULL, msg, sizeof s->msg[j]);
   }
 }
 
@@ -88,14 +97,19 @@ static int step(ps *s, int op) {
   return 0;
 }
 
+/* The sum over devices of partial[w], in device order. */
+static double total(const ps *s, int w) {
+  double sum = 0;
+  for (int j = 0; j < s->k; j++) sum += s->partial[w][j];
+  return sum;
+}
+
 /* sum over devices of a . b, in device order; 0 or the job's error. */
 static int pdot(ps *s, int a, int b, double *out) {
   *out = 0;
   s->ia = a, s->ib = b;
   if (step(s, OP_DOT)) return s->job->err;
-  double sum = 0;
-  for (int j = 0; j < s->k; j++) sum += s->partial[j];
-  *out = sum;
+  *out = total(s, 0);
   return 0;
 }
 
@@ -105,17 +119,24 @@ static int paxpby(ps *s, double a, int x, double b, int y) {
   return step(s, OP_AXPBY) ? s->job->err : 0;
 }
 
-/* z = dinv .* r, then *rz = r . z */
-static int pjacobi(ps *s, double *rz) {
-  s->ia = V_R, s->ib = V_Z;
-  if (step(s, OP_MUL)) return s->job->err;
-  return pdot(s, V_R, V_Z, rz);
+/* x += a p, r -= a q (a = 0: neither), then *rr = r . r and, with jacobi,
+ * z = dinv .* r and *rz = r . z: one step (gkcd_part_ops.cg_update). */
+static int pupdate(ps *s, double a, int jacobi, double *rr, double *rz) {
+  s->a = a, s->jacobi = jacobi;
+  if (step(s, OP_UPDATE)) return s->job->err;
+  *rr = total(s, 0);
+  if (rz) *rz = jacobi ? total(s, 1) : *rr;
+  return 0;
 }
 
-/* q = A p, after p's halo is exchanged. */
-static int pspmv(ps *s) {
+/* q = A p, after p's halo is exchanged, and (pq not NULL) *pq = p . q in
+ * the same step. */
+static int pspmv(ps *s, double *pq) {
   if (part_exchange(s->job, s->p, s->v[V_P], s->v[V_BUF])) return s->job->err;
-  return step(s, OP_SPMV) ? s->job->err : 0;
+  s->dot = pq != NULL;
+  if (step(s, OP_SPMV)) return s->job->err;
+  if (pq) *pq = total(s, 0);
+  return 0;
 }
 
 /* Cancelled, past the deadline, or one of the devices lost. */
@@ -142,11 +163,13 @@ static int record(ps *s, double rn) {
   return -1;
 }
 
-/* The reason it stopped (SOLVE_R_*), or -2 when the job failed. */
+/* The reason it stopped (SOLVE_R_*), or -2 when the job failed.  One
+ * iteration is three steps besides the exchange: q = A p with p . q; the
+ * update of x and r with r . r (and z, r . z); p = r + beta p (or z). */
 static int cg(ps *s, int jacobi) {
-  double rz;
+  double rz = 0, rr = 0;
   int why;
-  if (jacobi ? pjacobi(s, &rz) : pdot(s, V_R, V_R, &rz)) return -2;
+  if (pupdate(s, 0, jacobi, &rr, &rz)) return -2;
   if (paxpby(s, 1, jacobi ? V_Z : V_R, 0, V_P)) return -2;
   while (s->it < s->job->in.solve.max_iter) {
     if ((why = poll(s)) < 0) {
@@ -155,16 +178,13 @@ static int cg(ps *s, int jacobi) {
       return -2;
     }
     if (why) return why;
-    double pq, rr;
-    if (pspmv(s) || pdot(s, V_P, V_Q, &pq)) return -2;
+    double pq = 0, rz_new = 0;
+    if (pspmv(s, &pq)) return -2;
     if (!isfinite(pq)) return SOLVE_R_NON_FINITE;
     if (pq <= 0) return SOLVE_R_BREAKDOWN;
     double alpha = rz / pq;
-    if (paxpby(s, alpha, V_P, 1, V_X) || paxpby(s, -alpha, V_Q, 1, V_R) || pdot(s, V_R, V_R, &rr))
-      return -2;
+    if (pupdate(s, alpha, jacobi, &rr, &rz_new)) return -2;
     if ((why = record(s, sqrt(rr))) >= 0) return why;
-    double rz_new = rr;
-    if (jacobi && pjacobi(s, &rz_new)) return -2;
     if (!isfinite(rz_new)) return SOLVE_R_NON_FINITE;
     if (rz_new <= 0) return SOLVE_R_BREAKDOWN;
     if (paxpby(s, 1, jacobi ? V_Z : V_R, rz_new / rz, V_P)) return -2;
@@ -176,7 +196,7 @@ static int cg(ps *s, int jacobi) {
 /* r = b - A x (x copied into p first, for its halo). */
 static int residual(ps *s, double *rn) {
   double rr;
-  if (paxpby(s, 1, V_X, 0, V_P) || pspmv(s) || paxpby(s, 1, V_B, 0, V_R) ||
+  if (paxpby(s, 1, V_X, 0, V_P) || pspmv(s, NULL) || paxpby(s, 1, V_B, 0, V_R) ||
       paxpby(s, -1, V_Q, 1, V_R) || pdot(s, V_R, V_R, &rr))
     return -1;
   *rn = sqrt(rr);
