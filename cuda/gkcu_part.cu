@@ -21,6 +21,11 @@ namespace {
 
 constexpr int NT = 256;
 constexpr unsigned int MAX_BLOCKS = 1024; /* dot partials */
+/* Blocks per SM that blocks_for's grid (8 per SM) needs resident at once:
+ * a grid-stride kernel whose grid does not fit in one wave runs a second,
+ * short wave of whole shares (40 registers instead of 32 cost the fused
+ * spmv 25% so).  __launch_bounds__ holds the kernels to it. */
+constexpr int FULL = 8;
 
 unsigned int blocks_for(const gkcu_ctx *ctx, int64_t items) {
   int64_t b = (items + NT - 1) / NT, cap = (int64_t)ctx->sm_count * 8;
@@ -47,7 +52,7 @@ __device__ double block_sum(double v) {
  * shuffles always see the whole warp.  With DOT, each group's first lane
  * also adds x[r] * y[r] up, and the block's sum goes to partials. */
 template <int W, bool DOT>
-__global__ void spmv_kernel(int32_t rows, const int32_t *__restrict__ rp,
+__global__ void __launch_bounds__(NT, FULL) spmv_kernel(int32_t rows, const int32_t *__restrict__ rp,
                             const int32_t *__restrict__ ci, const float *__restrict__ v,
                             const double *__restrict__ x, double *__restrict__ y,
                             double *__restrict__ partials) {
@@ -99,11 +104,14 @@ __global__ void dot_partials(const double *__restrict__ x, const double *__restr
 /* x += a p, r -= a q (UPD), r . r and (PC) z = dinv .* r, r . z: block
  * partials at partials[0..gridDim) and partials[gridDim..2 gridDim). */
 template <bool UPD, bool PC>
-__global__ void cg_update_kernel(double a, const double *__restrict__ p,
+__global__ void __launch_bounds__(NT, FULL) cg_update_kernel(double a, const double *__restrict__ p,
                                  const double *__restrict__ q, double *__restrict__ x,
                                  double *__restrict__ r, const double *__restrict__ dinv,
                                  double *__restrict__ z, int64_t n, double *__restrict__ partials) {
   double rr = 0, rz = 0;
+  /* not unrolled: unrolled, the pcg variant spills at 32 registers (the
+   * 2048 threads an SM keeps in flight hide the loads' latency anyway) */
+#pragma unroll 1
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
        i += (int64_t)gridDim.x * blockDim.x) {
     double ri = r[i];
