@@ -2,8 +2,8 @@
  * gkcd_part_ops) on one CUDA device: each call takes one of the device's
  * bulk-lane streams (so a part of a split GPU stays on its own SMs), runs
  * its copy or kernel there (gkcu_part.h), waits for it and gives the stream
- * back.  The coordinator of a partitioned solve calls them from its one
- * worker thread, device after device.
+ * back.  A partitioned solve calls them from its fan (daemon/fan.h): each
+ * device's from its own thread, all at once.
  *
  * A sticky error loses the GPU like any other request of this backend
  * (cuda_gpu_lost); a device already lost refuses with GKC_EDEVICE_LOST. */

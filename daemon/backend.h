@@ -92,11 +92,12 @@ struct gkcd_backend {
  * worker thread; each returns 0, or a negative gkc_error with msg (e.g.
  * GKC_EDEVICE_LOST after backend_device_lost).  n may be 0.
  *
- * A CG iteration (part_solve.c) is three calls per device: spmv (with its
- * dot), cg_update, axpby; each is a round trip to every device, so the
- * steps that can share one are fused.  A partial dot (a sum over the
- * device's rows) is float64 and gives the same bits every run for the same
- * inputs on the same device; the coordinator adds the devices' partials. */
+ * A CG iteration (part_solve.c) is three steps on every device: the halo's
+ * peer_copy then spmv with its dot; cg_update; axpby then gather (packing
+ * p's send entries).  Each step is a round trip to every device, so what
+ * can share one is fused.  A partial dot (a sum over the device's rows) is
+ * float64 and gives the same bits every run for the same inputs on the
+ * same device; the coordinator adds the devices' partials. */
 typedef struct gkcd_part_ops {
   /* bytes from host memory src to resident dst, and back. */
   int (*to_dev)(gkcd_backend *be, void *dst, const void *src, size_t bytes, char *msg,
