@@ -20,6 +20,9 @@
  *              then spmv (ms per call) and CG solve (--cg-iters iterations,
  *              iterations/s).  Skipped, saying so, when gkcd answers
  *              invalid_argument (a gkcd without partitioned matrices).
+ *              On one device "all" is a partition of one block, so the
+ *              same CG is also run on --one uploaded without devices (the
+ *              single-device solver) and compared with --all's.
  *  (e) fault:  --fault SOCK is a gkcd started with
  *              GKCD_FAULT=device_lost:dev=1:after=K; --conns connections send
  *              --fault-count sgemm requests each, checked against a float64
@@ -409,6 +412,40 @@ static int stencil_run(const char *sock, const csr *m, stencil_fig *f, char *why
   return 0;
 }
 
+/* The stencil uploaded without devices (a plain resident matrix): CG by the
+ * single-device solver, as stencil_run's, in iterations/s. */
+static double plain_cg(const char *sock, const csr *m) {
+  gkc_conn *cn = connect_or_die(sock);
+  gkc_csr A = {m->rows, m->rows, m->nnz, m->row_ptr, m->col_idx, m->values};
+  uint32_t mat = 0;
+  if (gkc_csr_upload(cn, &A, 0, &mat, NULL) != 0) {
+    fprintf(stderr, "bench_multi: csr_upload (no devices) on %s: %s\n", sock, gkc_errmsg(cn));
+    exit(1);
+  }
+  float *b = randv((size_t)m->rows), *x = malloc((size_t)m->rows * 4);
+  gkc_solve_args s = GKC_SOLVE_ARGS_INIT;
+  s.matrix = mat;
+  s.b = gkc_ref_mem(b, (size_t)m->rows * 4);
+  s.rtol = 0; /* run exactly cg_iters iterations */
+  s.max_iter = cg_iters;
+  gkc_solve_result res;
+  gkc_info info;
+  double t0 = bench_clock_s();
+  gkc_out out = gkc_out_mem(x, (size_t)m->rows * 4);
+  if (gkc_solve(cn, &s, &out, &res, &info) != 0) {
+    fprintf(stderr, "bench_multi: solve (single device) on %s: %s\n", sock, gkc_errmsg(cn));
+    exit(1);
+  }
+  double its = (double)res.iterations / (bench_clock_s() - t0);
+  printf("  %s: single-device CG (%s) %lld iterations, relative residual %.3g (%s)\n", sock, info.algo,
+         (long long)res.iterations, res.residual, res.reason);
+  gkc_release_matrix(cn, mat);
+  gkc_close(cn);
+  free(b);
+  free(x);
+  return its;
+}
+
 /* --- main ---------------------------------------------------------------------------- */
 
 static void usage(FILE *f) {
@@ -509,6 +546,8 @@ int main(int argc, char **argv) {
       } else {
         row(what, "ms/call", f1.spmv_ms, f2.spmv_ms);
         row(cg, "iter/s", f1.cg_its, f2.cg_its);
+        snprintf(cg, sizeof cg, "(c) CG, one: single-device solver");
+        row(cg, "iter/s", plain_cg(sock_one, &m), f2.cg_its);
       }
       free(m.row_ptr);
       free(m.col_idx);

@@ -2,7 +2,13 @@
  * on the CPU backend, whose resident memory is host memory: copies are
  * memcpy, the rest OpenMP loops over the device's own threads, in float64
  * like cpu_solve.  A device that was lost refuses (as a GPU that fell off
- * the bus would). */
+ * the bus would).
+ *
+ * Sums are taken in a fixed order, whatever the threads: the range is cut
+ * into at most SUM_PARTS pieces by its length alone, each summed in order,
+ * then the pieces' sums in order (an OpenMP reduction adds the threads'
+ * sums as they finish, which differs run to run).  So a partitioned solve
+ * gives the same bits every run, as the CUDA backend's does. */
 #include <omp.h>
 #include <stdio.h>
 #include <string.h>
@@ -22,6 +28,20 @@ static int nth(const gkcd_backend *be, int64_t n) {
   return t > 0 ? t : omp_get_max_threads();
 }
 
+/* Pieces of a sum over n entries: *len entries each, the last shorter. */
+enum { SUM_PARTS = 256, SUM_MIN_LEN = 1024 };
+static int64_t sum_parts(int64_t n, int64_t *len) {
+  int64_t l = (n + SUM_PARTS - 1) / SUM_PARTS;
+  *len = l < SUM_MIN_LEN ? SUM_MIN_LEN : l;
+  return (n + *len - 1) / *len;
+}
+
+static double sum_in_order(const double *part, int64_t nparts) {
+  double s = 0;
+  for (int64_t c = 0; c < nparts; c++) s += part[c];
+  return s;
+}
+
 static int gone(gkcd_backend *be, char *msg, size_t msglen) {
   if (!atomic_load(&be->lost)) return 0;
   snprintf(msg, msglen, "device %d was lost: %s", be->device, backend_lost_reason(be));
@@ -37,16 +57,25 @@ static int copy(gkcd_backend *be, void *dst, const void *src, size_t bytes, char
 }
 
 static int spmv(gkcd_backend *be, int32_t rows, int64_t nnz, const int32_t *rp, const int32_t *ci,
-                const float *v, const double *x, double *y, char *msg, size_t msglen) {
+                const float *v, const double *x, double *y, double *xy, char *msg, size_t msglen) {
   (void)nnz;
   int rc = gone(be, msg, msglen);
   if (rc) return rc;
+  double part[SUM_PARTS];
+  int64_t len, nparts = sum_parts(rows, &len);
 #pragma omp parallel for num_threads(nth(be, rows)) schedule(static)
-  for (int32_t i = 0; i < rows; i++) {
-    double s = 0;
-    for (int32_t t = rp[i]; t < rp[i + 1]; t++) s += (double)v[t] * x[ci[t]];
-    y[i] = s;
+  for (int64_t c = 0; c < nparts; c++) {
+    int64_t end = (c + 1) * len < rows ? (c + 1) * len : rows;
+    double d = 0;
+    for (int64_t i = c * len; i < end; i++) {
+      double s = 0;
+      for (int32_t t = rp[i]; t < rp[i + 1]; t++) s += (double)v[t] * x[ci[t]];
+      y[i] = s;
+      d += x[i] * s;
+    }
+    part[c] = d;
   }
+  if (xy) *xy = sum_in_order(part, nparts);
   return 0;
 }
 
@@ -63,10 +92,16 @@ static int dot(gkcd_backend *be, const double *x, const double *y, int64_t n, do
                char *msg, size_t msglen) {
   int rc = gone(be, msg, msglen);
   if (rc) return rc;
-  double s = 0;
-#pragma omp parallel for num_threads(nth(be, n)) reduction(+ : s) schedule(static)
-  for (int64_t i = 0; i < n; i++) s += x[i] * y[i];
-  *out = s;
+  double part[SUM_PARTS];
+  int64_t len, nparts = sum_parts(n, &len);
+#pragma omp parallel for num_threads(nth(be, n)) schedule(static)
+  for (int64_t c = 0; c < nparts; c++) {
+    int64_t end = (c + 1) * len < n ? (c + 1) * len : n;
+    double s = 0;
+    for (int64_t i = c * len; i < end; i++) s += x[i] * y[i];
+    part[c] = s;
+  }
+  *out = sum_in_order(part, nparts);
   return 0;
 }
 
@@ -84,13 +119,38 @@ static int axpby(gkcd_backend *be, double a, const double *x, double b, double *
   return 0;
 }
 
-static int mul(gkcd_backend *be, const double *d, const double *r, double *z, int64_t n, char *msg,
-               size_t msglen) {
+static int cg_update(gkcd_backend *be, double a, const double *p, const double *q, double *x,
+                     double *r, const double *dinv, double *z, int64_t n, double out[2], char *msg,
+                     size_t msglen) {
   int rc = gone(be, msg, msglen);
   if (rc) return rc;
+  double prr[SUM_PARTS], prz[SUM_PARTS];
+  int64_t len, nparts = sum_parts(n, &len);
+  int upd = a != 0;
 #pragma omp parallel for num_threads(nth(be, n)) schedule(static)
-  for (int64_t i = 0; i < n; i++) z[i] = d[i] * r[i];
+  for (int64_t c = 0; c < nparts; c++) {
+    int64_t end = (c + 1) * len < n ? (c + 1) * len : n;
+    double rr = 0, rz = 0;
+    for (int64_t i = c * len; i < end; i++) {
+      double ri = r[i];
+      if (upd) {
+        x[i] = a * p[i] + x[i];
+        r[i] = ri = ri - a * q[i];
+      }
+      rr += ri * ri;
+      if (dinv) {
+        double zi = dinv[i] * ri;
+        z[i] = zi;
+        rz += ri * zi;
+      }
+    }
+    prr[c] = rr, prz[c] = rz;
+  }
+  double rr = sum_in_order(prr, nparts), rz = dinv ? sum_in_order(prz, nparts) : 0;
+  out[0] = rr, out[1] = rz;
   return 0;
 }
 
-const gkcd_part_ops cpu_part_ops = {copy, copy, spmv, gather, dot, axpby, mul};
+const gkcd_part_ops cpu_part_ops = {
+    .to_dev = copy, .to_host = copy, .spmv = spmv, .gather = gather, .dot = dot, .axpby = axpby,
+    .cg_update = cg_update};

@@ -2,8 +2,8 @@
  * gkcd_part_ops) on one CUDA device: each call takes one of the device's
  * bulk-lane streams (so a part of a split GPU stays on its own SMs), runs
  * its copy or kernel there (gkcu_part.h), waits for it and gives the stream
- * back.  The coordinator of a partitioned solve calls them from its one
- * worker thread, device after device.
+ * back.  A partitioned solve calls them from its fan (daemon/fan.h): each
+ * device's from its own thread, all at once.
  *
  * A sticky error loses the GPU like any other request of this backend
  * (cuda_gpu_lost); a device already lost refuses with GKC_EDEVICE_LOST. */
@@ -76,13 +76,17 @@ static int to_host(gkcd_backend *be, void *dst, const void *src, size_t bytes, c
 }
 
 static int spmv(gkcd_backend *be, int32_t rows, int64_t nnz, const int32_t *rp, const int32_t *ci,
-                const float *v, const double *x, double *y, char *msg, size_t msglen) {
+                const float *v, const double *x, double *y, double *xy, char *msg, size_t msglen) {
   cuda_impl *impl = be->impl;
   int rc = gone(impl, msg, msglen);
-  if (rc || rows == 0) return rc;
+  if (rc) return rc;
+  if (rows == 0) {
+    if (xy) *xy = 0;
+    return 0;
+  }
   slot *s = begin(be, &impl);
-  rc = finish(impl, s, gkcu_part_spmv(s->ctx, rows, nnz, rp, ci, v, x, y), "spmv of a partition's block",
-              msg, msglen);
+  rc = finish(impl, s, gkcu_part_spmv(s->ctx, rows, nnz, rp, ci, v, x, y, xy),
+              xy ? "spmv and p . A p of a partition's block" : "spmv of a partition's block", msg, msglen);
   give_slot(impl, s);
   return rc;
 }
@@ -120,15 +124,19 @@ static int axpby(gkcd_backend *be, double a, const double *x, double b, double *
   return rc;
 }
 
-static int mul(gkcd_backend *be, const double *d, const double *r, double *z, int64_t n, char *msg,
-               size_t msglen) {
+static int cg_update(gkcd_backend *be, double a, const double *p, const double *q, double *x,
+                     double *r, const double *dinv, double *z, int64_t n, double out[2], char *msg,
+                     size_t msglen) {
   cuda_impl *impl = be->impl;
   int rc = gone(impl, msg, msglen);
-  if (rc || n == 0) return rc;
+  if (rc) return rc;
   slot *s = begin(be, &impl);
-  rc = finish(impl, s, gkcu_part_mul(s->ctx, d, r, z, n), "the Jacobi step on a partition", msg, msglen);
+  rc = finish(impl, s, gkcu_part_cg_update(s->ctx, a, p, q, x, r, dinv, z, n, out),
+              "the CG update on a partition", msg, msglen);
   give_slot(impl, s);
   return rc;
 }
 
-const gkcd_part_ops cuda_part_ops = {to_dev, to_host, spmv, gather, dot, axpby, mul};
+const gkcd_part_ops cuda_part_ops = {
+    .to_dev = to_dev, .to_host = to_host, .spmv = spmv, .gather = gather, .dot = dot,
+    .axpby = axpby, .cg_update = cg_update};

@@ -59,8 +59,8 @@ static int ctx_init(gkcu_ctx *ctx, cudaStream_t stream) {
 
   GKCU__TRY_CUDA(ctx, cudaMalloc((void **)&ctx->tickets, GKCU__NTICKETS * sizeof(unsigned int)));
   GKCU__TRY_CUDA(ctx, cudaMemsetAsync(ctx->tickets, 0, GKCU__NTICKETS * sizeof(unsigned int), stream));
-  GKCU__TRY_CUDA(ctx, cudaMalloc((void **)&ctx->dev_result, sizeof(double)));
-  GKCU__TRY_CUDA(ctx, cudaMallocHost((void **)&ctx->host_result, sizeof(double)));
+  GKCU__TRY_CUDA(ctx, cudaMalloc((void **)&ctx->dev_result, 2 * sizeof(double)));
+  GKCU__TRY_CUDA(ctx, cudaMallocHost((void **)&ctx->host_result, 2 * sizeof(double)));
 
   GKCU__TRY_CUBLAS(ctx, cublasCreate(&ctx->cublas));
   GKCU__TRY_CUBLAS(ctx, cublasSetStream(ctx->cublas, stream));

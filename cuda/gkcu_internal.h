@@ -26,8 +26,9 @@ struct gkcu_ctx {
   size_t scratch_cap;
   unsigned int *tickets;  /* device, GKCU__NTICKETS counters, kept at zero
                              between launches (each last block resets its) */
-  double *dev_result;     /* device slot for gkcu_reduce() */
-  double *host_result;    /* pinned host slot for gkcu_reduce() */
+  double *dev_result;     /* device slots for gkcu_reduce() (one) and
+                             gkcu_part_cg_update() (two) */
+  double *host_result;    /* pinned host slots, as dev_result */
   void *solve_host;       /* pinned, gkcu_solve()'s copies of its state; NULL until
                              the first solve (gkcu_solve.cu) */
   char msg[256];

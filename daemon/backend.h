@@ -90,7 +90,14 @@ struct gkcd_backend {
  * carried in float64, like cpu_solve's, so a partitioned solve follows the
  * single-device one.  Every call is synchronous and may come from any
  * worker thread; each returns 0, or a negative gkc_error with msg (e.g.
- * GKC_EDEVICE_LOST after backend_device_lost).  n may be 0. */
+ * GKC_EDEVICE_LOST after backend_device_lost).  n may be 0.
+ *
+ * A CG iteration (part_solve.c) is three steps on every device: the halo's
+ * peer_copy then spmv with its dot; cg_update; axpby then gather (packing
+ * p's send entries).  Each step is a round trip to every device, so what
+ * can share one is fused.  A partial dot (a sum over the device's rows) is
+ * float64 and gives the same bits every run for the same inputs on the
+ * same device; the coordinator adds the devices' partials. */
 typedef struct gkcd_part_ops {
   /* bytes from host memory src to resident dst, and back. */
   int (*to_dev)(gkcd_backend *be, void *dst, const void *src, size_t bytes, char *msg,
@@ -98,10 +105,12 @@ typedef struct gkcd_part_ops {
   int (*to_host)(gkcd_backend *be, void *dst, const void *src, size_t bytes, char *msg,
                  size_t msglen);
   /* y[i] = sum over row i of values[t] * x[col_idx[t]], for rows rows
-   * holding nnz entries (the plan's count: a GPU sizes its launch by it). */
+   * holding nnz entries (the plan's count: a GPU sizes its launch by it);
+   * and, when xy is not NULL, *xy = sum over i < rows of x[i] * y[i] (x's
+   * first rows entries are the block's own rows: CG's p . A p). */
   int (*spmv)(gkcd_backend *be, int32_t rows, int64_t nnz, const int32_t *row_ptr,
-              const int32_t *col_idx, const float *values, const double *x, double *y, char *msg,
-              size_t msglen);
+              const int32_t *col_idx, const float *values, const double *x, double *y,
+              double *xy, char *msg, size_t msglen);
   /* dst[i] = src[idx[i]] (packing the entries another device reads). */
   int (*gather)(gkcd_backend *be, double *dst, const double *src, const int32_t *idx, int64_t n,
                 char *msg, size_t msglen);
@@ -111,9 +120,13 @@ typedef struct gkcd_part_ops {
   /* y = a x + b y (b = 0: y is only written) */
   int (*axpby)(gkcd_backend *be, double a, const double *x, double b, double *y, int64_t n,
                char *msg, size_t msglen);
-  /* z = d .* r (Jacobi) */
-  int (*mul)(gkcd_backend *be, const double *d, const double *r, double *z, int64_t n, char *msg,
-             size_t msglen);
+  /* CG's update, in one pass: x += a p and r -= a q (a = 0: x and r are
+   * left alone, p and q not read), then out[0] = r . r; with dinv (pcg's
+   * Jacobi preconditioner, not NULL) also z = dinv .* r and out[1] = r . z,
+   * else out[1] = 0. */
+  int (*cg_update)(gkcd_backend *be, double a, const double *p, const double *q, double *x,
+                   double *r, const double *dinv, double *z, int64_t n, double out[2], char *msg,
+                   size_t msglen);
 } gkcd_part_ops;
 
 /* A device has failed for good: a sticky CUDA error, an ECC fault, a GPU

@@ -135,36 +135,35 @@ int part_write_out(gkcd_job *job, const float *src, int home) {
   return rc ? part_failed(job, d, rc, "writing the result", msg) : 0;
 }
 
-int part_exchange(gkcd_job *job, const gkcd_part *p, double *const *v, double *const *buf) {
+int part_halo_pack(const gkcd_part *p, int j, double *const *v, double *const *buf, char *msg,
+                   size_t msglen) {
+  const part_block *s = &p->plan.b[j];
+  gkcd_backend *be = devices_backend(p->dev[j]);
+  return s->nsend ? be->part->gather(be, buf[j], v[j], part_send(p, j), s->nsend, msg, msglen) : 0;
+}
+
+int part_halo_pull(const gkcd_part *p, int j, double *const *v, double *const *buf,
+                   part_halo_moved *moved, int *blame, char *msg, size_t msglen) {
   const part_plan *pl = &p->plan;
-  char msg[200] = "";
-  int rc;
+  const part_block *r = &pl->b[j];
+  gkcd_backend *to = devices_backend(p->dev[j]);
+  double t0 = now_us();
+  *blame = j;
   for (int e = 0; e < pl->k; e++) {
-    const part_block *s = &pl->b[e];
-    gkcd_backend *be = devices_backend(p->dev[e]);
-    if (s->nsend && (rc = be->part->gather(be, buf[e], v[e], part_send(p, e), s->nsend, msg,
-                                           sizeof msg)))
-      return part_failed(job, p->dev[e], rc, "packing the halo", msg);
-  }
-  double t0 = now_us(), bytes = 0;
-  for (int j = 0; j < pl->k; j++) {
-    const part_block *r = &pl->b[j];
-    gkcd_backend *to = devices_backend(p->dev[j]);
-    for (int e = 0; e < pl->k; e++) {
-      int32_t n = r->recv_off[e + 1] - r->recv_off[e];
-      if (!n || e == j) continue;
-      gkcd_backend *from = devices_backend(p->dev[e]);
-      int peer = 0;
-      rc = to->peer_copy(to, v[j] + r->ncols + r->recv_off[e], from,
-                         buf[e] + pl->b[e].send_off[j], 8 * (size_t)n, &peer, msg, sizeof msg);
-      if (rc) return part_failed(job, atomic_load(&from->lost) ? p->dev[e] : p->dev[j], rc,
-                                 "exchanging the halo", msg);
-      bytes += 8.0 * n;
-      job->peer_direct |= peer;
+    int32_t n = r->recv_off[e + 1] - r->recv_off[e];
+    if (!n || e == j) continue;
+    gkcd_backend *from = devices_backend(p->dev[e]);
+    int peer = 0;
+    int rc = to->peer_copy(to, v[j] + r->ncols + r->recv_off[e], from,
+                           buf[e] + pl->b[e].send_off[j], 8 * (size_t)n, &peer, msg, msglen);
+    if (rc) {
+      if (atomic_load(&from->lost)) *blame = e;
+      return rc;
     }
+    moved->bytes += 8.0 * n;
+    moved->direct |= peer;
   }
-  job->peer_bytes += bytes;
-  job->peer_us += now_us() - t0;
+  moved->us += now_us() - t0;
   return 0;
 }
 
@@ -276,7 +275,7 @@ static void run_spmv(gkcd_job *job) {
     double *dx = mem[j], *dy = dx + nx;
     if ((rc = be->part->to_dev(be, dx, xl, 8 * nx, msg, sizeof msg)) ||
         (rc = be->part->spmv(be, b->rows, b->nnz, part_row_ptr(p, j), part_col_idx(p, j),
-                             part_values(p, j), dx, dy, msg, sizeof msg)) ||
+                             part_values(p, j), dx, dy, NULL, msg, sizeof msg)) ||
         (rc = be->part->to_host(be, yd + b->row0, dy, 8 * (size_t)b->rows, msg, sizeof msg)))
       part_failed(job, p->dev[j], rc, "spmv", msg);
     free(xl);

@@ -20,8 +20,9 @@
  *    float64 and rounded to float32 once.
  *  - solve (cg, pcg): the vectors live on the devices in float64, each
  *    device updating its rows; every spmv first exchanges the halo of p
- *    (gather on the sender, one peer_copy per pair of devices that share
- *    columns); partial dots are combined in float64 by the coordinator in
+ *    (gather on the sender, in the step that wrote p; then one peer_copy
+ *    per pair of devices that share columns, by the receiver, in the spmv's
+ *    step); partial dots are combined in float64 by the coordinator in
  *    device order.  bicgstab is refused on a partitioned matrix.
  * Both poll cancel and the deadline as the single-device solve does, and
  * fail with device_lost naming the device when one of theirs is lost.
@@ -69,10 +70,22 @@ void part_pack(msgpack_packer *pk, const gkcd_part *p);
 /* part_solve.c: cg and pcg on a partitioned matrix. */
 void part_solve(gkcd_job *job);
 
-/* Shared by part.c and part_solve.c: the exchange of v's halo (v[j] is
- * block j's [own | halo] vector, buf[j] its packed send buffer).  0, or a
- * gkc_error with job failed. */
-int part_exchange(gkcd_job *job, const gkcd_part *p, double *const *v, double *const *buf);
+/* The exchange of v's halo (v[j] is block j's [own | halo] vector, buf[j]
+ * its packed send buffer), in two halves that part_solve.c runs on every
+ * device at once: part_halo_pack packs block j's send entries of v[j] into
+ * buf[j]; once every block has packed, part_halo_pull copies block j's
+ * halo from the others' buffers into v[j] (one peer_copy per block it
+ * reads from), adding what it moved to *moved.  Any thread; 0, or a
+ * gkc_error with msg (and for a pull, *blame the block whose device to
+ * name: the source's when that one was lost, else j). */
+typedef struct {
+  double bytes, us; /* copied, and the time spent copying */
+  int direct;       /* some copy went peer to peer */
+} part_halo_moved;
+int part_halo_pack(const gkcd_part *p, int j, double *const *v, double *const *buf, char *msg,
+                   size_t msglen);
+int part_halo_pull(const gkcd_part *p, int j, double *const *v, double *const *buf,
+                   part_halo_moved *moved, int *blame, char *msg, size_t msglen);
 /* An input array (b, x0, x, y) as host float32, whatever kind it came as:
  * copied into dst.  0, or a gkc_error with job failed. */
 int part_read_span(gkcd_job *job, const gkcd_span *s, float *dst);

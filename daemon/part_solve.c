@@ -3,12 +3,16 @@
  * The same recurrences, stopping rules and residual as cpu_solve (see
  * cpu/cpu_solve.h), in float64, with each vector cut by the matrix's row
  * blocks: device j keeps x, r, q, b (and z for pcg) for its rows, and p
- * for its rows followed by its halo.  Every A p first exchanges p's halo;
+ * for its rows followed by its halo.  Every A p first exchanges p's halo
+ * (part_halo_pack where p is written, part_halo_pull before the spmv);
  * every dot is the sum of the devices' partial dots in device order, taken
  * here, on the coordinating thread.  So the iterates differ from the
  * single-device solve only by the order of the dots' additions.  Each step
  * runs on every device at once (fan.h): the primitives are synchronous, and
- * one device after another would leave the others idle.
+ * one device after another would leave the others idle.  Each step is also
+ * a round trip to every device, which on a GPU costs about as much as a
+ * small kernel, so an iteration takes as few as the recurrences allow:
+ * the dots ride on the spmv and on the update of x and r (gkcd_part_ops).
  */
 #include <inttypes.h>
 #include <math.h>
@@ -34,10 +38,12 @@ typedef struct {
   double bn, tol;
   fan fan;
   /* The step the fan runs: its operands, and what each device said. */
-  int op, ia, ib, ic;
+  int op, ia, ib, dot, jacobi, pack;
   double a, b;
-  double partial[GKCD_MAX_DEVICES];
-  int rc[GKCD_MAX_DEVICES];
+  double partial[2][GKCD_MAX_DEVICES];
+  part_halo_moved moved[GKCD_MAX_DEVICES];
+  int rc[GKCD_MAX_DEVICES], blame[GKCD_MAX_DEVICES];
+  const char *what[GKCD_MAX_DEVICES]; /* NULL: the op's name */
   char msg[GKCD_MAX_DEVICES][200];
 } ps;
 
@@ -49,8 +55,8 @@ static double now_us(void) {
 
 static int64_t rows_of(const ps *s, int j) { return s->p->plan.b[j].rows; }
 
-enum { OP_DOT, OP_AXPBY, OP_MUL, OP_SPMV };
-static const char *const op_names[] = {"dot", "axpby", "jacobi", "spmv"};
+enum { OP_DOT, OP_AXPBY, OP_UPDATE, OP_SPMV };
+static const char *const op_names[] = {"dot", "axpby", "cg update", "spmv"};
 
 /* Device j's part of the step s->op (fan_fn). */
 static void step_one(void *arg, int j) {
@@ -60,21 +66,38 @@ static void step_one(void *arg, int j) {
   int64_t n = rows_of(s, j);
   char *msg = s->msg[j];
   msg[0] = 0;
+  s->blame[j] = j;
+  s->what[j] = NULL;
   switch (s->op) {
     case OP_DOT:
-      s->partial[j] = 0;
-      s->rc[j] = o->dot(be, s->v[s->ia][j], s->v[s->ib][j], n, &s->partial[j], msg, sizeof s->msg[j]);
+      s->partial[0][j] = 0;
+      s->rc[j] = o->dot(be, s->v[s->ia][j], s->v[s->ib][j], n, &s->partial[0][j], msg, sizeof s->msg[j]);
       break;
     case OP_AXPBY:
       s->rc[j] = o->axpby(be, s->a, s->v[s->ia][j], s->b, s->v[s->ib][j], n, msg, sizeof s->msg[j]);
+      if (s->pack && !s->rc[j]) {
+        s->what[j] = "packing the halo";
+        s->rc[j] = part_halo_pack(s->p, j, s->v[V_P], s->v[V_BUF], msg, sizeof s->msg[j]);
+      }
       break;
-    case OP_MUL:
-      s->rc[j] = o->mul(be, part_dinv(s->p, j), s->v[s->ia][j], s->v[s->ib][j], n, msg,
-                        sizeof s->msg[j]);
+    case OP_UPDATE: {
+      double out[2] = {0, 0};
+      s->rc[j] = o->cg_update(be, s->a, s->v[V_P][j], s->v[V_Q][j], s->v[V_X][j], s->v[V_R][j],
+                              s->jacobi ? part_dinv(s->p, j) : NULL, s->v[V_Z][j], n, out, msg,
+                              sizeof s->msg[j]);
+      s->partial[0][j] = out[0], s->partial[1][j] = out[1];
       break;
+    }
     default:
+      s->partial[0][j] = 0;
+      s->what[j] = "exchanging the halo";
+      if ((s->rc[j] = part_halo_pull(s->p, j, s->v[V_P], s->v[V_BUF], &s->moved[j], &s->blame[j], msg,
+                                     sizeof s->msg[j])))
+        break;
+      s->what[j] = NULL;
       s->rc[j] = o->spmv(be, (int32_t)n, s->p->plan.b[j].nnz, part_row_ptr(s->p, j), part_col_idx(s->p, j),
-                         part_values(s->p, j), s->v[V_P][j], s->v[V_Q][j], msg, sizeof s->msg[j]);
+                         part_values(s->p, j), s->v[V_P][j], s->v[V_Q][j],
+                         s->dot ? &s->partial[0][j] : NULL, msg, sizeof s->msg[j]);
   }
 }
 
@@ -84,8 +107,17 @@ static int step(ps *s, int op) {
   s->op = op;
   fan_run(&s->fan, step_one, s);
   for (int j = 0; j < s->k; j++)
-    if (s->rc[j]) return part_failed(s->job, s->p->dev[j], s->rc[j], op_names[op], s->msg[j]);
+    if (s->rc[j])
+      return part_failed(s->job, s->p->dev[s->blame[j]], s->rc[j], s->what[j] ? s->what[j] : op_names[op],
+                         s->msg[j]);
   return 0;
+}
+
+/* The sum over devices of partial[w], in device order. */
+static double total(const ps *s, int w) {
+  double sum = 0;
+  for (int j = 0; j < s->k; j++) sum += s->partial[w][j];
+  return sum;
 }
 
 /* sum over devices of a . b, in device order; 0 or the job's error. */
@@ -93,29 +125,51 @@ static int pdot(ps *s, int a, int b, double *out) {
   *out = 0;
   s->ia = a, s->ib = b;
   if (step(s, OP_DOT)) return s->job->err;
-  double sum = 0;
-  for (int j = 0; j < s->k; j++) sum += s->partial[j];
-  *out = sum;
+  *out = total(s, 0);
   return 0;
 }
 
 /* y = a x + b y on every device. */
 static int paxpby(ps *s, double a, int x, double b, int y) {
-  s->a = a, s->b = b, s->ia = x, s->ib = y;
+  s->a = a, s->b = b, s->ia = x, s->ib = y, s->pack = 0;
   return step(s, OP_AXPBY) ? s->job->err : 0;
 }
 
-/* z = dinv .* r, then *rz = r . z */
-static int pjacobi(ps *s, double *rz) {
-  s->ia = V_R, s->ib = V_Z;
-  if (step(s, OP_MUL)) return s->job->err;
-  return pdot(s, V_R, V_Z, rz);
+/* p = a x + b p, then p's send entries packed for the next spmv's halo
+ * (part_halo_pack), in the same step. */
+static int pnext(ps *s, double a, int x, double b) {
+  s->a = a, s->b = b, s->ia = x, s->ib = V_P, s->pack = 1;
+  return step(s, OP_AXPBY) ? s->job->err : 0;
 }
 
-/* q = A p, after p's halo is exchanged. */
-static int pspmv(ps *s) {
-  if (part_exchange(s->job, s->p, s->v[V_P], s->v[V_BUF])) return s->job->err;
-  return step(s, OP_SPMV) ? s->job->err : 0;
+/* x += a p, r -= a q (a = 0: neither), then *rr = r . r and, with jacobi,
+ * z = dinv .* r and *rz = r . z: one step (gkcd_part_ops.cg_update). */
+static int pupdate(ps *s, double a, int jacobi, double *rr, double *rz) {
+  s->a = a, s->jacobi = jacobi;
+  if (step(s, OP_UPDATE)) return s->job->err;
+  *rr = total(s, 0);
+  if (rz) *rz = jacobi ? total(s, 1) : *rr;
+  return 0;
+}
+
+/* q = A p, and (pq not NULL) *pq = p . q, in one step that first pulls
+ * p's halo from the buffers pnext packed (part_halo_pull). */
+static int pspmv(ps *s, double *pq) {
+  s->dot = pq != NULL;
+  memset(s->moved, 0, sizeof s->moved);
+  int rc = step(s, OP_SPMV);
+  /* What the halo cost, as the copies took it: side by side, so the
+   * slowest device's time. */
+  double us = 0;
+  for (int j = 0; j < s->k; j++) {
+    s->job->peer_bytes += s->moved[j].bytes;
+    s->job->peer_direct |= s->moved[j].direct;
+    us = fmax(us, s->moved[j].us);
+  }
+  s->job->peer_us += us;
+  if (rc) return s->job->err;
+  if (pq) *pq = total(s, 0);
+  return 0;
 }
 
 /* Cancelled, past the deadline, or one of the devices lost. */
@@ -142,12 +196,15 @@ static int record(ps *s, double rn) {
   return -1;
 }
 
-/* The reason it stopped (SOLVE_R_*), or -2 when the job failed. */
+/* The reason it stopped (SOLVE_R_*), or -2 when the job failed.  One
+ * iteration is three steps, the halo exchange riding on two of them: q =
+ * A p with p . q (after pulling p's halo); the update of x and r with r . r
+ * (and z, r . z); p = r + beta p (or z), packing p's send entries. */
 static int cg(ps *s, int jacobi) {
-  double rz;
+  double rz = 0, rr = 0;
   int why;
-  if (jacobi ? pjacobi(s, &rz) : pdot(s, V_R, V_R, &rz)) return -2;
-  if (paxpby(s, 1, jacobi ? V_Z : V_R, 0, V_P)) return -2;
+  if (pupdate(s, 0, jacobi, &rr, &rz)) return -2;
+  if (pnext(s, 1, jacobi ? V_Z : V_R, 0)) return -2;
   while (s->it < s->job->in.solve.max_iter) {
     if ((why = poll(s)) < 0) {
       for (int j = 0; j < s->k; j++)
@@ -155,19 +212,16 @@ static int cg(ps *s, int jacobi) {
       return -2;
     }
     if (why) return why;
-    double pq, rr;
-    if (pspmv(s) || pdot(s, V_P, V_Q, &pq)) return -2;
+    double pq = 0, rz_new = 0;
+    if (pspmv(s, &pq)) return -2;
     if (!isfinite(pq)) return SOLVE_R_NON_FINITE;
     if (pq <= 0) return SOLVE_R_BREAKDOWN;
     double alpha = rz / pq;
-    if (paxpby(s, alpha, V_P, 1, V_X) || paxpby(s, -alpha, V_Q, 1, V_R) || pdot(s, V_R, V_R, &rr))
-      return -2;
+    if (pupdate(s, alpha, jacobi, &rr, &rz_new)) return -2;
     if ((why = record(s, sqrt(rr))) >= 0) return why;
-    double rz_new = rr;
-    if (jacobi && pjacobi(s, &rz_new)) return -2;
     if (!isfinite(rz_new)) return SOLVE_R_NON_FINITE;
     if (rz_new <= 0) return SOLVE_R_BREAKDOWN;
-    if (paxpby(s, 1, jacobi ? V_Z : V_R, rz_new / rz, V_P)) return -2;
+    if (pnext(s, 1, jacobi ? V_Z : V_R, rz_new / rz)) return -2;
     rz = rz_new;
   }
   return SOLVE_R_MAX_ITER;
@@ -176,7 +230,7 @@ static int cg(ps *s, int jacobi) {
 /* r = b - A x (x copied into p first, for its halo). */
 static int residual(ps *s, double *rn) {
   double rr;
-  if (paxpby(s, 1, V_X, 0, V_P) || pspmv(s) || paxpby(s, 1, V_B, 0, V_R) ||
+  if (pnext(s, 1, V_X, 0) || pspmv(s, NULL) || paxpby(s, 1, V_B, 0, V_R) ||
       paxpby(s, -1, V_Q, 1, V_R) || pdot(s, V_R, V_R, &rr))
     return -1;
   *rn = sqrt(rr);

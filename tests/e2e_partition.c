@@ -1,8 +1,10 @@
 /* e2e_partition: partitioned matrices (PROTOCOL.md, "Partitioned
  * matrices") through libgkc, on --cpu-devices 3: gkc_csr_upload_partitioned,
  * cg and pcg on the 2-D Laplacian matching the single-device solve (the
- * same iteration count within 2%, each x's residual recomputed here in
- * float64 within rtol), and, in builds with fault injection, a device lost
+ * same iteration count within 2%, the residual histories within 1e-6 of
+ * each other while above 1e-5: the iterates differ only by the order of
+ * the dots' additions; each x's residual recomputed here in float64
+ * within rtol), and, in builds with fault injection, a device lost
  * under a partitioned solve (device_lost naming it, the matrix lost
  * afterwards, the others serving on).  It runs under TSan (tests/run.sh);
  * the fuller checks (balance, halos, spmv bounds, scipy) are
@@ -60,7 +62,9 @@ typedef struct {
   int64_t nnz;
 } lap;
 
-/* The 5-point Laplacian on a g x g grid. */
+/* The 5-point Laplacian on a g x g grid, its diagonal raised by 0 to 0.5
+ * from row to row (still SPD: diagonally dominant) so that pcg's Jacobi
+ * step is no mere scaling of cg. */
 static lap laplacian(int32_t g) {
   lap a = {g * g, NULL, NULL, NULL, 0};
   a.rp = malloc(sizeof(int32_t) * ((size_t)a.n + 1));
@@ -72,7 +76,7 @@ static lap laplacian(int32_t g) {
     int32_t nb[5] = {i > 0 ? r - g : -1, j > 0 ? r - 1 : -1, r, j < g - 1 ? r + 1 : -1,
                      i < g - 1 ? r + g : -1};
     for (int t = 0; t < 5; t++)
-      if (nb[t] >= 0) a.ci[a.nnz] = nb[t], a.v[a.nnz++] = nb[t] == r ? 4.0f : -1.0f;
+      if (nb[t] >= 0) a.ci[a.nnz] = nb[t], a.v[a.nnz++] = nb[t] == r ? 4.0f + (float)(r * 7919 % 13) / 24 : -1.0f;
     a.rp[r + 1] = (int32_t)a.nnz;
   }
   return a;
@@ -101,14 +105,22 @@ static double allowed(const lap *a, const float *x, const float *b, double rtol)
   return rtol * 1.01 + 2 * 0x1p-24 * sqrt(mm / bb);
 }
 
-static int solve(gkc_conn *g, uint32_t m, const float *b, int32_t n, gkc_solve_method method,
-                 float *x, gkc_solve_result *res, gkc_info *info) {
+enum { HIST_CAP = 10000 };
+
+static int solve_h(gkc_conn *g, uint32_t m, const float *b, int32_t n, gkc_solve_method method,
+                   float *x, gkc_solve_result *res, gkc_info *info, double *hist) {
   gkc_solve_args s = GKC_SOLVE_ARGS_INIT;
   s.matrix = m;
   s.b = gkc_ref_mem(b, (size_t)n * 4);
   s.method = method, s.rtol = 1e-6;
+  s.history = hist, s.history_cap = hist ? HIST_CAP : 0;
   gkc_out out = gkc_out_mem(x, (size_t)n * 4);
   return gkc_solve(g, &s, &out, res, info);
+}
+
+static int solve(gkc_conn *g, uint32_t m, const float *b, int32_t n, gkc_solve_method method,
+                 float *x, gkc_solve_result *res, gkc_info *info) {
+  return solve_h(g, m, b, n, method, x, res, info, NULL);
 }
 
 static void matches_single_device(void) {
@@ -120,6 +132,7 @@ static void matches_single_device(void) {
   lap a = laplacian(45);
   gkc_csr A = {a.n, a.n, a.nnz, a.rp, a.ci, a.v};
   float *b = rr_rand_floats((size_t)a.n), *xp = malloc(4 * (size_t)a.n), *xs = malloc(4 * (size_t)a.n);
+  double *hp = malloc(8 * HIST_CAP), *hs = malloc(8 * HIST_CAP);
   uint32_t mp = 0, ms = 0;
   int rc = gkc_csr_upload_partitioned(g, &A, GKC_DEVICES_ALL, 0, &mp);
   CHECK(rc == 0, "partitioned upload: %s", gkc_errmsg(g));
@@ -128,17 +141,26 @@ static void matches_single_device(void) {
   for (int method = GKC_SOLVE_CG; method <= GKC_SOLVE_PCG; method++) {
     gkc_solve_result rp, rs;
     gkc_info ip, is;
-    rc = solve(g, mp, b, a.n, (gkc_solve_method)method, xp, &rp, &ip);
+    rc = solve_h(g, mp, b, a.n, (gkc_solve_method)method, xp, &rp, &ip, hp);
     CHECK(rc == 0 && rp.converged, "partitioned %s: %d %s", gkc_solve_method_name(method), rc,
           gkc_errmsg(g));
     CHECK(ip.device == -1 && ip.ndevices == g_ndev, "ran on %d device(s) (device %d)", ip.ndevices,
           ip.device);
-    rc = solve(g, ms, b, a.n, (gkc_solve_method)method, xs, &rs, &is);
+    rc = solve_h(g, ms, b, a.n, (gkc_solve_method)method, xs, &rs, &is, hs);
     CHECK(rc == 0 && rs.converged, "single %s: %d %s", gkc_solve_method_name(method), rc,
           gkc_errmsg(g));
     int64_t d = rp.iterations - rs.iterations, tol = rs.iterations / 50 > 1 ? rs.iterations / 50 : 1;
     CHECK(llabs(d) <= tol, "%s: %" PRId64 " iterations partitioned, %" PRId64 " on one device",
           gkc_solve_method_name(method), rp.iterations, rs.iterations);
+    CHECK(rp.history_len == (size_t)rp.iterations && rs.history_len == (size_t)rs.iterations,
+          "history lengths %zu and %zu", rp.history_len, rs.history_len);
+    int64_t k = 0, kmax = rp.iterations < rs.iterations ? rp.iterations : rs.iterations;
+    while (k < kmax && hs[k] > 1e-5 && fabs(hp[k] - hs[k]) <= 1e-6 * hs[k]) k++;
+    CHECK(k == kmax || hs[k] <= 1e-5, "%s: residual history at iteration %" PRId64
+          ": %.12g partitioned, %.12g on one device", gkc_solve_method_name(method), k + 1, hp[k], hs[k]);
+    fprintf(stderr, "  %s: %" PRId64 " iterations partitioned, %" PRId64 " on one device; histories"
+            " within 1e-6 for the first %" PRId64 "\n", gkc_solve_method_name(method), rp.iterations,
+            rs.iterations, k);
     double r1 = residual(&a, xp, b), r2 = residual(&a, xs, b);
     double w1 = allowed(&a, xp, b, 1e-6), w2 = allowed(&a, xs, b, 1e-6);
     CHECK(r1 <= w1 && r2 <= w2, "residuals %.3e and %.3e (rtol 1e-6; allowed %.3e, %.3e)", r1, r2,
@@ -150,7 +172,7 @@ static void matches_single_device(void) {
   gkc_close(g);
   int st = fixture_stop(&fx, SIGTERM);
   CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "gkcd exited %d", st);
-  free(a.rp), free(a.ci), free(a.v), free(b), free(xp), free(xs);
+  free(a.rp), free(a.ci), free(a.v), free(b), free(xp), free(xs), free(hp), free(hs);
 }
 
 /* Device 1's first job is its block of the upload; its second, the solve,
