@@ -42,6 +42,7 @@ static void ctx_release(gkcu_ctx *ctx) {
   if (ctx->cublas) cublasDestroy(ctx->cublas);
   if (ctx->scratch) cudaFree(ctx->scratch);
   if (ctx->tickets) cudaFree(ctx->tickets);
+  if (ctx->spmv_flags) cudaFree(ctx->spmv_flags);
   if (ctx->dev_result) cudaFree(ctx->dev_result);
   if (ctx->host_result) cudaFreeHost(ctx->host_result);
   if (ctx->solve_host) cudaFreeHost(ctx->solve_host);
@@ -59,6 +60,8 @@ static int ctx_init(gkcu_ctx *ctx, cudaStream_t stream) {
 
   GKCU__TRY_CUDA(ctx, cudaMalloc((void **)&ctx->tickets, GKCU__NTICKETS * sizeof(unsigned int)));
   GKCU__TRY_CUDA(ctx, cudaMemsetAsync(ctx->tickets, 0, GKCU__NTICKETS * sizeof(unsigned int), stream));
+  GKCU__TRY_CUDA(ctx, cudaMalloc((void **)&ctx->spmv_flags, GKCU__SPMV_FLAGS * sizeof(unsigned long long)));
+  GKCU__TRY_CUDA(ctx, cudaMemsetAsync(ctx->spmv_flags, 0, GKCU__SPMV_FLAGS * sizeof(unsigned long long), stream));
   GKCU__TRY_CUDA(ctx, cudaMalloc((void **)&ctx->dev_result, 2 * sizeof(double)));
   GKCU__TRY_CUDA(ctx, cudaMallocHost((void **)&ctx->host_result, 2 * sizeof(double)));
 

@@ -31,10 +31,14 @@ struct gkcu_ctx {
   double *host_result;    /* pinned host slots, as dev_result */
   void *solve_host;       /* pinned, gkcu_solve()'s copies of its state; NULL until
                              the first solve (gkcu_solve.cu) */
+  unsigned long long *spmv_flags; /* device, GKCU__SPMV_FLAGS words, zero at creation:
+                                     the one-pass balanced spmv's carries, each tagged
+                                     with the call's epoch (gkcu_spmv_balanced.cu) */
+  unsigned int spmv_epoch; /* the last epoch used; 0: none yet */
   char msg[256];
 };
 
-enum { GKCU__NTICKETS = 8 };
+enum { GKCU__NTICKETS = 8, GKCU__SPMV_FLAGS = 4096 };
 
 /* Records a message and returns code. */
 int gkcu__fail(gkcu_ctx *ctx, int code, const char *fmt, ...)

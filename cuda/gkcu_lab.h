@@ -45,7 +45,8 @@ int gkcu_lab_spmv_vector_width(const gkcu_ctx *ctx, int32_t rows, int64_t nnz);
  * most threads/W row pieces none longer than W*J and the merge-path walk
  * for the others (in the same kernel), /rowsWxJpP+walk: the same for
  * tiles of at most P*threads/W pieces, the others listed for a second,
- * walk-only launch;
+ * walk-only launch, /onepass: the walk in one launch, each block finding
+ * its own boundaries and split rows carried between blocks (no atomics);
  * gkcu_lab_spmv_balanced_name() names it, NULL past the last); the balanced
  * algo's choice is balanced_shape() in gkcu_spmv_balanced.cu.  _plan makes the tile
  * coordinates for that shape (plan: 16-byte aligned, at least

@@ -121,10 +121,11 @@ __global__ void spmv_prescale_kernel(int rows, int ntiles, int tile, const int4 
  * there; every other row is stored once, by one thread.  Has one barrier
  * (the warp totals); the caller must put another before s_wflag/s_wval or
  * the staged arrays are written again. */
-template <int BAL_NT, int BAL_IPT>
+template <int BAL_NT, int BAL_IPT, bool ONEPASS = false>
 __device__ __forceinline__ void balanced_tile_walk(const int *s_rowend, const float *s_prod, int *s_wflag,
                                                    float *s_wval, int rows, int4 c0, int4 c1, float alpha,
-                                                   float beta, float *__restrict__ y) {
+                                                   float beta, float *__restrict__ y, float *s_head = nullptr,
+                                                   unsigned long long *pub = nullptr, unsigned epoch = 0) {
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int x0 = c0.x, y0 = c0.y;
   const int first_start = c0.z; /* row_ptr[x0] */
@@ -191,13 +192,23 @@ __device__ __forceinline__ void balanced_tile_walk(const int *s_rowend, const fl
   const float carry_in = ef ? ev : pv + ev;
   if (first_row >= 0) {
     /* only the tile's first row can have begun in an earlier tile */
-    if (first_row == 0 && first_start < y0) atomicAdd(y + x0, alpha * (first_sum + carry_in));
-    else put_y(y, x0 + first_row, alpha, first_sum + carry_in, beta);
+    if (first_row == 0 && first_start < y0) {
+      if (ONEPASS) *s_head = first_sum + carry_in; /* the caller adds the earlier tiles' parts */
+      else atomicAdd(y + x0, alpha * (first_sum + carry_in));
+    } else {
+      put_y(y, x0 + first_row, alpha, first_sum + carry_in, beta);
+    }
   }
   if (tid == BAL_NT - 1 && c1.x < rows) {
     /* the row open at the tile's end, if this tile holds some of it */
     const int last_start = c1.z; /* row_ptr[c1.x] */
-    if (last_start < c1.y) atomicAdd(y + c1.x, alpha * (flag ? val : pv + val));
+    if (last_start < c1.y) {
+      const float part = flag ? val : pv + val;
+      if (ONEPASS) /* published with the call's epoch in one 64-bit word */
+        atomicExch(pub, ((unsigned long long)epoch << 32) | __float_as_uint(part));
+      else
+        atomicAdd(y + c1.x, alpha * part);
+    }
   }
 }
 
@@ -279,6 +290,75 @@ __global__ void __launch_bounds__(BAL_NT, MINB) spmv_balanced_kernel(
   stage_tile<BAL_NT, BAL_IPT>(s_rowend, s_prod, rp, ci, v, x, c0, c1);
   __syncthreads();
   balanced_tile_walk<BAL_NT, BAL_IPT>(s_rowend, s_prod, s_wflag, s_wval, rows, c0, c1, alpha, beta, y);
+}
+
+/* v9, one pass: the walk in a single launch, for matrices of at most
+ * GKCU__SPMV_FLAGS - 1 tiles.  Each block finds its own two tile boundaries
+ * (the partition kernel's search, one group of 8 lanes each; with a plan
+ * it reads them), so there is no partition launch and no prescale: a split
+ * row gets no atomics.  Each tile publishes its part of the row open at its
+ * end in ctx->spmv_flags[tile], tagged with the call's epoch (one 64-bit
+ * word, so value and tag arrive together); the tile where that row ends
+ * waits for the parts of the tiles since the row began (earlier blocks,
+ * already running: blocks are dispatched in index order, as single-pass
+ * scans assume), adds them in tile order and stores y once.  So every row
+ * has one writer, and the sums are the same every run. */
+template <int NT, int IPT>
+__global__ void __launch_bounds__(NT, 8) spmv_balanced_onepass_kernel(
+    int rows, long long nnz, const int *__restrict__ rp, const int *__restrict__ ci, const float *__restrict__ v,
+    float alpha, const float *__restrict__ x, float beta, float *__restrict__ y, const int4 *__restrict__ plan,
+    unsigned long long *__restrict__ flags, unsigned epoch) {
+  constexpr int TILE = NT * IPT;
+  __shared__ int s_tile[TILE + 1];
+  __shared__ int s_wflag[NT / 32];
+  __shared__ float s_wval[NT / 32], s_red[NT / 32];
+  __shared__ int4 s_c[2];
+  __shared__ float s_head;
+  const int tid = threadIdx.x;
+  int4 c0, c1;
+  if (plan) {
+    c0 = plan[blockIdx.x];
+    c1 = plan[blockIdx.x + 1];
+  } else {
+    if (tid < 32) { /* groups 0 and 1 of warp 0 search boundaries b and b + 1 */
+      const int g = tid / SEARCH_G;
+      const long long total = (long long)rows + nnz;
+      long long d = ((long long)blockIdx.x + g) * TILE;
+      if (d > total) d = total;
+      const int xb = merge_search_group(d, g < 2, rows, nnz, rp);
+      if (g < 2 && tid % SEARCH_G == 0) s_c[g] = make_int4(xb, (int)(d - xb), rp[xb], 0);
+    }
+    __syncthreads();
+    c0 = s_c[0];
+    c1 = s_c[1];
+  }
+  int *s_rowend = s_tile;
+  float *s_prod = reinterpret_cast<float *>(s_tile + (c1.x - c0.x) + 1);
+  stage_tile<NT, IPT>(s_rowend, s_prod, rp, ci, v, x, c0, c1);
+  __syncthreads();
+  balanced_tile_walk<NT, IPT, true>(s_rowend, s_prod, s_wflag, s_wval, rows, c0, c1, alpha, beta, y, &s_head,
+                                    flags + blockIdx.x, epoch);
+  if (!(c0.z < c0.y && c1.x > c0.x)) return; /* (uniform) the first row did not begin earlier, or does not end here */
+  /* this tile ends row x0, begun in tile first: the parts of tiles first .. b-1 */
+  __syncthreads(); /* s_head */
+  const long long first = ((long long)c0.x + c0.z) / TILE;
+  float part = 0.0f;
+  for (long long j = first + tid; j < (long long)blockIdx.x; j += NT) {
+    unsigned long long w;
+    do {
+      w = *(volatile unsigned long long *)(flags + j);
+    } while ((unsigned)(w >> 32) != epoch);
+    part += __uint_as_float((unsigned)w);
+  }
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) part += __shfl_down_sync(0xffffffffu, part, off);
+  if ((tid & 31) == 0) s_red[tid >> 5] = part;
+  __syncthreads();
+  if (tid == 0) {
+    float sum = 0.0f;
+    for (int w = 0; w < NT / 32; w++) sum += s_red[w];
+    put_y(y, c0.x, alpha, sum + s_head, beta);
+  }
 }
 
 /* v7, rows: the same tiles, summed row by row straight from global memory
@@ -488,17 +568,19 @@ namespace gkspmv {
  * long row), v7 mixed 192x6 (6: the rule until v8).  Lost and removed
  * (cuda/NOTES.md has their figures): v7 mixed 160x6 and 256x6, v7 with the
  * walk out of line (__noinline__), v8 with J 8, 8 lanes x 4, one pass only
- * or three passes of 256x18 / 256x15 tiles. */
+ * or three passes of 256x18 / 256x15 tiles, one tile of 1024 x 8 (lost to
+ * v9 up to 8192 items). */
 struct BalancedShape {
   int nt, ipt, minb, pdl;
   int w, j, mixed; /* w > 0: v7 rows kernel, w lanes per row piece, j items each per pass */
   int passes;      /* > 0: v8, rows kernel of up to `passes` passes, the other tiles walked by a second launch */
+  int onepass;     /* v9: one launch, split rows carried between blocks (up to GKCU__SPMV_FLAGS - 1 tiles) */
 };
 constexpr BalancedShape kBalancedShapes[] = {
     {256, 4, 8, 0, 0, 0, 0, 0},  {128, 8, 12, 0, 0, 0, 0, 0}, {256, 8, 6, 0, 0, 0, 0, 0},
     {256, 4, 8, 1, 0, 0, 0, 0},  {128, 8, 12, 1, 0, 0, 0, 0}, {256, 6, 8, 1, 4, 7, 0, 0},
     {192, 6, 8, 1, 4, 8, 1, 0},  {256, 6, 8, 1, 4, 7, 0, 2},  {256, 12, 8, 1, 4, 7, 0, 2},
-    {256, 6, 8, 1, 2, 4, 0, 3},  {256, 10, 8, 1, 1, 6, 0, 2}, {1024, 8, 1, 1, 0, 0, 0, 0}};
+    {256, 6, 8, 1, 2, 4, 0, 3},  {256, 10, 8, 1, 1, 6, 0, 2}, {256, 4, 8, 0, 0, 0, 0, 0, 1}};
 constexpr int kBalancedShapeCount = (int)(sizeof kBalancedShapes / sizeof kBalancedShapes[0]);
 static_assert(kBalancedShapeCount == GKCU_LAB_BALANCED_SHAPES, "gkcu_lab.h's shape count");
 constexpr bool balanced_tiles_ok() { /* the lab's plan size (gkcu_lab.h) assumes tiles of >= 512 items */
@@ -507,6 +589,12 @@ constexpr bool balanced_tiles_ok() { /* the lab's plan size (gkcu_lab.h) assumes
   return true;
 }
 static_assert(balanced_tiles_ok(), "a balanced shape's tile is under 512 items");
+constexpr bool onepass_tiles_ok() { /* run_balanced's one-pass launch is <256, 4> */
+  for (int i = 0; i < kBalancedShapeCount; i++)
+    if (kBalancedShapes[i].onepass && (kBalancedShapes[i].nt != 256 || kBalancedShapes[i].ipt != 4)) return false;
+  return true;
+}
+static_assert(onepass_tiles_ok(), "a one-pass shape's tiles are not 256x4");
 constexpr bool rowsfirst_tiles_ok() { /* run_balanced's walk launches */
   for (int i = 0; i < kBalancedShapeCount; i++) {
     const BalancedShape &b = kBalancedShapes[i];
@@ -518,12 +606,13 @@ constexpr bool rowsfirst_tiles_ok() { /* run_balanced's walk launches */
 static_assert(rowsfirst_tiles_ok(), "a rows-first shape's tiles have no walk launch");
 
 /* Measured on the H100 (bench/RESULTS.md; the history is in cuda/NOTES.md).
- * A matrix of one tile takes one launch, no partition: up to 1024 path
- * items (rows + nnz) a 256 x 4 tile (west0067: 2.14x, against 1.65x with
- * 1024 x 8), up to 8192 a 1024 x 8 tile (1138_bus 2.01-2.04x, lp_ship04l
- * 1.54-1.57x, against 1.79x and 1.49x with 256x4 tiles and a partition).  Below about 4M v3's 256x4 tiles with the
- * dependent launch win (1.50-1.84x cuSPARSE on the thirteen shared
- * matrices; v8's second launch costs there).  Above, v8 for regular rows,
+ * Below about 4M path items (rows + nnz) v9, one pass of 256x4 tiles (one
+ * launch: each block finds its own boundaries, split rows are carried
+ * between blocks; a matrix of one tile takes the walk alone): 1.59-1.97x
+ * cuSPARSE per call on the thirteen shared matrices where v3 with its
+ * partition launch (the rule until then) gave 1.42-1.81x (10:26 UTC lab);
+ * the one tile of west0067 2.1x (v8's second launch costs there).  Above,
+ * v8 for regular rows,
  * its lanes per row piece and tile from the mean row length (the launcher
  * does not know the longest row): at >= 16 nonzeros per row 4 lanes x 7
  * items, 256x12 tiles, two passes (27-point stencil 1.042-1.047x per call,
@@ -531,13 +620,12 @@ static_assert(rowsfirst_tiles_ok(), "a rows-first shape's tiles have no walk lau
  * one lane x 6 items, 256x10 tiles, two passes (5-point stencil
  * 1.136-1.154x; v3 256x4 1.004-1.008x).  Between the two (the power-law
  * matrix, mean 10.5, skewed) v3 256x4: 0.943-0.946x, where v8 would walk
- * nearly every tile in its second launch (0.86-0.89x).  A skewed matrix
+ * nearly every tile in its second launch (0.86-0.89x), and v9's carries
+ * would need 40k flag words per context.  A skewed matrix
  * with a mean outside 6..16 gets v8 and pays that: correct, no tile
  * slower than the walk, the whole ~6-9% slower than v3. */
 int balanced_shape(int rows, long long nnz) {
-  if ((long long)rows + nnz <= 1024) return 3; /* one tile of 256 x 4 */
-  if ((long long)rows + nnz <= 8192) return 11;
-  if ((long long)rows + nnz < 4000000) return 3;
+  if ((long long)rows + nnz < 4000000) return 11; /* one pass (one tile: one kernel) */
   if ((double)nnz >= 16.0 * (double)rows) return 8;
   if ((double)nnz <= 6.0 * (double)rows) return 10;
   return 3;
@@ -560,15 +648,25 @@ int run_balanced(gkcu_ctx *ctx, int shape, int rows, long long nnz, const int *r
   const int ntiles = (int)ntiles_ll; /* >= 1: rows >= 1 */
   cudaStream_t st = ctx->stream;
   if (ntiles == 1 && bs.w == 0) { /* v3, one tile: one launch (a plan has nothing to add) */
-    if (bs.nt == 1024)
-      spmv_balanced_one_kernel<1024, 8><<<1, 1024, 0, st>>>(rows, (int)nnz, rp, ci, v, alpha, x, beta, y);
-    else if (bs.ipt == 4)
+    if (bs.ipt == 4)
       spmv_balanced_one_kernel<256, 4><<<1, 256, 0, st>>>(rows, (int)nnz, rp, ci, v, alpha, x, beta, y);
     else if (bs.nt == 128)
       spmv_balanced_one_kernel<128, 8><<<1, 128, 0, st>>>(rows, (int)nnz, rp, ci, v, alpha, x, beta, y);
     else
       spmv_balanced_one_kernel<256, 8><<<1, 256, 0, st>>>(rows, (int)nnz, rp, ci, v, alpha, x, beta, y);
     GKCU__LAUNCHED(ctx, "spmv_balanced_one_kernel");
+    return 0;
+  }
+  if (bs.onepass && ntiles < GKCU__SPMV_FLAGS) {
+    static_assert(GKCU__SPMV_FLAGS > 1, "flags");
+    unsigned epoch = ++ctx->spmv_epoch;
+    if (epoch == 0) { /* wrapped: no word may carry a stale tag equal to a new one */
+      GKCU__TRY_CUDA(ctx, cudaMemsetAsync(ctx->spmv_flags, 0, GKCU__SPMV_FLAGS * sizeof(unsigned long long), st));
+      epoch = ctx->spmv_epoch = 1;
+    }
+    spmv_balanced_onepass_kernel<256, 4><<<ntiles, 256, 0, st>>>(rows, nnz, rp, ci, v, alpha, x, beta, y, plan,
+                                                                  ctx->spmv_flags, epoch);
+    GKCU__LAUNCHED(ctx, "spmv_balanced_onepass_kernel");
     return 0;
   }
   /* scratch: the coordinates unless planned, the rows-first shapes' walk list */
@@ -614,10 +712,9 @@ int run_balanced(gkcu_ctx *ctx, int shape, int rows, long long nnz, const int *r
   le = cudaLaunchKernelEx(&cfg, spmv_balanced_rowsfirst_kernel<NT, W, J, MINB, P>, rows, rp, ci, v, alpha, x, beta, \
                           y, (const int4 *)coords, walk, walk_count)
   switch (shape) {
-    case 0: case 3: GKCU__BAL(256, 4, 8); break;
+    case 0: case 3: case 11: GKCU__BAL(256, 4, 8); break;
     case 1: case 4: GKCU__BAL(128, 8, 12); break;
     case 2: GKCU__BAL(256, 8, 6); break;
-    case 11: GKCU__BAL(1024, 8, 1); break;
     case 5: GKCU__ROWS(256, 6, 4, 7, 8, false); break;
     case 6: GKCU__ROWS(192, 6, 4, 8, 8, true); break;
     case 7: case 8: GKCU__RF(256, 4, 7, 8, 2); break;
@@ -722,6 +819,8 @@ extern "C" const char *gkcu_lab_spmv_balanced_name(int shape) {
   else if (b.w > 0)
     snprintf(names[shape], sizeof names[shape], "t%dx%d/b%d%s/%s%dx%d", b.nt, b.ipt, b.minb, b.pdl ? "/pdl" : "",
              b.mixed ? "mix" : "rows", b.w, b.j);
+  else if (b.onepass)
+    snprintf(names[shape], sizeof names[shape], "t%dx%d/b%d/onepass", b.nt, b.ipt, b.minb);
   else
     snprintf(names[shape], sizeof names[shape], "t%dx%d/b%d%s", b.nt, b.ipt, b.minb, b.pdl ? "/pdl" : "");
   return names[shape];
