@@ -4,6 +4,10 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "test.h"
 
 static void *xmalloc(size_t n) {
   void *p = malloc(n ? n : 1);
@@ -86,4 +90,40 @@ ref_sum ref_dot(const double *x, const double *y, int64_t n) {
   for (int64_t i = 0; i < n; i++) add(&s, &c, x[i] * y[i]);
   s.sum += c;
   return s;
+}
+
+int ref_axpy_close(double got, double a, double t, double s) {
+  double want = a * t + s, tol = 4 * 0x1p-53 * (fabs(a * t) + fabs(s)) + 1e-300;
+  return fabs(got - want) <= tol;
+}
+
+void ref_check_cg_update(int64_t n, double a, int jacobi, const double *p, const double *q, const double *x0,
+                         const double *r0, const double *dinv, const double *x, const double *r, const double *z,
+                         const double out[2]) {
+  for (int64_t i = 0; i < n; i++) {
+    if (a == 0) {
+      if (memcmp(&x[i], &x0[i], 8) || memcmp(&r[i], &r0[i], 8))
+        TEST_FAIL("cg_update a = 0, n %" PRId64 ": x or r changed at %" PRId64, n, i);
+    } else if (!ref_axpy_close(x[i], a, p[i], x0[i]) || !ref_axpy_close(r[i], -a, q[i], r0[i])) {
+      TEST_FAIL("cg_update n %" PRId64 " a %g: x[%" PRId64 "] = %.17g (from %.17g), r = %.17g (from %.17g)",
+                n, a, i, x[i], x0[i], r[i], r0[i]);
+    }
+    if (jacobi && memcmp(&(double){dinv[i] * r[i]}, &z[i], 8))
+      TEST_FAIL("cg_update n %" PRId64 ": z[%" PRId64 "] = %.17g, want %.17g", n, i, z[i], dinv[i] * r[i]);
+  }
+  ref_sum rr = ref_dot(r, r, n), rz = ref_dot(r, z, n);
+  if (!ref_close(out[0], rr)) TEST_FAIL("cg_update n %" PRId64 ": r . r = %.17g, want %.17g", n, out[0], rr.sum);
+  if (jacobi && !ref_close(out[1], rz))
+    TEST_FAIL("cg_update n %" PRId64 ": r . z = %.17g, want %.17g", n, out[1], rz.sum);
+  if (!jacobi && out[1] != 0) TEST_FAIL("cg_update n %" PRId64 ": r . z = %g without dinv", n, out[1]);
+}
+
+uint64_t ref_seed(void) {
+  uint64_t seed = 0;
+  const char *env = getenv("GKC_TEST_SEED");
+  if (env && *env) return strtoull(env, NULL, 10);
+  FILE *f = fopen("/dev/urandom", "rb");
+  if (!f || fread(&seed, sizeof seed, 1, f) != 1) seed = (uint64_t)time(NULL) ^ (uint64_t)clock();
+  if (f) fclose(f);
+  return seed;
 }

@@ -34,6 +34,10 @@ typedef struct {
 ref_csr ref_random_csr(uint64_t *rng, int32_t rows, int32_t cols, int maxrow);
 void ref_csr_free(ref_csr *m);
 
+/* The run's seed: GKC_TEST_SEED when set (a replay), else fresh from
+ * /dev/urandom (the clock where that cannot be read). */
+uint64_t ref_seed(void);
+
 /* splitmix64, and a double uniform in [lo, hi). */
 uint64_t ref_rand_u64(uint64_t *rng);
 double ref_rand(uint64_t *rng, double lo, double hi);
@@ -44,5 +48,17 @@ double *ref_rand_vec(uint64_t *rng, int64_t n, double lo, double hi);
  * the dot is checked apart from the spmv). */
 void ref_spmv(const ref_csr *m, const double *x, ref_sum *y);
 ref_sum ref_dot(const double *x, const double *y, int64_t n);
+
+/* got = a t + s rounded, by an fma or not, against the same computed here
+ * (rounded too): within 4 u (|a t| + |s|). */
+int ref_axpy_close(double got, double a, double t, double s);
+
+/* What cg_update (x += a p, r -= a q, out[0] = r . r; with dinv also z =
+ * dinv .* r, out[1] = r . z, else out[1] = 0) must have left, from the
+ * inputs x0, r0 (a = 0: x and r unchanged to the bit; z is one product of
+ * the r written, so exact); fails the test (test.h) naming what is off. */
+void ref_check_cg_update(int64_t n, double a, int jacobi, const double *p, const double *q, const double *x0,
+                         const double *r0, const double *dinv, const double *x, const double *r, const double *z,
+                         const double out[2]);
 
 #endif

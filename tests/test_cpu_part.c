@@ -73,13 +73,6 @@ static void check_spmv(int32_t rows, int32_t halo, int maxrow) {
   free(x), free(y), free(y2), free(want);
 }
 
-/* got = a t + s rounded, by an fma or not, against the same computed here
- * (rounded too): within 4 u (|a t| + |s|). */
-static int axpy_close(double got, double a, double t, double s) {
-  double want = a * t + s, tol = 4 * 0x1p-53 * (fabs(a * t) + fabs(s)) + 1e-300;
-  return fabs(got - want) <= tol;
-}
-
 static void check_update(int64_t n, int jacobi, double a) {
   double *p = ref_rand_vec(&g_rng, n, -1, 1), *q = ref_rand_vec(&g_rng, n, -1, 1),
          *x0 = ref_rand_vec(&g_rng, n, -1, 1), *r0 = ref_rand_vec(&g_rng, n, -1, 1),
@@ -92,23 +85,7 @@ static void check_update(int64_t n, int jacobi, double a) {
   ASSERT_EQ(ops->cg_update(&be_, a, a != 0 ? p : NULL, a != 0 ? q : NULL, x, r, jacobi ? dinv : NULL,
                            jacobi ? z : NULL, n, out, msg, sizeof msg),
             0);
-  for (int64_t i = 0; i < n; i++) {
-    if (a == 0) {
-      if (memcmp(&x[i], &x0[i], 8) || memcmp(&r[i], &r0[i], 8))
-        TEST_FAIL("cg_update a = 0, n %" PRId64 ": x or r changed at %" PRId64, n, i);
-    } else if (!axpy_close(x[i], a, p[i], x0[i]) || !axpy_close(r[i], -a, q[i], r0[i])) {
-      TEST_FAIL("cg_update n %" PRId64 " a %g: x[%" PRId64 "] = %.17g (from %.17g), r = %.17g (from %.17g)",
-                n, a, i, x[i], x0[i], r[i], r0[i]);
-    }
-    /* z is one product of the r written: exact */
-    if (jacobi && memcmp(&(double){dinv[i] * r[i]}, &z[i], 8))
-      TEST_FAIL("cg_update n %" PRId64 ": z[%" PRId64 "] = %.17g, want %.17g", n, i, z[i], dinv[i] * r[i]);
-  }
-  ref_sum rr = ref_dot(r, r, n), rz = ref_dot(r, z, n);
-  if (!ref_close(out[0], rr)) TEST_FAIL("cg_update n %" PRId64 ": r . r = %.17g, want %.17g", n, out[0], rr.sum);
-  if (jacobi && !ref_close(out[1], rz))
-    TEST_FAIL("cg_update n %" PRId64 ": r . z = %.17g, want %.17g", n, out[1], rz.sum);
-  if (!jacobi) ASSERT(out[1] == 0);
+  ref_check_cg_update(n, a, jacobi, p, q, x0, r0, dinv, x, r, z, out);
   /* the same inputs again: the same bits */
   double *x2 = copy_of(x0, n), *r2 = copy_of(r0, n), again[2];
   ASSERT_EQ(ops->cg_update(&be_, a, p, q, x2, r2, jacobi ? dinv : NULL, z, n, again, msg, sizeof msg), 0);
@@ -127,7 +104,7 @@ static void check_plain(int64_t n) {
   double a = ref_rand(&g_rng, -2, 2), b = ref_rand(&g_rng, -2, 2);
   ASSERT_EQ(ops->axpby(&be_, a, x, b, y, n, msg, sizeof msg), 0);
   for (int64_t i = 0; i < n; i++)
-    if (!axpy_close(y[i], a, x[i], b * y0[i]) && !axpy_close(y[i], b, y0[i], a * x[i]))
+    if (!ref_axpy_close(y[i], a, x[i], b * y0[i]) && !ref_axpy_close(y[i], b, y0[i], a * x[i]))
       TEST_FAIL("axpby n %" PRId64 ": y[%" PRId64 "] = %.17g", n, i, y[i]);
   ASSERT_EQ(ops->axpby(&be_, a, x, 0, y, n, msg, sizeof msg), 0);
   for (int64_t i = 0; i < n; i++) ASSERT(y[i] == a * x[i]);
@@ -154,15 +131,7 @@ static void check_lost(void) {
 }
 
 int main(void) {
-  const char *env = getenv("GKC_TEST_SEED");
-  if (env && *env) {
-    g_seed = strtoull(env, NULL, 10);
-  } else {
-    FILE *f = fopen("/dev/urandom", "rb");
-    if (!f || fread(&g_seed, sizeof g_seed, 1, f) != 1) g_seed = (uint64_t)time(NULL) ^ (uint64_t)clock();
-    if (f) fclose(f);
-  }
-  g_rng = g_seed;
+  g_rng = g_seed = ref_seed();
   atexit(report_seed);
   const int threads[] = {1, 4};
   for (int t = 0; t < 2; t++) {
