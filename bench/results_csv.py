@@ -254,7 +254,13 @@ def bench_gpu_tables(path):
     if not rows or any(c not in rows[0] for c in need):
         sys.exit(f"results_csv: --bench-gpu {path}: not the CSV of bench_gpu --csv "
                  f"(needs a header with {', '.join(need)} and rows)")
-    date = datetime.datetime.fromtimestamp(mtime, datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')
+    # the run's time from the file's name (bench_gpu-2026-11-25T1031Z.csv) when it has one: a
+    # checkout's files carry the time of the checkout, not of the run
+    named = re.search(r'(\d{4}-\d{2}-\d{2})T(\d{2})(\d{2})Z', os.path.basename(path))
+    if named:
+        date = f'{named.group(1)} {named.group(2)}:{named.group(3)} UTC'
+    else:
+        date = datetime.datetime.fromtimestamp(mtime, datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')
     origin = (f'{os.path.basename(path)} (bench_gpu --csv)', rows[0]['device'] or 'device not stated', date)
     tables = []
     for op in ('sgemm', 'reduce', 'spmv'):
