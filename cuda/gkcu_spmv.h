@@ -65,8 +65,10 @@ int gkcu_spmv(gkcu_ctx *ctx, int algo, int32_t rows, int32_t cols, int64_t nnz,
  * coordinates from plan instead of searching for them; the other algos ignore
  * it, and plan NULL is gkcu_spmv.  The plan must have been made from this
  * row_ptr with these rows and nnz; it is only read, so several calls may use
- * it at once.  Split rows (summed by several tiles) still get beta*y in a
- * short kernel per call, without the search. */
+ * it at once.  Above 4M path items (rows + nnz) split rows (summed by
+ * several tiles) still get beta*y in a short kernel per call, without the
+ * search; below, balanced is one launch with or without a plan, and its
+ * result the same bits every run (no atomics). */
 size_t gkcu_spmv_plan_bytes(const gkcu_ctx *ctx, int32_t rows, int64_t nnz);
 int gkcu_spmv_plan(gkcu_ctx *ctx, int32_t rows, int64_t nnz, const int32_t *row_ptr, void *plan);
 int gkcu_spmv_planned(gkcu_ctx *ctx, int algo, int32_t rows, int32_t cols, int64_t nnz,
