@@ -44,6 +44,8 @@ typedef struct {
   part_halo_moved moved[GKCD_MAX_DEVICES];
   int rc[GKCD_MAX_DEVICES], blame[GKCD_MAX_DEVICES];
   const char *what[GKCD_MAX_DEVICES]; /* NULL: the op's name */
+  double *stage; /* rows float64: the host side of move_vec, one buffer for the solve (a
+                    fresh one per copy cost its page faults every time: ~10 ms at 4M rows) */
   char msg[GKCD_MAX_DEVICES][200];
 } ps;
 
@@ -237,15 +239,11 @@ static int residual(ps *s, double *rn) {
   return 0;
 }
 
-/* Host float32 (n = rows) to or from vector w on every device, through a
- * float64 staging buffer. */
+/* Host float32 (n = rows) to or from vector w on every device, through the
+ * float64 staging buffer; host NULL (to_dev): zeros. */
 static int move_vec(ps *s, int w, float *host, int to_dev) {
   int32_t n = s->p->plan.rows;
-  double *d = malloc(8 * (size_t)n + 8);
-  if (!d) {
-    job_fail(s->job, GKC_EOUT_OF_MEMORY, "out of memory staging a vector");
-    return s->job->err;
-  }
+  double *d = s->stage;
   if (to_dev)
     for (int32_t i = 0; i < n; i++) d[i] = host ? host[i] : 0.0;
   for (int j = 0; j < s->k; j++) {
@@ -255,14 +253,10 @@ static int move_vec(ps *s, int w, float *host, int to_dev) {
                                              msg, sizeof msg)
                     : s->be[j]->part->to_host(s->be[j], d + b->row0, s->v[w][j],
                                               8 * (size_t)b->rows, msg, sizeof msg);
-    if (rc) {
-      free(d);
-      return part_failed(s->job, s->p->dev[j], rc, "copying a vector", msg);
-    }
+    if (rc) return part_failed(s->job, s->p->dev[j], rc, "copying a vector", msg);
   }
   if (!to_dev)
     for (int32_t i = 0; i < n; i++) host[i] = (float)d[i];
-  free(d);
   return 0;
 }
 
@@ -274,7 +268,8 @@ void part_solve(gkcd_job *job) {
   size_t cap[GKCD_MAX_DEVICES] = {0};
   int32_t n = in->n;
   float *hb = malloc(4 * (size_t)n + 4), *hx = malloc(4 * (size_t)n + 4);
-  if (!hb || !hx) goto oom;
+  s.stage = malloc(8 * (size_t)n + 8);
+  if (!hb || !hx || !s.stage) goto oom;
   if (in->method == SOLVE_PCG && s.p->bad_diag >= 0) {
     job_fail(job, GKC_EINVALID_ARGUMENT, "argument 'method': pcg divides by the diagonal, and"
              " row %" PRId32 " of the matrix has a zero (or non-finite) diagonal entry",
@@ -342,5 +337,5 @@ out:
   if (fan_on) fan_stop(&s.fan);
   for (int j = 0; j < s.k; j++)
     if (mem[j]) s.be[j]->res_free(s.be[j], mem[j], cap[j]);
-  free(hb), free(hx);
+  free(hb), free(hx), free(s.stage);
 }
