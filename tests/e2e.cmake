@@ -24,6 +24,14 @@ foreach(t e2e_lib e2e_errors e2e_lengths e2e_pipeline e2e_lifecycle e2e_soak e2e
   endif()
 endforeach()
 
+# The load tests measure (e2e_sched: shares of the work; e2e_soak: every
+# reply under a 1024-request load): never two of them at once under ctest -j.
+foreach(t e2e_soak e2e_sched)
+  if(TARGET ${t})
+    set_tests_properties(${t} PROPERTIES RESOURCE_LOCK gkc_load)
+  endif()
+endforeach()
+
 # Issue 10, hardening: clients that do not read, send slowly, flood or hoard
 # connections (tests/ROBUSTNESS.md, "Attacks and the limits that stop them").
 foreach(t e2e_backpressure e2e_timeouts)
