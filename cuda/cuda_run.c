@@ -101,6 +101,19 @@ int cuda_grow_stage(slot *s, size_t bytes, gkcd_job *job) {
 }
 
 /* Runs job on slot s; leaves results or an error in job. */
+/* A launcher on s's context refused or failed with rc: the job fails with
+ * the context's message; once the stream has drained, a sticky error means
+ * the GPU is lost (every later job fails as device_lost). */
+static void launch_failed(cuda_impl *impl, slot *s, gkcd_job *job, int rc) {
+  snprintf(job->errmsg, sizeof job->errmsg, "%s", gkcu_ctx_errmsg(s->ctx));
+  job->err = rc;
+  cudaError_t e = cudaStreamSynchronize(s->stream);
+  if (rc == GKC_EDEVICE_ERROR && cuda_is_sticky(e)) {
+    cuda_gpu_lost(impl, "%s", job->errmsg);
+    fail_lost(impl, job);
+  }
+}
+
 static void run_on(cuda_impl *impl, slot *s, gkcd_job *job) {
   layout l;
   int upload = job->method == PROTO_M_UPLOAD || job->method == PROTO_M_CSR_UPLOAD;
@@ -169,24 +182,12 @@ static void run_on(cuda_impl *impl, slot *s, gkcd_job *job) {
       if (job->plan_off &&
           (rc = gkcu_spmv_plan(s->ctx, c->rows, c->nnz, (const int32_t *)l.out_dev,
                                (char *)l.out_dev + job->plan_off)) != 0) {
-        snprintf(job->errmsg, sizeof job->errmsg, "%s", gkcu_ctx_errmsg(s->ctx));
-        job->err = rc;
-        e = cudaStreamSynchronize(s->stream);
-        if (rc == GKC_EDEVICE_ERROR && cuda_is_sticky(e)) {
-          cuda_gpu_lost(impl, "%s", job->errmsg);
-          fail_lost(impl, job);
-        }
+        launch_failed(impl, s, job, rc);
         goto out;
       }
     }
   } else if ((rc = cuda_launch(impl, s, job, &l)) != 0) {
-    snprintf(job->errmsg, sizeof job->errmsg, "%s", gkcu_ctx_errmsg(s->ctx));
-    job->err = rc;
-    e = cudaStreamSynchronize(s->stream);
-    if (rc == GKC_EDEVICE_ERROR && cuda_is_sticky(e)) {
-      cuda_gpu_lost(impl, "%s", job->errmsg);
-      fail_lost(impl, job);
-    }
+    launch_failed(impl, s, job, rc);
     goto out;
   }
   const void *res_src = job->method == PROTO_M_DOWNLOAD ? l.dev[0] : l.out_dev;
