@@ -337,6 +337,33 @@ static void report(const char *cas, const char *algo, timing t, double flops, do
 
 /* K splits the lab tries (3 and 6: cluster sizes between the powers of 2;
  * negative: added through scratch and a second kernel, not a cluster) */
+/* The sampled reference of a shape, for sampled_error. */
+typedef struct {
+  const long long *d_idx, *h_idx;
+  const double *h_ref, *h_mag;
+  int count;
+} sample_ref;
+
+/* r checked on the sampled elements (max scaled error within tol), then
+ * timed, and its row `name` reported with "err E" as the note; a failed
+ * check is reported ("VALIDATION FAILED"), counted and not timed.  The
+ * timing (ok 0 when not timed). */
+static timing validated_row(const run_arg *r, const sample_ref *sr, double tol, const char *cas, const char *name,
+                            double flops, double vendor) {
+  double err = sampled_error(r, sr->d_idx, sr->h_ref, sr->h_mag, sr->h_idx, sr->count);
+  timing t = {0, 0, 0};
+  char note[96];
+  if (!(err <= tol)) {
+    snprintf(note, sizeof note, "VALIDATION FAILED: max scaled err %.3g > %.3g", err, tol);
+    failures++;
+  } else {
+    t = time_it(r);
+    snprintf(note, sizeof note, "err %.2g", err);
+  }
+  report(cas, name, t, flops, vendor, note);
+  return t;
+}
+
 static const int kLabSplits[] = {1, 2, 3, 4, 6, 8, 16, -2, -3, -4};
 
 static void time_shape(shape s, int lab, double *out_vendor, double *out_tc, double *out_auto, double *out_tf32,
@@ -397,6 +424,7 @@ static void time_shape(shape s, int lab, double *out_vendor, double *out_tc, dou
              {GKCU_SGEMM_CUBLAS_TF32, "cublas_tf32", 1},
              {GKCU_SGEMM_TF32X3, "tf32x3", 0},
              {GKCU_SGEMM_AUTO, "auto", 0}};
+  const sample_ref sr = {d_idx, h_idx, h_ref, h_mag, NS};
   double vendor = 0;
   for (int i = 0; i < 4; i++) {
     run_arg r = {pub[i].algo, 0, 0, m, n, k, a, b, c};
@@ -443,18 +471,9 @@ static void time_shape(shape s, int lab, double *out_vendor, double *out_tc, dou
   wg_name[0] = '\0';
   for (int cf = 0; wg_ok && cf < GKCU_WG_CFGS; cf++) {
     run_arg r = {RUN_WG, cf, 1, m, n, k, a, b, c};
-    double err = sampled_error(&r, d_idx, h_ref, h_mag, h_idx, NS);
-    timing t = {0, 0, 0};
-    char name[64], note[96];
+    char name[64];
     snprintf(name, sizeof name, "wg %s", gkcu_wg_cfg_name(cf));
-    if (!(err <= tol)) {
-      snprintf(note, sizeof note, "VALIDATION FAILED: max scaled err %.3g > %.3g", err, tol);
-      failures++;
-    } else {
-      t = time_it(&r);
-      snprintf(note, sizeof note, "err %.2g", err);
-    }
-    report(cas, name, t, flops, vendor, note);
+    timing t = validated_row(&r, &sr, tol, cas, name, flops, vendor);
     if (t.ok && (*out_wg == 0 || t.median_ms < *out_wg)) {
       *out_wg = t.median_ms;
       snprintf(wg_name, 64, "%s", gkcu_wg_cfg_name(cf));
@@ -475,18 +494,9 @@ static void time_shape(shape s, int lab, double *out_vendor, double *out_tc, dou
         if (sp > 1 && (tiles >= 2 * (size_t)sms || k < 32 * sp)) continue;
         if ((double)m * n * k > 3e10 && tiles < (size_t)sms / 2) continue; /* slow, uninformative */
         run_arg r = {-1, cf, spv, m, n, k, a, b, c};
-        double err = sampled_error(&r, d_idx, h_ref, h_mag, h_idx, NS);
-        timing t = {0, 0, 0};
-        char name[64], note[96];
+        char name[64];
         snprintf(name, sizeof name, "lab %s k%d%s", gkcu_tc_cfg_name(cf), sp, spv < 0 ? "s" : "");
-        if (!(err <= tol)) {
-          snprintf(note, sizeof note, "VALIDATION FAILED: max scaled err %.3g > %.3g", err, tol);
-          failures++;
-        } else {
-          t = time_it(&r);
-          snprintf(note, sizeof note, "err %.2g", err);
-        }
-        report(cas, name, t, flops, vendor, note);
+        timing t = validated_row(&r, &sr, tol, cas, name, flops, vendor);
         if (t.ok && (*out_best_lab == 0 || t.median_ms < *out_best_lab)) {
           *out_best_lab = t.median_ms;
           snprintf(best_name, 64, "%s k%d%s", gkcu_tc_cfg_name(cf), sp, spv < 0 ? "s" : "");
