@@ -24,6 +24,11 @@ foreach(t e2e_lib e2e_errors e2e_lengths e2e_pipeline e2e_lifecycle e2e_soak e2e
   endif()
 endforeach()
 
+# e2e_soak's request mix is its own file (soak_requests.c, soak.h).
+if(TARGET e2e_soak)
+  target_sources(e2e_soak PRIVATE soak_requests.c)
+endif()
+
 # The load tests measure (e2e_sched: shares of the work; e2e_soak: every
 # reply under a 1024-request load): never two of them at once under ctest -j.
 foreach(t e2e_soak e2e_sched)
