@@ -96,7 +96,7 @@ static void on_closed(uv_handle_t *h) {
   if (c->next) c->next->prev = c->prev;
   srv->nconns--;
   log_debug("connection %llu closed", (unsigned long long)c->id);
-  res_drop_owner(srv, c);
+  res_drop_owner(&srv->res, &c->owns);
   conn_unref(c);
   server_maybe_finish(srv);
 }

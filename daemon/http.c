@@ -6,19 +6,20 @@
 #include <string.h>
 
 #include "log.h"
-#include "server.h"
 
 #ifndef GKC_HAVE_MHD
 
-int http_start(gkcd_server *srv) {
-  if (!srv->cfg.metrics_listen[0]) return 0;
+int http_start(gkcd_http **out, uv_loop_t *loop, const char *listen, http_render_fn render,
+               void *arg) {
+  (void)loop, (void)render, (void)arg;
+  *out = NULL;
+  if (!listen[0]) return 0;
   log_err("--metrics-listen %s: this gkcd was built without libmicrohttpd (install "
-          "libmicrohttpd-dev and rebuild); the 'metrics' method still answers",
-          srv->cfg.metrics_listen);
+          "libmicrohttpd-dev and rebuild); the 'metrics' method still answers", listen);
   return -1;
 }
 
-void http_stop(gkcd_server *srv) { (void)srv; }
+void http_stop(gkcd_http **h) { *h = NULL; }
 
 #else
 
@@ -35,7 +36,8 @@ void http_stop(gkcd_server *srv) { (void)srv; }
 #define HTTP_WAIT_S 5 /* a loop that does not answer in this long gets the scrape a 503 */
 
 struct gkcd_http {
-  gkcd_server *srv;
+  http_render_fn render;
+  void *arg;
   struct MHD_Daemon *mhd;
   uv_async_t wake;     /* HTTP thread -> loop: render */
   pthread_mutex_t mu;
@@ -56,7 +58,7 @@ static void on_wake(uv_async_t *a) {
   uint64_t upto = h->asked;
   pthread_mutex_unlock(&h->mu);
   size_t len = 0;
-  char *text = metrics_render(h->srv, &len); /* NULL: out of memory, the scrape gets 503 */
+  char *text = h->render(h->arg, &len); /* NULL: out of memory, the scrape gets 503 */
   pthread_mutex_lock(&h->mu);
   free(h->text);
   h->text = text;
@@ -208,8 +210,9 @@ static void on_closed(uv_handle_t *hd) {
   free(h);
 }
 
-int http_start(gkcd_server *srv) {
-  const char *spec = srv->cfg.metrics_listen;
+int http_start(gkcd_http **out, uv_loop_t *loop, const char *spec, http_render_fn render,
+               void *arg) {
+  *out = NULL;
   if (!spec[0]) return 0;
   char why[200];
   struct sockaddr_storage ss;
@@ -229,7 +232,8 @@ int http_start(gkcd_server *srv) {
     log_err("--metrics-listen: out of memory");
     return -1;
   }
-  h->srv = srv;
+  h->render = render;
+  h->arg = arg;
   pthread_condattr_t ca;
   pthread_condattr_init(&ca);
   pthread_condattr_setclock(&ca, CLOCK_REALTIME);
@@ -241,7 +245,7 @@ int http_start(gkcd_server *srv) {
     return -1;
   }
   pthread_condattr_destroy(&ca);
-  int rc = uv_async_init(srv->loop, &h->wake, on_wake);
+  int rc = uv_async_init(loop, &h->wake, on_wake);
   if (rc) {
     pthread_mutex_destroy(&h->mu);
     pthread_cond_destroy(&h->cv);
@@ -252,7 +256,7 @@ int http_start(gkcd_server *srv) {
   }
   h->wake.data = h;
   uv_unref((uv_handle_t *)&h->wake); /* scrapes alone do not keep gkcd running */
-  srv->http = h;                     /* from here on, http_stop cleans up */
+  *out = h;                          /* from here on, http_stop cleans up */
   unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ERROR_LOG;
   if (ss.ss_family == AF_INET6) flags |= MHD_USE_IPv6;
   h->mhd = MHD_start_daemon(flags, 0, NULL, NULL, on_request, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
@@ -269,10 +273,10 @@ int http_start(gkcd_server *srv) {
   return 0;
 }
 
-void http_stop(gkcd_server *srv) {
-  struct gkcd_http *h = srv->http;
+void http_stop(gkcd_http **hp) {
+  struct gkcd_http *h = *hp;
   if (!h) return;
-  srv->http = NULL;
+  *hp = NULL;
   pthread_mutex_lock(&h->mu);
   h->stopping = 1;
   pthread_cond_broadcast(&h->cv);

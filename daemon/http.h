@@ -14,14 +14,24 @@
 #ifndef GKCD_HTTP_H
 #define GKCD_HTTP_H
 
-struct gkcd_server;
+#include <stddef.h>
+#include <uv.h>
 
-/* Starts serving when srv->cfg.metrics_listen is set ("ADDR:PORT",
- * "[V6ADDR]:PORT", or ":PORT"/"PORT" for 127.0.0.1).  0, or -1 after
- * logging why (the message names --metrics-listen). */
-int http_start(struct gkcd_server *srv);
-/* Stops the HTTP thread (waiting scrapes get 503) and closes the loop's
- * handle.  Safe when http_start did nothing. */
-void http_stop(struct gkcd_server *srv);
+typedef struct gkcd_http gkcd_http;
+
+/* Renders the exposition on the loop thread: malloc'd text and its length,
+ * or NULL (out of memory: the scrape gets 503). */
+typedef char *(*http_render_fn)(void *arg, size_t *len);
+
+/* Starts serving GET /metrics on listen ("ADDR:PORT", "[V6ADDR]:PORT", or
+ * ":PORT"/"PORT" for 127.0.0.1); nothing when listen is empty.  Each
+ * scrape wakes loop, which calls render(arg).  0, or -1 after logging why
+ * (the message names --metrics-listen).  *out is set as soon as there is
+ * something for http_stop to clean up, even when -1 is returned. */
+int http_start(gkcd_http **out, uv_loop_t *loop, const char *listen, http_render_fn render,
+               void *arg);
+/* Stops the HTTP thread (waiting scrapes get 503), closes the loop's handle
+ * and sets *h to NULL.  Safe when http_start did nothing. */
+void http_stop(gkcd_http **h);
 
 #endif

@@ -9,7 +9,6 @@
 #include "fault.h"
 #include "gkc.h"
 #include "log.h"
-#include "notify.h"
 #include "options.h"
 #include "server.h"
 
@@ -102,7 +101,7 @@ int main(int argc, char **argv) {
   log_info("gkcd %s listening on %s%s (backend %s, %d device(s), %d threads each, max request"
            " %zu bytes)", GKC_VERSION, cfg->socket_path, srv.activated ? " (from systemd)" : "",
            be[0]->name, ndev, cfg->threads, cfg->max_request_bytes);
-  notify_ready(&srv);
+  server_ready(&srv);
   pthread_sigmask(SIG_UNBLOCK, &stop_signals, NULL);
   server_run(&srv);
   server_close(&srv);

@@ -17,7 +17,7 @@
 #include "gkc_errors.h"
 #include "methods.h"
 #include "proto_rpc.h"
-#include "resident.h"
+#include "res_object.h"
 
 static const char *const op_names[] = {
 #define BATCH__NAME(name, str) str,
@@ -271,7 +271,7 @@ int methods_parse_batch(refs_ctx *r, size_t max) {
   for (int i = 0; i < n; i++) {
     const msgpack_object *m = &o->via.array.ptr[i];
     step_ctx c = {.a = {m, a->msg, a->msglen}, .steps = steps, .i = i};
-    c.r = (refs_ctx){&c.a, r->srv, r->conn, job};
+    c.r = (refs_ctx){&c.a, r->res, r->asker, r->devs, -1, job};
     steps[i].op = -1;
     rc = m->type == MSGPACK_OBJECT_MAP ? parse_step(&c, &steps[i])
                                        : bad(&c, "a step must be a map with 'op'");

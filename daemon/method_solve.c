@@ -16,7 +16,7 @@
 #include "methods.h"
 #include "part.h"
 #include "proto_rpc.h"
-#include "resident.h"
+#include "res_object.h"
 
 static const char *const method_names[] = {
 #define SOLVE__NAME(name, str) str,

@@ -11,7 +11,6 @@
 #include "proto_rpc.h"
 #include "devices.h"
 #include "part.h"
-#include "server.h"
 
 /* How each method runs: on the loop, or as a job run by the backend or by
  * the daemon itself (shm_register maps and pins, which can take a while). */
@@ -117,7 +116,7 @@ static int parse_devices(refs_ctx *r, int32_t rows) {
   int n = devices_count();
   uint64_t mask = 0;
   if (o->type == MSGPACK_OBJECT_STR && o->via.str.size == 3 && !memcmp(o->via.str.ptr, "all", 3)) {
-    mask = devices_live(&r->srv->devs);
+    mask = devices_live(r->devs);
   } else if (o->type == MSGPACK_OBJECT_ARRAY && o->via.array.size > 0) {
     for (uint32_t i = 0; i < o->via.array.size; i++) {
       const msgpack_object *e = &o->via.array.ptr[i];
@@ -188,7 +187,7 @@ static int parse_sgemm(refs_ctx *r, size_t max) {
   if ((rc = args_float(a, "alpha", 0, &s->alpha)) || (rc = args_float(a, "beta", 0, &s->beta)) ||
       (rc = args_bool(a, "trans_a", 0, &s->trans_a)) ||
       (rc = args_bool(a, "trans_b", 0, &s->trans_b)) ||
-      (rc = parse_algo(a, r->srv->be, PROTO_M_SGEMM, &job->algo)))
+      (rc = parse_algo(a, r->devs->dev[0].be, PROTO_M_SGEMM, &job->algo)))
     return rc;
   const char *prec = "fp32";
   size_t plen = 4;
@@ -232,7 +231,7 @@ static int parse_reduce(refs_ctx *r, size_t max) {
   gkcd_job *job = r->job;
   int rc;
   if ((rc = args_known(a, keys)) || (rc = parse_device(a, job)) ||
-      (rc = parse_algo(a, r->srv->be, PROTO_M_REDUCE, &job->algo)))
+      (rc = parse_algo(a, r->devs->dev[0].be, PROTO_M_REDUCE, &job->algo)))
     return rc;
   const char *op = "sum";
   size_t oplen = 3;
@@ -341,7 +340,7 @@ static int parse_spmv(refs_ctx *r, size_t max) {
   }
   s->alpha = 1.0f, s->beta = 0.0f;
   if ((rc = args_float(a, "alpha", 0, &s->alpha)) || (rc = args_float(a, "beta", 0, &s->beta)) ||
-      (rc = parse_algo(a, r->srv->be, PROTO_M_SPMV, &job->algo)))
+      (rc = parse_algo(a, r->devs->dev[0].be, PROTO_M_SPMV, &job->algo)))
     return rc;
   uint64_t yb = f32_bytes((uint64_t)s->rows, 1);
   if (yb > max) return too_large(a, "the result y (rows float32)", yb, max);
@@ -370,7 +369,7 @@ static int parse_vec(refs_ctx *r, size_t max) {
   int is_dot = job->method == PROTO_M_DOT;
   int rc;
   if ((rc = args_known(a, is_dot ? dot_keys : axpby_keys)) || (rc = parse_device(a, job)) ||
-      (rc = parse_algo(a, r->srv->be, job->method, &job->algo)) ||
+      (rc = parse_algo(a, r->devs->dev[0].be, job->method, &job->algo)) ||
       (rc = refs_array(r, "x", 1, REFS_ANY_LEN, 0, DT_F32, proto_method_name(job->method), &job->in.vec.x)))
     return rc;
   char what[96];
@@ -464,15 +463,17 @@ static int parse_csr_upload(refs_ctx *r, size_t max) {
 
 static int parse_shm_register(refs_ctx *r, size_t max) {
   static const char *const keys[] = {"bytes", NULL};
-  /* The descriptor is taken first, so that a refused request still consumes
-   * its own (job_free closes it): the next shm_register must never map a
-   * file that was sent for an earlier one. */
-  r->job->reg_fd = conn_take_fd(r->conn);
+  /* rpc.c took the connection's oldest descriptor for this request; the job
+   * owns it before anything is checked, so that a refused request still
+   * consumes its own (job_free closes it): the next shm_register must never
+   * map a file that was sent for an earlier one. */
+  r->job->reg_fd = r->fd;
+  r->fd = -1;
   int64_t bytes;
   int rc;
   if ((rc = args_known(r->a, keys)) || (rc = args_int(r->a, "bytes", 1, 1, (int64_t)max, &bytes)))
     return rc;
-  if ((rc = res_room(r->srv, r->conn, RES_REGION, r->a->msg, r->a->msglen))) return rc;
+  if ((rc = res_room(r->res, r->asker, RES_REGION, r->a->msg, r->a->msglen))) return rc;
   if (r->job->reg_fd < 0) {
     snprintf(r->a->msg, r->a->msglen, "no file descriptor came with this request (send the memfd"
              " as SCM_RIGHTS ancillary data with its bytes)");

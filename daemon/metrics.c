@@ -9,8 +9,8 @@
 #include <time.h>
 
 #include "gkc.h"
+#include "job.h"
 #include "proto_errors.h"
-#include "server.h"
 
 /* From 50 us (a small request on the latency lane) to 10 s (a long solve). */
 static const double bucket_le[METRICS_BUCKETS] = {
@@ -150,42 +150,42 @@ static void counter(sbuf *b, const char *name, const char *help, uint64_t v) {
   put(b, "%s %llu\n", name, (unsigned long long)v);
 }
 
-static void render_state(sbuf *b, gkcd_server *srv) {
+static void render_state(sbuf *b, const metrics_view *v) {
   char esc[300];
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   uint64_t now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
   family(b, "gkcd_build_info", "gauge", "Always 1; the version and the backend in labels.");
   put(b, "gkcd_build_info{version=\"%s\",backend=\"%s\"} 1\n", GKC_VERSION,
-      label(srv->be->name, esc, sizeof esc));
-  gauge(b, "gkcd_uptime_seconds", "Seconds since gkcd started.", (double)(now - srv->start_ns) / 1e9);
-  gauge(b, "gkcd_connections", "Open client connections.", (double)srv->nconns);
-  gauge(b, "gkcd_in_flight", "Requests accepted and not yet answered.", (double)srv->in_flight);
+      label(v->backend, esc, sizeof esc));
+  gauge(b, "gkcd_uptime_seconds", "Seconds since gkcd started.", (double)(now - v->start_ns) / 1e9);
+  gauge(b, "gkcd_connections", "Open client connections.", (double)v->connections);
+  gauge(b, "gkcd_in_flight", "Requests accepted and not yet answered.", (double)v->in_flight);
   gauge(b, "gkcd_queue_depth", "Requests waiting in the scheduler's queues for a worker.",
-        (double)sched_queued(srv->sched));
+        (double)sched_queued(v->sched));
   family(b, "gkcd_lane_queue_depth", "gauge", "Requests waiting for a worker, by lane.");
-  int nl = sched_nlanes(srv->sched);
+  int nl = sched_nlanes(v->sched);
   for (int l = 0; l < nl; l++) {
     sched_lane_stats st;
-    sched_lane_stats_get(srv->sched, l, &st);
+    sched_lane_stats_get(v->sched, l, &st);
     put(b, "gkcd_lane_queue_depth{lane=\"%s\"} %llu\n", lane_name(l), (unsigned long long)st.queued);
   }
   gauge(b, "gkcd_memory_budget_bytes", "Host memory requests in flight may hold (--memory-budget).",
-        (double)srv->budget.limit);
+        (double)v->budget->limit);
   gauge(b, "gkcd_memory_used_bytes", "Host memory held now against the budget.",
-        (double)srv->budget.used);
+        (double)v->budget->used);
   counter(b, "gkcd_bad_requests_total", "Frames rejected before they reached a method.",
-          srv->bad_frames);
+          v->bad_frames);
   counter(b, "gkcd_refused_connections_total", "Connections closed at once on accept.",
-          srv->refused);
+          v->refused);
 
   /* One series per device the daemon serves from (devices.h), lost ones
    * included: their index goes on naming them. */
-  int ndev = srv->devs.n;
+  int ndev = v->devs->n;
   gkcd_device_info dev[GKCD_MAX_DEVICES];
   for (int i = 0; i < ndev; i++) {
     memset(&dev[i], 0, sizeof dev[i]);
-    gkcd_backend *be = srv->devs.dev[i].be;
+    gkcd_backend *be = v->devs->dev[i].be;
     be->devices(be, &dev[i], 1);
   }
   family(b, "gkcd_device_info", "gauge", "Always 1; each device's name in a label.");
@@ -193,12 +193,12 @@ static void render_state(sbuf *b, gkcd_server *srv) {
     put(b, "gkcd_device_info{device=\"%d\",name=\"%s\"} 1\n", i, label(dev[i].name, esc, sizeof esc));
   family(b, "gkcd_device_up", "gauge", "1 while the device serves, 0 once it was lost.");
   for (int i = 0; i < ndev; i++)
-    put(b, "gkcd_device_up{device=\"%d\"} %d\n", i, !atomic_load(&srv->devs.dev[i].be->lost));
+    put(b, "gkcd_device_up{device=\"%d\"} %d\n", i, !atomic_load(&v->devs->dev[i].be->lost));
   family(b, "gkcd_device_requests_total", "counter",
          "Jobs each device finished (each part of a split request counts on its device).");
   for (int i = 0; i < ndev; i++)
     put(b, "gkcd_device_requests_total{device=\"%d\"} %llu\n", i,
-        (unsigned long long)srv->devs.dev[i].served);
+        (unsigned long long)v->devs->dev[i].served);
   family(b, "gkcd_device_memory_bytes", "gauge",
          "Device memory by state: total, free, used (total - free), cached (kept for reuse);"
          " the CPU backend reports RAM, or each virtual device's own pool.");
@@ -213,28 +213,10 @@ static void render_state(sbuf *b, gkcd_server *srv) {
   }
 }
 
-void metrics_reply(gkcd_conn *c, uint32_t msgid) {
-  size_t len = 0;
-  char *text = metrics_render(c->srv, &len);
-  if (!text) {
-    rpc_send_error(c, 1, msgid, GKC_EOUT_OF_MEMORY, "out of memory rendering the metrics");
-    return;
-  }
-  msgpack_sbuffer sb;
-  msgpack_packer pk;
-  msgpack_sbuffer_init(&sb);
-  msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-  proto_pack_result_head(&pk, msgid);
-  msgpack_pack_str(&pk, len);
-  size_t head = sb.size;
-  /* The text goes out as the reply's body, without another copy. */
-  conn_send(c, msgpack_sbuffer_release(&sb), head, text, len);
-}
-
-char *metrics_render(gkcd_server *srv, size_t *len) {
+char *metrics_render(const metrics_view *v, size_t *len) {
   sbuf b = {malloc(16384), 0, 16384, 0};
   if (!b.p) return NULL;
-  const gkcd_metrics *m = &srv->metrics;
+  const gkcd_metrics *m = v->counted;
   render_requests(&b, m);
   render_latency(&b, m);
   family(&b, "gkcd_kernel_seconds_total", "counter",
@@ -244,7 +226,7 @@ char *metrics_render(gkcd_server *srv, size_t *len) {
     put(&b, "gkcd_kernel_seconds_total{method=\"%s\",algo=\"%s\"} %.9g\n",
         proto_method_name(m->kernel[i].method), label(m->kernel[i].algo, esc, sizeof esc),
         m->kernel[i].seconds);
-  render_state(&b, srv);
+  render_state(&b, v);
   if (b.oom) {
     free(b.p);
     return NULL;

@@ -17,6 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "budget.h"
+#include "devices.h"
 #include "proto_methods.h"
 #include "scheduler.h"
 
@@ -45,9 +47,19 @@ typedef struct {
   int nkernel;
 } gkcd_metrics;
 
-struct gkcd_server;
+/* The daemon's state as the exposition shows it, gathered by the server
+ * when it asks for the text (status.c). */
+typedef struct {
+  const gkcd_metrics *counted; /* what was counted as requests were answered */
+  gkcd_sched *sched;           /* queue depths by lane */
+  const gkcd_devices *devs;    /* each device: name, up, served, memory */
+  const gkcd_budget *budget;
+  const char *backend;         /* the backend's name */
+  uint64_t start_ns;           /* CLOCK_MONOTONIC when gkcd started */
+  uint64_t connections, in_flight, bad_frames, refused;
+} metrics_view;
+
 struct gkcd_job;
-struct gkcd_conn;
 
 /* A request of method was answered with code (0 or a negative gkc_error). */
 void metrics_count(gkcd_metrics *m, int method, int code);
@@ -57,11 +69,7 @@ void metrics_count(gkcd_metrics *m, int method, int code);
 void metrics_job_done(gkcd_metrics *m, const struct gkcd_job *job, uint64_t now_ns);
 
 /* The whole exposition, malloc'd and NUL-terminated (*len without the NUL);
- * NULL when out of memory. */
-char *metrics_render(struct gkcd_server *srv, size_t *len);
-
-/* Answers the "metrics" method on c: the exposition as a msgpack str
- * (out_of_memory when it cannot be rendered). */
-void metrics_reply(struct gkcd_conn *c, uint32_t msgid);
+ * NULL when out of memory.  Loop thread. */
+char *metrics_render(const metrics_view *v, size_t *len);
 
 #endif

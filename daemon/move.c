@@ -8,7 +8,7 @@
 #include "devices.h"
 #include "gkc_errors.h"
 #include "proto_methods.h"
-#include "resident.h"
+#include "res_object.h"
 
 #define MAX_SLOTS (6 + 10 * BATCH_MAX_STEPS)
 

@@ -9,11 +9,26 @@
 #ifndef GKCD_NOTIFY_H
 #define GKCD_NOTIFY_H
 
-typedef struct gkcd_server gkcd_server;
+#include <stddef.h>
+#include <uv.h>
 
-void notify_ready(gkcd_server *srv);
-void notify_stopping(gkcd_server *srv);
+/* Fills buf with the STATUS= text ("serving: 3 connections, ..."). */
+typedef void (*notify_status_fn)(void *arg, char *buf, size_t len);
+
+typedef struct {
+  uv_timer_t status_timer, watchdog_timer;
+  int notifying;         /* NOTIFY_SOCKET was set: the timers run */
+  int watchdog;          /* WatchdogSec is set: watchdog_timer runs */
+  notify_status_fn status;
+  void *arg;
+} gkcd_notify;
+
+/* READY=1 and the first STATUS=, then STATUS= every few seconds and the
+ * watchdog pings, on loop's timers. */
+void notify_ready(gkcd_notify *n, uv_loop_t *loop, notify_status_fn status, void *arg);
+/* STOPPING=1 and a last STATUS=. */
+void notify_stopping(gkcd_notify *n);
 /* Closes the timers; after uv_run has returned. */
-void notify_close(gkcd_server *srv);
+void notify_close(gkcd_notify *n);
 
 #endif

@@ -13,7 +13,7 @@
 #include "gkc_errors.h"
 #include "proto_methods.h"
 #include "proto_rpc.h"
-#include "resident.h"
+#include "res_object.h"
 
 static double now_us(void) {
   struct timespec ts;

@@ -7,7 +7,7 @@
 #include "gkc_errors.h"
 #include "proto_methods.h"
 #include "part.h"
-#include "resident.h"
+#include "res_object.h"
 
 int place_pick(int n, uint64_t candidates, const double *outstanding_us, const double *cost_us) {
   int best = -1;

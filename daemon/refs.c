@@ -8,7 +8,6 @@
 
 #include "gkc_errors.h"
 #include "proto_rpc.h"
-#include "server.h"
 
 static int bad(refs_ctx *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int bad(refs_ctx *r, const char *fmt, ...) {
@@ -82,7 +81,7 @@ int refs_object(refs_ctx *r, const char *key, int kind, gkcd_res **out) {
   int64_t id;
   int rc = args_int(r->a, key, 1, 1, UINT32_MAX, &id);
   if (rc) return rc;
-  gkcd_res *obj = res_find(r->srv, r->conn, (uint32_t)id);
+  gkcd_res *obj = res_find(r->res, r->asker, (uint32_t)id);
   if (!obj || (kind && obj->kind != kind))
     return bad(r, "argument '%s': no %s %" PRId64 " on this connection (released, never made,"
                " or another connection's)", key,
@@ -110,7 +109,7 @@ int refs_array(refs_ctx *r, const char *key, int required, uint64_t want_bytes, 
     if (o->via.map.size != 1) return bad(r, "argument '%s': a handle reference has only 'handle'", key);
     int rc = field(r, o, "handle", key, 1, &id);
     if (rc) return rc;
-    gkcd_res *obj = id <= UINT32_MAX ? res_find(r->srv, r->conn, (uint32_t)id) : NULL;
+    gkcd_res *obj = id <= UINT32_MAX ? res_find(r->res, r->asker, (uint32_t)id) : NULL;
     if (!obj || obj->kind != RES_ARRAY)
       return bad(r, "argument '%s': no handle %" PRIu64 " on this connection", key, id);
     if (obj->dtype != dtype)
@@ -127,7 +126,7 @@ int refs_array(refs_ctx *r, const char *key, int required, uint64_t want_bytes, 
     return rc;
   if (o->via.map.size != 3)
     return bad(r, "argument '%s': a region reference has exactly 'region', 'offset', 'bytes'", key);
-  gkcd_res *reg = id <= UINT32_MAX ? res_find(r->srv, r->conn, (uint32_t)id) : NULL;
+  gkcd_res *reg = id <= UINT32_MAX ? res_find(r->res, r->asker, (uint32_t)id) : NULL;
   if (!reg || reg->kind != RES_REGION)
     return bad(r, "argument '%s': no region %" PRIu64 " on this connection", key, id);
   if (off % 4) return bad(r, "argument '%s': offset %" PRIu64 " is not a multiple of 4", key, off);
@@ -163,7 +162,7 @@ int refs_out(refs_ctx *r, const char *name, size_t out_bytes) {
   if (proto_map_get(t, "handle")) {
     if (t->via.map.size != 1) return bad(r, "argument 'out': a handle target has only 'handle'");
     if ((rc = field(r, t, "handle", "out", 1, &id))) return rc;
-    gkcd_res *obj = id <= UINT32_MAX ? res_find(r->srv, r->conn, (uint32_t)id) : NULL;
+    gkcd_res *obj = id <= UINT32_MAX ? res_find(r->res, r->asker, (uint32_t)id) : NULL;
     if (!obj || obj->kind != RES_ARRAY)
       return bad(r, "argument 'out': no handle %" PRIu64 " on this connection", id);
     if (obj->rep_mask)
@@ -187,7 +186,7 @@ int refs_out(refs_ctx *r, const char *name, size_t out_bytes) {
     return rc;
   if (t->via.map.size != 2)
     return bad(r, "argument 'out': a region target has exactly 'region' and 'offset'");
-  gkcd_res *reg = id <= UINT32_MAX ? res_find(r->srv, r->conn, (uint32_t)id) : NULL;
+  gkcd_res *reg = id <= UINT32_MAX ? res_find(r->res, r->asker, (uint32_t)id) : NULL;
   if (!reg || reg->kind != RES_REGION)
     return bad(r, "argument 'out': no region %" PRIu64 " on this connection", id);
   if (off % 4) return bad(r, "argument 'out': offset %" PRIu64 " is not a multiple of 4", off);

@@ -12,14 +12,18 @@
 #include <stdint.h>
 
 #include "args.h"
+#include "devices.h"
 #include "job.h"
+#include "resident.h"
 
-typedef struct gkcd_server gkcd_server;
-
+/* One request being parsed into a job: its arguments and what they may
+ * name. */
 typedef struct {
   args_ctx *a;
-  gkcd_server *srv;
-  gkcd_conn *conn;
+  gkcd_residents *res;  /* the objects handles and regions name */
+  res_owner *asker;     /* the asking connection's share of them */
+  gkcd_devices *devs;   /* where it may run: dev[0]'s algo names, `devices` */
+  int fd;               /* the descriptor sent with it (shm_register), or -1 */
   gkcd_job *job;
 } refs_ctx;
 

@@ -3,6 +3,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 
 #include "args.h"
@@ -10,32 +11,39 @@
 #include "log.h"
 #include "part.h"
 #include "proto_methods.h"
-#include "server.h"
 
-static int *counter(gkcd_server *srv, gkcd_conn *owner, int kind);
+static gkcd_res **bucket(gkcd_residents *t, uint32_t id) { return &t->bucket[id % RES_BUCKETS]; }
 
-static gkcd_res **bucket(gkcd_server *srv, uint32_t id) {
-  return &srv->res_table[id % RES_BUCKETS];
+/* The counter of objects like r's, by owner and kind. */
+static int *counter(gkcd_residents *t, res_owner *owner, int kind) {
+  if (!owner) return &t->n_shared;
+  return kind == RES_REGION ? &owner->n_regions : &owner->n_objects;
 }
 
-gkcd_res *res_add(gkcd_server *srv, int kind, gkcd_conn *owner) {
+void res_init(gkcd_residents *t, gkcd_devices *devs, gkcd_budget *budget) {
+  memset(t, 0, sizeof *t);
+  t->devs = devs;
+  t->budget = budget;
+}
+
+gkcd_res *res_add(gkcd_residents *t, int kind, res_owner *owner) {
   gkcd_res *r = calloc(1, sizeof *r);
   if (!r) return NULL;
-  r->id = ++srv->next_res_id;
-  if (r->id == 0) r->id = ++srv->next_res_id; /* 0 is never an id */
+  r->id = ++t->next_id;
+  if (r->id == 0) r->id = ++t->next_id; /* 0 is never an id */
   r->kind = kind;
   r->owner = owner;
   r->refs = 1;
-  gkcd_res **b = bucket(srv, r->id);
+  gkcd_res **b = bucket(t, r->id);
   r->next = *b;
   *b = r;
-  srv->res_live[kind]++;
-  (*counter(srv, owner, kind))++;
+  t->live[kind]++;
+  (*counter(t, owner, kind))++;
   return r;
 }
 
-gkcd_res *res_find(gkcd_server *srv, gkcd_conn *asker, uint32_t id) {
-  for (gkcd_res *r = *bucket(srv, id); r; r = r->next)
+gkcd_res *res_find(gkcd_residents *t, const res_owner *asker, uint32_t id) {
+  for (gkcd_res *r = *bucket(t, id); r; r = r->next)
     if (r->id == id && !r->released && (r->owner == NULL || r->owner == asker)) return r;
   return NULL;
 }
@@ -46,72 +54,66 @@ size_t res_charge(const gkcd_res *r) {
   return r->bytes * (r->rep_mask ? (size_t)__builtin_popcountll(r->rep_mask) : 1);
 }
 
-void res_unref(gkcd_server *srv, gkcd_res *r) {
+void res_unref(gkcd_residents *t, gkcd_res *r) {
   if (--r->refs > 0) return;
+  gkcd_device *dev = t->devs->dev;
   if (r->kind == RES_REGION) {
-    if (r->pinned && srv->be->region_unpin) srv->be->region_unpin(srv->be, r->ptr);
+    if (r->pinned && dev[0].be->region_unpin) dev[0].be->region_unpin(dev[0].be, r->ptr);
     munmap(r->ptr, r->bytes);
   } else {
     if (r->part) { /* partitioned: one block per device */
       part_free(r->part);
     } else if (r->copies) { /* replicated: one copy per device */
-      for (int d = 0; d < srv->devs.n; d++)
-        if (r->rep_mask & (1ull << d))
-          srv->devs.dev[d].be->res_free(srv->devs.dev[d].be, r->copies[d].ptr, r->copies[d].cap);
+      for (int d = 0; d < t->devs->n; d++)
+        if (r->rep_mask & (1ull << d)) dev[d].be->res_free(dev[d].be, r->copies[d].ptr, r->copies[d].cap);
       free(r->copies);
     } else {
-      gkcd_backend *be = srv->devs.dev[r->device].be;
-      be->res_free(be, r->ptr, r->cap);
+      dev[r->device].be->res_free(dev[r->device].be, r->ptr, r->cap);
     }
-    budget_give(&srv->budget, BUDGET_RESIDENT, res_charge(r));
+    budget_give(t->budget, BUDGET_RESIDENT, res_charge(r));
   }
   free(r);
 }
 
-void res_release(gkcd_server *srv, gkcd_res *r) {
+void res_release(gkcd_residents *t, gkcd_res *r) {
   if (r->released) return;
   r->released = 1;
-  srv->res_live[r->kind]--;
-  (*counter(srv, r->owner, r->kind))--;
-  for (gkcd_res **p = bucket(srv, r->id); *p; p = &(*p)->next)
+  t->live[r->kind]--;
+  (*counter(t, r->owner, r->kind))--;
+  for (gkcd_res **p = bucket(t, r->id); *p; p = &(*p)->next)
     if (*p == r) {
       *p = r->next;
       break;
     }
-  res_unref(srv, r);
+  res_unref(t, r);
 }
 
-void res_drop_owner(gkcd_server *srv, gkcd_conn *owner) {
+void res_drop_owner(gkcd_residents *t, res_owner *owner) {
   for (int b = 0; b < RES_BUCKETS; b++)
-    for (gkcd_res *r = srv->res_table[b], *next; r; r = next) {
+    for (gkcd_res *r = t->bucket[b], *next; r; r = next) {
       next = r->next;
-      if (r->owner == owner) res_release(srv, r);
+      if (r->owner == owner) res_release(t, r);
     }
 }
 
-/* The counter of objects like r's, by owner and kind. */
-static int *counter(gkcd_server *srv, gkcd_conn *owner, int kind) {
-  if (!owner) return &srv->n_shared;
-  return kind == RES_REGION ? &owner->n_regions : &owner->n_objects;
-}
-
-int res_room(gkcd_server *srv, gkcd_conn *owner, int kind, char *msg, size_t msglen) {
+int res_room(const gkcd_residents *t, const res_owner *owner, int kind, char *msg, size_t msglen) {
   int limit = !owner ? RES_MAX_SHARED : kind == RES_REGION ? RES_MAX_REGIONS : RES_MAX_OBJECTS;
-  if (*counter(srv, owner, kind) < limit) return 0;
+  int have = !owner ? t->n_shared : kind == RES_REGION ? owner->n_regions : owner->n_objects;
+  if (have < limit) return 0;
   snprintf(msg, msglen, "%s %d %s already: release some first", owner ? "this connection holds" :
            "the daemon holds", limit, !owner ? "shared objects" : kind == RES_REGION ? "regions" :
            "resident objects");
   return GKC_EINVALID_ARGUMENT;
 }
 
-void resident_free_all(gkcd_server *srv) {
+void res_free_all(gkcd_residents *t) {
   for (int b = 0; b < RES_BUCKETS; b++)
-    while (srv->res_table[b]) res_release(srv, srv->res_table[b]);
+    while (t->bucket[b]) res_release(t, t->bucket[b]);
 }
 
 /* shm_release {region} and release {handle | matrix}, on the loop. */
-int res_release_request(gkcd_conn *c, int method, const msgpack_object *params, char *msg,
-                        size_t msglen) {
+int res_release_request(gkcd_residents *t, res_owner *asker, int method,
+                        const msgpack_object *params, char *msg, size_t msglen) {
   args_ctx a = {params, msg, msglen};
   const char *key = method == PROTO_M_SHM_RELEASE ? "region"
                     : args_present(&a, "matrix")  ? "matrix"
@@ -120,7 +122,7 @@ int res_release_request(gkcd_conn *c, int method, const msgpack_object *params, 
   int64_t id;
   int rc;
   if ((rc = args_known(&a, keys)) || (rc = args_int(&a, key, 1, 1, UINT32_MAX, &id))) return rc;
-  gkcd_res *r = res_find(c->srv, c, (uint32_t)id);
+  gkcd_res *r = res_find(t, asker, (uint32_t)id);
   /* Handles and matrices share one id space: "handle" names either. */
   int ok = r && (key[0] == 'r' ? r->kind == RES_REGION
                  : key[0] == 'm' ? r->kind == RES_MATRIX
@@ -129,6 +131,6 @@ int res_release_request(gkcd_conn *c, int method, const msgpack_object *params, 
     snprintf(msg, msglen, "argument '%s': no %s %lld on this connection", key, key, (long long)id);
     return GKC_EINVALID_ARGUMENT;
   }
-  res_release(c->srv, r);
+  res_release(t, r);
   return 0;
 }

@@ -1,5 +1,6 @@
-/* resident.h: what outlives a request: resident arrays and matrices in the
- * backend's memory, and shared-memory regions mapped from a client.
+/* resident.h: the table of what outlives a request: resident arrays and
+ * matrices in the backend's memory, and shared-memory regions mapped from a
+ * client (each a gkcd_res, res_object.h).
  *
  * Every object has an id from one counter, an owner connection (NULL when
  * shared) and a reference count: one for being registered, one for each
@@ -14,68 +15,54 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "budget.h"
+#include "devices.h"
 #include "job.h"
-
-typedef struct gkcd_server gkcd_server;
-
-enum { RES_ARRAY = 1, RES_MATRIX = 2, RES_REGION = 3 };
-enum { DT_F32 = 0, DT_I32 = 1 };
+#include "res_object.h"
 
 #define RES_MAX_REGIONS 64   /* per connection */
 #define RES_MAX_OBJECTS 4096 /* resident arrays and matrices per connection */
 #define RES_MAX_SHARED 4096  /* shared arrays and matrices, all connections together */
+#define RES_BUCKETS 1024
 
-struct gkcd_res {
-  uint32_t id;
-  int kind;
-  gkcd_conn *owner; /* NULL: shared */
-  int refs;
-  int released;
-  size_t bytes;     /* array or region size; a matrix's three arrays together */
-  void *ptr;        /* array, matrix: backend memory; region: the mapping */
-  size_t cap;       /* backend allocation size */
-  int dtype;        /* array */
-  int pinned;       /* region registered with the backend for DMA */
-  int32_t rows, cols; /* matrix: row_ptr at ptr, then col_idx, then values */
-  int64_t nnz;
-  int32_t max_row;
-  int algo;         /* matrix: the spmv algo auto uses */
-  size_t plan_off;  /* matrix: offset of the backend's spmv plan in ptr, past
-                     * the arrays and within cap (0: none) */
-  int device;       /* array, matrix: the device its memory is on */
-  uint64_t rep_mask; /* replicated: the devices holding a copy (bit d); 0: not */
-  gkcd_copy *copies; /* replicated: copies[d] for each d in rep_mask (ptr, cap are
-                      * copies[device]); read-only, so never an `out` */
-  struct gkcd_part *part; /* matrix partitioned by rows over several devices (part.h), or
-                           * NULL; ptr is then NULL and device its first device */
-  gkcd_res *next;   /* hash chain */
-};
+/* The table of every live object, owned by the server. */
+typedef struct {
+  gkcd_res *bucket[RES_BUCKETS]; /* by id */
+  uint32_t next_id;
+  uint64_t live[4];              /* by kind */
+  int n_shared;                  /* shared objects, owned by nobody */
+  gkcd_devices *devs;            /* where arrays and matrices live; dev[0] pins regions */
+  gkcd_budget *budget;           /* charged BUDGET_RESIDENT for arrays and matrices */
+} gkcd_residents;
 
+/* An empty table whose objects' memory belongs to devs and is charged to
+ * budget. */
+void res_init(gkcd_residents *t, gkcd_devices *devs, gkcd_budget *budget);
 /* Registers a new object (refs = 1) and returns it, or NULL when out of
  * memory; fills id. */
-gkcd_res *res_add(gkcd_server *srv, int kind, gkcd_conn *owner);
+gkcd_res *res_add(gkcd_residents *t, int kind, res_owner *owner);
 /* The live object with this id that asker may use, or NULL. */
-gkcd_res *res_find(gkcd_server *srv, gkcd_conn *asker, uint32_t id);
+gkcd_res *res_find(gkcd_residents *t, const res_owner *asker, uint32_t id);
 void res_ref(gkcd_res *r);
 /* The bytes r holds against the memory budget: one copy per device. */
 size_t res_charge(const gkcd_res *r);
 /* Drops a reference; the last one frees the memory (backend memory, or the
  * mapping of a region). */
-void res_unref(gkcd_server *srv, gkcd_res *r);
+void res_unref(gkcd_residents *t, gkcd_res *r);
 /* Makes the id unknown and drops the registration's reference. */
-void res_release(gkcd_server *srv, gkcd_res *r);
-/* Releases every object the connection owns (when it closes). */
-void res_drop_owner(gkcd_server *srv, gkcd_conn *owner);
+void res_release(gkcd_residents *t, gkcd_res *r);
+/* Releases every object owner holds (when its connection closes). */
+void res_drop_owner(gkcd_residents *t, res_owner *owner);
 /* 0 when owner (NULL: shared) may create one more object of kind, else
  * GKC_EINVALID_ARGUMENT with the limit in msg. */
-int res_room(gkcd_server *srv, gkcd_conn *owner, int kind, char *msg, size_t msglen);
+int res_room(const gkcd_residents *t, const res_owner *owner, int kind, char *msg, size_t msglen);
 /* The shm_release {region} and release {handle | matrix} requests (method
  * PROTO_M_SHM_RELEASE or PROTO_M_RELEASE, params their map): releases the
- * object of c's that the request names and returns 0, or returns
+ * object of asker's that the request names and returns 0, or returns
  * GKC_EINVALID_ARGUMENT with a message in msg. */
-int res_release_request(gkcd_conn *c, int method, const msgpack_object *params, char *msg,
-                        size_t msglen);
+int res_release_request(gkcd_residents *t, res_owner *asker, int method,
+                        const msgpack_object *params, char *msg, size_t msglen);
 /* At exit: releases everything. */
-void resident_free_all(gkcd_server *srv);
+void res_free_all(gkcd_residents *t);
 
 #endif

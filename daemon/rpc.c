@@ -102,6 +102,21 @@ static void send_status(gkcd_conn *c, uint32_t msgid) {
   send_sbuffer(c, &sb, NULL, 0);
 }
 
+static void send_metrics(gkcd_conn *c, uint32_t msgid) {
+  size_t len = 0;
+  char *text = status_metrics(c->srv, &len);
+  if (!text) {
+    rpc_send_error(c, 1, msgid, GKC_EOUT_OF_MEMORY, "out of memory rendering the metrics");
+    return;
+  }
+  msgpack_sbuffer sb;
+  msgpack_packer pk;
+  result_begin(&sb, &pk, msgid);
+  msgpack_pack_str(&pk, len);
+  /* The text goes out as the reply's body, without another copy. */
+  send_sbuffer(c, &sb, text, len);
+}
+
 static void send_empty(gkcd_conn *c, uint32_t msgid) {
   msgpack_sbuffer sb;
   msgpack_packer pk;
@@ -116,7 +131,7 @@ static void job_free(gkcd_server *srv, gkcd_job *job) {
   move_free(job);   /* operands copied from other devices (before the objects go) */
   split_free(job);  /* parts, and copies a replicate made that nobody adopted */
   if (job->method == PROTO_M_CSR_UPLOAD && !job->part_adopted) part_free(job->part);
-  for (int i = 0; i < job->nres; i++) res_unref(srv, job->res[i]);
+  for (int i = 0; i < job->nres; i++) res_unref(&srv->res, job->res[i]);
   if (job->reg_fd >= 0) close(job->reg_fd);
   free(job->priv[0]);
   free(job->priv[1]);
@@ -134,7 +149,7 @@ static uint32_t adopt(gkcd_server *srv, gkcd_job *job) {
   else if (job->out_kind == OUT_RES_NEW) kind = RES_ARRAY;
   else return 0;
   gkcd_conn *c = job->conn;
-  gkcd_res *r = c->closing ? NULL : res_add(srv, kind, job->shared ? NULL : c);
+  gkcd_res *r = c->closing ? NULL : res_add(&srv->res, kind, job->shared ? NULL : &c->owns);
   if (!r) { /* nobody can use it any more (or no memory to track it) */
     if (kind == RES_REGION) {
       if (job->reg_pinned && srv->be->region_unpin) srv->be->region_unpin(srv->be, job->out_ptr);
@@ -194,12 +209,16 @@ static int submit(gkcd_conn *c, const proto_request *req, void *frame, size_t fr
   }
   job->reg_fd = -1;
   args_ctx a = {req->params, msg, msglen};
-  refs_ctx r = {&a, srv, c, job};
+  /* shm_register's memfd came as ancillary data with its bytes: the oldest
+   * descriptor not yet taken is this request's. */
+  int fd = req->method == PROTO_M_SHM_REGISTER ? conn_take_fd(c) : -1;
+  refs_ctx r = {&a, &srv->res, &c->owns, &srv->devs, fd, job};
   int rc = methods_parse(req->method, &r, srv->cfg.max_request_bytes);
+  if (r.fd >= 0) close(r.fd); /* refused before the job took it */
   /* Every request that creates an object (upload, csr_upload, out "handle")
    * counts against the limits on objects. */
   if (rc == 0 && job->out_kind == OUT_RES_NEW)
-    rc = res_room(srv, job->shared ? NULL : c, RES_ARRAY, msg, msglen);
+    rc = res_room(&srv->res, job->shared ? NULL : &c->owns, RES_ARRAY, msg, msglen);
   job->conn = c;
   job->client = &c->sc;
   job->msgid = req->msgid;
@@ -259,12 +278,12 @@ void rpc_handle_frame(gkcd_conn *c, void *frame, size_t len) {
     } else if (req.method == PROTO_M_STATUS) {
       send_status(c, req.msgid);
     } else {
-      metrics_reply(c, req.msgid);
+      send_metrics(c, req.msgid);
     }
     goto done;
   }
   if (req.method == PROTO_M_SHM_RELEASE || req.method == PROTO_M_RELEASE) {
-    rc = res_release_request(c, req.method, req.params, msg, sizeof msg);
+    rc = res_release_request(&srv->res, &c->owns, req.method, req.params, msg, sizeof msg);
     metrics_count(&srv->metrics, req.method, rc);
     if (rc) {
       srv->errors[req.method]++;

@@ -11,7 +11,7 @@
 #include "log.h"
 #include "place.h"
 #include "proto_methods.h"
-#include "resident.h"
+#include "res_object.h"
 #include "split.h"
 
 #define WAIT_RING 1024   /* queue waits kept per lane for the percentiles */

@@ -8,9 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "http.h"
 #include "log.h"
-#include "notify.h"
 #include "server.h"
 #include "work.h"
 
@@ -20,7 +18,7 @@ static void begin_drain(gkcd_server *srv, const char *why) {
     return;
   }
   srv->draining = 1;
-  notify_stopping(srv);
+  notify_stopping(&srv->notify);
   log_info("%s: no longer accepting connections; finishing %llu requests in flight", why,
            (unsigned long long)srv->in_flight);
   listen_close(srv);
@@ -87,6 +85,8 @@ void server_run(gkcd_server *srv) {
   }
 }
 
+void server_ready(gkcd_server *srv) { notify_ready(&srv->notify, srv->loop, status_line, srv); }
+
 void server_close(gkcd_server *srv) {
   sigset_t set;
   sigemptyset(&set);
@@ -97,8 +97,8 @@ void server_close(gkcd_server *srv) {
   uv_close((uv_handle_t *)&srv->sigterm, NULL);
   uv_close((uv_handle_t *)&srv->flush, NULL);
   uv_close((uv_handle_t *)&srv->sweep, NULL);
-  notify_close(srv);
-  http_stop(srv);
+  notify_close(&srv->notify);
+  http_stop(&srv->http);
   devices_close(&srv->devs);
   uv_run(srv->loop, UV_RUN_DEFAULT);
   /* libuv gave SIGINT and SIGTERM their default action back when their
@@ -108,7 +108,7 @@ void server_close(gkcd_server *srv) {
    * them now also discards what is pending: we are exiting anyway. */
   signal(SIGINT, SIG_IGN);
   signal(SIGTERM, SIG_IGN);
-  resident_free_all(srv);
+  res_free_all(&srv->res);
 }
 
 /* Once per loop iteration, after I/O: what the iteration's frames,
@@ -165,6 +165,9 @@ static void on_device_lost(int device, void *arg) {
   conn_flush_all(srv);
 }
 
+/* GET /metrics, on the loop (http.h). */
+static char *render_metrics(void *srv, size_t *len) { return status_metrics(srv, len); }
+
 void server_destroy_devices(gkcd_server *srv, gkcd_backend **be, int n) {
   if (srv->devs.n) {
     devices_destroy(&srv->devs);
@@ -179,6 +182,7 @@ int server_start(gkcd_server *srv, uv_loop_t *loop, gkcd_backend **bes, int ndev
   srv->be = bes[0];
   gkcd_backend *be = bes[0];
   if (devices_init(&srv->devs, loop, bes, ndev, on_device_lost, srv) != 0) return -1;
+  res_init(&srv->res, &srv->devs, &srv->budget);
   srv->listen_fd = -1;
   srv->start_ns = now_ns();
   srv->limits.max_bytes = srv->cfg.max_request_bytes;
@@ -229,5 +233,5 @@ int server_start(gkcd_server *srv, uv_loop_t *loop, gkcd_backend **bes, int ndev
   }
   srv->sweep.data = srv;
   uv_unref((uv_handle_t *)&srv->sweep);
-  return http_start(srv);
+  return http_start(&srv->http, loop, srv->cfg.metrics_listen, render_metrics, srv);
 }

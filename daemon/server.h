@@ -16,7 +16,9 @@
 #include "config.h"
 #include "cost.h"
 #include "devices.h"
+#include "http.h"
 #include "metrics.h"
+#include "notify.h"
 #include "proto_frame.h"
 #include "proto_rpc.h"
 #include "proto_methods.h"
@@ -27,7 +29,6 @@
 typedef struct gkcd_server gkcd_server;
 
 #define CONN_MAX_FDS 16 /* descriptors received and not yet taken by shm_register */
-#define RES_BUCKETS 1024
 
 struct gkcd_conn {
   uv_poll_t poll;
@@ -49,7 +50,7 @@ struct gkcd_conn {
   int wait_mem;        /* not read: no memory budget to grow the input buffer */
   int mem_clock;       /* resumed after wait_mem: the request clock keeps running */
   int copy_wait;       /* a whole frame waits for input allowance to be copied out */
-  int n_objects, n_regions; /* resident objects and regions it owns */
+  res_owner owns;      /* counts of the resident objects and regions it owns */
   unsigned char *buf;  /* received bytes not yet parsed into frames */
   size_t len, cap;     /* cap is charged to the memory budget (input) */
   size_t need;         /* scanner's hint: rescan once len reaches it */
@@ -84,10 +85,9 @@ struct gkcd_server {
   uv_signal_t sigint, sigterm;
   uv_check_t flush;    /* once per iteration: scheduler, resumed reads, writes */
   uv_timer_t sweep;    /* closes idle, stalled and too slow connections */
-  uv_timer_t status_timer, watchdog_timer; /* notify.c */
   int listening;
   int activated;       /* the listening socket came from systemd */
-  int notifying, watchdog;
+  gkcd_notify notify;  /* systemd's READY, STATUS, WATCHDOG (notify.h) */
   int draining;        /* SIGINT/SIGTERM received */
   gid_t socket_gid;    /* allowed by default */
   gkcd_conn *dirty;    /* connections with replies to write */
@@ -100,11 +100,7 @@ struct gkcd_server {
   uint64_t served, refused;
   uint64_t refused_slots;     /* of refused: no slot (max-connections, max-conn-per-user) */
   uint64_t closed_send_timeout, closed_request_timeout, closed_idle;
-  /* Resident arrays, matrices and regions (resident.c). */
-  struct gkcd_res *res_table[RES_BUCKETS];
-  uint32_t next_res_id;
-  uint64_t res_live[4];   /* by kind */
-  int n_shared;           /* shared objects, owned by nobody */
+  gkcd_residents res;   /* resident arrays, matrices and regions (resident.h) */
   uint64_t start_ns;
   uint64_t next_conn_id;
   gkcd_conn *conns;
@@ -119,7 +115,7 @@ struct gkcd_server {
   int polling;
   uint64_t expect_ns;       /* a running request is predicted to end by then (server_expect) */
   gkcd_metrics metrics;     /* counted as requests are answered (metrics.h) */
-  struct gkcd_http *http;   /* --metrics-listen (http.h), or NULL */
+  gkcd_http *http;          /* --metrics-listen (http.h), or NULL */
 };
 
 /* Opens the listening socket, starts the workers of each of the n devices
@@ -145,6 +141,8 @@ void server_run(gkcd_server *srv);
  * small beside them.  Loop thread. */
 #define SERVER_SPIN_AHEAD 10
 void server_expect(gkcd_server *srv, double cost_us);
+/* The socket serves: tells systemd so (notify.h), when it started gkcd. */
+void server_ready(gkcd_server *srv);
 /* After server_run has returned: closes the last handles. */
 void server_close(gkcd_server *srv);
 /* Called whenever in-flight work or a connection goes away while draining:
@@ -193,7 +191,13 @@ void rpc_reject_frame(gkcd_conn *c, int scan_rc, const proto_frame_info *info);
 /* Scheduler callback: a job came back. */
 void rpc_job_done(gkcd_job *job, void *srv);
 
-/* status.c */
+/* status.c: the daemon's state for those who ask */
+/* The "status" method's result map. */
 void status_pack(gkcd_server *srv, msgpack_packer *pk);
+/* The metrics exposition (metrics.h) of the state now, for the "metrics"
+ * method and GET /metrics: malloc'd, or NULL when out of memory. */
+char *status_metrics(gkcd_server *srv, size_t *len);
+/* systemd's STATUS= line (notify.h); arg is the server. */
+void status_line(void *srv, char *buf, size_t len);
 
 #endif

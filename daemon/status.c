@@ -1,5 +1,7 @@
-/* status.c: the "status" method's reply. */
+/* status.c: the daemon's state for those who ask: the "status" method, the
+ * metrics exposition, systemd's STATUS= line. */
 #include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
@@ -177,9 +179,9 @@ void status_pack(gkcd_server *srv, msgpack_packer *pk) {
   pack_memory(srv, pk);
   proto_pack_cstr(pk, "resident");
   msgpack_pack_map(pk, 4);
-  kv_u64(pk, "arrays", srv->res_live[RES_ARRAY]);
-  kv_u64(pk, "matrices", srv->res_live[RES_MATRIX]);
-  kv_u64(pk, "regions", srv->res_live[RES_REGION]);
+  kv_u64(pk, "arrays", srv->res.live[RES_ARRAY]);
+  kv_u64(pk, "matrices", srv->res.live[RES_MATRIX]);
+  kv_u64(pk, "regions", srv->res.live[RES_REGION]);
   kv_u64(pk, "bytes", srv->budget.by_kind[BUDGET_RESIDENT]);
   pack_lanes(srv, pk);
   pack_clients(srv, pk);
@@ -219,4 +221,27 @@ void status_pack(gkcd_server *srv, msgpack_packer *pk) {
   kv_dbl(pk, "slice_us", cfg->slice_us);
   kv_u64(pk, "streams", (uint64_t)cfg->streams);
   kv_u64(pk, "spin_us", (uint64_t)cfg->spin_us);
+}
+
+char *status_metrics(gkcd_server *srv, size_t *len) {
+  metrics_view v = {
+      .counted = &srv->metrics,
+      .sched = srv->sched,
+      .devs = &srv->devs,
+      .budget = &srv->budget,
+      .backend = srv->be->name,
+      .start_ns = srv->start_ns,
+      .connections = srv->nconns,
+      .in_flight = srv->in_flight,
+      .bad_frames = srv->bad_frames,
+      .refused = srv->refused,
+  };
+  return metrics_render(&v, len);
+}
+
+void status_line(void *arg, char *buf, size_t len) {
+  const gkcd_server *srv = arg;
+  snprintf(buf, len, "%s: %llu connections, %llu requests in flight, %llu served",
+           srv->draining ? "stopping" : "serving", (unsigned long long)srv->nconns,
+           (unsigned long long)srv->in_flight, (unsigned long long)srv->served);
 }

@@ -1,8 +1,9 @@
 /* fuzz_harness.h: what the files of fuzz_request, the libFuzzer target over
  * gkcd's request decoding path, share:
  *
- *   fuzz_server.c   the fake server: its connections, the two backends' algo
- *                   lists, and the regions and resident objects it holds;
+ *   fuzz_server.c   the fake server: its resident table, two connections'
+ *                   shares of it, the two backends' algo lists, and the
+ *                   regions and resident objects it holds;
  *   fuzz_checks.c   the invariants checked on an accepted job (spans, out,
  *                   CSR) and on the replies read back as a client would;
  *   fuzz_request.c  one frame and one job as gkcd handles them, and the
@@ -22,10 +23,12 @@
 #include "fuzz_objects.h"
 #include "job.h"
 #include "proto_frame.h"
+#include "proto_rpc.h"
+#include "budget.h"
+#include "devices.h"
 #include "resident.h"
-#include "server.h"
 
-/* Small limits, shaped like the daemon's (server.c: max_bytes is also the
+/* Small limits, shaped like the daemon's (rpc.c: max_bytes is also the
  * max_bytes methods_parse gets, cfg.max_request_bytes). */
 #define FUZZ_MAX_BYTES ((size_t)1 << 20)
 extern const proto_limits LIM;
@@ -51,13 +54,14 @@ extern int g_verbose;
 
 /* --- the fake server (fuzz_server.c) --- */
 
-extern gkcd_server *g_srv;
-extern gkcd_conn g_conn, g_other;
+extern gkcd_residents g_res;     /* what the server's table would hold */
+extern gkcd_devices g_devs;      /* two devices of the backend under test */
+extern res_owner g_conn, g_other; /* the connection sending the frames, and another */
 
 typedef struct {
   uint32_t id;
   int kind, dtype;
-  gkcd_conn *owner;
+  res_owner *owner;
   size_t bytes;
   void *mem; /* allocated once, exact size, so ASan guards both ends */
   gkcd_res *res; /* this input's registration */

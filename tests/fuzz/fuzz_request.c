@@ -29,12 +29,11 @@
  * naming the check; ASan and UBSan catch memory errors and undefined
  * behaviour.  GKC_FUZZ_VERBOSE=1 prints what happened to each frame.
  *
- * Not reachable from here: conn.c and pool.c need a libuv loop, so the
- * small function of theirs that methods.c and validate.c call, conn_take_fd,
- * is copied into fuzz_server.c (job_fail is job.c's), with devices.c's
- * devices_count as two devices; the fake connection never
- * has a descriptor waiting, so shm_register always fails and region_map is
- * not run.  release/shm_release go through resident.c's
+ * Not reachable from here: conn.c and pool.c need a libuv loop (job_fail
+ * is job.c's); devices.c's devices_count is two devices.  No descriptor
+ * ever comes with a frame (refs_ctx.fd is -1, as rpc.c passes for a
+ * connection with none waiting), so shm_register always fails and
+ * region_map is not run.  release/shm_release go through resident.c's
  * res_release_request, as in rpc.c; the one line of submit() that prepares
  * a job (reg_fd = -1) is copied.  The fake
  * backends hold only algo name lists, which must be kept equal to
@@ -68,7 +67,7 @@ int g_verbose;
 
 /* rpc.c job_free, less the frame (the caller's) and out (never made). */
 static void job_release(gkcd_job *job) {
-  for (int i = 0; i < job->nres; i++) res_unref(g_srv, job->res[i]);
+  for (int i = 0; i < job->nres; i++) res_unref(&g_res, job->res[i]);
   CHECK(job->reg_fd < 0);
   free(job->priv[0]);
   free(job->priv[1]);
@@ -198,9 +197,9 @@ static void run_job(const proto_request *req, gkcd_backend *be, const uint8_t *f
   gkcd_job *job = calloc(1, sizeof *job);
   CHECK(job);
   job->reg_fd = -1;
-  g_srv->be = be;
+  g_devs.dev[0].be = g_devs.dev[1].be = be;
   args_ctx a = {req->params, msg, sizeof msg};
-  refs_ctx r = {&a, g_srv, &g_conn, job};
+  refs_ctx r = {&a, &g_res, &g_conn, &g_devs, -1, job}; /* no descriptor came */
   int rc = methods_parse(req->method, &r, FUZZ_MAX_BYTES);
   if (rc) {
     CHECK(rc == GKC_EINVALID_ARGUMENT || rc == GKC_ETOO_LARGE);
@@ -313,7 +312,7 @@ static void handle_frame(const uint8_t *frame, size_t len, const proto_frame_inf
   }
   if (req.method == PROTO_M_SHM_RELEASE || req.method == PROTO_M_RELEASE) {
     CHECK(!methods_is_compute(req.method));
-    rc = res_release_request(&g_conn, req.method, req.params, msg, sizeof msg);
+    rc = res_release_request(&g_res, &g_conn, req.method, req.params, msg, sizeof msg);
     NOTE("  release: %s%s\n", rc ? proto_err_wire(rc) : "done", rc ? msg : "");
     if (rc) {
       CHECK(rc == GKC_EINVALID_ARGUMENT);

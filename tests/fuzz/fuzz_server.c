@@ -13,15 +13,6 @@
 const proto_limits LIM = {FUZZ_MAX_BYTES, PROTO_MAX_OBJECTS, PROTO_MAX_DEPTH};
 const proto_limits CLIENT_LIM = {(size_t)1 << 40, 1u << 20, 64};
 
-/* --- what conn.c would provide (it needs libuv) ---------------------------- */
-
-int conn_take_fd(gkcd_conn *c) { /* conn.c */
-  if (c->nfds == 0) return -1;
-  int fd = c->fds[0];
-  memmove(c->fds, c->fds + 1, (size_t)--c->nfds * sizeof c->fds[0]);
-  return fd;
-}
-
 /* What devices.c would provide (it opens real backends): two devices, so
  * `device` 0 and 1 parse and anything else is refused. */
 int devices_count(void) { return 2; }
@@ -88,8 +79,10 @@ int list_len(const char *const *l) {
 
 /* --- the fake server, its connection, and the objects it holds ----------- */
 
-gkcd_server *g_srv;
-gkcd_conn g_conn, g_other;
+gkcd_residents g_res;
+gkcd_devices g_devs;
+static gkcd_budget g_budget;
+res_owner g_conn, g_other;
 
 fake_obj g_obj[FZ_NOBJ + 1];
 
@@ -102,7 +95,7 @@ void *xmalloc(size_t n) {
   return p;
 }
 
-static void def_obj(uint32_t id, int kind, int dtype, gkcd_conn *owner, size_t bytes) {
+static void def_obj(uint32_t id, int kind, int dtype, res_owner *owner, size_t bytes) {
   fake_obj *o = &g_obj[id];
   o->id = id, o->kind = kind, o->dtype = dtype, o->owner = owner, o->bytes = bytes;
   o->mem = xmalloc(bytes);
@@ -113,8 +106,6 @@ static void def_obj(uint32_t id, int kind, int dtype, gkcd_conn *owner, size_t b
 }
 
 void setup_once(void) {
-  g_srv = calloc(1, sizeof *g_srv);
-  CHECK(g_srv);
   def_obj(FZ_REGION_A, RES_REGION, 0, &g_conn, FZ_RA_BYTES);
   def_obj(FZ_REGION_B, RES_REGION, 0, &g_conn, FZ_RB_BYTES);
   def_obj(FZ_ARR_F32_16, RES_ARRAY, DT_F32, &g_conn, 16);
@@ -140,22 +131,21 @@ void setup_once(void) {
 }
 
 void server_begin(gkcd_backend *be) {
-  memset(g_srv, 0, sizeof *g_srv);
-  g_srv->be = be;
-  g_srv->limits = LIM;
-  g_srv->cfg.max_request_bytes = FUZZ_MAX_BYTES;
-  g_srv->cfg.memory_budget = 4 * FUZZ_MAX_BYTES;
+  memset(&g_devs, 0, sizeof g_devs);
+  g_devs.n = 2;
+  g_devs.dev[0].be = g_devs.dev[1].be = be;
+  memset(&g_budget, 0, sizeof g_budget);
+  g_budget.limit = 4 * FUZZ_MAX_BYTES;
+  res_init(&g_res, &g_devs, &g_budget);
   memset(&g_conn, 0, sizeof g_conn);
   memset(&g_other, 0, sizeof g_other);
-  g_conn.srv = g_other.srv = g_srv;
-  g_conn.id = 1, g_other.id = 2;
   for (uint32_t id = 1; id <= FZ_NOBJ; id++) {
     fake_obj *o = &g_obj[id];
-    gkcd_res *r = res_add(g_srv, o->kind, o->owner);
+    gkcd_res *r = res_add(&g_res, o->kind, o->owner);
     CHECK(r && r->id == id);
     r->ptr = o->mem, r->bytes = o->bytes, r->cap = o->bytes, r->dtype = o->dtype;
     if (o->kind == RES_MATRIX) r->rows = 4, r->cols = 5, r->nnz = 6, r->max_row = 3;
-    if (o->kind != RES_REGION) budget_take(&g_srv->budget, BUDGET_RESIDENT, o->bytes);
+    if (o->kind != RES_REGION) budget_take(&g_budget, BUDGET_RESIDENT, o->bytes);
     res_ref(r); /* the harness's own */
     o->res = r;
   }
@@ -168,7 +158,7 @@ void server_end(void) {
     free(r);
     g_obj[id].res = NULL;
   }
-  memset(g_srv->res_table, 0, sizeof g_srv->res_table);
+  memset(g_res.bucket, 0, sizeof g_res.bucket);
 }
 
 fake_obj *obj_holding(const void *p, size_t n) {

@@ -1,0 +1,49 @@
+/* res_object.h: one object that outlives a request (a resident array or
+ * matrix, or a client's shared-memory region), as jobs and the modules that
+ * place and run them read it.  The table that registers, finds and frees
+ * objects is resident.h; nothing here needs it.
+ */
+#ifndef GKCD_RES_OBJECT_H
+#define GKCD_RES_OBJECT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "job.h"
+
+enum { RES_ARRAY = 1, RES_MATRIX = 2, RES_REGION = 3 };
+enum { DT_F32 = 0, DT_I32 = 1 }; /* an array's element type */
+
+/* What one owner holds, for resident.h's limits: a connection embeds one. */
+typedef struct {
+  int n_objects; /* resident arrays and matrices */
+  int n_regions;
+} res_owner;
+
+struct gkcd_res {
+  uint32_t id;
+  int kind;
+  res_owner *owner; /* NULL: shared */
+  int refs;
+  int released;
+  size_t bytes;     /* array or region size; a matrix's three arrays together */
+  void *ptr;        /* array, matrix: backend memory; region: the mapping */
+  size_t cap;       /* backend allocation size */
+  int dtype;        /* array */
+  int pinned;       /* region registered with the backend for DMA */
+  int32_t rows, cols; /* matrix: row_ptr at ptr, then col_idx, then values */
+  int64_t nnz;
+  int32_t max_row;
+  int algo;         /* matrix: the spmv algo auto uses */
+  size_t plan_off;  /* matrix: offset of the backend's spmv plan in ptr, past
+                     * the arrays and within cap (0: none) */
+  int device;       /* array, matrix: the device its memory is on */
+  uint64_t rep_mask; /* replicated: the devices holding a copy (bit d); 0: not */
+  gkcd_copy *copies; /* replicated: copies[d] for each d in rep_mask (ptr, cap are
+                      * copies[device]); read-only, so never an `out` */
+  struct gkcd_part *part; /* matrix partitioned by rows over several devices (part.h), or
+                           * NULL; ptr is then NULL and device its first device */
+  gkcd_res *next;   /* hash chain */
+};
+
+#endif
