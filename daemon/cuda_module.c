@@ -3,6 +3,7 @@
  * the callers do not know that the backend lives in a module. */
 #include <dlfcn.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -65,11 +66,53 @@ static int module_find(char *path, size_t len, char *msg, size_t msglen) {
   return -1;
 }
 
+/* Whether the NVIDIA driver is there and sees a device, asked of the driver
+ * library itself before the module is loaded: the module pulls in the CUDA
+ * runtime, cuBLAS and cuSPARSE, ~190 MiB resident where gkcd alone is ~10,
+ * only to find no GPU on a host that has the CUDA package but no driver (a
+ * container without the GPU passed in, a CPU node of a cluster).  The
+ * runtime loads the same library by the same name, so a driver the probe
+ * cannot find the runtime could not find either.  0, or GKC_EDEVICE_ERROR
+ * with msg.  libcuda stays loaded once cuInit has run in it. */
+static int driver_probe(char *msg, size_t msglen) {
+  void *h = dlopen(GKCD_CUDA_DRIVER_LIB, RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    const char *why = dlerror();
+    snprintf(msg, msglen, "no NVIDIA driver (%s)", why ? why : "cannot load " GKCD_CUDA_DRIVER_LIB);
+    return GKC_EDEVICE_ERROR;
+  }
+  int (*init)(unsigned) = (int (*)(unsigned))dlsym(h, "cuInit");
+  int (*count)(int *) = (int (*)(int *))dlsym(h, "cuDeviceGetCount");
+  if (!init || !count) {
+    snprintf(msg, msglen, "%s is no NVIDIA driver (no cuInit or cuDeviceGetCount)",
+             GKCD_CUDA_DRIVER_LIB);
+    dlclose(h);
+    return GKC_EDEVICE_ERROR;
+  }
+  int n = 0, rc = init(0);
+  if (rc == 0) rc = count(&n);
+  if (rc != 0) {
+    snprintf(msg, msglen, "the NVIDIA driver did not start (CUresult %d)", rc);
+    return GKC_EDEVICE_ERROR;
+  }
+  if (n < 1) {
+    snprintf(msg, msglen, "the NVIDIA driver sees no device (CUDA_VISIBLE_DEVICES: %s)",
+             getenv("CUDA_VISIBLE_DEVICES") ? getenv("CUDA_VISIBLE_DEVICES") : "unset");
+    return GKC_EDEVICE_ERROR;
+  }
+  return 0;
+}
+
 /* 0 with g_module set, or a negative gkc_error with msg. */
 static int module_load(char *msg, size_t msglen) {
   if (g_module) return 0;
   char path[PATH_MAX];
   if (module_find(path, sizeof path, msg, msglen) != 0) return GKC_EDEVICE_ERROR;
+  char why[300];
+  if (driver_probe(why, sizeof why) != 0) {
+    snprintf(msg, msglen, "%s; %s not loaded", why, path);
+    return GKC_EDEVICE_ERROR;
+  }
   /* RTLD_NOW: a symbol of gkcd's that the module needs and gkcd does not
    * export (daemon/gkcd.dynlist) is named here, not at its first call. */
   void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);

@@ -3,9 +3,10 @@
  * gkcd itself links no CUDA library, so that one binary (and one Debian
  * package) runs on machines without them.  The CUDA backend (cuda/) is built
  * into a shared module that gkcd dlopen()s at start-up when --backend is auto
- * or cuda (daemon/cuda_module.c); if the module, or a CUDA library it needs,
- * is missing, gkcd says why and serves from the CPU backend (auto) or stops
- * (cuda).
+ * or cuda (daemon/cuda_module.c), once the NVIDIA driver (libcuda.so.1) has
+ * said it sees a device; if the driver, a device, the module, or a CUDA
+ * library it needs is missing, gkcd says why and serves from the CPU backend
+ * (auto) or stops (cuda).
  *
  * The module exports one symbol, GKCD_CUDA_MODULE_SYMBOL, a gkcd_cuda_module
  * table; everything else in it is hidden.  It calls back into gkcd (job_finish,
@@ -32,6 +33,9 @@
 #define GKCD_CUDA_MODULE_FILE "gkcd-cuda.so"
 #define GKCD_CUDA_MODULE_ENV "GKCD_CUDA_MODULE"
 #define GKCD_CUDA_MODULE_SYMBOL "gkcd_cuda_module_v1"
+/* The driver library asked for a device before the module is loaded (by
+ * the name the CUDA runtime loads it by). */
+#define GKCD_CUDA_DRIVER_LIB "libcuda.so.1"
 
 typedef struct {
   /* gkcd_cuda_module_abi() as compiled in the module: the module and gkcd

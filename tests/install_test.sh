@@ -54,15 +54,16 @@ check_prefix() {
 
   # The CUDA backend module (a build with CUDA): installed in $libdir/gkc,
   # where the installed gkcd finds it relative to itself, whatever the prefix.
-  # gkcd loads it (and, without a GPU, then stops on the GPU), or, where the
-  # CUDA libraries are not in ld.so's cache, names it in its complaint.
+  # gkcd loads it (and, without a GPU, then stops on the GPU), or names it in
+  # its complaint: where the CUDA libraries are not in ld.so's cache, or
+  # where no NVIDIA driver sees a device (then it is found, not loaded).
   if [ -e "$build/daemon/gkcd-cuda.so" ]; then
     local module=$prefix/$libdir/gkc/gkcd-cuda.so
     [ -e "$module" ] || fail "$module not installed"
     module=$(realpath "$module")
     timeout 10 env -u GKCD_CUDA_MODULE "$prefix/sbin/gkcd" --socket "$tmp/m.sock" --backend cuda \
       --log-level info >"$tmp/module.log" 2>&1 || true
-    grep -qE "CUDA backend module $module loaded|cannot load the CUDA backend module $module:" "$tmp/module.log" ||
+    grep -qE "CUDA backend module $module loaded|cannot load the CUDA backend module $module:|; $module not loaded" "$tmp/module.log" ||
       { cat "$tmp/module.log"; fail "$prefix/sbin/gkcd does not find $module"; }
     rm -f "$tmp/m.sock"
   fi
