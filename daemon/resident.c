@@ -20,6 +20,12 @@ static int *counter(gkcd_residents *t, res_owner *owner, int kind) {
   return kind == RES_REGION ? &owner->n_regions : &owner->n_objects;
 }
 
+static int id_in_use(gkcd_residents *t, uint32_t id) {
+  for (gkcd_res *r = *bucket(t, id); r; r = r->next)
+    if (r->id == id) return 1;
+  return 0;
+}
+
 void res_init(gkcd_residents *t, gkcd_devices *devs, gkcd_budget *budget) {
   memset(t, 0, sizeof *t);
   t->devs = devs;
@@ -29,8 +35,12 @@ void res_init(gkcd_residents *t, gkcd_devices *devs, gkcd_budget *budget) {
 gkcd_res *res_add(gkcd_residents *t, int kind, res_owner *owner) {
   gkcd_res *r = calloc(1, sizeof *r);
   if (!r) return NULL;
-  r->id = ++t->next_id;
-  if (r->id == 0) r->id = ++t->next_id; /* 0 is never an id */
+  /* 0 is never an id, and once the counter has wrapped (2^32 objects made
+   * over gkcd's life) an id still in use is skipped: a handle must never
+   * name two objects.  It skips at most as many ids as there are live
+   * objects. */
+  do r->id = ++t->next_id;
+  while (r->id == 0 || id_in_use(t, r->id));
   r->kind = kind;
   r->owner = owner;
   r->refs = 1;
