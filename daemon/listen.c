@@ -122,7 +122,7 @@ static int activated_fd(gkcd_server *srv) {
     log_err("the socket systemd passed is not a listening Unix stream socket");
     return -1;
   }
-  struct sockaddr_un sa;
+  struct sockaddr_un sa = {0};
   socklen_t len = sizeof sa;
   if (getsockname(fd, (struct sockaddr *)&sa, &len) == 0 && len > sizeof sa.sun_family &&
       sa.sun_path[0])

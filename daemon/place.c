@@ -39,6 +39,13 @@ int place_operands(gkcd_job *job, const gkcd_devices *devs, char *msg, size_t ms
              devices_lost_msg(devs->dev[job->pin_device].be, why, sizeof why));
     return GKC_EDEVICE_LOST;
   }
+  /* With none left gkcd exits (devices.c), but a device is lost on its
+   * worker's thread and the loop hears of it a moment later: work it takes
+   * meanwhile has nowhere to run. */
+  if (!live) {
+    snprintf(msg, msglen, "every device was lost");
+    return GKC_EDEVICE_LOST;
+  }
   /* A region is mapped and pinned once, by device 0 (resident.c unpins
    * it there). */
   if (job->method == PROTO_M_SHM_REGISTER) {

@@ -178,6 +178,19 @@ static void test_operands(void) {
   j = job_with(PROTO_M_REDUCE, reponly, 1);
   ASSERT_EQ(place_operands(&j, &g_devs, msg, sizeof msg), 0);
   ASSERT_EQ(j.dev_mask, 6);
+  /* Every device lost (the loop has not yet heard, so gkcd still serves):
+   * work with nothing resident, a pinned device or a shm_register is
+   * refused device_lost, never placed nowhere. */
+  g_live = 0;
+  j = job_with(PROTO_M_SGEMM, NULL, 0);
+  ASSERT_EQ(place_operands(&j, &g_devs, msg, sizeof msg), GKC_EDEVICE_LOST);
+  ASSERT(strstr(msg, "every device was lost"));
+  j = job_with(PROTO_M_SHM_REGISTER, NULL, 0);
+  ASSERT_EQ(place_operands(&j, &g_devs, msg, sizeof msg), GKC_EDEVICE_LOST);
+  j = job_with(PROTO_M_DOT, NULL, 0);
+  j.pin_device = 2;
+  ASSERT_EQ(place_operands(&j, &g_devs, msg, sizeof msg), GKC_EDEVICE_LOST);
+  ASSERT(strstr(msg, "argument 'device'"));
   g_live = 7;
 }
 
