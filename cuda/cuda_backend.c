@@ -174,7 +174,7 @@ int cuda_force_streams(void) {
 static int slot_init(cuda_impl *impl, slot *s, int lane, int i, char *msg, size_t msglen) {
   cudaError_t e;
   s->lane = lane;
-  if ((e = lanes_stream_create(impl->lanes, lane, &s->stream, msg, msglen)) != cudaSuccess) {
+  if (lanes_stream_create(impl->lanes, lane, &s->stream, msg, msglen) != cudaSuccess) { /* msg set */
     s->stream = NULL;
     return GKC_EDEVICE_ERROR;
   }
