@@ -22,10 +22,32 @@
 #define EMFILE_PAUSE_MS 100
 
 static void on_listen(uv_poll_t *h, int status, int events);
+static void resume(uv_timer_t *t);
+
+/* Stops polling the listening socket for EMFILE_PAUSE_MS (resume starts it
+ * again).  Should the timer not start, polling goes on: spinning on the
+ * queued connection is better than a daemon that silently accepts no
+ * more. */
+static void pause_accepting(gkcd_server *srv) {
+  uv_poll_stop(&srv->listen_poll); /* returns 0 */
+  int rc = uv_timer_start(&srv->listen_pause, resume, EMFILE_PAUSE_MS, 0);
+  if (rc) {
+    log_err("cannot pause accepting (uv_timer_start: %s); accepting on", uv_strerror(rc));
+    if ((rc = uv_poll_start(&srv->listen_poll, UV_READABLE, on_listen)))
+      log_err("listening socket: uv_poll_start: %s; no more connections are accepted",
+              uv_strerror(rc));
+  }
+}
 
 static void resume(uv_timer_t *t) {
   gkcd_server *srv = t->data;
-  if (srv->listening) uv_poll_start(&srv->listen_poll, UV_READABLE, on_listen);
+  if (!srv->listening) return;
+  int rc = uv_poll_start(&srv->listen_poll, UV_READABLE, on_listen);
+  if (rc) {
+    log_warn("listening socket: uv_poll_start: %s; trying again in %d ms", uv_strerror(rc),
+             EMFILE_PAUSE_MS);
+    pause_accepting(srv);
+  }
 }
 
 static void on_listen(uv_poll_t *h, int status, int events) {
@@ -46,8 +68,7 @@ static void on_listen(uv_poll_t *h, int status, int events) {
       /* The pending connection stays queued and the socket stays readable:
        * stop polling for a moment instead of spinning on it. */
       log_warn("accept: %s; pausing for %d ms", strerror(errno), EMFILE_PAUSE_MS);
-      uv_poll_stop(&srv->listen_poll);
-      uv_timer_start(&srv->listen_pause, resume, EMFILE_PAUSE_MS, 0);
+      pause_accepting(srv);
     } else if (errno != EAGAIN) {
       log_warn("accept: %s", strerror(errno));
     }

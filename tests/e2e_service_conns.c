@@ -3,7 +3,9 @@
  *  5. back-pressure: --max-conn-requests, and a client that never reads its
  *     replies (--max-conn-reply-bytes) neither blocks others nor makes the
  *     daemon buffer them all;
- *  9. --max-connections.
+ *  9. --max-connections, and running out of descriptors (EMFILE) below it:
+ *     gkcd pauses accepting, serves the connections it has, and accepts
+ *     again once some close.
  *
  * Checks do not stop the test at the first failure: each is counted, a
  * failure is printed with its line, and the exit status is 0 only when all
@@ -311,11 +313,50 @@ static void test_max_connections(void) {
   STOP_DAEMON(&f);
 }
 
+/* Below --max-connections, the process runs out of descriptors: accept4
+ * fails with EMFILE, the pending connection stays queued, and gkcd pauses
+ * polling the listening socket (listen.c) rather than spin on it.  The
+ * connections it has go on being served; once some close, the queued ones
+ * are accepted. */
+static void test_out_of_descriptors(void) {
+  rr_ctx = "out of descriptors";
+  enum { LIMIT = 64, OPEN = 90 };
+  fixture f;
+  const char *const args[] = {"--max-connections", "1000", "--max-conn-per-user", "1000", NULL};
+  fixture_nofile_limit = LIMIT;
+  fixture_start(&f, args, NULL);
+  fixture_nofile_limit = 0;
+  static rr_conn c[OPEN];
+  for (int i = 0; i < OPEN; i++) rr_open(&c[i], &f); /* connect() succeeds: the backlog holds them */
+  int paused = 0;
+  for (int i = 0; i < 500 && !paused; i++) {
+    paused = strstr(rr_slurp(f.log), "pausing for") != NULL;
+    if (!paused) rr_sleep_ms(10);
+  }
+  CHECK(paused, "gkcd with %d descriptors and %d connections did not say it paused accepting;"
+        " log:\n%s", LIMIT, OPEN, rr_slurp(f.log));
+  CHECK(rr_ping(&c[0], 5000, NULL, 0), "an accepted connection is not served while accepting is paused");
+  double accepted = status_on(&c[0], "connections");
+  CHECK(accepted > 1 && accepted < OPEN, "connections = %g with %d descriptors (want some, not all %d)",
+        accepted, LIMIT, OPEN);
+  /* Close all but the first and the last: the last was queued, and must now
+   * be accepted and served. */
+  for (int i = 1; i < OPEN - 1; i++) rr_close(&c[i]);
+  char why[200] = "";
+  CHECK(rr_ping(&c[OPEN - 1], 10000, why, sizeof why),
+        "the connection queued while out of descriptors was not served once others closed: %s", why);
+  CHECK(rr_ping(&c[0], 5000, NULL, 0), "the first connection stopped being served");
+  rr_close(&c[OPEN - 1]);
+  rr_close(&c[0]);
+  STOP_DAEMON(&f);
+}
+
 int main(void) {
   svc_init();
   double t0 = rr_now_s();
   SECTION(test_max_conn_requests());
   SECTION(test_slow_reader());
   SECTION(test_max_connections());
+  SECTION(test_out_of_descriptors());
   return svc_finish("e2e_service_conns", t0);
 }

@@ -22,6 +22,7 @@
 #include "test.h"
 
 size_t fixture_as_limit;
+unsigned fixture_nofile_limit;
 
 static void sleep_ms(int ms) {
   struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
@@ -75,6 +76,10 @@ int fixture_try_start(fixture *f, const char *const *args, const char *const *en
     if (fixture_as_limit) {
       struct rlimit rl = {fixture_as_limit, fixture_as_limit};
       if (setrlimit(RLIMIT_AS, &rl) != 0) _exit(126);
+    }
+    if (fixture_nofile_limit) {
+      struct rlimit rl = {fixture_nofile_limit, fixture_nofile_limit};
+      if (setrlimit(RLIMIT_NOFILE, &rl) != 0) _exit(126);
     }
     int fd = open(f->log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
     if (fd >= 0) dup2(fd, 1), dup2(fd, 2);

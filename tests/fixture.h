@@ -20,6 +20,9 @@ typedef struct {
 /* When nonzero, the address-space limit (RLIMIT_AS, bytes) of the next
  * daemon started: lets a test provoke real allocation failures. */
 extern size_t fixture_as_limit;
+/* When nonzero, the descriptor limit (RLIMIT_NOFILE, soft and hard) of the
+ * next daemon started: lets a test run it out of descriptors. */
+extern unsigned fixture_nofile_limit;
 
 /* Starts gkcd with the given extra arguments (a --socket among them replaces
  * the temporary one) (NULL-terminated, may be NULL)
