@@ -49,18 +49,28 @@ typedef struct {
   int errors;
 } samples;
 
+static void *alloc_or_die(void *p, size_t bytes) {
+  if (!p) {
+    fprintf(stderr, "bench_async: out of memory (%zu bytes)\n", bytes);
+    exit(1);
+  }
+  return p;
+}
+
 static void add(samples *s, double us) {
   if (s->n == s->cap) {
-    s->cap = s->cap ? s->cap * 2 : 65536;
-    if (s->cap > MAX_SAMPLES) s->cap = MAX_SAMPLES;
-    if (s->n == s->cap) return; /* enough for the percentiles */
-    s->lat = realloc(s->lat, s->cap * sizeof *s->lat);
+    size_t cap = s->cap ? s->cap * 2 : 65536;
+    if (cap > MAX_SAMPLES) cap = MAX_SAMPLES;
+    if (s->n == cap) return; /* enough for the percentiles */
+    s->lat = alloc_or_die(realloc(s->lat, cap * sizeof *s->lat), cap * sizeof *s->lat);
+    s->cap = cap;
   }
   s->lat[s->n++] = us;
 }
 
 static void report(const char *shape, samples *s, size_t total, double secs) {
-  qsort(s->lat, s->n, sizeof *s->lat, bench_cmp_double);
+  /* No sample: lat is NULL, which qsort must not be given even for 0 elements. */
+  if (s->n) qsort(s->lat, s->n, sizeof *s->lat, bench_cmp_double);
   double p50 = s->n ? s->lat[s->n / 2] : NAN, p99 = s->n ? s->lat[(size_t)(s->n * 0.99)] : NAN;
   total_errors += s->errors;
   double rps = (double)total / secs;
@@ -117,10 +127,16 @@ static void *blocking_worker(void *arg) {
 }
 
 static void run_blocking(int conns) {
-  worker *w = calloc((size_t)conns, sizeof *w);
-  pthread_t *th = calloc((size_t)conns, sizeof *th);
+  worker *w = alloc_or_die(calloc((size_t)conns, sizeof *w), (size_t)conns * sizeof *w);
+  pthread_t *th = alloc_or_die(calloc((size_t)conns, sizeof *th), (size_t)conns * sizeof *th);
   double t0 = bench_clock_s();
-  for (int i = 0; i < conns; i++) pthread_create(&th[i], NULL, blocking_worker, &w[i]);
+  for (int i = 0; i < conns; i++) {
+    int e = pthread_create(&th[i], NULL, blocking_worker, &w[i]);
+    if (e) {
+      fprintf(stderr, "bench_async: pthread_create: %s\n", strerror(e));
+      exit(1);
+    }
+  }
   for (int i = 0; i < conns; i++) pthread_join(th[i], NULL);
   double secs = bench_clock_s() - t0;
   samples all = {0};
@@ -194,8 +210,8 @@ static void run_async(int window) {
 /* --- a gkcd of our own ------------------------------------------------------------------ */
 
 static pid_t start_gkcd(const char *bin, char *path, size_t n) {
-  snprintf(path, n, "%s/gkc-bench-async-%d.sock",
-           getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid());
+  const char *tmp = getenv("TMPDIR");
+  snprintf(path, n, "%s/gkc-bench-async-%d.sock", tmp && *tmp ? tmp : "/tmp", (int)getpid());
   const char *argv[] = {bin, "--socket", path, "--backend", "cpu", "--log-level", "warn", NULL};
   volatile pid_t pid = 0;
   char why[128];

@@ -67,12 +67,18 @@ static float frand(void) { /* [-1, 1) */
   return (float)((rng_state >> 40) / (double)(1 << 24) * 2.0 - 1.0);
 }
 
-static float *randv(size_t n) {
+/* n floats, uninitialised (the results' buffers); exits when out of memory. */
+static float *floats(size_t n) {
   float *p = malloc(n * sizeof *p);
   if (!p) {
     fprintf(stderr, "bench_multi: out of memory (%zu floats)\n", n);
     exit(1);
   }
+  return p;
+}
+
+static float *randv(size_t n) {
+  float *p = floats(n);
   for (size_t i = 0; i < n; i++) p[i] = frand();
   return p;
 }
@@ -124,7 +130,7 @@ static void skip(const char *what, const char *why) {
 
 static double big(const char *sock) {
   size_t nn = (size_t)big_n * big_n;
-  float *a = randv(nn), *b = randv(nn), *c = malloc(nn * 4);
+  float *a = randv(nn), *b = randv(nn), *c = floats(nn);
   gkc_conn *cn = connect_or_die(sock);
   double t[16];
   for (int r = 0; r <= reps; r++) { /* r == 0: warm-up */
@@ -157,7 +163,7 @@ typedef struct {
 static void *many_client(void *arg) {
   client *cl = arg;
   size_t nn = (size_t)cl->n * cl->n;
-  float *c = malloc(nn * 4);
+  float *c = floats(nn);
   gkc_conn *cn = connect_or_die(cl->sock);
   for (int i = 0; i < cl->count && !cl->failed; i++) {
     int rc = gkc_sgemm(cn, cl->n, cl->n, cl->n, 1.0f, cl->a, 0, cl->b, 0, 0.0f, c, NULL, NULL);
@@ -185,11 +191,19 @@ static double run_clients(const char *sock, int n, int total, int expect_loss, c
   float *a = randv(nn), *b = randv(nn);
   client *cl = calloc((size_t)conns, sizeof *cl);
   pthread_t *th = calloc((size_t)conns, sizeof *th);
+  if (!cl || !th) {
+    fprintf(stderr, "bench_multi: out of memory (%d connections)\n", conns);
+    exit(1);
+  }
   double t0 = bench_clock_s();
   for (int i = 0; i < conns; i++) {
     cl[i] = (client){.sock = sock, .count = total / conns + (i < total % conns), .n = n, .a = a, .b = b,
                      .expect_loss = expect_loss};
-    pthread_create(&th[i], NULL, many_client, &cl[i]);
+    int e = pthread_create(&th[i], NULL, many_client, &cl[i]);
+    if (e) {
+      fprintf(stderr, "bench_multi: pthread_create: %s\n", strerror(e));
+      exit(1);
+    }
   }
   for (int i = 0; i < conns; i++) pthread_join(th[i], NULL);
   double dt = bench_clock_s() - t0;
@@ -223,7 +237,17 @@ typedef struct {
   float *values;
 } csr;
 
+static void csr_free(csr *m) {
+  free(m->row_ptr);
+  free(m->col_idx);
+  free(m->values);
+  memset(m, 0, sizeof *m);
+}
+
+/* The g^3 stencil into *m: 0, or -1 (nothing left allocated) when it does
+ * not fit int32 or memory. */
 static int stencil(csr *m, int g) {
+  memset(m, 0, sizeof *m);
   int64_t rows = (int64_t)g * g * g, per = 3LL * g - 2, nnz = per * per * per;
   if (rows > INT32_MAX || nnz > INT32_MAX) return -1;
   m->rows = (int32_t)rows;
@@ -231,7 +255,10 @@ static int stencil(csr *m, int g) {
   m->row_ptr = malloc((size_t)(rows + 1) * 4);
   m->col_idx = malloc((size_t)nnz * 4);
   m->values = malloc((size_t)nnz * 4);
-  if (!m->row_ptr || !m->col_idx || !m->values) return -1;
+  if (!m->row_ptr || !m->col_idx || !m->values) {
+    csr_free(m);
+    return -1;
+  }
   int64_t at = 0;
   for (int z = 0; z < g; z++)
     for (int y = 0; y < g; y++)
@@ -248,7 +275,11 @@ static int stencil(csr *m, int g) {
             }
       }
   m->row_ptr[rows] = (int32_t)at;
-  return at == nnz ? 0 : -1;
+  if (at != nnz) {
+    csr_free(m);
+    return -1;
+  }
+  return 0;
 }
 
 static void pack_str(msgpack_packer *pk, const char *s) {
@@ -397,7 +428,7 @@ static int stencil_run(const char *sock, const csr *m, stencil_fig *f, char *why
     exit(1);
   }
   gkc_conn *cn = connect_or_die(sock);
-  float *x = randv((size_t)m->rows), *y = malloc((size_t)m->rows * 4);
+  float *x = randv((size_t)m->rows), *y = floats((size_t)m->rows);
   gkc_spmv_args sa = GKC_SPMV_ARGS_INIT;
   sa.use_matrix = 1;
   sa.matrix = mat;
@@ -444,7 +475,7 @@ static void plain_cg(const char *sock, const csr *m, double *wall, double *margi
     fprintf(stderr, "bench_multi: csr_upload (no devices) on %s: %s\n", sock, gkc_errmsg(cn));
     exit(1);
   }
-  float *b = randv((size_t)m->rows), *x = malloc((size_t)m->rows * 4);
+  float *b = randv((size_t)m->rows), *x = floats((size_t)m->rows);
   cg_rates(cn, sock, mat, m, b, x, "single-device CG", wall, marginal);
   gkc_release_matrix(cn, mat);
   gkc_close(cn);
@@ -561,9 +592,7 @@ int main(int argc, char **argv) {
         snprintf(cg, sizeof cg, "(c) CG, single-device solver, marginal");
         row(cg, "iter/s", pm, f2.cg_marginal);
       }
-      free(m.row_ptr);
-      free(m.col_idx);
-      free(m.values);
+      csr_free(&m);
     }
   }
   if (sock_fault) {

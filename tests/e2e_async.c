@@ -44,8 +44,14 @@ typedef struct job {
   void *owner;
 } job;
 
+/* p, or the test fails: an allocation here is never expected to fail. */
+static void *need(void *p) {
+  if (!p) TEST_FAIL("out of memory");
+  return p;
+}
+
 static float *rand_vec(size_t n) {
-  float *v = malloc((n ? n : 1) * sizeof *v);
+  float *v = need(malloc((n ? n : 1) * sizeof *v));
   for (size_t i = 0; i < n; i++) v[i] = test_rand_f32(&rng);
   return v;
 }
@@ -54,8 +60,8 @@ static size_t small(size_t max) { return 1 + (size_t)(test_rand_u64(&rng) % max)
 
 static void want_alloc(job *j, size_t n) {
   j->nwant = n;
-  j->want = calloc(n, sizeof(double));
-  j->mag = calloc(n, sizeof(double));
+  j->want = need(calloc(n, sizeof(double)));
+  j->mag = need(calloc(n, sizeof(double)));
 }
 
 static void job_free(job *j) {
@@ -126,7 +132,7 @@ static int job_submit(gkc_async *ac, job *j, int k) {
     case K_SGEMM: {
       int m = (int)small(8), n = (int)small(8), kk = (int)small(8);
       j->x = rand_vec((size_t)m * kk), j->y = rand_vec((size_t)kk * n);
-      j->out = calloc((size_t)m * n, 4);
+      j->out = need(calloc((size_t)m * n, 4));
       want_alloc(j, (size_t)m * n);
       for (int i = 0; i < m; i++)
         for (int c = 0; c < n; c++)
@@ -143,11 +149,11 @@ static int job_submit(gkc_async *ac, job *j, int k) {
     }
     case K_SPMV: {
       int rows = (int)small(8), cols = (int)small(8);
-      j->rp = malloc(((size_t)rows + 1) * 4);
-      j->ci = malloc((size_t)rows * cols * 4);
-      j->y = malloc((size_t)rows * cols * 4); /* the values */
+      j->rp = need(malloc(((size_t)rows + 1) * 4));
+      j->ci = need(malloc((size_t)rows * cols * 4));
+      j->y = need(malloc((size_t)rows * cols * 4)); /* the values */
       j->x = rand_vec((size_t)cols);
-      j->out = calloc((size_t)rows, 4);
+      j->out = need(calloc((size_t)rows, 4));
       want_alloc(j, (size_t)rows);
       int nnz = 0;
       j->rp[0] = 0;
@@ -175,7 +181,7 @@ static int job_submit(gkc_async *ac, job *j, int k) {
       size_t n = small(32);
       float al = test_rand_f32(&rng), be = test_rand_f32(&rng);
       j->x = rand_vec(n), j->y = rand_vec(n);
-      j->out = calloc(n, 4);
+      j->out = need(calloc(n, 4));
       want_alloc(j, n);
       for (size_t i = 0; i < n; i++) {
         j->want[i] = (double)al * j->x[i] + (double)be * j->y[i];
@@ -207,7 +213,7 @@ static void test_mixed(const fixture *f) {
   enum { N = 10000 };
   gkc_async *ac = connect_async(f);
   gkc_async_set_limits(ac, N, (uint64_t)1 << 30);
-  job *jobs = calloc(N, sizeof *jobs);
+  job *jobs = need(calloc(N, sizeof *jobs));
   for (int i = 0; i < N; i++) {
     int rc = job_submit(ac, &jobs[i], (int)(test_rand_u64(&rng) % K_COUNT));
     if (rc) TEST_FAIL("request %d: %s: %s", i, gkc_errname(rc), gkc_async_errmsg(ac));
@@ -294,7 +300,7 @@ static void test_resident(const fixture *f) {
   ASSERT_EQ(gkc_async_dot(ac, &d, on_one, &o), 0);
   WAIT_OK(ac, o);
   ASSERT_NEAR(o.res.value, want, 1e-5 * mag + 1e-6);
-  float *back = malloc(ab);
+  float *back = need(malloc(ab));
   gkc_download_args dl = {h};
   gkc_out bo = gkc_out_mem(back, ab);
   memset(&o, 0, sizeof o);
@@ -357,7 +363,7 @@ static void test_limits(const fixture *f) {
 static void test_close_pending(const fixture *f) {
   enum { N = 500 };
   gkc_async *ac = connect_async(f);
-  one *o = calloc(N, sizeof *o);
+  one *o = need(calloc(N, sizeof *o));
   for (int i = 0; i < N; i++) ASSERT_EQ(gkc_async_ping(ac, on_one, &o[i]), 0);
   gkc_async_close(ac); /* nothing was even written */
   for (int i = 0; i < N; i++) {
@@ -405,7 +411,7 @@ static void test_daemon_killed(void) {
   fixture_start(&f, args, NULL);
   gkc_async *ac = connect_async(&f);
   gkc_async_set_limits(ac, N, (uint64_t)1 << 30);
-  job *jobs = calloc(N, sizeof *jobs);
+  job *jobs = need(calloc(N, sizeof *jobs));
   for (int i = 0; i < N; i++) ASSERT_EQ(job_submit(ac, &jobs[i], K_SGEMM), 0);
   /* Let some replies arrive, then take gkcd away. */
   while (gkc_async_pending(ac) > N - 20) ASSERT(gkc_async_poll(ac, 10000) > 0);
@@ -468,7 +474,7 @@ static void stream_next(stream *s) {
 static void test_uv(const fixture *f) {
   uv_loop_t loop;
   ASSERT_EQ(uv_loop_init(&loop), 0);
-  stream *streams = calloc(UV_CONNS, sizeof *streams);
+  stream *streams = need(calloc(UV_CONNS, sizeof *streams));
   for (int i = 0; i < UV_CONNS; i++) {
     stream *s = &streams[i];
     s->ac = connect_async(f);

@@ -15,6 +15,12 @@
 
 static uint64_t rng;
 
+/* The backend gkcd should report: $GKC_TEST_BACKEND, or cpu. */
+static const char *want_backend(void) {
+  const char *b = getenv("GKC_TEST_BACKEND");
+  return b ? b : "cpu";
+}
+
 static float *rand_vec(size_t n) {
   float *v = malloc(n * sizeof *v + 1);
   ASSERT(v);
@@ -206,7 +212,7 @@ static void test_errors(gkc_conn *c) {
 static void test_status(gkc_conn *c) {
   gkc_status_info st;
   ASSERT_EQ(gkc_status(c, &st), 0);
-  ASSERT_STR_EQ(st.backend, getenv("GKC_TEST_BACKEND") ? getenv("GKC_TEST_BACKEND") : "cpu");
+  ASSERT_STR_EQ(st.backend, want_backend());
   ASSERT(st.n_devices >= 1);
   ASSERT(st.devices[0].memory_total > 0);
   ASSERT(st.connections >= 1);
@@ -243,7 +249,7 @@ int main(void) {
   ASSERT_EQ(gkc_ping(c, &p), 0);
   ASSERT_EQ(p.protocol, GKC_PROTOCOL);
   ASSERT_STR_EQ(p.version, GKC_VERSION);
-  ASSERT_STR_EQ(p.backend, getenv("GKC_TEST_BACKEND") ? getenv("GKC_TEST_BACKEND") : "cpu");
+  ASSERT_STR_EQ(p.backend, want_backend());
   test_sgemm(c);
   test_reduce(c);
   test_spmv(c);

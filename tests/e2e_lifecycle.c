@@ -25,6 +25,7 @@
 /* Runs gkcd with args to completion (bounded), stderr to log; exit status. */
 static int run_gkcd(const char *const *args, const char *log) {
   const char *argv[16] = {getenv("GKCD_BIN")};
+  if (!argv[0]) TEST_FAIL("GKCD_BIN is not set (run through ctest)");
   int n = 1;
   for (; args[n - 1]; n++) argv[n] = args[n - 1];
   argv[n] = NULL;

@@ -216,8 +216,9 @@ static void test_cli(void) {
 
 int main(void) {
   signal(SIGPIPE, SIG_IGN);
-  snprintf(sock_path, sizeof sock_path, "%s/gkc-notify-%d.sock",
-           getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid());
+  const char *tmp = getenv("TMPDIR");
+  snprintf(sock_path, sizeof sock_path, "%s/gkc-notify-%d.sock", tmp && *tmp ? tmp : "/tmp",
+           (int)getpid());
   listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   struct sockaddr_un sa = {.sun_family = AF_UNIX};
   snprintf(sa.sun_path, sizeof sa.sun_path, "%s", sock_path);

@@ -467,7 +467,8 @@ int main(void) {
   uint64_t seed = test_seed();
   int sanitize = rr_env_flag("GKC_SANITIZE");
   long total = DEFAULT_TOTAL;
-  if (getenv("GKC_SOAK_REQUESTS")) total = strtol(getenv("GKC_SOAK_REQUESTS"), NULL, 10);
+  const char *requests = getenv("GKC_SOAK_REQUESTS");
+  if (requests) total = strtol(requests, NULL, 10);
   if (total < NCONN) TEST_FAIL("GKC_SOAK_REQUESTS must be at least %d", NCONN);
   if (total < 100000) fprintf(stderr, "note: GKC_SOAK_REQUESTS=%ld, fewer than the usual 100k\n", total);
 

@@ -199,6 +199,7 @@ void rr_get_reply(rr_conn *c, rr_reply *r, int timeout_ms) {
   }
   r->got = 1;
   r->frame = malloc((size_t)len);
+  if (!r->frame) TEST_FAIL("out of memory");
   memcpy(r->frame, c->buf, (size_t)len);
   memmove(c->buf, c->buf + len, c->have - (size_t)len);
   c->have -= (size_t)len;

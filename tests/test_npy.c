@@ -128,6 +128,7 @@ static void test_exact_numpy_header(void) {
   p = tpath("exact1.npy");
   ASSERT(npy_write(p, 1, five, zeros, err, sizeof err) == 0);
   n = read_bytes(p, b, sizeof b);
+  ASSERT_EQ(n, 128 + 20);
   ASSERT(memcmp(b + 10, "{'descr': '<f4', 'fortran_order': False, 'shape': (5,), }", 57) == 0);
   p = tpath("exact0.npy");
   ASSERT(npy_write(p, 0, NULL, zeros, err, sizeof err) == 0);
