@@ -72,18 +72,16 @@ int gkcm_scatter_csr(gkcm_ctx *ctx, int root, int64_t n, const int32_t *row_ptr,
       int32_t r0 = (int32_t)off[q], nr = (int32_t)(off[q + 1] - off[q]);
       int64_t k0 = row_ptr[r0], nnz = (int64_t)row_ptr[r0 + nr] - k0;
       gkcm_rows part;
-      int64_t head = nnz;
-      int ok = 1;
-      if (rows_alloc(&part, n, r0, nr, nnz) != 0) {
+      int ok = 1, staged = rows_alloc(&part, n, r0, nr, nnz) == 0;
+      if (!staged)
         ctx_fail(ctx, GKC_EOUT_OF_MEMORY, "out of memory for rank %d's %" PRId64 " nonzeros", q,
                  nnz);
-        head = -1;
-      }
       if (q != root) {
+        int64_t head = staged ? nnz : -1;
         MPI_Send(&head, 1, MPI_INT64_T, q, ROWS_TAG, ctx->comm);
-        if (head >= 0) MPI_Recv(&ok, 1, MPI_INT, q, ROWS_TAG, ctx->comm, MPI_STATUS_IGNORE);
+        if (staged) MPI_Recv(&ok, 1, MPI_INT, q, ROWS_TAG, ctx->comm, MPI_STATUS_IGNORE);
       }
-      if (head < 0) continue;
+      if (!staged) continue;
       for (int32_t i = 0; i <= nr; i++) part.row_ptr[i] = row_ptr[r0 + i] - (int32_t)k0;
       for (int64_t k = 0; k < nnz; k++) part.col_idx[k] = col_idx[k0 + k];
       memcpy(part.values, values + k0, (size_t)nnz * sizeof *values);
