@@ -278,17 +278,21 @@ int gkc__submit(gkc_conn *c, gkc__req *r, size_t max_requests, uint64_t max_byte
                      "a reply", c->npending);
   if (c->npending + 1 > c->tabsize && tab_grow(c) != 0)
     return gkc__fail(c, GKC_EOUT_OF_MEMORY, "out of memory");
-  /* Where the queue stood, to take this request back out of it. */
-  size_t olen0 = c->olen, nseg0 = c->nseg, head0 = c->seg_head;
   if (c->nseg == c->seg_head) { /* empty: start over at the buffer's front */
-    c->olen = olen0 = 0;
-    c->nseg = nseg0 = c->seg_head = head0 = 0;
+    c->olen = 0;
+    c->nseg = c->seg_head = 0;
   }
+  /* Where the queue stood, to take this request back out of it.  obuf
+   * offsets never move, but segment indices do: seg_push compacts (shifts
+   * everything down by seg_head) whenever it reaches segcap, here or while
+   * packing below.  A segment's distance from seg_head survives that, so
+   * the request's first segment is found from it afterwards. */
+  size_t olen0 = c->olen;
   /* A fresh segment for this request: it carries the descriptor, if any,
    * and rolling back never has to shorten an older one. */
   gkc__seg *first = seg_push(c);
   if (!first) return gkc__fail(c, GKC_EOUT_OF_MEMORY, "out of memory");
-  head0 = c->seg_head, nseg0 = c->nseg - 1; /* seg_push may have compacted */
+  size_t dist0 = c->nseg - 1 - c->seg_head;
   first->off = c->olen;
   first->fd = r->fd;
   r->msgid = c->next_msgid++;
@@ -297,6 +301,7 @@ int gkc__submit(gkc_conn *c, gkc__req *r, size_t max_requests, uint64_t max_byte
   msgpack_packer_init(&pk, c, queue_write);
   proto_pack_request_head(&pk, r->msgid, r->method);
   r->pack(&pk, r);
+  size_t nseg0 = c->seg_head + dist0; /* this request's first segment, now */
   uint64_t bytes = 0;
   for (size_t i = nseg0; i < c->nseg; i++) bytes += c->segs[i].len;
   int rc = 0;
@@ -309,7 +314,6 @@ int gkc__submit(gkc_conn *c, gkc__req *r, size_t max_requests, uint64_t max_byte
                    (unsigned long long)max_bytes);
   if (rc) {
     c->nseg = nseg0;
-    c->seg_head = head0;
     c->olen = olen0;
     return rc;
   }

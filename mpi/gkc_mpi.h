@@ -85,7 +85,8 @@ int gkcm_partition_csr(const int32_t *row_ptr, int64_t n, int nparts, int64_t *o
 
 /* Collective: root holds the whole matrix (row_ptr, col_idx, values of n
  * rows; ignored elsewhere), partitions it with gkcm_partition_csr and sends
- * each rank its rows into *out. */
+ * each rank its rows into *out.  GKC_EINVALID_ARGUMENT when n is less than
+ * the ranks or over INT32_MAX, or row_ptr does not start at 0 or decreases. */
 int gkcm_scatter_csr(gkcm_ctx *ctx, int root, int64_t n, const int32_t *row_ptr,
                      const int32_t *col_idx, const float *values, gkcm_rows *out);
 

@@ -33,6 +33,20 @@ int gkcm_partition_csr(const int32_t *row_ptr, int64_t n, int nparts, int64_t *o
 
 #define ROWS_TAG 0x6b63 /* "kc": the scatter's messages, on the library's own communicator */
 
+/* The root's row_ptr, checked before anything is sent: one that does not
+ * start at 0 or decreases would give a part a negative nonzero count (and
+ * the partition negative weights).  An error, or 0. */
+static int check_row_ptr(gkcm_ctx *ctx, const int32_t *row_ptr, int64_t n) {
+  if (row_ptr[0] != 0)
+    return ctx_fail(ctx, GKC_EINVALID_ARGUMENT, "row_ptr[0] is %" PRId32 ", not 0", row_ptr[0]);
+  for (int64_t i = 0; i < n; i++)
+    if (row_ptr[i + 1] < row_ptr[i])
+      return ctx_fail(ctx, GKC_EINVALID_ARGUMENT, "row_ptr[%" PRId64 "] = %" PRId32 " is less "
+                      "than row_ptr[%" PRId64 "] = %" PRId32 ": row_ptr must not decrease",
+                      i + 1, row_ptr[i + 1], i, row_ptr[i]);
+  return 0;
+}
+
 int gkcm_scatter_csr(gkcm_ctx *ctx, int root, int64_t n, const int32_t *row_ptr,
                      const int32_t *col_idx, const float *values, gkcm_rows *out) {
   memset(out, 0, sizeof *out);
@@ -43,7 +57,7 @@ int gkcm_scatter_csr(gkcm_ctx *ctx, int root, int64_t n, const int32_t *row_ptr,
     if (n < P) ctx_fail(ctx, GKC_EINVALID_ARGUMENT, "the matrix has %" PRId64 " rows, fewer "
                         "than the %d ranks", n, P);
     else if (n > INT32_MAX) ctx_fail(ctx, GKC_EINVALID_ARGUMENT, "%" PRId64 " rows", n);
-    else gkcm_partition_csr(row_ptr, n, P, off);
+    else if (check_row_ptr(ctx, row_ptr, n) == 0) gkcm_partition_csr(row_ptr, n, P, off);
   }
   if ((rc = ctx_sync(ctx, NULL, 0))) goto done;
   MPI_Bcast(&n, 1, MPI_INT64_T, root, ctx->comm);
@@ -58,18 +72,16 @@ int gkcm_scatter_csr(gkcm_ctx *ctx, int root, int64_t n, const int32_t *row_ptr,
       int32_t r0 = (int32_t)off[q], nr = (int32_t)(off[q + 1] - off[q]);
       int64_t k0 = row_ptr[r0], nnz = (int64_t)row_ptr[r0 + nr] - k0;
       gkcm_rows part;
-      int64_t head = nnz;
-      int ok = 1;
-      if (rows_alloc(&part, n, r0, nr, nnz) != 0) {
+      int ok = 1, staged = rows_alloc(&part, n, r0, nr, nnz) == 0;
+      if (!staged)
         ctx_fail(ctx, GKC_EOUT_OF_MEMORY, "out of memory for rank %d's %" PRId64 " nonzeros", q,
                  nnz);
-        head = -1;
-      }
       if (q != root) {
+        int64_t head = staged ? nnz : -1;
         MPI_Send(&head, 1, MPI_INT64_T, q, ROWS_TAG, ctx->comm);
-        if (head >= 0) MPI_Recv(&ok, 1, MPI_INT, q, ROWS_TAG, ctx->comm, MPI_STATUS_IGNORE);
+        if (staged) MPI_Recv(&ok, 1, MPI_INT, q, ROWS_TAG, ctx->comm, MPI_STATUS_IGNORE);
       }
-      if (head < 0) continue;
+      if (!staged) continue;
       for (int32_t i = 0; i <= nr; i++) part.row_ptr[i] = row_ptr[r0 + i] - (int32_t)k0;
       for (int64_t k = 0; k < nnz; k++) part.col_idx[k] = col_idx[k0 + k];
       memcpy(part.values, values + k0, (size_t)nnz * sizeof *values);

@@ -11,6 +11,8 @@ shared memory.  Checks:
     (||x - x_ref|| / ||x_ref|| <= cond(A) ||r|| / ||b||);
   - that both daemons did the work (their spmv counters);
   - PCG-Jacobi on a Matrix Market file (read by rank 0, scattered);
+  - gkcm_scatter_csr on its own (tests/mpi_scatter.c): each rank's rows,
+    and a root row_ptr that does not start at 0 or decreases refused;
   - per-rank sockets through the GKC_MPI_SOCKET template;
   - usage errors, a missing daemon, and one daemon killed mid-solve: every
     rank exits non-zero naming that daemon's socket, in bounded time.
@@ -45,6 +47,7 @@ if not MPIRUN or not os.path.exists(MPIRUN):
     sys.exit(77)
 GKCD = os.environ["GKCD_BIN"]
 MPI_CG = os.environ["GKC_MPI_CG"]
+MPI_SCATTER = os.environ.get("GKC_MPI_SCATTER")
 GKC = os.environ.get("GKC_BIN")
 TIMEOUT = 90  # seconds for any one mpirun
 
@@ -127,7 +130,7 @@ class Daemon:
         self.log.close()
 
 
-def mpirun_cmd(np_, daemons, args, extra_env=None):
+def mpirun_cmd(np_, daemons, args, extra_env=None, prog=None):
     """Ranks split in halves over the daemons (one daemon: all on it)."""
     cmd = [MPIRUN, "--allow-run-as-root", "--oversubscribe"]
     per = [np_] if len(daemons) == 1 else [np_ - np_ // 2, np_ // 2]
@@ -139,12 +142,12 @@ def mpirun_cmd(np_, daemons, args, extra_env=None):
             cmd.append(":")
         first = False
         env = [f"GKC_SOCKET={d.sock}"] if d else []
-        cmd += ["-np", str(k), "env"] + env + (extra_env or []) + [MPI_CG] + args
+        cmd += ["-np", str(k), "env"] + env + (extra_env or []) + [prog or MPI_CG] + args
     return cmd
 
 
-def run(np_, daemons, args, extra_env=None, env=None):
-    cmd = mpirun_cmd(np_, daemons, args, extra_env)
+def run(np_, daemons, args, extra_env=None, env=None, prog=None):
+    cmd = mpirun_cmd(np_, daemons, args, extra_env, prog)
     t0 = time.time()
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT, env=env or ENV)
     return p, time.time() - t0
@@ -281,6 +284,15 @@ def test_matrix_file(tmp, da, db):
                   f"Jacobi did not help: {r['iterations']} vs {r2['iterations']} iterations")
 
 
+def test_scatter(tmp, da, db):
+    if not check(MPI_SCATTER and os.path.exists(MPI_SCATTER), "GKC_MPI_SCATTER is not built"):
+        return
+    for np_ in (1, 2, 3):
+        p, _ = run(np_, [da, db], [], prog=MPI_SCATTER)
+        check(p.returncode == 0 and f"mpi_scatter: ok on {np_} rank" in p.stdout,
+              f"scatter on {np_} ranks: exit {p.returncode}: {p.stdout}{p.stderr}")
+
+
 def test_socket_template(tmp, da, db):
     # Rank r reaches r<r>.sock: links to the two daemons.
     for r, d in ((0, da), (1, db)):
@@ -378,6 +390,7 @@ def main():
         da, db = Daemon(tmp, "a"), Daemon(tmp, "b")
         for name, f, args in (("poisson", test_poisson, (tmp, da, db)),
                               ("matrix_file", test_matrix_file, (tmp, da, db)),
+                              ("scatter", test_scatter, (tmp, da, db)),
                               ("socket_template", test_socket_template, (tmp, da, db)),
                               ("usage", test_usage, (tmp, da)),
                               ("no_daemon", test_no_daemon, (tmp, da)),

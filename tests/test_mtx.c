@@ -232,6 +232,10 @@ static void test_errors(void) {
   expect_error(BANNER "2 2 2\n1 1 1\n1 -1 1\n", "line 4: column index -1");
   expect_error(BANNER "2 2 3\n1 1 1\n2 2 1\n", "file ends after 2 of the 3 entries declared on the size line (line 2)");
   expect_error(BANNER "2 2 1\n1 1 1\n2 2 1\n", "line 4: more entries than the 1 declared");
+  /* None declared: the first entry is one too many (nothing is stored). */
+  expect_error(BANNER "2 2 0\n1 1 1\n", "line 3: more entries than the 0 declared");
+  expect_error("%%MatrixMarket matrix coordinate pattern symmetric\n2 2 0\n% c\n2 1\n",
+               "line 4: more entries than the 0 declared");
   expect_error("%%MatrixMarket matrix array real general\n2 2\n1\n2\n3\n4\n", "'array' format is not supported");
   expect_error("%%MatrixMarket matrix coordinate complex general\n1 1 1\n1 1 1 0\n", "complex matrices are not supported");
   expect_error("%%MatrixMarket matrix coordinate real hermitian\n1 1 1\n1 1 1\n", "hermitian");

@@ -317,6 +317,26 @@ static void test_pipe(void) {
   const char *m = expect_fail(p);
   ASSERT_CONTAINS(m, "only 24 bytes followed");
   pipe_done(p, child);
+
+  /* An empty big-endian array: nothing to read, nothing to swap, no data. */
+  int64_t s20[] = {2, 0};
+  n = build_npy(buf, 1, "{'descr': '>f4', 'fortran_order': False, 'shape': (2, 0), }\n", NULL, 0);
+  p = pipe_path(buf, n, &child);
+  npy_array a;
+  if (npy_read(p, &a, err, sizeof err) != 0) TEST_FAIL("%s: %s", p, err);
+  ASSERT_EQ(a.ndim, 2);
+  ASSERT_EQ(a.shape[0], s20[0]);
+  ASSERT_EQ(a.shape[1], s20[1]);
+  ASSERT_EQ(a.count, 0);
+  ASSERT(a.data == NULL);
+  npy_free(&a);
+  pipe_done(p, child);
+
+  /* ... and one followed by bytes it does not declare. */
+  n = build_npy(buf, 1, "{'descr': '>f4', 'fortran_order': False, 'shape': (0,), }\n", six, 4);
+  p = pipe_path(buf, n, &child);
+  ASSERT_CONTAINS(expect_fail(p), "more than the 0 bytes of data the header declares");
+  pipe_done(p, child);
 }
 
 static void test_write_errors(void) {
