@@ -155,7 +155,7 @@ start_daemon "$sock" "$dir/gkcd.log"
 
 # --- help, version, ping, status ------------------------------------------------
 run_raw --help
-expect "gkc --help lists the commands" 0 ping status sgemm reduce spmv solve --socket --json --version
+expect "gkc --help lists the commands" 0 ping status sgemm reduce dot axpby spmv solve --socket --json --version
 run_raw --version
 expect "gkc --version" 0 '^gkc [0-9]+\.[0-9]+'
 declare -A HELP_OPTS=(
@@ -163,10 +163,12 @@ declare -A HELP_OPTS=(
   [status]="--socket --json"
   [sgemm]="--a --b --c --alpha --beta --trans-a --trans-b --algo --out --random --seed --check --json"
   [reduce]="--x --random --seed --op --algo --check --json"
+  [dot]="--x --y --random --seed --device --check --json"
+  [axpby]="--x --y --alpha --beta --out --random --seed --device --check --json"
   [spmv]="--matrix --random --density --x --y --alpha --beta --seed --algo --out --check --devices --json"
   [solve]="--matrix --b --x0 --method --rtol --atol --max-iter --precision --history --out --devices --json"
 )
-for cmd in ping status sgemm reduce spmv solve; do
+for cmd in ping status sgemm reduce dot axpby spmv solve; do
   run_raw "$cmd" --help
   pats=("Usage: gkc $cmd")
   for opt in ${HELP_OPTS[$cmd]}; do pats+=("$opt\\b"); done
@@ -270,6 +272,48 @@ for op in sum min max; do
 done
 run reduce --random 1000 --seed 9 --op max
 expect "reduce (text): value, n, algo, kernel time" 0 'value: +0\.[0-9]' 'n: +1000$' 'algo:' 'kernel time:'
+
+# --- dot and axpby ------------------------------------------------------------------
+run dot --random 100003 --check --json
+expect_json "dot --random 100003 --check" \
+  "d['check'] == 'passed' and d['n'] == 100003 and num(d['value']) and num(d['kernel_us']) and d['algo']"
+run axpby --random 1001 --alpha 2 --beta -0.5 --seed 3 --check --json
+expect_json "axpby --random 1001 --alpha 2 --beta -0.5 --check" \
+  "d['check'] == 'passed' and d['n'] == 1001 and d['alpha'] == 2 and d['beta'] == -0.5 and d['seed'] == 3"
+run dot --random 1000 --seed 9
+expect "dot (text): value, n, algo, kernel time" 0 'value: +-?[0-9]' 'n: +1000$' 'algo:' 'kernel time:'
+if [[ $HAVE_NUMPY == 1 ]]; then
+  python3 -c '
+import numpy as np, sys
+r = np.random.default_rng(8)
+np.save(sys.argv[1] + "/vx.npy", r.uniform(-1, 1, (7, 11)).astype(np.float32))
+np.save(sys.argv[1] + "/vy.npy", r.uniform(-1, 1, 77).astype(np.float32))
+np.save(sys.argv[1] + "/vz.npy", np.ones(76, np.float32))
+' "$dir"
+  run dot --x "$dir/vx.npy" --y "$dir/vy.npy" --json
+  dotv=$(field value 2>/dev/null || echo x)
+  run axpby --x "$dir/vx.npy" --y "$dir/vy.npy" --alpha 1.5 --beta -2 --out "$dir/vo.npy"
+  expect "axpby on numpy-made files, --out" 0 "written to: +$dir/vo.npy"
+  if python3 -c '
+import numpy as np, sys
+d, dotv = sys.argv[1], float(sys.argv[2])
+x = np.load(d + "/vx.npy").astype(np.float64).ravel()
+y = np.load(d + "/vy.npy").astype(np.float64)
+o = np.load(d + "/vo.npy")
+ref = x @ y
+assert abs(dotv - ref) <= 1e-6 * np.abs(x * y).sum(), (dotv, ref)
+assert o.dtype == np.float32 and o.shape == (77,), (o.dtype, o.shape)
+assert np.allclose(o, 1.5 * x - 2 * y, rtol=1e-6, atol=1e-6), np.abs(o - (1.5 * x - 2 * y)).max()
+' "$dir" "$dotv" 2>"$dir/np.err"; then
+    ok "dot and axpby agree with numpy in float64 (a 7x11 x against a 77-long y)"
+  else
+    bad "dot and axpby agree with numpy in float64 (a 7x11 x against a 77-long y)" "$(cat "$dir/np.err")"
+  fi
+  run dot --x "$dir/vx.npy" --y "$dir/vz.npy"
+  expect "dot of 77 against 76 values: exit 2 naming both files" 2 "vx.npy has 77 values" "vz.npy 76" "one length"
+else
+  skip "numpy is not importable: dot/axpby on numpy-made files"
+fi
 
 # --- spmv --------------------------------------------------------------------------
 declare -A MTX_SHAPE=([west0067]="67 67 294" [lp_ship04l]="402 2166 6380")
@@ -506,10 +550,12 @@ declare -A BAD_VALUES=(
   [status]="extra|--json=1|--socket"
   [sgemm]="--random 8 --alpha abc|--random 8x0x4|--random 8 --precision fp16|--random 8 --seed -1|--random 8 -x|--random 8 --beta"
   [reduce]="--random 0|--random 10 --op avg|--random 10 --seed x|--random 10 --check=1"
+  [dot]="--random 0|--random 10 --seed x|--random 10 --x"
+  [axpby]="--random 10 --alpha abc|--random 10 --beta nan|--random -3"
   [spmv]="--random 10 --density 2|--random 10 --repeat 0|--random 0x5|--random 10 --beta x|--random 10 --alpha inf"
   [solve]="--matrix $dir/lap.mtx --rtol -1|--matrix $dir/lap.mtx --atol x|--matrix $dir/lap.mtx --max-iter 0|--matrix $dir/lap.mtx --method sor|--matrix $dir/lap.mtx --rtol nan"
 )
-for cmd in ping status sgemm reduce spmv solve; do
+for cmd in ping status sgemm reduce dot axpby spmv solve; do
   run "$cmd" --bogus
   expect "gkc $cmd --bogus: exit 2, named, with the hint" 2 "^gkc: unknown option '--bogus'" "^Try 'gkc $cmd --help'\.\$"
   IFS='|' read -r -a cases <<<"${BAD_VALUES[$cmd]}"
