@@ -41,6 +41,7 @@ struct cli_cmd {
 
 extern const cli_cmd cli_ping_cmd, cli_status_cmd, cli_sgemm_cmd, cli_reduce_cmd, cli_dot_cmd,
     cli_axpby_cmd, cli_spmv_cmd, cli_solve_cmd, cli_metrics_cmd, cli_top_cmd;
+extern const cli_cmd cli_batch_cmd;
 
 /* --- options (cli_opts.c) ------------------------------------------------- */
 
@@ -199,6 +200,10 @@ void cli_out_us(cli_out *o, const char *key, const char *label, double us);
 void cli_out_times(cli_out *o, const gkc_info *info);
 void cli_out_shape(cli_out *o, const char *key, const char *label, int ndim, const int64_t *shape);
 void cli_out_end(cli_out *o);
+/* Starts a field whose value the caller prints itself: a JSON value, or the
+ * rest of a text line with its newline.  Returns 0 when the field has no
+ * form in this mode (NULL key or label): then print nothing. */
+int cli_out_field(cli_out *o, const char *key, const char *label);
 /* Writes s as a JSON string literal, quotes included. */
 void cli_json_str(FILE *f, const char *s);
 /* "1.234 ms" for a duration in microseconds. */

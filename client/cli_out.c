@@ -27,6 +27,10 @@ static int field(cli_out *o, const char *key, const char *label) {
   return 1;
 }
 
+int cli_out_field(cli_out *o, const char *key, const char *label) {
+  return field(o, key, label);
+}
+
 void cli_json_str(FILE *f, const char *s) {
   fputc('"', f);
   for (const unsigned char *p = (const unsigned char *)s; *p; p++) {

@@ -10,8 +10,8 @@
 
 static const cli_cmd *const commands[] = {&cli_ping_cmd,   &cli_status_cmd, &cli_sgemm_cmd,
                                           &cli_reduce_cmd, &cli_dot_cmd,    &cli_axpby_cmd,
-                                          &cli_spmv_cmd,   &cli_solve_cmd,  &cli_metrics_cmd,
-                                          &cli_top_cmd,    NULL};
+                                          &cli_spmv_cmd,   &cli_solve_cmd,  &cli_batch_cmd,
+                                          &cli_metrics_cmd, &cli_top_cmd, NULL};
 
 static void usage(FILE *f) {
   fprintf(f,
@@ -50,7 +50,7 @@ int main(int argc, char **argv) {
   }
   if (optind >= argc)
     return cli_usage_error(&g, "missing command (one of ping, status, sgemm, reduce, dot,"
-                                 " axpby, spmv, solve, metrics, top)");
+                                 " axpby, spmv, solve, batch, metrics, top)");
   for (const cli_cmd *const *c = commands; *c; c++) {
     if (strcmp((*c)->name, argv[optind]) == 0) {
       g.cmd = *c;
