@@ -516,7 +516,8 @@ static void print_steps(cli_out *o, const batch_job *s, const gkc_batch_result *
       if (st->op == GKC_STEP_REDUCE) printf(", \"fn\": \"%s\"", fn_names[st->fn]);
       if (has_value) {
         fputs(", \"value\": ", stdout);
-        if (isfinite(br->value[i])) printf("%.10g", br->value[i]);
+        /* %.17g: the float64 exactly (a float32 min or max reads back as itself). */
+        if (isfinite(br->value[i])) printf("%.17g", br->value[i]);
         else fputs("null", stdout);
       } else {
         fputs(", \"array\": ", stdout);
@@ -526,13 +527,12 @@ static void print_steps(cli_out *o, const batch_job *s, const gkc_batch_result *
       cli_json_str(stdout, st->text);
       fputc('}', stdout);
     } else {
-      char label[32], line[128];
+      char label[32], line[1100];
       snprintf(label, sizeof label, "step %d", i);
       if (has_value)
-        snprintf(line, sizeof line, "%s%s%s = %.9g", op, st->op == GKC_STEP_REDUCE ? " " : "",
-                 st->op == GKC_STEP_REDUCE ? fn_names[st->fn] : "", br->value[i]);
+        snprintf(line, sizeof line, "%s = %.9g", st->text, br->value[i]);
       else
-        snprintf(line, sizeof line, "%s -> %s", op, s->defs[st->out].name);
+        snprintf(line, sizeof line, "%s -> %s", st->text, s->defs[st->out].name);
       cli_out_str(o, NULL, label, line);
     }
   }
