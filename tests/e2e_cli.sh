@@ -664,6 +664,9 @@ run batch "${bx[@]}" --array z="$dir/bz.npy" --step 'dot x x' --step 'dot x z'
 expect "batch: length mismatch: exit 1 with gkcd's message naming the step" 1 \
   "^gkc: invalid_argument: steps\[1\] \(dot\): .*999"
 if [[ -s $dir/out ]]; then bad "a failed batch printed on stdout" "$(output)"; fi
+run batch --zeros z=4 --step 'dot z z' --step 'axpby 1/$0 z 1 z'
+expect "batch: 1/\$0 with a zero dot: exit 1, gkcd names the step that failed running" 1 \
+  "^gkc: invalid_argument: step 1 \(axpby\): argument 'alpha' came out as inf"
 
 # --- usage errors: exit 2 -------------------------------------------------------------
 run sgemm --bogus
