@@ -386,8 +386,8 @@ static int parse(cli_globals *g, batch_job *s, int argc, char **argv) {
         break;
       case O_STEP:
         if (s->nsteps == GKC_BATCH_MAX_STEPS)
-          return cli_usage_error(g, "--step '%s': more than %d steps (one batch's most)", optarg,
-                                 GKC_BATCH_MAX_STEPS);
+          return cli_usage_error(g, STEP_FMT "more than %d steps (one batch's most)",
+                                 s->nsteps, optarg, GKC_BATCH_MAX_STEPS);
         s->step_text[s->nsteps++] = optarg;
         break;
       case O_SAVE:
