@@ -164,15 +164,14 @@ static int add_def(cli_globals *g, batch_job *s, def_kind kind, const char *arg)
 /* "--step 3 'axpby $5 x 1 y': " before every message about a step. */
 #define STEP_FMT "--step %d '%s': "
 
-/* Splits text into words (at most MAX_WORDS; *nw gets the count, maybe more). */
-static int split_words(char *buf, char **w, int *nw) {
+/* Splits text into words (at most MAX_WORDS kept; *nw gets the count, maybe more). */
+static void split_words(char *buf, char **w, int *nw) {
   int n = 0;
   for (char *t = strtok(buf, " \t\n"); t; t = strtok(NULL, " \t\n")) {
     if (n < MAX_WORDS) w[n] = t;
     n++;
   }
   *nw = n;
-  return n <= MAX_WORDS;
 }
 
 /* The def index of array (want_matrix 0) or matrix (1) word, else a usage error. */
@@ -192,16 +191,16 @@ static int lookup(const cli_globals *g, const batch_job *s, int i, const char *w
 }
 
 /* $N at *p (advanced past it): N a step index that is earlier than step i
- * and has a value; else a usage error naming word. */
-static int scalar_ref(const cli_globals *g, const batch_job *s, int i, const char *word,
-                      const char **p, int *out) {
+ * and has a value; else a usage error naming what (ALPHA or BETA) and word. */
+static int scalar_ref(const cli_globals *g, const batch_job *s, int i, const char *what,
+                      const char *word, const char **p, int *out) {
   const char *q = *p + 1;
   long v = 0;
   int digits = 0;
   while (isdigit((unsigned char)*q) && digits < 4) v = v * 10 + (*q++ - '0'), digits++;
   if (!digits || isdigit((unsigned char)*q))
-    return cli_usage_error(g, STEP_FMT "%s: expected a step number after '$'", i,
-                           s->step_text[i], word);
+    return cli_usage_error(g, STEP_FMT "%s '%s': expected a step number after '$'", i,
+                           s->step_text[i], what, word);
   int len = (int)(q - *p);
   if (v >= i)
     return cli_usage_error(g, STEP_FMT "%.*s is not an earlier dot or reduce step (step %ld %s)",
@@ -245,11 +244,11 @@ static int parse_scalar(const cli_globals *g, const batch_job *s, int i, const c
     goto bad;
   }
   const char *p = dollar;
-  if ((rc = scalar_ref(g, s, i, word, &p, over_only ? &over : &step))) return rc;
+  if ((rc = scalar_ref(g, s, i, what, word, &p, over_only ? &over : &step))) return rc;
   if (!over_only && *p == '/') {
     p++;
     if (*p != '$') goto bad;
-    if ((rc = scalar_ref(g, s, i, word, &p, &over))) return rc;
+    if ((rc = scalar_ref(g, s, i, what, word, &p, &over))) return rc;
   }
   if (*p) goto bad;
   *out = gkc_scalar_ref(step, over, scale);
