@@ -454,13 +454,28 @@ static int load(cli_globals *g, const cli_limits *l, batch_job *s) {
         if (d->kind == DEF_RANDOM) cli_rng_fill(&r, d->a.data, (size_t)d->n);
         break;
       }
-      case DEF_MATRIX:
+      case DEF_MATRIX: {
+        /* Its upload against gkcd's limits, from the header, before the
+         * entries are read (an unreadable header is cli_csr_read's to say). */
+        int64_t rows, cols, nnz;
+        int sym;
+        if (cli_csr_peek(d->path, &rows, &cols, &nnz, &sym) == 0) {
+          uint64_t hi = cli_mul_sat((uint64_t)nnz, sym ? 2 : 1);
+          uint64_t in = cli_add_sat(cli_mul_sat((uint64_t)rows + 1, 4), cli_mul_sat(hi, 8));
+          char what[MAX_NAME_LEN + 600];
+          snprintf(what, sizeof what, "batch %s=%s (%lld x %lld, %lld entries%s)", opt, d->path,
+                   (long long)rows, (long long)cols, (long long)nnz, sym ? ", symmetric" : "");
+          cli_plan p = {what, in, d->name, 0, NULL,
+                        cli_add_sat(local, cli_add_sat(in, cli_mul_sat((uint64_t)nnz, 12)))};
+          if ((rc = cli_plan_check(l, &p))) return rc;
+        }
         if ((rc = cli_csr_read(g, opt, d->path, &d->m))) return rc;
         if (d->m.nnz > INT32_MAX)
           return cli_usage_error(g, "%s=%s has %lld entries, more than gkcd's int32 indices"
                                  " allow", opt, d->path, (long long)d->m.nnz);
         local = cli_add_sat(local, cli_mul_sat((uint64_t)d->m.nnz, 8));
         continue;
+      }
     }
     local = cli_add_sat(local, cli_mul_sat((uint64_t)d->a.count, 4));
   }

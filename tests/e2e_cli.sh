@@ -787,6 +787,11 @@ printf '%%%%MatrixMarket matrix coordinate real general\n1000 1000 500000\n1 1 1
 lrun spmv --matrix "$dir/big.mtx"
 expect "spmv --matrix declaring 500000 entries: exit 1 before reading them" 1 \
   "big.mtx \(1000 x 1000, 500000 entries\)" "gkcd --max-request-bytes"
+lrun batch --matrix "A=$dir/big.mtx" --zeros x=1000 --zeros y=1000 --step 'spmv A 1 x 0 - y'
+expect "batch --matrix declaring 500000 entries: exit 1 before reading them" 1 \
+  "batch --matrix A=.*big.mtx \(1000 x 1000, 500000 entries\)" "gkcd --max-request-bytes"
+lrun batch --zeros x=300000 --step 'reduce x'
+expect "batch --zeros over --max-request-bytes: exit 1" 1 "batch --zeros x=300000" "gkcd --max-request-bytes"
 lrun sgemm --random 100x100x100 --check
 expect "within the limits the same gkcd computes" 0 "check: +passed"
 # This machine's memory, checked even when gkcd cannot be reached (its
