@@ -162,18 +162,23 @@ static double dot_error(const vec_job *s, double value) {
   return scale > 0 ? diff / scale : diff;
 }
 
-/* axpby: the largest element error relative to |alpha x| + |beta y|. */
+/* axpby: the largest element error relative to |alpha x| + |beta y|
+ * (cli_max_scaled_err); -1 when the reference cannot be allocated. */
 static double axpby_error(const vec_job *s, const float *got) {
-  const float *x = s->x.data, *y = s->y.data;
-  double worst = 0;
-  for (int64_t i = 0; i < s->x.count; i++) {
-    double a = (double)s->alpha * x[i], b = (double)s->beta * y[i];
-    double scale = fabs(a) + fabs(b), diff = fabs((double)got[i] - (a + b));
-    double e = scale > 0 ? diff / scale : diff;
-    if (!(e <= worst)) worst = e; /* NaN stays */
-    if (isnan(worst)) break;
+  size_t n = (size_t)s->x.count;
+  double *ref = malloc(n * sizeof *ref), *scale = malloc(n * sizeof *scale);
+  double err = -1;
+  if (ref && scale) {
+    for (size_t i = 0; i < n; i++) {
+      double a = (double)s->alpha * s->x.data[i], b = (double)s->beta * s->y.data[i];
+      ref[i] = a + b;
+      scale[i] = fabs(a) + fabs(b);
+    }
+    err = cli_max_scaled_err(got, ref, scale, n);
   }
-  return worst;
+  free(ref);
+  free(scale);
+  return err;
 }
 
 static int run(cli_globals *g, int argc, char **argv, int axpby) {
@@ -236,7 +241,10 @@ static int run(cli_globals *g, int argc, char **argv, int axpby) {
       cli_out_str(&o, "out", "written to", s.out_path);
   }
   if (s.check) {
-    int crc = cli_report_check(&o, axpby ? axpby_error(&s, res) : dot_error(&s, value));
+    double e = axpby ? axpby_error(&s, res) : dot_error(&s, value);
+    int crc = CLI_FAIL;
+    if (e < 0) fprintf(stderr, "gkc: --check: cannot allocate the reference for %zu values\n", n);
+    else crc = cli_report_check(&o, e);
     if (rc == CLI_OK) rc = crc;
   }
   cli_out_end(&o);
