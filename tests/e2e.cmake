@@ -80,11 +80,15 @@ if(TARGET e2e_partition)
     ENVIRONMENT "${GKC_E2E_ENV};GKC_DEVICES_ARGS=--backend cuda --split-device 2")
 endif()
 
-if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/e2e_cli.sh AND TARGET gkc)
-  add_test(NAME e2e_cli COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e_cli.sh
-           $<TARGET_FILE:gkcd> $<TARGET_FILE:gkc>)
-  set_tests_properties(e2e_cli PROPERTIES LABELS e2e TIMEOUT 300 SKIP_RETURN_CODE 77
-    ENVIRONMENT "${GKC_E2E_ENV}")
+# The gkc CLI (e2e_cli.sh), and its batch command (e2e_cli_batch.sh): shared
+# helpers in cli_test_lib.sh.
+if(TARGET gkc)
+  foreach(t e2e_cli e2e_cli_batch)
+    add_test(NAME ${t} COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/${t}.sh
+             $<TARGET_FILE:gkcd> $<TARGET_FILE:gkc>)
+    set_tests_properties(${t} PROPERTIES LABELS e2e TIMEOUT 300 SKIP_RETURN_CODE 77
+      ENVIRONMENT "${GKC_E2E_ENV}")
+  endforeach()
 endif()
 if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/e2e_python.py)
   add_test(NAME e2e_python COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/e2e_python.py)

@@ -3,152 +3,12 @@
 #
 #   bash tests/e2e_cli.sh GKCD_BINARY GKC_BINARY
 #
-# Environment: GKC_TEST_DATA (default: tests/data next to this script) holds
-# west0067.mtx and lp_ship04l.mtx; GKC_SHARED_MATRICES, when it names an
-# existing folder, adds every .mtx(.gz) in it to the spmv checks.
-# Needs python3 (JSON and .npy checks); uses numpy only when it imports.
-# Prints one line per check and ends with "N passed, M failed".
-set -euo pipefail
-
-GKCD=${1:?usage: e2e_cli.sh GKCD_BINARY GKC_BINARY}
-GKC=${2:?usage: e2e_cli.sh GKCD_BINARY GKC_BINARY}
-DATA=${GKC_TEST_DATA:-$(cd "$(dirname "$0")" && pwd)/data}
-SHARED=${GKC_SHARED_MATRICES:-}
-for f in "$GKCD" "$GKC"; do
-  [[ -x $f ]] || { echo "e2e_cli: $f is not an executable" >&2; exit 2; }
-done
-for m in west0067 lp_ship04l; do
-  [[ -r $DATA/$m.mtx ]] || { echo "e2e_cli: $DATA/$m.mtx not found (GKC_TEST_DATA)" >&2; exit 2; }
-done
-command -v python3 >/dev/null || { echo "e2e_cli: python3 is needed" >&2; exit 77; }
-HAVE_NUMPY=0
-python3 -c 'import numpy' 2>/dev/null && HAVE_NUMPY=1
-
-dir=$(mktemp -d "${TMPDIR:-/tmp}/gkc_e2e_cli.XXXXXX")
-sock=$dir/s.sock
-daemon_pids=()
-cleanup() {
-  local p
-  for p in "${daemon_pids[@]}"; do
-    kill "$p" 2>/dev/null || true
-    wait "$p" 2>/dev/null || true
-  done
-  rm -rf "$dir"
-}
-trap cleanup EXIT
-
-pass=0 fail=0
-ok() { pass=$((pass + 1)); echo "ok   $1"; }
-bad() {
-  fail=$((fail + 1))
-  echo "FAIL $1"
-  if [[ -n ${2-} ]]; then head -20 <<<"$2" | while IFS= read -r l; do echo "     | $l"; done; fi
-}
-skip() { echo "skip $1"; }
-
-# Starts a gkcd on socket $1, log $2, more gkcd options after them (extra
-# environment in the caller's env); waits until it answers a ping, at most
-# ~10 s.
-start_daemon() {
-  local s=$1 log=$2 i
-  shift 2
-  "$GKCD" --socket "$s" --log-level warn "$@" 2>"$log" &
-  daemon_pids+=($!)
-  for ((i = 0; i < 100; i++)); do
-    if "$GKC" --socket "$s" ping >/dev/null 2>&1; then return 0; fi
-    if ! kill -0 "${daemon_pids[-1]}" 2>/dev/null; then break; fi
-    sleep 0.1
-  done
-  echo "e2e_cli: gkcd did not come up on $s:" >&2
-  cat "$log" >&2
-  return 1
-}
-
-# run ARGS...: gkc on our socket; stdout in $dir/out, stderr in $dir/err, exit in $rc.
-run() {
-  set +e
-  "$GKC" --socket "$sock" "$@" >"$dir/out" 2>"$dir/err"
-  rc=$?
-  set -e
-}
-# run_raw ARGS...: like run, without --socket.
-run_raw() {
-  set +e
-  "$GKC" "$@" >"$dir/out" 2>"$dir/err"
-  rc=$?
-  set -e
-}
-output() { cat "$dir/out" "$dir/err"; }
-
-# expect NAME RC [GREP_PATTERN...]: the last run exited RC and its output
-# (stdout and stderr) matches every pattern (grep -E).
-expect() {
-  local name=$1 want=$2 p
-  shift 2
-  if [[ $rc != "$want" ]]; then
-    bad "$name (exit $rc, expected $want)" "$(output)"
-    return 0
-  fi
-  for p in "$@"; do
-    # Not grep -q: it would stop reading at the first match, and under
-    # pipefail the writer's SIGPIPE would turn a match into a failure.
-    if ! output | grep -E -- "$p" >/dev/null; then
-      bad "$name (output lacks /$p/)" "$(output)"
-      return 0
-    fi
-  done
-  ok "$name"
-}
-
-# expect_json NAME PYTHON_CONDITION: the last run exited 0 and its stdout is
-# one JSON object d for which the condition holds.
-expect_json() {
-  local name=$1 cond=$2 why
-  if [[ $rc != 0 ]]; then
-    bad "$name (exit $rc)" "$(output)"
-    return 0
-  fi
-  if why=$(python3 -c '
-import json, sys
-num = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
-try:
-    d = json.load(open(sys.argv[1]))
-except ValueError as e:
-    sys.exit("not JSON: %s" % e)
-if not isinstance(d, dict):
-    sys.exit("not a JSON object")
-if not eval(sys.argv[2]):
-    sys.exit("condition false: " + sys.argv[2])
-' "$dir/out" "$cond" 2>&1); then
-    ok "$name"
-  else
-    bad "$name ($why)" "$(output)"
-  fi
-}
-
-# The JSON field $1 of the last run's stdout.
-field() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$dir/out" "$1"; }
-
-# npy_info FILE: "descr shape sum" of a float32 .npy, parsed without numpy.
-npy_info() {
-  python3 -c '
-import ast, struct, sys
-b = open(sys.argv[1], "rb").read()
-assert b[:6] == b"\x93NUMPY", "bad magic"
-major = b[6]
-hl, off = (struct.unpack("<H", b[8:10])[0], 10) if major == 1 else (struct.unpack("<I", b[8:12])[0], 12)
-assert (off + hl) % 64 == 0, "data not 64-byte aligned"
-h = ast.literal_eval(b[off:off + hl].decode("latin1"))
-n = 1
-for s in h["shape"]:
-    n *= s
-data = b[off + hl:]
-assert len(data) == 4 * n, "data holds %d bytes, shape says %d" % (len(data), 4 * n)
-vals = struct.unpack("<%df" % n, data)
-assert not h["fortran_order"]
-print(h["descr"], "x".join(map(str, h["shape"])), repr(sum(vals)))
-' "$1"
-}
+# Environment and helpers: cli_test_lib.sh; gkc batch has its own script,
+# e2e_cli_batch.sh.  Prints one line per check and ends with "N passed, M
+# failed".
+TEST_NAME=e2e_cli
+# shellcheck source=cli_test_lib.sh
+source "$(dirname "$0")/cli_test_lib.sh"
 
 T0=$SECONDS
 start_daemon "$sock" "$dir/gkcd.log"
@@ -373,22 +233,7 @@ fi
 # A 2-D Laplacian (SPD) on a 24 x 24 grid, written here; b from spmv --out (a
 # vector of length n).  Each x is checked by its residual recomputed here in
 # float64 from the .mtx and the .npy files (python3's standard library only).
-python3 - "$dir/lap.mtx" 24 <<'PY'
-import sys
-path, g = sys.argv[1], int(sys.argv[2])
-n = g * g
-ent = []
-for i in range(g):
-    for j in range(g):
-        r = i * g + j
-        for di, dj, v in ((0, 0, 4), (-1, 0, -1), (1, 0, -1), (0, -1, -1), (0, 1, -1)):
-            ii, jj = i + di, j + dj
-            if 0 <= ii < g and 0 <= jj < g:
-                ent.append((r + 1, ii * g + jj + 1, v))
-with open(path, "w") as f:
-    f.write("%%%%MatrixMarket matrix coordinate real general\n%d %d %d\n" % (n, n, len(ent)))
-    f.writelines("%d %d %g\n" % e for e in ent)
-PY
+write_laplacian "$dir/lap.mtx" 24
 # residual A.mtx x.npy [b.npy]: ||b - A x|| / ||b|| in float64 (b = A * ones when absent).
 residual() {
   python3 - "$@" <<'PY'
@@ -492,181 +337,6 @@ printf '%%%%MatrixMarket matrix coordinate real general\n3 3 4\n1 1 2\n1 2 1\n2 
 run solve --matrix "$dir/zdiag.mtx" --method pcg
 expect "solve --method pcg on a zero diagonal: exit 1, gkcd names the row" 1 \
   '^gkc: invalid_argument: .*row 1'
-
-# --- batch: steps on named resident arrays in one request ------------------------------
-# Inputs are float32 .npy files written here; every result is checked against a
-# float64 reference computed here from the same float32 inputs (python3's
-# standard library: numpy is not needed).
-cat >"$dir/bref.py" <<'PY'
-import ast, json, math, random, struct, sys
-def load(p):
-    b = open(p, "rb").read()
-    hl = struct.unpack("<H", b[8:10])[0]
-    h = ast.literal_eval(b[10:10 + hl].decode("latin1"))
-    n = 1
-    for s in h["shape"]:
-        n *= s
-    assert h["descr"] == "<f4", h["descr"]
-    return list(struct.unpack("<%df" % n, b[10 + hl:10 + hl + 4 * n])), h["shape"]
-def save(p, v):
-    hdr = "{'descr': '<f4', 'fortran_order': False, 'shape': (%d,), }" % len(v)
-    hdr += " " * (117 - len(hdr)) + "\n"
-    with open(p, "wb") as f:
-        f.write(b"\x93NUMPY\x01\x00\x76\x00" + hdr.encode() + struct.pack("<%df" % len(v), *v))
-def mtx(p):
-    lines = [l for l in open(p) if not l.startswith("%")]
-    r, c, _ = map(int, lines[0].split())
-    sym = "symmetric" in open(p).readline()
-    rows = [[] for _ in range(r)]
-    for l in lines[1:]:
-        i, j, v = l.split()[:3]
-        i, j, v = int(i) - 1, int(j) - 1, float(v)
-        rows[i].append((j, v))
-        if sym and i != j:
-            rows[j].append((i, v))
-    return r, c, rows
-def f32(v):
-    return struct.unpack("<f", struct.pack("<f", v))[0]
-def spmv(rows, x):  # A x and sum |A||x|, per row
-    return ([sum(v * x[j] for j, v in r) for r in rows], [sum(abs(v * x[j]) for j, v in r) for r in rows])
-def close(name, got, ref, scale, tol=1e-5):
-    bad = [i for i in range(len(ref)) if not abs(got[i] - ref[i]) <= tol * max(scale[i], 1e-30)]
-    assert len(got) == len(ref), "%s: %d values, expected %d" % (name, len(got), len(ref))
-    assert not bad, "%s[%d] = %r, reference %r (scale %r)" % (name, bad[0], got[bad[0]], ref[bad[0]], scale[bad[0]])
-def vclose(name, got, ref, scale, tol=1e-5):
-    assert abs(got - ref) <= tol * scale, "%s = %r, reference %r" % (name, got, ref)
-d, cmd = sys.argv[1], sys.argv[2]
-if cmd == "make":  # make N SEED NAME...: NAME.npy, N values uniform in [-1, 1]
-    r = random.Random(int(sys.argv[4]))
-    for name in sys.argv[5:]:
-        save("%s/%s.npy" % (d, name), [f32(r.uniform(-1, 1)) for _ in range(int(sys.argv[3]))])
-    sys.exit(0)
-out = json.load(open(d + "/out"))
-st = out["steps"]
-if cmd == "dot_axpby":  # steps: dot x y; axpby $0 x 1 y; y saved to by.npy
-    x, y, (y2, shape) = load(d + "/bx.npy")[0], load(d + "/by.npy")[0], load(d + "/by2.npy")
-    dot = sum(a * b for a, b in zip(x, y))
-    vclose("dot", st[0]["value"], dot, sum(abs(a * b) for a, b in zip(x, y)))
-    assert st[1] == {"op": "axpby", "array": "y", "text": "axpby $0 x 1 y"}, st[1]
-    assert list(shape) == [len(x)], shape
-    close("y", y2, [dot * a + b for a, b in zip(x, y)], [abs(dot * a) + abs(b) for a, b in zip(x, y)])
-elif cmd == "minmax":  # steps: reduce x min, reduce x max, reduce x (sum)
-    x = load(d + "/bx.npy")[0]
-    assert [s["value"] for s in st[:2]] == [min(x), max(x)], (st, min(x), max(x))
-    vclose("sum", st[2]["value"], sum(x), sum(map(abs, x)))
-elif cmd == "spmv":  # MTX: y = 1.5 A x - 0.5 y0 saved; step 1 is dot y y
-    r, c, rows = mtx(sys.argv[3])
-    x, y0, y = load(d + "/sx.npy")[0], load(d + "/sy.npy")[0], load(d + "/sy2.npy")[0]
-    ax, sc = spmv(rows, x)
-    ref = [1.5 * a - 0.5 * b for a, b in zip(ax, y0)]
-    close("y", y, ref, [1.5 * s + 0.5 * abs(b) for s, b in zip(sc, y0)])
-    vclose("y.y", st[1]["value"], sum(v * v for v in ref), sum(v * v for v in ref), 1e-4)
-elif cmd == "cg":  # MTX: one CG iteration from x = 0, r = p = b
-    r_, c, rows = mtx(sys.argv[3])
-    b = load(d + "/cb.npy")[0]
-    got = {k: load("%s/c%s2.npy" % (d, k))[0] for k in ("x", "r", "p")}
-    rho = sum(v * v for v in b)
-    q = spmv(rows, b)[0]
-    pq = sum(u * v for u, v in zip(b, q))
-    alpha = rho / pq
-    x = [alpha * v for v in b]
-    r = [u - alpha * v for u, v in zip(b, q)]
-    rho2 = sum(v * v for v in r)
-    p = [u + rho2 / rho * v for u, v in zip(r, b)]
-    vclose("rho", st[0]["value"], rho, rho)
-    vclose("p.q", st[2]["value"], pq, sum(abs(u * v) for u, v in zip(b, q)))
-    vclose("rho'", st[5]["value"], rho2, rho2, 1e-4)
-    big = max(map(abs, b)) * (1 + abs(alpha) * max(map(abs, q)))
-    for k, ref in (("x", x), ("r", r), ("p", p)):
-        close(k, got[k], ref, [big] * len(ref))
-elif cmd == "sgemm":  # c = -2 a (2x3) b^T (b 4x3) + 0.5 c0, the same --seed gave c0
-    a, b, c, c0 = (load("%s/g%s.npy" % (d, k))[0] for k in ("a", "b", "c", "c0"))
-    ref = [-2 * sum(a[i * 3 + l] * b[j * 3 + l] for l in range(3)) + 0.5 * c0[i * 4 + j] for i in range(2) for j in range(4)]
-    sc = [2 * sum(abs(a[i * 3 + l] * b[j * 3 + l]) for l in range(3)) + 0.5 * abs(c0[i * 4 + j]) for i in range(2) for j in range(4)]
-    close("c", c, ref, sc)
-else:
-    sys.exit("unknown check " + cmd)
-PY
-# bcheck NAME CHECK [ARGS]: the last run exited 0 and bref.py's CHECK holds.
-bcheck() {
-  local name=$1 why
-  shift
-  if [[ $rc != 0 ]]; then bad "$name (exit $rc)" "$(output)"; return 0; fi
-  if why=$(python3 "$dir/bref.py" "$dir" "$@" 2>&1); then ok "$name"; else bad "$name" "$why"; fi
-}
-python3 "$dir/bref.py" "$dir" make 1000 21 bx by
-python3 "$dir/bref.py" "$dir" make 999 22 bz
-run batch --array x="$dir/bx.npy" --array y="$dir/by.npy" --step 'dot x y' --step 'axpby $0 x 1 y' \
-  --save y="$dir/by2.npy" --json
-bcheck "batch dot then axpby \$0 --save: value and y against float64" dot_axpby
-expect_json "batch --json: steps, algo, times, saved" \
-  "[s['op'] for s in d['steps']] == ['dot', 'axpby'] and num(d['steps'][0]['value']) and d['algo'] and num(d['kernel_us']) and num(d['round_trip_us']) and d['saved'] == [{'name': 'y', 'path': '$dir/by2.npy'}]"
-run batch --array x="$dir/bx.npy" --array y="$dir/by.npy" --step 'dot x y' --step 'axpby $0 x 1 y'
-expect "batch (text): each step, its value, the times" 0 '^step 0: +dot x y = -?[0-9.]+' \
-  '^step 1: +axpby \$0 x 1 y -> y$' 'algo:' 'kernel time:' 'round trip:'
-run batch --array x="$dir/bx.npy" --step 'reduce x min' --step 'reduce x max' --step 'reduce x' --json
-bcheck "batch reduce min, max (exact) and sum" minmax
-expect_json "batch reduce --json names fn" "[s['fn'] for s in d['steps']] == ['min', 'max', 'sum']"
-python3 "$dir/bref.py" "$dir" make 2166 23 sx
-python3 "$dir/bref.py" "$dir" make 402 24 sy
-run batch --matrix A="$DATA/lp_ship04l.mtx" --array x="$dir/sx.npy" --array y="$dir/sy.npy" \
-  --step 'spmv A 1.5 x -0.5 y y' --step 'dot y y' --save y="$dir/sy2.npy" --json
-bcheck "batch spmv (lp_ship04l, alpha, beta, in place) against float64" spmv "$DATA/lp_ship04l.mtx"
-python3 "$dir/bref.py" "$dir" make 576 25 cb
-run batch --matrix A="$dir/lap.mtx" --array r="$dir/cb.npy" --array p="$dir/cb.npy" \
-  --zeros x=576 --zeros q=576 \
-  --step 'dot r r' --step 'spmv A 1 p 0 - q' --step 'dot p q' \
-  --step 'axpby $0/$2 p 1 x' --step 'axpby -$0/$2 q 1 r' \
-  --step 'dot r r' --step 'axpby 1 r $5/$0 p' \
-  --save x="$dir/cx2.npy" --save r="$dir/cr2.npy" --save p="$dir/cp2.npy" --json
-bcheck "batch: one CG iteration (--help's example) against float64" cg "$dir/lap.mtx"
-run batch --random a=6 --random b=12 --random c=8 --seed 5 --step 'sgemm 2 4 3 -2 a b^T 0.5 c c' \
-  --save a="$dir/ga.npy" --save b="$dir/gb.npy" --save c="$dir/gc.npy" --json
-expect_json "batch sgemm with ^T and --random: one step, seed printed" \
-  "d['steps'] == [{'op': 'sgemm', 'array': 'c', 'text': 'sgemm 2 4 3 -2 a b^T 0.5 c c'}] and d['seed'] == 5"
-run batch --random a=6 --random b=12 --random c=8 --seed 5 --step 'dot c c' --save c="$dir/gc0.npy" --json
-bcheck "batch sgemm 2x4x3, B^T, alpha -2, beta 0.5, C in place, against float64" sgemm
-run_raw batch --help
-expect "gkc batch --help mentions its options, the step forms and an example" 0 "Usage: gkc batch" \
-  --array --zeros --random --matrix --step --save --seed --json 'axpby ALPHA X BETA Y \[OUT\]' \
-  'spmv A ALPHA X BETA Y\|- OUT' 'sgemm M N K' 'S\*\$i/\$j' "--step 'dot r r'"
-# Usage errors: exit 2 before gkcd is reached, naming the step and the word.
-run batch --bogus
-expect "gkc batch --bogus: exit 2, named, with the hint" 2 "^gkc: unknown option '--bogus'" "^Try 'gkc batch --help'\.\$"
-bx=(--array x="$dir/bx.npy")
-run batch "${bx[@]}" --step 'dot x y'
-expect "batch: undefined name: exit 2, names step and word" 2 "^gkc: --step 0 'dot x y': 'y' is not defined" \
-  "^Try 'gkc batch --help'\.\$"
-run batch "${bx[@]}" --step 'dot x x' --step 'axpby $3 x 1 x'
-expect "batch: forward reference \$3: exit 2" 2 \
-  "^gkc: --step 1 'axpby \\\$3 x 1 x': \\\$3 is not an earlier dot or reduce step"
-run batch "${bx[@]}" --step 'dot x x' --step 'axpby 1 x 1 x' --step 'axpby 2*$1 x 1 x'
-expect "batch: reference to a step without a value: exit 2" 2 \
-  "^gkc: --step 2 .*\\\$1 is not an earlier dot or reduce step \(step 1 is axpby"
-run batch "${bx[@]}" --step 'dot x x' --step 'axpy 1 x 1 x'
-expect "batch: unknown op: exit 2" 2 "^gkc: --step 1 'axpy 1 x 1 x': unknown op 'axpy'"
-run batch "${bx[@]}" --step 'axpby 1 x 1'
-expect "batch: too few words: exit 2" 2 "^gkc: --step 0 'axpby 1 x 1': only 4 words, expected 'axpby ALPHA X BETA Y \[OUT\]'"
-run batch "${bx[@]}" --step 'axpby two x 1 x'
-expect "batch: bad number: exit 2" 2 "^gkc: --step 0 'axpby two x 1 x': ALPHA 'two': expected a number"
-run batch "${bx[@]}" --step 'dot x x' --save w="$dir/w.npy"
-expect "batch: --save of an unknown name: exit 2" 2 "^gkc: --save w=.*: 'w' is not defined"
-run batch "${bx[@]}" --zeros x=3 --step 'dot x x'
-expect "batch: a name defined twice: exit 2" 2 "^gkc: --zeros x=3: 'x' is already defined by --array x"
-run batch --matrix A="$DATA/west0067.mtx" "${bx[@]}" --step 'spmv A 1 x 2 - x'
-expect "batch: spmv without y and beta != 0: exit 2" 2 "^gkc: --step 0 .*: Y is '-' \(none\), so BETA must be 0"
-run batch --matrix A="$DATA/west0067.mtx" "${bx[@]}" --step 'dot x A'
-expect "batch: a matrix where an array goes: exit 2" 2 "^gkc: --step 0 'dot x A': 'A' is a matrix, not an array"
-run batch "${bx[@]}"
-expect "batch without --step: exit 2" 2 "^gkc: missing --step"
-# A daemon-side error: lengths are gkcd's to check; its message names the step.
-run batch "${bx[@]}" --array z="$dir/bz.npy" --step 'dot x x' --step 'dot x z'
-expect "batch: length mismatch: exit 1 with gkcd's message naming the step" 1 \
-  "^gkc: invalid_argument: steps\[1\] \(dot\): .*999"
-if [[ -s $dir/out ]]; then bad "a failed batch printed on stdout" "$(output)"; fi
-run batch --zeros z=4 --step 'dot z z' --step 'axpby 1/$0 z 1 z'
-expect "batch: 1/\$0 with a zero dot: exit 1, gkcd names the step that failed running" 1 \
-  "^gkc: invalid_argument: step 1 \(axpby\): argument 'alpha' came out as inf"
 
 # --- usage errors: exit 2 -------------------------------------------------------------
 run sgemm --bogus
@@ -787,11 +457,6 @@ printf '%%%%MatrixMarket matrix coordinate real general\n1000 1000 500000\n1 1 1
 lrun spmv --matrix "$dir/big.mtx"
 expect "spmv --matrix declaring 500000 entries: exit 1 before reading them" 1 \
   "big.mtx \(1000 x 1000, 500000 entries\)" "gkcd --max-request-bytes"
-lrun batch --matrix "A=$dir/big.mtx" --zeros x=1000 --zeros y=1000 --step 'spmv A 1 x 0 - y'
-expect "batch --matrix declaring 500000 entries: exit 1 before reading them" 1 \
-  "batch --matrix A=.*big.mtx \(1000 x 1000, 500000 entries\)" "gkcd --max-request-bytes"
-lrun batch --zeros x=300000 --step 'reduce x'
-expect "batch --zeros over --max-request-bytes: exit 1" 1 "batch --zeros x=300000" "gkcd --max-request-bytes"
 lrun sgemm --random 100x100x100 --check
 expect "within the limits the same gkcd computes" 0 "check: +passed"
 # This machine's memory, checked even when gkcd cannot be reached (its
@@ -880,12 +545,4 @@ expect "top --iterations 0: usage error naming the option" 2 "--iterations"
 run top --interval 0.01 --iterations 1
 expect "top --interval too short: usage error" 2 "--interval"
 
-if kill -0 "${daemon_pids[0]}" 2>/dev/null; then
-  ok "gkcd is still running after all of the above"
-else
-  bad "gkcd is still running after all of the above" "$(cat "$dir/gkcd.log")"
-fi
-
-echo "($((SECONDS - T0)) s; numpy: $([[ $HAVE_NUMPY == 1 ]] && echo yes || echo no))"
-echo "$pass passed, $fail failed"
-[[ $fail == 0 ]]
+finish

@@ -62,7 +62,7 @@ run_tsan() {
   fi
   echo "=== tsan: ctest (threaded end-to-end tests)"
   OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 TSAN_OPTIONS=second_deadlock_stack=1 \
-    ctest --test-dir "$dir" --output-on-failure -j "$jobs" -R '^e2e_(lib|pipeline|lifecycle|resident_[a-z]+|async|cli|python|devices|partition)$'
+    ctest --test-dir "$dir" --output-on-failure -j "$jobs" -R '^e2e_(lib|pipeline|lifecycle|resident_[a-z]+|async|cli|cli_batch|python|devices|partition)$'
 }
 if [ ${#ctest_args[@]} -eq 0 ]; then
   run_tsan || status=1
