@@ -165,9 +165,6 @@ static void on_device_lost(int device, void *arg) {
   conn_flush_all(srv);
 }
 
-/* GET /metrics, on the loop (http.h). */
-static char *render_metrics(void *srv, size_t *len) { return status_metrics(srv, len); }
-
 void server_destroy_devices(gkcd_server *srv, gkcd_backend **be, int n) {
   if (srv->devs.n) {
     devices_destroy(&srv->devs);
@@ -233,5 +230,5 @@ int server_start(gkcd_server *srv, uv_loop_t *loop, gkcd_backend **bes, int ndev
   }
   srv->sweep.data = srv;
   uv_unref((uv_handle_t *)&srv->sweep);
-  return http_start(&srv->http, loop, srv->cfg.metrics_listen, render_metrics, srv);
+  return http_start(&srv->http, loop, srv->cfg.metrics_listen, status_metrics, srv);
 }

@@ -195,9 +195,10 @@ void rpc_job_done(gkcd_job *job, void *srv);
 /* The "status" method's result map. */
 void status_pack(gkcd_server *srv, msgpack_packer *pk);
 /* The metrics exposition (metrics.h) of the state now, for the "metrics"
- * method and GET /metrics: malloc'd, or NULL when out of memory. */
-char *status_metrics(gkcd_server *srv, size_t *len);
-/* systemd's STATUS= line (notify.h); arg is the server. */
+ * method and GET /metrics (an http_render_fn; arg is the server):
+ * malloc'd, or NULL when out of memory. */
+char *status_metrics(void *srv, size_t *len);
+/* systemd's STATUS= line (a notify_status_fn; arg is the server). */
 void status_line(void *srv, char *buf, size_t len);
 
 #endif

@@ -223,7 +223,8 @@ void status_pack(gkcd_server *srv, msgpack_packer *pk) {
   kv_u64(pk, "spin_us", (uint64_t)cfg->spin_us);
 }
 
-char *status_metrics(gkcd_server *srv, size_t *len) {
+char *status_metrics(void *arg, size_t *len) {
+  gkcd_server *srv = arg;
   metrics_view v = {
       .counted = &srv->metrics,
       .sched = srv->sched,
