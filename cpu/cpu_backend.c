@@ -148,7 +148,8 @@ out:
   free(tb);
 }
 
-static void run_reduce(cpu_impl *impl, gkcd_job *job) {
+static void run_reduce(gkcd_backend *be, gkcd_job *job) {
+  cpu_impl *impl = be->impl;
   void *tx;
   const float *x = aligned(&job->in.reduce.x, &tx);
   if (!x) {
@@ -163,7 +164,8 @@ static void run_reduce(cpu_impl *impl, gkcd_job *job) {
   free(tx);
 }
 
-static void run_spmv(gkcd_backend *be, cpu_impl *impl, gkcd_job *job) {
+static void run_spmv(gkcd_backend *be, gkcd_job *job) {
+  cpu_impl *impl = be->impl;
   __typeof__(job->in.spmv) *s = &job->in.spmv;
   void *t[4] = {0};
   const int32_t *rp = aligned(&s->row_ptr, &t[0]), *ci = aligned(&s->col_idx, &t[1]);
@@ -241,7 +243,8 @@ static int job_poll(void *arg) {
   return 0;
 }
 
-static void run_solve(gkcd_backend *be, cpu_impl *impl, gkcd_job *job) {
+static void run_solve(gkcd_backend *be, gkcd_job *job) {
+  cpu_impl *impl = be->impl;
   __typeof__(job->in.solve) *s = &job->in.solve;
   void *tb = NULL, *tx = NULL;
   const float *b = aligned(&s->b, &tb), *x0 = s->x0.ptr ? aligned(&s->x0, &tx) : NULL;
@@ -283,7 +286,8 @@ out:
 
 /* The steps in order; a failing step stops the batch, the earlier ones'
  * outputs stay written. */
-static void run_batch(cpu_impl *impl, gkcd_job *job) {
+static void run_batch(gkcd_backend *be, gkcd_job *job) {
+  cpu_impl *impl = be->impl;
   gkcd_step *steps = job->in.batch.steps;
   double t0 = now_us();
   job->algo_name = batch_algos[0];
@@ -314,21 +318,19 @@ static void run_batch(cpu_impl *impl, gkcd_job *job) {
   job->kernel_us = now_us() - t0;
 }
 
+/* The CPU backend's half of the method table (backend.h run[]): what
+ * computes each method's job.  cpu_run wraps every one alike. */
+typedef void (*cpu_method_fn)(gkcd_backend *be, gkcd_job *job);
+static const cpu_method_fn cpu_methods[PROTO_M_COUNT] = {
+    [PROTO_M_SGEMM] = run_sgemm, [PROTO_M_REDUCE] = run_reduce, [PROTO_M_SPMV] = run_spmv,
+    [PROTO_M_DOT] = run_vec,     [PROTO_M_AXPBY] = run_vec,     [PROTO_M_UPLOAD] = run_copy,
+    [PROTO_M_DOWNLOAD] = run_copy, [PROTO_M_CSR_UPLOAD] = run_copy, [PROTO_M_SOLVE] = run_solve,
+    [PROTO_M_BATCH] = run_batch,
+};
+
 static void cpu_run(gkcd_backend *be, gkcd_job *job) {
   cpu_impl *impl = be->impl;
-  switch (job->method) {
-    case PROTO_M_SGEMM: run_sgemm(be, job); break;
-    case PROTO_M_REDUCE: run_reduce(impl, job); break;
-    case PROTO_M_SPMV: run_spmv(be, impl, job); break;
-    case PROTO_M_DOT:
-    case PROTO_M_AXPBY: run_vec(be, job); break;
-    case PROTO_M_UPLOAD:
-    case PROTO_M_DOWNLOAD:
-    case PROTO_M_CSR_UPLOAD: run_copy(be, job); break;
-    case PROTO_M_SOLVE: run_solve(be, impl, job); break;
-    case PROTO_M_BATCH: run_batch(impl, job); break;
-    default: job_fail(job, GKC_EINTERNAL, "the cpu backend has no method %d", job->method);
-  }
+  cpu_methods[job->method](be, job);
   /* A device lost while the job ran (fault injection, in tests) takes the
    * job with it, as a GPU's sticky error would. */
   if (!job->err && atomic_load(&be->lost)) {
@@ -451,7 +453,8 @@ static gkcd_backend *make_backend(cpu_impl *impl, const cost_rates *rates) {
   be->algos[PROTO_M_AXPBY] = blas1_algos;
   be->algos[PROTO_M_SOLVE] = solve_algos;
   be->algos[PROTO_M_BATCH] = batch_algos;
-  be->run = cpu_run;
+  for (int m = 0; m < PROTO_M_COUNT; m++)
+    if (cpu_methods[m]) be->run[m] = cpu_run;
   be->res_alloc = cpu_res_alloc;
   be->res_free = cpu_res_free;
   be->peer_copy = cpu_peer_copy;

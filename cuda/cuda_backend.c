@@ -287,7 +287,10 @@ int cuda_part_open(gkcd_backend **out, const gkcd_config *cfg, cuda_gpu *gpu, in
   be->algos[PROTO_M_AXPBY] = blas1_algos;
   be->algos[PROTO_M_SOLVE] = cuda_solve_algos;
   be->algos[PROTO_M_BATCH] = cuda_batch_algos;
-  be->run = cuda_run;
+  static const int runs[] = {PROTO_M_SGEMM, PROTO_M_REDUCE, PROTO_M_SPMV, PROTO_M_DOT,
+                             PROTO_M_AXPBY, PROTO_M_UPLOAD, PROTO_M_DOWNLOAD, PROTO_M_CSR_UPLOAD,
+                             PROTO_M_SOLVE, PROTO_M_BATCH};
+  for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) be->run[runs[i]] = cuda_run;
   be->res_alloc = cuda_res_alloc;
   be->res_free = cuda_res_free;
   be->region_pin = cuda_region_pin;

@@ -1,6 +1,6 @@
 /* backend.h: what the daemon needs from a compute backend.
  *
- * A backend is a table of functions.  run() is called on a scheduler worker
+ * A backend is a table of functions.  run[method]() is called on a scheduler worker
  * thread with a validated job; it either computes synchronously and calls
  * job_finish() before returning (the CPU backend), or enqueues asynchronous
  * work and calls job_finish() later from any thread, e.g. a stream callback
@@ -47,7 +47,12 @@ struct gkcd_backend {
   cost_rates rates;
   /* Workers of the latency lane (0: one); the bulk lane has --threads. */
   int latency_workers;
-  void (*run)(gkcd_backend *be, gkcd_job *job);
+  /* The backend's half of the method table (method.h): per method
+   * (proto_method), what runs a job of it, on a scheduler worker thread,
+   * with a validated job; it finishes the job exactly once (now, or later
+   * from any thread).  NULL for a method this backend does not run (those
+   * the loop answers, shm_register): the scheduler never hands it one. */
+  void (*run[PROTO_M_COUNT])(gkcd_backend *be, gkcd_job *job);
   /* Resident memory (device memory on a GPU): 0, or GKC_EOUT_OF_MEMORY with
    * a message.  Any thread. */
   int (*res_alloc)(gkcd_backend *be, size_t bytes, void **ptr, size_t *cap, char *msg,

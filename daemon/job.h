@@ -101,6 +101,7 @@ typedef struct {
 typedef struct gkcd_job gkcd_job;
 struct gkcd_job {
   int method; /* proto_method */
+  const struct gkcd_method *row; /* its row of the method table (method.h) */
   int algo;   /* index into the backend's algo list for this method, or auto */
   union {
     struct {

@@ -37,7 +37,7 @@ void work_run(gkcd_job *job, void *arg) {
     if (validate_job(job) == 0 && fault_inject(job) == 0) part_run(job);
   } else if (fault_device(job) == 0 && !device_gone(job) && move_operands(job) == 0 &&
              fault_inject(job) == 0 && validate_job(job) == 0) {
-    be->run(be, job);
+    be->run[job->method](be, job);
     return; /* the backend finishes the job, now or later */
   }
   job_finish(job);

@@ -53,7 +53,7 @@ static void run(gkcd_backend *be, gkcd_job *job) {
   int before = atomic_load(&host_finished);
   job->algo = GKCD_ALGO_AUTO;
   job->out_kind = OUT_BIN;
-  be->run(be, job);
+  be->run[job->method](be, job);
   ASSERT_EQ(atomic_load(&host_finished), before + 1);
 }
 
