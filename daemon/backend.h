@@ -17,6 +17,7 @@
 
 #include "config.h"
 #include "cost.h"
+#include "batch_step.h"
 #include "job.h"
 #include "proto_methods.h"
 
@@ -155,25 +156,6 @@ void backend_set_lost_hook(void (*hook)(gkcd_backend *be, void *arg), void *arg)
  * or -2 when the backend has no such algo. */
 int backend_algo_lookup(const gkcd_backend *be, int method, const char *name, size_t len);
 
-/* A batch step's alpha or beta (gkcd_scalar) from the values of the
- * earlier steps it names: 0 with *out set, or -1 when it comes out
- * non-finite or outside the float32 range (batch_scalar_value then gives
- * the double it came to, for the message).  method_batch.c. */
-int batch_scalar(const gkcd_step *steps, const gkcd_scalar *s, float *out);
-double batch_scalar_value(const gkcd_step *steps, const gkcd_scalar *s);
-
-/* Before batch step i, in either backend: stop is what the backend's poll
- * said (0 go on, BATCH_STOP_CANCELLED, BATCH_STOP_DEADLINE).  0 with the
- * step's alpha and beta resolved; nonzero after failing the job with a
- * message naming the step and what already ran. */
-enum { BATCH_STOP_CANCELLED = 1, BATCH_STOP_DEADLINE = 2 };
-int batch_step_begin(gkcd_job *job, int i, int stop, float *alpha, float *beta);
-/* Fails job for step i's alpha (which 'a') or beta ('b') coming out as
- * value, not a finite float32: batch_step_begin's message, for a backend
- * that resolved the scalar itself (the CUDA backend, on the device). */
-void batch_fail_scalar(gkcd_job *job, int i, int which, double value);
-/* The wire name of a batch op (BATCH_*). */
-const char *batch_op_name(int op);
 
 /* Backend constructors: 0 on success, else a negative gkc_error with the
  * reason in msg.  nthreads is the CPU parallelism per kernel (0 = all). */

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "gkc_errors.h"
+#include "method.h"
 #include "proto_methods.h"
 
 #define BUCKETS 24 /* base predictions of 2^0 .. 2^23 us */
@@ -48,83 +49,13 @@ int cost_create(gkcd_cost **out, const cost_rates *rates) {
 
 void cost_destroy(gkcd_cost *c) { free(c); }
 
-/* Bytes of a span that must cross from host memory to the backend's. */
-static double host_bytes(const gkcd_span *s) { return s->ptr && s->where == SPAN_HOST ? (double)s->bytes : 0; }
-
-/* The napkin: flops, bytes touched, bytes crossing to and from the device. */
+/* The napkin (the method's row: flops, bytes touched, bytes crossing to
+ * and from the device) through the device's rates.  A row without work()
+ * (shm_register) costs the fixed cost. */
 static double base_us(const gkcd_cost *c, const gkcd_job *job) {
-  double flops = 0, bytes = 0, xfer = 0;
-  switch (job->method) {
-    case PROTO_M_SGEMM: {
-      const __typeof__(job->in.sgemm) *s = &job->in.sgemm;
-      double m = s->m, n = s->n, k = s->k;
-      flops = 2 * m * n * k;
-      bytes = 4 * (m * k + k * n + m * n * (s->c.ptr ? 2 : 1));
-      xfer = host_bytes(&s->a) + host_bytes(&s->b) + host_bytes(&s->c) +
-             (job->out_kind == OUT_RES || job->out_kind == OUT_RES_NEW ? 0 : 4 * m * n);
-      break;
-    }
-    case PROTO_M_REDUCE:
-      flops = (double)job->in.reduce.n;
-      bytes = 4.0 * (double)job->in.reduce.n;
-      xfer = host_bytes(&job->in.reduce.x);
-      break;
-    case PROTO_M_SPMV: {
-      const __typeof__(job->in.spmv) *s = &job->in.spmv;
-      flops = 2.0 * (double)s->nnz;
-      bytes = 8.0 * (double)s->nnz + 4.0 * s->rows * (s->y.ptr ? 3 : 2) + 4.0 * s->cols;
-      xfer = host_bytes(&s->row_ptr) + host_bytes(&s->col_idx) + host_bytes(&s->values) +
-             host_bytes(&s->x) + host_bytes(&s->y);
-      break;
-    }
-    case PROTO_M_DOT:
-    case PROTO_M_AXPBY:
-      flops = 2.0 * (double)job->in.vec.n;
-      bytes = (job->method == PROTO_M_DOT ? 8.0 : 12.0) * (double)job->in.vec.n;
-      xfer = host_bytes(&job->in.vec.x) + host_bytes(&job->in.vec.y);
-      break;
-    case PROTO_M_UPLOAD:
-    case PROTO_M_DOWNLOAD:
-      bytes = (double)job->in.upload.data.bytes;
-      xfer = bytes;
-      break;
-    case PROTO_M_CSR_UPLOAD:
-      bytes = 12.0 * (double)job->in.csr.nnz + 4.0 * job->in.csr.rows;
-      xfer = bytes;
-      break;
-    case PROTO_M_SOLVE: {
-      /* Per iteration: an spmv and a handful of vector passes; the count is
-       * unknown until it converges, so assume the bound, capped: a solve is
-       * long work however quickly it may turn out to converge. */
-      const __typeof__(job->in.solve) *s = &job->in.solve;
-      double it = (double)(s->max_iter < 10000 ? s->max_iter : 10000);
-      flops = it * (2.0 * (double)s->nnz + 12.0 * s->n);
-      bytes = it * (8.0 * (double)s->nnz + 40.0 * s->n);
-      xfer = host_bytes(&s->b) + host_bytes(&s->x0) + 4.0 * s->n;
-      break;
-    }
-    case PROTO_M_BATCH:
-      for (int i = 0; i < job->in.batch.nsteps; i++) {
-        const gkcd_step *st = &job->in.batch.steps[i];
-        double n = (double)st->n;
-        switch (st->op) {
-          case BATCH_SGEMM:
-            flops += 2.0 * st->m * n * st->k;
-            bytes += 4.0 * ((double)st->m * st->k + st->k * n + 2.0 * st->m * n);
-            break;
-          case BATCH_SPMV:
-            flops += 2.0 * (double)st->nnz;
-            bytes += 8.0 * (double)st->nnz + 12.0 * st->m;
-            break;
-          default:
-            flops += 2.0 * n;
-            bytes += 12.0 * n;
-        }
-      }
-      break;
-    default: /* shm_register and whatever has no shape: the fixed cost */
-      break;
-  }
+  method_work w = {0, 0, 0};
+  if (job->row && job->row->work) job->row->work(job, &w);
+  double flops = w.flops, bytes = w.bytes, xfer = w.xfer;
   double us = c->r.fixed_us + flops / c->r.flops_per_us + bytes / c->r.bytes_per_us;
   if (c->r.host_bytes_per_us > 0) us += xfer / c->r.host_bytes_per_us;
   return us;

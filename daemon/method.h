@@ -24,7 +24,14 @@
 #include <stdint.h>
 
 #include "job.h"
-#include "refs.h"
+#include "proto_methods.h"
+#include "res_object.h"
+
+/* What the rows take, declared where they live (refs.h, resident.h): named
+ * here only, so that the modules below the table that call a row through
+ * the job (cost, move, split, the backends) need not include them. */
+typedef struct refs_ctx refs_ctx;
+typedef struct gkcd_residents gkcd_residents;
 
 /* Where a method is answered. */
 enum {
@@ -58,6 +65,9 @@ typedef struct gkcd_method {
   int where;        /* METHOD_* */
   int makes;        /* the resident object a successful job creates: RES_* kind, or -1;
                      * RES_ARRAY also whenever the job's out_kind is OUT_RES_NEW */
+  int no_args;      /* METHOD_LOOP: takes no arguments (checked before answer); it
+                     * reports on gkcd, so it is counted before it answers and its own
+                     * reply includes it */
 
   /* METHOD_LOOP: 0 with the result packed (map or value) into pk and, when
    * *body is set, *body_len bytes (malloc'd, taken by the reply) to follow

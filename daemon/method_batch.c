@@ -15,17 +15,11 @@
 #include <string.h>
 
 #include "gkc_errors.h"
+#include "batch_step.h"
 #include "methods.h"
 #include "proto_rpc.h"
 #include "res_object.h"
 
-static const char *const op_names[] = {
-#define BATCH__NAME(name, str) str,
-    BATCH_OP_MAP(BATCH__NAME)
-#undef BATCH__NAME
-};
-
-const char *batch_op_name(int op) { return op >= 0 && op < BATCH_NOPS ? op_names[op] : "?"; }
 
 typedef struct {
   refs_ctx r;  /* over the step's map */
@@ -228,7 +222,7 @@ static int parse_step(step_ctx *c, gkcd_step *st) {
   if (rc) return rc;
   st->op = -1;
   for (int i = 0; i < BATCH_NOPS; i++)
-    if (strlen(op_names[i]) == len && !memcmp(op_names[i], op, len)) st->op = i;
+    if (strlen(batch_op_name(i)) == len && !memcmp(batch_op_name(i), op, len)) st->op = i;
   switch (st->op) {
     case BATCH_DOT:
     case BATCH_AXPBY:
@@ -241,7 +235,7 @@ static int parse_step(step_ctx *c, gkcd_step *st) {
              proto_echo(echo, sizeof echo, op, len, 32));
 }
 
-int methods_parse_batch(refs_ctx *r, size_t max) {
+static int parse(refs_ctx *r, size_t max) {
   static const char *const keys[] = {"steps", "deadline_ms", NULL};
   args_ctx *a = r->a;
   gkcd_job *job = r->job;
@@ -290,7 +284,8 @@ int methods_parse_batch(refs_ctx *r, size_t max) {
   return 0;
 }
 
-void methods_pack_batch(msgpack_packer *pk, const gkcd_job *job, double server_us) {
+static void pack(msgpack_packer *pk, const gkcd_job *job, double server_us, uint32_t new_id) {
+  (void)new_id;
   msgpack_pack_map(pk, METHODS_TIMING_KEYS + 1 + methods_timing_extra(job));
   methods_pack_timing(pk, job, server_us);
   proto_pack_cstr(pk, "results");
@@ -309,17 +304,39 @@ void methods_pack_batch(msgpack_packer *pk, const gkcd_job *job, double server_u
   }
 }
 
-/* See backend.h. */
-double batch_scalar_value(const gkcd_step *steps, const gkcd_scalar *s) {
-  double v = s->scale;
-  if (s->num >= 0) v *= steps[s->num].value;
-  if (s->den >= 0) v /= steps[s->den].value;
-  return v;
+static void work(const gkcd_job *job, method_work *w) {
+  for (int i = 0; i < job->in.batch.nsteps; i++) {
+    const gkcd_step *st = &job->in.batch.steps[i];
+    double n = (double)st->n;
+    switch (st->op) { /* the step's op, not the method: a batch's own table */
+      case BATCH_SGEMM:
+        w->flops += 2.0 * st->m * n * st->k;
+        w->bytes += 4.0 * ((double)st->m * st->k + st->k * n + 2.0 * st->m * n);
+        break;
+      case BATCH_SPMV:
+        w->flops += 2.0 * (double)st->nnz;
+        w->bytes += 8.0 * (double)st->nnz + 12.0 * st->m;
+        break;
+      default:
+        w->flops += 2.0 * n;
+        w->bytes += 12.0 * n;
+    }
+  }
 }
 
-int batch_scalar(const gkcd_step *steps, const gkcd_scalar *s, float *out) {
-  double v = batch_scalar_value(steps, s);
-  if (!isfinite(v) || fabs(v) > 3.4028234663852886e38) return -1;
-  *out = (float)v;
-  return 0;
+/* Every step's pointers into resident memory. */
+static int operands(gkcd_job *job, const void **out[], int max) {
+  int n = 0;
+  for (int i = 0; i < job->in.batch.nsteps && n + 9 <= max; i++) {
+    gkcd_step *st = &job->in.batch.steps[i];
+    out[n++] = &st->x, out[n++] = &st->y, out[n++] = &st->a, out[n++] = &st->b;
+    out[n++] = &st->c, out[n++] = &st->row_ptr, out[n++] = &st->col_idx;
+    out[n++] = &st->values, out[n++] = &st->plan;
+  }
+  return n;
 }
+
+const gkcd_method method_row_BATCH = {
+    .id = PROTO_M_BATCH, .where = METHOD_BACKEND, .makes = -1, .parse = parse, .work = work,
+    .operands = operands, .pack = pack,
+};

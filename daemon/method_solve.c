@@ -29,10 +29,10 @@ static const char *const reason_names[] = {
 #undef SOLVE__NAME
 };
 
-const char *solve_method_name(int m) {
+static const char *solve_method_name(int m) {
   return m >= 0 && m < SOLVE_NMETHODS ? method_names[m] : "?";
 }
-const char *solve_reason_name(int r) {
+static const char *solve_reason_name(int r) {
   return r >= 0 && r < SOLVE_NREASONS ? reason_names[r] : "?";
 }
 
@@ -53,7 +53,7 @@ static int parse_tol(args_ctx *a, const char *key, double *out) {
   return 0;
 }
 
-int methods_parse_solve(refs_ctx *r, size_t max) {
+static int parse(refs_ctx *r, size_t max) {
   static const char *const keys[] = {"matrix", "b",  "x0",      "method",      "rtol", "atol",
                                      "max_iter", "history", "precision", "deadline_ms", "out", NULL};
   args_ctx *a = r->a;
@@ -142,8 +142,7 @@ int methods_parse_solve(refs_ctx *r, size_t max) {
   return refs_out(r, "x", xb);
 }
 
-void methods_pack_solve(msgpack_packer *pk, const gkcd_job *job, double server_us,
-                        uint32_t new_id) {
+static void pack(msgpack_packer *pk, const gkcd_job *job, double server_us, uint32_t new_id) {
   int copies = methods_timing_extra(job);
   int hist = job->in.solve.history;
   msgpack_pack_map(pk, METHODS_TIMING_KEYS + 6 + copies + hist);
@@ -169,3 +168,35 @@ void methods_pack_solve(msgpack_packer *pk, const gkcd_job *job, double server_u
   }
   methods_pack_out(pk, job, "x", new_id); /* last: a bin body may follow */
 }
+
+/* Per iteration: an spmv and a handful of vector passes; the count is
+ * unknown until it converges, so assume the bound, capped: a solve is
+ * long work however quickly it may turn out to converge. */
+static void work(const gkcd_job *job, method_work *w) {
+  const __typeof__(job->in.solve) *s = &job->in.solve;
+  double it = (double)(s->max_iter < 10000 ? s->max_iter : 10000);
+  w->flops = it * (2.0 * (double)s->nnz + 12.0 * s->n);
+  w->bytes = it * (8.0 * (double)s->nnz + 40.0 * s->n);
+  w->xfer = methods_host_bytes(&s->b) + methods_host_bytes(&s->x0) + 4.0 * s->n;
+}
+
+static int inputs(gkcd_job *job, gkcd_span *out[], int max) {
+  (void)max;
+  out[0] = &job->in.solve.b, out[1] = &job->in.solve.x0;
+  return 2;
+}
+
+/* The resident matrix (its arrays and plan) and b, x0. */
+static int operands(gkcd_job *job, const void **out[], int max) {
+  (void)max;
+  __typeof__(job->in.solve) *s = &job->in.solve;
+  int n = 0;
+  out[n++] = &s->row_ptr, out[n++] = &s->col_idx, out[n++] = &s->values, out[n++] = &s->plan;
+  out[n++] = &s->b.ptr, out[n++] = &s->x0.ptr;
+  return n;
+}
+
+const gkcd_method method_row_SOLVE = {
+    .id = PROTO_M_SOLVE, .where = METHOD_BACKEND, .makes = -1, .parse = parse, .work = work,
+    .inputs = inputs, .operands = operands, .part_run = part_solve, .pack = pack,
+};

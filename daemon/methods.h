@@ -1,39 +1,55 @@
-/* methods.h: turning a request's arguments into a job, and a job into a result.
+/* methods.h: what the method rows (method.h, one file per method or
+ * family) share: argument rules that recur, sizes with overflow checks, and
+ * the parts of a result map every job reply has.
  *
- * Everything that can be checked in constant time is checked here, on the
- * loop, before any memory is allocated for the request: argument names and
- * types, dimensions >= 1, sizes computed with overflow checks and compared
- * with the bytes actually sent, results bounded by max_bytes.  Checks that
- * read whole arrays run later on a worker (validate.h).
+ * The rules every row's parse keeps: everything that can be checked in
+ * constant time is checked on the loop, before any memory is allocated for
+ * the request: argument names and types, dimensions >= 1, sizes computed
+ * with overflow checks and compared with the bytes actually sent, results
+ * bounded by max_bytes.  Checks that read whole arrays run later on a
+ * worker (validate.h).
  */
 #ifndef GKCD_METHODS_H
 #define GKCD_METHODS_H
 
 #include <msgpack.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "args.h"
 #include "backend.h"
 #include "job.h"
+#include "method.h"
 #include "refs.h"
 
-/* 1 when method runs as a job on a worker, 0 when the loop answers it. */
-int methods_is_compute(int method);
-/* 1 when the backend runs the job; 0 when the daemon does (shm_register). */
-int methods_is_backend(int method);
+#define METHODS_MAX_INPUTS 8 /* the most array inputs a row lists (spmv: 5) */
 
-/* Fills r->job from the params of a job method.  Returns 0,
- * GKC_EINVALID_ARGUMENT or GKC_ETOO_LARGE with a message. */
-int methods_parse(int method, refs_ctx *r, size_t max_bytes);
+/* GKC_ETOO_LARGE: what would take bytes, over the request limit max. */
+int methods_too_large(args_ctx *a, const char *what, uint64_t bytes, size_t max);
+/* x*y elements of 4 bytes, or UINT64_MAX when that overflows (or does not
+ * fit a size_t, so every later size computation is safe). */
+uint64_t methods_f32_bytes(uint64_t x, uint64_t y);
+/* The optional `algo` of method, in be's list: sets *algo. */
+int methods_algo(args_ctx *a, const gkcd_backend *be, int method, int *algo);
+/* The optional `shared` (upload, csr_upload). */
+int methods_shared(args_ctx *a, gkcd_job *job);
+/* The optional `device`: run (or keep the object) there. */
+int methods_device(args_ctx *a, gkcd_job *job);
+/* upload, csr_upload: `device`, or `replicate` (a copy on every device). */
+int methods_where(args_ctx *a, gkcd_job *job);
+/* The optional `deadline_ms`, every job method's: job->deadline_ns relative. */
+int methods_deadline(args_ctx *a, gkcd_job *job);
+/* The three arrays of a CSR matrix given by value (spmv, csr_upload): sets
+ * *nnz; see methods.c. */
+int methods_csr_arrays(refs_ctx *r, int32_t rows, gkcd_span *row_ptr, gkcd_span *col_idx,
+                       gkcd_span *values, int64_t *nnz);
 
-/* Packs the result map of a successful job.  When the job has an array
- * result returned by value (OUT_BIN), the map's last value is a bin whose
- * header is packed here and whose job->out_bytes body the caller sends right
- * after.  new_id: the object the job created (handle, matrix, region). */
-void methods_pack_result(msgpack_packer *pk, const gkcd_job *job, double server_us,
-                         uint32_t new_id);
+/* Bytes of a span that must cross from host memory to the backend's (a
+ * row's work()). */
+double methods_host_bytes(const gkcd_span *s);
 
-/* The parts of methods.c that the methods in their own files share. */
+/* How the array result is reported under name: a bin header (the body
+ * follows), or where it was written.  new_id: the object the job created. */
 void methods_pack_out(msgpack_packer *pk, const gkcd_job *job, const char *name, uint32_t new_id);
 void methods_pack_timing(msgpack_packer *pk, const gkcd_job *job, double server_us);
 /* How many keys methods_pack_timing always packs; methods_timing_extra
@@ -44,16 +60,10 @@ void methods_pack_timing(msgpack_packer *pk, const gkcd_job *job, double server_
 int methods_timing_extra(const gkcd_job *job);
 /* "device": the device that ran it, or "devices": those a split ran on. */
 void methods_pack_device(msgpack_packer *pk, const gkcd_job *job);
-
-/* solve (method_solve.c) and batch (method_batch.c). */
-int methods_parse_solve(refs_ctx *r, size_t max_bytes);
-void methods_pack_solve(msgpack_packer *pk, const gkcd_job *job, double server_us, uint32_t new_id);
-int methods_parse_batch(refs_ctx *r, size_t max_bytes);
-void methods_pack_batch(msgpack_packer *pk, const gkcd_job *job, double server_us);
-/* Wire names: of a solve method (SOLVE_*), a reason (SOLVE_R_*), a batch op
- * (BATCH_*); "?" when out of range. */
-const char *solve_method_name(int m);
-const char *solve_reason_name(int r);
-
+/* The whole result map of a job whose result is an array under name
+ * (sgemm's c, spmv's y), or a scalar `value` over n elements. */
+void methods_pack_array(msgpack_packer *pk, const gkcd_job *job, double server_us,
+                        uint32_t new_id, const char *name);
+void methods_pack_value(msgpack_packer *pk, const gkcd_job *job, double server_us, int64_t n);
 
 #endif

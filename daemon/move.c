@@ -7,7 +7,7 @@
 #include "backend.h"
 #include "devices.h"
 #include "gkc_errors.h"
-#include "proto_methods.h"
+#include "method.h"
 #include "res_object.h"
 
 #define MAX_SLOTS (6 + 10 * BATCH_MAX_STEPS)
@@ -19,36 +19,13 @@ static double now_us(void) {
 }
 
 /* The addresses of every pointer into resident memory the job's inputs may
- * hold; returns how many. */
+ * hold (its row's operands, else its inputs); returns how many. */
 static int slots(gkcd_job *job, const void **out[]) {
-  int n = 0;
-#define S(p) (out[n++] = (const void **)&(p))
-  switch (job->method) {
-    case PROTO_M_SGEMM: S(job->in.sgemm.a.ptr), S(job->in.sgemm.b.ptr), S(job->in.sgemm.c.ptr); break;
-    case PROTO_M_REDUCE: S(job->in.reduce.x.ptr); break;
-    case PROTO_M_SPMV: {
-      __typeof__(job->in.spmv) *s = &job->in.spmv;
-      S(s->row_ptr.ptr), S(s->col_idx.ptr), S(s->values.ptr), S(s->x.ptr), S(s->y.ptr), S(s->plan);
-      break;
-    }
-    case PROTO_M_DOT:
-    case PROTO_M_AXPBY: S(job->in.vec.x.ptr), S(job->in.vec.y.ptr); break;
-    case PROTO_M_UPLOAD:
-    case PROTO_M_DOWNLOAD: S(job->in.upload.data.ptr); break;
-    case PROTO_M_SOLVE: {
-      __typeof__(job->in.solve) *s = &job->in.solve;
-      S(s->row_ptr), S(s->col_idx), S(s->values), S(s->plan), S(s->b.ptr), S(s->x0.ptr);
-      break;
-    }
-    case PROTO_M_BATCH:
-      for (int i = 0; i < job->in.batch.nsteps; i++) {
-        gkcd_step *st = &job->in.batch.steps[i];
-        S(st->x), S(st->y), S(st->a), S(st->b), S(st->c), S(st->row_ptr), S(st->col_idx),
-            S(st->values), S(st->plan);
-      }
-      break;
-  }
-#undef S
+  const gkcd_method *row = job->row;
+  if (row->operands) return row->operands(job, out, MAX_SLOTS);
+  gkcd_span *in[MAX_SLOTS];
+  int n = row->inputs ? row->inputs(job, in, MAX_SLOTS) : 0;
+  for (int i = 0; i < n; i++) out[i] = &in[i]->ptr;
   return n;
 }
 

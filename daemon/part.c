@@ -176,7 +176,7 @@ static void *copy_of(const gkcd_span *s) {
   return p;
 }
 
-static void run_upload(gkcd_job *job) {
+void part_run_upload(gkcd_job *job) {
   __typeof__(job->in.csr) *s = &job->in.csr;
   int32_t *rp = copy_of(&s->row_ptr), *ci = copy_of(&s->col_idx);
   float *v = copy_of(&s->values);
@@ -243,7 +243,7 @@ fail:
 
 /* --- spmv ----------------------------------------------------------------- */
 
-static void run_spmv(gkcd_job *job) {
+void part_run_spmv(gkcd_job *job) {
   __typeof__(job->in.spmv) *s = &job->in.spmv;
   const gkcd_part *p = job->part;
   const part_plan *pl = &p->plan;
@@ -300,20 +300,15 @@ out:
   free(x), free(y), free(xl), free(yd);
 }
 
-void part_run(gkcd_job *job) {
+int part_gang_ready(gkcd_job *job) {
   /* Every device of the gang must still serve. */
   for (int d = 0; d < GKCD_MAX_DEVICES; d++) {
     gkcd_backend *be = (job->gang_mask & (1ull << d)) ? devices_backend(d) : NULL;
     if (be && atomic_load(&be->lost)) {
       part_failed(job, d, GKC_EDEVICE_LOST, "", "");
-      return;
+      return -1;
     }
   }
   job->split_mask = job->gang_mask; /* the reply's "devices" */
-  switch (job->method) {
-    case PROTO_M_CSR_UPLOAD: run_upload(job); return;
-    case PROTO_M_SPMV: run_spmv(job); return;
-    case PROTO_M_SOLVE: part_solve(job); return;
-  }
-  job_fail(job, GKC_EINTERNAL, "internal: %s cannot run partitioned", proto_method_name(job->method));
+  return 0;
 }

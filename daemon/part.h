@@ -27,6 +27,7 @@
  * Both poll cancel and the deadline as the single-device solve does, and
  * fail with device_lost naming the device when one of theirs is lost.
  */
+/* Implemented in: part.c, part_solve.c */
 #ifndef GKCD_PART_H
 #define GKCD_PART_H
 
@@ -56,9 +57,14 @@ const int32_t *part_send(const gkcd_part *p, int j);
 const double *part_dinv(const gkcd_part *p, int j); /* square only */
 
 /* The coordinator's side of a gang job (csr_upload with devices, spmv or
- * solve on a partitioned matrix), on a worker thread: sets the results or
- * job->err; the caller finishes the job. */
-void part_run(gkcd_job *job);
+ * solve on a partitioned matrix), on a worker thread.  part_gang_ready
+ * first: 0 when every device of the gang still serves, else the job
+ * failed (device_lost).  Then the method row's part_run (method.h), one of
+ * these or part_solve: sets the results or job->err; the caller finishes
+ * the job. */
+int part_gang_ready(gkcd_job *job);
+void part_run_upload(gkcd_job *job); /* csr_upload with `devices` */
+void part_run_spmv(gkcd_job *job);   /* spmv on a partitioned matrix */
 
 /* Frees the blocks' memory and the plan (loop thread, or a worker when
  * the upload failed). */
@@ -67,7 +73,7 @@ void part_free(gkcd_part *p);
 /* The reply's "partition": [{device, row0, rows, nnz, halo}] per block. */
 void part_pack(msgpack_packer *pk, const gkcd_part *p);
 
-/* part_solve.c: cg and pcg on a partitioned matrix. */
+/* cg and pcg on a partitioned matrix (part_solve.c). */
 void part_solve(gkcd_job *job);
 
 /* The exchange of v's halo (v[j] is block j's [own | halo] vector, buf[j]

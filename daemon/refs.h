@@ -18,7 +18,7 @@
 
 /* One request being parsed into a job: its arguments and what they may
  * name. */
-typedef struct {
+typedef struct refs_ctx {
   args_ctx *a;
   gkcd_residents *res;  /* the objects handles and regions name */
   res_owner *asker;     /* the asking connection's share of them */

@@ -26,7 +26,7 @@
 #define RES_BUCKETS 1024
 
 /* The table of every live object, owned by the server. */
-typedef struct {
+typedef struct gkcd_residents {
   gkcd_res *bucket[RES_BUCKETS]; /* by id */
   uint32_t next_id;
   uint64_t live[4];              /* by kind */

@@ -14,6 +14,7 @@
 #include "args.h"
 #include "gkc.h"
 #include "log.h"
+#include "method.h"
 #include "methods.h"
 #include "move.h"
 #include "part.h"
@@ -80,57 +81,12 @@ static void count_event(gkcd_server *srv) {
   if (srv->polling) srv->loop_spin_hits++;
 }
 
-static void send_ping(gkcd_conn *c, uint32_t msgid) {
-  msgpack_sbuffer sb;
-  msgpack_packer pk;
-  result_begin(&sb, &pk, msgid);
-  msgpack_pack_map(&pk, 3);
-  proto_pack_cstr(&pk, "version");
-  proto_pack_cstr(&pk, GKC_VERSION);
-  proto_pack_cstr(&pk, "protocol");
-  msgpack_pack_int(&pk, GKC_PROTOCOL);
-  proto_pack_cstr(&pk, "backend");
-  proto_pack_cstr(&pk, c->srv->be->name);
-  send_sbuffer(c, &sb, NULL, 0);
-}
-
-static void send_status(gkcd_conn *c, uint32_t msgid) {
-  msgpack_sbuffer sb;
-  msgpack_packer pk;
-  result_begin(&sb, &pk, msgid);
-  status_pack(c->srv, &pk);
-  send_sbuffer(c, &sb, NULL, 0);
-}
-
-static void send_metrics(gkcd_conn *c, uint32_t msgid) {
-  size_t len = 0;
-  char *text = status_metrics(c->srv, &len);
-  if (!text) {
-    rpc_send_error(c, 1, msgid, GKC_EOUT_OF_MEMORY, "out of memory rendering the metrics");
-    return;
-  }
-  msgpack_sbuffer sb;
-  msgpack_packer pk;
-  result_begin(&sb, &pk, msgid);
-  msgpack_pack_str(&pk, len);
-  /* The text goes out as the reply's body, without another copy. */
-  send_sbuffer(c, &sb, text, len);
-}
-
-static void send_empty(gkcd_conn *c, uint32_t msgid) {
-  msgpack_sbuffer sb;
-  msgpack_packer pk;
-  result_begin(&sb, &pk, msgid);
-  msgpack_pack_map(&pk, 0);
-  send_sbuffer(c, &sb, NULL, 0);
-}
-
 /* Frees the job and what it holds: its request bytes, its result, its
  * references to resident objects. */
 static void job_free(gkcd_server *srv, gkcd_job *job) {
   move_free(job);   /* operands copied from other devices (before the objects go) */
   split_free(job);  /* parts, and copies a replicate made that nobody adopted */
-  if (job->method == PROTO_M_CSR_UPLOAD && !job->part_adopted) part_free(job->part);
+  if (job->row && job->row->makes == RES_MATRIX && !job->part_adopted) part_free(job->part);
   for (int i = 0; i < job->nres; i++) res_unref(&srv->res, job->res[i]);
   if (job->reg_fd >= 0) close(job->reg_fd);
   free(job->priv[0]);
@@ -143,11 +99,9 @@ static void job_free(gkcd_server *srv, gkcd_job *job) {
 /* A job created something that outlives it: register it, or free it when
  * its connection has gone.  Returns the new id, 0 when nothing was made. */
 static uint32_t adopt(gkcd_server *srv, gkcd_job *job) {
-  int kind;
-  if (job->method == PROTO_M_SHM_REGISTER) kind = RES_REGION;
-  else if (job->method == PROTO_M_CSR_UPLOAD) kind = RES_MATRIX;
-  else if (job->out_kind == OUT_RES_NEW) kind = RES_ARRAY;
-  else return 0;
+  int kind = job->row->makes;
+  if (kind < 0 && job->out_kind == OUT_RES_NEW) kind = RES_ARRAY;
+  if (kind < 0) return 0;
   gkcd_conn *c = job->conn;
   gkcd_res *r = c->closing ? NULL : res_add(&srv->res, kind, job->shared ? NULL : &c->owns);
   if (!r) { /* nobody can use it any more (or no memory to track it) */
@@ -195,8 +149,8 @@ static uint32_t adopt(gkcd_server *srv, gkcd_job *job) {
 
 /* Returns 0 when the job was accepted (it now owns frame), else an error
  * code with msg filled; frame is then still the caller's. */
-static int submit(gkcd_conn *c, const proto_request *req, void *frame, size_t frame_len,
-                  char *msg, size_t msglen) {
+static int submit(gkcd_conn *c, const gkcd_method *row, const proto_request *req, void *frame,
+                  size_t frame_len, char *msg, size_t msglen) {
   gkcd_server *srv = c->srv;
   if (srv->draining) {
     snprintf(msg, msglen, "gkcd is shutting down");
@@ -208,12 +162,16 @@ static int submit(gkcd_conn *c, const proto_request *req, void *frame, size_t fr
     return GKC_EOUT_OF_MEMORY;
   }
   job->reg_fd = -1;
+  job->method = req->method;
+  job->row = row;
+  job->pin_device = -1;
   args_ctx a = {req->params, msg, msglen};
-  /* shm_register's memfd came as ancillary data with its bytes: the oldest
+  /* A region's memfd came as ancillary data with its bytes: the oldest
    * descriptor not yet taken is this request's. */
-  int fd = req->method == PROTO_M_SHM_REGISTER ? conn_take_fd(c) : -1;
+  int fd = row->makes == RES_REGION ? conn_take_fd(c) : -1;
   refs_ctx r = {&a, &srv->res, &c->owns, &srv->devs, fd, job};
-  int rc = methods_parse(req->method, &r, srv->cfg.max_request_bytes);
+  int rc = methods_deadline(&a, job);
+  if (rc == 0) rc = row->parse(&r, srv->cfg.max_request_bytes);
   if (r.fd >= 0) close(r.fd); /* refused before the job took it */
   /* Every request that creates an object (upload, csr_upload, out "handle")
    * counts against the limits on objects. */
@@ -236,6 +194,40 @@ static int submit(gkcd_conn *c, const proto_request *req, void *frame, size_t fr
   srv->in_flight++;
   server_expect(srv, job->cost_us);
   return 0;
+}
+
+static void status_cb(void *srv, msgpack_packer *pk) { status_pack(srv, pk); }
+static char *metrics_cb(void *srv, size_t *len) { return status_metrics(srv, len); }
+
+/* A method the loop answers at once (ping, status, metrics, release,
+ * shm_release): its row packs the result. */
+static void answer(gkcd_conn *c, const gkcd_method *row, const proto_request *req) {
+  gkcd_server *srv = c->srv;
+  char msg[320];
+  if (row->no_args && req->params->via.map.size != 0) {
+    snprintf(msg, sizeof msg, "method '%s' takes no arguments", proto_method_name(req->method));
+    metrics_count(&srv->metrics, req->method, GKC_EINVALID_ARGUMENT);
+    srv->errors[req->method]++;
+    rpc_send_error(c, 1, req->msgid, GKC_EINVALID_ARGUMENT, msg);
+    return;
+  }
+  if (row->no_args) metrics_count(&srv->metrics, req->method, 0);
+  method_env env = {srv, srv->be->name, status_cb, metrics_cb, &srv->res, &c->owns};
+  msgpack_sbuffer sb;
+  msgpack_packer pk;
+  result_begin(&sb, &pk, req->msgid);
+  void *body = NULL;
+  size_t body_len = 0;
+  int rc = row->answer(&env, req->params, &pk, &body, &body_len, msg, sizeof msg);
+  if (!row->no_args) metrics_count(&srv->metrics, req->method, rc);
+  if (rc) {
+    msgpack_sbuffer_destroy(&sb);
+    free(body);
+    srv->errors[req->method]++;
+    rpc_send_error(c, 1, req->msgid, rc, msg);
+    return;
+  }
+  send_sbuffer(c, &sb, body, body_len);
 }
 
 void rpc_handle_frame(gkcd_conn *c, void *frame, size_t len) {
@@ -267,33 +259,12 @@ void rpc_handle_frame(gkcd_conn *c, void *frame, size_t len) {
     goto done;
   }
   srv->requests[req.method]++;
-  if (req.method == PROTO_M_PING || req.method == PROTO_M_STATUS || req.method == PROTO_M_METRICS) {
-    metrics_count(&srv->metrics, req.method, req.params->via.map.size ? GKC_EINVALID_ARGUMENT : 0);
-    if (req.params->via.map.size != 0) {
-      srv->errors[req.method]++;
-      snprintf(msg, sizeof msg, "method '%s' takes no arguments", proto_method_name(req.method));
-      rpc_send_error(c, 1, req.msgid, GKC_EINVALID_ARGUMENT, msg);
-    } else if (req.method == PROTO_M_PING) {
-      send_ping(c, req.msgid);
-    } else if (req.method == PROTO_M_STATUS) {
-      send_status(c, req.msgid);
-    } else {
-      send_metrics(c, req.msgid);
-    }
+  const gkcd_method *row = method_row(req.method);
+  if (row->where == METHOD_LOOP) {
+    answer(c, row, &req);
     goto done;
   }
-  if (req.method == PROTO_M_SHM_RELEASE || req.method == PROTO_M_RELEASE) {
-    rc = res_release_request(&srv->res, &c->owns, req.method, req.params, msg, sizeof msg);
-    metrics_count(&srv->metrics, req.method, rc);
-    if (rc) {
-      srv->errors[req.method]++;
-      rpc_send_error(c, 1, req.msgid, rc, msg);
-    } else {
-      send_empty(c, req.msgid);
-    }
-    goto done;
-  }
-  rc = submit(c, &req, frame, len, msg, sizeof msg);
+  rc = submit(c, row, &req, frame, len, msg, sizeof msg);
   if (rc == 0) {
     frame = NULL; /* the job owns it */
   } else {
@@ -329,7 +300,7 @@ void rpc_job_done(gkcd_job *job, void *arg) {
     msgpack_sbuffer sb;
     msgpack_packer pk;
     result_begin(&sb, &pk, job->msgid);
-    methods_pack_result(&pk, job, (double)(now_ns() - job->t_start_ns) / 1e3, new_id);
+    job->row->pack(&pk, job, (double)(now_ns() - job->t_start_ns) / 1e3, new_id);
     size_t out_bytes = job->out_kind == OUT_BIN && job->out ? job->out_bytes : 0;
     send_sbuffer(c, &sb, job->out, out_bytes);
     job->out = NULL; /* the write owns it now */

@@ -10,30 +10,31 @@
 #include "backend.h"
 #include "devices.h"
 #include "gkc_errors.h"
-#include "proto_methods.h"
+#include "method.h"
 
-#define REDUCE_MIN_PART 65536 /* elements: below this a part is all overhead */
+
+int split_kind(const gkcd_job *job) {
+  if (job->pin_device >= 0 || !job->row->split) return SPLIT_NONE;
+  return job->row->split(job);
+}
 
 static int host_span(const gkcd_span *s) { return !s->ptr || s->where == SPAN_HOST; }
 
-int split_kind(const gkcd_job *job) {
-  if (job->pin_device >= 0) return SPLIT_NONE;
-  switch (job->method) {
-    case PROTO_M_SGEMM: {
-      const __typeof__(job->in.sgemm) *s = &job->in.sgemm;
-      /* Row blocks of C are row blocks of A only when A is not transposed. */
-      if (s->trans_a || s->m < 2 || !host_span(&s->a) || !host_span(&s->b) || !host_span(&s->c))
-        return SPLIT_NONE;
-      return job->out_kind == OUT_BIN || job->out_kind == OUT_HOST ? SPLIT_ROWS : SPLIT_NONE;
-    }
-    case PROTO_M_REDUCE:
-      return host_span(&job->in.reduce.x) && job->in.reduce.n >= 2 * REDUCE_MIN_PART ? SPLIT_REDUCE
-                                                                                    : SPLIT_NONE;
-    case PROTO_M_UPLOAD:
-    case PROTO_M_CSR_UPLOAD: return job->replicate ? SPLIT_COPIES : SPLIT_NONE;
-  }
-  return SPLIT_NONE;
+int split_rule_rows(const gkcd_job *job) {
+  const __typeof__(job->in.sgemm) *s = &job->in.sgemm;
+  /* Row blocks of C are row blocks of A only when A is not transposed. */
+  if (s->trans_a || s->m < 2 || !host_span(&s->a) || !host_span(&s->b) || !host_span(&s->c))
+    return SPLIT_NONE;
+  return job->out_kind == OUT_BIN || job->out_kind == OUT_HOST ? SPLIT_ROWS : SPLIT_NONE;
 }
+
+int split_rule_reduce(const gkcd_job *job) {
+  return host_span(&job->in.reduce.x) && job->in.reduce.n >= 2 * SPLIT_REDUCE_MIN_PART
+             ? SPLIT_REDUCE
+             : SPLIT_NONE;
+}
+
+int split_rule_copies(const gkcd_job *job) { return job->replicate ? SPLIT_COPIES : SPLIT_NONE; }
 
 int split_worth(const gkcd_job *job, double cost_us, int k, double handoff_us,
                 double host_bytes_per_us) {
@@ -41,8 +42,8 @@ int split_worth(const gkcd_job *job, double cost_us, int k, double handoff_us,
   if (kind == SPLIT_COPIES) return 1;
   if (kind == SPLIT_NONE || k < 2) return 0;
   if (kind == SPLIT_ROWS && job->in.sgemm.m < k) k = job->in.sgemm.m;
-  if (kind == SPLIT_REDUCE && job->in.reduce.n / REDUCE_MIN_PART < k)
-    k = (int)(job->in.reduce.n / REDUCE_MIN_PART);
+  if (kind == SPLIT_REDUCE && job->in.reduce.n / SPLIT_REDUCE_MIN_PART < k)
+    k = (int)(job->in.reduce.n / SPLIT_REDUCE_MIN_PART);
   if (k < 2) return 0;
   double extra = 0;
   if (kind == SPLIT_ROWS && host_bytes_per_us > 0)
@@ -72,8 +73,8 @@ static gkcd_job *new_part(gkcd_job *parent) {
 int split_make(gkcd_job *parent, const int *dev, int k) {
   int kind = split_kind(parent);
   if (kind == SPLIT_ROWS && parent->in.sgemm.m < k) k = parent->in.sgemm.m;
-  if (kind == SPLIT_REDUCE && parent->in.reduce.n / REDUCE_MIN_PART < k)
-    k = (int)(parent->in.reduce.n / REDUCE_MIN_PART);
+  if (kind == SPLIT_REDUCE && parent->in.reduce.n / SPLIT_REDUCE_MIN_PART < k)
+    k = (int)(parent->in.reduce.n / SPLIT_REDUCE_MIN_PART);
   parent->parts = calloc((size_t)k, sizeof *parent->parts);
   if (kind == SPLIT_ROWS && parent->out_kind == OUT_BIN && parent->parts)
     parent->out = malloc(parent->out_bytes ? parent->out_bytes : 1);

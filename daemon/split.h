@@ -39,10 +39,19 @@
 
 #include "job.h"
 
+#define SPLIT_REDUCE_MIN_PART 65536 /* elements: below this a part is all overhead */
+
 enum { SPLIT_NONE = 0, SPLIT_ROWS, SPLIT_REDUCE, SPLIT_COPIES };
 
 /* How job may split (SPLIT_*). */
 int split_kind(const gkcd_job *job);
+/* The rules a method row's split names (method.h): SPLIT_ROWS when an
+ * sgemm's operands are host memory, A not transposed and C goes back to
+ * the host; SPLIT_REDUCE for a reduce of host memory of at least two
+ * parts; SPLIT_COPIES for an upload or csr_upload with replicate. */
+int split_rule_rows(const gkcd_job *job);
+int split_rule_reduce(const gkcd_job *job);
+int split_rule_copies(const gkcd_job *job);
 
 /* 1 when splitting job, predicted to take cost_us on one device, into k
  * parts pays: cost_us / k + 2 * (k * handoff_us + extra_us) < cost_us,

@@ -7,10 +7,9 @@
 #include "devices.h"
 #include "fault.h"
 #include "gkc_errors.h"
-#include "methods.h"
+#include "method.h"
 #include "move.h"
 #include "part.h"
-#include "region.h"
 #include "validate.h"
 
 /* 1 (the job failed) when its device has been lost: it never reaches the
@@ -28,13 +27,17 @@ void work_run(gkcd_job *job, void *arg) {
   if (job->deadline_ns && job->t_run_ns > job->deadline_ns) {
     job_fail(job, GKC_EDEADLINE_EXCEEDED, "waited %.1f ms for a worker, past its deadline_ms",
              (double)(job->t_run_ns - job->t_start_ns) / 1e6);
-  } else if (!methods_is_backend(job->method)) {
-    region_map(be, job);
+  } else if (job->row->where == METHOD_DAEMON) {
+    job->row->run_daemon(be, job);
   } else if (job->gang_mask) {
     /* A gang job: every device it holds is counted as running a job. */
     for (int d = 0; d < GKCD_MAX_DEVICES; d++)
       if (job->gang_mask & (1ull << d)) fault_device_be(devices_backend(d));
-    if (validate_job(job) == 0 && fault_inject(job) == 0) part_run(job);
+    if (!job->row->part_run)
+      job_fail(job, GKC_EINTERNAL, "internal: %s cannot run partitioned",
+               proto_method_name(job->method));
+    else if (validate_job(job) == 0 && fault_inject(job) == 0 && part_gang_ready(job) == 0)
+      job->row->part_run(job);
   } else if (fault_device(job) == 0 && !device_gone(job) && move_operands(job) == 0 &&
              fault_inject(job) == 0 && validate_job(job) == 0) {
     be->run[job->method](be, job);

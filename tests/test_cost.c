@@ -8,13 +8,23 @@
 
 #include "backend.h"
 #include "cost.h"
+#include "method.h"
 #include "proto_methods.h"
 #include "test.h"
+
+/* The reduce row's napkin (method_reduce.c): this test links cost.c alone. */
+static void reduce_work(const gkcd_job *job, method_work *w) {
+  w->flops = (double)job->in.reduce.n;
+  w->bytes = 4.0 * (double)job->in.reduce.n;
+  w->xfer = job->in.reduce.x.ptr ? (double)job->in.reduce.x.bytes : 0;
+}
+static const gkcd_method reduce_row = {.id = PROTO_M_REDUCE, .work = reduce_work};
 
 static gkcd_job reduce_job(int64_t n) {
   gkcd_job j;
   memset(&j, 0, sizeof j);
   j.method = PROTO_M_REDUCE;
+  j.row = &reduce_row;
   j.algo = GKCD_ALGO_AUTO;
   j.in.reduce.n = n;
   j.in.reduce.x.bytes = (size_t)n * 4;

@@ -54,6 +54,7 @@
 #include "args.h"
 #include "fuzz_harness.h"
 #include "gkc_errors.h"
+#include "method.h"
 #include "methods.h"
 #include "proto_errors.h"
 #include "proto_methods.h"
@@ -189,7 +190,7 @@ static void check_parsed_job(const gkcd_job *job, const gkcd_backend *be, int me
   }
 }
 
-/* rpc.c submit(), methods_parse through the reply, with be's algo lists. */
+/* rpc.c submit(), the method row's parse through the reply, with be's algo lists. */
 static void run_job(const proto_request *req, gkcd_backend *be, const uint8_t *frame,
                     size_t len) {
   char msg[320]; /* rpc.c's size */
@@ -200,10 +201,15 @@ static void run_job(const proto_request *req, gkcd_backend *be, const uint8_t *f
   g_devs.dev[0].be = g_devs.dev[1].be = be;
   args_ctx a = {req->params, msg, sizeof msg};
   refs_ctx r = {&a, &g_res, &g_conn, &g_devs, -1, job}; /* no descriptor came */
-  int rc = methods_parse(req->method, &r, FUZZ_MAX_BYTES);
+  const gkcd_method *row = method_row(req->method);
+  job->method = req->method;
+  job->row = row;
+  job->pin_device = -1;
+  int rc = methods_deadline(&a, job);
+  if (rc == 0) rc = row->parse(&r, FUZZ_MAX_BYTES);
   if (rc) {
     CHECK(rc == GKC_EINVALID_ARGUMENT || rc == GKC_ETOO_LARGE);
-    NOTE("  %s backend: methods_parse: %s: %s\n", be->name, proto_err_wire(rc), msg);
+    NOTE("  %s backend: parse: %s: %s\n", be->name, proto_err_wire(rc), msg);
     reply_error(1, req->msgid, rc, msg);
     job_release(job);
     return;
@@ -214,7 +220,7 @@ static void run_job(const proto_request *req, gkcd_backend *be, const uint8_t *f
     check_out_arg(req->params, job);
 
   /* On a worker, before the backend. */
-  CHECK(methods_is_backend(req->method));
+  CHECK(row->where == METHOD_BACKEND);
   int vrc = validate_job(job);
   int32_t longest;
   if (req->method == PROTO_M_SPMV && !job->in.spmv.validated) {
@@ -257,13 +263,24 @@ static void run_job(const proto_request *req, gkcd_backend *be, const uint8_t *f
   msgpack_sbuffer_init(&sb);
   msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
   proto_pack_result_head(&pk, req->msgid);
-  methods_pack_result(&pk, job, 3.25, 4242);
+  row->pack(&pk, job, 3.25, 4242);
   int body = job->out_kind == OUT_BIN &&
              (req->method == PROTO_M_SGEMM || req->method == PROTO_M_SPMV ||
               req->method == PROTO_M_AXPBY || req->method == PROTO_M_DOWNLOAD);
   check_reply(&sb, body ? job->out_bytes : 0, req->msgid, 0);
   msgpack_sbuffer_destroy(&sb);
   job_release(job);
+}
+
+static void fuzz_status(void *srv, msgpack_packer *pk) {
+  (void)srv;
+  msgpack_pack_map(pk, 0);
+}
+
+static char *fuzz_metrics(void *srv, size_t *len) {
+  (void)srv;
+  *len = 0;
+  return calloc(1, 1);
 }
 
 /* --- one frame, as rpc_handle_frame sees it -------------------------------- */
@@ -298,31 +315,37 @@ static void handle_frame(const uint8_t *frame, size_t len, const proto_frame_inf
   CHECK(req.params && req.params->type == MSGPACK_OBJECT_MAP);
   CHECK(inside(req.method_name, req.method_len, frame, len));
 
-  if (req.method == PROTO_M_PING || req.method == PROTO_M_STATUS || req.method == PROTO_M_METRICS) {
-    CHECK(!methods_is_compute(req.method));
-    if (req.params->via.map.size != 0) {
-      snprintf(msg, sizeof msg, "method '%s' takes no arguments", proto_method_name(req.method));
-      reply_error(1, req.msgid, GKC_EINVALID_ARGUMENT, msg);
-    } else {
-      /* status's and metrics' replies need the whole server (status.c,
-       * metrics.c): left out. */
-      reply_empty_map(req.msgid);
-    }
+  const gkcd_method *row = method_row(req.method);
+  CHECK(row && row->id == req.method);
+  if (row->where == METHOD_LOOP && row->no_args && req.params->via.map.size != 0) {
+    snprintf(msg, sizeof msg, "method '%s' takes no arguments", proto_method_name(req.method));
+    reply_error(1, req.msgid, GKC_EINVALID_ARGUMENT, msg);
     goto done;
   }
-  if (req.method == PROTO_M_SHM_RELEASE || req.method == PROTO_M_RELEASE) {
-    CHECK(!methods_is_compute(req.method));
-    rc = res_release_request(&g_res, &g_conn, req.method, req.params, msg, sizeof msg);
-    NOTE("  release: %s%s\n", rc ? proto_err_wire(rc) : "done", rc ? msg : "");
+  if (row->where == METHOD_LOOP) {
+    /* status's and metrics' replies need the whole server (status.c,
+     * metrics.c): stand-ins pack an empty map and an empty text. */
+    method_env env = {NULL, cpu_be.name, fuzz_status, fuzz_metrics, &g_res, &g_conn};
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    proto_pack_result_head(&pk, req.msgid);
+    void *body = NULL;
+    size_t body_len = 0;
+    rc = row->answer(&env, req.params, &pk, &body, &body_len, msg, sizeof msg);
+    NOTE("  %s: %s%s\n", proto_method_name(req.method), rc ? proto_err_wire(rc) : "done",
+         rc ? msg : "");
     if (rc) {
       CHECK(rc == GKC_EINVALID_ARGUMENT);
       reply_error(1, req.msgid, rc, msg);
     } else {
-      reply_empty_map(req.msgid);
+      check_reply(&sb, body_len, req.msgid, 0);
     }
+    free(body);
+    msgpack_sbuffer_destroy(&sb);
     goto done;
   }
-  CHECK(methods_is_compute(req.method));
   run_job(&req, &cpu_be, frame, len);
   run_job(&req, &cuda_be, frame, len);
 done:

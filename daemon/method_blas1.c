@@ -1,0 +1,70 @@
+/* method_blas1.c: the BLAS-1 rows on float32 vectors (PROTOCOL.md):
+ * `dot` (x . y, summed in float64) and `axpby` (y = alpha x + beta y). */
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "gkc_errors.h"
+#include "methods.h"
+#include "proto_rpc.h"
+
+/* dot {x, y} and axpby {x, y, alpha, beta, out}. */
+static int parse_vec(refs_ctx *r, size_t max) {
+  static const char *const dot_keys[] = {"x", "y", "algo", "deadline_ms", "device", NULL};
+  static const char *const axpby_keys[] = {"x", "y", "alpha", "beta", "algo", "deadline_ms",
+                                           "out", "device", NULL};
+  args_ctx *a = r->a;
+  gkcd_job *job = r->job;
+  int is_dot = job->method == PROTO_M_DOT;
+  int rc;
+  if ((rc = args_known(a, is_dot ? dot_keys : axpby_keys)) || (rc = methods_device(a, job)) ||
+      (rc = methods_algo(a, r->devs->dev[0].be, job->method, &job->algo)) ||
+      (rc = refs_array(r, "x", 1, REFS_ANY_LEN, 0, DT_F32, proto_method_name(job->method), &job->in.vec.x)))
+    return rc;
+  char what[96];
+  snprintf(what, sizeof what, "as many as x");
+  if ((rc = refs_array(r, "y", 1, job->in.vec.x.bytes, 0, DT_F32, what, &job->in.vec.y))) return rc;
+  job->in.vec.n = (int64_t)(job->in.vec.x.bytes / 4);
+  if (is_dot) return 0;
+  job->in.vec.alpha = 1.0f, job->in.vec.beta = 1.0f;
+  if ((rc = args_float(a, "alpha", 0, &job->in.vec.alpha)) ||
+      (rc = args_float(a, "beta", 0, &job->in.vec.beta)))
+    return rc;
+  if (job->in.vec.x.bytes > max) return methods_too_large(a, "the result y", job->in.vec.x.bytes, max);
+  job->out_bytes = job->in.vec.x.bytes;
+  return refs_out(r, "y", job->out_bytes);
+}
+
+static void work(const gkcd_job *job, method_work *w) {
+  double n = (double)job->in.vec.n;
+  w->flops = 2.0 * n;
+  w->bytes = (job->method == PROTO_M_AXPBY ? 12.0 : 8.0) * n;
+  w->xfer = methods_host_bytes(&job->in.vec.x) + methods_host_bytes(&job->in.vec.y);
+}
+
+static int inputs(gkcd_job *job, gkcd_span *out[], int max) {
+  (void)max;
+  out[0] = &job->in.vec.x, out[1] = &job->in.vec.y;
+  return 2;
+}
+
+static void pack_dot(msgpack_packer *pk, const gkcd_job *job, double server_us, uint32_t new_id) {
+  (void)new_id;
+  methods_pack_value(pk, job, server_us, job->in.vec.n);
+}
+
+static void pack_axpby(msgpack_packer *pk, const gkcd_job *job, double server_us,
+                       uint32_t new_id) {
+  methods_pack_array(pk, job, server_us, new_id, "y");
+}
+
+const gkcd_method method_row_DOT = {
+    .id = PROTO_M_DOT, .where = METHOD_BACKEND, .makes = -1, .parse = parse_vec, .work = work,
+    .inputs = inputs, .pack = pack_dot, .scalar = 1,
+};
+
+const gkcd_method method_row_AXPBY = {
+    .id = PROTO_M_AXPBY, .where = METHOD_BACKEND, .makes = -1, .parse = parse_vec, .work = work,
+    .inputs = inputs, .pack = pack_axpby,
+};

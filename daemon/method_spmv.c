@@ -1,0 +1,115 @@
+/* method_spmv.c: the `spmv` row (PROTOCOL.md, "spmv"): y = alpha A x +
+ * beta y for a CSR matrix sent by value or kept resident (csr_upload), in
+ * float32; on a matrix partitioned over several devices it runs on all of
+ * them (part.h). */
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "gkc_errors.h"
+#include "methods.h"
+#include "proto_rpc.h"
+#include "part.h"
+#include "res_object.h"
+
+/* spmv by value (rows, cols, row_ptr, col_idx, values) or on a resident
+ * matrix (matrix). */
+static int parse_spmv(refs_ctx *r, size_t max) {
+  static const char *const keys[] = {"rows", "cols", "row_ptr", "col_idx", "values", "matrix", "x",
+                                     "y", "alpha", "beta", "algo", "deadline_ms", "out", "device",
+                                     NULL};
+  args_ctx *a = r->a;
+  gkcd_job *job = r->job;
+  __typeof__(job->in.spmv) *s = &job->in.spmv;
+  int rc;
+  if ((rc = args_known(a, keys)) || (rc = methods_device(a, job))) return rc;
+  if (args_present(a, "matrix")) {
+    static const char *const byval[] = {"rows", "cols", "row_ptr", "col_idx", "values"};
+    for (int i = 0; i < 5; i++)
+      if (args_present(a, byval[i])) {
+        snprintf(a->msg, a->msglen, "argument '%s' cannot be given with 'matrix'", byval[i]);
+        return GKC_EINVALID_ARGUMENT;
+      }
+    gkcd_res *m;
+    if ((rc = refs_object(r, "matrix", RES_MATRIX, &m))) return rc;
+    s->rows = m->rows, s->cols = m->cols, s->nnz = m->nnz, s->max_row = m->max_row;
+    if (m->part) {
+      if (job->pin_device >= 0) {
+        snprintf(a->msg, a->msglen, "argument 'device': matrix %" PRIu32 " is partitioned over"
+                 " several devices, and spmv on it runs on all of them", m->id);
+        return GKC_EINVALID_ARGUMENT;
+      }
+      job->part = m->part; /* its blocks are on its devices: nothing here reads them */
+      job->gang_mask = m->part->mask;
+    }
+    if (!m->part) {
+      size_t rp = ((size_t)m->rows + 1) * 4, nz = (size_t)m->nnz * 4;
+      s->row_ptr = (gkcd_span){m->ptr, rp, SPAN_RES, 0, 0};
+      s->col_idx = (gkcd_span){(char *)m->ptr + rp, nz, SPAN_RES, 0, 0};
+      s->values = (gkcd_span){(char *)m->ptr + rp + nz, nz, SPAN_RES, 0, 0};
+      s->plan = m->plan_off ? (const char *)m->ptr + m->plan_off : NULL;
+    }
+    s->validated = 1;
+  } else {
+    int64_t rows, cols;
+    if ((rc = args_int(a, "rows", 1, 1, INT32_MAX - 1, &rows)) ||
+        (rc = args_int(a, "cols", 1, 1, INT32_MAX, &cols)))
+      return rc;
+    s->rows = (int32_t)rows, s->cols = (int32_t)cols;
+    if ((rc = methods_csr_arrays(r, s->rows, &s->row_ptr, &s->col_idx, &s->values, &s->nnz)))
+      return rc;
+  }
+  s->alpha = 1.0f, s->beta = 0.0f;
+  if ((rc = args_float(a, "alpha", 0, &s->alpha)) || (rc = args_float(a, "beta", 0, &s->beta)) ||
+      (rc = methods_algo(a, r->devs->dev[0].be, PROTO_M_SPMV, &job->algo)))
+    return rc;
+  uint64_t yb = methods_f32_bytes((uint64_t)s->rows, 1);
+  if (yb > max) return methods_too_large(a, "the result y (rows float32)", yb, max);
+  char what[96];
+  snprintf(what, sizeof what, "cols = %" PRId32, s->cols);
+  if ((rc = refs_array(r, "x", 1, methods_f32_bytes((uint64_t)s->cols, 1), 0, DT_F32, what, &s->x)))
+    return rc;
+  snprintf(what, sizeof what, "rows = %" PRId32, s->rows);
+  if (s->beta != 0.0f && !args_present(a, "y")) {
+    snprintf(a->msg, a->msglen, "missing argument 'y' (required when beta != 0)");
+    return GKC_EINVALID_ARGUMENT;
+  }
+  if ((rc = refs_array(r, "y", 0, yb, 0, DT_F32, what, &s->y))) return rc;
+  if (s->beta == 0.0f) s->y.ptr = NULL;
+  job->out_bytes = yb;
+  return refs_out(r, "y", yb);
+}
+
+static void work(const gkcd_job *job, method_work *w) {
+  const __typeof__(job->in.spmv) *s = &job->in.spmv;
+  w->flops = 2.0 * (double)s->nnz;
+  w->bytes = 8.0 * (double)s->nnz + 4.0 * s->rows * (s->y.ptr ? 3 : 2) + 4.0 * s->cols;
+  w->xfer = methods_host_bytes(&s->row_ptr) + methods_host_bytes(&s->col_idx) +
+            methods_host_bytes(&s->values) + methods_host_bytes(&s->x) + methods_host_bytes(&s->y);
+}
+
+static int inputs(gkcd_job *job, gkcd_span *out[], int max) {
+  (void)max;
+  __typeof__(job->in.spmv) *s = &job->in.spmv;
+  out[0] = &s->row_ptr, out[1] = &s->col_idx, out[2] = &s->values, out[3] = &s->x, out[4] = &s->y;
+  return 5;
+}
+
+/* The inputs, and the resident matrix's spmv plan past its arrays. */
+static int operands(gkcd_job *job, const void **out[], int max) {
+  (void)max;
+  __typeof__(job->in.spmv) *s = &job->in.spmv;
+  out[0] = &s->row_ptr.ptr, out[1] = &s->col_idx.ptr, out[2] = &s->values.ptr;
+  out[3] = &s->x.ptr, out[4] = &s->y.ptr, out[5] = &s->plan;
+  return 6;
+}
+
+static void pack(msgpack_packer *pk, const gkcd_job *job, double server_us, uint32_t new_id) {
+  methods_pack_array(pk, job, server_us, new_id, "y");
+}
+
+const gkcd_method method_row_SPMV = {
+    .id = PROTO_M_SPMV, .where = METHOD_BACKEND, .makes = -1, .parse = parse_spmv, .work = work,
+    .inputs = inputs, .operands = operands, .part_run = part_run_spmv, .pack = pack,
+};
