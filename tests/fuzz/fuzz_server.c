@@ -10,6 +10,7 @@
 #include "part.h"
 #include "proto_methods.h"
 #include "region.h"
+#include "split.h"
 
 const proto_limits LIM = {FUZZ_MAX_BYTES, PROTO_MAX_OBJECTS, PROTO_MAX_DEPTH};
 const proto_limits CLIENT_LIM = {(size_t)1 << 40, 1u << 20, 64};
@@ -36,6 +37,9 @@ void part_run_upload(gkcd_job *job) { (void)job, __builtin_trap(); }
 void part_run_spmv(gkcd_job *job) { (void)job, __builtin_trap(); }
 void part_solve(gkcd_job *job) { (void)job, __builtin_trap(); }
 void region_map(gkcd_backend *be, gkcd_job *job) { (void)be, (void)job, __builtin_trap(); }
+int split_rule_rows(const gkcd_job *job) { (void)job, __builtin_trap(); }
+int split_rule_reduce(const gkcd_job *job) { (void)job, __builtin_trap(); }
+int split_rule_copies(const gkcd_job *job) { (void)job, __builtin_trap(); }
 
 /* --- fake backends: algo lists, and memory that must never be freed ------ */
 
