@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <math.h>
 #include <stdatomic.h>
 
 #include "backend.h"
@@ -189,14 +190,17 @@ static void run_vec(gkcd_backend *be, gkcd_job *job) {
   __typeof__(job->in.vec) *s = &job->in.vec;
   void *tx, *ty = NULL;
   const float *x = aligned(&s->x, &tx);
-  const float *y = x ? aligned(&s->y, &ty) : NULL;
+  /* nrm2 has x alone: its sum of squares is x . x */
+  const float *y = !x || job->method == PROTO_M_NRM2 ? x : aligned(&s->y, &ty);
   if (!x || !y) {
     job_fail(job, GKC_EOUT_OF_MEMORY, "cannot allocate memory for %s",
-             job->method == PROTO_M_DOT ? "dot" : "axpby");
+             proto_method_name(job->method));
     goto out;
   }
   double t0 = now_us();
-  if (job->method == PROTO_M_DOT) {
+  if (job->method == PROTO_M_NRM2) {
+    job->value = sqrt(cpu_dot(x, x, s->n));
+  } else if (job->method == PROTO_M_DOT) {
     job->value = cpu_dot(x, y, s->n);
   } else {
     float *o = out_buffer(be, job);
@@ -323,7 +327,7 @@ static void run_batch(gkcd_backend *be, gkcd_job *job) {
 typedef void (*cpu_method_fn)(gkcd_backend *be, gkcd_job *job);
 static const cpu_method_fn cpu_methods[PROTO_M_COUNT] = {
     [PROTO_M_SGEMM] = run_sgemm, [PROTO_M_REDUCE] = run_reduce, [PROTO_M_SPMV] = run_spmv,
-    [PROTO_M_DOT] = run_vec,     [PROTO_M_AXPBY] = run_vec,     [PROTO_M_UPLOAD] = run_copy,
+    [PROTO_M_DOT] = run_vec,     [PROTO_M_AXPBY] = run_vec,     [PROTO_M_NRM2] = run_vec,     [PROTO_M_UPLOAD] = run_copy,
     [PROTO_M_DOWNLOAD] = run_copy, [PROTO_M_CSR_UPLOAD] = run_copy, [PROTO_M_SOLVE] = run_solve,
     [PROTO_M_BATCH] = run_batch,
 };
@@ -451,6 +455,7 @@ static gkcd_backend *make_backend(cpu_impl *impl, const cost_rates *rates) {
   be->algos[PROTO_M_SPMV] = spmv_algos;
   be->algos[PROTO_M_DOT] = blas1_algos;
   be->algos[PROTO_M_AXPBY] = blas1_algos;
+  be->algos[PROTO_M_NRM2] = blas1_algos;
   be->algos[PROTO_M_SOLVE] = solve_algos;
   be->algos[PROTO_M_BATCH] = batch_algos;
   for (int m = 0; m < PROTO_M_COUNT; m++)

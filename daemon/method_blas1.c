@@ -1,5 +1,6 @@
 /* method_blas1.c: the BLAS-1 rows on float32 vectors (PROTOCOL.md):
- * `dot` (x . y, summed in float64) and `axpby` (y = alpha x + beta y). */
+ * `dot` (x . y, summed in float64), `axpby` (y = alpha x + beta y) and
+ * `nrm2` (||x||_2, its squares summed in float64). */
 #include <inttypes.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -36,17 +37,32 @@ static int parse_vec(refs_ctx *r, size_t max) {
   return refs_out(r, "y", job->out_bytes);
 }
 
+/* nrm2 {x}: the one vector in in.vec.x (y stays absent). */
+static int parse_nrm2(refs_ctx *r, size_t max) {
+  static const char *const keys[] = {"x", "algo", "deadline_ms", "device", NULL};
+  args_ctx *a = r->a;
+  gkcd_job *job = r->job;
+  int rc;
+  (void)max;
+  if ((rc = args_known(a, keys)) || (rc = methods_device(a, job)) ||
+      (rc = methods_algo(a, r->devs->dev[0].be, PROTO_M_NRM2, &job->algo)) ||
+      (rc = refs_array(r, "x", 1, REFS_ANY_LEN, 0, DT_F32, "nrm2", &job->in.vec.x)))
+    return rc;
+  job->in.vec.n = (int64_t)(job->in.vec.x.bytes / 4);
+  return 0;
+}
+
 static void work(const gkcd_job *job, method_work *w) {
   double n = (double)job->in.vec.n;
   w->flops = 2.0 * n;
-  w->bytes = (job->method == PROTO_M_AXPBY ? 12.0 : 8.0) * n;
+  w->bytes = (job->method == PROTO_M_AXPBY ? 12.0 : job->method == PROTO_M_DOT ? 8.0 : 4.0) * n;
   w->xfer = methods_host_bytes(&job->in.vec.x) + methods_host_bytes(&job->in.vec.y);
 }
 
 static int inputs(gkcd_job *job, gkcd_span *out[], int max) {
   (void)max;
   out[0] = &job->in.vec.x, out[1] = &job->in.vec.y;
-  return 2;
+  return job->method == PROTO_M_NRM2 ? 1 : 2;
 }
 
 static void pack_dot(msgpack_packer *pk, const gkcd_job *job, double server_us, uint32_t new_id) {
@@ -67,4 +83,9 @@ const gkcd_method method_row_DOT = {
 const gkcd_method method_row_AXPBY = {
     .id = PROTO_M_AXPBY, .where = METHOD_BACKEND, .makes = -1, .parse = parse_vec, .work = work,
     .inputs = inputs, .pack = pack_axpby,
+};
+
+const gkcd_method method_row_NRM2 = {
+    .id = PROTO_M_NRM2, .where = METHOD_BACKEND, .makes = -1, .parse = parse_nrm2, .work = work,
+    .inputs = inputs, .pack = pack_dot, .scalar = 1,
 };

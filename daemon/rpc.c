@@ -171,6 +171,11 @@ static int submit(gkcd_conn *c, const gkcd_method *row, const proto_request *req
   int fd = row->makes == RES_REGION ? conn_take_fd(c) : -1;
   refs_ctx r = {&a, &srv->res, &c->owns, &srv->devs, fd, job};
   int rc = methods_deadline(&a, job);
+  if (rc == 0 && row->where == METHOD_BACKEND && !srv->be->run[row->id]) {
+    snprintf(msg, msglen, "method '%s' is not served by gkcd's %s backend",
+             proto_method_name(row->id), srv->be->name);
+    rc = GKC_EUNKNOWN_METHOD;
+  }
   if (rc == 0) rc = row->parse(&r, srv->cfg.max_request_bytes);
   if (r.fd >= 0) close(r.fd); /* refused before the job took it */
   /* Every request that creates an object (upload, csr_upload, out "handle")

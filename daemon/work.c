@@ -8,6 +8,7 @@
 #include "fault.h"
 #include "gkc_errors.h"
 #include "method.h"
+#include "proto_methods.h"
 #include "move.h"
 #include "part.h"
 #include "validate.h"
@@ -38,6 +39,9 @@ void work_run(gkcd_job *job, void *arg) {
                proto_method_name(job->method));
     else if (validate_job(job) == 0 && fault_inject(job) == 0 && part_gang_ready(job) == 0)
       job->row->part_run(job);
+  } else if (!be->run[job->method]) { /* rpc.c refuses these: another device's kind */
+    job_fail(job, GKC_EUNKNOWN_METHOD, "method '%s' is not served by device %d's %s backend",
+             proto_method_name(job->method), be->device, be->name);
   } else if (fault_device(job) == 0 && !device_gone(job) && move_operands(job) == 0 &&
              fault_inject(job) == 0 && validate_job(job) == 0) {
     be->run[job->method](be, job);

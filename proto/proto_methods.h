@@ -16,6 +16,7 @@
   XX(SPMV, "spmv")               \
   XX(DOT, "dot")                 \
   XX(AXPBY, "axpby")             \
+  XX(NRM2, "nrm2")               \
   XX(SHM_REGISTER, "shm_register") \
   XX(SHM_RELEASE, "shm_release") \
   XX(UPLOAD, "upload")           \
