@@ -89,6 +89,9 @@ typedef struct gkcd_method {
    * operands between devices (move.c); returns how many.  NULL: the
    * inputs' ptr fields. */
   int (*operands)(gkcd_job *job, const void **out[], int max);
+  /* Checks that read whole arrays (validate.h), on the worker before the
+   * backend: 0, or nonzero with the job failed.  NULL: none needed. */
+  int (*check)(gkcd_job *job);
   /* How it splits over devices (split.h SPLIT_*).  NULL: never. */
   int (*split)(const gkcd_job *job);
   /* A job on a partitioned matrix (part.h): runs it across the matrix's

@@ -14,6 +14,7 @@
 #include "part.h"
 #include "res_object.h"
 #include "split.h"
+#include "validate.h"
 
 static int parse_upload(refs_ctx *r, size_t max) {
   static const char *const keys[] = {"data", "dtype", "shared", "device", "replicate", NULL};
@@ -229,7 +230,7 @@ const gkcd_method method_row_DOWNLOAD = {
 const gkcd_method method_row_CSR_UPLOAD = {
     .id = PROTO_M_CSR_UPLOAD, .where = METHOD_BACKEND, .makes = RES_MATRIX,
     .parse = parse_csr_upload, .work = work_csr, .inputs = inputs_csr, .operands = no_operands,
-    .split = split_rule_copies, .part_run = part_run_upload, .pack = pack_csr,
+    .check = validate_csr_upload, .split = split_rule_copies, .part_run = part_run_upload, .pack = pack_csr,
 };
 
 const gkcd_method method_row_RELEASE = {

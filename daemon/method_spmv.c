@@ -12,6 +12,7 @@
 #include "proto_rpc.h"
 #include "part.h"
 #include "res_object.h"
+#include "validate.h"
 
 /* spmv by value (rows, cols, row_ptr, col_idx, values) or on a resident
  * matrix (matrix). */
@@ -111,5 +112,5 @@ static void pack(msgpack_packer *pk, const gkcd_job *job, double server_us, uint
 
 const gkcd_method method_row_SPMV = {
     .id = PROTO_M_SPMV, .where = METHOD_BACKEND, .makes = -1, .parse = parse_spmv, .work = work,
-    .inputs = inputs, .operands = operands, .part_run = part_run_spmv, .pack = pack,
+    .inputs = inputs, .operands = operands, .check = validate_spmv, .part_run = part_run_spmv, .pack = pack,
 };

@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include "gkc_errors.h"
-#include "proto_methods.h"
 
 /* The arrays sit at arbitrary offsets inside the request, so they are read
  * element by element with memcpy, which compilers turn into plain loads. */
@@ -76,22 +75,21 @@ static int privatize(gkcd_job *job, gkcd_span *s, int slot) {
   return 0;
 }
 
-int validate_job(gkcd_job *job) {
-  int rc = 0;
-  if (job->method == PROTO_M_SPMV && !job->in.spmv.validated &&
-      (privatize(job, &job->in.spmv.row_ptr, 0) || privatize(job, &job->in.spmv.col_idx, 1)))
-    return job->err;
-  if (job->method == PROTO_M_CSR_UPLOAD &&
-      (privatize(job, &job->in.csr.row_ptr, 0) || privatize(job, &job->in.csr.col_idx, 1)))
-    return job->err;
-  if (job->method == PROTO_M_SPMV && !job->in.spmv.validated)
-    rc = validate_csr(job->in.spmv.rows, job->in.spmv.cols, job->in.spmv.nnz,
-                      job->in.spmv.row_ptr.ptr, job->in.spmv.col_idx.ptr, &job->in.spmv.max_row,
-                      job->errmsg, sizeof job->errmsg);
-  else if (job->method == PROTO_M_CSR_UPLOAD)
-    rc = validate_csr(job->in.csr.rows, job->in.csr.cols, job->in.csr.nnz,
-                      job->in.csr.row_ptr.ptr, job->in.csr.col_idx.ptr, &job->in.csr.max_row,
-                      job->errmsg, sizeof job->errmsg);
+int validate_spmv(gkcd_job *job) {
+  __typeof__(job->in.spmv) *s = &job->in.spmv;
+  if (s->validated) return 0; /* a resident matrix, checked when it was uploaded */
+  if (privatize(job, &s->row_ptr, 0) || privatize(job, &s->col_idx, 1)) return job->err;
+  int rc = validate_csr(s->rows, s->cols, s->nnz, s->row_ptr.ptr, s->col_idx.ptr, &s->max_row,
+                        job->errmsg, sizeof job->errmsg);
+  if (rc) job->err = rc;
+  return rc;
+}
+
+int validate_csr_upload(gkcd_job *job) {
+  __typeof__(job->in.csr) *s = &job->in.csr;
+  if (privatize(job, &s->row_ptr, 0) || privatize(job, &s->col_idx, 1)) return job->err;
+  int rc = validate_csr(s->rows, s->cols, s->nnz, s->row_ptr.ptr, s->col_idx.ptr, &s->max_row,
+                        job->errmsg, sizeof job->errmsg);
   if (rc) job->err = rc;
   return rc;
 }

@@ -10,9 +10,13 @@
 
 #include "job.h"
 
-/* 0 when job's arrays are sound; otherwise fails the job (invalid_argument,
- * naming the first offending position) and returns nonzero. */
-int validate_job(gkcd_job *job);
+/* The checks the method rows name (method.h check): 0 when the job's
+ * arrays are sound; otherwise the job failed (invalid_argument, naming the
+ * first offending position) and nonzero.  CSR indices that sit in a
+ * client's region are copied out first (job->priv), so the copy checked is
+ * the copy used. */
+int validate_spmv(gkcd_job *job);       /* by value; a resident matrix passes */
+int validate_csr_upload(gkcd_job *job);
 
 /* The CSR rules, on possibly unaligned arrays: row_ptr starts at 0, never
  * decreases, ends at nnz; every col_idx in [0, cols).  0 with the longest

@@ -11,7 +11,6 @@
 #include "proto_methods.h"
 #include "move.h"
 #include "part.h"
-#include "validate.h"
 
 /* 1 (the job failed) when its device has been lost: it never reaches the
  * backend, which may no longer be able to run anything. */
@@ -21,6 +20,9 @@ static int device_gone(gkcd_job *job) {
   job_fail(job, GKC_EDEVICE_LOST, "%s", devices_lost_msg(job->be, msg, sizeof msg));
   return 1;
 }
+
+/* The row's checks that read whole arrays, when it has any. */
+static int row_check(gkcd_job *job) { return job->row->check ? job->row->check(job) : 0; }
 
 void work_run(gkcd_job *job, void *arg) {
   (void)arg;
@@ -37,13 +39,13 @@ void work_run(gkcd_job *job, void *arg) {
     if (!job->row->part_run)
       job_fail(job, GKC_EINTERNAL, "internal: %s cannot run partitioned",
                proto_method_name(job->method));
-    else if (validate_job(job) == 0 && fault_inject(job) == 0 && part_gang_ready(job) == 0)
+    else if (row_check(job) == 0 && fault_inject(job) == 0 && part_gang_ready(job) == 0)
       job->row->part_run(job);
   } else if (!be->run[job->method]) { /* rpc.c refuses these: another device's kind */
     job_fail(job, GKC_EUNKNOWN_METHOD, "method '%s' is not served by device %d's %s backend",
              proto_method_name(job->method), be->device, be->name);
   } else if (fault_device(job) == 0 && !device_gone(job) && move_operands(job) == 0 &&
-             fault_inject(job) == 0 && validate_job(job) == 0) {
+             fault_inject(job) == 0 && row_check(job) == 0) {
     be->run[job->method](be, job);
     return; /* the backend finishes the job, now or later */
   }

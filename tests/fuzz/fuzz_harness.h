@@ -101,7 +101,7 @@ void check_out(const gkcd_job *job, const gkcd_span *const *inputs, int ninputs)
  * in *longest. */
 int csr_sound(int32_t rows, int32_t cols, int64_t nnz, const void *rp, const void *ci,
               int32_t *longest);
-/* What a backend may do with a job validate_job accepted: a reference spmv
+/* What a backend may do with a job its row's check accepted: a reference spmv
  * on exact-size copies of the arrays, so ASan sees any index out of bounds. */
 void reference_spmv(const gkcd_job *job);
 /* Reads a packed reply back as libgkc does.  body_bytes: the size of the bin

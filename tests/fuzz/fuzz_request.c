@@ -11,7 +11,7 @@
  *   daemon, so ASan sees any read past its end), msgpack_unpack into a zone,
  *   proto_request_parse; ping/status, release/shm_release answered as on the
  *   loop; job methods through methods_parse with the CPU backend's algo
- *   lists and again with the CUDA backend's, then validate_job, whose spans
+ *   lists and again with the CUDA backend's, then the row's check (validate.h), whose spans
  *   point into the frame, into a region or at resident memory;
  *   the reply the daemon would send (proto_pack_error, or
  *   proto_pack_result_head + methods_pack_result) packed into a
@@ -221,7 +221,7 @@ static void run_job(const proto_request *req, gkcd_backend *be, const uint8_t *f
 
   /* On a worker, before the backend. */
   CHECK(row->where == METHOD_BACKEND);
-  int vrc = validate_job(job);
+  int vrc = row->check ? row->check(job) : 0;
   int32_t longest;
   if (req->method == PROTO_M_SPMV && !job->in.spmv.validated) {
     const __typeof__(job->in.spmv) *s = &job->in.spmv;
@@ -242,7 +242,7 @@ static void run_job(const proto_request *req, gkcd_backend *be, const uint8_t *f
     CHECK(vrc == 0);
   }
   if (vrc) {
-    NOTE("  %s backend: validate_job: %s\n", be->name, job->errmsg);
+    NOTE("  %s backend: check: %s\n", be->name, job->errmsg);
     CHECK(job->err == GKC_EINVALID_ARGUMENT && vrc == job->err);
     reply_error(1, req->msgid, job->err, job->errmsg);
     job_release(job);
