@@ -15,6 +15,13 @@ Arrays, wherever a method takes one, may be a NumPy array (or anything
 existing :class:`Array` (overwritten), or a region view (written in place).
 Every compute method takes ``deadline_ms`` and ``info``: a dict that is
 filled with the reply's other fields (``algo``, ``kernel_us``, ...).
+
+Big arrays go through the connection's shared-memory arena (gkc._arena)
+unless it is off: an argument of ``shm_threshold`` bytes or more is copied
+into it once and sent as a region reference, and a result of that size
+(with ``out=None``) comes back as a NumPy array over the arena, whose
+``.base`` (an ``ArenaSlice``) owns those bytes until the array and its
+views are gone.  ``connection.shm_state`` says whether it is in use.
 """
 from __future__ import annotations
 
@@ -23,12 +30,13 @@ from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from . import errors
+from . import _arena, errors
+from ._arena import Arena, In, InPlace, Out, Staged
 from ._batch import Batch, BatchResult
 from ._objects import Array, Matrix, Region
 
 ArrayArg = Union[np.ndarray, Array, Sequence[float]]
-Out = Union[None, str, Array, np.ndarray]
+OutArg = Union[None, str, Array, np.ndarray]
 Decode = Callable[[Any], Any]
 
 _INT32_MAX = 2**31 - 1
@@ -71,9 +79,144 @@ class Api:
     _is_async = False
     closed = False
 
-    def __init__(self) -> None:
+    def __init__(self, shm: Optional[bool] = None, shm_threshold: Optional[int] = None,
+                 shm_max_bytes: Optional[int] = None) -> None:
         self._regions: Dict[int, Region] = {}
         self._owned: "weakref.WeakSet[Any]" = weakref.WeakSet()
+        self._arena = Arena(*_arena.settings(shm, shm_threshold, shm_max_bytes))
+
+    # --- the shared-memory arena ------------------------------------------------------
+
+    @property
+    def shm_state(self) -> str:
+        """``"unused"`` (on, nothing registered yet), ``"active"`` (big arrays
+        go through shared memory), ``"disabled"`` (shm=False or GKC_NO_SHM=1)
+        or ``"unavailable"`` (descriptors cannot be passed: see shm_reason)."""
+        return self._arena.state
+
+    @property
+    def shm_reason(self) -> str:
+        """Why the arena is off or stopped growing ("" while all is well)."""
+        return self._arena.reason
+
+    @property
+    def shm_threshold(self) -> int:
+        """Arrays of at least this many bytes go through the arena."""
+        return self._arena.threshold
+
+    def shm_info(self) -> Dict[str, Any]:
+        """The arena now: state, reason, threshold, max_bytes, its region ids,
+        their bytes, the bytes in use, and how many calls used it and how
+        many went inline for lack of room (fallbacks)."""
+        return self._arena.info()
+
+    @staticmethod
+    def _staging(params: Dict[str, Any]) -> bool:
+        """Whether params hold anything for the arena (_stage has work)."""
+        for v in params.values():
+            if isinstance(v, (In, InPlace)):
+                return True
+        o = params.get("out")
+        return isinstance(o, dict) and any(isinstance(v, Out) for v in o.values())
+
+    def _stage(self, params: Dict[str, Any]) -> Any:
+        """Gives the arena's placeholders in params (In, InPlace, Out) their
+        slices, or turns them back into inline bytes, growing the arena first
+        when that may help.  A generator as for _drive (a growth is a request
+        or two); returns the Staged to release once the reply is in, or None."""
+        ar = self._arena
+        ins = [(k, v) for k, v in params.items() if isinstance(v, (In, InPlace))]
+        outmap = params.get("out")
+        outs = [(k, v) for k, v in outmap.items() if isinstance(v, Out)] \
+            if isinstance(outmap, dict) else []
+        if not ins and not outs:
+            return None
+        staged = Staged(ar)
+        for k, v in ins:
+            if isinstance(v, InPlace):
+                params[k] = v.ref
+                staged.keep.append(v.a)
+        ins = [(k, v) for k, v in ins if isinstance(v, In)]
+        sizes = [v.nbytes for _, v in ins] + [v.nbytes for _, v in outs]
+        got = ar.alloc(sizes) if sizes else []
+        if got is None:
+            got = yield from self._grow(sizes)
+        if got is None:
+            if sizes and ar.state in (_arena.UNUSED, _arena.ACTIVE):
+                ar.fallbacks += 1
+            for k, v in ins:
+                params[k] = v.inline()
+            for k, _ in outs:
+                del outmap[k]
+            if outs and not outmap:
+                del params["out"]
+            return staged
+        if sizes:
+            ar.calls += 1
+        for (k, v), (seg, off, size) in zip(ins, got):
+            np.copyto(seg.array(v.a.shape, v.dtype, off), v.a, casting="unsafe")
+            params[k] = {"region": seg.id, "offset": off, "bytes": v.nbytes}
+            staged.slices.append((seg, off, size))
+        for (k, v), sl in zip(outs, got[len(ins):]):
+            v.slice, v.freed = sl, ar._freed
+            outmap[k] = {"region": sl[0].id, "offset": sl[1]}
+            staged.outs.append(v)
+        return staged
+
+    def _grow(self, sizes: Any) -> Any:
+        """Registers a new arena region big enough for sizes (releasing idle
+        ones if the bound says so) and allocates them; None when it cannot."""
+        ar = self._arena
+        if ar.frozen or self.closed or ar.state not in (_arena.UNUSED, _arena.ACTIVE):
+            return None
+        if ar.limit is None:
+            # gkcd refuses a region over --max-request-bytes, and holds its
+            # bytes against --memory-budget while it maps it (one that takes
+            # most of the budget would wait for all of it): learn both once.
+            try:
+                st = yield ("status", {}, lambda res: res)
+            except errors.Error as e:
+                if isinstance(e, (errors.ConnectionFailed, errors.Timeout,  # type: ignore[attr-defined]
+                                  errors.Cancelled)):  # type: ignore[attr-defined]
+                    raise
+                st = {}
+            lim = st.get("limits", {}) if isinstance(st, dict) else {}
+            ar.limit = min(int(lim.get("max_request_bytes", ar.max_bytes)),
+                           int(lim.get("memory_budget", 2 * ar.max_bytes)) // 2)
+        plan = ar.plan(sum(_arena._align(n) for n in sizes))
+        if plan is None:
+            return None
+        size, drop = plan
+        for seg in drop:
+            seg._mark_released()
+            try:
+                yield ("shm_release", {"region": seg.id}, lambda res: None)
+            except errors.Error as e:
+                if isinstance(e, (errors.ConnectionFailed, errors.Timeout,  # type: ignore[attr-defined]
+                                  errors.Cancelled)):  # type: ignore[attr-defined]
+                    raise
+        seg = None
+        try:
+            from ._transport import make_memfd
+            try:
+                fd, mm = make_memfd(size, "gkc-arena")
+            except errors.Error as e:
+                ar.refused(e.message)
+                return None
+            try:
+                seg = yield ("shm_register", {"bytes": size},
+                             lambda res: _arena.Segment(self, int(res["region"]), mm, size), fd)
+            except errors.Error as e:
+                mm.close()
+                if isinstance(e, (errors.ConnectionFailed, errors.Timeout,  # type: ignore[attr-defined]
+                                  errors.Cancelled)):  # type: ignore[attr-defined]
+                    raise
+                ar.refused(f"gkcd refused shm_register: {e.message}")
+                return None
+            self._regions[seg.id] = seg
+        finally:
+            ar.added(seg, size)
+        return ar.alloc(sizes)
 
     # --- what a connection provides -----------------------------------------------------
 
@@ -92,27 +235,33 @@ class Api:
         several requests is written once as such a generator."""
         if self._is_async:
             return self._adrive(gen)
-        req = next(gen)
+        try:
+            req = next(gen)
+        except StopIteration as stop:
+            return stop.value
         while True:
             try:
-                val = self._invoke(*req)
-            except errors.Error as e:
-                req = gen.throw(e)
-                continue
-            try:
+                try:
+                    val = self._invoke(*req)
+                except errors.Error as e:
+                    req = gen.throw(e)
+                    continue
                 req = gen.send(val)
             except StopIteration as stop:
                 return stop.value
 
     async def _adrive(self, gen: Any) -> Any:
-        req = next(gen)
+        try:
+            req = next(gen)
+        except StopIteration as stop:
+            return stop.value
         while True:
             try:
-                val = await self._invoke(*req)
-            except errors.Error as e:
-                req = gen.throw(e)
-                continue
-            try:
+                try:
+                    val = await self._invoke(*req)
+                except errors.Error as e:
+                    req = gen.throw(e)
+                    continue
                 req = gen.send(val)
             except StopIteration as stop:
                 return stop.value
@@ -134,7 +283,10 @@ class Api:
             ref = self._region_ref(x)
             if ref is not None:
                 r, off, n = ref
-                return {"region": r, "offset": off, "bytes": n}, x.shape
+                wire_ref = {"region": r, "offset": off, "bytes": n}
+                if isinstance(self._regions.get(r), _arena.Segment):
+                    return InPlace(x, wire_ref), x.shape
+                return wire_ref, x.shape
         a = np.asarray(x)
         if wire == "i32":
             if a.dtype.kind not in "iub":
@@ -143,6 +295,8 @@ class Api:
                 raise _bad(f"'{name}' holds values outside int32")
         elif a.dtype.kind not in "fiub":
             raise _bad(f"'{name}' must hold numbers, not {a.dtype}")
+        if self._arena.wants(int(a.size) * 4):
+            return In(a, want), a.shape  # copied into the arena, converted on the way
         a = np.ascontiguousarray(a, dtype=want)
         return memoryview(a).cast("B"), a.shape
 
@@ -155,10 +309,17 @@ class Api:
                 return r.id, span[0], span[1]
         return None
 
-    def _out(self, params: Dict[str, Any], key: str, out: Out, size: int) -> None:
-        """Adds params["out"] for out=; size is the result's element count."""
+    def _out(self, params: Dict[str, Any], key: str, out: OutArg, size: int,
+             dtype: Any = "<f4") -> Optional[Out]:
+        """Adds params["out"] for out=; size is the result's element count.
+        With out=None, a result big enough for the arena gets a placeholder
+        (returned, for _result) that staging turns into a slice of it."""
         if out is None:
-            return
+            if self._arena.wants(size * 4):
+                slot = Out(size * 4, dtype)
+                params["out"] = {key: slot}
+                return slot
+            return None
         if isinstance(out, str):
             if out != "handle":
                 raise _bad(f"'out' must be None, 'handle', a gkc.Array or a region view, not {out!r}")
@@ -178,13 +339,22 @@ class Api:
             params["out"] = {key: {"region": ref[0], "offset": ref[1]}}
         else:
             raise _bad(f"'out' must be None, 'handle', a gkc.Array or a region view, not {type(out).__name__}")
+        return None
 
-    def _result(self, res: Dict[str, Any], key: str, out: Out, shape: Tuple[int, ...]) -> Any:
+    def _result(self, res: Dict[str, Any], key: str, out: OutArg, shape: Tuple[int, ...],
+                slot: Optional[Out] = None, dtype: Any = "<f4") -> Any:
         v = res.get(key)
         if out is None:
+            if slot is not None:
+                a = slot.result(v, shape)
+                if a is not None:
+                    return a
+            if isinstance(v, np.ndarray):
+                # A big bin, received into a buffer of its own: no copy.
+                return v.view(dtype).reshape(shape)
             if not isinstance(v, (bytes, bytearray)):
                 raise errors.ProtocolError(f"reply field {key!r} is not a bin")  # type: ignore[attr-defined]
-            return np.frombuffer(v, dtype="<f4").reshape(shape).copy()
+            return np.frombuffer(v, dtype=dtype).reshape(shape).copy()
         if not isinstance(v, dict):
             raise errors.ProtocolError(f"reply field {key!r} is not a reference")  # type: ignore[attr-defined]
         if isinstance(out, str):
@@ -210,7 +380,11 @@ class Api:
              fd: Optional[int] = None) -> Any:
         """Any method by name, with a raw argument map; returns the raw result
         (bins as bytes).  For methods this package does not wrap."""
-        return self._invoke(method, dict(params or {}), lambda res: res, fd)
+        def decode(res: Any) -> Any:
+            if isinstance(res, dict):  # big bins arrive as NumPy buffers: bytes, as promised
+                return {k: v.tobytes() if isinstance(v, np.ndarray) else v for k, v in res.items()}
+            return res
+        return self._invoke(method, dict(params or {}), decode, fd)
 
     def ping(self) -> Any:
         """``{"version", "protocol", "backend"}``."""
@@ -229,7 +403,7 @@ class Api:
 
     def sgemm(self, A: ArrayArg, B: ArrayArg, *, alpha: float = 1.0, beta: float = 0.0,
               C: Optional[ArrayArg] = None, trans_a: bool = False, trans_b: bool = False,
-              algo: Optional[str] = None, precision: Optional[str] = None, out: Out = None,
+              algo: Optional[str] = None, precision: Optional[str] = None, out: OutArg = None,
               deadline_ms: Optional[int] = None, info: Optional[Dict[str, Any]] = None,
               device: Optional[int] = None) -> Any:
         """``alpha * op(A) @ op(B) + beta * C`` in float32, an (m, n) array.
@@ -251,11 +425,11 @@ class Api:
         if precision is not None:
             p["precision"] = precision
         self._where(p, device, False)
-        self._out(p, "c", out, m * n)
+        slot = self._out(p, "c", out, m * n)
 
         def decode(res: Dict[str, Any]) -> Any:
             self._info(info, res, "c")
-            return self._result(res, "c", out, (m, n))
+            return self._result(res, "c", out, (m, n), slot)
         return self._invoke("sgemm", self._common(p, algo, deadline_ms), decode)
 
     def reduce(self, x: ArrayArg, op: str = "sum", *, algo: Optional[str] = None,
@@ -271,7 +445,7 @@ class Api:
         return self._invoke("reduce", self._common(p, algo, deadline_ms), decode)
 
     def spmv(self, A: Any, x: ArrayArg, *, alpha: float = 1.0, beta: float = 0.0,
-             y: Optional[ArrayArg] = None, algo: Optional[str] = None, out: Out = None,
+             y: Optional[ArrayArg] = None, algo: Optional[str] = None, out: OutArg = None,
              deadline_ms: Optional[int] = None, info: Optional[Dict[str, Any]] = None) -> Any:
         """``alpha * A @ x + beta * y`` with a sparse A, a (rows,) array.
 
@@ -290,11 +464,11 @@ class Api:
         p.update({"x": xv, "alpha": float(alpha), "beta": float(beta)})
         if y is not None:
             p["y"] = self._array("y", y)[0]
-        self._out(p, "y", out, rows)
+        slot = self._out(p, "y", out, rows)
 
         def decode(res: Dict[str, Any]) -> Any:
             self._info(info, res, "y")
-            return self._result(res, "y", out, (rows,))
+            return self._result(res, "y", out, (rows,), slot)
         return self._invoke("spmv", self._common(p, algo, deadline_ms), decode)
 
     def _csr(self, A: Any, cols: Optional[int]) -> Dict[str, Any]:
@@ -330,7 +504,7 @@ class Api:
         return self._invoke("dot", self._common(p, algo, deadline_ms), decode)
 
     def axpby(self, x: ArrayArg, y: ArrayArg, *, alpha: float = 1.0, beta: float = 1.0,
-              algo: Optional[str] = None, out: Out = None, deadline_ms: Optional[int] = None,
+              algo: Optional[str] = None, out: OutArg = None, deadline_ms: Optional[int] = None,
               info: Optional[Dict[str, Any]] = None) -> Any:
         """``alpha * x + beta * y``, shaped like y.  ``out=y`` with y resident
         updates it in place."""
@@ -338,18 +512,18 @@ class Api:
         yv, ysh = self._array("y", y)
         n = int(np.prod(ysh, dtype=np.int64))
         p: Dict[str, Any] = {"x": xv, "y": yv, "alpha": float(alpha), "beta": float(beta)}
-        self._out(p, "y", out, n)
+        slot = self._out(p, "y", out, n)
 
         def decode(res: Dict[str, Any]) -> Any:
             self._info(info, res, "y")
-            return self._result(res, "y", out, ysh)
+            return self._result(res, "y", out, ysh, slot)
         return self._invoke("axpby", self._common(p, algo, deadline_ms), decode)
 
     # --- solving ------------------------------------------------------------------------
 
     def solve(self, A: Any, b: ArrayArg, x0: Optional[ArrayArg] = None, *, rtol: float = 1e-6,
               atol: float = 0.0, max_iter: Optional[int] = None, method: str = "cg",
-              history: bool = False, out: Out = None, deadline_ms: Optional[int] = None,
+              history: bool = False, out: OutArg = None, deadline_ms: Optional[int] = None,
               precision: str = "fp64") -> Any:
         """Solves A x = b inside gkcd by ``cg``, ``pcg`` (Jacobi) or
         ``bicgstab``; returns a :class:`SolveResult`.
@@ -369,7 +543,7 @@ class Api:
                                        deadline_ms, precision))
 
     def _solve(self, A: Any, b: ArrayArg, x0: Optional[ArrayArg], rtol: float, atol: float,
-               max_iter: Optional[int], method: str, history: bool, out: Out,
+               max_iter: Optional[int], method: str, history: bool, out: OutArg,
                deadline_ms: Optional[int], precision: str = "fp64") -> Any:
         p: Dict[str, Any] = {"b": self._array("b", b)[0], "method": method, "rtol": float(rtol),
                              "atol": float(atol), "history": bool(history)}
@@ -392,9 +566,9 @@ class Api:
             n = m["rows"]
             temp = yield ("csr_upload", m, lambda res: int(res["matrix"]))
             p["matrix"] = temp
-        self._out(p, "x", out, n)
+        slot = self._out(p, "x", out, n)
         try:
-            res = yield ("solve", p, lambda res: SolveResult(self._result(res, "x", out, (n,)),
+            res = yield ("solve", p, lambda res: SolveResult(self._result(res, "x", out, (n,), slot),
                                                              res))
         finally:
             if temp is not None and not self.closed:
@@ -476,7 +650,10 @@ class Api:
             raise _bad(f"'handle' must be a gkc.Array, not {type(a).__name__}")
         a._check(self)
         p: Dict[str, Any] = {"handle": a.id}
-        if out is not None:
+        slot = None
+        if out is None:
+            slot = self._out(p, "data", None, a.size, a.dtype)
+        else:
             if out.dtype != a.dtype or not out.flags.c_contiguous or out.size != a.size:
                 raise _bad(f"'out' must be a C-contiguous {a.dtype} region view of {a.size} elements")
             ref = self._region_ref(out)
@@ -487,7 +664,7 @@ class Api:
         def decode(res: Dict[str, Any]) -> Any:
             if out is not None:
                 return out
-            return np.frombuffer(res["data"], dtype=a.dtype).reshape(a.shape).copy()
+            return self._result(res, "data", None, a.shape, slot, a.dtype)
         return self._invoke("download", p, decode)
 
     def csr_upload(self, A: Any, *, shared: bool = False, device: Optional[int] = None,

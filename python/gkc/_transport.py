@@ -11,7 +11,7 @@ import errno
 import mmap
 import os
 import socket
-from typing import Optional, Tuple
+from typing import Any, Optional, Sequence, Tuple
 
 from . import errors
 
@@ -49,22 +49,48 @@ def connect_socket(path: str, blocking: bool = True) -> socket.socket:
     return s
 
 
-def make_memfd(nbytes: int) -> Tuple[int, mmap.mmap]:
+def make_memfd(nbytes: int, name: str = "gkc-region") -> Tuple[int, mmap.mmap]:
     """A memfd of exactly nbytes, sealed against shrinking and growing, and its
-    shared mapping.  The seals are what let gkcd map it without risking SIGBUS."""
+    shared mapping.  The seals are what let gkcd map it without risking SIGBUS;
+    F_SEAL_SEAL keeps anyone holding the descriptor from changing them."""
     if not hasattr(os, "memfd_create"):
         raise errors.InvalidArgument("regions need memfd_create (Linux)")  # type: ignore[attr-defined]
-    fd = os.memfd_create("gkc-region", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    try:
+        fd = os.memfd_create(name, os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    except OSError as e:
+        raise errors.InvalidArgument(f"memfd_create failed: {e.strerror or e}") from e  # type: ignore[attr-defined]
     try:
         os.ftruncate(fd, nbytes)
         import fcntl
-        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW)
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS,
+                    fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
         mm = mmap.mmap(fd, nbytes, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
     except OSError as e:
         os.close(fd)
         raise errors.OutOfMemory(  # type: ignore[attr-defined]
             f"cannot create a {nbytes}-byte region: {e.strerror or e}") from e
     return fd, mm
+
+
+# Linux's UIO_MAXIOV: the most buffers one sendmsg takes.
+_IOV_MAX = 1024
+
+
+def send_parts(sock: socket.socket, parts: Sequence[Any], fd: Optional[int] = None) -> None:
+    """Sends parts back to back, whole, with gather writes (no buffer is
+    joined or copied here); fd, when given, goes with the first bytes
+    (SCM_RIGHTS).  On a socket with a timeout each wait is bounded by it."""
+    views = [v for v in (memoryview(p).cast("B") for p in parts) if v.nbytes]
+    anc = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [fd]))] if fd is not None else []
+    while views:
+        n = sock.sendmsg(views[:_IOV_MAX], anc)
+        anc = []
+        while n:
+            if n >= views[0].nbytes:
+                n -= views.pop(0).nbytes
+            else:
+                views[0] = views[0][n:]
+                n = 0
 
 
 def send_with_fd(sock: socket.socket, data: bytes, fd: int) -> int:

@@ -8,6 +8,8 @@ Requests go out as soon as they are called (in call order); one task reads
 replies and hands each to its caller by msgid, in whatever order gkcd
 answers.  gkcd reads at most ``max-conn-requests`` requests of a connection
 at once; the rest wait in the socket, so any number may be awaited together.
+Big arrays go through the connection's shared-memory arena as on a blocking
+connection (the same ``shm*`` keywords; gkc._arena).
 """
 from __future__ import annotations
 
@@ -18,7 +20,8 @@ from typing import Any, Dict, Generator, Optional
 
 from . import errors
 from ._api import Api, Decode
-from ._rpc import Rpc, closed_error, outcome
+from ._arena import Staged
+from ._rpc import Frame, Rpc, closed_error, outcome
 from ._transport import connect_socket, send_with_fd, socket_path
 
 __all__ = ["AsyncConnection", "connect"]
@@ -29,14 +32,18 @@ class AsyncConnection(Api):
 
     _is_async = True
 
-    def __init__(self, sock: socket.socket, path: str) -> None:
-        super().__init__()
+    def __init__(self, sock: socket.socket, path: str, shm: Optional[bool] = None,
+                 shm_threshold: Optional[int] = None, shm_max_bytes: Optional[int] = None) -> None:
+        super().__init__(shm, shm_threshold, shm_max_bytes)
         self.path = path
         self._sock = sock
         self._loop = asyncio.get_running_loop()
         self._rpc = Rpc()
         self._pending: Dict[int, "asyncio.Future[Any]"] = {}
         self._send_lock = asyncio.Lock()
+        # Arena slices of requests whose caller stopped waiting (cancelled):
+        # freed when their reply arrives, not before.
+        self._orphans: Dict[int, Staged] = {}
         self._broken: Optional[errors.Error] = None
         self.closed = False
         self._reader = self._loop.create_task(self._read())
@@ -71,6 +78,8 @@ class AsyncConnection(Api):
         self._sock.close()
         self._fail_pending(errors.Cancelled("the connection was closed before the reply"))  # type: ignore[attr-defined]
         self._forget_all()
+        self._arena.close()
+        self._orphans.clear()
 
     def _fail_pending(self, e: errors.Error) -> None:
         for fut in self._pending.values():
@@ -81,14 +90,17 @@ class AsyncConnection(Api):
     async def _read(self) -> None:
         try:
             while True:
-                d = await self._loop.sock_recv(self._sock, 1 << 20)
-                if not d:
+                n = await self._loop.sock_recv_into(self._sock, self._rpc.buffer())
+                if not n:
                     raise closed_error()
-                replies, ended = self._rpc.feed(d)
+                replies, ended = self._rpc.received(n)
                 for mid, err, res in replies:
                     fut = self._pending.pop(mid, None)
                     if fut is not None and not fut.done():
                         fut.set_result((err, res))
+                    orphan = self._orphans.pop(mid, None)
+                    if orphan is not None:
+                        orphan.release()
                 if ended is not None:
                     raise ended
         except errors.Error as e:
@@ -99,45 +111,60 @@ class AsyncConnection(Api):
 
     async def _invoke(self, method: str, params: Dict[str, Any], decode: Decode,
                       fd: Optional[int] = None) -> Any:
+        staged: Optional[Staged] = None
         try:
+            if self._staging(params):
+                staged = await self._adrive(self._stage(params))
             if self._broken is not None:
                 raise type(self._broken)(self._broken.message, code=self._broken.code)
             if self.closed:
                 raise closed_error("the connection is closed")
-            msgid, data = self._rpc.request(method, params)
+            msgid, frame = self._rpc.request(method, params)
             fut = self._loop.create_future()
             self._pending[msgid] = fut
             try:
                 sending, fd = fd, None
-                await self._send(data, sending)
+                await self._send(frame, sending)
                 err, res = await fut
+            except BaseException:
+                if staged is not None and not self.closed and not fut.done():
+                    # Cancelled before the reply: gkcd may still read or
+                    # write those slices.
+                    self._orphans[msgid], staged = staged, None
+                raise
             finally:
                 self._pending.pop(msgid, None)
                 if fut.done() and not fut.cancelled():
                     fut.exception()  # failed while we were still sending: ours is raised instead
+            return decode(outcome(err, res))
         finally:
+            if staged is not None:
+                staged.release()
             if fd is not None:
                 os.close(fd)
-        return decode(outcome(err, res))
 
-    async def _send(self, data: bytes, fd: Optional[int]) -> None:
+    async def _send(self, frame: Frame, fd: Optional[int]) -> None:
         """Sends one request whole (requests never interleave), closing fd.
         A failed send is left to the reader: gkcd may still answer or say why."""
         async with self._send_lock:
             try:
+                parts = list(frame.parts)
                 if fd is not None:
                     try:
+                        first = bytes(parts[0])
                         while True:
                             try:
-                                sent = send_with_fd(self._sock, data, fd)
+                                sent = send_with_fd(self._sock, first, fd)
                                 break
                             except BlockingIOError:
                                 await self._writable()
                     finally:
                         os.close(fd)
-                    data = data[sent:]
-                if data:
-                    await self._loop.sock_sendall(self._sock, data)
+                    parts[0] = first[sent:]
+                for part in parts:
+                    if len(part):
+                        # A memoryview of the caller's array: sent from there.
+                        await self._loop.sock_sendall(self._sock, part)
             except OSError as e:
                 # A live reader sees the close and fails this request with
                 # gkcd's reason; a finished one no longer can.
@@ -157,13 +184,19 @@ class AsyncConnection(Api):
 class _Connecting:
     """``await connect()`` or ``async with connect() as c``."""
 
-    def __init__(self, path: Optional[str]) -> None:
+    def __init__(self, path: Optional[str], shm: Dict[str, Any]) -> None:
         self._path = path
+        self._shm = shm
         self._conn: Optional[AsyncConnection] = None
 
     async def _open(self) -> AsyncConnection:
         path = socket_path(self._path)
-        self._conn = AsyncConnection(connect_socket(path, blocking=False), path)
+        sock = connect_socket(path, blocking=False)
+        try:
+            self._conn = AsyncConnection(sock, path, **self._shm)
+        except BaseException:
+            sock.close()
+            raise
         return self._conn
 
     def __await__(self) -> Generator[Any, None, AsyncConnection]:
@@ -177,7 +210,10 @@ class _Connecting:
             await self._conn.close()
 
 
-def connect(path: Optional[str] = None) -> _Connecting:
+def connect(path: Optional[str] = None, *, shm: Optional[bool] = None,
+            shm_threshold: Optional[int] = None, shm_max_bytes: Optional[int] = None) -> _Connecting:
     """An :class:`AsyncConnection` to gkcd: ``c = await gkc.aio.connect()``
-    or ``async with gkc.aio.connect() as c``."""
-    return _Connecting(path)
+    or ``async with gkc.aio.connect() as c``.  The ``shm*`` keywords as for
+    :func:`gkc.connect`."""
+    return _Connecting(path, {"shm": shm, "shm_threshold": shm_threshold,
+                              "shm_max_bytes": shm_max_bytes})

@@ -1,0 +1,162 @@
+#!/usr/bin/env python3
+"""Big arrays from Python: by value (inline) and through the shared-memory arena.
+
+    bench/bench_python_data.py --gkcd build/rel/daemon/gkcd            # the main table
+    bench/bench_python_data.py --gkcd ... --sweep                       # inline vs arena, 4 KiB .. 64 MiB
+    bench/bench_python_data.py --gkcd ... --package OTHER/python        # another version of the package
+
+It starts its own gkcd (``--backend cpu``) on a socket in a temporary
+directory (or uses ``--socket PATH``) and times, through the ``gkc`` package
+in python/ beside this script (or ``--package``), what a caller sees: the
+wall time of ``c.reduce(x)`` for 64 and 256 MiB of float32 and of
+``c.sgemm(A, B)`` at 2048^3, each as the median of ``--repeat`` calls after
+one warm-up.  Rows ``inline`` run on a connection made with ``shm=False``
+(every byte in the request and the reply); rows ``arena`` with the
+transparent shared-memory arena on.  A package without the ``shm`` keyword
+(before it existed) has only inline rows.
+
+``--sweep`` measures the crossover that sets the arena's default threshold:
+for each size from 4 KiB to 64 MiB, the median time of ``reduce`` (an input
+of that size) and of ``axpby`` (two inputs and a result of that size) on an
+inline connection and on an arena one whose threshold is 0 (everything
+through the arena).  Output is Markdown on stdout; progress on stderr.
+"""
+import argparse
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def log(*a):
+    print(*a, file=sys.stderr, flush=True)
+
+
+def start_gkcd(binary, extra):
+    d = tempfile.mkdtemp(prefix="gkc-bench-py-")
+    sock = os.path.join(d, "gkcd.sock")
+    logf = open(os.path.join(d, "gkcd.log"), "w")
+    proc = subprocess.Popen([binary, "--socket", sock, "--backend", "cpu", *extra], stderr=logf)
+    for _ in range(1000):
+        if os.path.exists(sock):
+            break
+        if proc.poll() is not None:
+            raise SystemExit(f"gkcd exited with {proc.returncode}")
+        time.sleep(0.01)
+    return proc, sock, d
+
+
+def stop_gkcd(proc, d):
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(30)
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def med(fn, repeat):
+    fn()  # warm-up: first touches of pages, the arena's registration
+    ts = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t0)
+    return statistics.median(ts), min(ts)
+
+
+def connect(gkc, sock, mode, threshold=None):
+    if mode == "old":
+        return gkc.connect(sock)
+    kw = {"shm": mode == "arena"}
+    if threshold is not None:
+        kw["shm_threshold"] = threshold
+    return gkc.connect(sock, **kw)
+
+
+def main_table(gkc, sock, modes, repeat):
+    rng = np.random.default_rng(1)
+    print("| call | mode | median ms | min ms |")
+    print("|---|---|---:|---:|")
+    for mib in (64, 256):
+        x = rng.standard_normal(mib << 18, dtype=np.float32)
+        for mode in modes:
+            with connect(gkc, sock, mode) as c:
+                m, lo = med(lambda: c.reduce(x), repeat)
+            print(f"| reduce {mib} MiB | {mode} | {m * 1e3:.1f} | {lo * 1e3:.1f} |", flush=True)
+        del x
+    n = 2048
+    A = rng.standard_normal((n, n), dtype=np.float32)
+    B = rng.standard_normal((n, n), dtype=np.float32)
+    for mode in modes:
+        with connect(gkc, sock, mode) as c:
+            m, lo = med(lambda: c.sgemm(A, B), repeat)
+        print(f"| sgemm {n}^3 | {mode} | {m * 1e3:.1f} | {lo * 1e3:.1f} |", flush=True)
+
+
+def sweep(gkc, sock, repeat):
+    rng = np.random.default_rng(2)
+    print("| bytes | reduce inline us | reduce arena us | axpby inline us | axpby arena us |")
+    print("|---:|---:|---:|---:|---:|")
+    size = 4096
+    while size <= 64 << 20:
+        n = size // 4
+        x = rng.standard_normal(n, dtype=np.float32)
+        y = rng.standard_normal(n, dtype=np.float32)
+        reps = max(repeat, min(400, (64 << 20) // size))
+        row = []
+        for op in ("reduce", "axpby"):
+            for mode in ("inline", "arena"):
+                with connect(gkc, sock, mode, threshold=0) as c:
+                    if op == "reduce":
+                        f = lambda: c.reduce(x)  # noqa: E731
+                    else:
+                        f = lambda: c.axpby(x, y, alpha=2.0)  # noqa: E731
+                    row.append(med(f, reps)[0] * 1e6)
+        print(f"| {size} | " + " | ".join(f"{v:.0f}" for v in row) + " |", flush=True)
+        size *= 4
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--gkcd", default=os.environ.get("GKCD_BIN"), help="gkcd to start (default $GKCD_BIN)")
+    ap.add_argument("--socket", help="use a running gkcd instead")
+    ap.add_argument("--package", default=os.path.join(HERE, "..", "python"),
+                    help="directory holding the gkc package (default: this source tree's)")
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--sweep", action="store_true", help="inline vs arena from 4 KiB to 64 MiB")
+    ap.add_argument("--threads", type=int, help="gkcd --threads")
+    args = ap.parse_args()
+    sys.path.insert(0, os.path.abspath(args.package))
+    import gkc
+    import inspect
+    has_shm = "shm" in inspect.signature(gkc.connect).parameters
+    log(f"gkc from {os.path.dirname(gkc.__file__)}; arena {'available' if has_shm else 'absent'}")
+    proc = d = None
+    sock = args.socket
+    if not sock:
+        if not args.gkcd:
+            raise SystemExit("give --gkcd PATH (or GKCD_BIN) or --socket PATH")
+        extra = ["--threads", str(args.threads)] if args.threads else []
+        # Room for 256 MiB requests and their copies inside gkcd.
+        extra += ["--memory-budget", "4G"]
+        proc, sock, d = start_gkcd(args.gkcd, extra)
+    try:
+        if args.sweep:
+            if not has_shm:
+                raise SystemExit("--sweep needs a package with the shm arena")
+            sweep(gkc, sock, args.repeat)
+        else:
+            main_table(gkc, sock, ["inline", "arena"] if has_shm else ["old"], args.repeat)
+    finally:
+        if proc is not None:
+            stop_gkcd(proc, d)
+
+
+if __name__ == "__main__":
+    main()
