@@ -16,10 +16,10 @@ transparent shared-memory arena on.  A package without the ``shm`` keyword
 (before it existed) has only inline rows.
 
 ``--sweep`` measures the crossover that sets the arena's default threshold:
-for each size from 4 KiB to 64 MiB, the median time of ``reduce`` (an input
-of that size) and of ``axpby`` (two inputs and a result of that size) on an
-inline connection and on an arena one whose threshold is 0 (everything
-through the arena).  Output is Markdown on stdout; progress on stderr.
+for each size from 4 KiB to 64 MiB (doubling), the median time of
+``reduce`` (an input of that size) and of ``axpby`` (two inputs and a result
+of that size) on an inline connection and on an arena one whose threshold
+is 0 (everything through the arena), their calls alternating.  Output is Markdown on stdout; progress on stderr.
 """
 import argparse
 import os
@@ -100,26 +100,36 @@ def main_table(gkc, sock, modes, repeat):
 
 
 def sweep(gkc, sock, repeat):
+    """Inline and arena calls alternate, so that both see the same load."""
     rng = np.random.default_rng(2)
     print("| bytes | reduce inline us | reduce arena us | axpby inline us | axpby arena us |")
     print("|---:|---:|---:|---:|---:|")
+    inline = connect(gkc, sock, "inline")
+    arena = connect(gkc, sock, "arena", threshold=0)
     size = 4096
     while size <= 64 << 20:
         n = size // 4
         x = rng.standard_normal(n, dtype=np.float32)
         y = rng.standard_normal(n, dtype=np.float32)
-        reps = max(repeat, min(400, (64 << 20) // size))
+        reps = max(repeat, min(1000, (256 << 20) // size))
         row = []
         for op in ("reduce", "axpby"):
-            for mode in ("inline", "arena"):
-                with connect(gkc, sock, mode, threshold=0) as c:
+            times = {id(inline): [], id(arena): []}
+            for c in (inline, arena):  # warm-up: pages touched, the arena grown
+                c.reduce(x) if op == "reduce" else c.axpby(x, y, alpha=2.0)
+            for _ in range(reps):
+                for c in (inline, arena):
+                    t0 = time.perf_counter()
                     if op == "reduce":
-                        f = lambda: c.reduce(x)  # noqa: E731
+                        c.reduce(x)
                     else:
-                        f = lambda: c.axpby(x, y, alpha=2.0)  # noqa: E731
-                    row.append(med(f, reps)[0] * 1e6)
+                        c.axpby(x, y, alpha=2.0)
+                    times[id(c)].append(time.perf_counter() - t0)
+            row += [statistics.median(times[id(inline)]) * 1e6, statistics.median(times[id(arena)]) * 1e6]
         print(f"| {size} | " + " | ".join(f"{v:.0f}" for v in row) + " |", flush=True)
-        size *= 4
+        size *= 2
+    inline.close()
+    arena.close()
 
 
 def main():
@@ -137,6 +147,8 @@ def main():
     import inspect
     has_shm = "shm" in inspect.signature(gkc.connect).parameters
     log(f"gkc from {os.path.dirname(gkc.__file__)}; arena {'available' if has_shm else 'absent'}")
+    # Figures from a loaded machine are worth little: say how loaded it was.
+    print("load average before: %.2f %.2f %.2f; %d CPUs" % (*os.getloadavg(), os.cpu_count()))
     proc = d = None
     sock = args.socket
     if not sock:
@@ -156,6 +168,7 @@ def main():
     finally:
         if proc is not None:
             stop_gkcd(proc, d)
+        print("load average after: %.2f %.2f %.2f" % os.getloadavg())
 
 
 if __name__ == "__main__":

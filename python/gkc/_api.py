@@ -26,7 +26,7 @@ views are gone.  ``connection.shm_state`` says whether it is in use.
 from __future__ import annotations
 
 import weakref
-from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -125,24 +125,30 @@ class Api:
         when that may help.  A generator as for _drive (a growth is a request
         or two); returns the Staged to release once the reply is in, or None."""
         ar = self._arena
-        ins = [(k, v) for k, v in params.items() if isinstance(v, (In, InPlace))]
-        outmap = params.get("out")
-        outs = [(k, v) for k, v in outmap.items() if isinstance(v, Out)] \
-            if isinstance(outmap, dict) else []
-        if not ins and not outs:
-            return None
         staged = Staged(ar)
-        for k, v in ins:
-            if isinstance(v, InPlace):
+        ins: List[Tuple[str, In]] = []
+        sizes: List[int] = []
+        for k, v in params.items():
+            if type(v) is In:
+                ins.append((k, v))
+                sizes.append(v.nbytes)
+            elif type(v) is InPlace:
                 params[k] = v.ref
                 staged.keep.append(v.a)
-        ins = [(k, v) for k, v in ins if isinstance(v, In)]
-        sizes = [v.nbytes for _, v in ins] + [v.nbytes for _, v in outs]
-        got = ar.alloc(sizes) if sizes else []
+        outmap = params.get("out")
+        outs: List[Tuple[str, Out]] = []
+        if type(outmap) is dict:
+            for k, v in outmap.items():
+                if type(v) is Out:
+                    outs.append((k, v))
+                    sizes.append(v.nbytes)
+        if not sizes:
+            return staged
+        got = ar.alloc(sizes)
         if got is None:
             got = yield from self._grow(sizes)
         if got is None:
-            if sizes and ar.state in (_arena.UNUSED, _arena.ACTIVE):
+            if ar.state in (_arena.UNUSED, _arena.ACTIVE):
                 ar.fallbacks += 1
             for k, v in ins:
                 params[k] = v.inline()
@@ -151,12 +157,12 @@ class Api:
             if outs and not outmap:
                 del params["out"]
             return staged
-        if sizes:
-            ar.calls += 1
-        for (k, v), (seg, off, size) in zip(ins, got):
-            np.copyto(seg.array(v.a.shape, v.dtype, off), v.a, casting="unsafe")
+        ar.calls += 1
+        for (k, v), sl in zip(ins, got):
+            seg, off = sl[0], sl[1]
+            np.copyto(np.ndarray(v.a.shape, v.dtype, seg._mm, off), v.a, casting="unsafe")
             params[k] = {"region": seg.id, "offset": off, "bytes": v.nbytes}
-            staged.slices.append((seg, off, size))
+            staged.slices.append(sl)
         for (k, v), sl in zip(outs, got[len(ins):]):
             v.slice, v.freed = sl, ar._freed
             outmap[k] = {"region": sl[0].id, "offset": sl[1]}
@@ -301,8 +307,19 @@ class Api:
         return memoryview(a).cast("B"), a.shape
 
     def _region_ref(self, a: np.ndarray) -> Optional[Tuple[int, int, int]]:
+        if not self._regions:
+            return None
+        # An array whose base chain ends at an array owning its memory was
+        # allocated by NumPy, so lies in no region: skip the address lookup
+        # (it costs more than the rest of a small call's arguments).
+        b = a
+        while isinstance(b, np.ndarray):
+            b = b.base
+            if b is None:
+                return None
+        addr = int(a.__array_interface__["data"][0])
         for r in self._regions.values():
-            span = r.span(a)
+            span = r.span(a, addr)
             if span is not None:
                 if span[0] % 4:
                     return None  # gkcd needs 4-byte alignment: send the bytes instead

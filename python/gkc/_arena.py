@@ -275,13 +275,6 @@ class Arena:
         return nbytes >= self.threshold and nbytes > 0 and self.state in (UNUSED, ACTIVE) \
             and not self.closed
 
-    def segment_of(self, a: np.ndarray) -> Optional[Tuple[int, int, int]]:
-        for s in self.segments:
-            span = s.span(a)
-            if span is not None:
-                return s.id, span[0], span[1]
-        return None
-
     # --- allocation -------------------------------------------------------------------
 
     def _drain(self) -> None:

@@ -159,11 +159,13 @@ class Region(_Owned):
                 f"region {self.id}: offset {offset} is not a multiple of {dt.itemsize}")
         return self._bytes[offset:offset + count * dt.itemsize].view(dt).reshape(shp)
 
-    def span(self, a: np.ndarray) -> Optional[Tuple[int, int]]:
-        """(offset, bytes) of a within this region, or None when it lies elsewhere."""
+    def span(self, a: np.ndarray, addr: Optional[int] = None) -> Optional[Tuple[int, int]]:
+        """(offset, bytes) of a within this region, or None when it lies
+        elsewhere.  addr: a's data address, when the caller has it already."""
         if self.released:
             return None
-        addr = int(a.__array_interface__["data"][0])
+        if addr is None:
+            addr = int(a.__array_interface__["data"][0])
         if self.address <= addr and addr + a.nbytes <= self.address + self.nbytes:
             return addr - self.address, int(a.nbytes)
         return None
