@@ -25,6 +25,7 @@ views are gone.  ``connection.shm_state`` says whether it is in use.
 """
 from __future__ import annotations
 
+import threading
 import weakref
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
@@ -40,6 +41,15 @@ OutArg = Union[None, str, Array, np.ndarray]
 Decode = Callable[[Any], Any]
 
 _INT32_MAX = 2**31 - 1
+
+# Errors that end the connection: a step of the arena's growth passes them on
+# (the call fails as any would); any other refusal only means "go inline".
+_FATAL = (errors.ConnectionFailed, errors.Timeout, errors.Cancelled)  # type: ignore[attr-defined]
+
+
+def asyncio_event() -> Any:
+    import asyncio  # only asyncio connections need it
+    return asyncio.Event()
 
 
 def _bad(msg: str) -> errors.Error:
@@ -170,11 +180,32 @@ class Api:
         return staged
 
     def _grow(self, sizes: Any) -> Any:
-        """Registers a new arena region big enough for sizes (releasing idle
-        ones if the bound says so) and allocates them; None when it cannot."""
+        """Slices for sizes once the arena has grown enough to hold them, or
+        None when it cannot (no room within the bounds, or no shared memory
+        at all).  One call grows the arena at a time; the others wait for it
+        and try again, rather than each registering a region of its own."""
         ar = self._arena
-        if ar.frozen or self.closed or ar.state not in (_arena.UNUSED, _arena.ACTIVE):
-            return None
+        while True:
+            if ar.frozen or self.closed or ar.state not in (_arena.UNUSED, _arena.ACTIVE):
+                return None
+            if ar.growing is not None:
+                yield (None, ar.growing)  # the drivers wait for it
+            else:
+                ar.growing = asyncio_event() if self._is_async else threading.Event()
+                try:
+                    if not (yield from self._add_segment(sum(_arena._align(n) for n in sizes))):
+                        return None
+                finally:
+                    ev, ar.growing = ar.growing, None
+                    ev.set()
+            got = ar.alloc(sizes)
+            if got is not None:
+                return got
+
+    def _add_segment(self, need: int) -> Any:
+        """Registers one more arena region with room for need bytes (releasing
+        idle ones first if the bounds say so); False when it cannot."""
+        ar = self._arena
         if ar.limit is None:
             # gkcd refuses a region over --max-request-bytes, and holds its
             # bytes against --memory-budget while it maps it (one that takes
@@ -182,47 +213,44 @@ class Api:
             try:
                 st = yield ("status", {}, lambda res: res)
             except errors.Error as e:
-                if isinstance(e, (errors.ConnectionFailed, errors.Timeout,  # type: ignore[attr-defined]
-                                  errors.Cancelled)):  # type: ignore[attr-defined]
+                if isinstance(e, _FATAL):
                     raise
                 st = {}
             lim = st.get("limits", {}) if isinstance(st, dict) else {}
             ar.limit = min(int(lim.get("max_request_bytes", ar.max_bytes)),
                            int(lim.get("memory_budget", 2 * ar.max_bytes)) // 2)
-        plan = ar.plan(sum(_arena._align(n) for n in sizes))
+        plan = ar.plan(need)
         if plan is None:
-            return None
+            return False
         size, drop = plan
-        for seg in drop:
-            seg._mark_released()
-            try:
-                yield ("shm_release", {"region": seg.id}, lambda res: None)
-            except errors.Error as e:
-                if isinstance(e, (errors.ConnectionFailed, errors.Timeout,  # type: ignore[attr-defined]
-                                  errors.Cancelled)):  # type: ignore[attr-defined]
-                    raise
         seg = None
         try:
+            for old in drop:
+                old._mark_released()
+                try:
+                    yield ("shm_release", {"region": old.id}, lambda res: None)
+                except errors.Error as e:
+                    if isinstance(e, _FATAL):
+                        raise
             from ._transport import make_memfd
             try:
                 fd, mm = make_memfd(size, "gkc-arena")
             except errors.Error as e:
                 ar.refused(e.message)
-                return None
+                return False
             try:
                 seg = yield ("shm_register", {"bytes": size},
                              lambda res: _arena.Segment(self, int(res["region"]), mm, size), fd)
             except errors.Error as e:
                 mm.close()
-                if isinstance(e, (errors.ConnectionFailed, errors.Timeout,  # type: ignore[attr-defined]
-                                  errors.Cancelled)):  # type: ignore[attr-defined]
+                if isinstance(e, _FATAL):
                     raise
                 ar.refused(f"gkcd refused shm_register: {e.message}")
-                return None
+                return False
             self._regions[seg.id] = seg
         finally:
             ar.added(seg, size)
-        return ar.alloc(sizes)
+        return True
 
     # --- what a connection provides -----------------------------------------------------
 
@@ -248,7 +276,10 @@ class Api:
         while True:
             try:
                 try:
-                    val = self._invoke(*req)
+                    if req[0] is None:  # (None, event): wait for another call's work
+                        val = req[1].wait()
+                    else:
+                        val = self._invoke(*req)
                 except errors.Error as e:
                     req = gen.throw(e)
                     continue
@@ -264,7 +295,10 @@ class Api:
         while True:
             try:
                 try:
-                    val = await self._invoke(*req)
+                    if req[0] is None:  # (None, event): wait for another call's work
+                        val = await req[1].wait()
+                    else:
+                        val = await self._invoke(*req)
                 except errors.Error as e:
                     req = gen.throw(e)
                     continue

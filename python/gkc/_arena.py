@@ -261,7 +261,8 @@ class Arena:
         self.segments: List[Segment] = []
         self._freed: Deque[Tuple[Segment, int, int]] = collections.deque()
         self._lock = threading.Lock()
-        self.reserved = 0        # bytes of registrations under way
+        self.growing: Any = None  # an Event while one call grows the arena
+        self.reserved = 0        # bytes of the registration under way
         self.limit: Optional[int] = None  # gkcd's largest region, from status
         self.frozen = False      # gkcd refused a registration: no more growth
         self.closed = False

@@ -127,7 +127,7 @@ class AsyncConnection(Api):
                 await self._send(frame, sending)
                 err, res = await fut
             except BaseException:
-                if staged is not None and not self.closed and not fut.done():
+                if staged is not None and not self.closed and (fut.cancelled() or not fut.done()):
                     # Cancelled before the reply: gkcd may still read or
                     # write those slices.
                     self._orphans[msgid], staged = staged, None

@@ -1,0 +1,428 @@
+"""The transparent shared-memory arena: big arrays through sealed memfds.
+
+Every result through the arena is compared bit for bit with the same call
+on a connection without it (shm=False): the same bytes reach gkcd either way,
+so anything but equality is a bug.  The tests give the threshold explicitly
+(T below), so that the default (measured, and free to change) moves nothing.
+"""
+import asyncio
+import gc
+import logging
+import os
+import threading
+import time
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import gkc
+import gkc.aio
+from gkc import _arena
+from conftest import fault_injection
+
+T = 64 << 10  # the threshold these tests use, in bytes
+
+
+class Spy:
+    """Records (method, bytes) of every request the connection packs."""
+
+    def __init__(self, conn):
+        self.sizes = []
+        real = conn._rpc.request
+
+        def request(method, params):
+            msgid, frame = real(method, params)
+            self.sizes.append((method, len(frame)))
+            return msgid, frame
+        conn._rpc.request = request
+
+    def last(self, method):
+        return [n for m, n in self.sizes if m == method][-1]
+
+
+def owner(a):
+    """The object at the end of a's base chain."""
+    b = a
+    while isinstance(b, np.ndarray) and b.base is not None:
+        b = b.base
+    return b
+
+
+def in_arena(a):
+    return isinstance(owner(a), _arena.ArenaSlice)
+
+
+def regions(c):
+    return c.status()["resident"]["regions"]
+
+
+def wait_for(pred, what):
+    for _ in range(300):
+        if pred():
+            return
+        time.sleep(0.01)
+    raise AssertionError(what)
+
+
+@pytest.fixture
+def pair(gkcd):
+    """An arena connection and an inline one to the same gkcd."""
+    with gkcd.connect(timeout=120, shm_threshold=T) as a, \
+            gkcd.connect(timeout=120, shm=False) as i:
+        yield a, i
+
+
+# --- settings ---------------------------------------------------------------------------
+
+def test_settings_keywords_and_environment(gkcd, monkeypatch):
+    monkeypatch.delenv("GKC_NO_SHM", raising=False)
+    monkeypatch.delenv("GKC_SHM_THRESHOLD", raising=False)
+    monkeypatch.delenv("GKC_SHM_MAX_BYTES", raising=False)
+    with gkcd.connect() as c:
+        assert c.shm_state == "unused" and c.shm_reason == ""
+        assert c.shm_threshold == _arena.DEFAULT_THRESHOLD
+        assert c.shm_info()["max_bytes"] == _arena.DEFAULT_MAX_BYTES
+    with gkcd.connect(shm=False) as c:
+        assert c.shm_state == "disabled" and "shm=False" in c.shm_reason
+    monkeypatch.setenv("GKC_NO_SHM", "1")
+    monkeypatch.setenv("GKC_SHM_THRESHOLD", "96K")
+    monkeypatch.setenv("GKC_SHM_MAX_BYTES", "3M")
+    with gkcd.connect() as c:
+        assert c.shm_state == "disabled" and "GKC_NO_SHM" in c.shm_reason
+        assert c.shm_threshold == 96 << 10 and c.shm_info()["max_bytes"] == 3 << 20
+        x = np.ones(1 << 16, np.float32)
+        assert c.reduce(x) == 65536.0 and c.shm_state == "disabled"
+    # A keyword given wins over the environment.
+    with gkcd.connect(shm=True, shm_threshold=1000) as c:
+        assert c.shm_state == "unused" and c.shm_threshold == 1000
+    monkeypatch.setenv("GKC_SHM_THRESHOLD", "lots")
+    with pytest.raises(gkc.InvalidArgument, match="GKC_SHM_THRESHOLD"):
+        gkcd.connect()
+
+
+# --- the threshold ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("nbytes", [T - 4, T, T + 4])
+def test_arguments_around_the_threshold(pair, rng, nbytes):
+    a, i = pair
+    x = rng.standard_normal(nbytes // 4).astype(np.float32)
+    spy = Spy(a)
+    calls = a.shm_info()["calls"]
+    assert a.reduce(x) == i.reduce(x)
+    if nbytes < T:
+        assert spy.last("reduce") > nbytes  # the bytes went in the request
+        assert a.shm_info()["calls"] == calls
+    else:
+        assert spy.last("reduce") < 300  # a region reference
+        assert a.shm_info()["calls"] == calls + 1 and a.shm_state == "active"
+
+
+@pytest.mark.parametrize("nbytes", [T - 4, T, T + 4])
+def test_results_around_the_threshold(pair, rng, nbytes):
+    a, i = pair
+    n = nbytes // 4
+    x = rng.standard_normal(n).astype(np.float32)
+    y = rng.standard_normal(n).astype(np.float32)
+    got, want = a.axpby(x, y, alpha=2.0, beta=-0.5), i.axpby(x, y, alpha=2.0, beta=-0.5)
+    assert got.shape == want.shape == (n,) and got.dtype == np.float32
+    assert np.array_equal(got, want)
+    assert in_arena(got) == (nbytes >= T)
+    assert not in_arena(want)
+
+
+# --- every method, arena against inline -------------------------------------------------
+
+def test_sgemm_equal_to_inline(pair, rng):
+    a, i = pair
+    A = rng.standard_normal((300, 200)).astype(np.float32)
+    B = rng.standard_normal((200, 150)).astype(np.float32)
+    C = rng.standard_normal((300, 150)).astype(np.float32)
+    got = a.sgemm(A, B, alpha=1.5, beta=0.5, C=C)
+    assert np.array_equal(got, i.sgemm(A, B, alpha=1.5, beta=0.5, C=C))
+    assert in_arena(got) and got.shape == (300, 150) and got.flags.writeable
+    got = a.sgemm(B, A, trans_a=True, trans_b=True)
+    assert np.array_equal(got, i.sgemm(B, A, trans_a=True, trans_b=True))
+
+
+def test_reduce_and_dot_equal_to_inline(pair, rng):
+    a, i = pair
+    x = rng.standard_normal(100000).astype(np.float32)
+    y = rng.standard_normal(100000).astype(np.float32)
+    for op in ("sum", "min", "max"):
+        assert a.reduce(x, op=op) == i.reduce(x, op=op)
+    assert a.dot(x, y) == i.dot(x, y)
+    # float64 and integer inputs are converted as they always were.
+    x64 = rng.standard_normal(50000)
+    assert a.reduce(x64) == i.reduce(x64)
+    ints = rng.integers(-1000, 1000, size=50000)
+    assert a.reduce(ints) == i.reduce(ints)
+    with pytest.raises(gkc.InvalidArgument, match="numbers"):
+        a.reduce(np.array(["a"] * 50000))
+
+
+def test_spmv_equal_to_inline(pair, rng):
+    a, i = pair
+    M = sp.random(20000, 3000, density=0.002, format="csr",
+                  random_state=np.random.RandomState(rng.integers(2**31)))
+    x = rng.standard_normal(3000).astype(np.float32)
+    y = rng.standard_normal(20000).astype(np.float32)
+    got = a.spmv(M, x, alpha=2.0, beta=1.0, y=y)
+    assert np.array_equal(got, i.spmv(M, x, alpha=2.0, beta=1.0, y=y))
+    assert in_arena(got)
+    # The tuple form, int64 indices converted to int32 on the way in.
+    t = (M.indptr.astype(np.int64), M.indices.astype(np.int64), M.data, M.shape)
+    assert np.array_equal(a.spmv(t, x), i.spmv(t, x))
+
+
+def test_upload_download_equal_to_inline(pair, rng):
+    a, i = pair
+    x = rng.standard_normal((300, 100)).astype(np.float32)
+    k = rng.integers(-2**31, 2**31, size=40000, dtype=np.int64).astype(np.int32)
+    with a.upload(x) as hx, a.upload(k) as hk:
+        gx, gk = hx.download(), hk.download()
+        assert np.array_equal(gx, x) and gx.shape == (300, 100) and in_arena(gx)
+        assert np.array_equal(gk, k) and gk.dtype == np.int32 and in_arena(gk)
+    with i.upload(x) as hx:
+        assert np.array_equal(hx.download(), x)
+
+
+def test_solve_equal_to_inline(pair, rng):
+    a, i = pair
+    n = 20000
+    L = sp.diags([-np.ones(n - 1), 2.5 * np.ones(n), -np.ones(n - 1)], [-1, 0, 1], format="csr")
+    b = rng.standard_normal(n).astype(np.float32)
+    ra, ri = a.solve(L, b, max_iter=30), i.solve(L, b, max_iter=30)
+    assert np.array_equal(ra.x, ri.x) and ra.iterations == ri.iterations
+    assert in_arena(ra.x)
+
+
+def test_a_result_passed_on_is_not_copied(pair, rng):
+    a, _ = pair
+    x = rng.standard_normal(50000).astype(np.float32)
+    y = a.axpby(x, x, alpha=1.0, beta=1.0)
+    assert in_arena(y)
+    spy = Spy(a)
+    in_use = a.shm_info()["in_use"]
+    assert a.reduce(y, op="max") == float(y.max())
+    assert spy.last("reduce") < 300
+    assert a.shm_info()["in_use"] == in_use  # read in place: no new slice
+    # As out=, it is written in place.
+    z = a.axpby(x, y, alpha=1.0, beta=-1.0, out=y)
+    assert z is y and np.array_equal(y, -x)  # x - 2x, exact in float32
+
+
+# --- slices: owned by the results, then reused ------------------------------------------
+
+def test_result_owns_its_slice_until_collected(pair, rng):
+    a, i = pair
+    x = rng.standard_normal(T // 4).astype(np.float32)
+    r = a.axpby(x, x, alpha=3.0, beta=0.0)
+    sl = owner(r)
+    assert isinstance(sl, _arena.ArenaSlice) and sl.size >= T
+    spot = (sl.segment.id, sl.offset)
+    assert a.shm_info()["in_use"] == sl.size  # the inputs' slices were given back
+    v = r[10:20]  # a view keeps the slice too
+    del r, sl
+    assert a.shm_info()["in_use"] > 0
+    assert np.array_equal(v, i.axpby(x, x, alpha=3.0, beta=0.0)[10:20])
+    del v
+    assert a.shm_info()["in_use"] == 0
+    r2 = a.axpby(x, x, alpha=3.0, beta=0.0)
+    assert (owner(r2).segment.id, owner(r2).offset) == spot  # the same bytes, reused
+    assert a.shm_info()["regions"] == [spot[0]]
+
+
+def test_results_outlive_the_connection(gkcd, rng):
+    x = rng.standard_normal(T).astype(np.float32)
+    with gkcd.connect(shm_threshold=T) as c:
+        r = c.axpby(x, x, alpha=1.0, beta=1.0)
+        assert in_arena(r)
+    assert c.closed and np.array_equal(r, x + x)  # still mapped: r holds it
+    r[:] = 1.0
+    del r
+    gc.collect()
+
+
+# --- full arena, refused registration ---------------------------------------------------
+
+def test_full_arena_goes_inline(gkcd, rng):
+    x = rng.standard_normal(T // 4).astype(np.float32)
+    with gkcd.connect(shm_threshold=T, shm_max_bytes=4 * T) as c, c.upload(x) as h, \
+            gkcd.connect(shm=False) as i:
+        held = [c.download(h) for _ in range(4)]
+        assert all(in_arena(r) for r in held)
+        info = c.shm_info()
+        assert info["bytes"] == 4 * T and info["in_use"] == 4 * T and info["fallbacks"] == 0
+        more = c.download(h)
+        assert not in_arena(more) and np.array_equal(more, x)
+        assert c.shm_info()["fallbacks"] == 1 and c.shm_state == "active"
+        del held[0]
+        assert in_arena(c.download(h))
+        # Bigger than the whole arena: inline too.
+        big = rng.standard_normal(2 * T).astype(np.float32)
+        spy = Spy(c)
+        assert c.reduce(big) == i.reduce(big)
+        assert spy.last("reduce") > 8 * T and c.shm_info()["fallbacks"] == 2
+
+
+def gkc_warnings(caplog):
+    return [r for r in caplog.records if r.name == "gkc" and r.levelno >= logging.WARNING]
+
+
+def test_refused_registration_goes_inline_and_says_why(gkcd, rng, caplog):
+    caplog.set_level(logging.WARNING, logger="gkc")
+    x = rng.standard_normal(T).astype(np.float32)
+    with gkcd.connect(shm_threshold=T) as c:
+        # gkcd lets a connection hold 64 regions: with all of them taken by
+        # the caller, the arena's registration is refused.
+        mine = [c.region(4096) for _ in range(64)]
+        with gkcd.connect(shm=False) as i:
+            want = i.axpby(x, x, alpha=2.0, beta=1.0)
+            assert c.axpby(x, x, alpha=2.0, beta=1.0).tobytes() == want.tobytes()
+            assert c.shm_state == "unavailable"
+            assert "shm_register" in c.shm_reason and "64 regions" in c.shm_reason
+            logs = gkc_warnings(caplog)
+            assert len(logs) == 1 and "64 regions" in logs[0].getMessage()
+            # Once per connection: the next big call says nothing more.
+            assert c.reduce(x) == i.reduce(x)
+            assert len(gkc_warnings(caplog)) == 1
+        # Freeing regions later does not bring it back: it said it would not.
+        mine[0].release()
+        spy = Spy(c)
+        c.reduce(x)
+        assert spy.last("reduce") > x.nbytes and c.shm_state == "unavailable"
+
+
+def test_no_memfd_goes_inline_and_says_why(gkcd, rng, caplog, monkeypatch):
+    caplog.set_level(logging.WARNING, logger="gkc")
+    monkeypatch.delattr(os, "memfd_create")
+    x = rng.standard_normal(T).astype(np.float32)
+    with gkcd.connect(shm_threshold=T) as c, gkcd.connect(shm=False) as i:
+        assert np.array_equal(c.axpby(x, x), i.axpby(x, x))
+        assert c.shm_state == "unavailable" and "memfd" in c.shm_reason
+        assert len(gkc_warnings(caplog)) == 1
+
+
+def test_close_releases_the_regions(gkcd, rng):
+    x = rng.standard_normal(T).astype(np.float32)
+    with gkcd.connect() as watcher:
+        base = regions(watcher)
+        c = gkcd.connect(shm_threshold=T)
+        assert regions(watcher) == base  # nothing registered before a call needs it
+        r = c.axpby(x, x)
+        assert c.shm_state == "active" and regions(watcher) == base + len(c.shm_info()["regions"])
+        c.close()
+        wait_for(lambda: regions(watcher) == base, "gkcd still holds the arena's regions")
+        assert np.array_equal(r, x + x)
+
+
+def test_threads_share_one_arena(gkcd, rng):
+    x = rng.standard_normal(T).astype(np.float32)
+    with gkcd.connect(shm_threshold=T) as c, gkcd.connect(shm=False) as i:
+        want = i.axpby(x, x, alpha=2.0, beta=0.5)
+        bad = []
+
+        def work():
+            for _ in range(20):
+                if not np.array_equal(c.axpby(x, x, alpha=2.0, beta=0.5), want):
+                    bad.append(1)
+        ts = [threading.Thread(target=work) for _ in range(4)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        assert not bad
+        gc.collect()
+        assert c.shm_info()["in_use"] == 0
+
+
+# --- the asyncio client -----------------------------------------------------------------
+
+def test_aio_arena(gkcd, rng):
+    xs = [rng.standard_normal(T // 4 + 17 * k).astype(np.float32) for k in range(12)]
+
+    async def main():
+        async with gkc.aio.connect(gkcd.sock, shm_threshold=T) as a, \
+                gkc.aio.connect(gkcd.sock, shm=False) as i:
+            assert a.shm_state == "unused" and i.shm_state == "disabled"
+            got = await asyncio.gather(*(a.axpby(x, x, alpha=2.0, beta=-1.0) for x in xs))
+            want = await asyncio.gather(*(i.axpby(x, x, alpha=2.0, beta=-1.0) for x in xs))
+            for g, w in zip(got, want):
+                assert np.array_equal(g, w) and in_arena(g)
+            assert a.shm_state == "active"
+            sums = await asyncio.gather(*(a.reduce(x) for x in xs))
+            assert sums == await asyncio.gather(*(i.reduce(x) for x in xs))
+            del got, g
+            assert a.shm_info()["in_use"] == 0
+            regs = len(a.shm_info()["regions"])
+            st = await i.status()
+            return regs, st["resident"]["regions"]
+
+    regs, during = asyncio.run(main())
+    assert regs >= 1 and during >= regs
+
+
+def test_aio_cancelled_call_keeps_its_slices_until_the_reply(daemon_factory, rng):
+    if not fault_injection():
+        pytest.skip("gkcd built without GKC_FAULT_INJECTION: no way to hold a request")
+    d = daemon_factory(env={"GKCD_FAULT": "axpby:delay=400"})
+    x = rng.standard_normal(T).astype(np.float32)
+
+    async def main():
+        async with gkc.aio.connect(d.sock, shm_threshold=T) as c:
+            await c.reduce(x)  # the arena exists
+            task = asyncio.ensure_future(c.axpby(x, x))
+            await asyncio.sleep(0.1)  # sent; gkcd waits before it runs
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            # gkcd will still read x and write the result there.
+            assert c.shm_info()["in_use"] >= 3 * x.nbytes
+            for _ in range(300):
+                if c.shm_info()["in_use"] == 0:
+                    break
+                await asyncio.sleep(0.01)
+            assert c.shm_info()["in_use"] == 0
+            # The late reply was matched to the cancelled call, not to this one.
+            assert await c.reduce(x, op="max") == float(x.max())
+    asyncio.run(main())
+
+
+def test_aio_refused_registration(gkcd, rng, caplog):
+    caplog.set_level(logging.WARNING, logger="gkc")
+    x = rng.standard_normal(T).astype(np.float32)
+
+    async def main():
+        async with gkc.aio.connect(gkcd.sock, shm_threshold=T) as c:
+            await asyncio.gather(*(c.region(4096) for _ in range(64)))
+            got = await asyncio.gather(*(c.axpby(x, x) for _ in range(4)))
+            assert all(np.array_equal(g, x + x) and not in_arena(g) for g in got)
+            assert c.shm_state == "unavailable" and "64 regions" in c.shm_reason
+    asyncio.run(main())
+    assert len(gkc_warnings(caplog)) == 1
+
+
+# --- inline, big: no copies either ------------------------------------------------------
+
+def test_inline_big_arrays_are_not_copied(gkcd, rng):
+    A = rng.standard_normal((256, 256)).astype(np.float32)
+    with gkcd.connect(shm=False) as c:
+        frames = []
+        real = c._rpc.request
+
+        def request(method, params):
+            msgid, frame = real(method, params)
+            frames.append(frame)
+            return msgid, frame
+        c._rpc.request = request
+        C = c.sgemm(A, A)
+        # A went to the socket from its own memory, not from a packed copy.
+        assert any(isinstance(p, memoryview) and p.obj is A for p in frames[-1].parts)
+        assert len(frames[-1]) > 2 * A.nbytes
+        # The reply's bin was received into C's own buffer: C is a view of it.
+        buf = owner(C)
+        assert isinstance(buf, np.ndarray) and buf.dtype == np.uint8 and buf.nbytes == C.nbytes
+        assert C.flags.writeable
+    with gkcd.connect(shm_threshold=T) as a:
+        assert np.array_equal(a.sgemm(A, A), C)
