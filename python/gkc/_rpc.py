@@ -124,6 +124,7 @@ class Rpc:
         self._mv = memoryview(self._buf)
         self._start = 0  # buf[start:end]: received, not yet part of a reply handed out
         self._end = 0
+        self._fed = 0    # buf[start:fed]: given to the unpacker too
         self._new_unpacker()
         # A reply being walked (see the module's docstring): the bytes of
         # it before buf[start] (big bins as their stand-ins), the big bins,
@@ -181,7 +182,7 @@ class Rpc:
             # One long reply grew the buffer; do not keep it that size.
             self._buf = bytearray(_CHUNK)
             self._mv = memoryview(self._buf)
-            self._start = self._end = 0
+            self._start = self._end = self._fed = 0
         elif len(self._buf) - self._end < _CHUNK // 4:
             if self._start and keep + _CHUNK // 4 <= len(self._buf):
                 self._buf[:keep] = self._mv[self._start:self._end]
@@ -190,6 +191,7 @@ class Rpc:
                 nb[:keep] = self._mv[self._start:self._end]
                 self._buf = nb
                 self._mv = memoryview(nb)
+            self._fed -= self._start
             self._start, self._end = 0, keep
         return self._mv[self._end:]
 
@@ -209,8 +211,6 @@ class Rpc:
             self._into = None
             self._close_object()
         else:
-            if not self._walking:
-                self._unpacker.feed(self._mv[self._end:self._end + n])
             self._end += n
         try:
             while True:
@@ -221,7 +221,14 @@ class Rpc:
                     msgs.append(msg)
                     # What follows this reply was not fed: start afresh there.
                     self._new_unpacker()
-                    self._unpacker.feed(self._mv[self._start:self._end])
+                    self._fed = self._start
+                if self._fed == self._end:
+                    break
+                # At most BIG_BIN bytes at a time, so that a big reply is seen
+                # begun (and walked) before msgpack has copied it whole.
+                upto = min(self._end, self._fed + BIG_BIN)
+                self._unpacker.feed(self._mv[self._fed:upto])
+                self._fed = upto
                 # tell() also counts the bytes of a reply it has begun: only
                 # its value after a whole one marks where the next starts.
                 told = self._told
@@ -230,10 +237,9 @@ class Rpc:
                     told = self._unpacker.tell()
                 self._start += told - self._told
                 self._told = told
-                if self._end - self._start < BIG_BIN:
-                    break
-                # A reply of BIG_BIN bytes or more is under way: walk it.
-                self._walking, self._open = True, [1]
+                if self._fed - self._start >= BIG_BIN:
+                    # A reply of BIG_BIN bytes or more is under way: walk it.
+                    self._walking, self._open = True, [1]
         except errors.Error as e:
             return self._replies(msgs, e)
         except (ValueError, msgpack.UnpackException) as e:
