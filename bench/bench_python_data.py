@@ -10,7 +10,8 @@ directory (or uses ``--socket PATH``) and times, through the ``gkc`` package
 in python/ beside this script (or ``--package``), what a caller sees: the
 wall time of ``c.reduce(x)`` for 64 and 256 MiB of float32 and of
 ``c.sgemm(A, B)`` at 2048^3, each as the median of ``--repeat`` calls after
-one warm-up.  Rows ``inline`` run on a connection made with ``shm=False``
+one warm-up, and the CPU time the client process spent on each (the median;
+process time, so gkcd's share is not in it).  Rows ``inline`` run on a connection made with ``shm=False``
 (every byte in the request and the reply); rows ``arena`` with the
 transparent shared-memory arena on.  A package without the ``shm`` keyword
 (before it existed) has only inline rows.
@@ -61,13 +62,18 @@ def stop_gkcd(proc, d):
 
 
 def med(fn, repeat):
+    """(median wall s, min wall s, median CPU s of this process): the CPU
+    time is the client's own work (packing, copying), whatever gkcd and the
+    rest of the machine do meanwhile."""
     fn()  # warm-up: first touches of pages, the arena's registration
-    ts = []
+    ts, cpu = [], []
     for _ in range(repeat):
+        c0 = time.process_time()
         t0 = time.perf_counter()
         fn()
         ts.append(time.perf_counter() - t0)
-    return statistics.median(ts), min(ts)
+        cpu.append(time.process_time() - c0)
+    return statistics.median(ts), min(ts), statistics.median(cpu)
 
 
 def connect(gkc, sock, mode, threshold=None):
@@ -81,22 +87,24 @@ def connect(gkc, sock, mode, threshold=None):
 
 def main_table(gkc, sock, modes, repeat):
     rng = np.random.default_rng(1)
-    print("| call | mode | median ms | min ms |")
-    print("|---|---|---:|---:|")
+    print("| call | mode | median ms | min ms | client CPU ms |")
+    print("|---|---|---:|---:|---:|")
     for mib in (64, 256):
         x = rng.standard_normal(mib << 18, dtype=np.float32)
         for mode in modes:
             with connect(gkc, sock, mode) as c:
-                m, lo = med(lambda: c.reduce(x), repeat)
-            print(f"| reduce {mib} MiB | {mode} | {m * 1e3:.1f} | {lo * 1e3:.1f} |", flush=True)
+                m, lo, cpu = med(lambda: c.reduce(x), repeat)
+            print(f"| reduce {mib} MiB | {mode} | {m * 1e3:.1f} | {lo * 1e3:.1f} | {cpu * 1e3:.1f} |",
+                  flush=True)
         del x
     n = 2048
     A = rng.standard_normal((n, n), dtype=np.float32)
     B = rng.standard_normal((n, n), dtype=np.float32)
     for mode in modes:
         with connect(gkc, sock, mode) as c:
-            m, lo = med(lambda: c.sgemm(A, B), repeat)
-        print(f"| sgemm {n}^3 | {mode} | {m * 1e3:.1f} | {lo * 1e3:.1f} |", flush=True)
+            m, lo, cpu = med(lambda: c.sgemm(A, B), repeat)
+        print(f"| sgemm {n}^3 | {mode} | {m * 1e3:.1f} | {lo * 1e3:.1f} | {cpu * 1e3:.1f} |",
+              flush=True)
 
 
 def sweep(gkc, sock, repeat):

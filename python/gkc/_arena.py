@@ -41,8 +41,10 @@ if TYPE_CHECKING:  # pragma: no cover
 log = logging.getLogger("gkc")
 
 # Where the arena starts paying off, measured on the development machine
-# (bench/bench_python_data.py --sweep; python/README.md has the table).
-DEFAULT_THRESHOLD = 256 << 10
+# (bench/bench_python_data.py --sweep, three runs; python/README.md has the
+# table): a call with a result of its size (axpby) gained from 64 KiB on, a
+# call with an input only (reduce) broke even between 128 and 256 KiB.
+DEFAULT_THRESHOLD = 128 << 10
 # The most memory one connection's arena holds: memfd pages, once touched,
 # stay allocated until their region goes (reuse is what keeps them warm).
 DEFAULT_MAX_BYTES = 1 << 30
