@@ -11,18 +11,24 @@ in python/ beside this script (or ``--package``), what a caller sees: the
 wall time of ``c.reduce(x)`` for 64 and 256 MiB of float32 and of
 ``c.sgemm(A, B)`` at 2048^3, each as the median of ``--repeat`` calls after
 one warm-up, and the CPU time the client process spent on each (the median;
-process time, so gkcd's share is not in it).  Rows ``inline`` run on a connection made with ``shm=False``
-(every byte in the request and the reply); rows ``arena`` with the
-transparent shared-memory arena on.  A package without the ``shm`` keyword
-(before it existed) has only inline rows.
+process time, so gkcd's share is not in it).  Rows ``inline`` run on a
+connection made with ``shm=False`` (every byte in the request and the
+reply); rows ``arena`` with the transparent shared-memory arena on.  A package without the ``shm`` keyword
+(before it existed) has only inline rows, marked ``old``.
 
 ``--sweep`` measures the crossover that sets the arena's default threshold:
 for each size from 4 KiB to 64 MiB (doubling), the median time of
 ``reduce`` (an input of that size) and of ``axpby`` (two inputs and a result
 of that size) on an inline connection and on an arena one whose threshold
-is 0 (everything through the arena), their calls alternating.  Output is Markdown on stdout; progress on stderr.
+is 0 (everything through the arena), their calls alternating.
+
+The table (Markdown, with the load average before and after: figures from
+a busy machine are worth little) goes to stdout, progress to stderr;
+``--json`` prints one JSON document instead, ``--csv`` a CSV table.
 """
 import argparse
+import csv
+import json
 import os
 import shutil
 import signal
@@ -85,17 +91,40 @@ def connect(gkc, sock, mode, threshold=None):
     return gkc.connect(sock, **kw)
 
 
-def main_table(gkc, sock, modes, repeat):
+class Out:
+    """Rows printed as a Markdown table as they come (the default), or kept
+    for one JSON document or a CSV table at the end."""
+
+    def __init__(self, fmt, columns):
+        self.fmt, self.columns, self.rows = fmt, columns, []
+        if fmt == "table":
+            print("| " + " | ".join(columns) + " |")
+            print("|" + "|".join("---" if i == 0 else "---:" for i in range(len(columns))) + "|")
+
+    def row(self, *values):
+        self.rows.append(dict(zip(self.columns, values)))
+        if self.fmt == "table":
+            print("| " + " | ".join(v if isinstance(v, str) else f"{v:.1f}" for v in values) + " |",
+                  flush=True)
+
+    def close(self, meta):
+        if self.fmt == "json":
+            print(json.dumps({**meta, "rows": self.rows}, indent=1))
+        elif self.fmt == "csv":
+            w = csv.writer(sys.stdout)
+            w.writerow(self.columns)
+            for r in self.rows:
+                w.writerow([r[c] for c in self.columns])
+
+
+def main_table(gkc, sock, modes, repeat, out):
     rng = np.random.default_rng(1)
-    print("| call | mode | median ms | min ms | client CPU ms |")
-    print("|---|---|---:|---:|---:|")
     for mib in (64, 256):
         x = rng.standard_normal(mib << 18, dtype=np.float32)
         for mode in modes:
             with connect(gkc, sock, mode) as c:
                 m, lo, cpu = med(lambda: c.reduce(x), repeat)
-            print(f"| reduce {mib} MiB | {mode} | {m * 1e3:.1f} | {lo * 1e3:.1f} | {cpu * 1e3:.1f} |",
-                  flush=True)
+            out.row(f"reduce {mib} MiB", mode, m * 1e3, lo * 1e3, cpu * 1e3)
         del x
     n = 2048
     A = rng.standard_normal((n, n), dtype=np.float32)
@@ -103,15 +132,12 @@ def main_table(gkc, sock, modes, repeat):
     for mode in modes:
         with connect(gkc, sock, mode) as c:
             m, lo, cpu = med(lambda: c.sgemm(A, B), repeat)
-        print(f"| sgemm {n}^3 | {mode} | {m * 1e3:.1f} | {lo * 1e3:.1f} | {cpu * 1e3:.1f} |",
-              flush=True)
+        out.row(f"sgemm {n}^3", mode, m * 1e3, lo * 1e3, cpu * 1e3)
 
 
-def sweep(gkc, sock, repeat):
+def sweep(gkc, sock, repeat, out):
     """Inline and arena calls alternate, so that both see the same load."""
     rng = np.random.default_rng(2)
-    print("| bytes | reduce inline us | reduce arena us | axpby inline us | axpby arena us |")
-    print("|---:|---:|---:|---:|---:|")
     inline = connect(gkc, sock, "inline")
     arena = connect(gkc, sock, "arena", threshold=0)
     size = 4096
@@ -134,7 +160,7 @@ def sweep(gkc, sock, repeat):
                         c.axpby(x, y, alpha=2.0)
                     times[id(c)].append(time.perf_counter() - t0)
             row += [statistics.median(times[id(inline)]) * 1e6, statistics.median(times[id(arena)]) * 1e6]
-        print(f"| {size} | " + " | ".join(f"{v:.0f}" for v in row) + " |", flush=True)
+        out.row(str(size), *row)
         size *= 2
     inline.close()
     arena.close()
@@ -149,14 +175,20 @@ def main():
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--sweep", action="store_true", help="inline vs arena from 4 KiB to 64 MiB")
     ap.add_argument("--threads", type=int, help="gkcd --threads")
+    ap.add_argument("--json", action="store_true", help="one JSON document instead of the table")
+    ap.add_argument("--csv", action="store_true", help="a CSV table instead of the Markdown one")
     args = ap.parse_args()
     sys.path.insert(0, os.path.abspath(args.package))
     import gkc
     import inspect
     has_shm = "shm" in inspect.signature(gkc.connect).parameters
     log(f"gkc from {os.path.dirname(gkc.__file__)}; arena {'available' if has_shm else 'absent'}")
+    fmt = "json" if args.json else "csv" if args.csv else "table"
     # Figures from a loaded machine are worth little: say how loaded it was.
-    print("load average before: %.2f %.2f %.2f; %d CPUs" % (*os.getloadavg(), os.cpu_count()))
+    meta = {"package": os.path.dirname(gkc.__file__), "cpus": os.cpu_count(),
+            "load_before": os.getloadavg(), "repeat": args.repeat}
+    if fmt == "table":
+        print("load average before: %.2f %.2f %.2f; %d CPUs" % (*os.getloadavg(), os.cpu_count()))
     proc = d = None
     sock = args.socket
     if not sock:
@@ -170,13 +202,19 @@ def main():
         if args.sweep:
             if not has_shm:
                 raise SystemExit("--sweep needs a package with the shm arena")
-            sweep(gkc, sock, args.repeat)
+            out = Out(fmt, ["bytes", "reduce inline us", "reduce arena us", "axpby inline us",
+                            "axpby arena us"])
+            sweep(gkc, sock, args.repeat, out)
         else:
-            main_table(gkc, sock, ["inline", "arena"] if has_shm else ["old"], args.repeat)
+            out = Out(fmt, ["call", "mode", "median ms", "min ms", "client CPU ms"])
+            main_table(gkc, sock, ["inline", "arena"] if has_shm else ["old"], args.repeat, out)
+        meta["load_after"] = os.getloadavg()
+        out.close(meta)
     finally:
         if proc is not None:
             stop_gkcd(proc, d)
-        print("load average after: %.2f %.2f %.2f" % os.getloadavg())
+        if fmt == "table":
+            print("load average after: %.2f %.2f %.2f" % os.getloadavg())
 
 
 if __name__ == "__main__":
