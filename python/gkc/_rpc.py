@@ -36,8 +36,9 @@ _MSGID_MOD = 1 << 32
 # received into their own buffer.  Below it, copying is cheaper than the
 # extra part (one more iovec, a walk of the reply in Python).
 BIG_BIN = 64 << 10
-# What one receive asks for while replies are small.
-_CHUNK = 1 << 20
+# The receive buffer while replies are small: more than a Unix socket holds
+# unread (its default send buffer is about 208 KiB), so one recv takes all.
+_CHUNK = 256 << 10
 # A big bin stands in the bytes given to msgpack as this ext type, its data
 # the bin's index among the message's big bins.  gkcd sends no ext types.
 _EXT_BIG = 42
