@@ -41,7 +41,7 @@ if TYPE_CHECKING:  # pragma: no cover
 log = logging.getLogger("gkc")
 
 # Where the arena starts paying off, measured on the development machine
-# (bench/bench_python_data.py --sweep, three runs; python/README.md has the
+# (bench/bench_python_data.py --sweep, four runs; python/README.md has the
 # table): a call with a result of its size (axpby) gained from 64 KiB on, a
 # call with an input only (reduce) broke even between 128 and 256 KiB.
 DEFAULT_THRESHOLD = 128 << 10
