@@ -45,6 +45,8 @@ _INT32_MAX = 2**31 - 1
 # Errors that end the connection: a step of the arena's growth passes them on
 # (the call fails as any would); any other refusal only means "go inline".
 _FATAL = (errors.ConnectionFailed, errors.Timeout, errors.Cancelled)  # type: ignore[attr-defined]
+# Refusals of a registration that say "not now" rather than "never".
+_TRANSIENT = (errors.Busy, errors.OutOfMemory, errors.DeadlineExceeded)  # type: ignore[attr-defined]
 
 
 def asyncio_event() -> Any:
@@ -245,6 +247,8 @@ class Api:
                 mm.close()
                 if isinstance(e, _FATAL):
                     raise
+                if isinstance(e, _TRANSIENT):
+                    return False  # gkcd is short of memory now: this call goes inline
                 ar.refused(f"gkcd refused shm_register: {e.message}")
                 return False
             self._regions[seg.id] = seg
@@ -347,10 +351,15 @@ class Api:
         # allocated by NumPy, so lies in no region: skip the address lookup
         # (it costs more than the rest of a small call's arguments).
         b = a
-        while isinstance(b, np.ndarray):
-            b = b.base
-            if b is None:
-                return None
+        while True:
+            nb = b.base
+            if nb is None:
+                if b.flags.owndata:
+                    return None
+                break
+            if not isinstance(nb, np.ndarray):
+                break
+            b = nb
         addr = int(a.__array_interface__["data"][0])
         for r in self._regions.values():
             span = r.span(a, addr)

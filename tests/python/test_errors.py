@@ -84,9 +84,11 @@ def test_too_large_request(daemon_factory):
 
 @pytest.fixture
 def tight(daemon_factory):
-    """A gkcd with a 1 MiB memory budget, 400 kB of it held by a resident array."""
+    """A gkcd with a 1 MiB memory budget, 400 kB of it held by a resident array.
+    Arrays go by value (shm=False): the budget counts the bytes gkcd receives,
+    and an argument in shared memory is not received."""
     d = daemon_factory("--memory-budget", "1M", "--budget-queue", "0", "--queue-wait", "0.3")
-    c = d.connect()
+    c = d.connect(shm=False)
     c.upload(np.zeros(100000, np.float32))
     yield c
     c.close()
@@ -127,7 +129,7 @@ def test_release_admits_a_request_waiting_for_memory(daemon_factory):
     d = daemon_factory("--memory-budget", "1M", "--budget-queue", "4")
 
     async def main():
-        async with gkc.aio.connect(d.sock) as c:
+        async with gkc.aio.connect(d.sock, shm=False) as c:  # by value, as `tight`
             h = await c.upload(np.zeros(100000, np.float32))
             waiting = asyncio.ensure_future(c.reduce(np.ones(200000)))
             await asyncio.sleep(0.2)

@@ -304,6 +304,27 @@ def test_no_memfd_goes_inline_and_says_why(gkcd, rng, caplog, monkeypatch):
         assert len(gkc_warnings(caplog)) == 1
 
 
+def test_registration_short_of_memory_is_not_final(daemon_factory, rng, caplog):
+    # gkcd holds a region's bytes against its memory budget while it maps it:
+    # with the budget taken by resident data, the registration waits, is
+    # answered busy, and the call goes inline; once memory is free, the next
+    # big call registers.
+    caplog.set_level(logging.WARNING, logger="gkc")
+    d = daemon_factory("--memory-budget", "16M", "--budget-queue", "0", "--queue-wait", "0.3")
+    x = rng.standard_normal(T // 4).astype(np.float32)
+    with d.connect(shm=False) as hog, d.connect(shm_threshold=T) as c:
+        # 12 MiB resident leaves 4 MiB: short of the first region (4 MiB) and
+        # its request, enough for x by value.
+        hs = [hog.upload(np.zeros((3 << 20) // 4, np.float32)) for _ in range(4)]
+        assert c.reduce(x) == hog.reduce(x)
+        assert c.shm_state == "unused" and c.shm_info()["fallbacks"] == 1
+        assert hog.status()["budget_refused"] == 1  # the registration, answered busy
+        assert not gkc_warnings(caplog) and c.shm_reason == ""
+        hs[0].release()
+        assert c.reduce(x) == hog.reduce(x)
+        assert c.shm_state == "active" and c.shm_info()["calls"] == 1
+
+
 def test_close_releases_the_regions(gkcd, rng):
     x = rng.standard_normal(T).astype(np.float32)
     with gkcd.connect() as watcher:
