@@ -301,8 +301,9 @@ class Rpc:
                         break
                     pos += head + length
                     self._close_object()
-        self._pieces.append(bytes(self._mv[self._start:pos]))
-        self._start = pos
+        if pos > self._start:
+            self._pieces.append(bytes(self._mv[self._start:pos]))
+            self._start = pos
         if self._open:
             return None
         data, bigs = b"".join(self._pieces), self._bigs
@@ -310,7 +311,7 @@ class Rpc:
 
         def ext(code: int, raw: bytes) -> Any:
             if code != _EXT_BIG:
-                raise errors.ProtocolError(f"unexpected ext type {code} in a reply")  # type: ignore[attr-defined]
+                return msgpack.ExtType(code, raw)  # as the unpacker gives it
             return bigs[int.from_bytes(raw, "big")]
         return msgpack.unpackb(data, raw=False, ext_hook=ext)
 
