@@ -563,6 +563,16 @@ class Api:
             return float(res["value"])
         return self._invoke("dot", self._common(p, algo, deadline_ms), decode)
 
+    def nrm2(self, x: ArrayArg, *, algo: Optional[str] = None,
+             deadline_ms: Optional[int] = None, info: Optional[Dict[str, Any]] = None) -> Any:
+        """||x||_2 of a float32 vector (its squares summed in float64), as a float."""
+        p = {"x": self._array("x", x)[0]}
+
+        def decode(res: Dict[str, Any]) -> float:
+            self._info(info, res, "value")
+            return float(res["value"])
+        return self._invoke("nrm2", self._common(p, algo, deadline_ms), decode)
+
     def axpby(self, x: ArrayArg, y: ArrayArg, *, alpha: float = 1.0, beta: float = 1.0,
               algo: Optional[str] = None, out: OutArg = None, deadline_ms: Optional[int] = None,
               info: Optional[Dict[str, Any]] = None) -> Any:

@@ -115,6 +115,28 @@ def test_dot_lengths_differ_is_invalid_argument(conn):
         conn.dot(np.ones(3), np.ones(4))
 
 
+def test_nrm2(conn, rng):
+    for n in (1, 7, int(rng.integers(1, 100000)), 1 << 20):
+        x = rng.standard_normal(n).astype(np.float32)
+        info = {}
+        got = conn.nrm2(x, info=info)
+        ref = float(np.sqrt(np.sum(x.astype(np.float64) ** 2)))
+        assert abs(got - ref) <= 1e-12 * ref, (n, got, ref)
+        assert info["n"] == n
+
+
+def test_nrm2_on_a_handle_and_bad_input(conn, rng):
+    x = rng.standard_normal(1000).astype(np.float32)
+    h = conn.upload(x)
+    ref = float(np.linalg.norm(x.astype(np.float64)))
+    assert abs(conn.nrm2(h) - ref) <= 1e-12 * ref
+    conn.release(h)
+    with pytest.raises(gkc.InvalidArgument, match="'y'"):
+        conn.call("nrm2", {"x": x.tobytes(), "y": x.tobytes()})
+    with pytest.raises(gkc.InvalidArgument, match="'x'"):
+        conn.call("nrm2", {})
+
+
 def test_axpby(conn, rng):
     n = int(rng.integers(1, 100000))
     x, y = rng.standard_normal(n), rng.standard_normal((n,))
