@@ -233,19 +233,8 @@ static void run_copy(gkcd_backend *be, gkcd_job *job) {
   job->kernel_us = now_us() - t0;
 }
 
-/* Between iterations and steps: has the job been cancelled, or its
- * deadline passed? */
-static int job_poll(void *arg) {
-  gkcd_job *job = arg;
-  if (atomic_load_explicit(&job->cancel, memory_order_relaxed)) return CPU_SOLVE_CANCELLED;
-  if (job->deadline_ns) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    if ((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec > job->deadline_ns)
-      return CPU_SOLVE_DEADLINE;
-  }
-  return 0;
-}
+/* cpu_solve's poll: the job's cancel flag and deadline (job.h). */
+static int poll_job(void *job) { return job_poll(job); }
 
 static void run_solve(gkcd_backend *be, gkcd_job *job) {
   cpu_impl *impl = be->impl;
@@ -263,7 +252,7 @@ static void run_solve(gkcd_backend *be, gkcd_job *job) {
   }
   float *x = out_buffer(be, job);
   if (!x) goto out;
-  cpu_solve_opts o = {s->method, s->rtol, s->atol, s->max_iter, job->history, job_poll, job,
+  cpu_solve_opts o = {s->method, s->rtol, s->atol, s->max_iter, job->history, poll_job, job,
                       impl->nthreads, s->fp32};
   cpu_solve_result res;
   double t0 = now_us();
@@ -299,7 +288,7 @@ static void run_batch(gkcd_backend *be, gkcd_job *job) {
     gkcd_step *st = &steps[i];
     int why = i > 0 ? job_poll(job) : 0;
     float alpha, beta;
-    if (batch_step_begin(job, i, !why ? 0 : why == CPU_SOLVE_CANCELLED ? BATCH_STOP_CANCELLED : BATCH_STOP_DEADLINE,
+    if (batch_step_begin(job, i, !why ? 0 : why == SOLVE_R_CANCELLED ? BATCH_STOP_CANCELLED : BATCH_STOP_DEADLINE,
                          &alpha, &beta))
       break;
     switch (st->op) {

@@ -1,18 +1,29 @@
 # The daemon's CUDA backend (C, over the gkcu launchers); included from the
 # top-level CMakeLists.txt after cuda/, so that daemon/ can link it.
-add_library(gkc_cuda_backend STATIC ${CMAKE_SOURCE_DIR}/cuda/cuda_backend.c
-            ${CMAKE_SOURCE_DIR}/cuda/cuda_run.c
-            ${CMAKE_SOURCE_DIR}/cuda/cuda_layout.c
-            ${CMAKE_SOURCE_DIR}/cuda/cuda_launch.c
-            ${CMAKE_SOURCE_DIR}/cuda/cuda_tiny.c
-            ${CMAKE_SOURCE_DIR}/cuda/cuda_long.c
-            ${CMAKE_SOURCE_DIR}/cuda/cuda_multi.c
-            ${CMAKE_SOURCE_DIR}/cuda/cuda_part.c
-            ${CMAKE_SOURCE_DIR}/cuda/cuda_rates.c
-            ${CMAKE_SOURCE_DIR}/cuda/cuda_solve.c
+# Its files in layers, lowest first (cuda/cuda_impl.h lists them).
+add_library(gkc_cuda_backend STATIC
             ${CMAKE_SOURCE_DIR}/cuda/devcache.c
             ${CMAKE_SOURCE_DIR}/cuda/lanes.c
-            ${CMAKE_SOURCE_DIR}/cuda/cuda_slice.c)
+            ${CMAKE_SOURCE_DIR}/cuda/cuda_slice.c
+            ${CMAKE_SOURCE_DIR}/cuda/cuda_gpu.c
+            ${CMAKE_SOURCE_DIR}/cuda/cuda_slot.c
+            ${CMAKE_SOURCE_DIR}/cuda/cuda_rates.c
+            ${CMAKE_SOURCE_DIR}/cuda/cuda_fail.c
+            ${CMAKE_SOURCE_DIR}/cuda/cuda_multi.c
+            ${CMAKE_SOURCE_DIR}/cuda/cuda_part.c
+            ${CMAKE_SOURCE_DIR}/cuda/cuda_layout.c
+            ${CMAKE_SOURCE_DIR}/cuda/cuda_sgemm.c
+            ${CMAKE_SOURCE_DIR}/cuda/cuda_reduce.c
+            ${CMAKE_SOURCE_DIR}/cuda/cuda_spmv.c
+            ${CMAKE_SOURCE_DIR}/cuda/cuda_blas1.c
+            ${CMAKE_SOURCE_DIR}/cuda/cuda_launch.c
+            ${CMAKE_SOURCE_DIR}/cuda/cuda_array.c
+            ${CMAKE_SOURCE_DIR}/cuda/cuda_tiny.c
+            ${CMAKE_SOURCE_DIR}/cuda/cuda_upload.c
+            ${CMAKE_SOURCE_DIR}/cuda/cuda_solve.c
+            ${CMAKE_SOURCE_DIR}/cuda/cuda_batch.c
+            ${CMAKE_SOURCE_DIR}/cuda/cuda_run.c
+            ${CMAKE_SOURCE_DIR}/cuda/cuda_backend.c)
 target_include_directories(gkc_cuda_backend PRIVATE ${CMAKE_SOURCE_DIR}/daemon)
 # gkc_cuda is C++ (CUB) linked by a C linker: its runtime libraries must come
 # after it on the link line.

@@ -1,10 +1,13 @@
 /* cuda_backend.c: the backend that serves requests from one CUDA GPU, or
  * from one part of one (--split-device; cuda_multi.c opens them all): its
- * stream slots, made at start-up, and the backend's table (backend.h).
+ * stream slots, made at start-up, and the backend's table (backend.h),
+ * with the CUDA half of each method's row: what runs it (cuda_run.h) and
+ * its algo names.  The top of the backend's layers (cuda_impl.h).
  *
  * A fixed set of stream slots (--streams), each with its gkcu context
  * (cuBLAS/cuSPARSE handles bound to the stream), a pinned staging buffer
- * and its timing events; requests run on them as cuda_run.c says.
+ * and its timing events (cuda_slot.h); requests run on them as cuda_run.h
+ * says.
  *
  * The slots are split between the scheduler's two lanes (lanes.h): --streams
  * slots for the bulk lane and be->latency_workers for the latency lane,
@@ -28,7 +31,15 @@
 #include <string.h>
 
 #include "backend.h"
-#include "cuda_backend_int.h"
+#include "cuda_batch.h"
+#include "cuda_gpu.h"
+#include "cuda_impl.h"
+#include "cuda_multi.h"
+#include "cuda_part.h"
+#include "cuda_rates.h"
+#include "cuda_run.h"
+#include "cuda_slot.h"
+#include "cuda_solve.h"
 #include "devcache.h"
 #include "gkc_errors.h"
 #include "gkcu.h"
@@ -39,12 +50,32 @@
 
 #define LATENCY_SLOTS 2 /* latency-lane streams, and its workers */
 
-extern const gkcd_part_ops cuda_part_ops; /* cuda_part.c */
-
+/* The algo names of the gkcu ladders (filled once a backend opens: every
+ * backend has the same), and of the methods with one kernel. */
 static const char *sgemm_algos[GKCU_SGEMM_NALGO];
 static const char *reduce_algos[GKCU_REDUCE_NALGO];
 static const char *spmv_algos[GKCU_SPMV_NALGO];
 static const char *const blas1_algos[] = {"gkcu", NULL};
+
+/* The CUDA half of each method's row (daemon/method.h): what runs a job
+ * of it, and the algo names it takes (NULL: none to choose).  A method
+ * with no run here is never handed to this backend. */
+static const struct {
+  void (*run)(gkcd_backend *be, gkcd_job *job);
+  const char *const *algos;
+} methods[PROTO_M_COUNT] = {
+    [PROTO_M_SGEMM] = {cuda_run_array, sgemm_algos},
+    [PROTO_M_REDUCE] = {cuda_run_array, reduce_algos},
+    [PROTO_M_SPMV] = {cuda_run_array, spmv_algos},
+    [PROTO_M_DOT] = {cuda_run_array, blas1_algos},
+    [PROTO_M_AXPBY] = {cuda_run_array, blas1_algos},
+    [PROTO_M_NRM2] = {cuda_run_array, blas1_algos},
+    [PROTO_M_DOWNLOAD] = {cuda_run_array, NULL},
+    [PROTO_M_UPLOAD] = {cuda_run_upload, NULL},
+    [PROTO_M_CSR_UPLOAD] = {cuda_run_csr_upload, NULL},
+    [PROTO_M_SOLVE] = {cuda_run_solve, cuda_solve_algos},
+    [PROTO_M_BATCH] = {cuda_run_batch, cuda_batch_algos},
+};
 
 /* Resident arrays live in device memory, from the same caching allocator. */
 static int cuda_res_alloc(gkcd_backend *be, size_t bytes, void **ptr, size_t *cap, char *msg,
@@ -134,16 +165,7 @@ static void cuda_lane_info(gkcd_backend *be, int lane, gkcd_lane_info *out) {
 static void cuda_destroy(gkcd_backend *be) {
   cuda_impl *impl = be->impl;
   cudaSetDevice(impl->device);
-  for (int i = 0; i < impl->nslots; i++) {
-    slot *s = &impl->slots[i];
-    gkcu_ctx_destroy(s->ctx);
-    if (s->stream) cudaStreamDestroy(s->stream);
-    if (s->ev_in) cudaEventDestroy(s->ev_in);
-    if (s->ev0) cudaEventDestroy(s->ev0);
-    if (s->ev1) cudaEventDestroy(s->ev1);
-    if (s->ev_out) cudaEventDestroy(s->ev_out);
-    if (s->stage) cudaFreeHost(s->stage);
-  }
+  for (int i = 0; i < impl->nslots; i++) cuda_slot_destroy(&impl->slots[i]);
   if (impl->lane_cache != impl->cache) devcache_destroy(impl->lane_cache);
   devcache_destroy(impl->cache);
   /* The green contexts go last: the streams made in them are gone. */
@@ -159,44 +181,8 @@ static void cuda_destroy(gkcd_backend *be) {
   free(be);
 }
 
-/* GKCD_CUDA_LANES=streams: no green contexts even where the driver has
- * them (to test and measure the fallback); unset or "green": use them. */
-int cuda_force_streams(void) {
-  const char *v = getenv("GKCD_CUDA_LANES");
-  if (!v || !*v || strcmp(v, "green") == 0) return 0;
-  if (strcmp(v, "streams") == 0) return 1;
-  log_warn("GKCD_CUDA_LANES=%s ignored: it takes 'green' or 'streams'", v);
-  return 0;
-}
-
-/* One slot on lane: its stream (in the lane's green context, or at the
- * lane's priority), events, and a gkcu context told its lane's SM count. */
-static int slot_init(cuda_impl *impl, slot *s, int lane, int i, char *msg, size_t msglen) {
-  cudaError_t e;
-  s->lane = lane;
-  if (lanes_stream_create(impl->lanes, lane, &s->stream, msg, msglen) != cudaSuccess) { /* msg set */
-    s->stream = NULL;
-    return GKC_EDEVICE_ERROR;
-  }
-  if ((e = cudaEventCreate(&s->ev_in)) != cudaSuccess ||
-      (e = cudaEventCreate(&s->ev0)) != cudaSuccess ||
-      (e = cudaEventCreate(&s->ev1)) != cudaSuccess ||
-      (e = cudaEventCreate(&s->ev_out)) != cudaSuccess) {
-    snprintf(msg, msglen, "CUDA: %s", cudaGetErrorString(e));
-    cudaGetLastError();
-    return GKC_EDEVICE_ERROR;
-  }
-  int rc = gkcu_ctx_create(&s->ctx, s->stream);
-  if (rc == 0 && lanes_green(impl->lanes)) rc = gkcu_ctx_set_sms(s->ctx, lanes_sms(impl->lanes, lane));
-  if (rc) {
-    snprintf(msg, msglen, "creating the CUDA context for stream %d failed: %s", i,
-             s->ctx ? gkcu_ctx_errmsg(s->ctx) : "(no context)");
-    return rc;
-  }
-  return 0;
-}
-
-int cuda_part_open(gkcd_backend **out, const gkcd_config *cfg, cuda_gpu *gpu, int part,
+/* cuda_part_open_fn (cuda_multi.h): part `part` of gpu as a backend. */
+static int cuda_part_open(gkcd_backend **out, const gkcd_config *cfg, cuda_gpu *gpu, int part,
                    cuda_lanes *lanes, const char *gpu_name, char *msg, size_t msglen) {
   int rc;
   gkcd_backend *be = calloc(1, sizeof *be);
@@ -251,7 +237,7 @@ int cuda_part_open(gkcd_backend **out, const gkcd_config *cfg, cuda_gpu *gpu, in
       cuda_destroy(be);
       return GKC_EDEVICE_ERROR;
     }
-    rc = slot_init(impl, &impl->slots[i], lane, i, msg, msglen);
+    rc = cuda_slot_init(impl, &impl->slots[i], lane, i, msg, msglen);
     char lmsg[160];
     if (lanes_leave(impl->lanes, lmsg, sizeof lmsg) != 0 && rc == 0) {
       snprintf(msg, msglen, "%s", lmsg);
@@ -280,17 +266,10 @@ int cuda_part_open(gkcd_backend **out, const gkcd_config *cfg, cuda_gpu *gpu, in
              cfg->slice_us, impl->slice.flops, impl->slice.bytes);
   }
   be->latency_workers = nlat;
-  be->algos[PROTO_M_SGEMM] = sgemm_algos;
-  be->algos[PROTO_M_REDUCE] = reduce_algos;
-  be->algos[PROTO_M_SPMV] = spmv_algos;
-  be->algos[PROTO_M_DOT] = blas1_algos;
-  be->algos[PROTO_M_AXPBY] = blas1_algos;
-  be->algos[PROTO_M_SOLVE] = cuda_solve_algos;
-  be->algos[PROTO_M_BATCH] = cuda_batch_algos;
-  static const int runs[] = {PROTO_M_SGEMM, PROTO_M_REDUCE, PROTO_M_SPMV, PROTO_M_DOT,
-                             PROTO_M_AXPBY, PROTO_M_UPLOAD, PROTO_M_DOWNLOAD, PROTO_M_CSR_UPLOAD,
-                             PROTO_M_SOLVE, PROTO_M_BATCH};
-  for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) be->run[runs[i]] = cuda_run;
+  for (int m = 0; m < PROTO_M_COUNT; m++) {
+    be->run[m] = methods[m].run;
+    be->algos[m] = methods[m].algos;
+  }
   be->res_alloc = cuda_res_alloc;
   be->res_free = cuda_res_free;
   be->region_pin = cuda_region_pin;
@@ -315,4 +294,7 @@ oom:
   return GKC_EOUT_OF_MEMORY;
 }
 
-int cuda_is_backend(const gkcd_backend *be) { return be && be->destroy == cuda_destroy; }
+int cuda_backends_create(gkcd_backend **out, int max, int *count, const gkcd_config *cfg, char *msg,
+                         size_t msglen) {
+  return cuda_multi_open(out, max, count, cfg, cuda_part_open, msg, msglen);
+}

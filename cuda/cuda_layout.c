@@ -3,8 +3,7 @@
 
 #include <string.h>
 
-#include "proto_methods.h"
-#include "resident.h"
+#include "method.h"
 
 /* Copies between the request, the pinned stage and the result are most of
  * the daemon's own time on big requests (one core moves ~10 GB/s, and a
@@ -24,7 +23,7 @@ void cuda_copy_host(void *dst, const void *src, size_t n) {
   }
 }
 
-static void add(layout *l, const gkcd_span *s) {
+static void add(cuda_layout *l, const gkcd_span *s) {
   l->in[l->nin] = s; /* absent optional inputs keep their place, with no bytes */
   if (s->ptr && s->where != SPAN_RES) {
     l->off[l->nin] = l->tmp_bytes;
@@ -35,61 +34,39 @@ static void add(layout *l, const gkcd_span *s) {
   l->nin++;
 }
 
-void layout_plan(gkcd_job *job, layout *l) {
+int cuda_layout_plan(gkcd_job *job, int copy_only, cuda_layout *l) {
   memset(l, 0, sizeof *l);
-  switch (job->method) {
-    case PROTO_M_SGEMM:
-      add(l, &job->in.sgemm.a);
-      add(l, &job->in.sgemm.b);
-      add(l, &job->in.sgemm.c);
-      break;
-    case PROTO_M_REDUCE: add(l, &job->in.reduce.x); break;
-    case PROTO_M_SPMV:
-      add(l, &job->in.spmv.row_ptr);
-      add(l, &job->in.spmv.col_idx);
-      add(l, &job->in.spmv.values);
-      add(l, &job->in.spmv.x);
-      add(l, &job->in.spmv.y);
-      break;
-    case PROTO_M_DOT:
-    case PROTO_M_AXPBY:
-      add(l, &job->in.vec.x);
-      add(l, &job->in.vec.y);
-      break;
-    case PROTO_M_DOWNLOAD: add(l, &job->in.upload.data); break;
+  gkcd_span *in[CUDA_MAX_INPUTS];
+  const gkcd_method *row = job->row;
+  int nin = row && row->inputs ? row->inputs(job, in, CUDA_MAX_INPUTS) : 0;
+  if (!row || nin < 0 || nin > CUDA_MAX_INPUTS) return -1;
+  for (int i = 0; i < nin; i++) add(l, in[i]);
+  l->res_bytes = row->scalar ? sizeof(double) : job->out_bytes;
+  if (copy_only) { /* straight from resident memory */
+    l->tmp_bytes = 0;
+    return 0;
   }
-  int scalar = job->method == PROTO_M_REDUCE || job->method == PROTO_M_DOT;
-  l->res_bytes = scalar ? sizeof(double) : job->out_bytes;
-  if (scalar || job->out_kind == OUT_BIN || job->out_kind == OUT_HOST) {
+  if (row->scalar || job->out_kind == OUT_BIN || job->out_kind == OUT_HOST) {
     l->res_off = l->tmp_bytes;
     l->tmp_bytes += cuda_up(l->res_bytes);
   }
-  if (job->method == PROTO_M_DOWNLOAD) l->tmp_bytes = 0; /* straight from resident memory */
+  return 0;
 }
 
-void layout_plan_upload(gkcd_job *job, layout *l) {
+void cuda_layout_plan_into(cuda_layout *l, const gkcd_span *const in[], int nin) {
   memset(l, 0, sizeof *l);
-  const gkcd_span *parts[3];
-  int n = 0;
-  if (job->method == PROTO_M_UPLOAD) {
-    parts[n++] = &job->in.upload.data;
-  } else {
-    parts[n++] = &job->in.csr.row_ptr;
-    parts[n++] = &job->in.csr.col_idx;
-    parts[n++] = &job->in.csr.values;
-  }
   size_t at = 0;
-  for (int i = 0; i < n; i++) {
-    l->in[i] = parts[i];
+  for (int i = 0; i < nin; i++) {
+    l->in[i] = in[i];
     l->off[i] = at;
-    at += parts[i]->bytes;
-    if (!parts[i]->pinned) l->stage_bytes += cuda_up(parts[i]->bytes);
+    at += in[i]->bytes;
+    if (!in[i]->pinned) l->stage_bytes += cuda_up(in[i]->bytes);
   }
-  l->nin = n;
-  l->ncopies = n; /* into the new array, from the host or from a resident one */
+  l->nin = nin;
+  l->ncopies = nin; /* into the new array, from the host or from a resident one */
 }
 
-cudaError_t layout_copy_in(slot *s, layout *l, char *base, int upload) {
+cudaError_t cuda_layout_copy_in(cuda_slot *s, cuda_layout *l, char *base, int upload) {
   size_t st = 0;
   for (int i = 0; i < l->nin; i++) {
     const gkcd_span *sp = l->in[i];
@@ -118,5 +95,3 @@ cudaError_t layout_copy_in(slot *s, layout *l, char *base, int upload) {
   }
   return cudaSuccess;
 }
-
-

@@ -1,82 +1,48 @@
 /* cuda_multi.c: every GPU of the host as devices of the daemon.
  *
- * cuda_backends_create opens one backend per selected GPU (--devices; all
- * visible ones by default, CUDA_VISIBLE_DEVICES applying as usual), each
- * with its own streams, library handles, device cache, lanes and measured
- * cost rates (cuda_backend.c).  --split-device N cuts each GPU into N
- * backends over disjoint SM partitions: one split of the GPU's SMs into N
- * equal green contexts, each of which is split again between that part's
- * latency and bulk lanes (lanes_open_parts).  Without green contexts the N
- * backends share the whole GPU through streams, and the log says so.
+ * cuda_multi_open (cuda_backends_create's body) opens one backend per
+ * selected GPU (--devices; all visible ones by default,
+ * CUDA_VISIBLE_DEVICES applying as usual), each with its own streams,
+ * library handles, device cache, lanes and measured cost rates; the
+ * backend above (cuda_backend.c) hands down the function that opens one.
+ * --split-device N cuts each GPU into N backends over disjoint SM
+ * partitions: one split of the GPU's SMs into N equal green contexts, each
+ * of which is split again between that part's latency and bulk lanes
+ * (lanes_open_parts).  Without green contexts the N backends share the
+ * whole GPU through streams, and the log says so.
  *
  * Peer access is enabled once, at start-up, between every pair of GPUs the
  * driver allows (logged), so that peer_copy goes GPU to GPU directly.  The
  * parts of one GPU share its memory and its context: a copy between them is
  * a device-to-device copy, and a sticky error on one loses them all.
  */
+#include "cuda_multi.h"
+
 #include <cuda_runtime_api.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend.h"
-#include "cuda_backend_int.h"
-#include "cuda_multi.h"
+#include "cuda_fail.h"
+#include "cuda_gpu.h"
+#include "cuda_slot.h"
 #include "gkc_errors.h"
 #include "log.h"
 
-void cuda_gpu_release(cuda_gpu *gpu) {
-  if (atomic_fetch_sub(&gpu->refs, 1) != 1) return;
-  pthread_mutex_destroy(&gpu->mu);
-  free(gpu);
-}
-
-/* "GPU 0" or "GPU 0, part 1/2": how messages name a backend's device. */
-static void where_name(const cuda_impl *impl, char *buf, size_t len) {
-  if (impl->gpu->nparts > 1)
-    snprintf(buf, len, "GPU %d, part %d/%d", impl->device, impl->part + 1, impl->gpu->nparts);
-  else
-    snprintf(buf, len, "GPU %d", impl->device);
-}
-
-void cuda_gpu_lost(cuda_impl *impl, const char *fmt, ...) {
-  cuda_gpu *gpu = impl->gpu;
-  char why[256];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(why, sizeof why, fmt, ap);
-  va_end(ap);
-  pthread_mutex_lock(&gpu->mu);
-  int first = !atomic_load(&gpu->lost);
-  if (first) {
-    snprintf(gpu->why, sizeof gpu->why, "%s", why);
-    atomic_store(&gpu->lost, 1);
-  }
-  pthread_mutex_unlock(&gpu->mu);
-  if (!first) return;
-  log_err("GPU %d: the CUDA context is unusable after: %s; its %d device%s taken out of service",
-          gpu->ordinal, why, gpu->nparts, gpu->nparts > 1 ? "s are" : " is");
-  for (int p = 0; p < gpu->nparts; p++)
-    if (gpu->part[p]) backend_device_lost(gpu->part[p], "GPU %d: %s", gpu->ordinal, why);
-}
-
-int cuda_lost(const cuda_impl *impl) {
-  return atomic_load(&impl->gpu->lost) || atomic_load(&impl->be->lost);
-}
-
-void fail_lost(cuda_impl *impl, gkcd_job *job) {
-  char where[64], why[256] = "taken out of service by gkcd";
-  where_name(impl, where, sizeof where);
-  pthread_mutex_lock(&impl->gpu->mu);
-  if (atomic_load(&impl->gpu->lost)) snprintf(why, sizeof why, "%s", impl->gpu->why);
-  pthread_mutex_unlock(&impl->gpu->mu);
-  job_fail(job, GKC_EDEVICE_LOST, "device %d (%s) was lost: %s", impl->be->device, where, why);
+/* GKCD_CUDA_LANES=streams: no green contexts even where the driver has
+ * them (to test and measure the fallback); unset or "green": use them. */
+static int force_streams(void) {
+  const char *v = getenv("GKCD_CUDA_LANES");
+  if (!v || !*v || strcmp(v, "green") == 0) return 0;
+  if (strcmp(v, "streams") == 0) return 1;
+  log_warn("GKCD_CUDA_LANES=%s ignored: it takes 'green' or 'streams'", v);
+  return 0;
 }
 
 /* Opens GPU ordinal as nparts backends, appended at out[*n]. */
 static int gpu_open(gkcd_backend **out, int *n, cuda_gpu **gpu_out, int ordinal, int nparts,
-                    const gkcd_config *cfg, char *msg, size_t msglen) {
+                    const gkcd_config *cfg, cuda_part_open_fn open_part, char *msg, size_t msglen) {
   struct cudaDeviceProp prop;
   cudaError_t e;
   /* cudaFree(0) makes the primary context now: the green contexts retain
@@ -87,24 +53,20 @@ static int gpu_open(gkcd_backend **out, int *n, cuda_gpu **gpu_out, int ordinal,
     cudaGetLastError();
     return GKC_EDEVICE_ERROR;
   }
-  cuda_gpu *gpu = calloc(1, sizeof *gpu);
+  /* its reference is ours, until every part holds its own */
+  cuda_gpu *gpu = cuda_gpu_new(ordinal, nparts, prop.multiProcessorCount);
   cuda_lanes *lanes[CUDA_MAX_PARTS] = {0};
   if (!gpu) goto oom;
-  gpu->ordinal = ordinal;
-  gpu->nparts = nparts;
-  gpu->total_sms = prop.multiProcessorCount;
-  pthread_mutex_init(&gpu->mu, NULL);
-  atomic_store(&gpu->refs, 1); /* ours, until every part holds its own */
   int rc = nparts == 1
-               ? lanes_open(&lanes[0], ordinal, cfg->latency_sms, cuda_force_streams())
-               : lanes_open_parts(lanes, nparts, ordinal, cfg->latency_sms, cuda_force_streams(),
+               ? lanes_open(&lanes[0], ordinal, cfg->latency_sms, force_streams())
+               : lanes_open_parts(lanes, nparts, ordinal, cfg->latency_sms, force_streams(),
                                   &gpu->spare_sms);
   if (rc) goto oom;
   for (int p = 0; p < nparts; p++) {
     char pmsg[256];
     cuda_lanes *L = lanes[p];
-    lanes[p] = NULL; /* cuda_part_open owns it now, even when it fails */
-    if ((rc = cuda_part_open(&out[*n], cfg, gpu, p, L, prop.name, pmsg, sizeof pmsg)) != 0) {
+    lanes[p] = NULL; /* open_part owns it now, even when it fails */
+    if ((rc = open_part(&out[*n], cfg, gpu, p, L, prop.name, pmsg, sizeof pmsg)) != 0) {
       snprintf(msg, msglen, "GPU %d%s: %s", ordinal, nparts > 1 ? " (a part)" : "", pmsg);
       for (int q = p + 1; q < nparts; q++) lanes_close(lanes[q]);
       cuda_gpu_release(gpu);
@@ -147,8 +109,8 @@ static void enable_peers(cuda_gpu **gpus, int ngpus) {
     }
 }
 
-int cuda_backends_create(gkcd_backend **out, int max, int *count, const gkcd_config *cfg, char *msg,
-                         size_t msglen) {
+int cuda_multi_open(gkcd_backend **out, int max, int *count, const gkcd_config *cfg,
+                    cuda_part_open_fn open_part, char *msg, size_t msglen) {
   int ndev = 0, n = 0, rc = 0, nparts = cfg->split_device > 1 ? cfg->split_device : 1;
   *count = 0;
   cudaError_t e = cudaGetDeviceCount(&ndev);
@@ -180,7 +142,7 @@ int cuda_backends_create(gkcd_backend **out, int max, int *count, const gkcd_con
   }
   for (int i = 0; i < nsel; i++) {
     int ordinal = cfg->ndevices > 0 ? cfg->devices[i] : i;
-    if ((rc = gpu_open(out, &n, &gpus[i], ordinal, nparts, cfg, msg, msglen)) != 0) {
+    if ((rc = gpu_open(out, &n, &gpus[i], ordinal, nparts, cfg, open_part, msg, msglen)) != 0) {
       while (n > 0) {
         n--;
         out[n]->destroy(out[n]);
@@ -210,8 +172,8 @@ int cuda_peer_copy(gkcd_backend *be, void *dst, gkcd_backend *from, const void *
   }
   cuda_impl *di = be->impl, *si = from->impl;
   char dn[64], sn[64];
-  where_name(di, dn, sizeof dn);
-  where_name(si, sn, sizeof sn);
+  cuda_gpu_where(di, dn, sizeof dn);
+  cuda_gpu_where(si, sn, sizeof sn);
   if (cuda_lost(di) || cuda_lost(si)) {
     snprintf(msg, msglen, "copying %zu bytes from device %d (%s) to device %d (%s): device %d was lost",
              bytes, from->device, sn, be->device, dn, cuda_lost(si) ? from->device : be->device);
@@ -221,13 +183,13 @@ int cuda_peer_copy(gkcd_backend *be, void *dst, gkcd_backend *from, const void *
   cudaError_t e = cudaSetDevice(di->device);
   if (e != cudaSuccess) goto fail;
   int same = di->gpu == si->gpu;
-  slot *s = take_slot(di, LANES_BULK);
+  cuda_slot *s = cuda_slot_take(di, LANES_BULK);
   if (same)
     e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s->stream);
   else
     e = cudaMemcpyPeerAsync(dst, di->device, src, si->device, bytes, s->stream);
   if (e == cudaSuccess) e = cudaStreamSynchronize(s->stream);
-  give_slot(di, s);
+  cuda_slot_give(di, s);
   if (e != cudaSuccess) goto fail;
   *peer = same || (si->device < 64 && (di->gpu->peers >> si->device & 1)) ||
           (di->device < 64 && (si->gpu->peers >> di->device & 1));
@@ -243,6 +205,9 @@ fail:
   }
   return GKC_EDEVICE_ERROR;
 }
+
+/* Every CUDA backend has this peer_copy, and no other backend does. */
+int cuda_is_backend(const gkcd_backend *be) { return be && be->peer_copy == cuda_peer_copy; }
 
 int cuda_backend_where(const gkcd_backend *be, cuda_where *out) {
   if (!cuda_is_backend(be)) return -1;

@@ -7,26 +7,28 @@
  *
  * A sticky error loses the GPU like any other request of this backend
  * (cuda_gpu_lost); a device already lost refuses with GKC_EDEVICE_LOST. */
+#include "cuda_part.h"
+
 #include <stdio.h>
 
 #include "backend.h"
-#include "cuda_backend_int.h"
+#include "cuda_fail.h"
+#include "cuda_gpu.h"
+#include "cuda_slot.h"
 #include "gkc_errors.h"
 #include "gkcu_part.h"
 
 static int gone(cuda_impl *impl, char *msg, size_t msglen) {
   if (!cuda_lost(impl)) return 0;
-  char why[256] = "taken out of service by gkcd";
-  pthread_mutex_lock(&impl->gpu->mu);
-  if (atomic_load(&impl->gpu->lost)) snprintf(why, sizeof why, "%s", impl->gpu->why);
-  pthread_mutex_unlock(&impl->gpu->mu);
+  char why[256];
+  cuda_gpu_why(impl, why, sizeof why);
   snprintf(msg, msglen, "device %d was lost: %s", impl->be->device, why);
   return GKC_EDEVICE_LOST;
 }
 
 /* After the work on s: waits for it and turns a failure into a message
  * (and a lost GPU when the error is sticky). */
-static int finish(cuda_impl *impl, slot *s, int rc, const char *what, char *msg, size_t msglen) {
+static int finish(cuda_impl *impl, cuda_slot *s, int rc, const char *what, char *msg, size_t msglen) {
   cudaError_t e = cudaStreamSynchronize(s->stream);
   if (rc == 0 && e == cudaSuccess) return 0;
   if (rc) snprintf(msg, msglen, "%s on device %d: %s", what, impl->be->device, gkcu_ctx_errmsg(s->ctx));
@@ -39,11 +41,11 @@ static int finish(cuda_impl *impl, slot *s, int rc, const char *what, char *msg,
   return rc ? rc : GKC_EDEVICE_ERROR;
 }
 
-static slot *begin(gkcd_backend *be, cuda_impl **impl_out) {
+static cuda_slot *begin(gkcd_backend *be, cuda_impl **impl_out) {
   cuda_impl *impl = be->impl;
   *impl_out = impl;
   cudaSetDevice(impl->device);
-  return take_slot(impl, LANES_BULK);
+  return cuda_slot_take(impl, LANES_BULK);
 }
 
 static int copy(gkcd_backend *be, void *dst, const void *src, size_t bytes, int to_dev, char *msg,
@@ -51,7 +53,7 @@ static int copy(gkcd_backend *be, void *dst, const void *src, size_t bytes, int 
   cuda_impl *impl = be->impl;
   int rc = gone(impl, msg, msglen);
   if (rc || bytes == 0) return rc;
-  slot *s = begin(be, &impl);
+  cuda_slot *s = begin(be, &impl);
   cudaError_t e = cudaMemcpyAsync(dst, src, bytes, to_dev ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost,
                                   s->stream);
   if (e != cudaSuccess) {
@@ -63,7 +65,7 @@ static int copy(gkcd_backend *be, void *dst, const void *src, size_t bytes, int 
   } else {
     rc = finish(impl, s, 0, to_dev ? "copying to the device" : "copying from the device", msg, msglen);
   }
-  give_slot(impl, s);
+  cuda_slot_give(impl, s);
   return rc;
 }
 
@@ -84,10 +86,10 @@ static int spmv(gkcd_backend *be, int32_t rows, int64_t nnz, const int32_t *rp, 
     if (xy) *xy = 0;
     return 0;
   }
-  slot *s = begin(be, &impl);
+  cuda_slot *s = begin(be, &impl);
   rc = finish(impl, s, gkcu_part_spmv(s->ctx, rows, nnz, rp, ci, v, x, y, xy),
               xy ? "spmv and p . A p of a partition's block" : "spmv of a partition's block", msg, msglen);
-  give_slot(impl, s);
+  cuda_slot_give(impl, s);
   return rc;
 }
 
@@ -96,9 +98,9 @@ static int gather(gkcd_backend *be, double *dst, const double *src, const int32_
   cuda_impl *impl = be->impl;
   int rc = gone(impl, msg, msglen);
   if (rc || n == 0) return rc;
-  slot *s = begin(be, &impl);
+  cuda_slot *s = begin(be, &impl);
   rc = finish(impl, s, gkcu_part_gather(s->ctx, dst, src, idx, n), "gathering a halo", msg, msglen);
-  give_slot(impl, s);
+  cuda_slot_give(impl, s);
   return rc;
 }
 
@@ -107,9 +109,9 @@ static int dot(gkcd_backend *be, const double *x, const double *y, int64_t n, do
   cuda_impl *impl = be->impl;
   int rc = gone(impl, msg, msglen);
   if (rc) return rc;
-  slot *s = begin(be, &impl);
+  cuda_slot *s = begin(be, &impl);
   rc = finish(impl, s, gkcu_part_dot(s->ctx, x, y, n, out), "a partial dot product", msg, msglen);
-  give_slot(impl, s);
+  cuda_slot_give(impl, s);
   return rc;
 }
 
@@ -118,9 +120,9 @@ static int axpby(gkcd_backend *be, double a, const double *x, double b, double *
   cuda_impl *impl = be->impl;
   int rc = gone(impl, msg, msglen);
   if (rc || n == 0) return rc;
-  slot *s = begin(be, &impl);
+  cuda_slot *s = begin(be, &impl);
   rc = finish(impl, s, gkcu_part_axpby(s->ctx, a, x, b, y, n), "axpby on a partition", msg, msglen);
-  give_slot(impl, s);
+  cuda_slot_give(impl, s);
   return rc;
 }
 
@@ -130,10 +132,10 @@ static int cg_update(gkcd_backend *be, double a, const double *p, const double *
   cuda_impl *impl = be->impl;
   int rc = gone(impl, msg, msglen);
   if (rc) return rc;
-  slot *s = begin(be, &impl);
+  cuda_slot *s = begin(be, &impl);
   rc = finish(impl, s, gkcu_part_cg_update(s->ctx, a, p, q, x, r, dinv, z, n, out),
               "the CG update on a partition", msg, msglen);
-  give_slot(impl, s);
+  cuda_slot_give(impl, s);
   return rc;
 }
 

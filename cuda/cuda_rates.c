@@ -1,9 +1,8 @@
-/* cuda_rates.c: what the cost model starts from on a GPU (cost.h), measured
- * on the device itself at start-up. */
+/* cuda_rates.c: see cuda_rates.h. */
+#include "cuda_rates.h"
+
 #include <cuda_runtime_api.h>
 
-#include "cost.h"
-#include "cuda_backend_int.h"
 #include "gkcu_sgemm.h"
 #include "log.h"
 
@@ -11,7 +10,7 @@
  * milliseconds: cuBLAS FP32 2048^3 and a 256 MiB device-to-device copy,
  * each the best of three, timed with events on the slot's stream.  Any
  * failure keeps the datasheet figures already in *r (and says why). */
-void cuda_measure_rates(slot *s, cost_rates *r) {
+void cuda_measure_rates(cuda_slot *s, cost_rates *r) {
   enum { N = 2048 };
   const size_t copy_bytes = (size_t)256 << 20;
   float *buf = NULL;

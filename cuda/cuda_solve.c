@@ -9,15 +9,15 @@
  * results; gkcu_while only with GKCU_SOLVE_GRAPH=while in gkcd's
  * environment (gkcu_solve.h says why).
  */
+#include "cuda_solve.h"
+
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "backend.h"
-#include "cpu_solve.h"
-#include "cuda_backend_int.h"
+#include "cuda_fail.h"
 #include "gkc_errors.h"
 #include "gkcu_solve.h"
 
@@ -28,13 +28,14 @@ _Static_assert((int)GKCU_SOLVE_CONVERGED == (int)SOLVE_R_CONVERGED &&
                    (int)GKCU_SOLVE_BREAKDOWN == (int)SOLVE_R_BREAKDOWN &&
                    (int)GKCU_SOLVE_NON_FINITE == (int)SOLVE_R_NON_FINITE &&
                    (int)GKCU_SOLVE_DEADLINE == (int)SOLVE_R_DEADLINE &&
-                   (int)GKCU_SOLVE_CANCELLED == (int)SOLVE_R_CANCELLED &&
-                   (int)CPU_SOLVE_DEADLINE == (int)GKCU_SOLVE_DEADLINE &&
-                   (int)CPU_SOLVE_CANCELLED == (int)GKCU_SOLVE_CANCELLED,
+                   (int)GKCU_SOLVE_CANCELLED == (int)SOLVE_R_CANCELLED,
                "solve reasons: one numbering");
 _Static_assert((int)GKCU_SOLVE_CG == (int)SOLVE_CG && (int)GKCU_SOLVE_PCG == (int)SOLVE_PCG &&
                    (int)GKCU_SOLVE_BICGSTAB == (int)SOLVE_BICGSTAB,
                "solve methods: one numbering");
+
+/* gkcu_solve's poll: the job's cancel flag and deadline (job.h). */
+static int poll_job(void *job) { return job_poll(job); }
 
 static double now_us(void) {
   struct timespec ts;
@@ -62,20 +63,20 @@ static void *take(cuda_impl *impl, gkcd_job *job, temps *t, size_t bytes) {
 }
 
 /* A span on the device: itself when resident, else a copy. */
-static const float *on_device(cuda_impl *impl, slot *s, gkcd_job *job, temps *t,
+static const float *on_device(cuda_impl *impl, cuda_slot *s, gkcd_job *job, temps *t,
                               const gkcd_span *sp, const char *what) {
   if (sp->where == SPAN_RES) return sp->ptr;
   void *d = take(impl, job, t, sp->bytes);
   if (!d) return NULL;
   cudaError_t e = cudaMemcpyAsync(d, sp->ptr, sp->bytes, cudaMemcpyHostToDevice, s->stream);
   if (e != cudaSuccess) {
-    fail_cuda(impl, job, e, what);
+    cuda_fail(impl, job, e, what);
     return NULL;
   }
   return d;
 }
 
-void cuda_run_solve(cuda_impl *impl, slot *s, gkcd_job *job) {
+void cuda_solve_run(cuda_impl *impl, cuda_slot *s, gkcd_job *job) {
   __typeof__(job->in.solve) *v = &job->in.solve;
   temps t = {{0}, {0}, 0};
   float *x = NULL;
@@ -116,7 +117,7 @@ void cuda_run_solve(cuda_impl *impl, slot *s, gkcd_job *job) {
       .method = v->method, .n = v->n, .nnz = v->nnz, .row_ptr = v->row_ptr,
       .col_idx = v->col_idx, .values = v->values, .b = b, .x0 = x0, .x = x,
       .rtol = v->rtol, .atol = v->atol, .max_iter = v->max_iter, .history = job->history,
-      .poll = cuda_poll_job, .poll_arg = job, .poll_ms = SOLVE_POLL_MS,
+      .poll = poll_job, .poll_arg = job, .poll_ms = SOLVE_POLL_MS,
       .work = work, .work_bytes = wb, .fp32 = v->fp32, .max_row = v->max_row};
   gkcu_solve_result res;
   int rc = gkcu_solve(s->ctx, &a, &res);
@@ -127,7 +128,7 @@ void cuda_run_solve(cuda_impl *impl, slot *s, gkcd_job *job) {
   }
   if (rc) {
     cudaError_t e = cudaStreamSynchronize(s->stream);
-    if (e != cudaSuccess) fail_cuda(impl, job, e, gkcu_ctx_errmsg(s->ctx));
+    if (e != cudaSuccess) cuda_fail(impl, job, e, gkcu_ctx_errmsg(s->ctx));
     else job_fail(job, rc, "solve: %s", gkcu_ctx_errmsg(s->ctx));
     goto out;
   }
@@ -144,7 +145,7 @@ void cuda_run_solve(cuda_impl *impl, slot *s, gkcd_job *job) {
     double t1 = now_us();
     cudaError_t e = cudaMemcpy(dst, x, job->out_bytes, cudaMemcpyDeviceToHost);
     if (e != cudaSuccess) {
-      fail_cuda(impl, job, e, "copying x to the host");
+      cuda_fail(impl, job, e, "copying x to the host");
       goto out;
     }
     job->d2h_us = now_us() - t1;

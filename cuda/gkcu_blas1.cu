@@ -1,4 +1,4 @@
-/* gkcu_blas1.cu: dot and axpby on float32 device vectors, and their cuBLAS
+/* gkcu_blas1.cu: dot, nrm2 and axpby on float32 device vectors, and their cuBLAS
  * twins (see gkcu_blas1.h). */
 #include <stdint.h>
 
@@ -128,6 +128,73 @@ __global__ void __launch_bounds__(NT, DOT_BLOCKS_PER_SM)
   acc = block_sum(acc);
   if (tid == 0) {
     *out = acc;
+    *ticket = 0u;
+  }
+}
+
+/* --- nrm2 ---------------------------------------------------------------------- */
+
+/* nrm2's ticket counter: its own, for the reason dot has one. */
+constexpr int kNrm2Ticket = 2;
+static_assert(kNrm2Ticket < GKCU__NTICKETS && kNrm2Ticket != kDotTicket, "ticket index");
+/* One vector: as many 128-bit loads in flight per thread as dot has over two. */
+constexpr int NRM2_UNROLL = 2 * UNROLL;
+
+/* The square of a float is exact in double; two squares' sum is rounded once. */
+__device__ __forceinline__ double sq4(float4 a) {
+  double p = fma((double)a.x, (double)a.x, (double)a.y * (double)a.y);
+  double q = fma((double)a.z, (double)a.z, (double)a.w * (double)a.w);
+  return p + q;
+}
+
+/* dot_kernel's layout on one vector, which is always read as float4s:
+ * x + head is 16-byte aligned, x[0..head) and x[tail0..n) (fewer than 4
+ * each) are scalars.  The squares are summed in double per thread, then per
+ * block; with one block the square root is written directly, else the block
+ * that draws the last ticket adds the partials in block order (the same
+ * order every run), writes the square root and resets the ticket. */
+__global__ void __launch_bounds__(NT, DOT_BLOCKS_PER_SM)
+    nrm2_kernel(const float *__restrict__ x, long long n, int head, double *__restrict__ partials,
+                unsigned int *ticket, double *out) {
+  const int tid = threadIdx.x;
+  const long long gid = (long long)blockIdx.x * NT + tid;
+  const long long stride = (long long)gridDim.x * NT;
+  const float4 *bx = reinterpret_cast<const float4 *>(x + head);
+  const long long nvec = (n - head) >> 2;
+  const long long tail0 = head + nvec * 4;
+  double acc = 0.0;
+  long long i = gid;
+  for (; i + (NRM2_UNROLL - 1) * stride < nvec; i += NRM2_UNROLL * stride) {
+    float4 a[NRM2_UNROLL];
+#pragma unroll
+    for (int u = 0; u < NRM2_UNROLL; u++) a[u] = bx[i + u * stride];
+#pragma unroll
+    for (int u = 0; u < NRM2_UNROLL; u++) acc += sq4(a[u]);
+  }
+  for (; i < nvec; i += stride) acc += sq4(bx[i]);
+  if (gid < head) acc = fma((double)x[gid], (double)x[gid], acc);
+  if (gid < n - tail0) acc = fma((double)x[tail0 + gid], (double)x[tail0 + gid], acc);
+
+  acc = block_sum(acc);
+  if (gridDim.x == 1) {
+    if (tid == 0) *out = sqrt(acc);
+    return;
+  }
+  __shared__ bool is_last;
+  if (tid == 0) {
+    partials[blockIdx.x] = acc;
+    __threadfence(); /* partial visible before the ticket is drawn */
+    unsigned int t = atomicAdd(ticket, 1u);
+    is_last = (t == gridDim.x - 1);
+  }
+  __syncthreads();
+  if (!is_last) return;
+  __threadfence();
+  acc = 0.0;
+  for (int j = tid; j < (int)gridDim.x; j += NT) acc += __ldcg(&partials[j]);
+  acc = block_sum(acc);
+  if (tid == 0) {
+    *out = sqrt(acc);
     *ticket = 0u;
   }
 }
@@ -271,6 +338,37 @@ extern "C" int gkcu_dot(gkcu_ctx *ctx, int64_t n, const float *x, const float *y
   if (!ctx) return GKC_EINVALID_ARGUMENT;
   if (!result) return gkcu__fail(ctx, GKC_EINVALID_ARGUMENT, "invalid argument: result != NULL");
   int rc = gkcu_dot_async(ctx, n, x, y, ctx->dev_result);
+  if (rc != 0) return rc;
+  GKCU__TRY_CUDA(ctx, cudaMemcpyAsync(ctx->host_result, ctx->dev_result, sizeof(double),
+                                      cudaMemcpyDeviceToHost, ctx->stream));
+  GKCU__TRY_CUDA(ctx, cudaStreamSynchronize(ctx->stream));
+  *result = *ctx->host_result;
+  return 0;
+}
+
+extern "C" int gkcu_nrm2_async(gkcu_ctx *ctx, int64_t n, const float *x, double *d_result) {
+  int rc = check_dot(ctx, n, x, x, d_result);
+  if (rc != 0) return rc;
+  const int hx = head_of(x);
+  const int head = hx > n ? (int)n : hx;
+  /* work in units of NRM2_UNROLL float4s per thread per pass */
+  const unsigned int blocks = grid_for(ctx, ((n - head) >> 2) / NRM2_UNROLL, DOT_BLOCKS_PER_SM);
+  double *partials = NULL;
+  if (blocks > 1) {
+    gkcu__carve cv = {};
+    gkcu__carve_add(&cv, blocks * sizeof(double), (void **)&partials);
+    rc = gkcu__carve_commit(ctx, &cv);
+    if (rc != 0) return rc;
+  }
+  nrm2_kernel<<<blocks, NT, 0, ctx->stream>>>(x, n, head, partials, ctx->tickets + kNrm2Ticket, d_result);
+  GKCU__LAUNCHED(ctx, "nrm2_kernel");
+  return 0;
+}
+
+extern "C" int gkcu_nrm2(gkcu_ctx *ctx, int64_t n, const float *x, double *result) {
+  if (!ctx) return GKC_EINVALID_ARGUMENT;
+  if (!result) return gkcu__fail(ctx, GKC_EINVALID_ARGUMENT, "invalid argument: result != NULL");
+  int rc = gkcu_nrm2_async(ctx, n, x, ctx->dev_result);
   if (rc != 0) return rc;
   GKCU__TRY_CUDA(ctx, cudaMemcpyAsync(ctx->host_result, ctx->dev_result, sizeof(double),
                                       cudaMemcpyDeviceToHost, ctx->stream));

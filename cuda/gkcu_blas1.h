@@ -1,6 +1,6 @@
 /* gkcu_blas1.h: the vector operations an iterative solver needs between
- * spmv calls (protocol methods `dot` and `axpby`), on float32 vectors that
- * stay on the GPU.
+ * spmv calls (protocol methods `dot`, `nrm2` and `axpby`), on float32
+ * vectors that stay on the GPU.
  *
  * dot     sum x[i]*y[i] as a double.  Each product of two floats is exact in
  *         double and is accumulated in double per thread (128-bit loads
@@ -10,6 +10,14 @@
  *         The error is a few hundred units of double rounding of
  *         sum |x[i]*y[i]| at most (test_gpu_blas1.c derives the bound),
  *         against ~1e-7 relative for float accumulation.
+ * nrm2    sqrt(sum x[i]^2) as a double, dot's kernel on one vector: each
+ *         square is exact in double and the sum is accumulated in double
+ *         (float4 loads from x's first 16-byte boundary, whatever x's
+ *         alignment), the block partials added by the last block in block
+ *         order, so the same bits every run on a device; then one sqrt.  The
+ *         sum's error is dot's bound with S = sum x[i]^2, halved by the
+ *         root: below 2e-13 relative at 2^24 elements.  Nothing overflows
+ *         or underflows for finite float inputs (a square is < 1.2e77).
  * axpby   y = alpha*x + beta*y, one memory-bound kernel (128-bit loads and
  *         stores where x and y share their alignment offset, else 32-bit).
  *         Computed as fmaf(alpha, x, beta*y): at most two roundings, so
@@ -20,9 +28,9 @@
  *         same pointer) is allowed; x and y overlapping otherwise is
  *         GKC_EINVALID_ARGUMENT.
  *
- * Both take any n >= 1 and any 4-byte aligned device pointers, enqueue on
- * the context's stream and return without waiting (except gkcu_dot, which
- * waits for its result like gkcu_reduce).  Errors as in gkcu.h.
+ * All take any n >= 1 and any 4-byte aligned device pointers, enqueue on
+ * the context's stream and return without waiting (except gkcu_dot and
+ * gkcu_nrm2, which wait for their result like gkcu_reduce).  Errors as in gkcu.h.
  *
  * The *_cublas twins do the same through cuBLAS, for the benchmarks:
  * cublasSdot (float accumulation; its result is a float) and
@@ -44,6 +52,12 @@ int gkcu_dot_async(gkcu_ctx *ctx, int64_t n, const float *x, const float *y, dou
 /* The same, then waits for the stream and stores the result in the host
  * double *result (through the context's pinned slot). */
 int gkcu_dot(gkcu_ctx *ctx, int64_t n, const float *x, const float *y, double *result);
+
+/* *d_result (device) = sqrt(sum_{i<n} x[i]^2). */
+int gkcu_nrm2_async(gkcu_ctx *ctx, int64_t n, const float *x, double *d_result);
+
+/* The same, then waits and stores it in the host double *result. */
+int gkcu_nrm2(gkcu_ctx *ctx, int64_t n, const float *x, double *result);
 
 /* y[i] = alpha*x[i] + beta*y[i], i < n. */
 int gkcu_axpby(gkcu_ctx *ctx, int64_t n, float alpha, const float *x, float beta, float *y);

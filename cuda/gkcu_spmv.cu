@@ -166,21 +166,7 @@ out:
 
 const char *const kNames[GKCU_SPMV_NALGO] = {"auto", "scalar", "vector", "balanced", "cusparse"};
 
-
 }  // namespace
-
-namespace gkspmv {
-int check_args(gkcu_ctx *ctx, int rows, int cols, long long nnz, const int *rp, const int *ci,
-               const float *v, const float *x, const float *y) {
-  if (!ctx) return GKC_EINVALID_ARGUMENT;
-  ctx->msg[0] = '\0';
-  GKCU__CHECK_ARG(ctx, rows >= 1 && cols >= 1);
-  GKCU__CHECK_ARG(ctx, nnz >= 0 && nnz <= INT_MAX);
-  GKCU__CHECK_ARG(ctx, rp != NULL && x != NULL && y != NULL);
-  GKCU__CHECK_ARG(ctx, nnz == 0 || (ci != NULL && v != NULL));
-  return 0;
-}
-}  // namespace gkspmv
 
 extern "C" const char *gkcu_spmv_algo_name(int algo) {
   return (algo >= 0 && algo < GKCU_SPMV_NALGO) ? kNames[algo] : NULL;

@@ -5,6 +5,8 @@
 #ifndef GKCU_SPMV_INT_H
 #define GKCU_SPMV_INT_H
 
+#include <limits.h>
+
 #include "gkcu_internal.h"
 
 namespace gkspmv {
@@ -14,9 +16,19 @@ __device__ __forceinline__ void put_y(float *y, int r, float alpha, float s, flo
   y[r] = beta == 0.0f ? alpha * s : fmaf(beta, y[r], alpha * s);
 }
 
-/* 0, or the context's error for an spmv argument the launchers refuse. */
-int check_args(gkcu_ctx *ctx, int rows, int cols, long long nnz, const int *rp, const int *ci,
-               const float *v, const float *x, const float *y);
+/* 0, or the context's error for an spmv argument the launchers refuse.
+ * Inline here, so that neither file calls into the other for it (the
+ * balanced file sits below gkcu_spmv.cu, which calls its rung). */
+inline int check_args(gkcu_ctx *ctx, int rows, int cols, long long nnz, const int *rp, const int *ci,
+                      const float *v, const float *x, const float *y) {
+  if (!ctx) return GKC_EINVALID_ARGUMENT;
+  ctx->msg[0] = '\0';
+  GKCU__CHECK_ARG(ctx, rows >= 1 && cols >= 1);
+  GKCU__CHECK_ARG(ctx, nnz >= 0 && nnz <= INT_MAX);
+  GKCU__CHECK_ARG(ctx, rp != NULL && x != NULL && y != NULL);
+  GKCU__CHECK_ARG(ctx, nnz == 0 || (ci != NULL && v != NULL));
+  return 0;
+}
 
 /* The balanced shape the public entry points use for rows x nnz (a plan
  * made with it is only good for it). */

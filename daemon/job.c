@@ -3,6 +3,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <time.h>
 
 void job_fail(gkcd_job *job, int err, const char *fmt, ...) {
   va_list ap;
@@ -10,4 +11,15 @@ void job_fail(gkcd_job *job, int err, const char *fmt, ...) {
   vsnprintf(job->errmsg, sizeof job->errmsg, fmt, ap);
   va_end(ap);
   job->err = err;
+}
+
+int job_poll(const gkcd_job *job) {
+  if (atomic_load_explicit(&job->cancel, memory_order_relaxed)) return SOLVE_R_CANCELLED;
+  if (job->deadline_ns) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    if ((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec > job->deadline_ns)
+      return SOLVE_R_DEADLINE;
+  }
+  return 0;
 }

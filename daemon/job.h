@@ -262,4 +262,10 @@ void job_fail(gkcd_job *job, int err, const char *fmt, ...)
  * Safe from any thread, including a CUDA host callback. */
 void job_finish(gkcd_job *job);
 
+/* Whether a running job should stop (the backends ask between batch steps
+ * and solve iterations): SOLVE_R_CANCELLED once its cancel flag is set,
+ * else SOLVE_R_DEADLINE once its deadline has passed, else 0.  Any
+ * thread. */
+int job_poll(const gkcd_job *job);
+
 #endif

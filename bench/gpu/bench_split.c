@@ -79,7 +79,8 @@ static void *work(void *arg) {
     job.out_kind = w->small ? OUT_BIN : OUT_RES;
     job.out_ptr = w->small ? NULL : w->c;
     job.lane = w->small && !opt_small_bulk ? 1 : 0; /* LANE_LATENCY : LANE_BULK */
-    w->be->run(w->be, &job);
+    job.row = host_row(PROTO_M_SGEMM);
+    w->be->run[PROTO_M_SGEMM](w->be, &job);
     if (job.err) {
       w->failed = 1;
       snprintf(w->err, sizeof w->err, "device %d: %.200s", w->be->device, job.errmsg);

@@ -3,8 +3,9 @@
  * way gkcd's workers do (be->run on this thread, job_finish counted here).
  *
  * Twice: each visible GPU cut in two (--split-device 2), then every visible
- * GPU whole.  On each device: sgemm, reduce and spmv on fresh random inputs
- * against a float64 reference; peer_copy between every pair of devices
+ * GPU whole.  On each device: sgemm, reduce, nrm2 and spmv on fresh random
+ * inputs against a float64 reference (the reduce and nrm2 also tiny: from
+ * the pinned stage); peer_copy between every pair of devices
  * (the bytes read back; *peer set where the copy was direct); the parts'
  * SM partitions (green contexts) equal, disjoint by construction, and
  * adding up with the split's leftover to the GPU's SMs; memory per part (the
@@ -53,6 +54,7 @@ static void run(gkcd_backend *be, gkcd_job *job) {
   int before = atomic_load(&host_finished);
   job->algo = GKCD_ALGO_AUTO;
   job->out_kind = OUT_BIN;
+  job->row = host_row(job->method);
   be->run[job->method](be, job);
   ASSERT_EQ(atomic_load(&host_finished), before + 1);
 }
@@ -118,6 +120,28 @@ static void check_reduce(gkcd_backend *be, int64_t n) {
   checks++;
 }
 
+/* ||x||_2 of n floats: a few KB run from the pinned stage (cuda_tiny.h),
+ * more through the device (cuda_array.h). */
+static void check_nrm2(gkcd_backend *be, int64_t n) {
+  float *x = host_random((size_t)n);
+  gkcd_job job;
+  memset(&job, 0, sizeof job);
+  job.method = PROTO_M_NRM2;
+  job.in.vec.x = host_span(x, (size_t)n * 4);
+  job.in.vec.n = n;
+  run(be, &job);
+  if (job.err) TEST_FAIL("device %d: nrm2: %s", be->device, job.errmsg);
+  long double ss = 0; /* the exact squares summed with 11 more bits than the GPU's */
+  for (int64_t i = 0; i < n; i++) ss += (double)x[i] * x[i];
+  double want = sqrt((double)ss);
+  /* test_gpu_blas1's bound */
+  if (!(fabs(job.value - want) <= 1e-12 * want))
+    TEST_FAIL("device %d: nrm2 of %lld: %.17g, want %.17g (algo %s)", be->device, (long long)n,
+              job.value, want, job.algo_name);
+  free(x);
+  checks++;
+}
+
 static void check_spmv(gkcd_backend *be, int32_t grid) {
   gpu_csr m;
   ASSERT(gpu_csr_stencil3d(&m, grid, gpu_rng_next(&rng)) == 0);
@@ -158,6 +182,9 @@ static void check_compute(gkcd_backend *be) {
   int rc = check_sgemm(be, 300, 257, 190, &job);
   if (rc) TEST_FAIL("device %d: sgemm: %s", be->device, job.errmsg);
   check_reduce(be, 1000003);
+  check_reduce(be, 100); /* tiny: from the pinned stage */
+  check_nrm2(be, 1000003);
+  check_nrm2(be, 1001);
   check_spmv(be, 24);
 }
 

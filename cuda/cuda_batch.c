@@ -1,19 +1,15 @@
-/* cuda_long.c: the CUDA backend's batch (solve is in cuda_solve.c).
+/* cuda_batch.c: the CUDA backend's batch.
  *
- * batch runs natively: each step is one of the gkcu launchers on the
+ * It runs natively: each step is one of the gkcu launchers on the
  * resident arrays, on the slot's stream; the dots' and reduces' values and
  * the axpbys' scalars stay on the device (gkcu_batch.h), so the host waits
  * once per batch unless an spmv or sgemm needs a value for its scalars.
  */
-#include <inttypes.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
+#include "cuda_batch.h"
+
 
 #include "backend.h"
-#include "cpu_solve.h"
-#include "cuda_backend_int.h"
+#include "cuda_fail.h"
 #include "gkc_errors.h"
 #include "gkcu_batch.h"
 #include "gkcu_blas1.h"
@@ -23,20 +19,8 @@
 
 const char *const cuda_batch_algos[] = {"gkcu", NULL};
 
-int cuda_poll_job(void *arg) {
-  gkcd_job *job = arg;
-  if (atomic_load_explicit(&job->cancel, memory_order_relaxed)) return CPU_SOLVE_CANCELLED;
-  if (job->deadline_ns) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    if ((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec > job->deadline_ns)
-      return CPU_SOLVE_DEADLINE;
-  }
-  return 0;
-}
-
 /* One step on the slot's stream; 0 or a gkc error (message in the ctx). */
-static int run_step(slot *s, gkcd_step *st, float alpha, float beta) {
+static int run_step(cuda_slot *s, gkcd_step *st, float alpha, float beta) {
   gkcu_ctx *ctx = s->ctx;
   cudaStream_t str = s->stream;
   switch (st->op) {
@@ -79,7 +63,7 @@ static gkcu_bscalar dev_scalar(const gkcd_scalar *c) {
 
 /* The device values so far to the host (steps[j].value) and the failure
  * record into *hs: waits for the stream. */
-static cudaError_t catch_up(slot *s, gkcd_job *job, int upto, const gkcu_batch_state *ds,
+static cudaError_t catch_up(cuda_slot *s, gkcd_job *job, int upto, const gkcu_batch_state *ds,
                             gkcu_batch_state *hs) {
   cudaError_t e = cudaMemcpyAsync(hs, ds, sizeof *hs, cudaMemcpyDeviceToHost, s->stream);
   if (e == cudaSuccess) e = cudaStreamSynchronize(s->stream);
@@ -97,7 +81,7 @@ static cudaError_t catch_up(slot *s, gkcd_job *job, int upto, const gkcu_batch_s
  * sgemm whose scalar names an earlier value, or any step after an axpby
  * whose scalar might have failed on the device, first catches up: waits,
  * takes the values, and stops if a scalar failed. */
-void cuda_run_batch(cuda_impl *impl, slot *s, gkcd_job *job) {
+void cuda_batch_run(cuda_impl *impl, cuda_slot *s, gkcd_job *job) {
   gkcd_step *steps = job->in.batch.steps;
   const int nsteps = job->in.batch.nsteps;
   job->algo_name = cuda_batch_algos[0];
@@ -125,11 +109,11 @@ void cuda_run_batch(cuda_impl *impl, slot *s, gkcd_job *job) {
   }
   for (int i = 0; i < nsteps && e == cudaSuccess; i++) {
     gkcd_step *st = &steps[i];
-    int why = i > 0 ? cuda_poll_job(job) : 0;
+    int why = i > 0 ? job_poll(job) : 0;
     if (why) {
       float a, b;
-      (void)batch_step_begin(job, i, why == CPU_SOLVE_CANCELLED ? BATCH_STOP_CANCELLED
-                                                                : BATCH_STOP_DEADLINE, &a, &b);
+      (void)batch_step_begin(job, i, why == SOLVE_R_CANCELLED ? BATCH_STOP_CANCELLED
+                                                              : BATCH_STOP_DEADLINE, &a, &b);
       break;
     }
     gkcu_ctx *ctx = s->ctx;
@@ -173,7 +157,7 @@ done:
   if (e == cudaSuccess) e = cudaEventRecord(s->ev1, s->stream);
   if (e == cudaSuccess && inited) e = catch_up(s, job, job->in.batch.done, ds, hs);
   if (e != cudaSuccess) {
-    if (!job->err) fail_cuda(impl, job, e, "running the batch");
+    if (!job->err) cuda_fail(impl, job, e, "running the batch");
   } else if (inited && hs->fail_step >= 0 && hs->fail_step < nsteps) {
     /* the first step that failed, whatever stopped the loop later */
     job->in.batch.done = hs->fail_step;
