@@ -422,8 +422,8 @@ float *gpu_host_random(gpu_rng *g, size_t n, float lo, float hi) {
 
 gpu_sgemm_err gpu_sgemm_errors(const float *out, const double *ref, const double *mag, size_t nc, float beta,
                                const float *c0) {
-  gpu_sgemm_err e = {0, 0, 0};
-  double num = 0.0, den = 0.0;
+  gpu_sgemm_err e = {0, 0, 0, 0};
+  double num = 0.0, den = 0.0, den_ref = 0.0;
   for (size_t i = 0; i < nc; i++) {
     double d = fabs((double)out[i] - ref[i]);
     double s = d / (mag[i] + 1e-30);
@@ -433,9 +433,12 @@ gpu_sgemm_err gpu_sgemm_errors(const float *out, const double *ref, const double
     double bc = beta != 0.0f ? (double)beta * c0[i] : 0.0;
     double t = fabs(ref[i] - bc) + fabs(bc);
     den += t * t;
+    den_ref += ref[i] * ref[i];
   }
   e.frob = sqrt(num / (den + 1e-300));
   if (!(e.frob <= 1e300)) e.frob = INFINITY;
+  e.frob_ref = sqrt(num / (den_ref + 1e-300));
+  if (!(e.frob_ref <= 1e300)) e.frob_ref = INFINITY;
   return e;
 }
 

@@ -64,10 +64,12 @@ float *gpu_host_random(gpu_rng *g, size_t n, float lo, float hi);
  * epilogue's two terms, |alpha A B| + |beta C0| per element (c0 not read
  * when beta is 0): where they cancel (a 1x1x1 product, say), float32
  * rounding of the two is the floor, and a plain ||ref|| would ask more
- * than float32 can give. */
+ * than float32 can give.  frob_ref: the normwise error relative to ||ref||
+ * itself (the stricter measure test_gpu_sgemm holds its FP32 algos to). */
 typedef struct {
   double worst, frob;
   size_t worst_at;
+  double frob_ref;
 } gpu_sgemm_err;
 gpu_sgemm_err gpu_sgemm_errors(const float *out, const double *ref, const double *mag, size_t nc, float beta,
                                const float *c0);

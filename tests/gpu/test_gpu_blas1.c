@@ -1,5 +1,6 @@
-/* test_gpu_blas1: gkcu_dot_async / gkcu_dot / gkcu_axpby and their cuBLAS
- * twins against a CPU reference, fresh random inputs for every case.
+/* test_gpu_blas1: gkcu_dot_async / gkcu_dot / gkcu_nrm2_async / gkcu_nrm2 /
+ * gkcu_axpby and the cuBLAS twins against a CPU reference, fresh random
+ * inputs for every case.
  *
  * Sizes 1, 2, 3, 5, 1000, 2^20+3, 2^24+1 (GKC_GPU_TEST_SHORT=1, for
  * compute-sanitizer, stops at 1000 and adds 70001); x and y at offsets 0
@@ -28,6 +29,17 @@
  *   of (depth) uf S that is meaningless at 2^24, so the bound used is the
  *   one the reduce test uses for CUB's float sum: 2e-5 * S (observed errors
  *   are printed).
+ * nrm2 reference: the squares x[i]^2 are exact in double, summed as dot's
+ *   (Neumaier), then sqrt: relative error below 1e-15.
+ * gkcu_nrm2: the sum of squares is dot's kernel's sum with y = x (the same
+ *   depth D, S = sum x^2 = the result squared): |error| <= D u S, and the
+ *   root halves the relative error and adds one rounding:
+ *   |got - want| <= (D u / 2 + u) want < 1.7e-13 want at 2^24+1.
+ *   Tolerance: 1e-12 * want (float accumulation would be ~1e-7: caught).
+ *   n = 1 is exact: |x[0]|.  Inputs of magnitude 2^60 (whose sum of
+ *   squares overflows float32) and 2^-70 (whose squares are float32
+ *   subnormals) show the accumulation is float64; the same vector twice
+ *   gives the same bits (the combine order is fixed).
  * axpby: y' = fmaf(alpha, x, fl(beta*y)): fl(beta*y) has error <= uf|beta y|,
  *   the fma rounds once more: |error| <= uf|result| + uf|beta y|
  *   <= 2 uf (|alpha x| + |beta y|) (1 + uf).  The cuBLAS twin (scal then
@@ -51,7 +63,7 @@
 enum { GUARD = 8 }; /* floats before and after each vector */
 
 static int failures, runs;
-static double worst_dot_ours, worst_dot_cublas, worst_axpby_ours, worst_axpby_cublas;
+static double worst_dot_ours, worst_dot_cublas, worst_nrm2, worst_axpby_ours, worst_axpby_cublas;
 static gkcu_ctx *ctx;
 static gpu_rng g;
 
@@ -190,6 +202,65 @@ static void check_dot(long long n, int offx, int offy, int same) {
   cudaFree(fres);
 }
 
+/* --- nrm2 ------------------------------------------------------------------------- */
+
+/* Neumaier-compensated sum of the exact double squares, then its root. */
+static double nrm2_ref(const float *x, long long n) {
+  double s = 0.0, c = 0.0;
+  for (long long i = 0; i < n; i++) {
+    double p = (double)x[i] * (double)x[i];
+    double t = s + p;
+    if (fabs(s) >= fabs(p)) c += (s - t) + p;
+    else c += (p - t) + s;
+    s = t;
+  }
+  return sqrt(s + c);
+}
+
+/* scale: the inputs are U(-1, 1) times scale (a power of two: exact). */
+static void check_nrm2(long long n, int off, double scale) {
+  dvec dx = place(0, n, off);
+  fill(hx, n);
+  for (long long i = 0; i < n; i++) hx[i] = (float)(hx[i] * scale);
+  upload_guarded(dx, hx);
+  double want = nrm2_ref(hx, n);
+  char what[96];
+  snprintf(what, sizeof what, "n=%lld off=%d scale=%g", n, off, scale);
+
+  double *dres;
+  CUDA_OK(cudaMalloc((void **)&dres, sizeof(double)));
+  double nan = NAN;
+  CUDA_OK(cudaMemcpy(dres, &nan, sizeof nan, cudaMemcpyHostToDevice));
+  int rc = gkcu_nrm2_async(ctx, n, dx.v, dres);
+  double got = NAN;
+  if (rc == 0) {
+    CUDA_OK(cudaStreamSynchronize(gkcu_ctx_stream(ctx)));
+    CUDA_OK(cudaMemcpy(&got, dres, sizeof got, cudaMemcpyDeviceToHost));
+  }
+  runs++;
+  double err = fabs(got - want), tol = n == 1 ? 0.0 : 1e-12 * want;
+  if (want > 0 && err / want > worst_nrm2) worst_nrm2 = err / want;
+  if (rc != 0 || !(err <= tol)) {
+    failures++;
+    printf("FAIL gkcu_nrm2_async %s: rc %d got %.17g want %.17g err %.3g tol %.3g %s\n", what, rc, got, want, err,
+           tol, rc ? gkcu_ctx_errmsg(ctx) : "");
+  }
+
+  /* blocking, and again: the same kernel and combine order, so the same bits */
+  double got2 = NAN;
+  rc = gkcu_nrm2(ctx, n, dx.v, &got2);
+  runs++;
+  if (rc != 0 || memcmp(&got2, &got, sizeof got) != 0) {
+    failures++;
+    printf("FAIL gkcu_nrm2 (blocking) %s: rc %d got %.17g, async gave %.17g\n", what, rc, got2, got);
+  }
+  if (!guards_intact(dx)) {
+    failures++;
+    printf("FAIL nrm2 %s: guards around x changed\n", what);
+  }
+  cudaFree(dres);
+}
+
 /* --- axpby ------------------------------------------------------------------------ */
 
 /* poison: 0 none, 1 y is NaN/Inf (beta must be 0), 2 x is NaN (alpha must be 0) */
@@ -287,6 +358,13 @@ static void argument_checks(void) {
   ASSERT(strlen(gkcu_ctx_errmsg(ctx)) > 0);
   ASSERT_EQ(gkcu_dot(ctx, 4, d, d, NULL), GKC_EINVALID_ARGUMENT);
   ASSERT_EQ(gkcu_dot_cublas_async(ctx, 0, d, d, (float *)r), GKC_EINVALID_ARGUMENT);
+  ASSERT_EQ(gkcu_nrm2_async(NULL, 4, d, r), GKC_EINVALID_ARGUMENT);
+  ASSERT_EQ(gkcu_nrm2_async(ctx, 0, d, r), GKC_EINVALID_ARGUMENT);
+  ASSERT_EQ(gkcu_nrm2_async(ctx, -1, d, r), GKC_EINVALID_ARGUMENT);
+  ASSERT_EQ(gkcu_nrm2_async(ctx, 4, NULL, r), GKC_EINVALID_ARGUMENT);
+  ASSERT_EQ(gkcu_nrm2_async(ctx, 4, d, NULL), GKC_EINVALID_ARGUMENT);
+  ASSERT_EQ(gkcu_nrm2_async(ctx, 4, (const float *)((char *)d + 2), r), GKC_EINVALID_ARGUMENT);
+  ASSERT_EQ(gkcu_nrm2(ctx, 4, d, NULL), GKC_EINVALID_ARGUMENT);
   ASSERT_EQ(gkcu_axpby(NULL, 4, 1.0f, d, 1.0f, d + 8), GKC_EINVALID_ARGUMENT);
   ASSERT_EQ(gkcu_axpby(ctx, 0, 1.0f, d, 1.0f, d + 8), GKC_EINVALID_ARGUMENT);
   ASSERT_EQ(gkcu_axpby(ctx, 4, 1.0f, NULL, 1.0f, d + 8), GKC_EINVALID_ARGUMENT);
@@ -338,6 +416,7 @@ int main(void) {
       if (big && o > 2) continue;
       check_dot(n, offs[o][0], offs[o][1], 0);
       axpby_cases(n, offs[o][0], offs[o][1]);
+      check_nrm2(n, offs[o][0], 1.0);
     }
     check_dot(n, 1, 1, 1); /* x . x */
   }
@@ -360,7 +439,16 @@ int main(void) {
     }
   }
 
+  /* nrm2 at every offset at one odd size, and where float32 accumulation
+   * would overflow (squares ~2^120, 2^16 or 2^24 of them) or lose the
+   * squares to subnormals (~2^-140) */
+  for (int o = 0; o < 4; o++) check_nrm2(1001, o, 1.0);
+  check_nrm2(short_run ? 70001 : (1LL << 24) + 1, 1, 0x1p60);
+  check_nrm2(70001, 0, 0x1p-70);
+  check_nrm2(1, 0, 0x1p60);
+
   printf("worst |err|/sum|x*y|: gkcu_dot %.3g, cublasSdot %.3g\n", worst_dot_ours, worst_dot_cublas);
+  printf("worst |err|/||x||: gkcu_nrm2 %.3g\n", worst_nrm2);
   printf("worst |err|/(|ax|+|by|): gkcu_axpby %.3g, cuBLAS scal+axpy %.3g\n", worst_axpby_ours, worst_axpby_cublas);
   cudaFree(dev_buf);
   free(hx);
