@@ -183,7 +183,7 @@ static void cuda_destroy(gkcd_backend *be) {
 
 /* cuda_part_open_fn (cuda_multi.h): part `part` of gpu as a backend. */
 static int cuda_part_open(gkcd_backend **out, const gkcd_config *cfg, cuda_gpu *gpu, int part,
-                   cuda_lanes *lanes, const char *gpu_name, char *msg, size_t msglen) {
+                          cuda_lanes *lanes, const char *gpu_name, char *msg, size_t msglen) {
   int rc;
   gkcd_backend *be = calloc(1, sizeof *be);
   cuda_impl *impl = calloc(1, sizeof *impl);

@@ -7,7 +7,6 @@
  */
 #include "cuda_batch.h"
 
-
 #include "backend.h"
 #include "cuda_fail.h"
 #include "gkc_errors.h"

@@ -5,7 +5,10 @@
  * defined by a function here, so the files' calls can form layers, lowest
  * first (cuda/NOTES.md, "The backend's files, in layers"):
  *
- *   cuda_gpu.c, cuda_slot.c   one GPU and its loss; the stream slots
+ *   devcache.c, lanes.c, cuda_slice.c   allocator, lanes, bulk slices
+ *   cuda_gpu.c, cuda_slot.c, cuda_rates.c
+ *                             one GPU and its loss; the stream slots; the
+ *                             cost model's starting rates
  *   cuda_fail.c               a CUDA or launcher error as the job's failure
  *   cuda_multi.c, cuda_part.c every GPU as devices, peer copies; the
  *                             partitioned-matrix primitives

@@ -40,7 +40,7 @@ void backend_device_lost(gkcd_backend *be, const char *fmt, ...) {
   printf("  device %d lost: %s\n", be->device, msg);
 }
 
-/* cuda_long.c's batch path is linked in, never run. */
+/* cuda_batch.c's batch path is linked in, never run. */
 int batch_step_begin(gkcd_job *job, int i, int stop, float *alpha, float *beta) {
   (void)job, (void)i, (void)stop, (void)alpha, (void)beta;
   fprintf(stderr, "FAIL: no batch runs here\n");
