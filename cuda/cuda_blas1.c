@@ -9,11 +9,9 @@ int cuda_launch_dot(cuda_impl *impl, cuda_slot *s, gkcd_job *job, cuda_layout *l
                         (double *)l->out_dev);
 }
 
-/* n from x's bytes (4 per float32 element), as the daemon's parse has it. */
 int cuda_launch_nrm2(cuda_impl *impl, cuda_slot *s, gkcd_job *job, cuda_layout *l) {
   job->algo_name = "gkcu";
-  return gkcu_nrm2_async(s->ctx, (int64_t)(l->in[0]->bytes / sizeof(float)), cuda_layout_f32(l, 0),
-                         (double *)l->out_dev);
+  return gkcu_nrm2_async(s->ctx, job->in.vec.n, cuda_layout_f32(l, 0), (double *)l->out_dev);
 }
 
 int cuda_launch_axpby(cuda_impl *impl, cuda_slot *s, gkcd_job *job, cuda_layout *l) {

@@ -87,7 +87,7 @@ static int spmv_inputs(gkcd_job *j, gkcd_span *out[], int max) {
 static int vec_inputs(gkcd_job *j, gkcd_span *out[], int max) { /* dot, axpby */
   return put(out, max, &j->in.vec.x, &j->in.vec.y, NULL, NULL, NULL);
 }
-static int nrm2_inputs(gkcd_job *j, gkcd_span *out[], int max) { /* x in in.vec, n = x's floats */
+static int nrm2_inputs(gkcd_job *j, gkcd_span *out[], int max) { /* x alone, in in.vec */
   return put(out, max, &j->in.vec.x, NULL, NULL, NULL, NULL);
 }
 static int data_inputs(gkcd_job *j, gkcd_span *out[], int max) { /* download */
