@@ -1,0 +1,145 @@
+#!/usr/bin/env python3
+"""Big arrays by value on the GPU host: gkcd through the Python package
+against CuPy in the caller's own process, in the same run.
+
+    bench/gpu/datapath_vs_cupy.py --gkcd build/rel/daemon/gkcd [--repeat 5] [--json FILE]
+
+Starts its own gkcd (--backend cuda) on a temporary socket and times, for
+sgemm 2048^3, 4096^3, 8192^3 and reduce of 64 and 256 MiB of float32, what a
+caller sees end to end (NumPy arrays in, a NumPy array or float out):
+  - gkcd, inline: a connection with shm=False (every byte in the frames);
+  - gkcd, arena: the transparent shared-memory arena (the package's default);
+  - CuPy: cupy.asarray of each input, the operation, cupy.asnumpy (or
+    float() of the sum), synchronised;
+each the median of --repeat calls after one warm-up, and the first call of
+each size on a fresh connection (the arena's first use of that size).
+Inputs are random, made once per size; every gkcd result is checked
+against CuPy's.  Prints a Markdown table (ratios gkcd / CuPy: below 1 is
+faster than CuPy); --json writes the figures.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
+import gkc  # noqa: E402
+
+
+def log(*a):
+    print(*a, file=sys.stderr, flush=True)
+
+
+def start_gkcd(binary, extra):
+    d = tempfile.mkdtemp(prefix="gkc-datapath-")
+    sock = os.path.join(d, "gkcd.sock")
+    logf = open(os.path.join(d, "gkcd.log"), "w")
+    proc = subprocess.Popen([binary, "--socket", sock, "--backend", "cuda", *extra], stderr=logf)
+    for _ in range(3000):
+        if os.path.exists(sock):
+            return proc, sock
+        if proc.poll() is not None:
+            raise SystemExit(f"gkcd exited with {proc.returncode}: see {logf.name}")
+        time.sleep(0.01)
+    raise SystemExit("gkcd did not start")
+
+
+def timed(fn, repeat):
+    fn()  # warm-up
+    ts = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t0)
+    return statistics.median(ts)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--gkcd", required=True)
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--sizes", default="sgemm:2048,sgemm:4096,sgemm:8192,reduce:64,reduce:256")
+    ap.add_argument("--json")
+    ap.add_argument("--gkcd-arg", action="append", default=[])
+    args = ap.parse_args()
+    try:
+        import cupy as cp
+    except ImportError:
+        cp = None
+        log("no CuPy here: gkcd rows only")
+    proc, sock = start_gkcd(args.gkcd, args.gkcd_arg)
+    rng = np.random.default_rng(1)
+    rows = []
+    try:
+        for spec in args.sizes.split(","):
+            kind, size = spec.split(":")
+            size = int(size)
+            if kind == "sgemm":
+                a = rng.standard_normal((size, size), dtype=np.float32)
+                b = rng.standard_normal((size, size), dtype=np.float32)
+                moved = 3 * size * size * 4
+                label = f"sgemm {size}^3"
+            else:
+                a = rng.standard_normal(size << 18, dtype=np.float32)  # size MiB
+                b = None
+                moved = a.nbytes
+                label = f"reduce {size} MiB"
+            row = {"case": label, "bytes": moved}
+            ref = None
+            if cp is not None:
+                if kind == "sgemm":
+                    def run_cp():
+                        return cp.asnumpy(cp.asarray(a) @ cp.asarray(b))
+                else:
+                    def run_cp():
+                        return float(cp.asarray(a).sum())
+                ref = run_cp()
+                cp.cuda.Device().synchronize()
+                row["cupy_s"] = timed(run_cp, args.repeat)
+            for mode, shm in (("inline", False), ("arena", True)):
+                c = gkc.connect(sock, shm=shm)
+                call = (lambda: c.sgemm(a, b)) if kind == "sgemm" else (lambda: c.reduce(a))
+                t0 = time.perf_counter()
+                got = call()
+                row[f"{mode}_first_s"] = time.perf_counter() - t0
+                if ref is not None:
+                    if kind == "sgemm":
+                        err = float(np.max(np.abs(got - ref)) / (np.max(np.abs(ref)) + 1e-30))
+                    else:
+                        err = abs(got - ref) / (np.sum(np.abs(a), dtype=np.float64) + 1e-30)
+                    row[f"{mode}_err"] = err
+                    if err > 1e-3:
+                        raise SystemExit(f"{label} {mode}: result differs from CuPy's ({err:.3g})")
+                row[f"{mode}_s"] = timed(call, args.repeat)
+                if mode == "arena":
+                    row["arena_state"] = c.shm_state
+                c.close()
+            rows.append(row)
+            log(json.dumps(row))
+    finally:
+        proc.terminate()
+        proc.wait()
+    print("| case | CuPy ms | gkcd inline ms | inline / CuPy | gkcd arena ms | arena / CuPy |"
+          " arena GB/s | arena first / repeat |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        cu = r.get("cupy_s")
+        f = lambda k: f"{r[k] * 1e3:.1f}"  # noqa: E731
+        ratio = lambda k: f"{r[k] / cu:.2f}x" if cu else "-"  # noqa: E731
+        print(f"| {r['case']} | {cu * 1e3:.1f} |" if cu else f"| {r['case']} | - |",
+              f"{f('inline_s')} | {ratio('inline_s')} | {f('arena_s')} | {ratio('arena_s')} |"
+              f" {r['bytes'] / r['arena_s'] / 1e9:.1f} | {r['arena_first_s'] / r['arena_s']:.2f} |")
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(rows, fh, indent=1)
+
+
+if __name__ == "__main__":
+    main()
