@@ -30,8 +30,8 @@
 typedef struct gkcd_conn gkcd_conn;
 typedef struct gkcd_conns gkcd_conns;
 
-#define CONN_MAX_FDS 16    /* descriptors received and not yet taken by shm_register */
-#define CONN_LINGER_MAX 64   /* refused sockets kept open briefly so the refusal is read */
+#define CONN_MAX_FDS 16     /* descriptors received and not yet taken by shm_register */
+#define CONN_LINGER_MAX 64  /* refused sockets kept open briefly so the refusal is read */
 
 /* Where conn hands what it cannot deal with itself.  Each is called on the
  * loop thread, from inside conn.c, with c alive. */
