@@ -1,12 +1,14 @@
-/* conn.c: one client connection: bytes in, frames out, replies back.
+/* conn.c: see conn.h.  One client connection: bytes in, frames out,
+ * replies back.
  *
  * Input accumulates in one growing buffer.  After every read the buffer is
  * scanned for complete frames (proto_frame_scan), each of which is handed to
- * rpc.c as its own allocation, so the buffer can keep receiving while jobs
- * still use earlier requests.  The buffer grows only with bytes actually
- * received, never with what a frame claims it will send, and each growth is
- * charged to the memory budget first: when the budget is spent the
- * connection is simply not read until memory comes back.
+ * the frame hook (rpc.c, as the server wires it) as its own allocation, so
+ * the buffer can keep receiving while jobs still use earlier requests.  The
+ * buffer grows only with bytes actually received, never with what a frame
+ * claims it will send, and each growth is charged to the memory budget
+ * first: when the budget is spent the connection is simply not read until
+ * memory comes back.
  *
  * Replies produced during one loop iteration are collected and written with
  * a single sendmsg (conn_flush_all runs from a uv_check), so a pipelining
@@ -45,9 +47,13 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "conn.h"
+
+#include <msgpack.h>
+
 #include "gkc_errors.h"
 #include "log.h"
-#include "server.h"
+#include "proto_rpc.h"
 
 #define READ_CHUNK (64 * 1024)
 /* How long a refused socket stays open so its client can read why. */
@@ -57,16 +63,16 @@
 
 /* The connection that may read past the memory budget (reserve). */
 static void drop_overdraft(gkcd_conn *c) {
-  if (c->srv->overdraft != c) return;
-  c->srv->overdraft = NULL;
-  c->srv->paused_mem = 1; /* someone else may take it */
+  if (c->set->overdraft != c) return;
+  c->set->overdraft = NULL;
+  c->set->paused_mem = 1; /* someone else may take it */
 }
 
 static void free_input(gkcd_conn *c) {
   drop_overdraft(c);
   free(c->buf);
   c->buf = NULL;
-  budget_give(&c->srv->budget, BUDGET_INPUT, c->cap);
+  budget_give(c->set->budget, BUDGET_INPUT, c->cap);
   c->cap = c->len = 0;
 }
 
@@ -79,26 +85,25 @@ static void free_pending(gkcd_conn *c) {
   }
   bytes -= c->pend_off;
   c->npend = c->pend_off = 0;
-  budget_give(&c->srv->budget, BUDGET_REPLIES, bytes);
+  budget_give(c->set->budget, BUDGET_REPLIES, bytes);
   c->sc.reply_queued -= bytes;
 }
 
 static void on_closed(uv_handle_t *h) {
   gkcd_conn *c = h->data;
-  gkcd_server *srv = c->srv;
+  gkcd_conns *set = c->set;
   close(c->fd);
   for (int i = 0; i < c->nfds; i++) close(c->fds[i]);
   c->nfds = 0;
   if (c->prev)
     c->prev->next = c->next;
   else
-    srv->conns = c->next;
+    set->head = c->next;
   if (c->next) c->next->prev = c->prev;
-  srv->nconns--;
+  set->n--;
   log_debug("connection %llu closed", (unsigned long long)c->id);
-  res_drop_owner(&srv->res, &c->owns);
+  set->hooks.closed(c);
   conn_unref(c);
-  server_maybe_finish(srv);
 }
 
 void conn_unref(gkcd_conn *c) {
@@ -113,7 +118,7 @@ void conn_close(gkcd_conn *c) {
   c->reading = 0;
   /* What it holds goes now, not when its last job returns: queued jobs are
    * dropped, unwritten replies and unparsed input freed. */
-  sched_drop_client(c->srv->sched, &c->sc);
+  sched_drop_client(c->set->sched, &c->sc);
   free_pending(c);
   free_input(c);
   uv_close((uv_handle_t *)&c->poll, on_closed);
@@ -130,8 +135,16 @@ int conn_take_fd(gkcd_conn *c) {
  * while the daemon drains for shutdown. */
 static void close_if_done(gkcd_conn *c) {
   if (c->closing || c->npend > 0) return;
-  if (c->close_when_flushed || ((c->srv->draining || c->peer_closed) && c->jobs == 0))
+  if (c->close_when_flushed || ((c->set->draining || c->peer_closed) && c->jobs == 0))
     conn_close(c);
+}
+
+void conn_drain(gkcd_conns *set) {
+  set->draining = 1;
+  for (gkcd_conn *c = set->head, *next; c; c = next) {
+    next = c->next;
+    if (c->jobs == 0 && c->npend == 0) conn_close(c);
+  }
 }
 
 static void on_poll(uv_poll_t *h, int status, int events);
@@ -185,12 +198,12 @@ static void write_pending(gkcd_conn *c) {
     c->pend_off = left;
   }
   if (written) {
-    gkcd_server *srv = c->srv;
+    gkcd_conns *set = c->set;
     c->sc.reply_queued -= written;
-    budget_give(&srv->budget, BUDGET_REPLIES, written);
-    c->last_active_ms = uv_now(srv->loop);
+    budget_give(set->budget, BUDGET_REPLIES, written);
+    c->last_active_ms = uv_now(set->loop);
     c->send_since_ms = c->npend ? c->last_active_ms : 0;
-    sched_client_drained(srv->sched, &c->sc);
+    sched_client_drained(set->sched, &c->sc);
   }
   watch(c);
   if (!c->closing) {
@@ -199,9 +212,9 @@ static void write_pending(gkcd_conn *c) {
   }
 }
 
-void conn_flush_all(gkcd_server *srv) {
-  gkcd_conn *list = srv->dirty;
-  srv->dirty = NULL;
+void conn_flush_all(gkcd_conns *set) {
+  gkcd_conn *list = set->dirty;
+  set->dirty = NULL;
   while (list) {
     gkcd_conn *c = list, *next = c->next_dirty;
     c->next_dirty = NULL;
@@ -222,8 +235,8 @@ static int pend(gkcd_conn *c, void *p, size_t len) {
   }
   c->pend[c->npend++] = uv_buf_init(p, (unsigned)len);
   c->sc.reply_queued += len;
-  budget_take(&c->srv->budget, BUDGET_REPLIES, len);
-  if (!c->send_since_ms) c->send_since_ms = uv_now(c->srv->loop);
+  budget_take(c->set->budget, BUDGET_REPLIES, len);
+  if (!c->send_since_ms) c->send_since_ms = uv_now(c->set->loop);
   return 0;
 }
 
@@ -236,8 +249,8 @@ void conn_send(gkcd_conn *c, void *head, size_t head_len, void *body, size_t bod
   if (!c->dirty) { /* written once per loop iteration, by conn_flush_all */
     c->dirty = 1;
     c->refs++;
-    c->next_dirty = c->srv->dirty;
-    c->srv->dirty = c;
+    c->next_dirty = c->set->dirty;
+    c->set->dirty = c;
   }
   conn_update_reading(c);
   goto drop; /* frees whatever was not queued: nothing, normally */
@@ -268,8 +281,8 @@ static int reserve(gkcd_conn *c) {
    * what the peer has really sent, plus one chunk. */
   size_t ncap = c->cap ? c->cap * 2 : READ_CHUNK;
   if (ncap < c->len + READ_CHUNK) ncap = c->len + READ_CHUNK;
-  gkcd_server *srv = c->srv;
-  gkcd_budget *b = &srv->budget;
+  gkcd_conns *set = c->set;
+  gkcd_budget *b = set->budget;
   if (c->cap && !budget_input_fits(b, ncap - c->cap)) {
     size_t least = c->len + READ_CHUNK; /* the least that lets the read go on */
     if (budget_input_fits(b, least - c->cap)) {
@@ -278,8 +291,8 @@ static int reserve(gkcd_conn *c) {
       /* Past the allowance: only as the overdraft, and then growing by
        * doubling as usual (a chunk at a time would copy the buffer over and
        * over: quadratic in the request's size). */
-      if (srv->overdraft && srv->overdraft != c) return 1;
-      srv->overdraft = c;
+      if (set->overdraft && set->overdraft != c) return 1;
+      set->overdraft = c;
     }
   }
   unsigned char *nb = realloc(c->buf, ncap);
@@ -322,7 +335,7 @@ static int read_some(gkcd_conn *c) {
     }
     if (r > 0) { /* resumed by conn_resume_paused once memory comes back */
       c->wait_mem = 1;
-      c->srv->paused_mem = 1;
+      c->set->paused_mem = 1;
       return 0;
     }
     struct iovec iov = {c->buf + c->len, c->cap - c->len};
@@ -349,7 +362,7 @@ static int read_some(gkcd_conn *c) {
       c->reading = 0;
       return 0;
     }
-    c->last_active_ms = uv_now(c->srv->loop);
+    c->last_active_ms = uv_now(c->set->loop);
     if (c->len == 0) c->req_start_ms = c->last_active_ms;
     c->len += (size_t)n;
     if ((size_t)n < iov.iov_len) return 0; /* drained */
@@ -358,10 +371,10 @@ static int read_some(gkcd_conn *c) {
 }
 
 static int may_take_frames(const gkcd_conn *c) {
-  const gkcd_server *srv = c->srv;
-  return !c->closing && !c->wait_mem && !c->copy_wait && !c->close_when_flushed && c->jobs < srv->cfg.max_conn_requests &&
-         c->sc.reply_queued + c->sc.reply_predicted < srv->cfg.max_conn_reply_bytes &&
-         sched_client_open(&c->sc) && !sched_full(srv->sched);
+  const gkcd_conns *set = c->set;
+  return !c->closing && !c->wait_mem && !c->copy_wait && !c->close_when_flushed && c->jobs < set->cfg->max_conn_requests &&
+         c->sc.reply_queued + c->sc.reply_predicted < set->cfg->max_conn_reply_bytes &&
+         sched_client_open(&c->sc) && !sched_full(set->sched);
 }
 
 /* A frame that will never be completed: the peer stopped sending in the
@@ -369,24 +382,24 @@ static int may_take_frames(const gkcd_conn *c) {
 static void reject_truncated(gkcd_conn *c, size_t pos) {
   proto_frame_info info;
   memset(&info, 0, sizeof info);
-  (void)proto_frame_scan(c->buf + pos, c->len - pos, &c->srv->limits, &info);
+  (void)proto_frame_scan(c->buf + pos, c->len - pos, c->set->limits, &info);
   char msg[160];
   snprintf(msg, sizeof msg, "connection closed in the middle of a request (%zu bytes of it received)",
            c->len - pos);
-  c->srv->bad_frames++;
-  rpc_send_error(c, info.msgid_known, info.msgid, GKC_EPARSE_ERROR, msg);
+  c->set->hooks.truncated(c, &info, msg);
 }
 
-/* Hands complete frames in the buffer to rpc.c while the limits allow. */
+/* Hands complete frames in the buffer to the frame hook while the limits
+ * allow. */
 static void parse_frames(gkcd_conn *c) {
-  gkcd_server *srv = c->srv;
+  gkcd_conns *set = c->set;
   size_t pos = 0;
   if (c->parsing) return;
   c->parsing = 1;
   while (pos < c->len && may_take_frames(c)) {
     if (c->need > c->len && !c->peer_closed) break;
     proto_frame_info info;
-    ssize_t r = proto_frame_scan(c->buf + pos, c->len - pos, &srv->limits, &info);
+    ssize_t r = proto_frame_scan(c->buf + pos, c->len - pos, set->limits, &info);
     if (r == PROTO_PARTIAL) {
       if (c->peer_closed) {
         reject_truncated(c, pos);
@@ -402,7 +415,7 @@ static void parse_frames(gkcd_conn *c) {
       /* The frame's end is unknown, so nothing after it can be trusted:
        * answer, then close once the answer is out. */
       c->close_when_flushed = 1;
-      rpc_reject_frame(c, (int)r, &info);
+      set->hooks.reject(c, (int)r, &info);
       pos = c->len;
       break;
     }
@@ -410,13 +423,13 @@ static void parse_frames(gkcd_conn *c) {
     if (pos == 0 && (size_t)r == c->len) {
       /* The frame is the whole buffer: take it as it is, trimmed to its
        * length (a shrinking realloc moves no bytes), and give its input
-       * charge back; the job that rpc.c makes of it charges its length. */
+       * charge back; the job the hook makes of it charges its length. */
       frame = realloc(c->buf, (size_t)r);
       if (!frame) frame = c->buf;
-      budget_give(&srv->budget, BUDGET_INPUT, c->cap);
+      budget_give(set->budget, BUDGET_INPUT, c->cap);
       c->buf = NULL;
       c->cap = c->len = 0;
-    } else if (c->jobs && !budget_input_fits(&srv->budget, (size_t)r)) {
+    } else if (c->jobs && !budget_input_fits(set->budget, (size_t)r)) {
       /* Copying it out would take input memory the allowance does not have:
        * wait for this connection's own jobs to give some back (each one's
        * completion calls conn_update_reading, which tries again).  With none
@@ -434,7 +447,7 @@ static void parse_frames(gkcd_conn *c) {
     }
     pos += (size_t)r;
     drop_overdraft(c); /* its request is whole: the next one waits its turn */
-    rpc_handle_frame(c, frame, (size_t)r);
+    set->hooks.frame(c, frame, (size_t)r);
     if (!c->buf || c->closing) break;
   }
   c->parsing = 0;
@@ -443,7 +456,7 @@ static void parse_frames(gkcd_conn *c) {
     memmove(c->buf, c->buf + pos, c->len - pos);
     c->len -= pos;
     /* What is left is the start of the next request, just received. */
-    c->req_start_ms = c->len ? uv_now(srv->loop) : 0;
+    c->req_start_ms = c->len ? uv_now(set->loop) : 0;
   }
   /* An empty buffer is given back, so an idle connection holds none of
    * the memory budget (and its own next request never waits for it). */
@@ -460,31 +473,31 @@ void conn_update_reading(gkcd_conn *c) {
     if (c->closing) return;
     want = may_take_frames(c);
   }
-  if (!want && !c->closing && sched_full(c->srv->sched)) c->srv->paused_full = 1;
+  if (!want && !c->closing && sched_full(c->set->sched)) c->set->paused_full = 1;
   /* A client with replies waiting may be stuck writing to us, unable to
    * read them until its write completes: keep reading it (into the input
    * allowance, without parsing) so that neither side waits for the other. */
   int drain = !want && c->npend && !c->close_when_flushed && !c->wait_mem &&
-              budget_input_fits(&c->srv->budget, READ_CHUNK);
+              budget_input_fits(c->set->budget, READ_CHUNK);
   c->reading = (want || drain) && !c->peer_closed;
   /* The request clock runs only while we take frames: a pause for
    * back-pressure is not the client's.  A wait for memory keeps it running,
    * so that connections whose partial requests fill the input allowance
    * between them cannot wait for each other forever. */
-  if (want && !c->taking && c->len && !c->mem_clock) c->req_start_ms = uv_now(c->srv->loop);
+  if (want && !c->taking && c->len && !c->mem_clock) c->req_start_ms = uv_now(c->set->loop);
   if (want) c->mem_clock = 0;
   c->taking = want;
   watch(c);
 }
 
-void conn_resume_paused(gkcd_server *srv) {
-  if (!srv->sched) return; /* shutting down: no connection is left */
-  int full = srv->paused_full && !sched_full(srv->sched);
-  int mem = srv->paused_mem && (budget_input_fits(&srv->budget, READ_CHUNK) || !srv->overdraft);
+void conn_resume_paused(gkcd_conns *set) {
+  if (!set->sched) return; /* shutting down: no connection is left */
+  int full = set->paused_full && !sched_full(set->sched);
+  int mem = set->paused_mem && (budget_input_fits(set->budget, READ_CHUNK) || !set->overdraft);
   if (!full && !mem) return;
-  if (full) srv->paused_full = 0;
-  if (mem) srv->paused_mem = 0;
-  for (gkcd_conn *c = srv->conns, *next; c; c = next) {
+  if (full) set->paused_full = 0;
+  if (mem) set->paused_mem = 0;
+  for (gkcd_conn *c = set->head, *next; c; c = next) {
     next = c->next;
     if (c->closing) continue;
     if (mem && c->wait_mem) {
@@ -517,14 +530,14 @@ static void on_poll(uv_poll_t *h, int status, int events) {
 
 /* Root, gkcd's own user, an allowed user, or a member of an allowed group
  * (the socket's group when none is configured). */
-static int peer_allowed(gkcd_server *srv, int fd, struct ucred *cr) {
+static int peer_allowed(gkcd_conns *set, int fd, struct ucred *cr) {
   socklen_t len = sizeof *cr;
   if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, cr, &len) != 0) return 0;
   if (cr->uid == 0 || cr->uid == getuid()) return 1;
-  const gkcd_config *cfg = &srv->cfg;
+  const gkcd_config *cfg = set->cfg;
   for (int i = 0; i < cfg->n_allow_uids; i++)
     if (cfg->allow_uids[i] == cr->uid) return 1;
-  const gid_t *gids = cfg->n_allow_gids ? cfg->allow_gids : &srv->socket_gid;
+  const gid_t *gids = cfg->n_allow_gids ? cfg->allow_gids : &set->socket_gid;
   int ngids = cfg->n_allow_gids ? cfg->n_allow_gids : 1;
   gid_t groups[256];
   socklen_t glen = sizeof groups;
@@ -541,7 +554,7 @@ static int peer_allowed(gkcd_server *srv, int fd, struct ucred *cr) {
 /* Tells a refused client why, then keeps its socket open for a moment:
  * closed at once, a client that has just sent its first request could see
  * only a reset before it reads the reason. */
-static void refuse(gkcd_server *srv, int fd, int code, const char *msg) {
+static void refuse(gkcd_conns *set, int fd, int code, const char *msg) {
   msgpack_sbuffer sb;
   msgpack_packer pk;
   msgpack_sbuffer_init(&sb);
@@ -551,57 +564,57 @@ static void refuse(gkcd_server *srv, int fd, int code, const char *msg) {
   (void)w; /* a refused peer that cannot take 100 bytes learns from the close */
   msgpack_sbuffer_destroy(&sb);
   shutdown(fd, SHUT_WR);
-  if (srv->nlinger == LINGER_MAX) { /* the oldest goes first */
-    close(srv->linger_fds[0]);
-    memmove(srv->linger_fds, srv->linger_fds + 1, (LINGER_MAX - 1) * sizeof srv->linger_fds[0]);
-    memmove(srv->linger_ms, srv->linger_ms + 1, (LINGER_MAX - 1) * sizeof srv->linger_ms[0]);
-    srv->nlinger--;
+  if (set->nlinger == CONN_LINGER_MAX) { /* the oldest goes first */
+    close(set->linger_fds[0]);
+    memmove(set->linger_fds, set->linger_fds + 1, (CONN_LINGER_MAX - 1) * sizeof set->linger_fds[0]);
+    memmove(set->linger_ms, set->linger_ms + 1, (CONN_LINGER_MAX - 1) * sizeof set->linger_ms[0]);
+    set->nlinger--;
   }
-  srv->linger_fds[srv->nlinger] = fd;
-  srv->linger_ms[srv->nlinger++] = uv_now(srv->loop);
+  set->linger_fds[set->nlinger] = fd;
+  set->linger_ms[set->nlinger++] = uv_now(set->loop);
 }
 
-void conn_linger_close_all(gkcd_server *srv) {
-  for (int i = 0; i < srv->nlinger; i++) close(srv->linger_fds[i]);
-  srv->nlinger = 0;
+void conn_linger_close_all(gkcd_conns *set) {
+  for (int i = 0; i < set->nlinger; i++) close(set->linger_fds[i]);
+  set->nlinger = 0;
 }
 
-static uint64_t conns_of_user(gkcd_server *srv, int uid) {
+static uint64_t conns_of_user(gkcd_conns *set, int uid) {
   uint64_t n = 0;
-  for (gkcd_conn *c = srv->conns; c; c = c->next)
+  for (gkcd_conn *c = set->head; c; c = c->next)
     if (c->uid == uid && !c->closing) n++;
   return n;
 }
 
-void conn_accept(gkcd_server *srv, int fd) {
+void conn_accept(gkcd_conns *set, int fd) {
   struct ucred cr = {0, (uid_t)-1, (gid_t)-1};
-  if (!peer_allowed(srv, fd, &cr)) {
-    srv->refused++;
+  if (!peer_allowed(set, fd, &cr)) {
+    set->refused++;
     log_warn("refused connection from pid %d uid %d gid %d: not an allowed user or group"
              " (allow-users, allow-groups)", (int)cr.pid, (int)cr.uid, (int)cr.gid);
     close(fd);
     return;
   }
   char msg[200];
-  if (srv->nconns >= srv->cfg.max_connections) {
+  if (set->n >= set->cfg->max_connections) {
     snprintf(msg, sizeof msg, "gkcd has %llu connections open, its limit (--max-connections %zu);"
-             " retry later", (unsigned long long)srv->nconns, srv->cfg.max_connections);
-  } else if (conns_of_user(srv, (int)cr.uid) >= srv->cfg.max_conn_per_user) {
+             " retry later", (unsigned long long)set->n, set->cfg->max_connections);
+  } else if (conns_of_user(set, (int)cr.uid) >= set->cfg->max_conn_per_user) {
     snprintf(msg, sizeof msg, "user %d has %zu connections open, the limit per user"
              " (--max-conn-per-user %zu); close some or retry later", (int)cr.uid,
-             srv->cfg.max_conn_per_user, srv->cfg.max_conn_per_user);
+             set->cfg->max_conn_per_user, set->cfg->max_conn_per_user);
   } else {
     msg[0] = 0;
   }
   if (msg[0]) {
-    srv->refused++;
-    srv->refused_slots++;
+    set->refused++;
+    set->refused_slots++;
     log_warn("refused connection from pid %d uid %d: %s", (int)cr.pid, (int)cr.uid, msg);
-    refuse(srv, fd, GKC_ETOO_MANY_CONNECTIONS, msg);
+    refuse(set, fd, GKC_ETOO_MANY_CONNECTIONS, msg);
     return;
   }
   gkcd_conn *c = calloc(1, sizeof *c);
-  int rc = c ? uv_poll_init(srv->loop, &c->poll, fd) : UV_ENOMEM;
+  int rc = c ? uv_poll_init(set->loop, &c->poll, fd) : UV_ENOMEM;
   if (rc) {
     log_err("accepting a connection: %s", uv_strerror(rc));
     free(c);
@@ -610,17 +623,18 @@ void conn_accept(gkcd_server *srv, int fd) {
   }
   c->poll.data = c;
   c->fd = fd;
-  c->srv = srv;
+  c->set = set;
+  c->srv = set->srv;
   c->refs = 1;
   c->pid = (int)cr.pid;
   c->uid = (int)cr.uid;
-  c->id = ++srv->next_conn_id;
-  sched_client_init(srv->sched, &c->sc, c->id, c->uid);
-  c->last_active_ms = uv_now(srv->loop);
-  c->next = srv->conns;
-  if (srv->conns) srv->conns->prev = c;
-  srv->conns = c;
-  srv->nconns++;
+  c->id = ++set->next_id;
+  sched_client_init(set->sched, &c->sc, c->id, c->uid);
+  c->last_active_ms = uv_now(set->loop);
+  c->next = set->head;
+  if (set->head) set->head->prev = c;
+  set->head = c;
+  set->n++;
   log_debug("connection %llu opened by pid %d uid %d", (unsigned long long)c->id, c->pid, c->uid);
   conn_update_reading(c);
 }
@@ -646,41 +660,41 @@ static void timeout_close(gkcd_conn *c, const char *msg) {
   conn_send(c, msgpack_sbuffer_release(&sb), len, NULL, 0);
 }
 
-void conn_sweep(gkcd_server *srv) {
-  const gkcd_config *cfg = &srv->cfg;
-  uint64_t now = uv_now(srv->loop);
+void conn_sweep(gkcd_conns *set) {
+  const gkcd_config *cfg = set->cfg;
+  uint64_t now = uv_now(set->loop);
   uint64_t idle = (uint64_t)(cfg->idle_timeout_s * 1000), send = (uint64_t)(cfg->send_timeout_s * 1000),
            req = (uint64_t)(cfg->request_timeout_s * 1000);
   char msg[200];
-  for (gkcd_conn *c = srv->conns, *next; c; c = next) {
+  for (gkcd_conn *c = set->head, *next; c; c = next) {
     next = c->next;
     if (c->closing) continue;
     if (send && c->npend && c->send_since_ms && now - c->send_since_ms >= send) {
-      srv->closed_send_timeout++;
+      set->closed_send_timeout++;
       snprintf(msg, sizeof msg, "%zu reply bytes not read for %g s (--send-timeout); closing",
                c->sc.reply_queued, cfg->send_timeout_s);
       timeout_close(c, msg);
     } else if (req && c->len && ((c->reading && c->taking) || c->wait_mem) && !c->close_when_flushed &&
                c->req_start_ms &&
                now - c->req_start_ms >= req) {
-      srv->closed_request_timeout++;
+      set->closed_request_timeout++;
       snprintf(msg, sizeof msg, "a request took longer than %g s to arrive (--request-timeout;"
                " %zu bytes of it received); closing", cfg->request_timeout_s, c->len);
       timeout_close(c, msg);
     } else if (idle && !c->jobs && !c->npend && !c->len && now - c->last_active_ms >= idle) {
-      srv->closed_idle++;
+      set->closed_idle++;
       snprintf(msg, sizeof msg, "idle for %g s (--idle-timeout); closing", cfg->idle_timeout_s);
       timeout_close(c, msg);
     }
   }
   int kept = 0;
-  for (int i = 0; i < srv->nlinger; i++) {
-    if (now - srv->linger_ms[i] >= LINGER_MS) {
-      close(srv->linger_fds[i]);
+  for (int i = 0; i < set->nlinger; i++) {
+    if (now - set->linger_ms[i] >= LINGER_MS) {
+      close(set->linger_fds[i]);
     } else {
-      srv->linger_fds[kept] = srv->linger_fds[i];
-      srv->linger_ms[kept++] = srv->linger_ms[i];
+      set->linger_fds[kept] = set->linger_fds[i];
+      set->linger_ms[kept++] = set->linger_ms[i];
     }
   }
-  srv->nlinger = kept;
+  set->nlinger = kept;
 }

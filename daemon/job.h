@@ -2,8 +2,9 @@
  *
  * The event loop fills the arguments after validating them, the pool hands
  * the job to a worker thread, the backend computes and fills the results,
- * and job_finish() returns it to the loop, which sends the reply and frees
- * it.  An array argument is a span: bytes inside the request itself (which
+ * and job_finish() calls the job's finish hook: the pool's returns it to the
+ * loop, which sends the reply and frees it; a part of a split job has
+ * split.c's instead.  An array argument is a span: bytes inside the request itself (which
  * the job owns, `frame`) or inside a client's shared-memory region, both in
  * host memory and possibly unaligned; or a resident array, in the backend's
  * own memory (device memory on the CUDA backend).
@@ -16,7 +17,6 @@
 #include <stdint.h>
 
 typedef struct gkcd_conn gkcd_conn;
-typedef struct gkcd_pool gkcd_pool;
 typedef struct gkcd_res gkcd_res;
 typedef struct sched_client sched_client;
 
@@ -181,7 +181,11 @@ struct gkcd_job {
 
   /* Daemon-private. */
   gkcd_conn *conn;
-  gkcd_pool *pool;
+  /* Where job_finish sends it, set by whoever will take it back: the pool
+   * (pool_submit, pool_finish_through) or split.c for a part.  Called once,
+   * on whatever thread finished the job. */
+  void (*on_finish)(gkcd_job *job, void *arg);
+  void *finish_arg;
   uint32_t msgid;
   void *frame;        /* owned request bytes */
   size_t frame_bytes;
@@ -258,8 +262,11 @@ typedef struct gkcd_copy {
 void job_fail(gkcd_job *job, int err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* Hands a finished job (results or err filled) back to the event loop.
- * Safe from any thread, including a CUDA host callback. */
+/* Hands a finished job (results or err filled) to its finish hook
+ * (on_finish), stamping t_done_ns first; the job is the hook's from then on.
+ * Safe from any thread, including a CUDA host callback.  Defined in
+ * job_finish.c, apart from job.c, so that a test linking job.c can stand in
+ * its own. */
 void job_finish(gkcd_job *job);
 
 /* Whether a running job should stop (the backends ask between batch steps

@@ -60,7 +60,7 @@ static void on_listen(uv_poll_t *h, int status, int events) {
   for (int i = 0; i < 64 && srv->listening; i++) {
     int fd = accept4(srv->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd >= 0) {
-      conn_accept(srv, fd);
+      conn_accept(&srv->conns, fd);
       continue;
     }
     if (errno == EINTR || errno == ECONNABORTED) continue;

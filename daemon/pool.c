@@ -10,7 +10,6 @@
 
 #include "gkc_errors.h"
 #include "log.h"
-#include "split.h"
 
 /* A worker, as the pool sees it: asleep on its own condition variable, so
  * that the pool chooses whom to wake. */
@@ -124,15 +123,10 @@ static void *worker_main(void *arg) {
   }
 }
 
-void job_finish(gkcd_job *job) {
-  if (job->parent) { /* a part of a split job: its parent gathers it (split.h) */
-    job->t_done_ns = mono_ns();
-    split_part_done(job);
-    return;
-  }
-  gkcd_pool *s = job->pool;
+/* A job's finish hook (job_finish, any thread): queues it for the loop. */
+static void hand_back(gkcd_job *job, void *arg) {
+  gkcd_pool *s = arg;
   job->next = NULL;
-  job->t_done_ns = mono_ns();
   pthread_mutex_lock(&s->mu);
   if (s->done_tail)
     s->done_tail->next = job;
@@ -142,6 +136,11 @@ void job_finish(gkcd_job *job) {
   pthread_mutex_unlock(&s->mu);
   int rc = uv_async_send(&s->async);
   if (rc) log_err("uv_async_send: %s", uv_strerror(rc)); /* cannot fail on Linux */
+}
+
+void pool_finish_through(gkcd_pool *s, gkcd_job *job) {
+  job->on_finish = hand_back;
+  job->finish_arg = s;
 }
 
 static void on_async(uv_async_t *h) {
@@ -220,7 +219,7 @@ void pool_submit(gkcd_pool *s, gkcd_job *job) {
   pthread_mutex_lock(&s->mu);
   int dev = job->device >= 0 && job->device < s->ndevices ? job->device : 0;
   lane *l = &s->lanes[dev * s->nlanes + (job->lane < s->nlanes ? job->lane : 0)];
-  job->pool = s;
+  if (!job->on_finish) pool_finish_through(s, job); /* a split's part keeps split.c's */
   job->next = NULL;
   if (l->tail)
     l->tail->next = job;

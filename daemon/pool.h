@@ -26,7 +26,8 @@ typedef struct gkcd_pool gkcd_pool;
 #define POOL_MAX_LANES 2
 
 /* Worker thread: runs job; the job reaches `done` once job_finish is called
- * for it (by run itself, or later by a device callback). */
+ * for it (by run itself, or later by a device callback) and its finish hook
+ * is the pool's. */
 typedef void (*pool_run_cb)(gkcd_job *job, void *arg);
 /* Loop thread: every finished job, in completion order. */
 typedef void (*pool_done_cb)(gkcd_job *job, void *arg);
@@ -39,8 +40,14 @@ int pool_start(gkcd_pool **out, uv_loop_t *loop, int ndevices, int nlanes, const
                double spin_us, pool_run_cb run, void *run_arg, pool_done_cb done, void *done_arg);
 
 /* Loop thread: queues job on its device's lane (job->device, job->lane)
- * and wakes a worker. */
+ * and wakes a worker.  A job without a finish hook (job.h on_finish) gets
+ * the pool's; one with its own (a split's part) keeps it. */
 void pool_submit(gkcd_pool *s, gkcd_job *job);
+
+/* Makes the pool's hand-back job's finish hook: job_finish then queues it
+ * for `done` on the loop.  For a job finished without running on a worker
+ * of its own (a split's parent, finished by its last part). */
+void pool_finish_through(gkcd_pool *s, gkcd_job *job);
 
 /* Jobs handed to a device's lane that no worker has taken yet. */
 size_t pool_waiting(gkcd_pool *s, int device, int lane);

@@ -261,7 +261,7 @@ static int place(gkcd_sched *s, gkcd_job *job, int l, uint64_t live, uint64_t fr
         if (devs[i] == best) devs[i] = devs[0], devs[0] = best;
     if (split_make(job, devs, k)) return -1;
     s->splits++;
-    job->pool = s->pool; /* the last part finishes the parent through the pool */
+    pool_finish_through(s->pool, job); /* the last part finishes the parent through the pool */
     job->dev_cost_us = 0;
     for (int i = 0; i < job->nparts; i++) {
       gkcd_job *p = job->parts[i];

@@ -1,4 +1,7 @@
-/* server.c: start-up of the pieces, the loop, signals, and orderly shutdown. */
+/* server.c: start-up of the pieces and their wiring (conn's hooks to
+ * rpc.c, the pool's and the scheduler's completions to rpc_job_done),
+ * signals, and orderly shutdown.  The loop's run and its end are
+ * server_loop.c's, so that rpc.c, below this file, can reach them. */
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
@@ -8,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "gkc_errors.h"
 #include "log.h"
 #include "server.h"
 #include "work.h"
@@ -22,10 +26,7 @@ static void begin_drain(gkcd_server *srv, const char *why) {
   log_info("%s: no longer accepting connections; finishing %llu requests in flight", why,
            (unsigned long long)srv->in_flight);
   listen_close(srv);
-  for (gkcd_conn *c = srv->conns, *next; c; c = next) {
-    next = c->next;
-    if (c->jobs == 0 && c->npend == 0) conn_close(c);
-  }
+  conn_drain(&srv->conns);
   server_maybe_finish(srv);
 }
 
@@ -33,56 +34,10 @@ static void on_signal(uv_signal_t *h, int signum) {
   begin_drain(h->data, signum == SIGINT ? "SIGINT" : "SIGTERM");
 }
 
-void server_maybe_finish(gkcd_server *srv) {
-  static int finished;
-  if (!srv->draining || finished || srv->nconns > 0 || srv->in_flight > 0) return;
-  finished = 1;
-  pool_stop(srv->pool);
-  sched_destroy(srv->sched);
-  srv->sched = NULL; /* freed once its timer closes; nothing may pump it now */
-  conn_linger_close_all(srv);
-  /* Closing the signal handles would give SIGTERM back its default action,
-   * and a second signal during teardown would kill us with a non-zero
-   * status.  Unreferenced, they let uv_run return; server_close blocks the
-   * signals before closing them. */
-  uv_unref((uv_handle_t *)&srv->sigint);
-  uv_unref((uv_handle_t *)&srv->sigterm);
-  log_info("all requests answered; exiting");
-}
-
 static uint64_t now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-void server_expect(gkcd_server *srv, double cost_us) {
-  const uint64_t spin_ns = (uint64_t)srv->cfg.spin_us * 1000;
-  if (!spin_ns || !(cost_us > 0) || cost_us * 1e3 > (double)(SERVER_SPIN_AHEAD * spin_ns)) return;
-  uint64_t end = now_ns() + (uint64_t)(cost_us * 1e3) + spin_ns;
-  if (end > srv->expect_ns) srv->expect_ns = end;
-}
-
-void server_run(gkcd_server *srv) {
-  const uint64_t spin_ns = (uint64_t)srv->cfg.spin_us * 1000;
-  uint64_t until = 0, seen = srv->events;
-  for (;;) {
-    int alive;
-    uint64_t now = spin_ns ? now_ns() : 0;
-    if (spin_ns && (now < until || now < srv->expect_ns)) {
-      srv->polling = 1;
-      alive = uv_run(srv->loop, UV_RUN_NOWAIT);
-      srv->polling = 0;
-      sched_yield(); /* the CPU goes to whoever else needs it first */
-    } else {
-      alive = uv_run(srv->loop, UV_RUN_ONCE);
-    }
-    if (!alive) return;
-    if (spin_ns && srv->events != seen) {
-      seen = srv->events;
-      until = now_ns() + spin_ns;
-    }
-  }
 }
 
 void server_ready(gkcd_server *srv) { notify_ready(&srv->notify, srv->loop, status_line, srv); }
@@ -116,13 +71,13 @@ void server_close(gkcd_server *srv) {
 static void on_check(uv_check_t *h) {
   gkcd_server *srv = h->data;
   if (srv->sched) sched_pump(srv->sched);
-  conn_resume_paused(srv);
-  conn_flush_all(srv);
+  conn_resume_paused(&srv->conns);
+  conn_flush_all(&srv->conns);
 }
 
 static void on_sweep(uv_timer_t *t) {
   gkcd_server *srv = t->data;
-  conn_sweep(srv);
+  conn_sweep(&srv->conns);
   on_check(&srv->flush); /* a timer is not followed by a check until the next I/O */
 }
 
@@ -162,8 +117,32 @@ static void on_device_lost(int device, void *arg) {
   gkcd_server *srv = arg;
   (void)device;
   if (srv->sched) sched_pump(srv->sched);
-  conn_flush_all(srv);
+  conn_flush_all(&srv->conns);
 }
+
+/* conn's hooks (conn.h): frames go to rpc.c. */
+
+/* The peer stopped sending inside a request: a bad frame, answered as rpc.c
+ * answers one. */
+static void on_truncated(gkcd_conn *c, const proto_frame_info *info, const char *msg) {
+  c->srv->bad_frames++;
+  rpc_send_error(c, info->msgid_known, info->msgid, GKC_EPARSE_ERROR, msg);
+}
+
+/* A connection has gone: the objects it owned alone go with it, and the
+ * drain may be over. */
+static void on_conn_closed(gkcd_conn *c) {
+  gkcd_server *srv = c->srv;
+  res_drop_owner(&srv->res, &c->owns);
+  server_maybe_finish(srv);
+}
+
+static const conn_hooks conn_wiring = {
+    .frame = rpc_handle_frame,
+    .reject = rpc_reject_frame,
+    .truncated = on_truncated,
+    .closed = on_conn_closed,
+};
 
 void server_destroy_devices(gkcd_server *srv, gkcd_backend **be, int n) {
   if (srv->devs.n) {
@@ -187,9 +166,16 @@ int server_start(gkcd_server *srv, uv_loop_t *loop, gkcd_backend **bes, int ndev
   srv->limits.max_depth = PROTO_MAX_DEPTH;
   signal(SIGPIPE, SIG_IGN); /* a vanished client is an EPIPE, not a death */
 
+  srv->conns.loop = loop;
+  srv->conns.cfg = &srv->cfg;
+  srv->conns.limits = &srv->limits;
+  srv->conns.budget = &srv->budget;
+  srv->conns.srv = srv;
+  srv->conns.hooks = conn_wiring;
+
   if (listen_open(srv) != 0) return -1;
   struct stat st;
-  srv->socket_gid = stat(srv->cfg.socket_path, &st) == 0 ? st.st_gid : getgid();
+  srv->conns.socket_gid = stat(srv->cfg.socket_path, &st) == 0 ? st.st_gid : getgid();
   srv->budget.limit = srv->cfg.memory_budget;
   int workers[SCHED_MAX_LANES];
   int nlanes = lane_workers(srv, workers);
@@ -200,6 +186,7 @@ int server_start(gkcd_server *srv, uv_loop_t *loop, gkcd_backend **bes, int ndev
     log_err("cannot start the scheduler and its worker threads (%d)", rc);
     return -1;
   }
+  srv->conns.sched = srv->sched;
   log_info("cost model starts from %.3g GFLOP/s, %.3g GB/s%s", be->rates.flops_per_us / 1e3,
            be->rates.bytes_per_us / 1e3, be->rates.host_bytes_per_us > 0 ? " (device memory)" : "");
   if (ndev > 1)

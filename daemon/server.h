@@ -1,8 +1,11 @@
 /* server.h: the daemon's state, owned by the event loop thread.
  *
- * server.c listens and accepts, conn.c moves bytes, rpc.c turns frames into
- * replies, status.c answers "status".  Only the scheduler's workers and the
- * backend run elsewhere, and they touch nothing here.
+ * server.c starts the pieces and wires them together: listen.c accepts,
+ * conn.c (conn.h, below all of these) moves bytes and hands frames to the
+ * hooks server.c installs, rpc.c turns frames into replies, status.c
+ * answers "status", server_loop.c runs the loop until the drain is done.
+ * Only the scheduler's workers and the backend run elsewhere, and they touch
+ * nothing here.
  */
 #ifndef GKCD_SERVER_H
 #define GKCD_SERVER_H
@@ -14,6 +17,7 @@
 #include "backend.h"
 #include "budget.h"
 #include "config.h"
+#include "conn.h"
 #include "cost.h"
 #include "devices.h"
 #include "http.h"
@@ -27,47 +31,6 @@
 #include "scheduler.h"
 
 typedef struct gkcd_server gkcd_server;
-
-#define CONN_MAX_FDS 16 /* descriptors received and not yet taken by shm_register */
-
-struct gkcd_conn {
-  uv_poll_t poll;
-  int fd;
-  int events;          /* what poll watches: UV_READABLE and/or UV_WRITABLE */
-  int fds[CONN_MAX_FDS]; /* received descriptors, oldest first */
-  int nfds;
-  size_t pend_off;     /* bytes of pend[0] already written */
-  gkcd_server *srv;
-  uint64_t id;
-  int pid, uid;        /* the peer, from SO_PEERCRED */
-  int refs;            /* the open handle, plus one per job or write in flight */
-  int closing;         /* uv_close called: replies are dropped */
-  int reading;         /* the socket is being read */
-  int taking;          /* frames are being taken from it (not paused by back-pressure) */
-  int close_when_flushed; /* an unrecoverable error was answered */
-  int parsing;         /* inside parse_frames: replies must not re-enter it */
-  int peer_closed;     /* the peer shut down its sending side */
-  int wait_mem;        /* not read: no memory budget to grow the input buffer */
-  int mem_clock;       /* resumed after wait_mem: the request clock keeps running */
-  int copy_wait;       /* a whole frame waits for input allowance to be copied out */
-  res_owner owns;      /* counts of the resident objects and regions it owns */
-  unsigned char *buf;  /* received bytes not yet parsed into frames */
-  size_t len, cap;     /* cap is charged to the memory budget (input) */
-  size_t need;         /* scanner's hint: rescan once len reaches it */
-  size_t jobs;         /* in flight, including those queued or held */
-  uint64_t last_active_ms; /* uv_now of the last byte in or out */
-  uint64_t req_start_ms;   /* when the partial request in buf began; 0: none */
-  uint64_t send_since_ms;  /* replies pending and the socket took none since */
-  sched_client sc;     /* its queues in the scheduler; sc.reply_queued: unwritten bytes */
-  /* Replies collected during one loop iteration, written together. */
-  uv_buf_t *pend;
-  size_t npend, pend_cap;
-  gkcd_conn *next_dirty;
-  int dirty;
-  gkcd_conn *prev, *next;
-};
-
-#define LINGER_MAX 64 /* refused sockets kept open briefly so the refusal is read */
 
 struct gkcd_server {
   uv_loop_t *loop;
@@ -89,22 +52,10 @@ struct gkcd_server {
   int activated;       /* the listening socket came from systemd */
   gkcd_notify notify;  /* systemd's READY, STATUS, WATCHDOG (notify.h) */
   int draining;        /* SIGINT/SIGTERM received */
-  gid_t socket_gid;    /* allowed by default */
-  gkcd_conn *dirty;    /* connections with replies to write */
-  int paused_full;     /* some connections are unread because the queues were full */
-  int paused_mem;      /* some connections are unread for lack of memory budget */
-  gkcd_conn *overdraft; /* may finish receiving a request past the budget (conn.c) */
-  int linger_fds[LINGER_MAX]; /* refused connections, closed by the sweep */
-  uint64_t linger_ms[LINGER_MAX];
-  int nlinger;
-  uint64_t served, refused;
-  uint64_t refused_slots;     /* of refused: no slot (max-connections, max-conn-per-user) */
-  uint64_t closed_send_timeout, closed_request_timeout, closed_idle;
+  gkcd_conns conns;    /* the connections, wired to rpc.c (conn.h) */
+  uint64_t served;
   gkcd_residents res;   /* resident arrays, matrices and regions (resident.h) */
   uint64_t start_ns;
-  uint64_t next_conn_id;
-  gkcd_conn *conns;
-  uint64_t nconns;
   uint64_t in_flight;
   uint64_t requests[PROTO_M_COUNT], errors[PROTO_M_COUNT];
   double kernel_us[PROTO_M_COUNT]; /* total kernel time of successful jobs */
@@ -155,31 +106,6 @@ void server_maybe_finish(gkcd_server *srv);
 int listen_open(gkcd_server *srv);
 /* Stops accepting and removes the socket file if we made it. */
 void listen_close(gkcd_server *srv);
-
-/* conn.c */
-/* Takes a freshly accepted descriptor. */
-void conn_accept(gkcd_server *srv, int fd);
-/* The oldest descriptor received on c and not yet taken, or -1. */
-int conn_take_fd(gkcd_conn *c);
-/* Sends head (malloc'd, ownership taken) then body (malloc'd or NULL,
- * ownership taken).  Dropped silently when the connection is closing. */
-void conn_send(gkcd_conn *c, void *head, size_t head_len, void *body, size_t body_len);
-void conn_close(gkcd_conn *c);
-void conn_unref(gkcd_conn *c);
-/* Starts or stops reading from c as its limits allow; after any change in
- * its jobs, queued replies or the server's state. */
-void conn_update_reading(gkcd_conn *c);
-/* Resumes the connections paused for full queues or memory once that has
- * passed (part of the uv_check callback). */
-void conn_resume_paused(gkcd_server *srv);
-/* Writes what every connection collected (the uv_check callback). */
-void conn_flush_all(gkcd_server *srv);
-/* Closes connections past a deadline: idle (--idle-timeout), replies not
- * read (--send-timeout), a request arriving too slowly (--request-timeout);
- * and refused sockets whose linger is over. */
-void conn_sweep(gkcd_server *srv);
-/* Closes every lingering refused socket (shutdown). */
-void conn_linger_close_all(gkcd_server *srv);
 
 /* rpc.c */
 /* Handles one complete frame; frame is malloc'd and ownership is taken. */

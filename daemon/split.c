@@ -52,12 +52,17 @@ int split_worth(const gkcd_job *job, double cost_us, int k, double handoff_us,
   return cost_us / k + 2 * overhead < cost_us;
 }
 
-/* A part starts as a copy of its parent that owns nothing. */
+static void part_done(gkcd_job *part, void *arg);
+
+/* A part starts as a copy of its parent that owns nothing, finished into
+ * its parent (part_done). */
 static gkcd_job *new_part(gkcd_job *parent) {
   gkcd_job *p = malloc(sizeof *p);
   if (!p) return NULL;
   memcpy(p, parent, sizeof *p);
   p->parent = parent;
+  p->on_finish = part_done;
+  p->finish_arg = parent;
   p->frame = NULL, p->out = NULL, p->priv[0] = p->priv[1] = NULL;
   p->history = NULL, p->copies = NULL, p->parts = NULL, p->nparts = 0;
   p->nres = 0, p->nmoved = 0, p->reg_fd = -1;
@@ -168,8 +173,12 @@ static void combine(gkcd_job *parent) {
   }
 }
 
-void split_part_done(gkcd_job *part) {
-  gkcd_job *parent = part->parent;
+/* A part's finish hook (job_finish, any thread).  The last part combines
+ * the results into the parent and finishes it: through the parent's own
+ * hook, the pool's (pool_finish_through). */
+static void part_done(gkcd_job *part, void *arg) {
+  gkcd_job *parent = arg;
+  (void)part; /* a part that is not the last may be freed as soon as it is counted */
   if (atomic_fetch_sub(&parent->parts_left, 1) != 1) return;
   combine(parent);
   job_finish(parent);

@@ -29,8 +29,10 @@
  * is ~10-30% off.
  *
  * Parts are jobs of their own (job->parent set): they run on their devices'
- * workers like any job, but job_finish hands them to split_part_done
- * instead of the loop, and the last part to finish completes the parent.
+ * workers like any job, but their finish hook (job.h on_finish, set by
+ * split_make) counts them into their parent instead of handing them to the
+ * loop, and the last part to finish completes the parent with job_finish,
+ * through the parent's own hook (the pool's).
  */
 #ifndef GKCD_SPLIT_H
 #define GKCD_SPLIT_H
@@ -61,13 +63,10 @@ int split_worth(const gkcd_job *job, double cost_us, int k, double handoff_us,
                 double host_bytes_per_us);
 
 /* Loop thread: makes the k parts of parent for devices dev[0..k) (each part
- * gets its device index in part->device; the caller sets be, lane, cost
- * and hands them to the pool).  0, or GKC_EOUT_OF_MEMORY with parent failed. */
+ * gets its device index in part->device and its finish hook; the caller
+ * sets be, lane, cost, gives the parent its own finish hook and hands the
+ * parts to the pool).  0, or GKC_EOUT_OF_MEMORY with parent failed. */
 int split_make(gkcd_job *parent, const int *dev, int k);
-
-/* Any thread: part has finished (job_finish).  The last part combines the
- * results into the parent and finishes it. */
-void split_part_done(gkcd_job *part);
 
 /* Loop thread, when the parent is freed: frees its parts, and the copies a
  * failed or unclaimed replicate made. */

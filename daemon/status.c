@@ -55,7 +55,7 @@ static void pack_lanes(gkcd_server *srv, msgpack_packer *pk) {
 static void pack_clients(gkcd_server *srv, msgpack_packer *pk) {
   double total = 0;
   size_t n = 0;
-  for (gkcd_conn *c = srv->conns; c; c = c->next) {
+  for (gkcd_conn *c = srv->conns.head; c; c = c->next) {
     total += c->sc.served_us;
     n++;
   }
@@ -64,7 +64,7 @@ static void pack_clients(gkcd_server *srv, msgpack_packer *pk) {
   msgpack_pack_array(pk, n);
   size_t packed = 0;
   for (int pass = 0; pass < 2; pass++)
-    for (gkcd_conn *c = srv->conns; c && packed < n; c = c->next) {
+    for (gkcd_conn *c = srv->conns.head; c && packed < n; c = c->next) {
       const sched_client *sc = &c->sc;
       size_t queued = sc->mem_waiting + (sc->held != NULL);
       for (int l = 0; l < SCHED_MAX_LANES; l++) queued += sc->queued[l];
@@ -152,14 +152,14 @@ void status_pack(gkcd_server *srv, msgpack_packer *pk) {
   kv_dbl(pk, "uptime_s", (double)(now_ns() - srv->start_ns) / 1e9);
   kv_u64(pk, "in_flight", srv->in_flight);
   kv_u64(pk, "queued", sched_queued(srv->sched));
-  kv_u64(pk, "connections", srv->nconns);
+  kv_u64(pk, "connections", srv->conns.n);
   kv_u64(pk, "bad_requests", srv->bad_frames);
   kv_u64(pk, "served", srv->served);
-  kv_u64(pk, "refused_connections", srv->refused);
-  kv_u64(pk, "refused_no_slot", srv->refused_slots);
-  kv_u64(pk, "closed_send_timeout", srv->closed_send_timeout);
-  kv_u64(pk, "closed_request_timeout", srv->closed_request_timeout);
-  kv_u64(pk, "closed_idle", srv->closed_idle);
+  kv_u64(pk, "refused_connections", srv->conns.refused);
+  kv_u64(pk, "refused_no_slot", srv->conns.refused_slots);
+  kv_u64(pk, "closed_send_timeout", srv->conns.closed_send_timeout);
+  kv_u64(pk, "closed_request_timeout", srv->conns.closed_request_timeout);
+  kv_u64(pk, "closed_idle", srv->conns.closed_idle);
   kv_u64(pk, "cancelled", sn.cancelled);
   kv_u64(pk, "expired_deadline", sn.expired_deadline);
   kv_u64(pk, "expired_wait", sn.expired_wait);
@@ -232,10 +232,10 @@ char *status_metrics(void *arg, size_t *len) {
       .budget = &srv->budget,
       .backend = srv->be->name,
       .start_ns = srv->start_ns,
-      .connections = srv->nconns,
+      .connections = srv->conns.n,
       .in_flight = srv->in_flight,
       .bad_frames = srv->bad_frames,
-      .refused = srv->refused,
+      .refused = srv->conns.refused,
   };
   return metrics_render(&v, len);
 }
@@ -243,6 +243,6 @@ char *status_metrics(void *arg, size_t *len) {
 void status_line(void *arg, char *buf, size_t len) {
   const gkcd_server *srv = arg;
   snprintf(buf, len, "%s: %llu connections, %llu requests in flight, %llu served",
-           srv->draining ? "stopping" : "serving", (unsigned long long)srv->nconns,
+           srv->draining ? "stopping" : "serving", (unsigned long long)srv->conns.n,
            (unsigned long long)srv->in_flight, (unsigned long long)srv->served);
 }

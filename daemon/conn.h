@@ -1,0 +1,148 @@
+/* conn.h: the transport: client connections, bytes in, frames out, replies
+ * back.
+ *
+ * conn accepts a descriptor (checking the peer and the connection limits),
+ * reads with back-pressure and the memory budget, keeps the descriptors
+ * that came with the bytes, cuts the input into frames (proto_frame_scan),
+ * writes replies, and closes connections past their deadlines.  It never
+ * looks inside a frame and never calls the code above it by name: every
+ * complete frame, every frame it must reject and every connection that
+ * closes goes to a hook the owner installed (conn_hooks), on the loop
+ * thread; the answers come back down through conn_send.  The server wires
+ * the hooks to rpc.c.
+ *
+ * Everything here belongs to the loop thread.
+ */
+#ifndef GKCD_CONN_H
+#define GKCD_CONN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <uv.h>
+
+#include "budget.h"
+#include "config.h"
+#include "proto_frame.h"
+#include "res_object.h"
+#include "scheduler.h"
+
+typedef struct gkcd_conn gkcd_conn;
+typedef struct gkcd_conns gkcd_conns;
+
+#define CONN_MAX_FDS 16     /* descriptors received and not yet taken by shm_register */
+#define CONN_LINGER_MAX 64  /* refused sockets kept open briefly so the refusal is read */
+
+/* Where conn hands what it cannot deal with itself.  Each is called on the
+ * loop thread, from inside conn.c, with c alive. */
+typedef struct conn_hooks {
+  /* A complete frame; frame is malloc'd and ownership is taken. */
+  void (*frame)(gkcd_conn *c, void *frame, size_t len);
+  /* The scanner rejected a frame (scan_rc < 0): the connection closes once
+   * the answer (conn_send) is written. */
+  void (*reject)(gkcd_conn *c, int scan_rc, const proto_frame_info *info);
+  /* The peer stopped sending in the middle of a frame (info as far as the
+   * scanner got): answer msg, a parse error, since the client may still
+   * read. */
+  void (*truncated)(gkcd_conn *c, const proto_frame_info *info, const char *msg);
+  /* c's handle has closed and c is off the list: what the owner keeps for
+   * it goes now.  c's memory goes after the hook, with its last reference. */
+  void (*closed)(gkcd_conn *c);
+} conn_hooks;
+
+struct gkcd_conn {
+  uv_poll_t poll;
+  gkcd_conns *set;     /* the transport it belongs to */
+  struct gkcd_server *srv; /* the owner's (gkcd_conns.srv), for the hooks; conn never looks inside */
+  int fd;
+  int events;          /* what poll watches: UV_READABLE and/or UV_WRITABLE */
+  int fds[CONN_MAX_FDS]; /* received descriptors, oldest first */
+  int nfds;
+  size_t pend_off;     /* bytes of pend[0] already written */
+  uint64_t id;
+  int pid, uid;        /* the peer, from SO_PEERCRED */
+  int refs;            /* the open handle, plus one per job or write in flight */
+  int closing;         /* uv_close called: replies are dropped */
+  int reading;         /* the socket is being read */
+  int taking;          /* frames are being taken from it (not paused by back-pressure) */
+  int close_when_flushed; /* an unrecoverable error was answered */
+  int parsing;         /* inside parse_frames: replies must not re-enter it */
+  int peer_closed;     /* the peer shut down its sending side */
+  int wait_mem;        /* not read: no memory budget to grow the input buffer */
+  int mem_clock;       /* resumed after wait_mem: the request clock keeps running */
+  int copy_wait;       /* a whole frame waits for input allowance to be copied out */
+  res_owner owns;      /* counts of the resident objects and regions it owns (the owner's) */
+  unsigned char *buf;  /* received bytes not yet parsed into frames */
+  size_t len, cap;     /* cap is charged to the memory budget (input) */
+  size_t need;         /* scanner's hint: rescan once len reaches it */
+  size_t jobs;         /* in flight, including those queued or held (counted by the owner) */
+  uint64_t last_active_ms; /* uv_now of the last byte in or out */
+  uint64_t req_start_ms;   /* when the partial request in buf began; 0: none */
+  uint64_t send_since_ms;  /* replies pending and the socket took none since */
+  sched_client sc;     /* its queues in the scheduler; sc.reply_queued: unwritten bytes */
+  /* Replies collected during one loop iteration, written together. */
+  uv_buf_t *pend;
+  size_t npend, pend_cap;
+  gkcd_conn *next_dirty;
+  int dirty;
+  gkcd_conn *prev, *next;
+};
+
+/* Every connection, and what they share. */
+struct gkcd_conns {
+  /* The owner's, set before the first conn_accept. */
+  uv_loop_t *loop;
+  const gkcd_config *cfg;     /* limits, deadlines, allowed users and groups */
+  const proto_limits *limits; /* what the frame scanner accepts */
+  gkcd_budget *budget;        /* input and replies are charged to it */
+  gkcd_sched *sched;          /* back-pressure; NULL once the scheduler is gone */
+  gid_t socket_gid;           /* allowed when no group is configured */
+  struct gkcd_server *srv;    /* handed to each connection (c->srv) */
+  conn_hooks hooks;
+  /* conn.c's. */
+  gkcd_conn *head;     /* open and closing connections */
+  uint64_t n;          /* of them */
+  uint64_t next_id;
+  int draining;        /* conn_drain: each closes once it has nothing left to do */
+  gkcd_conn *dirty;    /* connections with replies to write */
+  int paused_full;     /* some connections are unread because the queues were full */
+  int paused_mem;      /* some connections are unread for lack of memory budget */
+  gkcd_conn *overdraft; /* may finish receiving a request past the budget */
+  int linger_fds[CONN_LINGER_MAX]; /* refused connections, closed by the sweep */
+  uint64_t linger_ms[CONN_LINGER_MAX];
+  int nlinger;
+  uint64_t refused;           /* connections closed at once on accept */
+  uint64_t refused_slots;     /* of refused: no slot (max-connections, max-conn-per-user) */
+  uint64_t closed_send_timeout, closed_request_timeout, closed_idle;
+};
+
+/* Takes a freshly accepted descriptor: refused (and closed, or kept open a
+ * moment to say why) or served. */
+void conn_accept(gkcd_conns *set, int fd);
+/* The oldest descriptor received on c and not yet taken, or -1. */
+int conn_take_fd(gkcd_conn *c);
+/* Sends head (malloc'd, ownership taken) then body (malloc'd or NULL,
+ * ownership taken).  Dropped silently when the connection is closing. */
+void conn_send(gkcd_conn *c, void *head, size_t head_len, void *body, size_t body_len);
+void conn_close(gkcd_conn *c);
+/* Drops a reference (conn.h refs): the owner takes one per job in flight. */
+void conn_unref(gkcd_conn *c);
+/* Starts or stops reading from c as its limits allow; after any change in
+ * its jobs, queued replies or the server's state. */
+void conn_update_reading(gkcd_conn *c);
+/* From now on each connection closes once it has no job in flight and no
+ * reply to write; those idle now close at once. */
+void conn_drain(gkcd_conns *set);
+/* Resumes the connections paused for full queues or memory once that has
+ * passed (part of the uv_check callback). */
+void conn_resume_paused(gkcd_conns *set);
+/* Writes what every connection collected (the uv_check callback). */
+void conn_flush_all(gkcd_conns *set);
+/* Closes connections past a deadline: idle (--idle-timeout), replies not
+ * read (--send-timeout), a request arriving too slowly (--request-timeout);
+ * and refused sockets whose linger is over. */
+void conn_sweep(gkcd_conns *set);
+/* Closes every lingering refused socket (shutdown). */
+void conn_linger_close_all(gkcd_conns *set);
+
+#endif
