@@ -15,17 +15,11 @@
 #include <stdatomic.h>
 
 #include "backend.h"
+#include "cpu_impl.h"
 #include "cpu_kernels.h"
 #include "cpu_solve.h"
 #include "gkc_errors.h"
 
-typedef struct {
-  int nthreads;
-  int index, count;       /* virtual device index of count (--cpu-devices) */
-  char name[128];         /* as status shows it */
-  size_t mem_limit;       /* its memory pool; 0: no limit of its own */
-  atomic_size_t mem_used; /* resident bytes allocated from it */
-} cpu_impl;
 
 static const char *const sgemm_algos[] = {"openblas", NULL};
 static const char *const reduce_algos[] = {"cpu_omp", NULL};
@@ -430,7 +424,6 @@ done:
 }
 
 extern const gkcd_part_ops cpu_part_ops; /* cpu_part.c */
-int cpu_backend_threads(const gkcd_backend *be) { return ((const cpu_impl *)be->impl)->nthreads; }
 
 /* One backend over impl, with the cost model's starting rates. */
 static gkcd_backend *make_backend(cpu_impl *impl, const cost_rates *rates) {

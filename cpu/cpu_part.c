@@ -14,17 +14,15 @@
 #include <string.h>
 
 #include "backend.h"
+#include "cpu_impl.h"
 #include "gkc_errors.h"
-
-/* cpu_backend.c: the device's kernel threads (<= 0: all). */
-int cpu_backend_threads(const gkcd_backend *be);
 
 /* Below this many entries one thread does it all (as cpu_solve.c). */
 enum { PAR_MIN = 16384 };
 
 static int nth(const gkcd_backend *be, int64_t n) {
   if (n < PAR_MIN) return 1;
-  int t = cpu_backend_threads(be);
+  int t = ((const cpu_impl *)be->impl)->nthreads;
   return t > 0 ? t : omp_get_max_threads();
 }
 
