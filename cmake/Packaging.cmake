@@ -1,6 +1,6 @@
 # Debian packages with CPack: `cpack -G DEB` in a build configured with
 # -DCMAKE_INSTALL_PREFIX=/usr (so that GNUInstallDirs picks Debian's
-# multiarch libdir; tests/deb_test.sh does exactly this).
+# multiarch libdir; tests/packaging/deb_test.sh does exactly this).
 #
 #   gkcd         the daemon, the gkc command, units, sysusers, tmpfiles,
 #                /etc/gkcd/gkcd.conf.example (a conffile; postinst copies it

@@ -27,7 +27,7 @@ S=$SECONDS
 echo "ctest -L gpu rc=$? ($((SECONDS-S)) s)"; grep -E "Test +#|tests passed" $L/ctest_gpu.log | sed 's/  */ /g'
 grep -E "CHECK FAILED|FAIL:" $L/ctest_gpu.log | head -20
 export GKCD_BIN=$B/daemon/gkcd GKC_BIN=$B/client/gkc GKC_TEST_DATA=$ROOT/tests/data GKC_SHARED_MATRICES=$ROOT/.carry/matrices GKC_FAULT_INJECTION=1 GKC_TEST_BACKEND=cuda
-for t in e2e_solve e2e_batch; do timeout 100 python3 tests/$t.py > $L/py_$t.log 2>&1; echo "$t.py (cuda) rc=$?: $(tail -1 $L/py_$t.log)"; done
+for t in e2e_solve e2e_batch; do timeout 100 python3 tests/e2e/protocol/$t.py > $L/py_$t.log 2>&1; echo "$t.py (cuda) rc=$?: $(tail -1 $L/py_$t.log)"; done
 for t in e2e_lib e2e_pipeline e2e_sched e2e_async e2e_solve_lib e2e_resident_handles e2e_resident_matrices e2e_resident_cg; do
   timeout 90 $B/tests/$t > $L/cuda_$t.log 2>&1; echo "$t (cuda) rc=$?: $(tail -1 $L/cuda_$t.log)"; grep -E "CHECK FAILED" $L/cuda_$t.log | head -3; done
 echo "== bench_gpu reduce+spmv ($((SECONDS-S)) s)"

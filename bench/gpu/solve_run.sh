@@ -37,7 +37,7 @@ if has tests; then
   timeout 120 "$BUILD/tests/gpu/test_gpu_solve" > "$LOG/test_gpu_solve.log" 2>&1
   rc=$?; summary+=("test_gpu_solve rc=$rc: $(grep -c FAIL "$LOG/test_gpu_solve.log") FAIL lines")
   for t in e2e_solve e2e_batch; do
-    GKC_TEST_BACKEND=cuda timeout 120 python3 "tests/$t.py" > "$LOG/${t}_gpu.log" 2>&1
+    GKC_TEST_BACKEND=cuda timeout 120 python3 "tests/e2e/protocol/$t.py" > "$LOG/${t}_gpu.log" 2>&1
     rc=$?; summary+=("${t}_gpu rc=$rc: $(tail -1 "$LOG/${t}_gpu.log")")
   done
   # every method through gkcd (the tiny reduce/dot path included)

@@ -136,7 +136,7 @@ void reference_spmv(const gkcd_job *job) {
 /* --- replies --------------------------------------------------------------- */
 
 /* msgpack's str is UTF-8 (and Python's msgpack.Unpacker(raw=False), as in
- * tests/e2e_python.py, refuses anything else). */
+ * tests/e2e/protocol/e2e_python.py, refuses anything else). */
 static int utf8_valid(const unsigned char *s, size_t n) {
   size_t i = 0;
   while (i < n) {

@@ -1,5 +1,5 @@
 /* test_gpu_part: the kernels of a partitioned matrix's primitives on the
- * GPU (cuda/gkcu_part.h) against float64 references (tests/part_ref.h), on
+ * GPU (cuda/gkcu_part.h) against float64 references (tests/lib/part_ref.h), on
  * fresh random inputs: spmv with and without p . A p (row lengths that
  * pick every lanes-per-row width, a halo past the block's own columns),
  * cg_update (cg and pcg, a = 0 with p and q NULL), dot; each sum the same

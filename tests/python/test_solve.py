@@ -3,7 +3,7 @@
 gkcd's CPU backend iterates in float64, so on the same float32 numbers its
 CG and PCG take SciPy's iterations within max(1, 2%) and their residual
 histories agree to 1e-6 relative while above 1e-6 (bicgstab: its residual
-is checked, not its iterations; tests/e2e_solve.py compares those).  Every
+is checked, not its iterations; tests/e2e/protocol/e2e_solve.py compares those).  Every
 x is checked by its residual recomputed here in float64.
 """
 import asyncio
