@@ -410,13 +410,28 @@ def symbol_table(build, root, dirs, nm):
     return needs, defs
 
 
+def providers(src, name, defs):
+    """The sources src's need of name goes to.  A symbol defined in several
+    files is usually one per binary: daemon/cuda_module.c's
+    cuda_backends_create (gkcd's loader of gkcd-cuda.so) and cuda/'s (the
+    module's own); the file's own folder's definition is the one its binary
+    links, else each counts."""
+    where = defs.get(name, set())
+    if len(where) > 1:
+        folder = src.split(os.sep)[0]
+        mine = {d for d in where if d.split(os.sep)[0] == folder}
+        if mine:
+            return mine
+    return where
+
+
 def call_graph(needs, defs):
     """{source: {source it needs: [symbols]}}."""
     deps = {}
     for src, names in needs.items():
         deps.setdefault(src, {})
         for name in sorted(names):
-            for d in sorted(defs.get(name, ())):
+            for d in sorted(providers(src, name, defs)):
                 if d != src:
                     deps[src].setdefault(d, []).append(name)
     return deps
@@ -436,7 +451,8 @@ def check_calls(deps, defs, needs):
     needed = set().union(*needs.values())
     shared = sorted((n, s) for n, s in defs.items() if len(s) > 1 and n in needed)
     for name, srcs in shared:
-        print(f"note: {name} is defined in {len(srcs)} files ({', '.join(sorted(srcs))}): edges go to each")
+        print(f"note: {name} is defined in {len(srcs)} files ({', '.join(sorted(srcs))}): a file's need of it"
+              " goes to its own folder's, else to each")
     print(f"calls: {len(deps)} files, {'cycles above' if bad else 'layered, no cycle'}")
     return bad
 

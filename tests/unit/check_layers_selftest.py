@@ -2,13 +2,15 @@
 """check_layers_selftest.py: check_layers.py fails where it must, and
 passes where it must, on tiny source trees built here.
 
-The broken tree has: three daemon/ files calling round in a circle (a -> b
--> c -> a) that their includes do not show, one compiled into two targets; a circle across folders (cpu/k.c,
-compiled into a daemon/ target from there, and daemon/e.c); a lower file
-that calls upward through a function pointer registered from above (no
-cycle); a test program's object that would close a circle if it counted; a
-header whose function is defined in another file, one whose function is
-defined nowhere; a header with no .c that declares a function; one whose 'Implemented in:' line names its files; two
+The broken tree has: three daemon/ files calling round in a circle (a ->
+b -> c -> a) that their includes do not show, one compiled into two
+targets; a circle across folders (cpu/k.c, compiled into a daemon/ target
+from there, and daemon/e.c); a lower file that calls upward through a
+function pointer registered from above (no cycle); a function defined in
+two folders, as for two binaries; a test program's object that would close
+a circle if it counted; a header whose function is defined in another
+file, one whose function is defined nowhere; a header with no .c that
+declares a function; one whose 'Implemented in:' line names its files; two
 headers that include each other.  Each is compiled as-is, and again with
 -fsanitize=address,undefined when the compiler can (tests/run.sh's ASan
 build runs this check too), and the findings must be the same.  The clean
@@ -66,6 +68,13 @@ BROKEN = {
     "daemon/e.c": '#include "e.h"\nint k_fn(void);\nint e_fn(void) { return k_fn(); }\n',
     "cpu/k.c": ("int e_fn(void);\nint k_fn(void) {\n  int r = 0;\n"
                 "  r += e_fn(); /* FAULT: calls daemon/ back */\n  return r;\n}\n"),
+    # mod_create is defined twice, once per binary (as gkcd's loader and
+    # the module's entry): user2.c's need goes to its own folder's, so
+    # mod.c calling user2.c back closes no circle.
+    "daemon/loader.c": "int mod_create(void) { return 0; }\n",
+    "cpu/mod.c": "int user2_done(void);\nint mod_create(void) { return user2_done(); }\n",
+    "daemon/user2.c": ("int mod_create(void);\nint user2_done(void) { return 0; }\n"
+                       "int user2_start(void) { return mod_create(); }\n"),
     "daemon/inc1.h": '#include "inc2.h"\n',
     "daemon/inc2.h": '#include "inc1.h" /* FAULT: includes back */\n',
 }
@@ -86,6 +95,9 @@ OBJECTS = {
     "daemon/e.c": [("daemon/CMakeFiles/core.dir/e.c.o", [])],
     "cpu/k.c": [("daemon/CMakeFiles/core.dir/__/cpu/k.c.o", [])],
     "tests/t.c": [("tests/unit/CMakeFiles/t.dir/__/t.c.o", [])],
+    "daemon/loader.c": [("daemon/CMakeFiles/core.dir/loader.c.o", [])],
+    "daemon/user2.c": [("daemon/CMakeFiles/core.dir/user2.c.o", [])],
+    "cpu/mod.c": [("CMakeFiles/module.dir/cpu/mod.c.o", [])],
 }
 
 # What the broken tree must print (each line exactly), and must not.
@@ -102,6 +114,8 @@ EXPECT = [
     "  daemon/a.c -> daemon/b.c: b_mid",
     "  daemon/b.c -> daemon/c.c: c_low",
     "  daemon/c.c -> daemon/a.c: a_top",
+    "note: mod_create is defined in 2 files (cpu/mod.c, daemon/loader.c): a file's need of it goes to its"
+    " own folder's, else to each",
     "daemon/b.h may define its functions only in daemon/b.c; it declares:",
     "  defined nowhere (in no object of this build, in no source): b_gone (line 2)",
     "daemon/c.h may define its functions only in daemon/c.c; it declares:",
@@ -110,7 +124,7 @@ EXPECT = [
     " macros only; it declares:",
     "  defined in daemon/d.c: proto_fn (line 2)",
 ]
-ABSENT = ["hook", "user", "types.h", "impl", "tests/", "u.c", "u.h"]
+ABSENT = ["hook", "user", "types.h", "impl", "tests/", "u.c", "u.h", "mod.c", "loader"]
 
 
 def build(tree, cc, flags, faults=True):
