@@ -273,9 +273,9 @@ def file_scope(text):
     """[(kind, name, line, is_static)] for the functions text declares
     ('decl', a prototype) or defines ('def') at file scope.  Bodies of
     structs and initializers are skipped; extern "C" { } and namespaces
-    are see-through;
-    a line that is only a macro's call (an X-macro expanding to
-    declarations) is dropped."""
+    are see-through (an anonymous one makes its functions static); a line
+    that is only a macro's call (an X-macro expanding to declarations) is
+    dropped."""
     s = strip_c(text)
     out = []
     i, n = 0, len(s)
