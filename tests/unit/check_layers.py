@@ -441,6 +441,8 @@ def call_graph(needs, defs):
 
 def check_calls(deps, defs, needs):
     bad = 0
+    needed = set().union(*needs.values())
+    cxx = demangle(needed)
     for comp in cycles(deps):
         bad += 1
         members = set(comp)
@@ -449,12 +451,11 @@ def check_calls(deps, defs, needs):
         for a in comp:
             for b, names in sorted(deps[a].items()):
                 if b in members:
-                    print(f"  {a} -> {b}: {', '.join(names)}")
-    needed = set().union(*needs.values())
+                    print(f"  {a} -> {b}: {', '.join(readable(n, cxx) for n in names)}")
     shared = sorted((n, s) for n, s in defs.items() if len(s) > 1 and n in needed)
     for name, srcs in shared:
-        print(f"note: {name} is defined in {len(srcs)} files ({', '.join(sorted(srcs))}): a file's need of it"
-              " goes to its own folder's, else to each")
+        print(f"note: {readable(name, cxx)} is defined in {len(srcs)} files ({', '.join(sorted(srcs))}):"
+              " a file's need of it goes to its own folder's, else to each")
     print(f"calls: {len(deps)} files, {'cycles above' if bad else 'layered, no cycle'}")
     return bad
 
@@ -497,18 +498,32 @@ def source_definitions(root, dirs):
     return out
 
 
-def demangled_names(defs):
-    """{plain function name: sources} for the C++ symbols among defs (their
-    name without scope and parameters), through c++filt when it is there."""
-    mangled = sorted(n for n in defs if n.startswith("_Z"))
+def demangle(names):
+    """{C++ symbol: its demangled text} for the mangled ones among names,
+    through c++filt when it is there (else none)."""
+    mangled = sorted(n for n in names if n.startswith("_Z"))
     if not mangled:
         return {}
     try:
         res = subprocess.run(["c++filt"], input="\n".join(mangled), capture_output=True, text=True)
     except OSError:
         return {}
+    plain = res.stdout.splitlines()
+    return dict(zip(mangled, plain)) if len(plain) == len(mangled) else {}
+
+
+def readable(name, cxx):
+    """name as a person reads it: a C++ function's qualified name, without
+    its parameters."""
+    plain = cxx.get(name)
+    return plain.split("(", 1)[0] if plain else name
+
+
+def demangled_names(defs):
+    """{plain function name: sources} for the C++ symbols among defs (their
+    name without scope and parameters)."""
     out = {}
-    for raw, plain in zip(mangled, res.stdout.splitlines()):
+    for raw, plain in demangle(defs).items():
         m = re.match(r"(?:[\w:<>, ]*::)?(\w+)\(", plain)
         if m:
             out.setdefault(m.group(1), set()).update(defs[raw])
