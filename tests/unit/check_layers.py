@@ -566,7 +566,8 @@ def check_headers(root, dirs, defs):
             if allowed:
                 says = "may define its functions only in " + ", ".join(sorted(allowed))
             else:
-                says = f"has no {os.path.basename(stem)}.c/.cu and no 'Implemented in:' line, so may declare types and macros only"
+                says = (f"has no {os.path.basename(stem)}.c/.cu and no 'Implemented in:' line,"
+                        " so may declare types and macros only")
             print(f"{rel} {says}; it declares:")
             for where, items in sorted(wrong.items(), key=lambda kv: kv[0] or ""):
                 syms = ", ".join(f"{fn} (line {line})" for fn, line in items)
@@ -577,7 +578,8 @@ def check_headers(root, dirs, defs):
             for p in listed:
                 if not os.path.isfile(os.path.join(root, p)):
                     print(f"  its 'Implemented in:' names {p}, which does not exist")
-    print(f"headers: {headers} read, {'misplaced definitions above' if bad else 'each function defined where its header says'}")
+    verdict = "misplaced definitions above" if bad else "each function defined where its header says"
+    print(f"headers: {headers} read, {verdict}")
     return bad
 
 
@@ -596,7 +598,8 @@ def main(argv):
     if a.build:
         needs, defs = symbol_table(os.path.abspath(a.build), root, dirs, a.nm)
         if not needs:
-            print(f"check_layers: no object of a product source under {a.build}: build it first", file=sys.stderr)
+            print(f"check_layers: no object of a product source under {a.build}: build it first",
+                  file=sys.stderr)
             return 2
         bad += check_calls(call_graph(needs, defs), defs, needs)
     bad += check_headers(root, dirs, defs)

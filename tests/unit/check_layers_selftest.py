@@ -56,7 +56,8 @@ BROKEN = {
     "daemon/hook.h": "typedef void (*hook_fn)(void);\nvoid hook_set(hook_fn fn);\nvoid hook_fire(void);\n",
     "daemon/hook.c": ('#include "hook.h"\nstatic hook_fn g_fn;\nvoid hook_set(hook_fn fn) { g_fn = fn; }\n'
                       "void hook_fire(void) { if (g_fn) g_fn(); }\n"
-                      "#ifdef TEST_CALLS_UP\nvoid user_start(void);\nvoid hook_test(void) { user_start(); }\n#endif\n"),
+                      "#ifdef TEST_CALLS_UP\nvoid user_start(void);\n"
+                      "void hook_test(void) { user_start(); }\n#endif\n"),
     "daemon/user.h": "void user_start(void);\n",
     "daemon/user.c": ('#include "user.h"\n#include "hook.h"\nstatic void user_cb(void) {}\n'
                       "void user_start(void) { hook_set(user_cb); hook_fire(); }\n"),
@@ -185,7 +186,8 @@ def main(argv):
             for ln in EXPECT:
                 expect(ln in lines, f"{name}: the broken tree's findings lack {ln!r}", text)
             for word in ABSENT:
-                bad = [ln for ln in lines if word in ln and (ln.startswith(" ") or "cycle" in ln or " it declares" in ln)]
+                bad = [ln for ln in lines
+                       if word in ln and (ln.startswith(" ") or "cycle" in ln or " it declares" in ln)]
                 expect(not bad, f"{name}: a finding names {word!r}, which is fine: {bad}", text)
             expect(text.count("call cycle:") == 2, f"{name}: not exactly two call cycles", text)
             expect(text.count("include each other") == 1, f"{name}: not exactly one include cycle", text)
@@ -198,7 +200,8 @@ def main(argv):
             src, out = build(tree, cc, flags, faults=False)
             rc, text = check(src, out, nm)
             expect(rc == 0, f"{name}: the clean tree exits {rc}, not 0", text)
-            expect("calls: " in text and "layered, no cycle" in text, f"{name}: the clean tree's calls were not read", text)
+            expect("calls: " in text and "layered, no cycle" in text,
+                   f"{name}: the clean tree's calls were not read", text)
             os.makedirs(os.path.join(tree, "empty"))
             rc, text = check(src, os.path.join(tree, "empty"), nm)
             expect(rc == 2, f"{name}: a build tree with no objects exits {rc}, not 2", text)
