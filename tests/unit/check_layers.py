@@ -351,8 +351,21 @@ def object_source(build, root, obj):
     return os.path.relpath(src, root)
 
 
+def ninja_objects(build):
+    """The objects build.ninja makes (relative to build), or None for a
+    build tree of another generator.  An object left over from an earlier
+    configuration (a source since taken out of its target) is not in it."""
+    path = os.path.join(build, "build.ninja")
+    if not os.path.isfile(path):
+        return None
+    with open(path, errors="replace") as f:
+        return {m.group(1).replace("$ ", " ").replace("$:", ":")
+                for m in re.finditer(r"^build ((?:[^:$\n]|\$.)+?\.o)(?=[ :|])", f.read(), re.M)}
+
+
 def product_objects(build, root, dirs):
     """{source: [object, ...]} for the product sources the build compiled."""
+    made = ninja_objects(build)
     out = {}
     for top, subdirs, files in os.walk(build):
         rel = os.path.relpath(top, build).split(os.sep)
@@ -364,6 +377,8 @@ def product_objects(build, root, dirs):
         for f in files:
             if f.endswith(".o"):
                 obj = os.path.join(top, f)
+                if made is not None and os.path.relpath(obj, build) not in made:
+                    continue
                 src = object_source(build, root, obj)
                 if src and src.split(os.sep)[0] in dirs:
                     out.setdefault(src, []).append(obj)
