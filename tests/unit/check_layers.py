@@ -19,8 +19,9 @@ mpi):
 2. Definitions and calls (needs --build).  x.c depends on y.c when x.c's
    object file needs (nm: undefined) a symbol that y.c's object defines.
    The objects are those of the build tree's product targets
-   (BUILD/<folder>/CMakeFiles/<target>.dir/<source>.o, C and CUDA); tests,
-   bench and examples are not product code.  A source compiled into two
+   (BUILD/<folder>/CMakeFiles/<target>.dir/<source>.o, C and CUDA; with
+   Ninja, only those build.ninja still makes); tests, bench and examples
+   are not product code.  A source compiled into two
    targets is one node.  A symbol that two files define (one per binary,
    such as gkcd and its CUDA module) is taken from the needing file's own
    folder when one of them is there.  No two source files, in one folder
