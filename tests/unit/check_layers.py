@@ -21,11 +21,11 @@ mpi):
    The objects are those of the build tree's product targets
    (BUILD/<folder>/CMakeFiles/<target>.dir/<source>.o, C and CUDA; with
    Ninja, only those build.ninja still makes); tests, bench and examples
-   are not product code.  A source compiled into two
-   targets is one node.  A symbol that two files define (one per binary,
-   such as gkcd and its CUDA module) is taken from the needing file's own
-   folder when one of them is there.  No two source files, in one folder
-   or across folders, may reach each other this way.  A lower file that
+   are not product code.  A source compiled into two targets is one node.
+   A symbol that two files define (one per binary, such as gkcd and its
+   CUDA module) is taken from the needing file's own folder when one of
+   them is there.  No two source files, in one folder or across folders,
+   may reach each other this way.  A lower file that
    must call upward takes a function pointer registered from above: that
    is no symbol reference, so no edge.
 
