@@ -158,17 +158,6 @@ int gkc__region_fd(const gkc_region *r);
 void gkc__region_set_id(gkc_region *r, uint32_t id);
 void gkc__region_free(gkc_region *r);
 
-/* Helpers of the method files (defined in gkc_methods.c). */
-/* Packs "algo": algo, or "auto" when algo is NULL or "". */
-void gkc__pack_algo(msgpack_packer *pk, const char *algo);
-/* Copies a string field of map m into a fixed buffer; "" when absent. */
-void gkc__get_str(const msgpack_object *m, const char *key, char *dst, size_t n);
-/* A numeric field of map m as a double; dflt when absent or not a number. */
-double gkc__get_num(const msgpack_object *m, const char *key, double dflt);
-/* Fills info (when not NULL) from a result's algo and timings (NAN when absent). */
-void gkc__take_info(const msgpack_object *r, gkc_info *info);
-/* A result that must be a map (and holds nothing we need). */
-int gkc__take_map(gkc_conn *c, const msgpack_object *result, gkc__req *r, gkc_result *res);
 /* Array references and result targets (gkc_resident.c), for the method files. */
 /* What the library must refuse: a form it cannot encode (optional: NONE is fine). */
 int gkc__check_ref(gkc_conn *c, const gkc_ref *r, const char *name, int optional);
@@ -180,9 +169,5 @@ int gkc__out_keys(const gkc_out *o);
 void gkc__pack_out(msgpack_packer *pk, const char *key, const gkc_out *o);
 /* Reads the array result `key` as out asked for it. */
 int gkc__take_out(gkc_conn *c, const msgpack_object *r, const char *key, gkc_out *out);
-
-/* An unsigned integer under key of map m, in [0, max]; 0 or GKC_EPROTOCOL. */
-int gkc__get_uint(gkc_conn *c, const msgpack_object *m, const char *key, uint64_t max,
-                  uint64_t *v);
 
 #endif

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "gkc_internal.h"
+#include "gkc_reply.h"
 #include "proto_rpc.h"
 
 struct gkc_region {

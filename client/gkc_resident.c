@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "gkc_internal.h"
+#include "gkc_reply.h"
 #include "proto_rpc.h"
 
 /* A bin's length is a 32-bit field. */

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "gkc_internal.h"
+#include "gkc_reply.h"
 #include "proto_rpc.h"
 
 /* --- solve --------------------------------------------------------------------------------- */

@@ -416,7 +416,7 @@ static int notification(gkc_conn *c, const msgpack_object *root) {
     proto_echo(text, sizeof text, msg->via.str.ptr, msg->via.str.size, 180);
   if (err == GKC_EUNKNOWN_CODE)
     return gkc__break(c, err, "gkcd closed the connection: %s (code \"%s\")", text, name);
-  return gkc__break(c, err, "gkcd closed the connection: %s", text[0] ? text : gkc_strerror(err));
+  return gkc__break(c, err, "gkcd closed the connection: %s", text[0] ? text : proto_err_text(err));
 }
 
 /* Handles one whole frame; 0, or an error after breaking the connection. */
