@@ -248,6 +248,81 @@ GKC_API int gkc_shm_register(gkc_conn *c, int fd, size_t bytes, uint32_t *region
 /* Releases region id on gkcd (only; nothing local). */
 GKC_API int gkc_shm_release(gkc_conn *c, uint32_t region);
 
+/* --- transparent shared memory: big arrays by value, without the socket --- */
+
+/* Calls that take arrays as plain pointers (gkc_sgemm, gkc_reduce,
+ * gkc_spmv, gkc_csr_upload, gkc_download, and GKC_REF_MEM references and
+ * GKC_OUT_MEM targets in any call, blocking or async) need no regions of
+ * the caller's: each connection keeps an arena of its own, sealed memfd
+ * regions registered with gkcd, and an array of at least `threshold` bytes
+ * travels through it.  The library copies an input into a slice of the
+ * arena and sends {"region", "offset", "bytes"} instead of the bytes; an
+ * array result of at least `threshold` bytes is asked for with "out" at a
+ * slice and copied to the caller's memory when the reply arrives.  The
+ * calls, their results and their errors stay what they were; only the
+ * copies through the socket go (on the CUDA backend the regions are also
+ * pinned, so GPU copies run from them at pinned-memory speed).
+ *
+ *  - The arena grows on demand, a region at a time (at least 4 MiB, then
+ *    doubling; at most 8 regions), up to max_bytes in all, no region over
+ *    gkcd's --max-request-bytes (read once from its status).  Regions are
+ *    reused call after call and freed by gkc_close (gkcd frees its side
+ *    when the connection closes); idle ones are swapped for a bigger one
+ *    when a call needs more.  Their pages, once touched, stay in memory
+ *    until then: up to max_bytes per connection.
+ *  - A slice belongs to its request until the reply (async: many requests
+ *    in flight share the arena, first fit).  When there is no room, or the
+ *    arena is still being set up or grown, the call sends its arrays inline
+ *    as before instead of waiting; so does a call whose arrays together
+ *    exceed what one region may hold.
+ *  - A result whose size the library cannot tell from the arguments
+ *    (gkc_download; spmv on a resident matrix without y; axpby or solve on
+ *    handles) takes a slice at the end of a region, so that a result larger
+ *    than the caller's memory is refused by gkcd, never written past it.
+ *  - Where descriptors cannot be passed (gkcd refuses shm_register, e.g.
+ *    because the connection already holds 64 regions, or a proxy between
+ *    here and gkcd drops SCM_RIGHTS; memfd_create or mmap fails here) the
+ *    connection turns it off for good and says why in gkc_shm_state; every
+ *    array then goes inline.  Running out of memory for one region only
+ *    sends that call inline.
+ *
+ * Environment, read by gkc_connect and gkc_async_connect:
+ *   GKC_NO_SHM=1            off (any value but "" and "0"); wins over gkc_set_shm
+ *   GKC_SHM_THRESHOLD=SIZE  the threshold (bytes, or with a K, M or G suffix)
+ *   GKC_SHM_MAX=SIZE        the arena's bound
+ * A value that is not a size turns it off, with the reason in gkc_shm_state.
+ *
+ * The default threshold was measured on a 2-core CPU machine through the
+ * CPU backend (bench/bench_shm.c; bench/RESULTS.md): below it, the copy
+ * into the arena costs about what the socket does. */
+#define GKC_SHM_DEFAULT_THRESHOLD ((size_t)256 << 10)
+#define GKC_SHM_DEFAULT_MAX ((size_t)1 << 30)
+/* gkc_set_shm's threshold that turns the arena off. */
+#define GKC_SHM_OFF SIZE_MAX
+
+/* Sets the threshold (0: GKC_SHM_DEFAULT_THRESHOLD, or $GKC_SHM_THRESHOLD;
+ * GKC_SHM_OFF: off) and the arena's bound (0: GKC_SHM_DEFAULT_MAX, or
+ * $GKC_SHM_MAX) for later calls on c.  Turning it on again also clears an
+ * earlier failure (say, after releasing regions of one's own).  Idle
+ * regions of the arena are released when it is turned off.  Returns 0. */
+GKC_API int gkc_set_shm(gkc_conn *c, size_t threshold, size_t max_bytes);
+
+typedef struct {
+  int on;                /* arrays of threshold bytes or more go through the arena */
+  size_t threshold, max_bytes;
+  size_t arena_bytes;    /* the bytes of the regions registered with gkcd now */
+  int regions;           /* how many regions that is */
+  uint64_t staged;       /* arrays and results that went through the arena */
+  uint64_t fallbacks;    /* calls with arrays over the threshold that went inline
+                          * for want of room (arena full, growing, too small) */
+  char why[256];         /* off: why ("GKC_NO_SHM is set", "turned off by
+                          * gkc_set_shm", "gkcd refused shm_register: ..."); else "" */
+} gkc_shm_info;
+
+/* 1 when the transparent path is on, 0 when off; info (may be NULL) gets
+ * the details.  c may be NULL (0). */
+GKC_API int gkc_shm_state(const gkc_conn *c, gkc_shm_info *info);
+
 /* --- array references: where a call's input array is --- */
 
 typedef enum {
