@@ -55,7 +55,8 @@ struct gkc__shm {
   int cannot_grow;   /* gkcd refused a region while others serve: grow no more */
   int probing;       /* async: the status request is in flight */
   int growing;       /* async: a shm_register is in flight */
-  uint64_t want;     /* async: the size to grow to once probing ends */
+  uint64_t want;     /* async: what calls sent inline meanwhile wanted: the size to
+                      * grow to once probing or the registration in flight ends */
   uint64_t staged, fallbacks;
   slot slots[NSLOTS];
 };
@@ -255,6 +256,8 @@ static void refused(gkc_conn *c, int status) {
     turn_off(A, "gkcd refused shm_register: %s", c->errmsg);
 }
 
+static void grow_wanted(gkc_conn *c);
+
 static void registered(gkc_conn *c, gkc__req *r, gkc_result *res) {
   gkc__shm *A = c->shm;
   slot *s = &A->slots[(intptr_t)r->userdata];
@@ -267,6 +270,10 @@ static void registered(gkc_conn *c, gkc__req *r, gkc_result *res) {
     slot_clear(s);
   }
   free(r);
+  /* Calls went inline while this was in flight: a burst of requests, all
+   * sent before any reply came.  Grow for them at once, not one region per
+   * turn of the loop. */
+  if (res->status == 0) grow_wanted(c);
 }
 
 static void released(gkc_conn *c, gkc__req *r, gkc_result *res) {
@@ -292,21 +299,26 @@ static int internal_submit(gkc_conn *c, gkc__req *r) {
 
 static void grow(gkc_conn *c, uint64_t need, int *ok);
 
-static void probed(gkc_conn *c, gkc__req *r, gkc_result *res) {
+/* Async: a region for what calls wanted while the arena could not serve
+ * them (want, at most what one region may hold). */
+static void grow_wanted(gkc_conn *c) {
   gkc__shm *A = c->shm;
-  A->probing = 0;
-  limits_known(A, res->status);
-  free(r);
   uint64_t w = A->want;
   A->want = 0;
-  /* Register the region the call that started this wanted, at once. */
-  if (A->limits_known && !A->off && c->fd >= 0 && w && w <= region_cap(A)) {
-    char saved[sizeof c->errmsg];
-    memcpy(saved, c->errmsg, sizeof saved);
-    int ok;
-    grow(c, w, &ok);
-    memcpy(c->errmsg, saved, sizeof saved);
-  }
+  if (!A->limits_known || A->off || c->fd < 0 || w == 0) return;
+  if (w > region_cap(A)) w = region_cap(A);
+  char saved[sizeof c->errmsg];
+  memcpy(saved, c->errmsg, sizeof saved);
+  int ok;
+  grow(c, w, &ok);
+  memcpy(c->errmsg, saved, sizeof saved);
+}
+
+static void probed(gkc_conn *c, gkc__req *r, gkc_result *res) {
+  c->shm->probing = 0;
+  limits_known(c->shm, res->status);
+  free(r);
+  grow_wanted(c); /* for the call that started this, and those since */
 }
 
 /* Gives back the regions no request uses: before growing (their bytes
@@ -349,11 +361,12 @@ static void grow(gkc_conn *c, uint64_t need, int *ok) {
       free_slot = i;
   }
   if (free_slot < 0) return;
-  /* Doubling: a power of two over need, and twice what is kept, so that an
-   * async context's arena keeps pace with what it has in flight. */
+  /* A power of two: a blocking connection whose calls keep getting bigger
+   * replaces its region a logarithmic number of times.  (An async
+   * context's need includes what went inline for want of room meanwhile:
+   * its arena keeps pace with what it has in flight.) */
   uint64_t size = MIN_REGION;
   while (size < need && size <= UINT64_MAX / 2) size <<= 1;
-  if (kept <= UINT64_MAX / 2 && size < 2 * kept) size = 2 * kept;
   uint64_t room = region_cap(A);
   uint64_t left = A->max_bytes > kept ? A->max_bytes - kept : 0;
   if (left < room) room = left;
@@ -405,7 +418,6 @@ static int setup(gkc_conn *c, uint64_t total) {
   gkc__shm *A = c->shm;
   if (!A->limits_known) {
     if (c->nonblock) {
-      if (total > A->want) A->want = total;
       if (A->probing) return -1;
       gkc__req *r = internal_req(probed);
       if (!r) return -1;
@@ -516,6 +528,8 @@ void gkc__shm_stage(gkc_conn *c, gkc__req *r, gkc_ref *const *refs, int n, gkc_o
   memcpy(c->errmsg, saved, sizeof saved);
   if (rc != 0) {
     A->fallbacks++;
+    /* Async: remembered, so that the next region is sized for them. */
+    if (c->nonblock && total <= region_cap(A) && A->want <= UINT64_MAX - total) A->want += total;
     return;
   }
   int k = 0;
