@@ -224,7 +224,7 @@ typedef struct gkc_region gkc_region;
 
 /* Creates a region of bytes bytes (1 to gkcd's --max-request-bytes): a
  * sealed memfd (memfd_create(MFD_CLOEXEC | MFD_ALLOW_SEALING), sized, with
- * F_SEAL_SHRINK | F_SEAL_GROW), mapped read-write here and registered with
+ * F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL), mapped read-write here and registered with
  * gkcd by shm_register, the descriptor passed with the request.  Its bytes
  * start zeroed.  *out is NULL on failure. */
 GKC_API int gkc_region_create(gkc_conn *c, size_t bytes, gkc_region **out);
@@ -263,18 +263,21 @@ GKC_API int gkc_shm_release(gkc_conn *c, uint32_t region);
  * copies through the socket go (on the CUDA backend the regions are also
  * pinned, so GPU copies run from them at pinned-memory speed).
  *
- *  - The arena grows on demand, a region at a time (at least 4 MiB, then
- *    doubling; at most 8 regions), up to max_bytes in all, no region over
- *    gkcd's --max-request-bytes (read once from its status).  Regions are
- *    reused call after call and freed by gkc_close (gkcd frees its side
- *    when the connection closes); idle ones are swapped for a bigger one
- *    when a call needs more.  Their pages, once touched, stay in memory
- *    until then: up to max_bytes per connection.
+ *  - The arena grows on demand, a region at a time (a power of two of at
+ *    least 4 MiB that holds what the call needs; at most 8 regions), up to
+ *    max_bytes in all, no region over gkcd's --max-request-bytes (read
+ *    once from its status).  Regions are reused call after call and freed
+ *    by gkc_close (gkcd frees its side when the connection closes); idle
+ *    ones are swapped for a bigger one when a call needs more.  Their
+ *    pages, once touched, stay in memory until then: up to max_bytes per
+ *    connection (on the CUDA backend gkcd pins them all).
  *  - A slice belongs to its request until the reply (async: many requests
  *    in flight share the arena, first fit).  When there is no room, or the
  *    arena is still being set up or grown, the call sends its arrays inline
- *    as before instead of waiting; so does a call whose arrays together
- *    exceed what one region may hold.
+ *    as before instead of waiting (an async context's first big call
+ *    always does: it starts the set-up); so does a call whose arrays
+ *    together exceed what one region may hold, which gkcd then judges
+ *    against --max-request-bytes as it always did.
  *  - A result whose size the library cannot tell from the arguments
  *    (gkc_download; spmv on a resident matrix without y; axpby or solve on
  *    handles) takes a slice at the end of a region, so that a result larger
@@ -282,9 +285,10 @@ GKC_API int gkc_shm_release(gkc_conn *c, uint32_t region);
  *  - Where descriptors cannot be passed (gkcd refuses shm_register, e.g.
  *    because the connection already holds 64 regions, or a proxy between
  *    here and gkcd drops SCM_RIGHTS; memfd_create or mmap fails here) the
- *    connection turns it off for good and says why in gkc_shm_state; every
- *    array then goes inline.  Running out of memory for one region only
- *    sends that call inline.
+ *    connection turns it off and says why in gkc_shm_state; every array
+ *    then goes inline, until gkc_set_shm turns it on again.  Running out of
+ *    memory for one region only sends that call inline.  No failure of the
+ *    arena fails the caller's call.
  *
  * Environment, read by gkc_connect and gkc_async_connect:
  *   GKC_NO_SHM=1            off (any value but "" and "0"); wins over gkc_set_shm
@@ -327,7 +331,9 @@ GKC_API int gkc_shm_state(const gkc_conn *c, gkc_shm_info *info);
 
 typedef enum {
   GKC_REF_NONE = 0, /* no array (an optional input left out) */
-  GKC_REF_MEM,      /* bytes at data, in this process: sent inside the request */
+  GKC_REF_MEM,      /* bytes at data, in this process: sent inside the request,
+                     * or through the connection's arena (transparent shared
+                     * memory, above) */
   GKC_REF_REGION,   /* bytes at offset of region id `region` */
   GKC_REF_HANDLE    /* resident array `handle` */
 } gkc_ref_kind;
@@ -350,7 +356,8 @@ GKC_API gkc_ref gkc_ref_handle(uint32_t handle, size_t bytes);
 /* --- output targets: where a call's array result goes --- */
 
 typedef enum {
-  GKC_OUT_MEM = 0,    /* returned inside the reply, copied to data */
+  GKC_OUT_MEM = 0,    /* returned inside the reply (or written into the arena),
+                       * copied to data */
   GKC_OUT_REGION,     /* written by gkcd into region `region` at offset */
   GKC_OUT_NEW_HANDLE, /* kept on gkcd as a new resident array */
   GKC_OUT_HANDLE      /* overwrites resident array `handle` (same dtype and length) */

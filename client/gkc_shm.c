@@ -257,6 +257,7 @@ static void refused(gkc_conn *c, int status) {
 }
 
 static void grow_wanted(gkc_conn *c);
+static void release_idle(gkc_conn *c);
 
 static void registered(gkc_conn *c, gkc__req *r, gkc_result *res) {
   gkc__shm *A = c->shm;
@@ -270,6 +271,13 @@ static void registered(gkc_conn *c, gkc__req *r, gkc_result *res) {
     slot_clear(s);
   }
   free(r);
+  if (A->off) { /* turned off meanwhile */
+    char saved[sizeof c->errmsg];
+    memcpy(saved, c->errmsg, sizeof saved);
+    release_idle(c);
+    memcpy(c->errmsg, saved, sizeof saved);
+    return;
+  }
   /* Calls went inline while this was in flight: a burst of requests, all
    * sent before any reply came.  Grow for them at once, not one region per
    * turn of the loop. */
@@ -370,7 +378,7 @@ static void grow(gkc_conn *c, uint64_t need, int *ok) {
   uint64_t room = region_cap(A);
   uint64_t left = A->max_bytes > kept ? A->max_bytes - kept : 0;
   if (left < room) room = left;
-  if (size > room) size = room;
+  if (size > room) size = room & ~(uint64_t)4095; /* a slice at the end must start aligned */
   if (size < need || size > SIZE_MAX) return;
   gkc_region *reg;
   int rc = gkc__region_alloc(c, (size_t)size, &reg);
