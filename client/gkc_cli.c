@@ -27,13 +27,14 @@ static void usage(FILE *f) {
           "                  $XDG_RUNTIME_DIR/gkcd.sock, else /run/gkcd/gkcd.sock)\n"
           "  --json          print one JSON object instead of text\n"
           "  --no-shm        send every array through the socket: libgkc otherwise\n"
-          "                  passes arrays of 256 KiB or more through shared memory\n"
+          "                  passes arrays of %zu KiB or more through shared memory\n"
           "                  it registers with gkcd (also GKC_NO_SHM=1; the size:\n"
           "                  GKC_SHM_THRESHOLD)\n"
           "  -h, --help      show this help and exit\n"
           "  -V, --version   show the version and exit\n\n"
           "'gkc COMMAND --help' describes a command's options.\n"
-          "Exit status: 0 success, 1 server, connection or --check failure, 2 usage error.\n");
+          "Exit status: 0 success, 1 server, connection or --check failure, 2 usage error.\n",
+          (size_t)GKC_SHM_DEFAULT_THRESHOLD >> 10);
 }
 
 int main(int argc, char **argv) {
