@@ -5,17 +5,24 @@
  * array inline (gkc_set_shm(c, GKC_SHM_OFF, 0)), one passing every array
  * through its arena (threshold 1 byte).  Calls alternate between the two,
  * so that drift in a shared machine's load falls on both alike; each
- * cell is the median round trip of at least --reps calls and --time
- * seconds.  The operations:
+ * cell is the median and the minimum round trip of at least --reps calls
+ * and --time seconds (on a loaded machine the minimum shows what each path
+ * costs, the median what a caller sees).  The operations:
  *   reduce    one array in, a scalar back
  *   axpby     two arrays in (x, y), one back (y' = 2x + y)
  *   download  one array back (a resident array of that size)
- * The threshold is the smallest size from which the arena is at least as
- * fast for every operation, at that size and every larger one.  Results
+ * The threshold it suggests is the smallest size from which the arena is
+ * at least --margin times as fast (default 1.1: clearly, not within the
+ * noise) for every operation, at that size and every larger one, by the
+ * minimums (which a loaded machine disturbs least); the same rule on the
+ * medians is printed beside it.  Results
  * of the two paths are compared: a difference fails the run.
  *
  *   bench_shm --gkcd build/daemon/gkcd     # starts gkcd on a temporary socket
  *   bench_shm --socket PATH                # or measures one already running
+ *
+ * --csv PATH writes one row per size and operation there ("-": stdout, the
+ * table then going to stderr).
  */
 #include <getopt.h>
 #include <math.h>
@@ -26,14 +33,16 @@
 #include <unistd.h>
 
 #include "bench_common.h"
+#include "bench_csv.h"
 #include "gkc.h"
 
 enum { OP_REDUCE, OP_AXPBY, OP_DOWNLOAD, NOPS };
 static const char *const op_names[NOPS] = {"reduce", "axpby", "download"};
 
 static long min_bytes = 4096, max_bytes = 64L << 20, min_reps = 7;
-static double cell_s = 0.3;
+static double cell_s = 0.3, margin = 1.1;
 static int failures;
+static FILE *tab; /* the Markdown table: stdout, or stderr when the CSV is there */
 
 static void *xmalloc(size_t n) {
   void *p = malloc(n);
@@ -81,8 +90,9 @@ static double median(double *v, int n) {
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-/* Median round trips of op at n floats, inline and through the arena. */
-static void cell(gkc_conn *ci, gkc_conn *cs, int op, size_t n, double *t_inline, double *t_shm) {
+/* Round trips of op at n floats, inline and through the arena: t[0] the
+ * median inline, t[1] through the arena; t[2], t[3] the minimums. */
+static void cell(gkc_conn *ci, gkc_conn *cs, int op, size_t n, double t[4]) {
   work w[2];
   for (int k = 0; k < 2; k++) {
     w[k].n = n;
@@ -106,8 +116,10 @@ static void cell(gkc_conn *ci, gkc_conn *cs, int op, size_t n, double *t_inline,
     fprintf(stderr, "bench_shm: %s of %zu bytes: the two paths differ\n", op_names[op], n * 4);
     failures++;
   }
-  *t_inline = median(a, m);
-  *t_shm = median(b, m);
+  t[0] = median(a, m); /* sorts a and b: the minimum is first */
+  t[1] = median(b, m);
+  t[2] = a[0];
+  t[3] = b[0];
   for (int k = 0; k < 2; k++) {
     if (op == OP_DOWNLOAD) gkc_release(k ? cs : ci, w[k].handle);
     free(w[k].x), free(w[k].y), free(w[k].out);
@@ -126,9 +138,10 @@ int main(int argc, char **argv) {
   static const struct option opts[] = {{"gkcd", 1, 0, 'g'}, {"socket", 1, 0, 's'},
                                        {"min", 1, 0, 'a'},  {"max", 1, 0, 'b'},
                                        {"time", 1, 0, 't'}, {"reps", 1, 0, 'r'},
+                                       {"margin", 1, 0, 'm'},  {"csv", 1, 0, 'c'},
                                        {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
   bench_prog = "bench_shm";
-  const char *gkcd = getenv("GKCD_BIN"), *sock = NULL;
+  const char *gkcd = getenv("GKCD_BIN"), *sock = NULL, *csv_path = NULL;
   int o;
   while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
     switch (o) {
@@ -138,6 +151,8 @@ int main(int argc, char **argv) {
       case 'b': max_bytes = bench_parse_long("--max", optarg, 4, 1L << 30); break;
       case 't': cell_s = bench_parse_long("--time", optarg, 1, 60000) / 1000.0; break;
       case 'r': min_reps = bench_parse_long("--reps", optarg, 1, 4096); break;
+      case 'c': csv_path = optarg; break;
+      case 'm': margin = bench_parse_long("--margin", optarg, 100, 1000) / 100.0; break;
       case 'h':
         printf("usage: bench_shm [--gkcd PATH | --socket PATH] [--min BYTES] [--max BYTES]\n"
                "                 [--time MS] [--reps N]\n"
@@ -147,12 +162,20 @@ int main(int argc, char **argv) {
                "  --gkcd PATH    gkcd to start on a temporary socket (default $GKCD_BIN)\n"
                "  --socket PATH  measure a gkcd already running there instead\n"
                "  --time MS      at least this long per cell and path (default 300)\n"
-               "  --reps N       and at least N calls (default 7)\n");
+               "  --reps N       and at least N calls (default 7)\n"
+               "  --margin PCT   the threshold: where the arena is PCT%% as fast (default 110)\n"
+               "  --csv PATH     also one CSV row per size and operation (-: stdout, the\n"
+               "                 table then to stderr)\n");
         return 0;
       default: return 2;
     }
   }
   signal(SIGPIPE, SIG_IGN);
+  tab = csv_path && !strcmp(csv_path, "-") ? stderr : stdout;
+  bench_csv csv = {0};
+  if (csv_path && bench_csv_open(&csv, csv_path, "bytes,op,inline_median_us,inline_min_us,"
+                                 "arena_median_us,arena_min_us") != 0)
+    return 2;
   char path[108];
   volatile pid_t pid = 0;
   if (!sock) {
@@ -170,47 +193,59 @@ int main(int argc, char **argv) {
     sock = path;
   }
   gkc_conn *ci = connect_or_die(sock, 0), *cs = connect_or_die(sock, 1);
-  printf("median round trip in microseconds, inline / through the arena (ratio: inline over arena)\n\n");
-  printf("| size |");
-  for (int op = 0; op < NOPS; op++) printf(" %s inline | %s arena | ratio |", op_names[op], op_names[op]);
-  printf("\n|---:|");
-  for (int op = 0; op < NOPS; op++) printf("---:|---:|---:|");
-  printf("\n");
+  fprintf(tab, "round trips in microseconds, median (min), inline / through the arena; ratio: inline"
+         " over arena, of the medians (of the minimums)\n\n");
+  fprintf(tab, "| size |");
+  for (int op = 0; op < NOPS; op++) fprintf(tab, " %s inline | %s arena | ratio |", op_names[op], op_names[op]);
+  fprintf(tab, "\n|---:|");
+  for (int op = 0; op < NOPS; op++) fprintf(tab, "---:|---:|---:|");
+  fprintf(tab, "\n");
   int nsizes = 0;
   long sizes[32];
-  double ratio[32][NOPS];
+  double ratio[2][32][NOPS]; /* of the medians, of the minimums */
   for (long bytes = min_bytes; bytes <= max_bytes && nsizes < 32; bytes *= 2, nsizes++) {
     char h[32];
     human(h, sizeof h, bytes);
     sizes[nsizes] = bytes;
-    printf("| %s |", h);
+    fprintf(tab, "| %s |", h);
     for (int op = 0; op < NOPS; op++) {
-      double ti, ts;
-      cell(ci, cs, op, (size_t)bytes / 4, &ti, &ts);
-      ratio[nsizes][op] = ti / ts;
-      printf(" %.1f | %.1f | %.2f |", ti, ts, ti / ts);
+      double t[4];
+      cell(ci, cs, op, (size_t)bytes / 4, t);
+      ratio[0][nsizes][op] = t[0] / t[1];
+      ratio[1][nsizes][op] = t[2] / t[3];
+      fprintf(tab, " %.0f (%.0f) | %.0f (%.0f) | %.2f (%.2f) |", t[0], t[2], t[1], t[3],
+              t[0] / t[1], t[2] / t[3]);
+      bench_csv_num(&csv, "%ld", bytes);
+      bench_csv_str(&csv, op_names[op]);
+      bench_csv_num(&csv, "%.1f,%.1f,%.1f,%.1f", t[0], t[2], t[1], t[3]);
+      bench_csv_end(&csv);
     }
-    printf("\n");
-    fflush(stdout);
+    fprintf(tab, "\n");
+    fflush(tab);
   }
   gkc_shm_info info;
   gkc_shm_state(cs, &info);
-  /* From which size up does the arena win for every operation? */
-  int from = nsizes;
-  while (from > 0) {
-    int wins = 1;
-    for (int op = 0; op < NOPS; op++) wins &= ratio[from - 1][op] >= 1.0;
-    if (!wins) break;
-    from--;
+  /* From which size up does the arena win, by the margin, for every operation? */
+  fprintf(tab, "\n");
+  for (int k = 1; k >= 0; k--) {
+    int from = nsizes;
+    while (from > 0) {
+      int wins = 1;
+      for (int op = 0; op < NOPS; op++) wins &= ratio[k][from - 1][op] >= margin;
+      if (!wins) break;
+      from--;
+    }
+    char h[32] = "none measured";
+    if (from < nsizes) human(h, sizeof h, sizes[from]);
+    fprintf(tab, "threshold by the %s: %s (the arena at least %.2fx as fast for every operation from"
+           " there up)\n", k ? "minimums" : "medians", h, margin);
   }
-  char h[32] = "none measured";
-  if (from < nsizes) human(h, sizeof h, sizes[from]);
-  printf("\nthreshold: %s (the arena is as fast or faster for every operation from there up)\n", h);
-  printf("arena at the end: %zu bytes in %d region(s), %llu arrays staged, %llu calls inline for"
+  fprintf(tab, "arena at the end: %zu bytes in %d region(s), %llu arrays staged, %llu calls inline for"
          " want of room\n", info.arena_bytes, info.regions, (unsigned long long)info.staged,
          (unsigned long long)info.fallbacks);
   gkc_close(ci);
   gkc_close(cs);
+  if (bench_csv_close(&csv) != 0) failures++;
   if (pid > 0) {
     bench_stop_child(&pid, 10);
     unlink(path);

@@ -297,9 +297,10 @@ GKC_API int gkc_shm_release(gkc_conn *c, uint32_t region);
  * A value that is not a size turns it off, with the reason in gkc_shm_state.
  *
  * The default threshold was measured on a 2-core CPU machine through the
- * CPU backend (bench/bench_shm.c; bench/RESULTS.md): below it, the copy
- * into the arena costs about what the socket does. */
-#define GKC_SHM_DEFAULT_THRESHOLD ((size_t)256 << 10)
+ * CPU backend (bench/bench_shm.c; bench/RESULTS.md): from 128 KiB up the
+ * arena was at least 1.1x as fast as the socket for reduce, axpby and
+ * download (5-7x at 64 MiB); below, within a few percent either way. */
+#define GKC_SHM_DEFAULT_THRESHOLD ((size_t)128 << 10)
 #define GKC_SHM_DEFAULT_MAX ((size_t)1 << 30)
 /* gkc_set_shm's threshold that turns the arena off. */
 #define GKC_SHM_OFF SIZE_MAX

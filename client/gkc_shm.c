@@ -253,7 +253,7 @@ static void refused(gkc_conn *c, int status) {
   if (serving)
     A->cannot_grow = 1;
   else
-    turn_off(A, "gkcd refused shm_register: %s", c->errmsg);
+    turn_off(A, "gkcd refused shm_register: %.220s", c->errmsg);
 }
 
 static void grow_wanted(gkc_conn *c);
@@ -383,7 +383,7 @@ static void grow(gkc_conn *c, uint64_t need, int *ok) {
   gkc_region *reg;
   int rc = gkc__region_alloc(c, (size_t)size, &reg);
   if (rc) {
-    if (rc != GKC_EOUT_OF_MEMORY) turn_off(A, "%s", c->errmsg);
+    if (rc != GKC_EOUT_OF_MEMORY) turn_off(A, "%.250s", c->errmsg);
     return;
   }
   slot *s = &A->slots[free_slot];
