@@ -305,11 +305,15 @@ GKC_API int gkc_shm_release(gkc_conn *c, uint32_t region);
 /* gkc_set_shm's threshold that turns the arena off. */
 #define GKC_SHM_OFF SIZE_MAX
 
-/* Sets the threshold (0: GKC_SHM_DEFAULT_THRESHOLD, or $GKC_SHM_THRESHOLD;
- * GKC_SHM_OFF: off) and the arena's bound (0: GKC_SHM_DEFAULT_MAX, or
- * $GKC_SHM_MAX) for later calls on c.  Turning it on again also clears an
- * earlier failure (say, after releasing regions of one's own).  Idle
- * regions of the arena are released when it is turned off.  Returns 0. */
+/* Sets the threshold (0: $GKC_SHM_THRESHOLD, else GKC_SHM_DEFAULT_THRESHOLD;
+ * GKC_SHM_OFF: off) and the arena's bound (0: $GKC_SHM_MAX, else
+ * GKC_SHM_DEFAULT_MAX) for later calls on c.  Turning it on again also
+ * clears an earlier failure (say, after releasing regions of one's own).
+ * Idle regions of the arena are released (shm_release) when it is turned
+ * off or its bound falls under what it holds; regions that requests in
+ * flight use then stay until the arena next grows, or gkc_close.  Returns 0, or
+ * GKC_EOUT_OF_MEMORY when c could not make its arena at connect (it then
+ * sends everything inline). */
 GKC_API int gkc_set_shm(gkc_conn *c, size_t threshold, size_t max_bytes);
 
 typedef struct {
@@ -318,8 +322,9 @@ typedef struct {
   size_t arena_bytes;    /* the bytes of the regions registered with gkcd now */
   int regions;           /* how many regions that is */
   uint64_t staged;       /* arrays and results that went through the arena */
-  uint64_t fallbacks;    /* calls with arrays over the threshold that went inline
-                          * for want of room (arena full, growing, too small) */
+  uint64_t fallbacks;    /* calls with arrays at or over the threshold that went
+                          * inline for want of room (arena full, being set up or
+                          * grown, or too small for the call) */
   char why[256];         /* off: why ("GKC_NO_SHM is set", "turned off by
                           * gkc_set_shm", "gkcd refused shm_register: ..."); else "" */
 } gkc_shm_info;

@@ -99,7 +99,9 @@ int gkc_async_set_precision(gkc_async *ac, const char *precision) {
 int gkc_async_set_device(gkc_async *ac, int device) { return gkc_set_device(&ac->c, device); }
 
 int gkc_async_set_shm(gkc_async *ac, size_t threshold, size_t max_bytes) {
-  return gkc_set_shm(&ac->c, threshold, max_bytes);
+  int rc = gkc_set_shm(&ac->c, threshold, max_bytes);
+  update(ac); /* releasing idle regions may have queued requests */
+  return rc;
 }
 
 int gkc_async_shm_state(const gkc_async *ac, gkc_shm_info *info) {
