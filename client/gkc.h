@@ -290,11 +290,13 @@ GKC_API int gkc_shm_release(gkc_conn *c, uint32_t region);
  *    memory for one region only sends that call inline.  No failure of the
  *    arena fails the caller's call.
  *
- * Environment, read by gkc_connect and gkc_async_connect:
- *   GKC_NO_SHM=1            off (any value but "" and "0"); wins over gkc_set_shm
- *   GKC_SHM_THRESHOLD=SIZE  the threshold (bytes, or with a K, M or G suffix)
- *   GKC_SHM_MAX=SIZE        the arena's bound
- * A value that is not a size turns it off, with the reason in gkc_shm_state.
+ * Environment, read by gkc_connect and gkc_async_connect (the names and
+ * meanings the Python package reads too):
+ *   GKC_NO_SHM=1              off (any value but "" and "0")
+ *   GKC_SHM_THRESHOLD=SIZE    the threshold (bytes, or with a K, M or G suffix)
+ *   GKC_SHM_MAX_BYTES=SIZE    the arena's bound
+ * A value that is not a size turns it off, with the reason in gkc_shm_state
+ * (the connection itself succeeds).
  *
  * The default threshold was measured on a 2-core CPU machine through the
  * CPU backend (bench/bench_shm.c; bench/RESULTS.md): from 128 KiB up the
@@ -306,9 +308,11 @@ GKC_API int gkc_shm_release(gkc_conn *c, uint32_t region);
 #define GKC_SHM_OFF SIZE_MAX
 
 /* Sets the threshold (0: $GKC_SHM_THRESHOLD, else GKC_SHM_DEFAULT_THRESHOLD;
- * GKC_SHM_OFF: off) and the arena's bound (0: $GKC_SHM_MAX, else
- * GKC_SHM_DEFAULT_MAX) for later calls on c.  Turning it on again also
- * clears an earlier failure (say, after releasing regions of one's own).
+ * GKC_SHM_OFF: off) and the arena's bound (0: $GKC_SHM_MAX_BYTES, else
+ * GKC_SHM_DEFAULT_MAX) for later calls on c.  Any threshold but GKC_SHM_OFF
+ * turns it on, whatever GKC_NO_SHM says (the program's choice wins, as the
+ * Python package's keywords do), and clears an earlier failure (say, after
+ * releasing regions of one's own).
  * Idle regions of the arena are released (shm_release) when it is turned
  * off or its bound falls under what it holds; regions that requests in
  * flight use then stay until the arena next grows, or gkc_close.  Returns 0, or

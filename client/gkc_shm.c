@@ -47,7 +47,7 @@ typedef struct {
 struct gkc__shm {
   size_t threshold, max_bytes;
   size_t env_threshold, env_max; /* what the environment set; 0: the defaults */
-  int env_off;                   /* GKC_NO_SHM (or a bad value): gkc_set_shm cannot turn it on */
+  int env_off;                   /* GKC_NO_SHM, or a bad value: off until gkc_set_shm says on */
   int off;                       /* stage nothing; why says so */
   char why[256];
   int limits_known;  /* gkcd_max has been asked for */
@@ -192,7 +192,7 @@ void gkc__shm_init(gkc_conn *c) {
     snprintf(A->why, sizeof A->why, "GKC_NO_SHM is set in the environment");
   }
   env_size(A, "GKC_SHM_THRESHOLD", &A->env_threshold);
-  env_size(A, "GKC_SHM_MAX", &A->env_max);
+  env_size(A, "GKC_SHM_MAX_BYTES", &A->env_max);
   A->off = A->env_off;
   A->threshold = A->env_threshold ? A->env_threshold : GKC_SHM_DEFAULT_THRESHOLD;
   A->max_bytes = A->env_max ? A->env_max : GKC_SHM_DEFAULT_MAX;
@@ -584,16 +584,16 @@ int gkc_set_shm(gkc_conn *c, size_t threshold, size_t max_bytes) {
   char saved[sizeof c->errmsg];
   memcpy(saved, c->errmsg, sizeof saved);
   if (threshold == GKC_SHM_OFF) {
-    if (!A->env_off) turn_off(A, "%s", "turned off by gkc_set_shm");
+    turn_off(A, "%s", "turned off by gkc_set_shm");
     release_idle(c);
   } else {
     A->threshold = threshold ? threshold : A->env_threshold ? A->env_threshold
                                                             : GKC_SHM_DEFAULT_THRESHOLD;
     A->max_bytes = max_bytes ? max_bytes : A->env_max ? A->env_max : GKC_SHM_DEFAULT_MAX;
-    if (!A->env_off) {
-      A->off = 0;
-      A->why[0] = 0;
-    }
+    /* The program's own choice wins over the environment's, as the
+     * Python package's keywords do. */
+    A->off = 0;
+    A->why[0] = 0;
     A->cannot_grow = 0;
     uint64_t have = 0;
     for (int i = 0; i < NSLOTS; i++) have += slot_bytes(&A->slots[i]);

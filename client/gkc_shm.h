@@ -16,7 +16,7 @@
 #include "gkc_internal.h"
 
 /* Makes c's arena (no region yet) with the settings of the environment
- * (GKC_NO_SHM, GKC_SHM_THRESHOLD, GKC_SHM_MAX).  Out of memory leaves c->shm
+ * (GKC_NO_SHM, GKC_SHM_THRESHOLD, GKC_SHM_MAX_BYTES).  Out of memory leaves c->shm
  * NULL: the connection then sends everything inline. */
 void gkc__shm_init(gkc_conn *c);
 /* Frees the arena here; call after gkc__conn_destroy (which ends every

@@ -380,7 +380,7 @@ int main(void) {
   rng = test_seed();
   unsetenv("GKC_NO_SHM");
   unsetenv("GKC_SHM_THRESHOLD");
-  unsetenv("GKC_SHM_MAX");
+  unsetenv("GKC_SHM_MAX_BYTES");
   fixture f;
   fixture_start(&f, NULL, NULL);
   test_setup(&f);

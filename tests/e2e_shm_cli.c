@@ -77,7 +77,7 @@ int main(void) {
   if (!gkc_bin) TEST_SKIP("GKC_BIN is not set (the gkc CLI was not built)");
   unsetenv("GKC_NO_SHM");
   unsetenv("GKC_SHM_THRESHOLD");
-  unsetenv("GKC_SHM_MAX");
+  unsetenv("GKC_SHM_MAX_BYTES");
   fixture_start(&F, NULL, NULL);
   char out[8192], want[64], got[64];
 

@@ -106,19 +106,21 @@ static void test_env(const fixture *f) {
   ASSERT_EQ(i.on, 0);
   ASSERT_CONTAINS(i.why, "GKC_NO_SHM");
   ASSERT_EQ(gkc_reduce(c, x, n, GKC_SUM, &v, NULL, NULL), 0);
-  /* The environment wins over the setter. */
+  i = state(c);
+  ASSERT_EQ(i.staged, 0);
+  ASSERT_EQ(i.regions, 0);
+  /* The program's own choice wins over the environment. */
   ASSERT_EQ(gkc_set_shm(c, THR, 0), 0);
   ASSERT_EQ(gkc_reduce(c, x, n, GKC_SUM, &v, NULL, NULL), 0);
   i = state(c);
-  ASSERT_EQ(i.on, 0);
-  ASSERT_EQ(i.staged, 0);
-  ASSERT_EQ(i.regions, 0);
-  ASSERT_CONTAINS(i.why, "GKC_NO_SHM");
+  ASSERT_EQ(i.on, 1);
+  ASSERT_EQ(i.staged, 1);
+  ASSERT_STR_EQ(i.why, "");
   gkc_close(c);
 
   setenv("GKC_NO_SHM", "0", 1); /* "0" is not set */
   setenv("GKC_SHM_THRESHOLD", "64K", 1);
-  setenv("GKC_SHM_MAX", "32M", 1);
+  setenv("GKC_SHM_MAX_BYTES", "32M", 1);
   ASSERT_EQ(gkc_connect(&c, f->sock), 0);
   i = state(c);
   ASSERT_EQ(i.on, 1);
@@ -145,7 +147,7 @@ static void test_env(const fixture *f) {
   gkc_close(c);
   unsetenv("GKC_NO_SHM");
   unsetenv("GKC_SHM_THRESHOLD");
-  unsetenv("GKC_SHM_MAX");
+  unsetenv("GKC_SHM_MAX_BYTES");
   free(x);
 }
 
@@ -551,7 +553,7 @@ int main(void) {
   rng = test_seed();
   unsetenv("GKC_NO_SHM");
   unsetenv("GKC_SHM_THRESHOLD");
-  unsetenv("GKC_SHM_MAX");
+  unsetenv("GKC_SHM_MAX_BYTES");
   fixture f;
   fixture_start(&f, NULL, NULL);
   test_defaults(&f);
