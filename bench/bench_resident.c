@@ -188,6 +188,9 @@ static void start_gkcd(void) {
 static gkc_conn *conn_open(void) {
   gkc_conn *c;
   if (gkc_connect(&c, O.socket) != 0) bench_die("%s", gkc_errmsg(c));
+  /* The by-value paths measured here are the socket's: libgkc's arena
+   * would send their arrays through shared memory (bench_shm measures that). */
+  gkc_set_shm(c, GKC_SHM_OFF, 0);
   return c;
 }
 

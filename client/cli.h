@@ -29,6 +29,7 @@ typedef struct cli_cmd cli_cmd;
 typedef struct {
   const char *socket; /* --socket, NULL: gkc_socket_path's default */
   int json;           /* --json */
+  int no_shm;         /* --no-shm: every array through the socket (gkc_set_shm) */
   const cli_cmd *cmd; /* the command being run */
 } cli_globals;
 
@@ -46,11 +47,12 @@ extern const cli_cmd cli_batch_cmd;
 /* --- options (cli_opts.c) ------------------------------------------------- */
 
 /* Long-only option values; commands number theirs from CLI_O_FIRST. */
-enum { CLI_O_SOCKET = 256, CLI_O_JSON, CLI_O_FIRST };
+enum { CLI_O_SOCKET = 256, CLI_O_JSON, CLI_O_NO_SHM, CLI_O_FIRST };
 
 #define CLI_COMMON_OPTIONS                              \
   {"socket", required_argument, 0, CLI_O_SOCKET},       \
-      {"json", no_argument, 0, CLI_O_JSON}, {"help", no_argument, 0, 'h'}
+      {"json", no_argument, 0, CLI_O_JSON}, {"no-shm", no_argument, 0, CLI_O_NO_SHM}, \
+      {"help", no_argument, 0, 'h'}
 
 /* The --help text shared by every command. */
 #define CLI_COMMON_HELP                                                      \
@@ -58,6 +60,8 @@ enum { CLI_O_SOCKET = 256, CLI_O_JSON, CLI_O_FIRST };
   "  --socket PATH   gkcd's socket (default: $GKC_SOCKET, else\n"            \
   "                  $XDG_RUNTIME_DIR/gkcd.sock, else /run/gkcd/gkcd.sock)\n" \
   "  --json          print one JSON object instead of text\n"                \
+  "  --no-shm        send every array through the socket, not through\n"     \
+  "                  shared memory (also GKC_NO_SHM=1)\n"                    \
   "  -h, --help      show this help and exit\n"
 
 /* Starts getopt_long over a command's argv (argv[0] = the command). */

@@ -25,6 +25,8 @@ int cli_connect(const cli_globals *g, gkc_conn **out) {
   gkc_conn *c = NULL;
   int rc = gkc_connect(&c, path);
   if (rc == 0) {
+    /* GKC_NO_SHM in the environment is libgkc's own to read. */
+    if (g->no_shm) gkc_set_shm(c, GKC_SHM_OFF, 0);
     *out = c;
     return CLI_OK;
   }

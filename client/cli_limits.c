@@ -27,6 +27,7 @@ void cli_limits_get(const cli_globals *g, cli_limits *l) {
     gkc_close(c); /* cli_connect says why, later */
     return;
   }
+  if (g->no_shm) gkc_set_shm(c, GKC_SHM_OFF, 0); /* the command's calls reuse c */
   /* An older gkcd without a limit leaves it 0: not checked here. */
   if (gkc_status_limit(c, "max_request_bytes", &l->max_request_bytes)) l->max_request_bytes = 0;
   if (gkc_status_limit(c, "memory_budget", &l->memory_budget)) l->memory_budget = 0;

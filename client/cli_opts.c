@@ -104,6 +104,7 @@ int cli_common_opt(cli_globals *g, const struct option *opts, int o, char **argv
   switch (o) {
     case CLI_O_SOCKET: g->socket = optarg; return -1;
     case CLI_O_JSON: g->json = 1; return -1;
+    case CLI_O_NO_SHM: g->no_shm = 1; return -1;
     case 'h': g->cmd->usage(stdout); return CLI_OK;
     case ':':
       if (strncmp(culprit, "--", 2) == 0)

@@ -19,6 +19,7 @@
 
 #include "cli.h"
 #include "gkc_internal.h"
+#include "gkc_reply.h"
 #include "proto_rpc.h"
 
 #define TOP_LANES 4

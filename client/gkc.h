@@ -224,7 +224,7 @@ typedef struct gkc_region gkc_region;
 
 /* Creates a region of bytes bytes (1 to gkcd's --max-request-bytes): a
  * sealed memfd (memfd_create(MFD_CLOEXEC | MFD_ALLOW_SEALING), sized, with
- * F_SEAL_SHRINK | F_SEAL_GROW), mapped read-write here and registered with
+ * F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL), mapped read-write here and registered with
  * gkcd by shm_register, the descriptor passed with the request.  Its bytes
  * start zeroed.  *out is NULL on failure. */
 GKC_API int gkc_region_create(gkc_conn *c, size_t bytes, gkc_region **out);
@@ -248,11 +248,102 @@ GKC_API int gkc_shm_register(gkc_conn *c, int fd, size_t bytes, uint32_t *region
 /* Releases region id on gkcd (only; nothing local). */
 GKC_API int gkc_shm_release(gkc_conn *c, uint32_t region);
 
+/* --- transparent shared memory: big arrays by value, without the socket --- */
+
+/* Calls that take arrays as plain pointers (gkc_sgemm, gkc_reduce,
+ * gkc_spmv, gkc_csr_upload, gkc_download, and GKC_REF_MEM references and
+ * GKC_OUT_MEM targets in any call, blocking or async) need no regions of
+ * the caller's: each connection keeps an arena of its own, sealed memfd
+ * regions registered with gkcd, and an array of at least `threshold` bytes
+ * travels through it.  The library copies an input into a slice of the
+ * arena and sends {"region", "offset", "bytes"} instead of the bytes; an
+ * array result of at least `threshold` bytes is asked for with "out" at a
+ * slice and copied to the caller's memory when the reply arrives.  The
+ * calls, their results and their errors stay what they were; only the
+ * copies through the socket go (on the CUDA backend the regions are also
+ * pinned, so GPU copies run from them at pinned-memory speed).
+ *
+ *  - The arena grows on demand, a region at a time (a power of two of at
+ *    least 4 MiB that holds what the call needs; at most 8 regions), up to
+ *    max_bytes in all, no region over gkcd's --max-request-bytes (read
+ *    once from its status).  Regions are reused call after call and freed
+ *    by gkc_close (gkcd frees its side when the connection closes); idle
+ *    ones are swapped for a bigger one when a call needs more.  Their
+ *    pages, once touched, stay in memory until then: up to max_bytes per
+ *    connection (on the CUDA backend gkcd pins them all).
+ *  - A slice belongs to its request until the reply (async: many requests
+ *    in flight share the arena, first fit).  When there is no room, or the
+ *    arena is still being set up or grown, the call sends its arrays inline
+ *    as before instead of waiting (an async context's first big call
+ *    always does: it starts the set-up); so does a call whose arrays
+ *    together exceed what one region may hold, which gkcd then judges
+ *    against --max-request-bytes as it always did.
+ *  - A result whose size the library cannot tell from the arguments
+ *    (gkc_download; spmv on a resident matrix without y; axpby or solve on
+ *    handles) takes a slice at the end of a region, so that a result larger
+ *    than the caller's memory is refused by gkcd, never written past it.
+ *  - Where descriptors cannot be passed (gkcd refuses shm_register, e.g.
+ *    because the connection already holds 64 regions, or a proxy between
+ *    here and gkcd drops SCM_RIGHTS; memfd_create or mmap fails here) the
+ *    connection turns it off and says why in gkc_shm_state; every array
+ *    then goes inline, until gkc_set_shm turns it on again.  Running out of
+ *    memory for one region only sends that call inline.  No failure of the
+ *    arena fails the caller's call.
+ *
+ * Environment, read by gkc_connect and gkc_async_connect (the names and
+ * meanings the Python package reads too):
+ *   GKC_NO_SHM=1              off (any value but "" and "0")
+ *   GKC_SHM_THRESHOLD=SIZE    the threshold (bytes, or with a K, M or G suffix)
+ *   GKC_SHM_MAX_BYTES=SIZE    the arena's bound
+ * A value that is not a size turns it off, with the reason in gkc_shm_state
+ * (the connection itself succeeds).
+ *
+ * The default threshold was measured on a 2-core CPU machine through the
+ * CPU backend (bench/bench_shm.c; bench/RESULTS.md): from 128 KiB up the
+ * arena was at least 1.1x as fast as the socket for reduce, axpby and
+ * download (5-7x at 64 MiB); below, within a few percent either way. */
+#define GKC_SHM_DEFAULT_THRESHOLD ((size_t)128 << 10)
+#define GKC_SHM_DEFAULT_MAX ((size_t)1 << 30)
+/* gkc_set_shm's threshold that turns the arena off. */
+#define GKC_SHM_OFF SIZE_MAX
+
+/* Sets the threshold (0: $GKC_SHM_THRESHOLD, else GKC_SHM_DEFAULT_THRESHOLD;
+ * GKC_SHM_OFF: off) and the arena's bound (0: $GKC_SHM_MAX_BYTES, else
+ * GKC_SHM_DEFAULT_MAX) for later calls on c.  Any threshold but GKC_SHM_OFF
+ * turns it on, whatever GKC_NO_SHM says (the program's choice wins, as the
+ * Python package's keywords do), and clears an earlier failure (say, after
+ * releasing regions of one's own).
+ * Idle regions of the arena are released (shm_release) when it is turned
+ * off or its bound falls under what it holds; regions that requests in
+ * flight use then stay until the arena next grows, or gkc_close.  Returns 0, or
+ * GKC_EOUT_OF_MEMORY when c could not make its arena at connect (it then
+ * sends everything inline). */
+GKC_API int gkc_set_shm(gkc_conn *c, size_t threshold, size_t max_bytes);
+
+typedef struct {
+  int on;                /* arrays of threshold bytes or more go through the arena */
+  size_t threshold, max_bytes;
+  size_t arena_bytes;    /* the bytes of the regions registered with gkcd now */
+  int regions;           /* how many regions that is */
+  uint64_t staged;       /* arrays and results that went through the arena */
+  uint64_t fallbacks;    /* calls with arrays at or over the threshold that went
+                          * inline for want of room (arena full, being set up or
+                          * grown, or too small for the call) */
+  char why[256];         /* off: why ("GKC_NO_SHM is set", "turned off by
+                          * gkc_set_shm", "gkcd refused shm_register: ..."); else "" */
+} gkc_shm_info;
+
+/* 1 when the transparent path is on, 0 when off; info (may be NULL) gets
+ * the details.  c may be NULL (0). */
+GKC_API int gkc_shm_state(const gkc_conn *c, gkc_shm_info *info);
+
 /* --- array references: where a call's input array is --- */
 
 typedef enum {
   GKC_REF_NONE = 0, /* no array (an optional input left out) */
-  GKC_REF_MEM,      /* bytes at data, in this process: sent inside the request */
+  GKC_REF_MEM,      /* bytes at data, in this process: sent inside the request,
+                     * or through the connection's arena (transparent shared
+                     * memory, above) */
   GKC_REF_REGION,   /* bytes at offset of region id `region` */
   GKC_REF_HANDLE    /* resident array `handle` */
 } gkc_ref_kind;
@@ -275,7 +366,8 @@ GKC_API gkc_ref gkc_ref_handle(uint32_t handle, size_t bytes);
 /* --- output targets: where a call's array result goes --- */
 
 typedef enum {
-  GKC_OUT_MEM = 0,    /* returned inside the reply, copied to data */
+  GKC_OUT_MEM = 0,    /* returned inside the reply (or written into the arena),
+                       * copied to data */
   GKC_OUT_REGION,     /* written by gkcd into region `region` at offset */
   GKC_OUT_NEW_HANDLE, /* kept on gkcd as a new resident array */
   GKC_OUT_HANDLE      /* overwrites resident array `handle` (same dtype and length) */

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "gkc_internal.h"
+#include "gkc_shm.h"
 
 #define DEFAULT_MAX_REQUESTS 4096
 #define DEFAULT_MAX_BYTES ((uint64_t)256 << 20)
@@ -51,6 +52,7 @@ int gkc_async_connect(gkc_async **out, const char *socket_path) {
   *out = ac;
   if (!ac) return GKC_EOUT_OF_MEMORY;
   gkc__conn_init(&ac->c);
+  gkc__shm_init(&ac->c);
   ac->c.nonblock = 1;
   ac->c.before_close = before_close;
   ac->max_requests = DEFAULT_MAX_REQUESTS;
@@ -62,6 +64,7 @@ int gkc_async_connect(gkc_async **out, const char *socket_path) {
 
 static void destroy(gkc_async *ac) {
   gkc__conn_destroy(&ac->c);
+  gkc__shm_destroy(&ac->c); /* after every request, and so every slice, has ended */
   if (ac->hooks.cleanup) ac->hooks.cleanup(ac->hooks_data);
   free(ac);
 }
@@ -83,7 +86,9 @@ static int leave(gkc_async *ac) {
 }
 
 const char *gkc_async_errmsg(const gkc_async *ac) { return ac ? ac->c.errmsg : "out of memory"; }
-size_t gkc_async_pending(const gkc_async *ac) { return ac->c.npending; }
+/* The arena's own requests have no callback to wait for. */
+static size_t pending(const gkc_async *ac) { return ac->c.npending - ac->c.internal_pending; }
+size_t gkc_async_pending(const gkc_async *ac) { return pending(ac); }
 int gkc_async_fd(const gkc_async *ac) { return ac->c.fd; }
 int gkc_async_want_write(const gkc_async *ac) { return gkc__want_write(&ac->c); }
 
@@ -92,6 +97,16 @@ int gkc_async_set_precision(gkc_async *ac, const char *precision) {
 }
 
 int gkc_async_set_device(gkc_async *ac, int device) { return gkc_set_device(&ac->c, device); }
+
+int gkc_async_set_shm(gkc_async *ac, size_t threshold, size_t max_bytes) {
+  int rc = gkc_set_shm(&ac->c, threshold, max_bytes);
+  update(ac); /* releasing idle regions may have queued requests */
+  return rc;
+}
+
+int gkc_async_shm_state(const gkc_async *ac, gkc_shm_info *info) {
+  return gkc_shm_state(ac ? &ac->c : NULL, info);
+}
 
 void gkc_async_set_limits(gkc_async *ac, size_t max_requests, uint64_t max_bytes) {
   if (max_requests) ac->max_requests = max_requests;
@@ -123,7 +138,7 @@ int gkc_async_handle_read(gkc_async *ac) {
 }
 
 int gkc_async_poll(gkc_async *ac, int timeout_ms) {
-  if (ac->c.fd < 0) return ac->c.npending ? GKC_EIO : 0;
+  if (ac->c.fd < 0) return pending(ac) ? GKC_EIO : 0;
   struct pollfd p = {.fd = ac->c.fd, .events = POLLIN | (gkc__want_write(&ac->c) ? POLLOUT : 0)};
   int n = poll(&p, 1, timeout_ms);
   if (n < 0 && errno != EINTR) {
@@ -131,7 +146,7 @@ int gkc_async_poll(gkc_async *ac, int timeout_ms) {
     int rc = gkc__break(&ac->c, GKC_EIO, "poll: %s", strerror(errno));
     return leave(ac) ? GKC_ECANCELLED : rc;
   }
-  if (n <= 0) return (int)ac->c.npending;
+  if (n <= 0) return (int)pending(ac);
   int rc = 0;
   if (p.revents & POLLOUT) rc = gkc_async_handle_write(ac);
   if (rc == GKC_ECANCELLED) return rc;
@@ -139,7 +154,7 @@ int gkc_async_poll(gkc_async *ac, int timeout_ms) {
   if (ac->c.fd >= 0 && (p.revents & (POLLIN | POLLHUP | POLLERR)))
     rc = gkc_async_handle_read(ac);
   if (rc < 0) return rc;
-  return (int)ac->c.npending;
+  return (int)pending(ac);
 }
 
 /* --- requests ---------------------------------------------------------------------- */

@@ -30,7 +30,9 @@
  * Memory: arrays a request reads in this process (GKC_REF_MEM, the CSR
  * arrays) are sent straight from the caller's memory, not copied, and so
  * must stay valid and unchanged until the callback; so must the gkc_out and
- * the memory it names.  Strings (algo, precision) and the args struct
+ * the memory it names.  (Arrays that go through the context's arena, see
+ * gkc_async_set_shm, are copied by the call; which ones do is the arena's
+ * choice, so the rule stands.)  Strings (algo, precision) and the args struct
  * itself are consumed by the call.  The rule for regions is gkc.h's: bytes
  * a request reads or writes stay untouched until its callback.
  *
@@ -210,6 +212,14 @@ GKC_API size_t gkc_async_pending(const gkc_async *ac);
 GKC_API int gkc_async_set_precision(gkc_async *ac, const char *precision);
 /* As gkc_set_device, for later sgemm and reduce calls on ac. */
 GKC_API int gkc_async_set_device(gkc_async *ac, int device);
+/* As gkc_set_shm and gkc_shm_state (gkc.h, "transparent shared memory"):
+ * the context's arena, which its requests in flight share.  The context
+ * never waits for it: while the arena is set up (gkcd's limits, then its
+ * first region's shm_register: the replies to two requests of the
+ * library's own, which gkc_async_pending does not count) or grown, or when
+ * it is full, arrays go inline. */
+GKC_API int gkc_async_set_shm(gkc_async *ac, size_t threshold, size_t max_bytes);
+GKC_API int gkc_async_shm_state(const gkc_async *ac, gkc_shm_info *info);
 
 /* Back-pressure: a request call returns GKC_EBUSY instead of queueing when
  * max_requests requests are pending, or when its bytes would take the bytes

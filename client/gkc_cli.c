@@ -15,7 +15,7 @@ static const cli_cmd *const commands[] = {&cli_ping_cmd,   &cli_status_cmd, &cli
 
 static void usage(FILE *f) {
   fprintf(f,
-          "Usage: gkc [--socket PATH] [--json] COMMAND [OPTIONS]\n"
+          "Usage: gkc [--socket PATH] [--json] [--no-shm] COMMAND [OPTIONS]\n"
           "Client of gkcd, the GPU compute daemon: runs sgemm, reduce, dot, axpby, spmv\n"
           "and solve on arrays from .npy and Matrix Market files or on random data.\n\n"
           "Commands:\n");
@@ -26,10 +26,15 @@ static void usage(FILE *f) {
           "  --socket PATH   gkcd's socket (default: $GKC_SOCKET, else\n"
           "                  $XDG_RUNTIME_DIR/gkcd.sock, else /run/gkcd/gkcd.sock)\n"
           "  --json          print one JSON object instead of text\n"
+          "  --no-shm        send every array through the socket: libgkc otherwise\n"
+          "                  passes arrays of %zu KiB or more through shared memory\n"
+          "                  it registers with gkcd (also GKC_NO_SHM=1; the size:\n"
+          "                  GKC_SHM_THRESHOLD)\n"
           "  -h, --help      show this help and exit\n"
           "  -V, --version   show the version and exit\n\n"
           "'gkc COMMAND --help' describes a command's options.\n"
-          "Exit status: 0 success, 1 server, connection or --check failure, 2 usage error.\n");
+          "Exit status: 0 success, 1 server, connection or --check failure, 2 usage error.\n",
+          (size_t)GKC_SHM_DEFAULT_THRESHOLD >> 10);
 }
 
 int main(int argc, char **argv) {

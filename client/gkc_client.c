@@ -10,6 +10,7 @@
 
 #include "gkc.h"
 #include "gkc_internal.h"
+#include "gkc_shm.h"
 #include "proto_errors.h"
 #include "proto_socket.h"
 
@@ -26,6 +27,7 @@ int gkc_connect(gkc_conn **out, const char *socket_path) {
   *out = c;
   if (!c) return GKC_EOUT_OF_MEMORY;
   gkc__conn_init(c);
+  gkc__shm_init(c);
   return gkc__conn_connect(c, socket_path);
 }
 
@@ -55,5 +57,6 @@ int gkc__device(const gkc_conn *c) { return c->pinned ? c->pin_device : -1; }
 void gkc_close(gkc_conn *c) {
   if (!c) return;
   gkc__conn_destroy(c);
+  gkc__shm_destroy(c); /* after every request, and so every slice, has ended */
   free(c);
 }

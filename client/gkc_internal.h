@@ -7,6 +7,11 @@
  * its method's take function into a gkc_result and handed to its done hook.
  * The blocking calls of gkc.h wait for that on a blocking socket
  * (gkc__run); a gkc_async context drives the same core from an event loop.
+ *
+ * Between the prep and the submit, big arrays given in this process's
+ * memory may be moved into the connection's shared-memory arena
+ * (gkc_shm.c): the request then carries region references instead, holds
+ * its slices while in flight, and gives them back through its end hook.
  */
 #ifndef GKC_INTERNAL_H
 #define GKC_INTERNAL_H
@@ -17,6 +22,7 @@
 #include "gkc_async.h"
 
 typedef struct gkc__req gkc__req;
+typedef struct gkc__shm gkc__shm; /* a connection's arena (gkc_shm.c) */
 
 /* Packs the params map of a request (exactly one map). */
 typedef void (*gkc__pack_fn)(msgpack_packer *pk, const gkc__req *r);
@@ -25,6 +31,22 @@ typedef int (*gkc__take_fn)(gkc_conn *c, const msgpack_object *result, gkc__req 
                             gkc_result *res);
 /* The request is over: res->status says how; runs exactly once. */
 typedef void (*gkc__done_fn)(gkc_conn *c, gkc__req *r, gkc_result *res);
+/* Gives back what the request held while in flight (arena slices): runs
+ * once, just before done, or when gkc__submit refuses the request.  It may
+ * rewrite c->errmsg when status is an error. */
+typedef void (*gkc__end_fn)(gkc_conn *c, gkc__req *r, int status);
+
+/* The most arrays of one request that can go through the arena: spmv's
+ * five inputs and its result. */
+#define GKC__MAX_SLICES 6
+/* How an array result goes through the arena (gkc__req.out_staged). */
+enum {
+  GKC__OUT_DIRECT = 0, /* not at all: as the caller's gkc_out says */
+  GKC__OUT_EXACT,      /* into a slice of exactly the result's size */
+  GKC__OUT_TAIL        /* result size unknown here: a slice that ends where its
+                        * region ends, so that gkcd refuses a bigger result
+                        * instead of writing past the slice */
+};
 
 struct gkc__req {
   gkc__req *next;     /* in the pending table's chain, or a list being failed */
@@ -61,7 +83,25 @@ struct gkc__req {
   gkc_async_cb cb;    /* async */
   void *userdata;
   gkc_region *region; /* gkc_async_region_create: the region being registered */
+  gkc_ref csr[3];     /* csr_upload: row_ptr, col_idx and values as packed */
+  /* The arena (gkc_shm.c): slices held while in flight, and, when the array
+   * result goes through one, the target packed instead of *out. */
+  int nslices;
+  struct {
+    int slot;
+    uint64_t off, len;
+  } slices[GKC__MAX_SLICES];
+  int out_staged;     /* GKC__OUT_* */
+  gkc_out wire_out;   /* out_staged: the region target packed */
+  const char *out_key; /* out_staged: the result's key ("c", "y", ...), for messages */
+  gkc__end_fn end;    /* NULL when nothing is held */
+  int internal;       /* the library's own request (the arena's): no caller waits */
 };
+
+/* The result target a request's pack function packs. */
+static inline const gkc_out *gkc__wire_out(const gkc__req *r) {
+  return r->out_staged ? &r->wire_out : r->out;
+}
 
 /* One output segment: bytes in the connection's buffer, or caller memory. */
 typedef struct {
@@ -96,6 +136,12 @@ struct gkc_conn {
   uint64_t pending_bytes;
   /* Called just before the core closes fd (async: to stop watching it). */
   void (*before_close)(gkc_conn *c);
+  /* The arena for transparent shared memory (gkc_shm.c; NULL when it could
+   * not be allocated), and its own requests now pending (counted in
+   * npending, but not against the caller's bounds nor in what
+   * gkc_async_pending reports). */
+  gkc__shm *shm;
+  size_t internal_pending;
 };
 
 /* --- the core (gkc_wire.c) ------------------------------------------------------- */
@@ -158,17 +204,6 @@ int gkc__region_fd(const gkc_region *r);
 void gkc__region_set_id(gkc_region *r, uint32_t id);
 void gkc__region_free(gkc_region *r);
 
-/* Helpers of the method files (defined in gkc_methods.c). */
-/* Packs "algo": algo, or "auto" when algo is NULL or "". */
-void gkc__pack_algo(msgpack_packer *pk, const char *algo);
-/* Copies a string field of map m into a fixed buffer; "" when absent. */
-void gkc__get_str(const msgpack_object *m, const char *key, char *dst, size_t n);
-/* A numeric field of map m as a double; dflt when absent or not a number. */
-double gkc__get_num(const msgpack_object *m, const char *key, double dflt);
-/* Fills info (when not NULL) from a result's algo and timings (NAN when absent). */
-void gkc__take_info(const msgpack_object *r, gkc_info *info);
-/* A result that must be a map (and holds nothing we need). */
-int gkc__take_map(gkc_conn *c, const msgpack_object *result, gkc__req *r, gkc_result *res);
 /* Array references and result targets (gkc_resident.c), for the method files. */
 /* What the library must refuse: a form it cannot encode (optional: NONE is fine). */
 int gkc__check_ref(gkc_conn *c, const gkc_ref *r, const char *name, int optional);
@@ -178,11 +213,8 @@ void gkc__pack_ref(msgpack_packer *pk, const char *key, const gkc_ref *r);
 /* 1 when o adds an "out" key to the params map, else 0; gkc__pack_out packs it. */
 int gkc__out_keys(const gkc_out *o);
 void gkc__pack_out(msgpack_packer *pk, const char *key, const gkc_out *o);
-/* Reads the array result `key` as out asked for it. */
-int gkc__take_out(gkc_conn *c, const msgpack_object *r, const char *key, gkc_out *out);
-
-/* An unsigned integer under key of map m, in [0, max]; 0 or GKC_EPROTOCOL. */
-int gkc__get_uint(gkc_conn *c, const msgpack_object *m, const char *key, uint64_t max,
-                  uint64_t *v);
+/* Reads the array result `key` into req->out, as it asked for it (or from
+ * the arena slice it went through). */
+int gkc__take_out(gkc_conn *c, const msgpack_object *r, const char *key, gkc__req *req);
 
 #endif

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "gkc_internal.h"
+#include "gkc_reply.h"
 #include "proto_rpc.h"
 
 struct gkc_region {
@@ -104,7 +105,9 @@ int gkc__region_alloc(gkc_conn *c, size_t bytes, gkc_region **out) {
   step = "ftruncate";
   if (ftruncate(r->fd, (off_t)bytes) != 0) goto sys_fail;
   step = "fcntl(F_ADD_SEALS)";
-  if (fcntl(r->fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) != 0) goto sys_fail;
+  /* F_SEAL_SEAL too: nobody holding the descriptor (gkcd included) can add
+   * F_SEAL_WRITE and so make the pages read-only under the other side. */
+  if (fcntl(r->fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) goto sys_fail;
   step = "mmap";
   r->data = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, r->fd, 0);
   if (r->data == MAP_FAILED) goto sys_fail;

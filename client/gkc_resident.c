@@ -13,6 +13,8 @@
 #include <string.h>
 
 #include "gkc_internal.h"
+#include "gkc_reply.h"
+#include "gkc_shm.h"
 #include "proto_rpc.h"
 
 /* A bin's length is a 32-bit field. */
@@ -123,6 +125,12 @@ void gkc__pack_ref(msgpack_packer *pk, const char *key, const gkc_ref *r) {
 
 static int has(const gkc_ref *r) { return r->kind != GKC_REF_NONE; }
 
+/* An array's size when the reference states it (memory and region spans;
+ * a handle's bytes are the caller's guess), else 0. */
+static uint64_t stated(const gkc_ref *r) {
+  return r->kind == GKC_REF_MEM || r->kind == GKC_REF_REGION ? r->bytes : 0;
+}
+
 /* "out": {key: target}, unless the result comes back as a bin. */
 int gkc__out_keys(const gkc_out *o) { return o->kind != GKC_OUT_MEM; }
 
@@ -147,9 +155,11 @@ void gkc__pack_out(msgpack_packer *pk, const char *key, const gkc_out *o) {
 /* --- reading results --------------------------------------------------------------------- */
 
 /* Reads the array result `key` as out asked for it. */
-int gkc__take_out(gkc_conn *c, const msgpack_object *r, const char *key, gkc_out *out) {
+int gkc__take_out(gkc_conn *c, const msgpack_object *r, const char *key, gkc__req *req) {
+  gkc_out *out = req->out;
   const msgpack_object *o = r->type == MSGPACK_OBJECT_MAP ? proto_map_get(r, key) : NULL;
   if (!o) return gkc__fail(c, GKC_EPROTOCOL, "reply lacks '%s'", key);
+  if (req->out_staged) return gkc__shm_take_out(c, req, o);
   uint64_t v = 0;
   int rc;
   if (out->kind == GKC_OUT_MEM) {
@@ -188,12 +198,12 @@ static int take_value(gkc_conn *c, const msgpack_object *r, gkc_result *res) {
 /* The compute calls: algo and timings, then the array result `key`. */
 static int take_y(gkc_conn *c, const msgpack_object *r, gkc__req *req, gkc_result *res) {
   gkc__take_info(r, &res->info);
-  return gkc__take_out(c, r, "y", req->out);
+  return gkc__take_out(c, r, "y", req);
 }
 
 static int take_c(gkc_conn *c, const msgpack_object *r, gkc__req *req, gkc_result *res) {
   gkc__take_info(r, &res->info);
-  return gkc__take_out(c, r, "c", req->out);
+  return gkc__take_out(c, r, "c", req);
 }
 
 static int take_scalar(gkc_conn *c, const msgpack_object *r, gkc__req *req, gkc_result *res) {
@@ -229,7 +239,7 @@ static void pack_where(msgpack_packer *pk, int pinned, int device, int replicate
 
 static void pack_sgemm(msgpack_packer *pk, const gkc__req *r) {
   const gkc_sgemm_args *a = &r->a.sgemm;
-  msgpack_pack_map(pk, 10 + has(&a->c) + (a->precision != NULL) + gkc__out_keys(r->out) +
+  msgpack_pack_map(pk, 10 + has(&a->c) + (a->precision != NULL) + gkc__out_keys(gkc__wire_out(r)) +
                            where_keys(r->pinned, 0));
   pack_where(pk, r->pinned, r->device, 0);
   proto_pack_cstr(pk, "m"), msgpack_pack_int32(pk, a->m);
@@ -244,7 +254,7 @@ static void pack_sgemm(msgpack_packer *pk, const gkc__req *r) {
   gkc__pack_ref(pk, "a", &a->a);
   gkc__pack_ref(pk, "b", &a->b);
   gkc__pack_ref(pk, "c", &a->c);
-  gkc__pack_out(pk, "c", r->out);
+  gkc__pack_out(pk, "c", gkc__wire_out(r));
 }
 
 int gkc__prep_sgemm(gkc_conn *c, gkc__req *r, const gkc_sgemm_args *args, gkc_out *out) {
@@ -257,6 +267,10 @@ int gkc__prep_sgemm(gkc_conn *c, gkc__req *r, const gkc_sgemm_args *args, gkc_ou
   if (!args->precision && gkc__tf32(c)) r->a.sgemm.precision = "tf32";
   if (gkc__device(c) >= 0) r->pinned = 1, r->device = gkc__device(c);
   r->method = "sgemm", r->pack = pack_sgemm, r->take = take_c, r->out = out;
+  gkc_sgemm_args *s = &r->a.sgemm;
+  gkc_ref *const refs[] = {&s->a, &s->b, &s->c};
+  uint64_t mn = args->m > 0 && args->n > 0 ? (uint64_t)args->m * (uint64_t)args->n * 4 : 0;
+  gkc__shm_stage(c, r, refs, 3, out, mn, "c");
   return 0;
 }
 
@@ -286,6 +300,8 @@ int gkc__prep_reduce(gkc_conn *c, gkc__req *r, const gkc_reduce_args *a) {
   r->a.reduce = *a;
   if (gkc__device(c) >= 0) r->pinned = 1, r->device = gkc__device(c);
   r->method = "reduce", r->pack = pack_reduce, r->take = take_scalar;
+  gkc_ref *const refs[] = {&r->a.reduce.x};
+  gkc__shm_stage(c, r, refs, 1, NULL, 0, NULL);
   return 0;
 }
 
@@ -306,7 +322,7 @@ int gkc_reduce_ref(gkc_conn *c, gkc_ref x, gkc_reduce_op op, double *value, int6
 
 static void pack_spmv(msgpack_packer *pk, const gkc__req *r) {
   const gkc_spmv_args *a = &r->a.spmv;
-  msgpack_pack_map(pk, (a->use_matrix ? 1 : 5) + 4 + has(&a->y) + gkc__out_keys(r->out));
+  msgpack_pack_map(pk, (a->use_matrix ? 1 : 5) + 4 + has(&a->y) + gkc__out_keys(gkc__wire_out(r)));
   if (a->use_matrix) {
     proto_pack_cstr(pk, "matrix"), msgpack_pack_uint32(pk, a->matrix);
   } else {
@@ -321,7 +337,7 @@ static void pack_spmv(msgpack_packer *pk, const gkc__req *r) {
   gkc__pack_algo(pk, a->algo);
   gkc__pack_ref(pk, "x", &a->x);
   gkc__pack_ref(pk, "y", &a->y);
-  gkc__pack_out(pk, "y", r->out);
+  gkc__pack_out(pk, "y", gkc__wire_out(r));
 }
 
 int gkc__prep_spmv(gkc_conn *c, gkc__req *r, const gkc_spmv_args *args, gkc_out *out) {
@@ -337,6 +353,13 @@ int gkc__prep_spmv(gkc_conn *c, gkc__req *r, const gkc_spmv_args *args, gkc_out 
     return rc;
   r->a.spmv = *args;
   r->method = "spmv", r->pack = pack_spmv, r->take = take_y, r->out = out;
+  gkc_spmv_args *s = &r->a.spmv;
+  int csr = !s->use_matrix;
+  gkc_ref *const refs[] = {csr ? &s->row_ptr : NULL, csr ? &s->col_idx : NULL,
+                           csr ? &s->values : NULL, &s->x, &s->y};
+  /* y has A's rows: known from the shape, or from a y that is sent. */
+  uint64_t rows = csr && s->rows > 0 ? (uint64_t)s->rows * 4 : stated(&s->y);
+  gkc__shm_stage(c, r, refs, 5, out, rows, "y");
   return 0;
 }
 
@@ -359,6 +382,8 @@ int gkc__prep_dot(gkc_conn *c, gkc__req *r, const gkc_dot_args *a) {
   if ((rc = gkc__check_ref(c, &a->x, "x", 0)) || (rc = gkc__check_ref(c, &a->y, "y", 0))) return rc;
   r->a.dot = *a;
   r->method = "dot", r->pack = pack_dot, r->take = take_scalar;
+  gkc_ref *const refs[] = {&r->a.dot.x, &r->a.dot.y};
+  gkc__shm_stage(c, r, refs, 2, NULL, 0, NULL);
   return 0;
 }
 
@@ -373,12 +398,12 @@ int gkc_dot(gkc_conn *c, gkc_ref x, gkc_ref y, double *value, gkc_info *info) {
 
 static void pack_axpby(msgpack_packer *pk, const gkc__req *r) {
   const gkc_axpby_args *a = &r->a.axpby;
-  msgpack_pack_map(pk, 4 + gkc__out_keys(r->out));
+  msgpack_pack_map(pk, 4 + gkc__out_keys(gkc__wire_out(r)));
   proto_pack_cstr(pk, "alpha"), msgpack_pack_float(pk, a->alpha);
   proto_pack_cstr(pk, "beta"), msgpack_pack_float(pk, a->beta);
   gkc__pack_ref(pk, "x", &a->x);
   gkc__pack_ref(pk, "y", &a->y);
-  gkc__pack_out(pk, "y", r->out);
+  gkc__pack_out(pk, "y", gkc__wire_out(r));
 }
 
 int gkc__prep_axpby(gkc_conn *c, gkc__req *r, const gkc_axpby_args *a, gkc_out *out) {
@@ -389,6 +414,10 @@ int gkc__prep_axpby(gkc_conn *c, gkc__req *r, const gkc_axpby_args *a, gkc_out *
     return rc;
   r->a.axpby = *a;
   r->method = "axpby", r->pack = pack_axpby, r->take = take_y, r->out = out;
+  gkc_ref *const refs[] = {&r->a.axpby.x, &r->a.axpby.y};
+  /* gkcd requires x and y of one length, the result's. */
+  uint64_t n = stated(&a->x) ? stated(&a->x) : stated(&a->y);
+  gkc__shm_stage(c, r, refs, 2, out, n, "y");
   return 0;
 }
 
@@ -427,6 +456,8 @@ int gkc__prep_upload(gkc_conn *c, gkc__req *r, const gkc_upload_args *a) {
     return gkc__fail(c, GKC_EINVALID_ARGUMENT, "dtype must be GKC_F32 or GKC_I32");
   r->a.upload = *a;
   r->method = "upload", r->pack = pack_upload, r->take = take_handle;
+  gkc_ref *const refs[] = {&r->a.upload.data};
+  gkc__shm_stage(c, r, refs, 1, NULL, 0, NULL);
   return 0;
 }
 
@@ -439,19 +470,24 @@ int gkc_upload(gkc_conn *c, gkc_ref data, gkc_dtype dtype, int shared, uint32_t 
 }
 
 static void pack_download(msgpack_packer *pk, const gkc__req *r) {
-  msgpack_pack_map(pk, 1 + gkc__out_keys(r->out));
+  msgpack_pack_map(pk, 1 + gkc__out_keys(gkc__wire_out(r)));
   proto_pack_cstr(pk, "handle"), msgpack_pack_uint32(pk, r->a.download.handle);
-  gkc__pack_out(pk, "data", r->out);
+  gkc__pack_out(pk, "data", gkc__wire_out(r));
 }
 
 static int take_download(gkc_conn *c, const msgpack_object *r, gkc__req *req, gkc_result *res) {
   (void)res;
   const msgpack_object *o = r->type == MSGPACK_OBJECT_MAP ? proto_map_get(r, "data") : NULL;
-  if (req->out->kind == GKC_OUT_MEM && o && o->type == MSGPACK_OBJECT_BIN &&
-      o->via.bin.size != req->out->bytes)
-    return gkc__fail(c, GKC_EINVALID_ARGUMENT, "handle %u holds %u bytes, not the %zu asked for",
-                     req->a.download.handle, o->via.bin.size, req->out->bytes);
-  return gkc__take_out(c, r, "data", req->out);
+  /* The handle's size, from the bin or from the arena slice's reference. */
+  const msgpack_object *n = o && o->type == MSGPACK_OBJECT_BIN ? NULL
+                            : o && o->type == MSGPACK_OBJECT_MAP && req->out_staged
+                                ? proto_map_get(o, "bytes") : NULL;
+  uint64_t got = o && o->type == MSGPACK_OBJECT_BIN ? o->via.bin.size
+                 : n && n->type == MSGPACK_OBJECT_POSITIVE_INTEGER ? n->via.u64 : req->out->bytes;
+  if (req->out->kind == GKC_OUT_MEM && got != req->out->bytes)
+    return gkc__fail(c, GKC_EINVALID_ARGUMENT, "handle %u holds %llu bytes, not the %zu asked for",
+                     req->a.download.handle, (unsigned long long)got, req->out->bytes);
+  return gkc__take_out(c, r, "data", req);
 }
 
 int gkc__prep_download(gkc_conn *c, gkc__req *r, const gkc_download_args *a, gkc_out *out) {
@@ -460,6 +496,7 @@ int gkc__prep_download(gkc_conn *c, gkc__req *r, const gkc_download_args *a, gkc
   if ((rc = gkc__check_out(c, out))) return rc;
   r->a.download = *a;
   r->method = "download", r->pack = pack_download, r->take = take_download, r->out = out;
+  gkc__shm_stage(c, r, NULL, 0, out, 0, "data");
   return 0;
 }
 
@@ -482,9 +519,6 @@ int gkc_download_region(gkc_conn *c, uint32_t handle, const gkc_region *reg, uin
 
 static void pack_csr(msgpack_packer *pk, const gkc__req *r) {
   const gkc_csr *A = &r->a.csr_upload.A;
-  size_t nnz = (size_t)A->nnz;
-  gkc_ref rp = gkc_ref_mem(A->row_ptr, ((size_t)A->rows + 1) * 4);
-  gkc_ref ci = gkc_ref_mem(A->col_idx, nnz * 4), va = gkc_ref_mem(A->values, nnz * 4);
   msgpack_pack_map(pk, 6 + where_keys(r->pinned, r->replicate) + (r->partition != 0));
   pack_where(pk, r->pinned, r->device, r->replicate);
   if (r->partition == GKC_DEVICES_ALL) {
@@ -499,9 +533,9 @@ static void pack_csr(msgpack_packer *pk, const gkc__req *r) {
   proto_pack_cstr(pk, "cols"), msgpack_pack_int32(pk, A->cols);
   proto_pack_cstr(pk, "shared"),
       r->a.csr_upload.shared ? msgpack_pack_true(pk) : msgpack_pack_false(pk);
-  gkc__pack_ref(pk, "row_ptr", &rp);
-  gkc__pack_ref(pk, "col_idx", &ci);
-  gkc__pack_ref(pk, "values", &va);
+  gkc__pack_ref(pk, "row_ptr", &r->csr[0]);
+  gkc__pack_ref(pk, "col_idx", &r->csr[1]);
+  gkc__pack_ref(pk, "values", &r->csr[2]);
 }
 
 static int take_csr(gkc_conn *c, const msgpack_object *r, gkc__req *req, gkc_result *res) {
@@ -523,6 +557,12 @@ int gkc__prep_csr_upload(gkc_conn *c, gkc__req *r, const gkc_csr_upload_args *a)
     return gkc__fail(c, GKC_EINVALID_ARGUMENT, "need rows, cols >= 1 and 0 <= nnz <= INT32_MAX");
   r->a.csr_upload = *a;
   r->method = "csr_upload", r->pack = pack_csr, r->take = take_csr;
+  size_t nnz = (size_t)A->nnz;
+  r->csr[0] = gkc_ref_mem(A->row_ptr, ((size_t)A->rows + 1) * 4);
+  r->csr[1] = gkc_ref_mem(A->col_idx, nnz * 4);
+  r->csr[2] = gkc_ref_mem(A->values, nnz * 4);
+  gkc_ref *const refs[] = {&r->csr[0], &r->csr[1], &r->csr[2]};
+  gkc__shm_stage(c, r, refs, 3, NULL, 0, NULL);
   return 0;
 }
 

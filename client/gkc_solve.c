@@ -13,6 +13,8 @@
 #include <string.h>
 
 #include "gkc_internal.h"
+#include "gkc_reply.h"
+#include "gkc_shm.h"
 #include "proto_rpc.h"
 
 /* --- solve --------------------------------------------------------------------------------- */
@@ -34,7 +36,7 @@ static void pack_solve(msgpack_packer *pk, const gkc__req *r) {
   const gkc_solve_args *a = &r->a.solve;
   int x0 = a->x0.kind != GKC_REF_NONE;
   msgpack_pack_map(pk, 6 + x0 + (a->max_iter > 0) + (a->deadline_ms > 0) + (a->fp32 != 0) +
-                          gkc__out_keys(r->out));
+                          gkc__out_keys(gkc__wire_out(r)));
   proto_pack_cstr(pk, "matrix"), msgpack_pack_uint32(pk, a->matrix);
   proto_pack_cstr(pk, "method"), proto_pack_cstr(pk, method_names[a->method]);
   proto_pack_cstr(pk, "rtol"), msgpack_pack_double(pk, a->rtol);
@@ -46,7 +48,7 @@ static void pack_solve(msgpack_packer *pk, const gkc__req *r) {
     proto_pack_cstr(pk, "deadline_ms"), msgpack_pack_uint32(pk, a->deadline_ms);
   gkc__pack_ref(pk, "b", &a->b);
   gkc__pack_ref(pk, "x0", &a->x0);
-  gkc__pack_out(pk, "x", r->out);
+  gkc__pack_out(pk, "x", gkc__wire_out(r));
 }
 
 /* A little-endian float64 (the protocol's byte order, whatever ours is). */
@@ -88,7 +90,7 @@ static int take_solve(gkc_conn *c, const msgpack_object *r, gkc__req *req, gkc_r
     const unsigned char *p = (const unsigned char *)o->via.bin.ptr;
     for (size_t i = 0; i < n; i++) a->history[i] = le_f64(p + 8 * i);
   }
-  return gkc__take_out(c, r, "x", req->out);
+  return gkc__take_out(c, r, "x", req);
 }
 
 int gkc__prep_solve(gkc_conn *c, gkc__req *r, const gkc_solve_args *a, gkc_out *out) {
@@ -107,6 +109,12 @@ int gkc__prep_solve(gkc_conn *c, gkc__req *r, const gkc_solve_args *a, gkc_out *
     return gkc__fail(c, GKC_EINVALID_ARGUMENT, "history: history_cap must be at least 1");
   r->a.solve = *a;
   r->method = "solve", r->pack = pack_solve, r->take = take_solve, r->out = out;
+  gkc_ref *const refs[] = {&r->a.solve.b, &r->a.solve.x0};
+  /* x has b's length (and x0's), when the request states one. */
+  const gkc_ref *b = &a->b, *x0 = &a->x0;
+  uint64_t n = b->kind == GKC_REF_MEM || b->kind == GKC_REF_REGION ? b->bytes
+               : x0->kind == GKC_REF_MEM || x0->kind == GKC_REF_REGION ? x0->bytes : 0;
+  gkc__shm_stage(c, r, refs, 2, out, n, "x");
   return 0;
 }
 

@@ -119,6 +119,7 @@ static gkc__req *tab_take(gkc_conn *c, uint32_t msgid) {
       gkc__req *r = *p;
       *p = r->next;
       c->npending--;
+      if (r->internal) c->internal_pending--;
       c->pending_bytes -= r->bytes;
       return r;
     }
@@ -127,6 +128,8 @@ static gkc__req *tab_take(gkc_conn *c, uint32_t msgid) {
 
 /* Ends r with status rc; its message is c->errmsg (a copy is handed on). */
 static void finish(gkc_conn *c, gkc__req *r, gkc_result *res, int rc) {
+  if (r->end) r->end(c, r, rc);
+  r->end = NULL;
   res->status = rc;
   res->errmsg = rc ? c->errmsg : "";
   res->method = r->method;
@@ -149,6 +152,7 @@ static void fail_all(gkc_conn *c, int err) {
     }
   }
   c->npending = 0;
+  c->internal_pending = 0;
   c->pending_bytes = 0;
   /* Oldest first: the list is built backwards per bucket, so sort by msgid. */
   char msg[sizeof c->errmsg];
@@ -268,14 +272,27 @@ oom:
   return -1;
 }
 
+static int submit(gkc_conn *c, gkc__req *r, size_t max_requests, uint64_t max_bytes);
+
 int gkc__submit(gkc_conn *c, gkc__req *r, size_t max_requests, uint64_t max_bytes) {
+  int rc = submit(c, r, max_requests, max_bytes);
+  if (rc && r->end) { /* never sent: what it holds goes back now */
+    r->end(c, r, rc);
+    r->end = NULL;
+  }
+  return rc;
+}
+
+static int submit(gkc_conn *c, gkc__req *r, size_t max_requests, uint64_t max_bytes) {
   if (c->fd < 0)
     return gkc__fail(c, GKC_EIO, "connection is closed after an earlier error (%.400s)", c->dead_msg);
   if (c->write_cut)
     return gkc__fail(c, GKC_EIO, "gkcd is closing the connection: it stopped reading");
-  if (max_requests && c->npending >= max_requests)
+  /* The library's own requests (the arena's) are not the caller's to bound. */
+  size_t callers = c->npending - c->internal_pending;
+  if (max_requests && callers >= max_requests)
     return gkc__fail(c, GKC_EBUSY, "%zu requests are pending, the context's bound: retry after "
-                     "a reply", c->npending);
+                     "a reply", callers);
   if (c->npending + 1 > c->tabsize && tab_grow(c) != 0)
     return gkc__fail(c, GKC_EOUT_OF_MEMORY, "out of memory");
   if (c->nseg == c->seg_head) { /* empty: start over at the buffer's front */
@@ -307,7 +324,7 @@ int gkc__submit(gkc_conn *c, gkc__req *r, size_t max_requests, uint64_t max_byte
   int rc = 0;
   if (c->pack_oom)
     rc = gkc__fail(c, GKC_EOUT_OF_MEMORY, "out of memory queueing a %s request", r->method);
-  else if (max_bytes && c->npending > 0 && c->pending_bytes + bytes > max_bytes)
+  else if (max_bytes && callers > 0 && c->pending_bytes + bytes > max_bytes)
     rc = gkc__fail(c, GKC_EBUSY, "%llu bytes are pending and this %s request has %llu, over "
                    "the context's bound of %llu: retry after a reply",
                    (unsigned long long)c->pending_bytes, r->method, (unsigned long long)bytes,
@@ -323,6 +340,7 @@ int gkc__submit(gkc_conn *c, gkc__req *r, size_t max_requests, uint64_t max_byte
   r->next = c->tab[s];
   c->tab[s] = r;
   c->npending++;
+  if (r->internal) c->internal_pending++;
   c->pending_bytes += bytes;
   return 0;
 }
@@ -416,7 +434,7 @@ static int notification(gkc_conn *c, const msgpack_object *root) {
     proto_echo(text, sizeof text, msg->via.str.ptr, msg->via.str.size, 180);
   if (err == GKC_EUNKNOWN_CODE)
     return gkc__break(c, err, "gkcd closed the connection: %s (code \"%s\")", text, name);
-  return gkc__break(c, err, "gkcd closed the connection: %s", text[0] ? text : gkc_strerror(err));
+  return gkc__break(c, err, "gkcd closed the connection: %s", text[0] ? text : proto_err_text(err));
 }
 
 /* Handles one whole frame; 0, or an error after breaking the connection. */

@@ -33,7 +33,7 @@ _gkc() {
 
   if [[ -z $cmd ]]; then
     if [[ $cur == -* ]]; then
-      COMPREPLY=($(compgen -W "--socket --json --help --version" -- "$cur"))
+      COMPREPLY=($(compgen -W "--socket --json --no-shm --help --version" -- "$cur"))
     else
       local cmds
       cmds=$("${words[0]}" --help 2>/dev/null |
@@ -46,7 +46,7 @@ _gkc() {
   if [[ $cur == -* ]]; then
     local opts
     opts=$("${words[0]}" "$cmd" --help 2>/dev/null | grep -oE -- '--[a-z][a-z0-9-]*' | sort -u)
-    [[ -n $opts ]] || opts="--socket --json --help"
+    [[ -n $opts ]] || opts="--socket --json --no-shm --help"
     COMPREPLY=($(compgen -W "$opts" -- "$cur"))
   fi
 }

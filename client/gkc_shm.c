@@ -1,0 +1,628 @@
+/* gkc_shm.c: the arena of transparent shared memory (see gkc_shm.h; the
+ * caller's view is gkc.h, "transparent shared memory").
+ *
+ * The arena is up to NSLOTS regions.  Each keeps its free bytes as a list
+ * of extents sorted by offset and merged on free; a slice is cut from the
+ * front of the first extent that holds it (first fit), or, for a result of
+ * unknown size, from the extent that ends the region.  A region is usable
+ * once gkcd has answered its shm_register.
+ *
+ * Setting up takes requests of the arena's own: a status (gkcd's
+ * --max-request-bytes caps a region) and a shm_register per region; idle
+ * regions replaced by a bigger one get a shm_release.  A blocking
+ * connection makes them on the spot, inside the caller's call (nothing else
+ * is in flight there).  An async one must never wait: it queues them as
+ * internal requests, whose replies complete them from the loop, and sends
+ * the arrays of the call that needed them inline meanwhile.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gkc_reply.h"
+#include "gkc_shm.h"
+#include "proto_rpc.h"
+
+/* Slices start on a cache line: two requests' arrays never share one. */
+#define SLICE_ALIGN 64
+#define MIN_REGION ((uint64_t)4 << 20)
+/* Regions of one arena at most; gkcd allows a connection 64, the rest are
+ * the caller's own. */
+#define NSLOTS 8
+
+typedef struct {
+  uint64_t off, len;
+} extent;
+
+typedef struct {
+  gkc_region *reg; /* NULL: the slot is unused */
+  int ready;       /* registered: gkcd knows it (else its shm_register is in flight) */
+  size_t live;     /* slices handed out and not yet back */
+  extent *ext;     /* the free bytes: sorted by offset, never two adjacent */
+  size_t next, capext;
+} slot;
+
+struct gkc__shm {
+  size_t threshold, max_bytes;
+  size_t env_threshold, env_max; /* what the environment set; 0: the defaults */
+  int env_off;                   /* GKC_NO_SHM, or a bad value: off until gkc_set_shm says on */
+  int off;                       /* stage nothing; why says so */
+  char why[256];
+  int limits_known;  /* gkcd_max has been asked for */
+  uint64_t gkcd_max; /* gkcd's --max-request-bytes; 0: it did not say */
+  int cannot_grow;   /* gkcd refused a region while others serve: grow no more */
+  int probing;       /* async: the status request is in flight */
+  int growing;       /* async: a shm_register is in flight */
+  uint64_t want;     /* async: what calls sent inline meanwhile wanted: the size to
+                      * grow to once probing or the registration in flight ends */
+  uint64_t staged, fallbacks;
+  slot slots[NSLOTS];
+};
+
+static uint64_t align_up(uint64_t n) { return (n + SLICE_ALIGN - 1) & ~(uint64_t)(SLICE_ALIGN - 1); }
+
+/* The largest region: gkcd maps no more than --max-request-bytes at once. */
+static uint64_t region_cap(const gkc__shm *A) {
+  uint64_t m = A->max_bytes;
+  return A->gkcd_max && A->gkcd_max < m ? A->gkcd_max : m;
+}
+
+static void turn_off(gkc__shm *A, const char *fmt, const char *detail) {
+  A->off = 1;
+  snprintf(A->why, sizeof A->why, fmt, detail);
+}
+
+/* --- one region's free list ----------------------------------------------------------- */
+
+static uint64_t slot_bytes(const slot *s) { return s->reg ? gkc_region_bytes(s->reg) : 0; }
+
+static int slot_init(slot *s, gkc_region *reg) {
+  memset(s, 0, sizeof *s);
+  s->ext = malloc(4 * sizeof *s->ext);
+  if (!s->ext) return -1;
+  s->capext = 4;
+  s->ext[0] = (extent){0, gkc_region_bytes(reg)};
+  s->next = 1;
+  s->reg = reg;
+  return 0;
+}
+
+static void slot_clear(slot *s) {
+  gkc__region_free(s->reg);
+  free(s->ext);
+  memset(s, 0, sizeof *s);
+}
+
+/* A slice of len bytes; -1 when none fits. */
+static int slot_alloc(slot *s, uint64_t len, int tail, uint64_t *off) {
+  if (!s->reg || !s->ready) return -1;
+  /* The free bytes lie in at most live + 1 extents (a slice between any two),
+   * so a free, which cannot fail, never needs more than live + 2 entries:
+   * make room now. */
+  if (s->capext < s->live + 2) {
+    size_t n = (s->live + 2) * 2;
+    extent *e = realloc(s->ext, n * sizeof *e);
+    if (!e) return -1;
+    s->ext = e;
+    s->capext = n;
+  }
+  if (tail) {
+    extent *e = s->next ? &s->ext[s->next - 1] : NULL;
+    if (!e || e->off + e->len != slot_bytes(s) || e->len < len) return -1;
+    e->len -= len;
+    *off = e->off + e->len;
+    if (e->len == 0) s->next--;
+  } else {
+    size_t i = 0;
+    while (i < s->next && s->ext[i].len < len) i++;
+    if (i == s->next) return -1;
+    *off = s->ext[i].off;
+    s->ext[i].off += len;
+    s->ext[i].len -= len;
+    if (s->ext[i].len == 0) {
+      memmove(&s->ext[i], &s->ext[i + 1], (s->next - i - 1) * sizeof *s->ext);
+      s->next--;
+    }
+  }
+  s->live++;
+  return 0;
+}
+
+static void slot_free(slot *s, uint64_t off, uint64_t len) {
+  size_t i = 0;
+  while (i < s->next && s->ext[i].off < off) i++;
+  int prev = i > 0 && s->ext[i - 1].off + s->ext[i - 1].len == off;
+  int next = i < s->next && off + len == s->ext[i].off;
+  if (prev && next) {
+    s->ext[i - 1].len += len + s->ext[i].len;
+    memmove(&s->ext[i], &s->ext[i + 1], (s->next - i - 1) * sizeof *s->ext);
+    s->next--;
+  } else if (prev) {
+    s->ext[i - 1].len += len;
+  } else if (next) {
+    s->ext[i].off = off;
+    s->ext[i].len += len;
+  } else {
+    memmove(&s->ext[i + 1], &s->ext[i], (s->next - i) * sizeof *s->ext);
+    s->ext[i] = (extent){off, len};
+    s->next++;
+  }
+  s->live--;
+}
+
+/* --- settings ------------------------------------------------------------------------- */
+
+/* "4096", "64K", "4M", "1G" (binary units); -1 when s is not such a size. */
+static int parse_size(const char *s, size_t *out) {
+  if (*s < '0' || *s > '9') return -1;
+  char *end;
+  errno = 0;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (errno) return -1;
+  int shift = 0;
+  switch (*end) {
+    case 'k': case 'K': shift = 10; end++; break;
+    case 'm': case 'M': shift = 20; end++; break;
+    case 'g': case 'G': shift = 30; end++; break;
+    default: break;
+  }
+  if (*end || v > (SIZE_MAX >> shift)) return -1;
+  *out = (size_t)v << shift;
+  return 0;
+}
+
+static void env_size(gkc__shm *A, const char *name, size_t *dst) {
+  const char *v = getenv(name);
+  if (!v || !*v || A->env_off) return;
+  if (parse_size(v, dst) == 0) return;
+  A->env_off = 1;
+  snprintf(A->why, sizeof A->why, "%s='%.64s' is not a size (bytes, or with a K, M or G suffix)",
+           name, v);
+}
+
+void gkc__shm_init(gkc_conn *c) {
+  gkc__shm *A = calloc(1, sizeof *A);
+  c->shm = A;
+  if (!A) return;
+  const char *v = getenv("GKC_NO_SHM");
+  if (v && *v && strcmp(v, "0") != 0) {
+    A->env_off = 1;
+    snprintf(A->why, sizeof A->why, "GKC_NO_SHM is set in the environment");
+  }
+  env_size(A, "GKC_SHM_THRESHOLD", &A->env_threshold);
+  env_size(A, "GKC_SHM_MAX_BYTES", &A->env_max);
+  A->off = A->env_off;
+  A->threshold = A->env_threshold ? A->env_threshold : GKC_SHM_DEFAULT_THRESHOLD;
+  A->max_bytes = A->env_max ? A->env_max : GKC_SHM_DEFAULT_MAX;
+}
+
+void gkc__shm_destroy(gkc_conn *c) {
+  gkc__shm *A = c->shm;
+  if (!A) return;
+  for (int i = 0; i < NSLOTS; i++)
+    if (A->slots[i].reg) slot_clear(&A->slots[i]);
+  free(A);
+  c->shm = NULL;
+}
+
+/* --- the arena's own requests --------------------------------------------------------- */
+
+static void pack_none(msgpack_packer *pk, const gkc__req *r) {
+  (void)r;
+  msgpack_pack_map(pk, 0);
+}
+
+/* status, for limits.max_request_bytes only. */
+static int take_limits(gkc_conn *c, const msgpack_object *r, gkc__req *req, gkc_result *res) {
+  (void)req, (void)res;
+  const msgpack_object *m = r->type == MSGPACK_OBJECT_MAP ? proto_map_get(r, "limits") : NULL;
+  uint64_t v;
+  if (!m || gkc__get_uint(c, m, "max_request_bytes", UINT64_MAX, &v) != 0)
+    return gkc__fail(c, GKC_EPROTOCOL, "gkcd's status reports no max_request_bytes");
+  c->shm->gkcd_max = v;
+  return 0;
+}
+
+static void prep_limits(gkc__req *r) {
+  r->method = "status";
+  r->pack = pack_none;
+  r->take = take_limits;
+}
+
+/* Where the status request ended: an old gkcd without the limit leaves
+ * regions bounded by max_bytes alone. */
+static void limits_known(gkc__shm *A, int status) {
+  if (status == 0 || status == GKC_EPROTOCOL) {
+    if (status) A->gkcd_max = 0;
+    A->limits_known = 1;
+  }
+}
+
+/* A refused shm_register: a refusal by rule (gkcd's limit on regions, no
+ * descriptor arriving through a proxy, an older gkcd) turns the arena off,
+ * or stops its growth when regions already serve; lack of memory, a busy
+ * or broken connection only fail this attempt. */
+static void refused(gkc_conn *c, int status) {
+  gkc__shm *A = c->shm;
+  if (status != GKC_EINVALID_ARGUMENT && status != GKC_EUNKNOWN_METHOD && status != GKC_EPROTOCOL)
+    return;
+  int serving = 0;
+  for (int i = 0; i < NSLOTS; i++) serving |= A->slots[i].ready;
+  if (serving)
+    A->cannot_grow = 1;
+  else
+    turn_off(A, "gkcd refused shm_register: %.220s", c->errmsg);
+}
+
+static void grow_wanted(gkc_conn *c);
+static void release_idle(gkc_conn *c);
+
+static void registered(gkc_conn *c, gkc__req *r, gkc_result *res) {
+  gkc__shm *A = c->shm;
+  slot *s = &A->slots[(intptr_t)r->userdata];
+  A->growing = 0;
+  if (res->status == 0) {
+    gkc__region_set_id(s->reg, res->id);
+    s->ready = 1;
+  } else {
+    refused(c, res->status);
+    slot_clear(s);
+  }
+  free(r);
+  if (A->off) { /* turned off meanwhile */
+    char saved[sizeof c->errmsg];
+    memcpy(saved, c->errmsg, sizeof saved);
+    release_idle(c);
+    memcpy(c->errmsg, saved, sizeof saved);
+    return;
+  }
+  /* Calls went inline while this was in flight: a burst of requests, all
+   * sent before any reply came.  Grow for them at once, not one region per
+   * turn of the loop. */
+  if (res->status == 0) grow_wanted(c);
+}
+
+static void released(gkc_conn *c, gkc__req *r, gkc_result *res) {
+  (void)c, (void)res;
+  free(r);
+}
+
+/* An internal request, queued; NULL when it could not be. */
+static gkc__req *internal_req(gkc__done_fn done) {
+  gkc__req *r = malloc(sizeof *r);
+  if (!r) return NULL;
+  gkc__req_init(r);
+  r->internal = 1;
+  r->done = done;
+  return r;
+}
+
+static int internal_submit(gkc_conn *c, gkc__req *r) {
+  if (gkc__submit(c, r, 0, 0) == 0) return 0;
+  free(r);
+  return -1;
+}
+
+static void grow(gkc_conn *c, uint64_t need, int *ok);
+
+/* Async: a region for what calls wanted while the arena could not serve
+ * them (want, at most what one region may hold). */
+static void grow_wanted(gkc_conn *c) {
+  gkc__shm *A = c->shm;
+  uint64_t w = A->want;
+  A->want = 0;
+  if (!A->limits_known || A->off || c->fd < 0 || w == 0) return;
+  if (w > region_cap(A)) w = region_cap(A);
+  char saved[sizeof c->errmsg];
+  memcpy(saved, c->errmsg, sizeof saved);
+  int ok;
+  grow(c, w, &ok);
+  memcpy(c->errmsg, saved, sizeof saved);
+}
+
+static void probed(gkc_conn *c, gkc__req *r, gkc_result *res) {
+  c->shm->probing = 0;
+  limits_known(c->shm, res->status);
+  free(r);
+  grow_wanted(c); /* for the call that started this, and those since */
+}
+
+/* Gives back the regions no request uses: before growing (their bytes
+ * count against max_bytes) and when the arena is turned off. */
+static void release_idle(gkc_conn *c) {
+  gkc__shm *A = c->shm;
+  for (int i = 0; i < NSLOTS; i++) {
+    slot *s = &A->slots[i];
+    if (!s->reg || !s->ready || s->live) continue;
+    uint32_t id = gkc_region_id(s->reg);
+    if (c->fd >= 0 && !c->write_cut) {
+      if (!c->nonblock) {
+        gkc_shm_release(c, id);
+      } else {
+        gkc__req *r = internal_req(released);
+        gkc_shm_release_args a = {id};
+        if (r) {
+          gkc__prep_shm_release(c, r, &a);
+          internal_submit(c, r);
+        }
+      }
+    }
+    slot_clear(s);
+  }
+}
+
+/* Adds a region with room for need bytes: *ok when it is ready now
+ * (blocking); an async connection only starts registering it. */
+static void grow(gkc_conn *c, uint64_t need, int *ok) {
+  gkc__shm *A = c->shm;
+  *ok = 0;
+  if (A->growing || A->cannot_grow) return;
+  release_idle(c);
+  uint64_t kept = 0;
+  int free_slot = -1;
+  for (int i = 0; i < NSLOTS; i++) {
+    if (A->slots[i].reg)
+      kept += slot_bytes(&A->slots[i]);
+    else if (free_slot < 0)
+      free_slot = i;
+  }
+  if (free_slot < 0) return;
+  /* A power of two: a blocking connection whose calls keep getting bigger
+   * replaces its region a logarithmic number of times.  (An async
+   * context's need includes what went inline for want of room meanwhile:
+   * its arena keeps pace with what it has in flight.) */
+  uint64_t size = MIN_REGION;
+  while (size < need && size <= UINT64_MAX / 2) size <<= 1;
+  uint64_t room = region_cap(A);
+  uint64_t left = A->max_bytes > kept ? A->max_bytes - kept : 0;
+  if (left < room) room = left;
+  if (size > room) size = room & ~(uint64_t)4095; /* a slice at the end must start aligned */
+  if (size < need || size > SIZE_MAX) return;
+  gkc_region *reg;
+  int rc = gkc__region_alloc(c, (size_t)size, &reg);
+  if (rc) {
+    if (rc != GKC_EOUT_OF_MEMORY) turn_off(A, "%.250s", c->errmsg);
+    return;
+  }
+  slot *s = &A->slots[free_slot];
+  if (slot_init(s, reg) != 0) {
+    gkc__region_free(reg);
+    return;
+  }
+  if (c->nonblock) {
+    gkc__req *r = internal_req(registered);
+    gkc_shm_register_args a = {gkc__region_fd(reg), (size_t)size};
+    if (!r) {
+      slot_clear(s);
+      return;
+    }
+    gkc__prep_shm_register(c, r, &a);
+    r->userdata = (void *)(intptr_t)free_slot;
+    if (internal_submit(c, r) != 0) {
+      slot_clear(s);
+      return;
+    }
+    A->growing = 1;
+    return;
+  }
+  uint32_t id;
+  rc = gkc_shm_register(c, gkc__region_fd(reg), (size_t)size, &id);
+  if (rc) {
+    refused(c, rc);
+    slot_clear(s);
+    return;
+  }
+  gkc__region_set_id(reg, id);
+  s->ready = 1;
+  *ok = 1;
+}
+
+/* --- staging ---------------------------------------------------------------------------- */
+
+/* 0 when the arena may serve a request of total bytes now. */
+static int setup(gkc_conn *c, uint64_t total) {
+  gkc__shm *A = c->shm;
+  if (!A->limits_known) {
+    if (c->nonblock) {
+      if (A->probing) return -1;
+      gkc__req *r = internal_req(probed);
+      if (!r) return -1;
+      prep_limits(r);
+      if (internal_submit(c, r) == 0) A->probing = 1;
+      return -1;
+    }
+    gkc__req r;
+    gkc_result res;
+    gkc__req_init(&r);
+    gkc__result_init(&res);
+    prep_limits(&r);
+    limits_known(A, gkc__run(c, &r, &res));
+    if (!A->limits_known) return -1; /* the connection failed: the call will say so */
+  }
+  /* More than one region may hold goes inline, where gkcd judges its size
+   * as it always did. */
+  return total <= region_cap(A) ? 0 : -1;
+}
+
+static void give_back(gkc_conn *c, gkc__req *r) {
+  for (int i = 0; i < r->nslices; i++)
+    slot_free(&c->shm->slots[r->slices[i].slot], r->slices[i].off, r->slices[i].len);
+  r->nslices = 0;
+}
+
+/* One slice from the first region with room; -1 when none has. */
+static int take(gkc_conn *c, gkc__req *r, uint64_t len, int tail) {
+  gkc__shm *A = c->shm;
+  for (int i = 0; i < NSLOTS; i++) {
+    uint64_t off;
+    if (slot_alloc(&A->slots[i], len, tail, &off) == 0) {
+      r->slices[r->nslices].slot = i;
+      r->slices[r->nslices].off = off;
+      r->slices[r->nslices].len = len;
+      r->nslices++;
+      return 0;
+    }
+  }
+  return -1;
+}
+
+/* Slices for the result (first: slices[0]) and every input, or none. */
+static int take_all(gkc_conn *c, gkc__req *r, gkc_ref **in, int nin, const gkc_out *out,
+                    int mode) {
+  int rc = 0;
+  if (mode) rc = take(c, r, align_up(out->bytes), mode == GKC__OUT_TAIL);
+  for (int i = 0; rc == 0 && i < nin; i++) rc = take(c, r, align_up(in[i]->bytes), 0);
+  if (rc) give_back(c, r);
+  return rc;
+}
+
+static const char *result_name(const gkc__req *r) { return r->out_key ? r->out_key : "result"; }
+
+/* A result bigger than the tail slice was refused by gkcd, naming its own
+ * "out" (which the caller never gave): say it as the inline path would. */
+static void rewrite_out_error(gkc_conn *c, gkc__req *r) {
+  unsigned long long n;
+  if (strncmp(c->errmsg, "argument 'out'", 14) != 0) return;
+  if (sscanf(c->errmsg, "argument 'out': the %llu-byte result", &n) != 1) {
+    snprintf(c->errmsg, sizeof c->errmsg, "the result '%s' is larger than the %zu bytes out"
+             " was given", result_name(r), r->out->bytes);
+  } else if (strcmp(r->method, "download") == 0) {
+    snprintf(c->errmsg, sizeof c->errmsg, "handle %u holds %llu bytes, not the %zu asked for",
+             r->a.download.handle, n, r->out->bytes);
+  } else {
+    snprintf(c->errmsg, sizeof c->errmsg, "the result '%s' has %llu bytes, but out was given %zu",
+             result_name(r), n, r->out->bytes);
+  }
+}
+
+static void end(gkc_conn *c, gkc__req *r, int status) {
+  if (status == GKC_EINVALID_ARGUMENT && r->out_staged == GKC__OUT_TAIL) rewrite_out_error(c, r);
+  give_back(c, r);
+}
+
+void gkc__shm_stage(gkc_conn *c, gkc__req *r, gkc_ref *const *refs, int n, gkc_out *out,
+                    uint64_t out_known, const char *out_key) {
+  gkc__shm *A = c->shm;
+  if (!A || A->off || c->fd < 0 || c->write_cut) return;
+  gkc_ref *in[GKC__MAX_SLICES];
+  int nin = 0;
+  uint64_t total = 0;
+  for (int i = 0; i < n; i++) {
+    gkc_ref *f = refs[i];
+    if (f && f->kind == GKC_REF_MEM && f->bytes > 0 && f->bytes >= A->threshold &&
+        nin < GKC__MAX_SLICES - 1) {
+      in[nin++] = f;
+      total += align_up(f->bytes);
+    }
+  }
+  int mode = GKC__OUT_DIRECT;
+  /* A result of a size the arguments fix, but not the caller's, stays
+   * inline: gkcd's reply then fails it as it always did. */
+  if (out && out->kind == GKC_OUT_MEM && out->bytes >= A->threshold)
+    mode = out_known == 0 ? GKC__OUT_TAIL : out_known == out->bytes ? GKC__OUT_EXACT : mode;
+  if (nin == 0 && mode == GKC__OUT_DIRECT) return;
+  if (mode) total += align_up(out->bytes);
+  /* The arena's own calls write errmsg; the caller's call has not failed. */
+  char saved[sizeof c->errmsg];
+  memcpy(saved, c->errmsg, sizeof saved);
+  int rc = setup(c, total);
+  if (rc == 0 && take_all(c, r, in, nin, out, mode) != 0) {
+    int ok;
+    grow(c, total, &ok);
+    rc = ok ? take_all(c, r, in, nin, out, mode) : -1;
+  }
+  memcpy(c->errmsg, saved, sizeof saved);
+  if (rc != 0) {
+    A->fallbacks++;
+    /* Async: remembered, so that the next region is sized for them. */
+    if (c->nonblock && total <= region_cap(A) && A->want <= UINT64_MAX - total) A->want += total;
+    return;
+  }
+  int k = 0;
+  if (mode) {
+    slot *s = &A->slots[r->slices[0].slot];
+    r->out_staged = mode;
+    r->out_key = out_key;
+    r->wire_out = (gkc_out){.kind = GKC_OUT_REGION, .region = gkc_region_id(s->reg),
+                            .offset = r->slices[0].off};
+    k = 1;
+  }
+  for (int i = 0; i < nin; i++, k++) {
+    slot *s = &A->slots[r->slices[k].slot];
+    memcpy((char *)gkc_region_data(s->reg) + r->slices[k].off, in[i]->data, in[i]->bytes);
+    size_t bytes = in[i]->bytes;
+    *in[i] = (gkc_ref){.kind = GKC_REF_REGION, .region = gkc_region_id(s->reg),
+                       .offset = r->slices[k].off, .bytes = bytes};
+  }
+  r->end = end;
+  A->staged += (uint64_t)nin + (mode != GKC__OUT_DIRECT);
+}
+
+int gkc__shm_take_out(gkc_conn *c, gkc__req *r, const msgpack_object *o) {
+  gkc_out *out = r->out;
+  uint64_t bytes;
+  int rc;
+  if (o->type != MSGPACK_OBJECT_MAP)
+    return gkc__fail(c, GKC_EPROTOCOL, "reply's '%s' is not a reference map", result_name(r));
+  if ((rc = gkc__get_uint(c, o, "bytes", SIZE_MAX, &bytes))) return rc;
+  if (bytes != out->bytes)
+    return gkc__fail(c, GKC_EINVALID_ARGUMENT, "the result '%s' has %llu bytes, but out was given"
+                     " %zu", result_name(r), (unsigned long long)bytes, out->bytes);
+  const slot *s = &c->shm->slots[r->slices[0].slot];
+  memcpy(out->data, (const char *)gkc_region_data(s->reg) + r->slices[0].off, out->bytes);
+  return 0;
+}
+
+/* --- the caller's knobs ------------------------------------------------------------------ */
+
+int gkc_set_shm(gkc_conn *c, size_t threshold, size_t max_bytes) {
+  if (!c) return GKC_EINVALID_ARGUMENT;
+  gkc__shm *A = c->shm;
+  if (!A) return gkc__fail(c, GKC_EOUT_OF_MEMORY, "out of memory: the connection has no arena");
+  char saved[sizeof c->errmsg];
+  memcpy(saved, c->errmsg, sizeof saved);
+  if (threshold == GKC_SHM_OFF) {
+    turn_off(A, "%s", "turned off by gkc_set_shm");
+    release_idle(c);
+  } else {
+    A->threshold = threshold ? threshold : A->env_threshold ? A->env_threshold
+                                                            : GKC_SHM_DEFAULT_THRESHOLD;
+    A->max_bytes = max_bytes ? max_bytes : A->env_max ? A->env_max : GKC_SHM_DEFAULT_MAX;
+    /* The program's own choice wins over the environment's, as the
+     * Python package's keywords do. */
+    A->off = 0;
+    A->why[0] = 0;
+    A->cannot_grow = 0;
+    uint64_t have = 0;
+    for (int i = 0; i < NSLOTS; i++) have += slot_bytes(&A->slots[i]);
+    if (have > A->max_bytes) release_idle(c);
+  }
+  memcpy(c->errmsg, saved, sizeof saved);
+  return 0;
+}
+
+int gkc_shm_state(const gkc_conn *c, gkc_shm_info *info) {
+  if (info) memset(info, 0, sizeof *info);
+  if (!c) return 0;
+  const gkc__shm *A = c->shm;
+  if (!A) {
+    if (info) snprintf(info->why, sizeof info->why, "out of memory: the connection has no arena");
+    return 0;
+  }
+  if (info) {
+    info->on = !A->off;
+    info->threshold = A->threshold;
+    info->max_bytes = A->max_bytes;
+    for (int i = 0; i < NSLOTS; i++)
+      if (A->slots[i].ready) {
+        info->arena_bytes += slot_bytes(&A->slots[i]);
+        info->regions++;
+      }
+    info->staged = A->staged;
+    info->fallbacks = A->fallbacks;
+    snprintf(info->why, sizeof info->why, "%s", A->off ? A->why : "");
+  }
+  return !A->off;
+}

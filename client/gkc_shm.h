@@ -1,0 +1,41 @@
+/* gkc_shm.h: transparent shared memory, the library's side (gkc.h,
+ * "transparent shared memory"); not installed.
+ *
+ * Each connection owns an arena: a few sealed memfd regions registered with
+ * gkcd, cut into slices by a first-fit allocator.  A method's prep hands
+ * its array references and result target to gkc__shm_stage as its last
+ * step; big arrays in this process's memory are copied into slices and
+ * become region references, a big result gets a slice as its target.  The
+ * request holds its slices until it ends (its end hook gives them back).
+ * The arena never blocks an async context: while it is being set up or
+ * grown, or is full, arrays simply go inline.
+ */
+#ifndef GKC_SHM_H
+#define GKC_SHM_H
+
+#include "gkc_internal.h"
+
+/* Makes c's arena (no region yet) with the settings of the environment
+ * (GKC_NO_SHM, GKC_SHM_THRESHOLD, GKC_SHM_MAX_BYTES).  Out of memory leaves c->shm
+ * NULL: the connection then sends everything inline. */
+void gkc__shm_init(gkc_conn *c);
+/* Frees the arena here; call after gkc__conn_destroy (which ends every
+ * request, and with them their slices).  gkcd frees its side of the
+ * regions when the connection closes. */
+void gkc__shm_destroy(gkc_conn *c);
+
+/* The prep's last step: moves the GKC_REF_MEM arrays among refs[0 .. n)
+ * (entries may be NULL) of at least the threshold into the arena, and out,
+ * when it is GKC_OUT_MEM of at least the threshold, to a slice.
+ * out_known is the result's size in bytes as the arguments fix it, 0 when
+ * the library cannot tell; out_key names the result in messages.  All or
+ * nothing: when the arena has no room the request goes inline, unchanged.
+ * Never fails the request. */
+void gkc__shm_stage(gkc_conn *c, gkc__req *r, gkc_ref *const *refs, int n, gkc_out *out,
+                    uint64_t out_known, const char *out_key);
+
+/* take's part for a result that went through a slice (r->out_staged): o is
+ * the reply's region reference; copies the result to r->out. */
+int gkc__shm_take_out(gkc_conn *c, gkc__req *r, const msgpack_object *o);
+
+#endif
