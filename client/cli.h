@@ -7,6 +7,8 @@
  * daemon; then return an exit code:
  *   CLI_OK (0), CLI_FAIL (1: server, connection or --check failure),
  *   CLI_USAGE (2: bad option or argument, unreadable or mismatched input).
+ *
+ * Implemented in: cli_check.c, cli_conn.c, cli_files.c, cli_limits.c, cli_opts.c, cli_out.c, cli_rand.c
  */
 #ifndef GKC_CLI_H
 #define GKC_CLI_H

@@ -25,6 +25,8 @@
  * waiting for a reply then fails with that code (GKC_ETOO_MANY_CONNECTIONS,
  * GKC_ETIMEOUT) and gkc_errmsg holds the daemon's message.  Notifications
  * the library does not know are skipped.
+ *
+ * Implemented in: gkc_client.c, gkc_methods.c, gkc_region.c, gkc_resident.c, gkc_shm.c, gkc_solve.c
  */
 #ifndef GKC_H
 #define GKC_H

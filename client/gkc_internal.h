@@ -12,6 +12,8 @@
  * memory may be moved into the connection's shared-memory arena
  * (gkc_shm.c): the request then carries region references instead, holds
  * its slices while in flight, and gives them back through its end hook.
+ *
+ * Implemented in: gkc_client.c, gkc_json.c, gkc_region.c, gkc_resident.c, gkc_wire.c
  */
 #ifndef GKC_INTERNAL_H
 #define GKC_INTERNAL_H

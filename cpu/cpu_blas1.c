@@ -10,7 +10,7 @@
 
 /* Not cblas_dsdot: the OpenBLAS of Debian 12 accumulates it in float on
  * this x86-64 (errors of ~3e-8 relative on 4000 terms, measured by
- * tests/e2e_batch.py), while the contract is double accumulation. */
+ * tests/e2e/protocol/e2e_batch.py), while the contract is double accumulation. */
 double cpu_dot(const float *x, const float *y, int64_t n) {
   double sum = 0;
   int threads = n >= (1 << 16) ? omp_get_max_threads() : 1;

@@ -4,6 +4,8 @@
  * sizes consistent): these functions trust their arguments.  Every pointer
  * is 4-byte aligned.  Matrices are row-major.  nthreads <= 0 means "as many
  * as the machine has"; small inputs use fewer threads on their own.
+ *
+ * Implemented in: cpu_blas1.c, cpu_reduce.c, cpu_sgemm.c, cpu_spmv.c
  */
 #ifndef CPU_KERNELS_H
 #define CPU_KERNELS_H

@@ -18,6 +18,8 @@
  * Pointers given to launchers are device pointers unless a comment says
  * otherwise.  Launchers only enqueue work: synchronize the stream before
  * reading results (gkcu_reduce() is the one call that synchronizes).
+ *
+ * Implemented in: gkcu_ctx.cu
  */
 #ifndef GKCU_H
 #define GKCU_H

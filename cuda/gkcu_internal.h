@@ -5,6 +5,8 @@
  * the GKCU__TRY macros, which record the failing call in ctx->msg and return
  * the matching gkc_error from the enclosing function.  After each kernel
  * launch GKCU__LAUNCHED(ctx, "name") checks cudaGetLastError().
+ *
+ * Implemented in: gkcu_ctx.cu
  */
 #ifndef GKCU_INTERNAL_H
 #define GKCU_INTERNAL_H

@@ -3,6 +3,8 @@
  * These run one rung of a ladder with a configuration forced instead of
  * chosen, so that tuning runs can compare variants in one call.  Same
  * argument rules and return codes as the public launchers.
+ *
+ * Implemented in: gkcu_reduce.cu, gkcu_sgemm.cu, gkcu_spmv.cu, gkcu_spmv_balanced.cu
  */
 #ifndef GKCU_LAB_H
 #define GKCU_LAB_H

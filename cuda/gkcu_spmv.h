@@ -20,6 +20,8 @@
  *             the other tiles are walked, by a second launch
  *   cusparse  cusparseSpMV (CSR, default algorithm), its buffer in scratch
  *   auto      gkcu_spmv_pick()'s choice
+ *
+ * Implemented in: gkcu_spmv.cu, gkcu_spmv_balanced.cu
  */
 #ifndef GKCU_SPMV_H
 #define GKCU_SPMV_H

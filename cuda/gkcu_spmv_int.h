@@ -1,7 +1,10 @@
 /* gkcu_spmv_int.h: what the two spmv files share (C++, cuda/ only, never
  * installed): gkcu_spmv.cu has the ladder's first rungs, cuSPARSE, the
  * argument checks and the public entry points; gkcu_spmv_balanced.cu the
- * merge-path rung (kernels, shapes, plans and its lab entry points). */
+ * merge-path rung (kernels, shapes, plans and its lab entry points).
+ *
+ * Implemented in: gkcu_spmv_balanced.cu
+ */
 #ifndef GKCU_SPMV_INT_H
 #define GKCU_SPMV_INT_H
 

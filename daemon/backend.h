@@ -7,6 +7,8 @@
  * (the CUDA backend).  Either way it must finish every job it is given
  * exactly once, setting job->err on failure; it never exits the process on
  * a request's behalf.
+ *
+ * Implemented in: backend.c, cpu/cpu_backend.c, cuda/cuda_backend.c, daemon/cuda_module.c
  */
 #ifndef GKCD_BACKEND_H
 #define GKCD_BACKEND_H

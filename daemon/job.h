@@ -8,6 +8,8 @@
  * the job owns, `frame`) or inside a client's shared-memory region, both in
  * host memory and possibly unaligned; or a resident array, in the backend's
  * own memory (device memory on the CUDA backend).
+ *
+ * Implemented in: job.c, job_finish.c
  */
 #ifndef GKCD_JOB_H
 #define GKCD_JOB_H

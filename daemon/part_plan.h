@@ -19,7 +19,7 @@
  * buffer and one contiguous copy into the receiver's halo: nothing is sent
  * that is not read, and no index is translated while iterating.
  *
- * Pure host code, no backend: unit-tested by tests/test_part_plan.c.
+ * Pure host code, no backend: unit-tested by tests/unit/test_part_plan.c.
  */
 #ifndef GKCD_PART_PLAN_H
 #define GKCD_PART_PLAN_H

@@ -6,6 +6,8 @@
  * answers "status", server_loop.c runs the loop until the drain is done.
  * Only the scheduler's workers and the backend run elsewhere, and they touch
  * nothing here.
+ *
+ * Implemented in: server.c, server_loop.c, listen.c, rpc.c, status.c
  */
 #ifndef GKCD_SERVER_H
 #define GKCD_SERVER_H

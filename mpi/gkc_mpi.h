@@ -32,6 +32,8 @@
  * rank among those on the same node, %h: the host name, %%: a percent sign),
  * else libgkc's usual choice ($GKC_SOCKET, $XDG_RUNTIME_DIR/gkcd.sock,
  * /run/gkcd/gkcd.sock).  docs/CLUSTER.md shows deployments.
+ *
+ * Implemented in: comm.c, dcg.c, dmat.c, rows.c
  */
 #ifndef GKC_MPI_H
 #define GKC_MPI_H

@@ -5,6 +5,8 @@
  * part in every MPI step, so no other rank waits for it forever.  The next
  * ctx_sync (every Allreduce goes through it) tells all ranks, which then
  * return the failed rank's message together.
+ *
+ * Implemented in: comm.c, dmat.c
  */
 #ifndef GKCM_INTERNAL_H
 #define GKCM_INTERNAL_H

@@ -1,4 +1,7 @@
-/* proto_errors.h: mapping between gkc_error values and their wire strings. */
+/* proto_errors.h: mapping between gkc_error values and their wire strings.
+ *
+ * Implemented in: proto_tables.c
+ */
 #ifndef PROTO_ERRORS_H
 #define PROTO_ERRORS_H
 

@@ -2,6 +2,8 @@
  *
  * One row per method; the daemon's dispatch table and the client both derive
  * from it, so a method name is spelled exactly once.
+ *
+ * Implemented in: proto_tables.c
  */
 #ifndef PROTO_METHODS_H
 #define PROTO_METHODS_H

@@ -12,17 +12,15 @@
 
 #include "backend.h"
 #include "gkc_errors.h"
+#include "cpu_impl.h"
 #include "part_ref.h"
 #include "test.h"
 
 extern const gkcd_part_ops cpu_part_ops;
 
-/* What cpu_part.c asks of cpu_backend.c and the daemon. */
-static int g_threads;
-int cpu_backend_threads(const gkcd_backend *be) {
-  (void)be;
-  return g_threads;
-}
+/* What cpu_part.c reads of a CPU device (its kernel threads) and asks of
+ * the daemon. */
+static cpu_impl g_impl;
 const char *backend_lost_reason(const gkcd_backend *be) {
   (void)be;
   return "lost in test_cpu_part";
@@ -36,7 +34,7 @@ static void report_seed(void) {
 }
 
 static const gkcd_part_ops *ops = &cpu_part_ops;
-static gkcd_backend be_; /* device 0, not lost */
+static gkcd_backend be_ = {.impl = &g_impl}; /* device 0, not lost */
 static char msg[200];
 
 static double *copy_of(const double *v, int64_t n) {
@@ -135,7 +133,7 @@ int main(void) {
   atexit(report_seed);
   const int threads[] = {1, 4};
   for (int t = 0; t < 2; t++) {
-    g_threads = threads[t];
+    g_impl.nthreads = threads[t];
     const int32_t rows[] = {0, 1, 7, 1000, 40000};
     for (int i = 0; i < 5; i++) {
       check_spmv(rows[i], rows[i] / 3 + 1, 27);
