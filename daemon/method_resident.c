@@ -211,9 +211,7 @@ static void pack_csr(msgpack_packer *pk, const gkcd_job *job, double server_us, 
 static int answer_release(const method_env *env, const msgpack_object *params, msgpack_packer *pk,
                           void **body, size_t *body_len, char *msg, size_t msglen) {
   (void)body, (void)body_len;
-  int rc = res_release_request(env->res, env->asker, PROTO_M_RELEASE, params, msg, msglen);
-  if (!rc) msgpack_pack_map(pk, 0);
-  return rc;
+  return methods_release(env, PROTO_M_RELEASE, params, pk, msg, msglen);
 }
 
 const gkcd_method method_row_UPLOAD = {

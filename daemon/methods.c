@@ -222,3 +222,10 @@ int methods_deadline(args_ctx *a, gkcd_job *job) {
   job->deadline_ns = (uint64_t)deadline_ms * 1000000u; /* relative; rpc.c adds the start */
   return 0;
 }
+
+int methods_release(const method_env *env, int method, const msgpack_object *params,
+                    msgpack_packer *pk, char *msg, size_t msglen) {
+  int rc = res_release_request(env->res, env->asker, method, params, msg, msglen);
+  if (!rc) msgpack_pack_map(pk, 0); /* an empty map: released */
+  return rc;
+}

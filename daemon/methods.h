@@ -65,5 +65,9 @@ void methods_pack_device(msgpack_packer *pk, const gkcd_job *job);
 void methods_pack_array(msgpack_packer *pk, const gkcd_job *job, double server_us,
                         uint32_t new_id, const char *name);
 void methods_pack_value(msgpack_packer *pk, const gkcd_job *job, double server_us, int64_t n);
+/* release and shm_release (the loop answers them): frees the object of the
+ * asker's that params names, packing {}; 0 or invalid_argument with msg. */
+int methods_release(const method_env *env, int method, const msgpack_object *params,
+                    msgpack_packer *pk, char *msg, size_t msglen);
 
 #endif

@@ -179,15 +179,7 @@ static int poll(ps *s) {
   gkcd_job *job = s->job;
   for (int j = 0; j < s->k; j++)
     if (atomic_load(&s->be[j]->lost)) return -1;
-  if (s->it == 0) return 0;
-  if (atomic_load_explicit(&job->cancel, memory_order_relaxed)) return SOLVE_R_CANCELLED;
-  if (job->deadline_ns) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    if ((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec > job->deadline_ns)
-      return SOLVE_R_DEADLINE;
-  }
-  return 0;
+  return s->it == 0 ? 0 : job_poll(job);
 }
 
 static int record(ps *s, double rn) {
