@@ -59,6 +59,39 @@ __device__ __forceinline__ double block_sum(double v) {
   return v;
 }
 
+/* The end of dot_kernel and nrm2_kernel: each thread's acc summed over the
+ * grid into *out (its square root with ROOT).  A block sum; with one block
+ * the result is written directly, else the block that draws the last ticket
+ * adds the partials in block order (the same order every run), writes *out
+ * and resets the ticket.  Every thread of the block calls it. */
+template <bool ROOT>
+__device__ __forceinline__ void grid_sum(double acc, double *__restrict__ partials,
+                                         unsigned int *ticket, double *out) {
+  const int tid = threadIdx.x;
+  acc = block_sum(acc);
+  if (gridDim.x == 1) {
+    if (tid == 0) *out = ROOT ? sqrt(acc) : acc;
+    return;
+  }
+  __shared__ bool is_last;
+  if (tid == 0) {
+    partials[blockIdx.x] = acc;
+    __threadfence(); /* partial visible before the ticket is drawn */
+    unsigned int t = atomicAdd(ticket, 1u);
+    is_last = (t == gridDim.x - 1);
+  }
+  __syncthreads();
+  if (!is_last) return;
+  __threadfence();
+  acc = 0.0;
+  for (int j = tid; j < (int)gridDim.x; j += NT) acc += __ldcg(&partials[j]);
+  acc = block_sum(acc);
+  if (tid == 0) {
+    *out = ROOT ? sqrt(acc) : acc;
+    *ticket = 0u;
+  }
+}
+
 /* VEC: x + head and y + head are both 16-byte aligned; the body is read as
  * float4s (UNROLL of each in flight), x[0..head) and x[tail0..n) (fewer
  * than 4 each) as scalars.  !VEC (x and y at different offsets from 16-byte
@@ -108,28 +141,7 @@ __global__ void __launch_bounds__(NT, DOT_BLOCKS_PER_SM)
     for (; i < n; i += stride) acc = fma((double)x[i], (double)y[i], acc);
   }
 
-  acc = block_sum(acc);
-  if (gridDim.x == 1) {
-    if (tid == 0) *out = acc;
-    return;
-  }
-  __shared__ bool is_last;
-  if (tid == 0) {
-    partials[blockIdx.x] = acc;
-    __threadfence(); /* partial visible before the ticket is drawn */
-    unsigned int t = atomicAdd(ticket, 1u);
-    is_last = (t == gridDim.x - 1);
-  }
-  __syncthreads();
-  if (!is_last) return;
-  __threadfence();
-  acc = 0.0;
-  for (int j = tid; j < (int)gridDim.x; j += NT) acc += __ldcg(&partials[j]);
-  acc = block_sum(acc);
-  if (tid == 0) {
-    *out = acc;
-    *ticket = 0u;
-  }
+  grid_sum<false>(acc, partials, ticket, out);
 }
 
 /* --- nrm2 ---------------------------------------------------------------------- */
@@ -175,28 +187,7 @@ __global__ void __launch_bounds__(NT, DOT_BLOCKS_PER_SM)
   if (gid < head) acc = fma((double)x[gid], (double)x[gid], acc);
   if (gid < n - tail0) acc = fma((double)x[tail0 + gid], (double)x[tail0 + gid], acc);
 
-  acc = block_sum(acc);
-  if (gridDim.x == 1) {
-    if (tid == 0) *out = sqrt(acc);
-    return;
-  }
-  __shared__ bool is_last;
-  if (tid == 0) {
-    partials[blockIdx.x] = acc;
-    __threadfence(); /* partial visible before the ticket is drawn */
-    unsigned int t = atomicAdd(ticket, 1u);
-    is_last = (t == gridDim.x - 1);
-  }
-  __syncthreads();
-  if (!is_last) return;
-  __threadfence();
-  acc = 0.0;
-  for (int j = tid; j < (int)gridDim.x; j += NT) acc += __ldcg(&partials[j]);
-  acc = block_sum(acc);
-  if (tid == 0) {
-    *out = sqrt(acc);
-    *ticket = 0u;
-  }
+  grid_sum<true>(acc, partials, ticket, out);
 }
 
 /* --- axpby ------------------------------------------------------------------------ */
