@@ -198,19 +198,34 @@ static void *res_fill(gkcd_backend *be, const void *h, size_t bytes, size_t *cap
   if (be->res_alloc(be, bytes, &p, cap, msg, sizeof msg) != 0)
     TEST_FAIL("device %d: res_alloc %zu: %s", be->device, bytes, msg);
   CUDA_OK(cudaSetDevice(w.gpu));
-  if (h) CUDA_OK(cudaMemcpy(p, h, bytes, cudaMemcpyHostToDevice));
+  if (h) {
+    CUDA_OK(cudaMemcpy(p, h, bytes, cudaMemcpyHostToDevice));
+    /* From pageable memory cudaMemcpy may return once the bytes are staged,
+     * before the DMA has written them; the peer copy then runs on a stream
+     * of gkcd's, which does not wait for the legacy stream, and could read
+     * the old bytes (the "bytes differ" seen on two and four H200s).  gkcd
+     * itself writes resident memory only on its own streams, synchronised
+     * before the job that wrote it finishes. */
+    CUDA_OK(cudaDeviceSynchronize());
+  }
   return p;
 }
 
-static void check_peer(gkcd_backend *dst_be, gkcd_backend *src_be, size_t bytes) {
-  unsigned char *h = malloc(bytes), *back = malloc(bytes);
-  ASSERT(h && back);
-  for (size_t i = 0; i < bytes; i++) h[i] = (unsigned char)gpu_rng_next(&rng);
+/* bytes from src_be's memory at offset soff to dst_be's at offset doff (the
+ * allocations are bytes + 64 long: offsets below 64, unaligned ones too);
+ * the bytes around the copy in dst must stay as they were. */
+static void check_peer(gkcd_backend *dst_be, gkcd_backend *src_be, size_t bytes, size_t soff,
+                       size_t doff) {
+  size_t total = bytes + 64;
+  unsigned char *h = malloc(total), *g = malloc(total), *back = malloc(total);
+  ASSERT(h && g && back);
+  for (size_t i = 0; i < total; i++) h[i] = (unsigned char)gpu_rng_next(&rng);
+  for (size_t i = 0; i < total; i++) g[i] = (unsigned char)gpu_rng_next(&rng);
   size_t scap, dcap;
-  void *src = res_fill(src_be, h, bytes, &scap), *dst = res_fill(dst_be, NULL, bytes, &dcap);
+  char *src = res_fill(src_be, h, total, &scap), *dst = res_fill(dst_be, g, total, &dcap);
   char msg[256] = "";
   int peer = -1;
-  int rc = dst_be->peer_copy(dst_be, dst, src_be, src, bytes, &peer, msg, sizeof msg);
+  int rc = dst_be->peer_copy(dst_be, dst + doff, src_be, src + soff, bytes, &peer, msg, sizeof msg);
   if (rc) TEST_FAIL("peer_copy %d -> %d: %s", src_be->device, dst_be->device, msg);
   cuda_where ws, wd;
   cuda_backend_where(src_be, &ws);
@@ -221,15 +236,40 @@ static void check_peer(gkcd_backend *dst_be, gkcd_backend *src_be, size_t bytes)
   if (ws.gpu == wd.gpu || can) ASSERT_EQ(peer, 1);
   else ASSERT_EQ(peer, 0);
   CUDA_OK(cudaSetDevice(wd.gpu));
-  CUDA_OK(cudaMemcpy(back, dst, bytes, cudaMemcpyDeviceToHost));
-  if (memcmp(back, h, bytes) != 0) TEST_FAIL("peer_copy %d -> %d: bytes differ", src_be->device, dst_be->device);
-  printf("  peer_copy device %d (GPU %d) -> device %d (GPU %d): %zu bytes, peer=%d\n", src_be->device,
-         ws.gpu, dst_be->device, wd.gpu, bytes, peer);
+  CUDA_OK(cudaMemcpy(back, dst, total, cudaMemcpyDeviceToHost));
+  memcpy(g + doff, h + soff, bytes); /* what dst must hold now */
+  if (memcmp(back, g, total) != 0) {
+    size_t i = 0;
+    while (back[i] == g[i]) i++;
+    TEST_FAIL("peer_copy %d (GPU %d) -> %d (GPU %d), %zu bytes at offsets %zu -> %zu: byte %zu of"
+              " the destination differs (%s the copy)", src_be->device, ws.gpu, dst_be->device,
+              wd.gpu, bytes, soff, doff, i, i < doff || i >= doff + bytes ? "outside" : "inside");
+  }
   src_be->res_free(src_be, src, scap);
   dst_be->res_free(dst_be, dst, dcap);
   free(h);
+  free(g);
   free(back);
   checks++;
+}
+
+/* Every ordered pair of devices, at sizes around powers of two and the
+ * copy engines' 2 MiB pages, aligned and not. */
+static void check_peers(gkcd_backend **be, int n) {
+  static const size_t sizes[] = {1, 4095, 4096, 4097, ((size_t)2 << 20) - 1, ((size_t)2 << 20) + 1,
+                                 ((size_t)3 << 20) + 17};
+  static const size_t offs[][2] = {{0, 0}, {1, 0}, {0, 3}, {5, 7}};
+  int pairs = 0;
+  for (int i = 0; i < n; i++)
+    for (int j = 0; j < n; j++) {
+      if (i == j) continue;
+      for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
+        for (size_t o = 0; o < sizeof offs / sizeof offs[0]; o++)
+          check_peer(be[j], be[i], sizes[s], offs[o][0], offs[o][1]);
+      pairs++;
+    }
+  printf("  peer_copy: %d ordered pairs of %d devices, %zu sizes x %zu offsets each, bytes checked\n",
+         pairs, n, sizeof sizes / sizeof sizes[0], sizeof offs / sizeof offs[0]);
 }
 
 /* --- one configuration ---------------------------------------------------------- */
@@ -334,9 +374,7 @@ static void run_config(int split) {
   int n = open_all(be, split);
   ASSERT(n >= split);
   for (int i = 0; i < n; i++) check_compute(be[i]);
-  for (int i = 0; i < n; i++)
-    for (int j = 0; j < n; j++)
-      if (i != j) check_peer(be[j], be[i], ((size_t)3 << 20) + 17);
+  check_peers(be, n);
   if (split > 1) check_parts(be, n, split);
 
   gkcd_job job;
