@@ -31,6 +31,10 @@ static int parse_shm_register(refs_ctx *r, size_t max) {
              " as SCM_RIGHTS ancillary data with its bytes)");
     return GKC_EINVALID_ARGUMENT;
   }
+  /* Counted against the connection's pinned bytes from now: two
+   * registrations in flight cannot both fit under the limit by racing. */
+  if ((rc = res_pin(r->res, r->asker, (size_t)bytes, r->a->msg, r->a->msglen))) return rc;
+  r->job->pin_charge = (size_t)bytes;
   r->job->out_bytes = (size_t)bytes;
   return 0;
 }

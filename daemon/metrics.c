@@ -174,6 +174,10 @@ static void render_state(sbuf *b, const metrics_view *v) {
         (double)v->budget->limit);
   gauge(b, "gkcd_memory_used_bytes", "Host memory held now against the budget.",
         (double)v->budget->used);
+  gauge(b, "gkcd_region_bytes", "Bytes of clients' shared-memory regions registered now (pinned on a GPU).",
+        (double)v->region_bytes);
+  gauge(b, "gkcd_max_conn_pinned_bytes", "Region bytes one connection may register (--max-conn-pinned).",
+        (double)v->max_conn_pinned);
   counter(b, "gkcd_bad_requests_total", "Frames rejected before they reached a method.",
           v->bad_frames);
   counter(b, "gkcd_refused_connections_total", "Connections closed at once on accept.",

@@ -57,6 +57,7 @@ typedef struct {
   const char *backend;         /* the backend's name */
   uint64_t start_ns;           /* CLOCK_MONOTONIC when gkcd started */
   uint64_t connections, in_flight, bad_frames, refused;
+  uint64_t region_bytes, max_conn_pinned; /* clients' shared-memory regions */
 } metrics_view;
 
 struct gkcd_job;

@@ -169,6 +169,8 @@ static const opt_def table[] = {
     {"threads", p_int, F(threads), 1, 1024, "N", "requests computed at once (default: CPU count; on a GPU at most --streams)"},
     {"max-request-bytes", p_size, F(max_request_bytes), 1024, 4 * GiB - 1, "SIZE",
      "largest request or result accepted (default 1G)"},
+    {"max-conn-pinned", p_size, F(max_conn_pinned), 4096, 1024 * GiB, "SIZE",
+     "bytes of shared-memory regions one connection may\nregister (pinned for DMA on a GPU; default: an eighth\nof the RAM, between 64M and 8G)"},
     {"max-queue", p_count, F(max_queue), 1, 1 << 20, "N",
      "requests waiting for a thread before clients get 'busy'\n(default 1024)"},
     {"streams", p_int, F(streams), 1, 64, "N", "CUDA streams: requests on the GPU at once (default 4)"},
@@ -231,6 +233,10 @@ static void defaults(gkcd_config *cfg) {
   snprintf(cfg->backend, sizeof cfg->backend, "auto");
   cfg->threads = ncpu > 0 ? (int)ncpu : 1;
   cfg->max_request_bytes = (size_t)1 << 30;
+  double eighth = half_ram / 4;
+  cfg->max_conn_pinned = eighth < 64.0 * (1 << 20) ? (size_t)64 << 20
+                         : eighth > 8 * GiB      ? (size_t)8 << 30
+                                                 : (size_t)eighth;
   cfg->max_queue = 1024;
   cfg->streams = 4;
   cfg->device_cache_bytes = (size_t)2 << 30;

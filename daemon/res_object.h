@@ -18,6 +18,7 @@ enum { DT_F32 = 0, DT_I32 = 1 }; /* an array's element type */
 typedef struct {
   int n_objects; /* resident arrays and matrices */
   int n_regions;
+  uint64_t pinned; /* bytes of its regions, registered or being registered */
 } res_owner;
 
 struct gkcd_res {

@@ -30,6 +30,7 @@ void res_init(gkcd_residents *t, gkcd_devices *devs, gkcd_budget *budget) {
   memset(t, 0, sizeof *t);
   t->devs = devs;
   t->budget = budget;
+  t->max_conn_pinned = SIZE_MAX; /* the server sets --max-conn-pinned */
 }
 
 gkcd_res *res_add(gkcd_residents *t, int kind, res_owner *owner) {
@@ -90,6 +91,7 @@ void res_release(gkcd_residents *t, gkcd_res *r) {
   r->released = 1;
   t->live[r->kind]--;
   (*counter(t, r->owner, r->kind))--;
+  if (r->kind == RES_REGION && r->owner) res_unpin(t, r->owner, r->bytes);
   for (gkcd_res **p = bucket(t, r->id); *p; p = &(*p)->next)
     if (*p == r) {
       *p = r->next;
@@ -114,6 +116,23 @@ int res_room(const gkcd_residents *t, const res_owner *owner, int kind, char *ms
            "the daemon holds", limit, !owner ? "shared objects" : kind == RES_REGION ? "regions" :
            "resident objects");
   return GKC_EINVALID_ARGUMENT;
+}
+
+int res_pin(gkcd_residents *t, res_owner *owner, size_t bytes, char *msg, size_t msglen) {
+  if (owner->pinned + bytes > t->max_conn_pinned) {
+    snprintf(msg, msglen, "registering %zu bytes would make this connection's regions %llu bytes,"
+             " over gkcd's limit of %zu (--max-conn-pinned): release a region or send inline",
+             bytes, (unsigned long long)(owner->pinned + bytes), t->max_conn_pinned);
+    return GKC_EOUT_OF_MEMORY;
+  }
+  owner->pinned += bytes;
+  t->pinned += bytes;
+  return 0;
+}
+
+void res_unpin(gkcd_residents *t, res_owner *owner, size_t bytes) {
+  owner->pinned -= bytes;
+  t->pinned -= bytes;
 }
 
 void res_free_all(gkcd_residents *t) {

@@ -33,6 +33,8 @@ typedef struct gkcd_residents {
   int n_shared;                  /* shared objects, owned by nobody */
   gkcd_devices *devs;            /* where arrays and matrices live; dev[0] pins regions */
   gkcd_budget *budget;           /* charged BUDGET_RESIDENT for arrays and matrices */
+  size_t max_conn_pinned;        /* what one owner's regions may add up to (--max-conn-pinned) */
+  uint64_t pinned;               /* every owner's region bytes together */
 } gkcd_residents;
 
 /* An empty table whose objects' memory belongs to devs and is charged to
@@ -62,6 +64,12 @@ int res_room(const gkcd_residents *t, const res_owner *owner, int kind, char *ms
  * GKC_EINVALID_ARGUMENT with a message in msg. */
 int res_release_request(gkcd_residents *t, res_owner *asker, int method,
                         const msgpack_object *params, char *msg, size_t msglen);
+/* A region of bytes about to be registered for owner: 0 with the bytes
+ * counted against the owner's --max-conn-pinned, else GKC_EOUT_OF_MEMORY
+ * naming the limit.  res_unpin gives them back (a registration that failed;
+ * a region released does it itself). */
+int res_pin(gkcd_residents *t, res_owner *owner, size_t bytes, char *msg, size_t msglen);
+void res_unpin(gkcd_residents *t, res_owner *owner, size_t bytes);
 /* At exit: releases everything. */
 void res_free_all(gkcd_residents *t);
 

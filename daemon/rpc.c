@@ -89,6 +89,7 @@ static void job_free(gkcd_server *srv, gkcd_job *job) {
   if (job->row && job->row->makes == RES_MATRIX && !job->part_adopted) part_free(job->part);
   for (int i = 0; i < job->nres; i++) res_unref(&srv->res, job->res[i]);
   if (job->reg_fd >= 0) close(job->reg_fd);
+  if (job->pin_charge) res_unpin(&srv->res, &job->conn->owns, job->pin_charge);
   free(job->priv[0]);
   free(job->priv[1]);
   free(job->out);
@@ -133,6 +134,7 @@ static uint32_t adopt(gkcd_server *srv, gkcd_job *job) {
   }
   if (kind == RES_REGION) {
     r->pinned = job->reg_pinned;
+    job->pin_charge = 0; /* the region's now: res_release gives them back */
     return r->id;
   }
   r->dtype = job->method == PROTO_M_UPLOAD ? job->in.upload.dtype : DT_F32;

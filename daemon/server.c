@@ -159,6 +159,7 @@ int server_start(gkcd_server *srv, uv_loop_t *loop, gkcd_backend **bes, int ndev
   gkcd_backend *be = bes[0];
   if (devices_init(&srv->devs, loop, bes, ndev, on_device_lost, srv) != 0) return -1;
   res_init(&srv->res, &srv->devs, &srv->budget);
+  srv->res.max_conn_pinned = srv->cfg.max_conn_pinned;
   srv->listen_fd = -1;
   srv->start_ns = now_ns();
   srv->limits.max_bytes = srv->cfg.max_request_bytes;

@@ -178,10 +178,11 @@ void status_pack(gkcd_server *srv, msgpack_packer *pk) {
   kv_dbl(pk, "split_overhead_us", sched_split_overhead_us(srv->sched));
   pack_memory(srv, pk);
   proto_pack_cstr(pk, "resident");
-  msgpack_pack_map(pk, 4);
+  msgpack_pack_map(pk, 5);
   kv_u64(pk, "arrays", srv->res.live[RES_ARRAY]);
   kv_u64(pk, "matrices", srv->res.live[RES_MATRIX]);
   kv_u64(pk, "regions", srv->res.live[RES_REGION]);
+  kv_u64(pk, "region_bytes", srv->res.pinned); /* every connection's, registered */
   kv_u64(pk, "bytes", srv->budget.by_kind[BUDGET_RESIDENT]);
   pack_lanes(srv, pk);
   pack_clients(srv, pk);
@@ -200,8 +201,9 @@ void status_pack(gkcd_server *srv, msgpack_packer *pk) {
 
   const gkcd_config *cfg = &srv->cfg;
   proto_pack_cstr(pk, "limits");
-  msgpack_pack_map(pk, 20);
+  msgpack_pack_map(pk, 21);
   kv_u64(pk, "max_request_bytes", cfg->max_request_bytes);
+  kv_u64(pk, "max_conn_pinned", cfg->max_conn_pinned);
   kv_u64(pk, "max_queue", cfg->max_queue);
   kv_u64(pk, "threads", (uint64_t)cfg->threads);
   kv_u64(pk, "max_objects", srv->limits.max_objects);
@@ -236,6 +238,8 @@ char *status_metrics(void *arg, size_t *len) {
       .in_flight = srv->in_flight,
       .bad_frames = srv->bad_frames,
       .refused = srv->conns.refused,
+      .region_bytes = srv->res.pinned,
+      .max_conn_pinned = srv->cfg.max_conn_pinned,
   };
   return metrics_render(&v, len);
 }

@@ -252,6 +252,37 @@ static void test_region_lifetime(void) {
   ASSERT_EQ(wait_for(maps_fn, NULL, before), before);
 }
 
+/* --max-conn-pinned bounds what one connection's regions add up to; a
+ * refusal names the limit, other connections have their own, a release
+ * makes room, and status and metrics show it. */
+static void test_pinned_limit(void) {
+  fprintf(stderr, "--max-conn-pinned\n");
+  static const char *const args[] = {"--max-conn-pinned", "1M", NULL};
+  fixture_start(&F, args, NULL);
+  gkc_conn *c = conn_open(), *o = conn_open();
+  ASSERT_EQ(status_num(c, "max_conn_pinned"), 1048576.0);
+  gkc_region *a, *b, *d;
+  ASSERT_EQ(gkc_region_create(c, 600 << 10, &a), 0);
+  expect_resident(c, "region_bytes", 600 << 10);
+  EXPECT_ERR(c, gkc_region_create(c, 600 << 10, &b), GKC_EOUT_OF_MEMORY,
+             "limit of 1048576 (--max-conn-pinned)");
+  ASSERT_EQ(gkc_ping(c, NULL), 0); /* the connection goes on */
+  ASSERT_EQ(gkc_region_create(o, 600 << 10, &d), 0); /* another connection's own limit */
+  expect_resident(c, "region_bytes", 1200 << 10);
+  ASSERT_EQ(gkc_region_release(c, a), 0);
+  ASSERT_EQ(gkc_region_create(c, 1 << 20, &b), 0); /* the release made room: exactly the limit */
+  char *text;
+  ASSERT_EQ(gkc_metrics(c, &text), 0);
+  ASSERT_CONTAINS(text, "gkcd_max_conn_pinned_bytes 1048576");
+  ASSERT_CONTAINS(text, "gkcd_region_bytes");
+  free(text);
+  ASSERT_EQ(gkc_region_release(c, b), 0);
+  ASSERT_EQ(gkc_region_release(o, d), 0);
+  expect_resident(c, "region_bytes", 0);
+  gkc_close(o);
+  res_stop(c);
+}
+
 int main(void) {
   rng = test_seed();
   fixture_start(&F, NULL, NULL);
@@ -260,6 +291,7 @@ int main(void) {
   test_bad_descriptors(c);
   test_region_lifetime();
   res_stop(c);
+  test_pinned_limit();
   fprintf(stderr, "e2e_resident_regions: all passed\n");
   return 0;
 }
