@@ -9,21 +9,28 @@
 # Build on the workstation (sm_90 + compute_90 PTX) with
 #   cmake -S . -B build/rel -G Ninja -DCMAKE_BUILD_TYPE=Release -DGKC_STATIC_DEPS=ON \
 #     -DGKC_FAULT_INJECTION=ON && cmake --build build/rel
-# pack it without objects (tar of build/rel less *.o, *.a, CMakeFiles; xz -9e)
-# into .carry/rel.tar.xz, the older build's gkcd and gkcd-cuda.so into
-# .carry/base/, the matrices into .carry/matrices; then on the device, from
-# the repository root (carry .carry):
+# pack it without objects (tar of build/rel less *.o, *.a, CMakeFiles; xz -9e:
+# its 64 MiB window folds the repeated fatbins, ~5 MiB) into
+# .carry/rel.tar.xz, the older build's gkcd and gkcd-cuda.so (base/) and the
+# matrices (matrices/) into .carry/bm.tar.xz, libmicrohttpd.so.12 into
+# .carry/lib; then on the device, from the repository root (carry .carry):
 #   bash bench/gpu/rows_run.sh
 set -u
 OUT=${OUT:-/tmp/gkc-out}
 mkdir -p "$OUT"
 ROOT=$(pwd -P)
 L=$(mktemp -d /tmp/rows-logs.XXXXXX)
-STAGES=${STAGES:-"tests sanitize datapath cli rtt rpc"}
-has() { case " $STAGES " in *" $1 "*) return 0;; esac; return 1; }
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+STAGES=${STAGES:-"tests datapath cli rtt rpc sanitize"}
+DEADLINE=${DEADLINE:-520} # seconds: a stage that would start later is skipped
+has() {
+  case " $STAGES " in *" $1 "*) ;; *) return 1;; esac
+  if [ "$SECONDS" -ge "$DEADLINE" ]; then echo "skipped $1: past ${DEADLINE}s"; return 1; fi
+}
+# Libraries the build links that the device machine may lack (libmicrohttpd).
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:$ROOT/.carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export PYTHONUNBUFFERED=1
 [ -d build/rel ] || { mkdir -p build && tar xJf .carry/rel.tar.xz -C build; }
+[ -f .carry/bm.tar.xz ] && [ ! -d .carry/base ] && tar xJf .carry/bm.tar.xz -C .carry
 B=$ROOT/build/rel
 # ctest's files hold the source and build paths as configured here.
 SRC=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$B/CMakeCache.txt")
