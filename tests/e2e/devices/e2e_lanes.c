@@ -144,11 +144,14 @@ enum { LANES, OFF, FALLBACK };
 
 static int run(int mode, const gkc_csr *big, const mtx_csr *west) {
   static const char *const names[] = {"lanes", "off", "fallback"};
-  const char *args_lanes[] = {"--backend", "cuda", "--streams", "3", "--log-level", "debug", NULL};
-  const char *args_off[] = {"--backend", "cuda", "--streams", "3", "--latency-sms", "0",
-                            "--log-level", "debug", NULL};
-  const char *args_fb[] = {"--backend", "cuda", "--streams", "3", "--slice-us", "1",
-                           "--log-level", "debug", NULL};
+  /* The lanes of one GPU, however many are visible: with two, the big
+   * requests below would split over both and log other shapes. */
+  const char *args_lanes[] = {"--backend", "cuda", "--devices", "0", "--streams", "3",
+                              "--log-level", "debug", NULL};
+  const char *args_off[] = {"--backend", "cuda", "--devices", "0", "--streams", "3",
+                            "--latency-sms", "0", "--log-level", "debug", NULL};
+  const char *args_fb[] = {"--backend", "cuda", "--devices", "0", "--streams", "3",
+                           "--slice-us", "1", "--log-level", "debug", NULL};
   const char *const env_fb[] = {"GKCD_CUDA_LANES=streams", NULL};
   const char *const *args = mode == LANES ? args_lanes : mode == OFF ? args_off : args_fb;
   fixture f;
