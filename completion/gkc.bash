@@ -38,7 +38,7 @@ _gkc() {
       local cmds
       cmds=$("${words[0]}" --help 2>/dev/null |
              sed -n '/^Commands:/,/^$/s/^  \([a-z][a-z-]*\) .*/\1/p')
-      [[ -n $cmds ]] || cmds="ping status sgemm reduce dot axpby spmv solve batch metrics top"
+      [[ -n $cmds ]] || cmds="ping status sgemm reduce dot nrm2 axpby spmv solve batch metrics top"
       COMPREPLY=($(compgen -W "$cmds" -- "$cur"))
     fi
     return

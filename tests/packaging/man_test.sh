@@ -43,7 +43,7 @@ else
       _gkc; printf "%s\n" "${COMPREPLY[@]}"' _ "$bc" "$compl" "$@"
   }
   got=$(complete_words "$gkc" "" | sort | tr '\n' ' ')
-  want="axpby batch dot metrics ping reduce sgemm solve spmv status top "
+  want="axpby batch dot metrics nrm2 ping reduce sgemm solve spmv status top "
   [[ $got == "$want" ]] && ok "completion offers the commands: $got" || bad "completion of commands: '$got', expected '$want'"
   got=$(complete_words "$gkc" t | tr '\n' ' ')
   [[ $got == "top " ]] && ok "completion of 't' is top" || bad "completion of 't': '$got'"
