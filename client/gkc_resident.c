@@ -368,7 +368,7 @@ int gkc_spmv_ref(gkc_conn *c, const gkc_spmv_args *args, gkc_out *out, gkc_info 
   return run(c, &r, rc, &res, info);
 }
 
-/* --- dot, nrm2 and axpby ---------------------------------------------------------------------- */
+/* --- dot, nrm2 and axpby ------------------------------------------------------------------ */
 
 static void pack_dot(msgpack_packer *pk, const gkc__req *r) {
   msgpack_pack_map(pk, 2);
