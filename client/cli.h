@@ -43,7 +43,7 @@ struct cli_cmd {
 };
 
 extern const cli_cmd cli_ping_cmd, cli_status_cmd, cli_sgemm_cmd, cli_reduce_cmd, cli_dot_cmd,
-    cli_axpby_cmd, cli_spmv_cmd, cli_solve_cmd, cli_metrics_cmd, cli_top_cmd;
+    cli_axpby_cmd, cli_nrm2_cmd, cli_spmv_cmd, cli_solve_cmd, cli_metrics_cmd, cli_top_cmd;
 extern const cli_cmd cli_batch_cmd;
 
 /* --- options (cli_opts.c) ------------------------------------------------- */

@@ -1,20 +1,28 @@
-/* cli_vec.c: gkc dot and gkc axpby, the two vector operations of gkcd's
- * BLAS-1 methods, on two float32 arrays of one length. */
+/* cli_vec.c: gkc dot, gkc axpby and gkc nrm2, the vector operations of
+ * gkcd's BLAS-1 methods: dot and axpby on two float32 arrays of one length,
+ * nrm2 on one. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
 
+typedef enum { VEC_DOT, VEC_AXPBY, VEC_NRM2 } vec_mode;
+static const char *const mode_names[] = {"dot", "axpby", "nrm2"}; /* by vec_mode */
+
+/* nrm2 --check: the relative error allowed (the squares are summed in
+ * double on both sides, so only summation order differs). */
+#define NRM2_CHECK_TOL 1e-6
+
 typedef struct {
-  int axpby;              /* which command */
+  vec_mode mode;          /* which command */
   const char *x_path, *y_path, *out_path;
-  int64_t random_n;       /* 0: read --x and --y */
+  int64_t random_n;       /* 0: read --x (and --y) */
   float alpha, beta;      /* axpby */
   int check, seeded;
   int device;             /* --device, or GKC_DEVICE_AUTO */
   uint64_t seed;
-  npy_array x, y;         /* owned; from the files or random (then 1-D) */
+  npy_array x, y;         /* owned; from the files or random (then 1-D); nrm2: x only */
 } vec_job;
 
 static void usage_dot(FILE *f) {
@@ -56,6 +64,23 @@ static void usage_axpby(FILE *f) {
           "\nPrints n, the algo, kernel and round-trip times, GB/s and the first values.\n");
 }
 
+static void usage_nrm2(FILE *f) {
+  fprintf(f,
+          "Usage: gkc nrm2 --x X.npy [OPTIONS]\n"
+          "   or: gkc nrm2 --random N [OPTIONS]\n"
+          "The Euclidean norm ||x||_2 of a float32 array, its squares summed in\n"
+          "double precision on gkcd.\n\n"
+          "Options:\n"
+          "  --x X.npy        the array, of any shape (read flattened)\n"
+          "  --random N       N random values (uniform in [-1, 1]) instead\n"
+          "  --seed N         seed of the random data (default: from the clock)\n"
+          "  --device N       run on gkcd's device N (gkc status lists them)\n"
+          "  --check          compare with a double-precision norm computed here;\n"
+          "                   fail (exit 1) when the relative error is over 1e-6\n"
+          CLI_COMMON_HELP
+          "\nPrints the value, n, the algo, kernel and round-trip times and GB/s.\n");
+}
+
 static int parse(cli_globals *g, vec_job *s, int argc, char **argv) {
   enum { O_X = CLI_O_FIRST, O_Y, O_OUT, O_RANDOM, O_SEED, O_ALPHA, O_BETA, O_CHECK, O_DEVICE };
   static const struct option dot_opts[] = {
@@ -71,7 +96,13 @@ static int parse(cli_globals *g, vec_job *s, int argc, char **argv) {
       {"check", no_argument, 0, O_CHECK},         {"device", required_argument, 0, O_DEVICE},
       {"alpha", required_argument, 0, O_ALPHA},   {"beta", required_argument, 0, O_BETA},
       {"out", required_argument, 0, O_OUT},       {0, 0, 0, 0}};
-  const struct option *opts = s->axpby ? axpby_opts : dot_opts;
+  static const struct option nrm2_opts[] = {
+      CLI_COMMON_OPTIONS,
+      {"x", required_argument, 0, O_X},           {"random", required_argument, 0, O_RANDOM},
+      {"seed", required_argument, 0, O_SEED},     {"check", no_argument, 0, O_CHECK},
+      {"device", required_argument, 0, O_DEVICE}, {0, 0, 0, 0}};
+  const struct option *const by_mode[] = {dot_opts, axpby_opts, nrm2_opts};
+  const struct option *opts = by_mode[s->mode];
   int o, rc;
   cli_getopt_begin();
   while ((o = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
@@ -93,6 +124,13 @@ static int parse(cli_globals *g, vec_job *s, int argc, char **argv) {
     }
   }
   if ((rc = cli_no_operands(g, argc, argv)) >= 0) return rc;
+  if (s->mode == VEC_NRM2) {
+    if (s->random_n && s->x_path)
+      return cli_usage_error(g, "--random and --x cannot be combined: give one or the other");
+    if (!s->random_n && !s->x_path)
+      return cli_usage_error(g, "missing --x X.npy (or --random N for random data)");
+    return -1;
+  }
   if (s->random_n && (s->x_path || s->y_path))
     return cli_usage_error(g, "--random and --x/--y cannot be combined: give one or the other");
   if (!s->random_n && (!s->x_path || !s->y_path))
@@ -105,13 +143,19 @@ static int parse(cli_globals *g, vec_job *s, int argc, char **argv) {
 }
 
 static int load(cli_globals *g, const cli_limits *l, vec_job *s) {
-  const char *cmd = s->axpby ? "axpby" : "dot";
+  const char *cmd = mode_names[s->mode];
+  int nvec = s->mode == VEC_NRM2 ? 1 : 2, axpby = s->mode == VEC_AXPBY;
   if (s->x_path) {
     int rc = cli_load_npy_limited(g, l, "--x", s->x_path, 0, 0, &s->x);
     if (rc) return rc;
+    if (nvec == 1) {
+      if (s->x.count == 0)
+        return cli_usage_error(g, "--x %s is empty: nothing to compute", s->x_path);
+      return CLI_OK;
+    }
     uint64_t xb = 4 * (uint64_t)s->x.count;
     /* axpby holds its result beside x and y. */
-    if ((rc = cli_load_npy_limited(g, l, "--y", s->y_path, xb, s->axpby ? 2 * xb : xb, &s->y)))
+    if ((rc = cli_load_npy_limited(g, l, "--y", s->y_path, xb, axpby ? 2 * xb : xb, &s->y)))
       return rc;
     char sx[96], sy[96];
     if (s->x.count != s->y.count)
@@ -128,15 +172,15 @@ static int load(cli_globals *g, const cli_limits *l, vec_job *s) {
   char what[64];
   snprintf(what, sizeof what, "%s --random %lld", cmd, (long long)s->random_n);
   uint64_t bytes = cli_mul_sat((uint64_t)s->random_n, 4);
-  cli_plan p = {what, cli_mul_sat(bytes, 2), "x and y", s->axpby ? bytes : 0, "the result",
-                cli_mul_sat(bytes, s->axpby ? 3 : 2)};
+  cli_plan p = {what, cli_mul_sat(bytes, (uint64_t)nvec), nvec == 1 ? "x" : "x and y",
+                axpby ? bytes : 0, "the result", cli_mul_sat(bytes, (uint64_t)(nvec + axpby))};
   int rc = cli_plan_check(l, &p);
   if (rc) return rc;
   if (!s->seeded) s->seed = cli_default_seed();
   cli_rng r;
   cli_rng_init(&r, s->seed);
   npy_array *v[2] = {&s->x, &s->y};
-  for (int i = 0; i < 2; i++) {
+  for (int i = 0; i < nvec; i++) {
     v[i]->ndim = 1;
     v[i]->shape[0] = v[i]->count = s->random_n;
     if ((uint64_t)s->random_n > SIZE_MAX / 4 || !(v[i]->data = malloc((size_t)s->random_n * 4))) {
@@ -162,6 +206,16 @@ static double dot_error(const vec_job *s, double value) {
   return scale > 0 ? diff / scale : diff;
 }
 
+/* nrm2: |value - exact| / exact, the exact norm's squares summed in double
+ * (each square of a float is exact in double). */
+static double nrm2_error(const vec_job *s, double value) {
+  const float *x = s->x.data;
+  double sq = 0;
+  for (int64_t i = 0; i < s->x.count; i++) sq += (double)x[i] * x[i];
+  double ref = sqrt(sq), diff = fabs(value - ref);
+  return ref > 0 ? diff / ref : diff;
+}
+
 /* axpby: the largest element error relative to |alpha x| + |beta y|
  * (cli_max_scaled_err); -1 when the reference cannot be allocated. */
 static double axpby_error(const vec_job *s, const float *got) {
@@ -181,8 +235,9 @@ static double axpby_error(const vec_job *s, const float *got) {
   return err;
 }
 
-static int run(cli_globals *g, int argc, char **argv, int axpby) {
-  vec_job s = {.axpby = axpby, .alpha = 1.0f, .beta = 1.0f, .device = GKC_DEVICE_AUTO};
+static int run(cli_globals *g, int argc, char **argv, vec_mode mode) {
+  vec_job s = {.mode = mode, .alpha = 1.0f, .beta = 1.0f, .device = GKC_DEVICE_AUTO};
+  int axpby = mode == VEC_AXPBY;
   gkc_conn *conn = NULL;
   float *res = NULL;
   cli_limits lim;
@@ -203,15 +258,16 @@ static int run(cli_globals *g, int argc, char **argv, int axpby) {
   gkc_ref x = gkc_ref_mem(s.x.data, bytes), y = gkc_ref_mem(s.y.data, bytes);
   gkc_out out = gkc_out_mem(res, bytes);
   double t0 = cli_now_us();
-  int err = axpby ? gkc_axpby(conn, s.alpha, x, s.beta, y, &out, &info)
-                  : gkc_dot(conn, x, y, &value, &info);
+  int err = axpby            ? gkc_axpby(conn, s.alpha, x, s.beta, y, &out, &info)
+            : mode == VEC_DOT ? gkc_dot(conn, x, y, &value, &info)
+                              : gkc_nrm2(conn, x, &value, &info);
   double rtt = cli_now_us() - t0;
   if (err) {
     rc = cli_call_failed(conn, err);
     goto done;
   }
-  /* dot reads two arrays; axpby reads two and writes one. */
-  double moved = (axpby ? 12.0 : 8.0) * (double)n;
+  /* dot reads two arrays; axpby reads two and writes one; nrm2 reads one. */
+  double moved = (axpby ? 12.0 : mode == VEC_DOT ? 8.0 : 4.0) * (double)n;
   cli_out o;
   cli_out_begin(&o, g->json);
   if (axpby) {
@@ -221,7 +277,8 @@ static int run(cli_globals *g, int argc, char **argv, int axpby) {
     cli_out_num(&o, "value", "value", value, "%.9g");
   }
   cli_out_int(&o, "n", "n", (int64_t)n);
-  if (s.x_path) cli_out_shape(&o, "shape", "shape", s.y.ndim, s.y.shape);
+  const npy_array *shaped = mode == VEC_NRM2 ? &s.x : &s.y;
+  if (s.x_path) cli_out_shape(&o, "shape", "shape", shaped->ndim, shaped->shape);
   cli_out_str(&o, "algo", "algo", info.algo);
   cli_out_us(&o, "kernel_us", "kernel time", info.kernel_us);
   cli_out_times(&o, &info);
@@ -241,10 +298,11 @@ static int run(cli_globals *g, int argc, char **argv, int axpby) {
       cli_out_str(&o, "out", "written to", s.out_path);
   }
   if (s.check) {
-    double e = axpby ? axpby_error(&s, res) : dot_error(&s, value);
+    double e = axpby ? axpby_error(&s, res) : mode == VEC_DOT ? dot_error(&s, value)
+                                                               : nrm2_error(&s, value);
     int crc = CLI_FAIL;
     if (e < 0) fprintf(stderr, "gkc: --check: cannot allocate the reference for %zu values\n", n);
-    else crc = cli_report_check(&o, e);
+    else crc = cli_report_check_tol(&o, e, mode == VEC_NRM2 ? NRM2_CHECK_TOL : CLI_CHECK_TOL);
     if (rc == CLI_OK) rc = crc;
   }
   cli_out_end(&o);
@@ -257,9 +315,14 @@ done:
   return rc;
 }
 
-static int run_dot(cli_globals *g, int argc, char **argv) { return run(g, argc, argv, 0); }
-static int run_axpby(cli_globals *g, int argc, char **argv) { return run(g, argc, argv, 1); }
+static int run_dot(cli_globals *g, int argc, char **argv) { return run(g, argc, argv, VEC_DOT); }
+static int run_axpby(cli_globals *g, int argc, char **argv) {
+  return run(g, argc, argv, VEC_AXPBY);
+}
+static int run_nrm2(cli_globals *g, int argc, char **argv) { return run(g, argc, argv, VEC_NRM2); }
 
 const cli_cmd cli_dot_cmd = {"dot", "the dot product of two float32 arrays", usage_dot, run_dot};
 const cli_cmd cli_axpby_cmd = {"axpby", "alpha*x + beta*y for two float32 arrays", usage_axpby,
                                run_axpby};
+const cli_cmd cli_nrm2_cmd = {"nrm2", "the Euclidean norm of a float32 array", usage_nrm2,
+                              run_nrm2};

@@ -161,8 +161,8 @@ GKC_API int gkc_set_precision(gkc_conn *c, const char *precision);
 
 #define GKC_DEVICE_AUTO (-1)
 
-/* When gkcd serves several devices (PROTOCOL.md, "Devices"): sgemm and
- * reduce on this connection run on `device`, never split across several;
+/* When gkcd serves several devices (PROTOCOL.md, "Devices"): sgemm, reduce
+ * and nrm2 on this connection run on `device`, never split across several;
  * GKC_DEVICE_AUTO (the default) lets gkcd place them.  Only a negative
  * value other than GKC_DEVICE_AUTO is refused here; gkcd answers a device
  * it lacks with GKC_EINVALID_ARGUMENT, a lost one with GKC_EDEVICE_LOST. */
@@ -431,6 +431,10 @@ GKC_API int gkc_spmv_ref(gkc_conn *c, const gkc_spmv_args *args, gkc_out *out, g
 
 /* *value = sum of x[i] * y[i], x and y float32 arrays of equal length. */
 GKC_API int gkc_dot(gkc_conn *c, gkc_ref x, gkc_ref y, double *value, gkc_info *info);
+
+/* *value = ||x||_2 = sqrt(sum of x[i]^2), x a float32 array (n >= 1), the
+ * squares summed in double.  Runs on gkc_set_device's device when one is set. */
+GKC_API int gkc_nrm2(gkc_conn *c, gkc_ref x, double *value, gkc_info *info);
 
 /* y' = alpha * x + beta * y into *out (not NULL).  out may be the same
  * resident array as y: an in-place update, gkc_out_handle(y.handle). */

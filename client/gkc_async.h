@@ -80,8 +80,8 @@ typedef struct {
   uint32_t msgid;
   double latency_us;     /* from the request call to the reply's arrival */
   gkc_info info;         /* compute calls: algo and gkcd's timings (NAN where absent) */
-  double value;          /* reduce, dot */
-  int64_t n;             /* reduce: the input's length */
+  double value;          /* reduce, dot, nrm2 */
+  int64_t n;             /* reduce, nrm2: the input's length */
   uint32_t id;           /* upload: the handle; csr_upload: the matrix (its spmv
                           * algo in info.algo); shm_register: the region id */
   gkc_region *region;    /* gkc_async_region_create: the new region, now the
@@ -109,6 +109,11 @@ typedef struct {
 typedef struct {
   gkc_ref x, y;
 } gkc_dot_args;
+
+typedef struct {
+  gkc_ref x;
+  const char *algo; /* NULL: "auto" */
+} gkc_nrm2_args;
 
 typedef struct {
   float alpha, beta;
@@ -167,6 +172,7 @@ typedef struct {
   ARGS(reduce, gkc_reduce_args)                  \
   OUT(spmv, gkc_spmv_args)                       \
   ARGS(dot, gkc_dot_args)                        \
+  ARGS(nrm2, gkc_nrm2_args)                      \
   OUT(axpby, gkc_axpby_args)                     \
   ARGS(shm_register, gkc_shm_register_args)      \
   ARGS(shm_release, gkc_shm_release_args)        \
@@ -210,7 +216,7 @@ GKC_API const char *gkc_async_errmsg(const gkc_async *ac);
 GKC_API size_t gkc_async_pending(const gkc_async *ac);
 /* As gkc_set_precision, for later sgemm calls on ac. */
 GKC_API int gkc_async_set_precision(gkc_async *ac, const char *precision);
-/* As gkc_set_device, for later sgemm and reduce calls on ac. */
+/* As gkc_set_device, for later sgemm, reduce and nrm2 calls on ac. */
 GKC_API int gkc_async_set_device(gkc_async *ac, int device);
 /* As gkc_set_shm and gkc_shm_state (gkc.h, "transparent shared memory"):
  * the context's arena, which its requests in flight share.  The context

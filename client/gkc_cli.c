@@ -8,16 +8,16 @@
 
 #include "cli.h"
 
-static const cli_cmd *const commands[] = {&cli_ping_cmd,   &cli_status_cmd, &cli_sgemm_cmd,
-                                          &cli_reduce_cmd, &cli_dot_cmd,    &cli_axpby_cmd,
-                                          &cli_spmv_cmd,   &cli_solve_cmd,  &cli_batch_cmd,
-                                          &cli_metrics_cmd, &cli_top_cmd, NULL};
+static const cli_cmd *const commands[] = {&cli_ping_cmd,    &cli_status_cmd, &cli_sgemm_cmd,
+                                          &cli_reduce_cmd,  &cli_dot_cmd,    &cli_nrm2_cmd,
+                                          &cli_axpby_cmd,   &cli_spmv_cmd,   &cli_solve_cmd,
+                                          &cli_batch_cmd,   &cli_metrics_cmd, &cli_top_cmd, NULL};
 
 static void usage(FILE *f) {
   fprintf(f,
           "Usage: gkc [--socket PATH] [--json] [--no-shm] COMMAND [OPTIONS]\n"
-          "Client of gkcd, the GPU compute daemon: runs sgemm, reduce, dot, axpby, spmv\n"
-          "and solve on arrays from .npy and Matrix Market files or on random data.\n\n"
+          "Client of gkcd, the GPU compute daemon: runs sgemm, reduce, dot, nrm2, axpby,\n"
+          "spmv and solve on arrays from .npy and Matrix Market files or on random data.\n\n"
           "Commands:\n");
   for (const cli_cmd *const *c = commands; *c; c++)
     fprintf(f, "  %-8s %s\n", (*c)->name, (*c)->summary);
@@ -55,7 +55,7 @@ int main(int argc, char **argv) {
   }
   if (optind >= argc)
     return cli_usage_error(&g, "missing command (one of ping, status, sgemm, reduce, dot,"
-                                 " axpby, spmv, solve, batch, metrics, top)");
+                                 " nrm2, axpby, spmv, solve, batch, metrics, top)");
   for (const cli_cmd *const *c = commands; *c; c++) {
     if (strcmp((*c)->name, argv[optind]) == 0) {
       g.cmd = *c;

@@ -68,6 +68,7 @@ struct gkc__req {
     gkc_spmv_args spmv;
     gkc_reduce_args reduce;
     gkc_dot_args dot;
+    gkc_nrm2_args nrm2;
     gkc_axpby_args axpby;
     gkc_shm_register_args shm_register;
     gkc_shm_release_args shm_release;

@@ -1,5 +1,5 @@
 /* gkc_resident.c: compute calls on array references, resident arrays and
- * matrices, dot and axpby (see gkc.h, "Regions and resident data").
+ * matrices, dot, nrm2 and axpby (see gkc.h, "Regions and resident data").
  *
  * Each call packs its arguments as the protocol's forms: a bin for memory
  * in this process, {"region", "offset", "bytes"} for a region,
@@ -368,7 +368,7 @@ int gkc_spmv_ref(gkc_conn *c, const gkc_spmv_args *args, gkc_out *out, gkc_info 
   return run(c, &r, rc, &res, info);
 }
 
-/* --- dot and axpby ---------------------------------------------------------------------- */
+/* --- dot, nrm2 and axpby ------------------------------------------------------------------ */
 
 static void pack_dot(msgpack_packer *pk, const gkc__req *r) {
   msgpack_pack_map(pk, 2);
@@ -391,6 +391,34 @@ int gkc_dot(gkc_conn *c, gkc_ref x, gkc_ref y, double *value, gkc_info *info) {
   if (!value) return gkc__fail(c, GKC_EINVALID_ARGUMENT, "value must not be NULL");
   gkc_dot_args a = {x, y};
   BLOCKING(gkc__prep_dot(c, &r, &a));
+  rc = run(c, &r, rc, &res, info);
+  if (rc == 0) *value = res.value;
+  return rc;
+}
+
+static void pack_nrm2(msgpack_packer *pk, const gkc__req *r) {
+  msgpack_pack_map(pk, 2 + where_keys(r->pinned, 0));
+  pack_where(pk, r->pinned, r->device, 0);
+  gkc__pack_algo(pk, r->a.nrm2.algo);
+  gkc__pack_ref(pk, "x", &r->a.nrm2.x);
+}
+
+int gkc__prep_nrm2(gkc_conn *c, gkc__req *r, const gkc_nrm2_args *a) {
+  int rc;
+  if (!a) return gkc__fail(c, GKC_EINVALID_ARGUMENT, "args must not be NULL");
+  if ((rc = gkc__check_ref(c, &a->x, "x", 0))) return rc;
+  r->a.nrm2 = *a;
+  if (gkc__device(c) >= 0) r->pinned = 1, r->device = gkc__device(c);
+  r->method = "nrm2", r->pack = pack_nrm2, r->take = take_scalar;
+  gkc_ref *const refs[] = {&r->a.nrm2.x};
+  gkc__shm_stage(c, r, refs, 1, NULL, 0, NULL);
+  return 0;
+}
+
+int gkc_nrm2(gkc_conn *c, gkc_ref x, double *value, gkc_info *info) {
+  if (!value) return gkc__fail(c, GKC_EINVALID_ARGUMENT, "value must not be NULL");
+  gkc_nrm2_args a = {x, NULL};
+  BLOCKING(gkc__prep_nrm2(c, &r, &a));
   rc = run(c, &r, rc, &res, info);
   if (rc == 0) *value = res.value;
   return rc;

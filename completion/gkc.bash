@@ -37,8 +37,8 @@ _gkc() {
     else
       local cmds
       cmds=$("${words[0]}" --help 2>/dev/null |
-             sed -n '/^Commands:/,/^$/s/^  \([a-z][a-z-]*\) .*/\1/p')
-      [[ -n $cmds ]] || cmds="ping status sgemm reduce dot axpby spmv solve batch metrics top"
+             sed -n '/^Commands:/,/^$/s/^  \([a-z][a-z0-9-]*\) .*/\1/p')
+      [[ -n $cmds ]] || cmds="ping status sgemm reduce dot nrm2 axpby spmv solve batch metrics top"
       COMPREPLY=($(compgen -W "$cmds" -- "$cur"))
     fi
     return

@@ -43,8 +43,12 @@ else
       _gkc; printf "%s\n" "${COMPREPLY[@]}"' _ "$bc" "$compl" "$@"
   }
   got=$(complete_words "$gkc" "" | sort | tr '\n' ' ')
-  want="axpby batch dot metrics ping reduce sgemm solve spmv status top "
+  want="axpby batch dot metrics nrm2 ping reduce sgemm solve spmv status top "
   [[ $got == "$want" ]] && ok "completion offers the commands: $got" || bad "completion of commands: '$got', expected '$want'"
+  got=$(complete_words "$gkc" nr | tr '\n' ' ')
+  [[ $got == "nrm2 " ]] && ok "completion of 'nr' is nrm2 (a name with a digit)" || bad "completion of 'nr': '$got'"
+  got=$(complete_words "$gkc" nrm2 --c | tr '\n' ' ')
+  [[ $got == "--check " ]] && ok "completion of nrm2's --c is --check" || bad "nrm2 --c: '$got'"
   got=$(complete_words "$gkc" t | tr '\n' ' ')
   [[ $got == "top " ]] && ok "completion of 't' is top" || bad "completion of 't': '$got'"
   got=$(complete_words "$gkc" top --it | tr '\n' ' ')

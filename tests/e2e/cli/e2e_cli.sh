@@ -15,7 +15,7 @@ start_daemon "$sock" "$dir/gkcd.log"
 
 # --- help, version, ping, status ------------------------------------------------
 run_raw --help
-expect "gkc --help lists the commands" 0 ping status sgemm reduce dot axpby spmv solve --socket --json --version
+expect "gkc --help lists the commands" 0 ping status sgemm reduce dot nrm2 axpby spmv solve --socket --json --version
 run_raw --version
 expect "gkc --version" 0 '^gkc [0-9]+\.[0-9]+'
 declare -A HELP_OPTS=(
@@ -25,10 +25,11 @@ declare -A HELP_OPTS=(
   [reduce]="--x --random --seed --op --algo --check --json"
   [dot]="--x --y --random --seed --device --check --json"
   [axpby]="--x --y --alpha --beta --out --random --seed --device --check --json"
+  [nrm2]="--x --random --seed --device --check --json"
   [spmv]="--matrix --random --density --x --y --alpha --beta --seed --algo --out --check --devices --json"
   [solve]="--matrix --b --x0 --method --rtol --atol --max-iter --precision --history --out --devices --json"
 )
-for cmd in ping status sgemm reduce dot axpby spmv solve; do
+for cmd in ping status sgemm reduce dot nrm2 axpby spmv solve; do
   run_raw "$cmd" --help
   pats=("Usage: gkc $cmd")
   for opt in ${HELP_OPTS[$cmd]}; do pats+=("$opt\\b"); done
@@ -173,6 +174,73 @@ assert np.allclose(o, 1.5 * x - 2 * y, rtol=1e-6, atol=1e-6), np.abs(o - (1.5 * 
   expect "dot of 77 against 76 values: exit 2 naming both files" 2 "vx.npy has 77 values" "vz.npy 76" "one length"
 else
   skip "numpy is not importable: dot/axpby on numpy-made files"
+fi
+
+# --- nrm2 --------------------------------------------------------------------------
+for n in 1 1001 1000003; do
+  run nrm2 --random "$n" --check --json
+  expect_json "nrm2 --random $n --check --json: value, n, algo, timings" \
+    "d['check'] == 'passed' and d['n'] == $n and num(d['value']) and d['value'] > 0 and d['max_rel_err'] <= 1e-6 and num(d['kernel_us']) and num(d['round_trip_us']) and d['algo'] and 'seed' in d"
+done
+run --no-shm nrm2 --random 300007 --check
+expect "nrm2 --no-shm --random 300007 --check (through the socket)" 0 'check: +passed'
+run nrm2 --random 1000 --seed 9
+expect "nrm2 (text): value, n, algo, kernel time, seed" 0 'value: +[0-9]' 'n: +1000$' 'algo:' 'kernel time:' 'seed: +9$'
+nv1=$(grep '^value:' "$dir/out" || echo x)
+run nrm2 --random 1000 --seed 9
+nv2=$(grep '^value:' "$dir/out" || echo y)
+if [[ $nv1 == "$nv2" ]]; then ok "nrm2 --seed is reproducible"; else bad "nrm2 --seed is reproducible ($nv1 vs $nv2)"; fi
+# A 3x5 .npy written with python3's standard library, and its norm in float64
+# (fsum); values near 1e20, whose squares overflow float32 but not float64.
+nref=$(python3 -c '
+import math, random, struct, sys
+r = random.Random(11)
+v = [struct.unpack("<f", struct.pack("<f", r.uniform(-4, 4) * 1e20))[0] for _ in range(15)]
+hdr = "{\x27descr\x27: \x27<f4\x27, \x27fortran_order\x27: False, \x27shape\x27: (3, 5), }"
+hdr += " " * (117 - len(hdr)) + "\n"
+with open(sys.argv[1], "wb") as f:
+    f.write(b"\x93NUMPY\x01\x00\x76\x00" + hdr.encode() + struct.pack("<15f", *v))
+print(repr(math.sqrt(math.fsum(x * x for x in v))))
+' "$dir/n35.npy")
+run nrm2 --x "$dir/n35.npy" --check --json
+expect_json "nrm2 --x (3x5, values near 1e20) --check --json: the float64 norm, its shape" \
+  "d['n'] == 15 and d['shape'] == [3, 5] and abs(d['value'] - $nref) <= 1e-9 * $nref and d['check'] == 'passed' and 'seed' not in d"
+run nrm2 --random 10 --x "$dir/n35.npy"
+expect "nrm2 --random with --x: exit 2" 2 "^gkc: --random and --x cannot be combined" "^Try 'gkc nrm2 --help'\.\$"
+run nrm2
+expect "nrm2 without --x or --random: exit 2" 2 "^gkc: missing --x X.npy \(or --random N" "^Try 'gkc nrm2 --help'\.\$"
+run nrm2 --x "$dir/nonexistent.npy"
+expect "nrm2 --x nonexistent: exit 2, names it" 2 "nonexistent.npy" "No such file"
+run nrm2 --random 10 --device 7
+expect "nrm2 --device 7 (no such device): refused by gkcd, exit 1, names 'device'" 1 \
+  "^gkc: invalid_argument: argument 'device': 7 is not a device"
+if [[ $HAVE_NUMPY == 1 ]]; then
+  python3 -c '
+import numpy as np, sys
+r = np.random.default_rng(12)
+np.save(sys.argv[1] + "/nx.npy", (r.standard_normal((6, 7, 9)) * 1e3).astype(np.float32))
+np.save(sys.argv[1] + "/nbig.npy", r.uniform(-1, 1, 1000003).astype(np.float32))
+np.save(sys.argv[1] + "/nempty.npy", np.zeros(0, np.float32))
+' "$dir"
+  for f in nx nbig; do
+    run nrm2 --x "$dir/$f.npy" --json
+    if [[ $rc == 0 ]] && python3 -c '
+import json, numpy as np, sys
+got = json.load(open(sys.argv[1]))
+x = np.load(sys.argv[2])
+ref = float(np.linalg.norm(x.astype(np.float64).ravel()))
+assert got["n"] == x.size and got["shape"] == list(x.shape), (got["n"], got["shape"], x.shape)
+assert abs(got["value"] - ref) <= 1e-9 * ref, (got["value"], ref)
+' "$dir/out" "$dir/$f.npy" 2>"$dir/np.err"; then
+      ok "nrm2 --x $f.npy agrees with numpy's float64 norm"
+    else
+      bad "nrm2 --x $f.npy agrees with numpy's float64 norm" "$(output; cat "$dir/np.err")"
+    fi
+  done
+  run nrm2 --x "$dir/nempty.npy"
+  expect "nrm2 of an empty .npy: exit 2" 2 "nempty.npy is empty"
+else
+  skip "numpy is not importable: nrm2 on numpy-made files"
 fi
 
 # --- spmv --------------------------------------------------------------------------
@@ -397,10 +465,11 @@ declare -A BAD_VALUES=(
   [reduce]="--random 0|--random 10 --op avg|--random 10 --seed x|--random 10 --check=1"
   [dot]="--random 0|--random 10 --seed x|--random 10 --x"
   [axpby]="--random 10 --alpha abc|--random 10 --beta nan|--random -3"
+  [nrm2]="--random 0|--random 10 --seed x|--random 10 --x|--random 10 --y|--random 10 --device x|--random 10 --alpha"
   [spmv]="--random 10 --density 2|--random 10 --repeat 0|--random 0x5|--random 10 --beta x|--random 10 --alpha inf"
   [solve]="--matrix $dir/lap.mtx --rtol -1|--matrix $dir/lap.mtx --atol x|--matrix $dir/lap.mtx --max-iter 0|--matrix $dir/lap.mtx --method sor|--matrix $dir/lap.mtx --rtol nan"
 )
-for cmd in ping status sgemm reduce dot axpby spmv solve; do
+for cmd in ping status sgemm reduce dot nrm2 axpby spmv solve; do
   run "$cmd" --bogus
   expect "gkc $cmd --bogus: exit 2, named, with the hint" 2 "^gkc: unknown option '--bogus'" "^Try 'gkc $cmd --help'\.\$"
   IFS='|' read -r -a cases <<<"${BAD_VALUES[$cmd]}"
@@ -436,6 +505,9 @@ expect "sgemm, request and result over --memory-budget: exit 1, both sizes" 1 \
 lrun reduce --random 300000
 expect "reduce --random over --max-request-bytes: exit 1" 1 \
   "reduce --random 300000: the request would carry 1200000 bytes" "gkcd --max-request-bytes"
+lrun nrm2 --random 300000
+expect "nrm2 --random over --max-request-bytes: exit 1" 1 \
+  "nrm2 --random 300000: the request would carry 1200000 bytes .* of x" "gkcd --max-request-bytes"
 lrun spmv --random 1000x1000 --density 0.2
 expect "spmv --random over --max-request-bytes: exit 1" 1 \
   "spmv --random 1000x1000 .*the request would carry [0-9]+ bytes" "limit of 1048576 bytes" "gkcd --max-request-bytes"

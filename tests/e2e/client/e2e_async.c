@@ -1,9 +1,10 @@
 /* e2e_async.c: libgkc's async context against a real gkcd.
  *
- * - 10,000 mixed requests (reduce, dot, sgemm, spmv, axpby, ping) in flight
+ * - 10,000 mixed requests (reduce, dot, sgemm, spmv, axpby, nrm2, ping) in flight
  *   on one connection, driven by gkc_async_poll; every reply is matched to
  *   its request exactly once and checked against a float64 reference.
- * - regions and resident arrays from the async context.
+ * - regions and resident arrays from the async context; nrm2 on a handle,
+ *   and its bad arguments.
  * - back-pressure: GKC_EBUSY at the request and byte bounds.
  * - gkc_async_close with 500 pending: 500 cancellations, each once.
  * - a callback that closes its own context.
@@ -27,7 +28,19 @@ static int quiet; /* failures are the point: do not print each */
 
 /* --- one request with its inputs, its reference and what came back -------------- */
 
-enum { K_REDUCE, K_DOT, K_SGEMM, K_SPMV, K_AXPBY, K_PING, K_COUNT };
+enum { K_REDUCE, K_DOT, K_SGEMM, K_SPMV, K_AXPBY, K_NRM2, K_PING, K_COUNT };
+
+/* The kinds whose result is res->value. */
+static int scalar_kind(int k) { return k == K_REDUCE || k == K_DOT || k == K_NRM2; }
+
+/* ||x||_2 summed in double, as gkcd sums it: the two differ only in the
+ * order of n positive terms, (n + 1) * 2^-53 relative at most. */
+static double nrm2_ref(const float *x, size_t n) {
+  double sq = 0;
+  for (size_t i = 0; i < n; i++) sq += (double)x[i] * x[i];
+  return sqrt(sq);
+}
+#define NRM2_TOL(n, ref) (((double)(n) + 1) * 0x1p-53 * (ref))
 
 typedef struct job {
   int kind;
@@ -39,7 +52,7 @@ typedef struct job {
   size_t nwant;
   gkc_reduce_op op;
   gkc_out o;
-  double got; /* reduce, dot */
+  double got; /* reduce, dot, nrm2 */
   void (*then)(struct job *j); /* called at the end of the callback, if set */
   void *owner;
 } job;
@@ -73,6 +86,10 @@ static void job_check(const job *j) {
   if (j->calls != 1) TEST_FAIL("job kind %d: %d callbacks", j->kind, j->calls);
   if (j->status != 0) TEST_FAIL("job kind %d failed: %s", j->kind, gkc_errname(j->status));
   if (j->kind == K_PING) return;
+  if (j->kind == K_NRM2) {
+    ASSERT_NEAR(j->got, j->want[0], NRM2_TOL(j->mag[0], j->want[0]));
+    return;
+  }
   if (j->kind == K_REDUCE || j->kind == K_DOT) {
     ASSERT_NEAR(j->got, j->want[0], 1e-5 * j->mag[0] + 1e-6);
     return;
@@ -87,9 +104,10 @@ static void on_job(gkc_async *ac, const gkc_result *res, void *ud) {
   j->status = res->status;
   if (res->status && !quiet) fprintf(stderr, "  %s failed: %s\n", res->method, res->errmsg);
   if (res->status == 0) {
-    if (j->kind == K_REDUCE || j->kind == K_DOT) j->got = res->value;
+    if (scalar_kind(j->kind)) j->got = res->value;
+    if (j->kind == K_NRM2) ASSERT_EQ(res->n, (int64_t)j->mag[0]);
     if (j->kind == K_PING) ASSERT_EQ(res->ping.protocol, GKC_PROTOCOL);
-    if (j->kind != K_PING && j->kind != K_REDUCE && j->kind != K_DOT) {
+    if (j->kind != K_PING && !scalar_kind(j->kind)) {
       ASSERT(res->out == &j->o);
       ASSERT(res->info.algo[0] != 0);
     }
@@ -191,6 +209,16 @@ static int job_submit(gkc_async *ac, job *j, int k) {
       j->o = gkc_out_mem(j->out, n * 4);
       return gkc_async_axpby(ac, &a, &j->o, on_job, j);
     }
+    case K_NRM2: {
+      /* Now and then one over the arena's threshold: staged by the call. */
+      size_t n = test_rand_u64(&rng) % 50 == 0 ? 40000 + small(20000) : small(64);
+      j->x = rand_vec(n);
+      want_alloc(j, 1);
+      j->want[0] = nrm2_ref(j->x, n);
+      j->mag[0] = (double)n; /* nrm2: the length, for the tolerance and res->n */
+      gkc_nrm2_args a = {gkc_ref_mem(j->x, n * 4), NULL};
+      return gkc_async_nrm2(ac, &a, on_job, j);
+    }
     default: return gkc_async_ping(ac, on_job, j);
   }
 }
@@ -227,8 +255,8 @@ static void test_mixed(const fixture *f) {
     job_free(&jobs[i]);
   }
   fprintf(stderr, "  mixed: %d requests checked (reduce %d, dot %d, sgemm %d, spmv %d, axpby %d, "
-          "ping %d)\n", N, per_kind[0], per_kind[1], per_kind[2], per_kind[3], per_kind[4],
-          per_kind[5]);
+          "nrm2 %d, ping %d)\n", N, per_kind[K_REDUCE], per_kind[K_DOT], per_kind[K_SGEMM],
+          per_kind[K_SPMV], per_kind[K_AXPBY], per_kind[K_NRM2], per_kind[K_PING]);
   free(jobs);
   gkc_async_close(ac);
 }
@@ -239,6 +267,7 @@ typedef struct {
   int calls, status;
   gkc_result res; /* a copy; pointers in it are dead after the callback */
   gkc_region *region;
+  char errmsg[256]; /* res.errmsg, copied */
 } one;
 
 static void on_one(gkc_async *ac, const gkc_result *res, void *ud) {
@@ -248,6 +277,7 @@ static void on_one(gkc_async *ac, const gkc_result *res, void *ud) {
   o->status = res->status;
   o->res = *res;
   o->region = res->region;
+  snprintf(o->errmsg, sizeof o->errmsg, "%s", res->errmsg);
   if (res->status && !quiet) fprintf(stderr, "  %s: %s\n", res->method, res->errmsg);
 }
 
@@ -300,6 +330,19 @@ static void test_resident(const fixture *f) {
   ASSERT_EQ(gkc_async_dot(ac, &d, on_one, &o), 0);
   WAIT_OK(ac, o);
   ASSERT_NEAR(o.res.value, want, 1e-5 * mag + 1e-6);
+  /* nrm2 of the handle, and of the region's span it came from. */
+  double norm = nrm2_ref(A, M * KK);
+  gkc_nrm2_args nh = {gkc_ref_handle(h, 0), NULL}, nr = {gkc_ref_region(reg, 0, ab), "auto"};
+  memset(&o, 0, sizeof o);
+  ASSERT_EQ(gkc_async_nrm2(ac, &nh, on_one, &o), 0);
+  WAIT_OK(ac, o);
+  ASSERT_NEAR(o.res.value, norm, NRM2_TOL(M * KK, norm));
+  ASSERT_EQ(o.res.n, M * KK);
+  ASSERT(o.res.info.algo[0] != 0);
+  memset(&o, 0, sizeof o);
+  ASSERT_EQ(gkc_async_nrm2(ac, &nr, on_one, &o), 0);
+  WAIT_OK(ac, o);
+  ASSERT_NEAR(o.res.value, norm, NRM2_TOL(M * KK, norm));
   float *back = need(malloc(ab));
   gkc_download_args dl = {h};
   gkc_out bo = gkc_out_mem(back, ab);
@@ -317,6 +360,33 @@ static void test_resident(const fixture *f) {
   drain(ac);
   ASSERT_EQ(o.calls, 1);
   ASSERT_EQ(o.status, GKC_EINVALID_ARGUMENT);
+  memset(&o, 0, sizeof o);
+  ASSERT_EQ(gkc_async_nrm2(ac, &nh, on_one, &o), 0);
+  drain(ac);
+  ASSERT_EQ(o.calls, 1);
+  ASSERT_EQ(o.status, GKC_EINVALID_ARGUMENT);
+  /* nrm2's bad arguments: refused by the call (no callback), or by gkcd
+   * (one callback with its message naming the argument). */
+  memset(&o, 0, sizeof o);
+  ASSERT_EQ(gkc_async_nrm2(ac, NULL, on_one, &o), GKC_EINVALID_ARGUMENT);
+  ASSERT_CONTAINS(gkc_async_errmsg(ac), "args");
+  gkc_nrm2_args bad = {{0}, NULL};
+  ASSERT_EQ(gkc_async_nrm2(ac, &bad, on_one, &o), GKC_EINVALID_ARGUMENT);
+  ASSERT_CONTAINS(gkc_async_errmsg(ac), "x: an array is required");
+  ASSERT_EQ(o.calls, 0);
+  bad.x = gkc_ref_mem(v, 0);
+  ASSERT_EQ(gkc_async_nrm2(ac, &bad, on_one, &o), 0);
+  drain(ac);
+  ASSERT_EQ(o.calls, 1);
+  ASSERT_EQ(o.status, GKC_EINVALID_ARGUMENT);
+  ASSERT_CONTAINS(o.errmsg, "'x'");
+  memset(&o, 0, sizeof o);
+  bad.x = gkc_ref_mem(v, ab), bad.algo = "nonexistent";
+  ASSERT_EQ(gkc_async_nrm2(ac, &bad, on_one, &o), 0);
+  drain(ac);
+  ASSERT_EQ(o.calls, 1);
+  ASSERT_EQ(o.status, GKC_EINVALID_ARGUMENT);
+  ASSERT_CONTAINS(o.errmsg, "algo");
   gkc_shm_release_args sr = {gkc_region_id(reg)};
   memset(&o, 0, sizeof o);
   ASSERT_EQ(gkc_async_shm_release(ac, &sr, on_one, &o), 0);

@@ -100,6 +100,86 @@ static void test_reduce(gkc_conn *c) {
   }
 }
 
+/* ||x||_2 in float64: each square of a float32 is exact in double. */
+static double nrm2_ref(const float *x, size_t n) {
+  double sq = 0;
+  for (size_t i = 0; i < n; i++) sq += (double)x[i] * x[i];
+  return sqrt(sq);
+}
+
+/* The squares are summed in double on both sides, in different orders: a
+ * sum of n positive terms is off by at most (n - 1) * 2^-53 relative on
+ * each side, and the square root halves that. */
+#define NRM2_TOL(n, ref) (((double)(n) + 1) * 0x1p-53 * (ref))
+
+static void test_nrm2(gkc_conn *c) {
+  /* 1, odd, over a page (the arena's threshold), over 10^6. */
+  static const size_t sizes[] = {1, 7, 1001, 65537, 1000003};
+  for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+    size_t n = sizes[s];
+    float *x = rand_vec(n);
+    double want = nrm2_ref(x, n), v = NAN;
+    gkc_info info;
+    int rc = gkc_nrm2(c, gkc_ref_mem(x, n * 4), &v, &info);
+    if (rc) TEST_FAIL("nrm2 of %zu: %s", n, gkc_errmsg(c));
+    ASSERT_NEAR(v, want, NRM2_TOL(n, want));
+    ASSERT(info.algo[0] != 0);
+    ASSERT(info.kernel_us >= 0);
+    if (!getenv("GKC_TEST_BACKEND")) ASSERT_STR_EQ(info.algo, "openblas");
+    free(x);
+  }
+  /* Huge and tiny values: squared in double, neither overflows nor vanishes. */
+  float ext[3] = {0x1p100f, -0x1p100f, 0x1p-100f};
+  double v;
+  ASSERT_EQ(gkc_nrm2(c, gkc_ref_mem(ext, 8), &v, NULL), 0);
+  ASSERT_NEAR(v, 0x1p100 * sqrt(2.0), 1e-15 * 0x1p100);
+  ASSERT_EQ(gkc_nrm2(c, gkc_ref_mem(ext + 2, 4), &v, NULL), 0);
+  ASSERT_NEAR(v, 0x1p-100, 0);
+
+  /* On a resident handle, then in a region. */
+  size_t n = 4099;
+  float *x = rand_vec(n);
+  double want = nrm2_ref(x, n);
+  uint32_t h;
+  ASSERT_EQ(gkc_upload(c, gkc_ref_mem(x, n * 4), GKC_F32, 0, &h), 0);
+  v = NAN;
+  ASSERT_EQ(gkc_nrm2(c, gkc_ref_handle(h, n * 4), &v, NULL), 0);
+  ASSERT_NEAR(v, want, NRM2_TOL(n, want));
+  ASSERT_EQ(gkc_release(c, h), 0);
+  ASSERT_EQ(gkc_nrm2(c, gkc_ref_handle(h, n * 4), &v, NULL), GKC_EINVALID_ARGUMENT);
+  ASSERT_CONTAINS(gkc_errmsg(c), "x");
+  gkc_region *reg;
+  ASSERT_EQ(gkc_region_create(c, 8 + n * 4, &reg), 0);
+  memcpy(gkc_region_floats(reg) + 2, x, n * 4);
+  v = NAN;
+  ASSERT_EQ(gkc_nrm2(c, gkc_ref_region(reg, 8, n * 4), &v, NULL), 0);
+  ASSERT_NEAR(v, want, NRM2_TOL(n, want));
+  ASSERT_EQ(gkc_region_release(c, reg), 0);
+
+  /* Bad arguments: refused with a message that names the culprit. */
+  ASSERT_EQ(gkc_nrm2(c, gkc_ref_mem(x, n * 4), NULL, NULL), GKC_EINVALID_ARGUMENT);
+  ASSERT_CONTAINS(gkc_errmsg(c), "value");
+  gkc_ref none = {0};
+  ASSERT_EQ(gkc_nrm2(c, none, &v, NULL), GKC_EINVALID_ARGUMENT);
+  ASSERT_CONTAINS(gkc_errmsg(c), "x: an array is required");
+  ASSERT_EQ(gkc_nrm2(c, gkc_ref_mem(NULL, 16), &v, NULL), GKC_EINVALID_ARGUMENT);
+  ASSERT_CONTAINS(gkc_errmsg(c), "x: data is NULL");
+  ASSERT_EQ(gkc_nrm2(c, gkc_ref_mem(x, 0), &v, NULL), GKC_EINVALID_ARGUMENT); /* n = 0 */
+  ASSERT_CONTAINS(gkc_errmsg(c), "'x'");
+  ASSERT_EQ(gkc_nrm2(c, gkc_ref_mem(x, 6), &v, NULL), GKC_EINVALID_ARGUMENT); /* not float32s */
+  ASSERT_CONTAINS(gkc_errmsg(c), "'x'");
+  /* gkc_set_device pins it: a device gkcd lacks is refused by name. */
+  ASSERT_EQ(gkc_set_device(c, 7), 0);
+  ASSERT_EQ(gkc_nrm2(c, gkc_ref_mem(x, n * 4), &v, NULL), GKC_EINVALID_ARGUMENT);
+  ASSERT_CONTAINS(gkc_errmsg(c), "device");
+  ASSERT_EQ(gkc_set_device(c, 0), 0);
+  v = NAN;
+  ASSERT_EQ(gkc_nrm2(c, gkc_ref_mem(x, n * 4), &v, NULL), 0);
+  ASSERT_NEAR(v, want, NRM2_TOL(n, want));
+  ASSERT_EQ(gkc_set_device(c, GKC_DEVICE_AUTO), 0);
+  free(x);
+}
+
 /* y = alpha A x + beta y, checked row by row against a double reference. */
 static void check_spmv(gkc_conn *c, const gkc_csr *A, float alpha, float beta) {
   float *x = rand_vec((size_t)A->cols), *yin = rand_vec((size_t)A->rows);
@@ -253,6 +333,7 @@ int main(void) {
   test_sgemm(c);
   test_reduce(c);
   test_spmv(c);
+  test_nrm2(c);
   test_errors(c);
   test_status(c);
   test_connect_failure(&f);

@@ -233,6 +233,9 @@ static void test_reduce_dot_axpby(gkc_conn *ci, gkc_conn *cs) {
     BOTH(ci, cs, 2 * big, gkc_dot(ci, gkc_ref_mem(x, n * 4), gkc_ref_mem(y, n * 4), &d0, NULL),
          gkc_dot(cs, gkc_ref_mem(x, n * 4), gkc_ref_mem(y, n * 4), &d1, NULL));
     same(&d0, &d1, sizeof d0, "dot");
+    BOTH(ci, cs, big, gkc_nrm2(ci, gkc_ref_mem(x, n * 4), &d0, NULL),
+         gkc_nrm2(cs, gkc_ref_mem(x, n * 4), &d1, NULL));
+    same(&d0, &d1, sizeof d0, "nrm2");
     gkc_out a0 = gkc_out_mem(o0, n * 4), a1 = gkc_out_mem(o1, n * 4);
     BOTH(ci, cs, 3 * big,
          gkc_axpby(ci, 2.5f, gkc_ref_mem(x, n * 4), -1.0f, gkc_ref_mem(y, n * 4), &a0, NULL),
