@@ -102,7 +102,7 @@ typedef struct {
 GKC_API int gkc_ping(gkc_conn *c, gkc_ping_info *out);
 
 #define GKC_MAX_DEVICES 16
-#define GKC_MAX_METHODS 16
+#define GKC_MAX_METHODS 32 /* room for the methods to come: the struct is ABI */
 
 typedef struct {
   char backend[16];

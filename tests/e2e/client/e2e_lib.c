@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 
 #include "fixture.h"
+#include "proto_methods.h"
 #include "gkc.h"
 #include "mtx.h"
 #include "test.h"
@@ -297,10 +298,16 @@ static void test_status(gkc_conn *c) {
   ASSERT(st.devices[0].memory_total > 0);
   ASSERT(st.connections >= 1);
   uint64_t sgemm_req = 0, spmv_err = 0;
+  int seen = 0;
   for (int i = 0; i < st.n_methods; i++) {
     if (!strcmp(st.methods[i].name, "sgemm")) sgemm_req = st.methods[i].requests;
     if (!strcmp(st.methods[i].name, "spmv")) spmv_err = st.methods[i].errors;
+    seen += !strcmp(st.methods[i].name, "nrm2") || !strcmp(st.methods[i].name, "metrics");
   }
+  /* Every method of the protocol's table is listed: none cut off by the
+   * struct's room (GKC_MAX_METHODS). */
+  ASSERT_EQ(st.n_methods, PROTO_M_COUNT);
+  ASSERT_EQ(seen, 2);
   ASSERT(sgemm_req >= 29);
   ASSERT(spmv_err >= 5);
   char *json;
