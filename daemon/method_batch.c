@@ -280,6 +280,18 @@ static int parse(refs_ctx *r, size_t max) {
         if (job->res[j]->ptr == steps[i].y) steps[i].out_id = job->res[j]->id;
       steps[i].out_bytes = (size_t)steps[i].n * 4;
     }
+    /* A step writing a replicated array would change one copy only. */
+    const char *o = steps[i].out;
+    for (int j = 0; o && j < job->nres; j++) {
+      const gkcd_res *res = job->res[j];
+      const char *p = res->ptr;
+      if (res->rep_mask && (res->kind == RES_ARRAY || res->kind == RES_MATRIX) && o >= p &&
+          o < p + res->bytes) {
+        snprintf(a->msg, a->msglen, "step %d writes handle %u, which is replicated on every"
+                 " device and so read-only: write to an array of its own", i, res->id);
+        return GKC_EINVALID_ARGUMENT;
+      }
+    }
   }
   return 0;
 }
@@ -338,5 +350,5 @@ static int operands(gkcd_job *job, const void **out[], int max) {
 
 const gkcd_method method_row_BATCH = {
     .id = PROTO_M_BATCH, .where = METHOD_BACKEND, .makes = -1, .parse = parse, .work = work,
-    .operands = operands, .pack = pack,
+    .operands = operands, .pack = pack, .in_place = 1,
 };

@@ -5,6 +5,7 @@
 
 #include "devices.h"
 #include "gkc_errors.h"
+#include "method.h"
 #include "proto_methods.h"
 #include "part.h"
 #include "res_object.h"
@@ -48,7 +49,7 @@ int place_operands(gkcd_job *job, const gkcd_devices *devs, char *msg, size_t ms
   }
   /* A region is mapped and pinned once, by device 0 (resident.c unpins
    * it there). */
-  if (job->method == PROTO_M_SHM_REGISTER) {
+  if (job->row->makes == RES_REGION) {
     job->dev_mask = live & 1 ? 1 : live;
     return 0;
   }
@@ -61,18 +62,6 @@ int place_operands(gkcd_job *job, const gkcd_devices *devs, char *msg, size_t ms
                  " with the request (bin or region), not from %s %u", kind_name(job->res[i]),
                  job->res[i]->id);
         return GKC_EINVALID_ARGUMENT;
-      }
-  /* A batch step writing a replicated array would change one copy only. */
-  if (job->method == PROTO_M_BATCH)
-    for (int s = 0; s < job->in.batch.nsteps; s++)
-      for (int i = 0; i < job->nres; i++) {
-        const gkcd_res *r = job->res[i];
-        const char *o = job->in.batch.steps[s].out, *p = r->ptr;
-        if (on_device(r) && r->rep_mask && o && o >= p && o < p + r->bytes) {
-          snprintf(msg, msglen, "step %d writes handle %u, which is replicated on every device and"
-                   " so read-only: write to an array of its own", s, r->id);
-          return GKC_EINVALID_ARGUMENT;
-        }
       }
   for (int i = 0; i < job->nres; i++) {
     const gkcd_res *r = job->res[i];
@@ -118,7 +107,7 @@ int place_operands(gkcd_job *job, const gkcd_devices *devs, char *msg, size_t ms
     job->dev_mask = must & all;
     return 0;
   }
-  if (job->method == PROTO_M_SOLVE || job->method == PROTO_M_BATCH) {
+  if (job->row->in_place) {
     size_t off = 0;
     why[0] = 0;
     for (int i = 0, n = 0; i < job->nres && n < 6; i++) {
@@ -129,8 +118,9 @@ int place_operands(gkcd_job *job, const gkcd_devices *devs, char *msg, size_t ms
       if (k < 0 || (size_t)k >= sizeof why - off) break;
       off += (size_t)k;
     }
-    snprintf(msg, msglen, "the resident operands of a %s must live on one device (%s%s); upload"
-             " them with the same 'device', or 'replicate' the shared ones",
+    snprintf(msg, msglen, "the resident operands of a %s, which writes them in place, must live"
+             " on one device (%s%s); upload them with the same 'device', or 'replicate' the"
+             " ones it only reads",
              proto_method_name(job->method), why,
              job->pin_device >= 0 || job->out_kind == OUT_RES ? ", and where it must run" : "");
     return GKC_EINVALID_ARGUMENT;

@@ -8,8 +8,8 @@
  *     device.  When the operands sit on different devices the request may
  *     run on any of their devices (or the one it must run on), and the
  *     worker first moves what is missing there, peer to peer (work.c).
- *     solve and batch name many operands in their steps and are not moved:
- *     theirs must share a device.
+ *     A method that writes its operands in place (batch: method.h in_place)
+ *     cannot work on copies: its operands must share a device.
  *  2. Where it goes (place_pick, at dispatch): among those devices that
  *     have a free slot, the one where it would finish first, counting the
  *     predicted cost of the work already handed to that device and the

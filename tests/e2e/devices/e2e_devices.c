@@ -396,6 +396,58 @@ static void moves(gkc_conn *g) {
   CHECK(close_to(rv, sum, smag, LEN), "sum %.9g, float64 says %.9g", rv, sum);
   rr_reply_free(&r);
   rr_close(&c);
+
+  /* A solve whose matrix and right-hand side were placed apart (issue 26:
+   * it was refused): the operands are brought together, the reply says how
+   * many bytes moved, and x solves the system. */
+  enum { N = 300 };
+  int32_t rp[N + 1], ci[3 * N];
+  float va[3 * N], b[N], xs[N];
+  int nz = 0;
+  for (int i = 0; i < N; i++) { /* tridiagonal 4, -1: SPD and well conditioned, so */
+    rp[i] = nz;                   /* float32 x meets the residual checked */
+    for (int j = i - 1; j <= i + 1; j++)
+      if (j >= 0 && j < N) ci[nz] = j, va[nz++] = j == i ? 4.0f : -1.0f;
+    b[i] = (float)sin(0.1 * i) + 1.0f;
+  }
+  rp[N] = nz;
+  gkc_csr A = {N, N, nz, rp, ci, va};
+  gkc_placement on1 = {1, 0, 0}, on0 = {0, 0, 0};
+  uint32_t ma, hb;
+  int dm, db;
+  CHECK(gkc_csr_upload_placed(g, &A, &on1, &ma, &dm) == 0, "csr_upload on 1: %s", gkc_errmsg(g));
+  CHECK(gkc_upload_placed(g, gkc_ref_mem(b, sizeof b), GKC_F32, &on0, &hb, &db) == 0,
+        "upload on 0: %s", gkc_errmsg(g));
+  CHECK(dm == 1 && db == 0, "matrix on %d, b on %d", dm, db);
+  gkc_solve_args sa = GKC_SOLVE_ARGS_INIT;
+  sa.matrix = ma, sa.b = gkc_ref_handle(hb, sizeof b), sa.rtol = 1e-6, sa.max_iter = 5 * N;
+  gkc_out xo = gkc_out_mem(xs, sizeof xs);
+  gkc_solve_result sr;
+  rc = gkc_solve(g, &sa, &xo, &sr, &info);
+  CHECK(rc == 0 && sr.converged, "solve with its operands on devices 1 and 0: %s (%s)",
+        rc ? gkc_errmsg(g) : "ran", sr.reason);
+  CHECK(info.peer_bytes > 0, "solve: peer_bytes %g (an operand had to move)", info.peer_bytes);
+  double rn = 0, bn = 0;
+  for (int i = 0; i < N; i++) {
+    double ax = 0;
+    for (int t = rp[i]; t < rp[i + 1]; t++) ax += (double)va[t] * xs[ci[t]];
+    rn += (b[i] - ax) * (b[i] - ax), bn += (double)b[i] * b[i];
+  }
+  CHECK(sqrt(rn / bn) < 1e-4, "solve: true relative residual %.3g", sqrt(rn / bn));
+  /* batch writes its operands in place: apart, they are still refused, by
+   * name; and a step may not write a replicated array. */
+  gkc_step st[] = {gkc_step_axpby(gkc_scalar_num(1), hx, gkc_scalar_num(1), hy, hy)};
+  gkc_batch_result br;
+  rc = gkc_batch(g, st, 1, &br, NULL);
+  CHECK(rc == GKC_EINVALID_ARGUMENT && strstr(gkc_errmsg(g), "writes them in place"),
+        "batch on devices 0 and 1: %d %s", rc, gkc_errmsg(g));
+  int dr;
+  uint32_t hr = upload(g, y, LEN, -1, 1, &dr);
+  gkc_step wr[] = {gkc_step_axpby(gkc_scalar_num(1), hr, gkc_scalar_num(1), hr, hr)};
+  rc = gkc_batch(g, wr, 1, &br, NULL);
+  CHECK(rc == GKC_EINVALID_ARGUMENT && strstr(gkc_errmsg(g), "read-only"),
+        "batch writing a replicated array: %d %s", rc, gkc_errmsg(g));
+  gkc_release(g, hr), gkc_release(g, hb), gkc_release_matrix(g, ma);
   gkc_release(g, hx), gkc_release(g, hy), gkc_release(g, hz);
   free(got);
   free(x), free(y), free(z);
