@@ -172,7 +172,7 @@ class Api:
         ar.calls += 1
         for (k, v), sl in zip(ins, got):
             seg, off = sl[0], sl[1]
-            np.copyto(np.ndarray(v.a.shape, v.dtype, seg._mm, off), v.a, casting="unsafe")
+            _arena.copy_into(np.ndarray(v.a.shape, v.dtype, seg._mm, off), v.a)
             params[k] = {"region": seg.id, "offset": off, "bytes": v.nbytes}
             staged.slices.append(sl)
         for (k, v), sl in zip(outs, got[len(ins):]):

@@ -447,3 +447,19 @@ def test_inline_big_arrays_are_not_copied(gkcd, rng):
         assert C.flags.writeable
     with gkcd.connect(shm_threshold=T) as a:
         assert np.array_equal(a.sgemm(A, A), C)
+
+
+def test_parallel_copy_into_the_arena_is_exact():
+    """Big copies into the arena go in pieces on threads: the bytes are those
+    of one np.copyto, for a cast, a non-contiguous source and an odd length."""
+    from gkc import _arena
+    rng = np.random.default_rng(7)
+    n = (_arena.PARALLEL_COPY_MIN // 4) * 3 + 5
+    for src in (rng.standard_normal(n).astype(np.float32),
+                rng.standard_normal(n),  # float64 -> float32, cast as NumPy does
+                rng.standard_normal(2 * n).astype(np.float32)[::2]):
+        want = np.empty(n, np.float32)
+        np.copyto(want, src, casting="unsafe")
+        got = np.empty(n, np.float32)
+        _arena.copy_into(got, src)
+        assert got.tobytes() == want.tobytes()
