@@ -114,13 +114,22 @@ _copy_pool: Any = None
 _copy_pool_lock = threading.Lock()
 
 
+def _copy_threads() -> int:
+    """GKC_COPY_THREADS, else up to 8 (the host's CPUs)."""
+    try:
+        n = int(os.environ.get("GKC_COPY_THREADS", "0"))
+    except ValueError:
+        n = 0
+    return max(1, n) if n > 0 else min(8, os.cpu_count() or 1)
+
+
 def _pool() -> Any:
     global _copy_pool
     with _copy_pool_lock:
         if _copy_pool is None:
             from concurrent.futures import ThreadPoolExecutor
-            n = min(8, os.cpu_count() or 1)
-            _copy_pool = ThreadPoolExecutor(max_workers=n, thread_name_prefix="gkc-copy")
+            _copy_pool = ThreadPoolExecutor(max_workers=_copy_threads(),
+                                            thread_name_prefix="gkc-copy")
         return _copy_pool
 
 
@@ -128,7 +137,7 @@ def copy_into(dst: np.ndarray, src: np.ndarray) -> None:
     """dst[...] = src (casting as NumPy's "unsafe"), in pieces on several
     threads when it is big and both are C-contiguous, else in one call."""
     n = dst.size
-    workers = min(8, os.cpu_count() or 1)
+    workers = _copy_threads()
     if (dst.nbytes < PARALLEL_COPY_MIN or workers < 2 or not dst.flags.c_contiguous
             or not src.flags.c_contiguous or src.size != n):
         np.copyto(dst, src, casting="unsafe")
