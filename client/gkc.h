@@ -297,6 +297,10 @@ GKC_API int gkc_shm_release(gkc_conn *c, uint32_t region);
  *   GKC_NO_SHM=1              off (any value but "" and "0")
  *   GKC_SHM_THRESHOLD=SIZE    the threshold (bytes, or with a K, M or G suffix)
  *   GKC_SHM_MAX_BYTES=SIZE    the arena's bound
+ *   GKC_COPY_THREADS=N        threads that copy an array of 16 MiB or more into
+ *                             (and a result out of) the arena, in pieces at
+ *                             once (default: up to 8, the CPUs there are; read
+ *                             at each copy)
  * A value that is not a size turns it off, with the reason in gkc_shm_state
  * (the connection itself succeeds).
  *

@@ -16,10 +16,12 @@
  * the arrays of the call that needed them inline meanwhile.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "gkc_reply.h"
 #include "gkc_shm.h"
@@ -501,6 +503,59 @@ static void end(gkc_conn *c, gkc__req *r, int status) {
   if (status == GKC_EINVALID_ARGUMENT && r->out_staged == GKC__OUT_TAIL) rewrite_out_error(c, r);
   give_back(c, r);
 }
+/* --- copies into and out of the arena ----------------------------------------------------- */
+
+/* One thread's memcpy (~5-10 GB/s) is what a big array by value waits on:
+ * from this size up the copy is cut into pieces that threads copy at once
+ * (GKC_COPY_THREADS of them, default up to 8).  A thread that cannot be
+ * started leaves its piece to the caller's thread. */
+#define SHM_PARALLEL_COPY_MIN ((size_t)16 << 20)
+#define SHM_COPY_MAX_THREADS 16
+
+typedef struct {
+  char *dst;
+  const char *src;
+  size_t n;
+} copy_piece;
+
+static void *copy_run(void *arg) {
+  copy_piece *p = arg;
+  memcpy(p->dst, p->src, p->n);
+  return NULL;
+}
+
+static int copy_threads(void) {
+  const char *e = getenv("GKC_COPY_THREADS");
+  long n = e && *e ? strtol(e, NULL, 10) : 0;
+  if (n <= 0) {
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    n = cpus < 1 ? 1 : cpus > 8 ? 8 : cpus;
+  }
+  return n > SHM_COPY_MAX_THREADS ? SHM_COPY_MAX_THREADS : (int)n;
+}
+
+static void shm_copy(void *dst, const void *src, size_t n) {
+  int k = n < SHM_PARALLEL_COPY_MIN ? 1 : copy_threads();
+  if (k < 2) {
+    memcpy(dst, src, n);
+    return;
+  }
+  copy_piece piece[SHM_COPY_MAX_THREADS];
+  pthread_t tid[SHM_COPY_MAX_THREADS];
+  int started[SHM_COPY_MAX_THREADS] = {0};
+  size_t step = (n + (size_t)k - 1) / (size_t)k;
+  step = (step + 63) & ~(size_t)63; /* whole cache lines to each */
+  int m = 0;
+  for (size_t at = 0; at < n; at += step, m++)
+    piece[m] = (copy_piece){(char *)dst + at, (const char *)src + at, n - at < step ? n - at : step};
+  for (int i = 1; i < m; i++) started[i] = pthread_create(&tid[i], NULL, copy_run, &piece[i]) == 0;
+  copy_run(&piece[0]);
+  for (int i = 1; i < m; i++) {
+    if (started[i]) pthread_join(tid[i], NULL);
+    else copy_run(&piece[i]);
+  }
+}
+
 
 void gkc__shm_stage(gkc_conn *c, gkc__req *r, gkc_ref *const *refs, int n, gkc_out *out,
                     uint64_t out_known, const char *out_key) {
@@ -551,7 +606,7 @@ void gkc__shm_stage(gkc_conn *c, gkc__req *r, gkc_ref *const *refs, int n, gkc_o
   }
   for (int i = 0; i < nin; i++, k++) {
     slot *s = &A->slots[r->slices[k].slot];
-    memcpy((char *)gkc_region_data(s->reg) + r->slices[k].off, in[i]->data, in[i]->bytes);
+    shm_copy((char *)gkc_region_data(s->reg) + r->slices[k].off, in[i]->data, in[i]->bytes);
     size_t bytes = in[i]->bytes;
     *in[i] = (gkc_ref){.kind = GKC_REF_REGION, .region = gkc_region_id(s->reg),
                        .offset = r->slices[k].off, .bytes = bytes};
@@ -571,7 +626,7 @@ int gkc__shm_take_out(gkc_conn *c, gkc__req *r, const msgpack_object *o) {
     return gkc__fail(c, GKC_EINVALID_ARGUMENT, "the result '%s' has %llu bytes, but out was given"
                      " %zu", result_name(r), (unsigned long long)bytes, out->bytes);
   const slot *s = &c->shm->slots[r->slices[0].slot];
-  memcpy(out->data, (const char *)gkc_region_data(s->reg) + r->slices[0].off, out->bytes);
+  shm_copy(out->data, (const char *)gkc_region_data(s->reg) + r->slices[0].off, out->bytes);
   return 0;
 }
 

@@ -218,8 +218,11 @@ static void test_sgemm(gkc_conn *ci, gkc_conn *cs) {
 }
 
 static void test_reduce_dot_axpby(gkc_conn *ci, gkc_conn *cs) {
-  static const size_t sizes[] = {THR / 4 - 1, THR / 4, THR / 4 + 1, 300007, 1 << 20};
-  for (int s = 0; s < 5; s++) {
+  /* The last is over 16 MiB: copied into and out of the arena in pieces on
+   * threads (3 here, so that the pieces are uneven). */
+  static const size_t sizes[] = {THR / 4 - 1, THR / 4, THR / 4 + 1, 300007, 1 << 20, 5000011};
+  setenv("GKC_COPY_THREADS", "3", 1);
+  for (int s = 0; s < 6; s++) {
     size_t n = sizes[s];
     int big = n * 4 >= THR;
     float *x = rand_vec(n), *y = rand_vec(n), *o0 = malloc(n * 4), *o1 = malloc(n * 4);
@@ -244,6 +247,7 @@ static void test_reduce_dot_axpby(gkc_conn *ci, gkc_conn *cs) {
     ASSERT_EQ(a1.bytes, n * 4);
     free(x), free(y), free(o0), free(o1);
   }
+  unsetenv("GKC_COPY_THREADS");
 }
 
 /* A random CSR; rows and columns over a page each. */
