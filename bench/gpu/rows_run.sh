@@ -8,7 +8,9 @@
 #
 # Build on the workstation (sm_90 + compute_90 PTX) with
 #   cmake -S . -B build/rel -G Ninja -DCMAKE_BUILD_TYPE=Release -DGKC_STATIC_DEPS=ON \
-#     -DGKC_FAULT_INJECTION=ON && cmake --build build/rel
+#     -DGKC_FAULT_INJECTION=ON -DGKC_METRICS_HTTP=OFF && cmake --build build/rel
+# (without libmicrohttpd: the device machine lacks it, and cuda_module's last
+# check starts gkcd where the carried copy is not on the library path)
 # pack it without objects (tar of build/rel less *.o, *.a, CMakeFiles; xz -9e:
 # its 64 MiB window folds the repeated fatbins, ~5 MiB) into
 # .carry/rel.tar.xz, the older build's gkcd and gkcd-cuda.so (base/) and the
