@@ -103,6 +103,8 @@ typedef struct gkcd_method {
    * result follows it; its header is the map's last value). */
   void (*pack)(msgpack_packer *pk, const gkcd_job *job, double server_us, uint32_t new_id);
   int scalar;       /* the result is job->value (reduce, dot, nrm2), not an array */
+  int bulk_only;    /* iterates an unknown number of times (solve, batch): the bulk lane,
+                     * whatever its cost prediction says (scheduler.c) */
   int in_place;     /* writes resident operands in place (batch): they cannot be moved to
                      * another device for it (the copy would take the writes), so
                      * they must share one (place.c) */

@@ -350,5 +350,5 @@ static int operands(gkcd_job *job, const void **out[], int max) {
 
 const gkcd_method method_row_BATCH = {
     .id = PROTO_M_BATCH, .where = METHOD_BACKEND, .makes = -1, .parse = parse, .work = work,
-    .operands = operands, .pack = pack, .in_place = 1,
+    .operands = operands, .pack = pack, .bulk_only = 1, .in_place = 1,
 };

@@ -198,5 +198,5 @@ static int operands(gkcd_job *job, const void **out[], int max) {
 
 const gkcd_method method_row_SOLVE = {
     .id = PROTO_M_SOLVE, .where = METHOD_BACKEND, .makes = -1, .parse = parse, .work = work,
-    .inputs = inputs, .operands = operands, .part_run = part_solve, .pack = pack,
+    .inputs = inputs, .operands = operands, .part_run = part_solve, .pack = pack, .bulk_only = 1,
 };

@@ -137,7 +137,8 @@ static uint32_t adopt(gkcd_server *srv, gkcd_job *job) {
     job->pin_charge = 0; /* the region's now: res_release gives them back */
     return r->id;
   }
-  r->dtype = job->method == PROTO_M_UPLOAD ? job->in.upload.dtype : DT_F32;
+  /* upload, the row that makes arrays, says their type; an out handle is float32 */
+  r->dtype = job->row->makes == RES_ARRAY ? job->in.upload.dtype : DT_F32;
   if (kind == RES_MATRIX) {
     r->rows = job->in.csr.rows, r->cols = job->in.csr.cols, r->nnz = job->in.csr.nnz;
     r->max_row = job->in.csr.max_row;

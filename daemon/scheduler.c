@@ -9,6 +9,7 @@
 #include "devices.h"
 #include "gkc_errors.h"
 #include "log.h"
+#include "method.h"
 #include "place.h"
 #include "proto_methods.h"
 #include "res_object.h"
@@ -379,7 +380,7 @@ int sched_submit(gkcd_sched *s, gkcd_job *job, char *msg, size_t msglen) {
    * devices).  The others are predicted for the latency lane first, from
    * what that lane has measured (cost.h): those it would not finish within
    * --latency-us go to the bulk lane, predicted there. */
-  int bulk_only = job->method == PROTO_M_SOLVE || job->method == PROTO_M_BATCH || job->gang_mask;
+  int bulk_only = job->row->bulk_only || job->gang_mask;
   job->lane = bulk_only ? LANE_BULK : sched_lane_for(s, 0);
   uint64_t live = devices_live(s->devs);
   for (;;) {
