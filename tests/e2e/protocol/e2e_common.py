@@ -1,5 +1,5 @@
 """e2e_common.py: what the raw msgpack-rpc tests (e2e_batch.py, e2e_solve.py)
-share: pass/fail counting, requests over e2e_python's Conn with float32
+share: pass/fail counting, requests over e2e_wire's Conn with float32
 arrays as little-endian bytes, an expected error, and main's frame (a gkcd
 of its own on $GKC_TEST_BACKEND, the tests run in turn, the counts).
 Import it once numpy is known to be there.
@@ -10,7 +10,7 @@ import time
 
 import numpy as np
 
-import e2e_python as ep
+import e2e_wire as ep  # Daemon, Conn
 
 PASSED = 0
 FAILED = 0

@@ -43,7 +43,7 @@ except ImportError as e:
           file=sys.stderr)
     sys.exit(77)
 
-import e2e_python as ep  # Daemon, Conn
+import e2e_wire as ep  # Daemon, Conn
 from e2e_common import check, download, f32b, ok, upload  # noqa: E402
 import e2e_common as ec  # noqa: E402
 
