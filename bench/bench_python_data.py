@@ -47,12 +47,13 @@ def log(*a):
     print(*a, file=sys.stderr, flush=True)
 
 
-def start_gkcd(binary, extra):
+def start_gkcd(binary, extra, backend="cpu", tries=1000):
+    """gkcd on a socket in a fresh temporary directory: (process, socket, directory)."""
     d = tempfile.mkdtemp(prefix="gkc-bench-py-")
     sock = os.path.join(d, "gkcd.sock")
     logf = open(os.path.join(d, "gkcd.log"), "w")
-    proc = subprocess.Popen([binary, "--socket", sock, "--backend", "cpu", *extra], stderr=logf)
-    for _ in range(1000):
+    proc = subprocess.Popen([binary, "--socket", sock, "--backend", backend, *extra], stderr=logf)
+    for _ in range(tries):
         if os.path.exists(sock):
             break
         if proc.poll() is not None:

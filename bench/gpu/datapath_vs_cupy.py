@@ -21,34 +21,20 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
+sys.path.insert(0, os.path.join(HERE, ".."))
 import gkc  # noqa: E402
+from bench_python_data import start_gkcd  # noqa: E402
 
 
 def log(*a):
     print(*a, file=sys.stderr, flush=True)
-
-
-def start_gkcd(binary, extra):
-    d = tempfile.mkdtemp(prefix="gkc-datapath-")
-    sock = os.path.join(d, "gkcd.sock")
-    logf = open(os.path.join(d, "gkcd.log"), "w")
-    proc = subprocess.Popen([binary, "--socket", sock, "--backend", "cuda", *extra], stderr=logf)
-    for _ in range(3000):
-        if os.path.exists(sock):
-            return proc, sock
-        if proc.poll() is not None:
-            raise SystemExit(f"gkcd exited with {proc.returncode}: see {logf.name}")
-        time.sleep(0.01)
-    raise SystemExit("gkcd did not start")
 
 
 def timed(fn, repeat):
@@ -74,7 +60,7 @@ def main():
     except ImportError:
         cp = None
         log("no CuPy here: gkcd rows only")
-    proc, sock = start_gkcd(args.gkcd, args.gkcd_arg)
+    proc, sock, _ = start_gkcd(args.gkcd, args.gkcd_arg, backend="cuda", tries=3000)
     rng = np.random.default_rng(1)
     rows = []
     try:
