@@ -139,9 +139,17 @@ def compare_with_scipy(c, name, A, b, method, rtol=1e-8, maxiter=20000, well_con
     check(r.get("algo") in ALGOS[BACKEND], f"{tag}: algo {r.get('algo')!r} on {BACKEND}")
     check(r["reason"] == "converged" and r["converged"] is True and info == 0,
           f"{tag}: gkcd {r['reason']}, scipy info {info}")
-    allowed = max(1, math.ceil(0.02 * its))
-    check(abs(r["iterations"] - its) <= allowed,
-          f"{tag}: {r['iterations']} iterations, scipy {its} (allowed +-{allowed})")
+    # On the well-conditioned random matrices float32 and float64 CG take the
+    # same path to within 2%.  On the ill-conditioned shared ones, float32
+    # rounding costs CG the orthogonality of its directions and delays it,
+    # never speeds it: over seeds 1-30 plus CI's 1090179565 (2026-11-28)
+    # gkcd's float32 CG on 1138_bus took -0.1% to +2.2% more iterations
+    # than scipy's float64 one.  So there the window is one-sided: at most
+    # 2% fewer, at most 4% more (the largest seen, with room).
+    lo = max(1, math.ceil(0.02 * its))
+    hi = lo if well_conditioned else max(1, math.ceil(0.04 * its))
+    check(its - lo <= r["iterations"] <= its + hi,
+          f"{tag}: {r['iterations']} iterations, scipy {its} (allowed -{lo}/+{hi})")
     res = true_residual(A, b64, x)
     check(abs(r["residual"] - res) <= 1e-9 * res + 1e-300,
           f"{tag}: reported residual {r['residual']:.6e}, recomputed {res:.6e}")
