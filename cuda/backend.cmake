@@ -6,6 +6,7 @@ add_library(gkc_cuda_backend STATIC
             ${CMAKE_SOURCE_DIR}/cuda/lanes.c
             ${CMAKE_SOURCE_DIR}/cuda/cuda_slice.c
             ${CMAKE_SOURCE_DIR}/cuda/cuda_gpu.c
+            ${CMAKE_SOURCE_DIR}/cuda/cuda_ring.c
             ${CMAKE_SOURCE_DIR}/cuda/cuda_slot.c
             ${CMAKE_SOURCE_DIR}/cuda/cuda_rates.c
             ${CMAKE_SOURCE_DIR}/cuda/cuda_fail.c

@@ -38,14 +38,17 @@ static void run(cuda_impl *impl, cuda_slot *s, gkcd_job *job, cuda_layout *l, in
   }
   l->out_dev = job->out_kind == OUT_RES || job->out_kind == OUT_RES_NEW ? job->out_ptr
                                                                         : l->tmp + l->res_off;
-  /* The result back to the host: into the stage (then the reply), or
-   * straight into a registered region; a resident result stays where it
-   * is, and needs no stage (a 256 MiB resident product kept 256 MiB of
-   * pinned stage per slot before). */
+  /* The result back to the host: straight into a registered region, or
+   * through the stage (scalars, small results) or the ring (big ones,
+   * chunked: cuda_ring.h); a resident result stays where it is.  The stage
+   * never grows past CUDA_STAGE_SMALL: a size never seen before must not
+   * wait for cudaMallocHost (312 ms for sgemm 8192^3's inputs). */
   int to_host = !upload && (job->out_kind == OUT_BIN || job->out_kind == OUT_HOST || scalar);
-  int direct = job->out_kind == OUT_HOST && job->out_res && job->out_res->pinned && !scalar;
-  size_t res_stage = to_host && !direct ? l->res_bytes : 0;
-  size_t stage_need = l->stage_bytes > res_stage ? l->stage_bytes : res_stage;
+  int direct = job->out_kind == OUT_HOST && job->out_res && res_region_pinned(job->out_res) && !scalar;
+  int ring_out = to_host && !direct && !scalar && l->res_bytes > CUDA_STAGE_SMALL;
+  size_t res_stage = to_host && !direct && !ring_out ? l->res_bytes : 0;
+  size_t in_stage = l->stage_bytes <= CUDA_STAGE_SMALL ? l->stage_bytes : 0;
+  size_t stage_need = in_stage > res_stage ? in_stage : res_stage;
   if (stage_need && cuda_slot_grow_stage(s, stage_need, job) != 0) goto out;
   if (job->out_kind == OUT_BIN && !(job->out = malloc(job->out_bytes ? job->out_bytes : 1))) {
     job_fail(job, GKC_EOUT_OF_MEMORY, "cannot allocate %zu bytes for the result", job->out_bytes);
@@ -68,10 +71,14 @@ static void run(cuda_impl *impl, cuda_slot *s, gkcd_job *job, cuda_layout *l, in
     goto out;
   }
   const void *res_src = launch ? l->out_dev : l->dev[0]; /* no kernel: the input is the result */
+  void *res_host = job->out_kind == OUT_BIN ? job->out : job->out_ptr;
   if ((e = cudaEventRecord(s->ev1, s->stream)) != cudaSuccess ||
-      (to_host && (e = cudaMemcpyAsync(direct ? job->out_ptr : s->stage, res_src, l->res_bytes,
-                                       cudaMemcpyDeviceToHost, s->stream)) != cudaSuccess) ||
-      (to_host && (e = cudaEventRecord(s->ev_out, s->stream)) != cudaSuccess) ||
+      (to_host && !ring_out &&
+       (e = cudaMemcpyAsync(direct ? job->out_ptr : s->stage, res_src, l->res_bytes,
+                            cudaMemcpyDeviceToHost, s->stream)) != cudaSuccess) ||
+      (to_host && !ring_out && (e = cudaEventRecord(s->ev_out, s->stream)) != cudaSuccess) ||
+      (ring_out && (e = cuda_ring_d2h(&s->ring, s->stream, res_host, res_src, l->res_bytes,
+                                      s->ev_out)) != cudaSuccess) ||
       (e = cudaStreamSynchronize(s->stream)) != cudaSuccess) {
     cuda_fail(impl, job, e, "running the kernel");
     goto out;
@@ -82,8 +89,8 @@ static void run(cuda_impl *impl, cuda_slot *s, gkcd_job *job, cuda_layout *l, in
   if (to_host && cudaEventElapsedTime(&ms, s->ev1, s->ev_out) == cudaSuccess) job->d2h_us = ms * 1e3;
   if (scalar)
     memcpy(&job->value, s->stage, sizeof(double));
-  else if (to_host && !direct)
-    cuda_copy_host(job->out_kind == OUT_BIN ? job->out : job->out_ptr, s->stage, job->out_bytes);
+  else if (to_host && !direct && !ring_out)
+    cuda_copy_host(res_host, s->stage, job->out_bytes);
   /* Lost while it ran (another part's error, or the daemon took the device
    * out): what it made there is not to be used. */
   if (cuda_lost(impl)) cuda_fail_lost(impl, job);

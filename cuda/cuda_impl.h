@@ -6,6 +6,7 @@
  * first (cuda/NOTES.md, "The backend's files, in layers"):
  *
  *   devcache.c, lanes.c, cuda_slice.c   allocator, lanes, bulk slices
+ *   cuda_ring.c               a slot's pinned ring for big host copies
  *   cuda_gpu.c, cuda_slot.c, cuda_rates.c
  *                             one GPU and its loss; the stream slots; the
  *                             cost model's starting rates
@@ -29,6 +30,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "cuda_ring.h"
 #include "cuda_slice.h"
 #include "devcache.h"
 #include "gkcu.h"
@@ -39,14 +41,16 @@
 typedef struct gkcd_backend gkcd_backend;
 
 /* A stream slot: a stream with its gkcu context (cuBLAS/cuSPARSE handles
- * bound to the stream), timing events and pinned stage.  A worker holds
- * one for the whole of a job (cuda_slot.h). */
+ * bound to the stream), timing events, a small pinned stage (scalars,
+ * tiny requests) and the pinned ring big copies go through (cuda_ring.h).
+ * A worker holds one for the whole of a job (cuda_slot.h). */
 typedef struct {
   gkcu_ctx *ctx;
   cudaStream_t stream;
   cudaEvent_t ev_in, ev0, ev1, ev_out; /* before H2D, kernel start/end, after D2H */
   void *stage; /* pinned */
   size_t stage_cap;
+  cuda_ring ring;
   int busy;
   int lane;    /* LANES_BULK or LANES_LATENCY: whose SMs its stream runs on */
 } cuda_slot;

@@ -85,8 +85,13 @@ cudaError_t cuda_layout_copy_in(cuda_slot *s, cuda_layout *l, char *base, int up
     l->dev[i] = dst;
     if (sp->bytes == 0) continue;
     const void *src = sp->ptr;
+    if (!sp->pinned && l->stage_bytes > CUDA_STAGE_SMALL) {
+      cudaError_t e = cuda_ring_h2d(&s->ring, s->stream, dst, sp->ptr, sp->bytes);
+      if (e != cudaSuccess) return e;
+      continue;
+    }
     if (!sp->pinned) {
-      cuda_copy_host((char *)s->stage + st, sp->ptr, sp->bytes);
+      memcpy((char *)s->stage + st, sp->ptr, sp->bytes);
       src = (char *)s->stage + st;
       st += cuda_up(sp->bytes);
     }

@@ -20,6 +20,10 @@
 #include "job.h"
 
 #define CUDA_ALIGN 256 /* every place in a temporary, and in the stage */
+/* Copies of up to this many bytes go through the slot's stage in one
+ * piece (one DMA, no ring events: small requests keep their latency);
+ * bigger ones through its ring, chunked and overlapped (cuda_ring.h). */
+#define CUDA_STAGE_SMALL ((size_t)4 << 20)
 #define CUDA_MAX_INPUTS 6
 
 static inline size_t cuda_up(size_t n) { return (n + CUDA_ALIGN - 1) / CUDA_ALIGN * CUDA_ALIGN; }
@@ -36,7 +40,8 @@ typedef struct {
   size_t tmp_bytes;     /* inputs to copy, then the result */
   size_t res_off;       /* offset of the result in tmp, when it goes there */
   size_t res_bytes;     /* the result (8 for a scalar: reduce, dot, nrm2) */
-  size_t stage_bytes;   /* unpinned host inputs, packed */
+  size_t stage_bytes;   /* unpinned host inputs, packed: through the stage when
+                         * at most CUDA_STAGE_SMALL, else through the ring */
   char *tmp, *out_dev;
   size_t tmp_cap;
 } cuda_layout;
@@ -62,9 +67,9 @@ int cuda_layout_plan(gkcd_job *job, int copy_only, cuda_layout *l);
  * array, one after the other. */
 void cuda_layout_plan_into(cuda_layout *l, const gkcd_span *const in[], int nin);
 /* Enqueues the host-to-device copies into base (the temporary, or for an
- * upload the new array) on s's stream and fills l->dev; inputs outside
- * regions go through the slot's pinned stage, region inputs are copied
- * from the client's registered pages directly. */
+ * upload the new array) on s's stream and fills l->dev; inputs in pinned
+ * regions are copied from the client's registered pages directly, the
+ * others through the slot's stage (small) or ring (big). */
 cudaError_t cuda_layout_copy_in(cuda_slot *s, cuda_layout *l, char *base, int upload);
 /* memcpy, over a few threads when n is large. */
 void cuda_copy_host(void *dst, const void *src, size_t n);

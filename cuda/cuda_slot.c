@@ -25,6 +25,15 @@ int cuda_slot_init(cuda_impl *impl, cuda_slot *s, int lane, int i, char *msg, si
     cudaGetLastError();
     return GKC_EDEVICE_ERROR;
   }
+  /* The bulk lane's big copies go through the ring: made now, so that no
+   * request waits for pinned memory (the latency lane's small ones use
+   * the stage, and make a ring only if one ever needs it). */
+  if (lane == LANES_BULK && (e = cuda_ring_init(&s->ring)) != cudaSuccess) {
+    snprintf(msg, msglen, "allocating %d x %zu MiB of pinned memory for stream %d: %s",
+             CUDA_RING_CHUNKS, CUDA_RING_CHUNK >> 20, i, cudaGetErrorString(e));
+    cudaGetLastError();
+    return e == cudaErrorMemoryAllocation ? GKC_EOUT_OF_MEMORY : GKC_EDEVICE_ERROR;
+  }
   int rc = gkcu_ctx_create(&s->ctx, s->stream);
   if (rc == 0 && lanes_green(impl->lanes)) rc = gkcu_ctx_set_sms(s->ctx, lanes_sms(impl->lanes, lane));
   if (rc) {
@@ -43,6 +52,7 @@ void cuda_slot_destroy(cuda_slot *s) {
   if (s->ev1) cudaEventDestroy(s->ev1);
   if (s->ev_out) cudaEventDestroy(s->ev_out);
   if (s->stage) cudaFreeHost(s->stage);
+  cuda_ring_destroy(&s->ring);
 }
 
 cuda_slot *cuda_slot_take(cuda_impl *impl, int lane) {

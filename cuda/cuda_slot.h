@@ -3,7 +3,9 @@
  * A fixed set of slots (--streams for the bulk lane, and the latency
  * lane's own), made at start-up, each with its stream (in its lane's green
  * context, or at its lane's priority: lanes.h), gkcu context, timing
- * events and a pinned stage that grows as requests need it.  A worker
+ * events, a small pinned stage that grows as scalars and tiny requests
+ * need it, and (bulk lane) the pinned ring big copies go through, made
+ * here so that no request waits for pinned memory (cuda_ring.h).  A worker
  * takes a free slot of its job's lane for the whole job and gives it back;
  * with more workers than slots, the others wait for one.
  */

@@ -20,6 +20,7 @@
 #include "cuda_fail.h"
 #include "gkc_errors.h"
 #include "gkcu_solve.h"
+#include "resident.h"
 
 const char *const cuda_solve_algos[] = {"gkcu_while", "gkcu_unrolled", "gkcu_stream", NULL};
 
@@ -68,7 +69,10 @@ static const float *on_device(cuda_impl *impl, cuda_slot *s, gkcd_job *job, temp
   if (sp->where == SPAN_RES) return sp->ptr;
   void *d = take(impl, job, t, sp->bytes);
   if (!d) return NULL;
-  cudaError_t e = cudaMemcpyAsync(d, sp->ptr, sp->bytes, cudaMemcpyHostToDevice, s->stream);
+  /* Pinned region pages go straight; other host memory through the ring
+   * (the driver's own staging of pageable memory runs at a third of it). */
+  cudaError_t e = sp->pinned ? cudaMemcpyAsync(d, sp->ptr, sp->bytes, cudaMemcpyHostToDevice, s->stream)
+                             : cuda_ring_h2d(&s->ring, s->stream, d, sp->ptr, sp->bytes);
   if (e != cudaSuccess) {
     cuda_fail(impl, job, e, what);
     return NULL;
@@ -143,7 +147,9 @@ void cuda_solve_run(cuda_impl *impl, cuda_slot *s, gkcd_job *job) {
       goto out;
     }
     double t1 = now_us();
-    cudaError_t e = cudaMemcpy(dst, x, job->out_bytes, cudaMemcpyDeviceToHost);
+    int pinned = job->out_kind == OUT_HOST && job->out_res && res_region_pinned(job->out_res);
+    cudaError_t e = pinned ? cudaMemcpy(dst, x, job->out_bytes, cudaMemcpyDeviceToHost)
+                           : cuda_ring_d2h(&s->ring, s->stream, dst, x, job->out_bytes, NULL);
     if (e != cudaSuccess) {
       cuda_fail(impl, job, e, "copying x to the host");
       goto out;

@@ -218,7 +218,6 @@ struct gkcd_job {
   int shared;           /* upload, csr_upload: create a shared object */
   int reg_fd;           /* shm_register: the descriptor, until mapped (-1 after) */
   void *priv[2];        /* private copies of CSR indices that came in a region */
-  int reg_pinned;       /* shm_register: the backend registered the mapping for DMA */
   size_t pin_charge;    /* shm_register: bytes counted against its connection's
                          * --max-conn-pinned until the region takes them over */
   gkcd_job *next;

@@ -135,7 +135,7 @@ int refs_array(refs_ctx *r, const char *key, int required, uint64_t want_bytes, 
                " of %zu bytes", key, off, off + bytes, id, reg->bytes);
   if ((rc = check_len(r, key, bytes, want_bytes, allow_empty, dtype, what)) || (rc = hold(r, reg)))
     return rc;
-  *out = (gkcd_span){(const char *)reg->ptr + off, bytes, SPAN_HOST, reg->pinned, 1};
+  *out = (gkcd_span){(const char *)reg->ptr + off, bytes, SPAN_HOST, res_region_pinned(reg), 1};
   return 0;
 }
 

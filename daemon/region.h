@@ -12,7 +12,8 @@
 #include "job.h"
 
 /* Checks and maps job->reg_fd (and closes it); on success job->out_ptr is
- * the mapping of job->out_bytes bytes, pinned for DMA when the backend can. */
+ * the mapping of job->out_bytes bytes (registered for DMA afterwards, in the
+ * background: pinner.h). */
 void region_map(gkcd_backend *be, gkcd_job *job);
 
 #endif

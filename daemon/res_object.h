@@ -31,7 +31,7 @@ struct gkcd_res {
   void *ptr;        /* array, matrix: backend memory; region: the mapping */
   size_t cap;       /* backend allocation size */
   int dtype;        /* array */
-  int pinned;       /* region registered with the backend for DMA */
+  struct region_pin *pin; /* region: its registration for DMA (pinner.h), or NULL */
   int32_t rows, cols; /* matrix: row_ptr at ptr, then col_idx, then values */
   int64_t nnz;
   int32_t max_row;

@@ -31,7 +31,11 @@ void res_init(gkcd_residents *t, gkcd_devices *devs, gkcd_budget *budget) {
   t->devs = devs;
   t->budget = budget;
   t->max_conn_pinned = SIZE_MAX; /* the server sets --max-conn-pinned */
+  /* Regions are registered by device 0's backend, portable to all. */
+  pinner_init(&t->pinner, devs && devs->n ? devs->dev[0].be : NULL);
 }
+
+void res_region_pin(gkcd_residents *t, gkcd_res *r) { r->pin = pinner_pin(&t->pinner, r->ptr, r->bytes); }
 
 gkcd_res *res_add(gkcd_residents *t, int kind, res_owner *owner) {
   gkcd_res *r = calloc(1, sizeof *r);
@@ -69,8 +73,10 @@ void res_unref(gkcd_residents *t, gkcd_res *r) {
   if (--r->refs > 0) return;
   gkcd_device *dev = t->devs->dev;
   if (r->kind == RES_REGION) {
-    if (r->pinned && dev[0].be->region_unpin) dev[0].be->region_unpin(dev[0].be, r->ptr);
-    munmap(r->ptr, r->bytes);
+    if (r->pin) /* after its registration, off the loop */
+      pinner_release(&t->pinner, r->pin);
+    else
+      munmap(r->ptr, r->bytes);
   } else {
     if (r->part) { /* partitioned: one block per device */
       part_free(r->part);
@@ -138,6 +144,7 @@ void res_unpin(gkcd_residents *t, res_owner *owner, size_t bytes) {
 void res_free_all(gkcd_residents *t) {
   for (int b = 0; b < RES_BUCKETS; b++)
     while (t->bucket[b]) res_release(t, t->bucket[b]);
+  pinner_stop(&t->pinner);
 }
 
 /* shm_release {region} and release {handle | matrix}, on the loop. */

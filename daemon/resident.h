@@ -18,6 +18,7 @@
 #include "budget.h"
 #include "devices.h"
 #include "job.h"
+#include "pinner.h"
 #include "res_object.h"
 
 #define RES_MAX_REGIONS 64   /* per connection */
@@ -35,6 +36,7 @@ typedef struct gkcd_residents {
   gkcd_budget *budget;           /* charged BUDGET_RESIDENT for arrays and matrices */
   size_t max_conn_pinned;        /* what one owner's regions may add up to (--max-conn-pinned) */
   uint64_t pinned;               /* every owner's region bytes together */
+  gkcd_pinner pinner;            /* registers regions for DMA, off the loop (pinner.h) */
 } gkcd_residents;
 
 /* An empty table whose objects' memory belongs to devs and is charged to
@@ -70,7 +72,13 @@ int res_release_request(gkcd_residents *t, res_owner *asker, int method,
  * a region released does it itself). */
 int res_pin(gkcd_residents *t, res_owner *owner, size_t bytes, char *msg, size_t msglen);
 void res_unpin(gkcd_residents *t, res_owner *owner, size_t bytes);
-/* At exit: releases everything. */
+/* Starts registering region r (its ptr and bytes set) for DMA in the
+ * background; until that is done res_region_pinned(r) is 0 and requests
+ * copy it as unregistered memory. */
+void res_region_pin(gkcd_residents *t, gkcd_res *r);
+/* r is a region registered for DMA. */
+static inline int res_region_pinned(const gkcd_res *r) { return pinner_ready(r->pin); }
+/* At exit: releases everything, and waits for the regions' unregistering. */
 void res_free_all(gkcd_residents *t);
 
 #endif

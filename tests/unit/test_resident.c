@@ -4,7 +4,10 @@
  * last job), the budget's books, and the release requests. */
 #include <errno.h>
 #include <msgpack.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
+#include <time.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -26,8 +29,11 @@ static gkcd_residents g_res;
 
 static int g_freed[NDEV];      /* res_free calls, by device */
 static void *g_freed_ptr[NDEV]; /* the last pointer freed there */
-static int g_unpinned;
+/* Regions: registered and unregistered on the pinner's thread, so these
+ * are read once res_free_all has waited for it. */
+static atomic_int g_pinned, g_unpinned, g_pin_fails, g_order_bad;
 static void *g_unpinned_ptr;
+static pthread_t g_main;
 static int g_parts_freed;
 
 static void count_free(gkcd_backend *be, void *ptr, size_t cap) {
@@ -35,8 +41,21 @@ static void count_free(gkcd_backend *be, void *ptr, size_t cap) {
   g_freed[be->device]++;
   g_freed_ptr[be->device] = ptr;
 }
+/* Registration is slow (a sleep stands for cudaHostRegister) and may be
+ * refused (g_pin_fails): neither may hold up the caller. */
+static int count_pin(gkcd_backend *be, void *ptr, size_t bytes) {
+  (void)ptr, (void)bytes;
+  if (be->device != 0 || pthread_equal(pthread_self(), g_main)) atomic_fetch_add(&g_order_bad, 1);
+  nanosleep(&(struct timespec){0, 20 * 1000 * 1000}, NULL);
+  if (atomic_load(&g_pin_fails)) return -1;
+  atomic_fetch_add(&g_pinned, 1);
+  return 0;
+}
 static void count_unpin(gkcd_backend *be, void *ptr) {
   ASSERT_EQ(be->device, 0); /* regions are pinned with device 0's backend */
+  /* never before its registration, never on the loop */
+  if (atomic_load(&g_pinned) <= atomic_load(&g_unpinned) || pthread_equal(pthread_self(), g_main))
+    atomic_fetch_add(&g_order_bad, 1);
   g_unpinned++;
   g_unpinned_ptr = ptr;
 }
@@ -53,13 +72,15 @@ static void reset(void) {
   for (int d = 0; d < NDEV; d++) {
     g_be[d].device = d;
     g_be[d].res_free = count_free;
+    g_be[d].region_pin = count_pin;
     g_be[d].region_unpin = count_unpin;
     g_devs.dev[d].be = &g_be[d];
   }
   memset(&g_budget, 0, sizeof g_budget);
   g_budget.limit = (size_t)1 << 30;
   memset(g_freed, 0, sizeof g_freed);
-  g_unpinned = g_parts_freed = 0;
+  g_pinned = g_unpinned = g_pin_fails = g_order_bad = 0;
+  g_parts_freed = 0;
   res_init(&g_res, &g_devs, &g_budget);
 }
 
@@ -182,26 +203,94 @@ static void test_partitioned(void) {
   ASSERT_EQ(g_budget.by_kind[BUDGET_RESIDENT], 0);
 }
 
-/* A region: unpinned with device 0's backend, unmapped, never charged. */
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void *page_map(size_t page) {
+  void *map = mmap(NULL, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT(map != MAP_FAILED);
+  return map;
+}
+
+static int unmapped(void *map, size_t page) {
+  errno = 0;
+  return msync(map, page, MS_ASYNC) == -1 && errno == ENOMEM;
+}
+
+/* A region: registered with device 0's backend in the background (its
+ * requests copy it unregistered until then), unregistered and unmapped
+ * after the last reference, never charged. */
 static void test_region(void) {
   reset();
   res_owner a = {0};
   size_t page = (size_t)sysconf(_SC_PAGESIZE);
-  void *map = mmap(NULL, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  ASSERT(map != MAP_FAILED);
+  void *map = page_map(page);
   gkcd_res *r = res_add(&g_res, RES_REGION, &a);
   ASSERT(r);
-  r->ptr = map, r->bytes = page, r->pinned = 1;
+  r->ptr = map, r->bytes = page;
+  double t0 = now_s();
+  res_region_pin(&g_res, r);
+  ASSERT(now_s() - t0 < 0.015);  /* the 20 ms registration did not run here */
+  ASSERT(!res_region_pinned(r)); /* not yet */
+  while (!res_region_pinned(r) && now_s() - t0 < 10) nanosleep(&(struct timespec){0, 1000000}, NULL);
+  ASSERT(res_region_pinned(r));
   ASSERT_EQ(a.n_regions, 1);
   ASSERT_EQ(a.n_objects, 0);
+  res_ref(r); /* a job still uses it: released, but kept */
   res_release(&g_res, r);
+  ASSERT_EQ(a.n_regions, 0);
+  ASSERT(!unmapped(map, page));
+  res_unref(&g_res, r);
+  res_free_all(&g_res); /* waits for the pinner */
+  ASSERT_EQ(g_pinned, 1);
   ASSERT_EQ(g_unpinned, 1);
   ASSERT(g_unpinned_ptr == map);
-  ASSERT_EQ(a.n_regions, 0);
-  errno = 0;
-  ASSERT(msync(map, page, MS_ASYNC) == -1 && errno == ENOMEM); /* unmapped */
+  ASSERT(unmapped(map, page));
+  ASSERT_EQ(g_order_bad, 0);
   ASSERT_EQ(g_freed[0] + g_freed[1] + g_freed[2], 0);
   ASSERT_EQ(g_budget.used, 0);
+
+  /* Released before its registration ran: unregistered after it, in order. */
+  reset();
+  map = page_map(page);
+  r = res_add(&g_res, RES_REGION, &a);
+  r->ptr = map, r->bytes = page;
+  res_region_pin(&g_res, r);
+  res_release(&g_res, r);
+  res_free_all(&g_res);
+  ASSERT_EQ(g_pinned, 1);
+  ASSERT_EQ(g_unpinned, 1);
+  ASSERT(unmapped(map, page));
+  ASSERT_EQ(g_order_bad, 0);
+
+  /* Registration refused: used unregistered, never unregistered, unmapped. */
+  reset();
+  g_pin_fails = 1;
+  map = page_map(page);
+  r = res_add(&g_res, RES_REGION, &a);
+  r->ptr = map, r->bytes = page;
+  res_region_pin(&g_res, r);
+  res_release(&g_res, r);
+  res_free_all(&g_res);
+  ASSERT_EQ(g_pinned, 0);
+  ASSERT_EQ(g_unpinned, 0);
+  ASSERT(unmapped(map, page));
+
+  /* A backend that registers nothing (the CPU's): unmapped at once. */
+  reset();
+  for (int d = 0; d < NDEV; d++) g_be[d].region_pin = NULL;
+  res_init(&g_res, &g_devs, &g_budget);
+  map = page_map(page);
+  r = res_add(&g_res, RES_REGION, &a);
+  r->ptr = map, r->bytes = page;
+  res_region_pin(&g_res, r);
+  ASSERT(!r->pin);
+  res_release(&g_res, r);
+  ASSERT(unmapped(map, page));
+  ASSERT_EQ(g_unpinned, 0);
 }
 
 /* --- limits ---------------------------------------------------------------- */
@@ -329,6 +418,7 @@ static void test_release_requests(void) {
 }
 
 int main(void) {
+  g_main = pthread_self();
   test_ids_and_owners();
   test_id_wrap();
   test_release_after_jobs();

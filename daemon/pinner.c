@@ -1,0 +1,86 @@
+/* pinner.c: see pinner.h. */
+#include "pinner.h"
+
+#include <stdlib.h>
+#include <sys/mman.h>
+
+#include "log.h"
+
+static void *main_loop(void *arg) {
+  gkcd_pinner *p = arg;
+  pthread_mutex_lock(&p->mu);
+  for (;;) {
+    while (!p->head && !p->stopping) pthread_cond_wait(&p->cv, &p->mu);
+    pin_task *t = p->head;
+    if (!t) break; /* stopping, and nothing left */
+    p->head = t->next;
+    if (!p->head) p->tail = NULL;
+    pthread_mutex_unlock(&p->mu);
+    region_pin *rp = t->pin;
+    if (!t->release) {
+      if (p->be->region_pin(p->be, rp->ptr, rp->bytes) == 0)
+        atomic_store_explicit(&rp->ready, 1, memory_order_release);
+      else
+        log_info("a %zu-byte region could not be registered for DMA: copied through the"
+                 " pinned ring instead", rp->bytes);
+    } else {
+      if (atomic_load_explicit(&rp->ready, memory_order_acquire) && p->be->region_unpin)
+        p->be->region_unpin(p->be, rp->ptr);
+      munmap(rp->ptr, rp->bytes);
+      free(rp);
+    }
+    pthread_mutex_lock(&p->mu);
+  }
+  pthread_mutex_unlock(&p->mu);
+  return NULL;
+}
+
+void pinner_init(gkcd_pinner *p, gkcd_backend *be) {
+  *p = (gkcd_pinner){.be = be};
+  pthread_mutex_init(&p->mu, NULL);
+  pthread_cond_init(&p->cv, NULL);
+}
+
+static void push(gkcd_pinner *p, pin_task *t) {
+  t->next = NULL;
+  pthread_mutex_lock(&p->mu);
+  if (p->tail)
+    p->tail->next = t;
+  else
+    p->head = t;
+  p->tail = t;
+  pthread_cond_signal(&p->cv);
+  pthread_mutex_unlock(&p->mu);
+}
+
+region_pin *pinner_pin(gkcd_pinner *p, void *ptr, size_t bytes) {
+  if (!p->be || !p->be->region_pin || p->stopping) return NULL;
+  if (!p->started) {
+    if (pthread_create(&p->thread, NULL, main_loop, p) != 0) {
+      log_warn("cannot start the thread that registers regions: they are copied through the"
+               " pinned ring");
+      return NULL;
+    }
+    p->started = 1;
+  }
+  region_pin *rp = calloc(1, sizeof *rp);
+  if (!rp) return NULL;
+  rp->ptr = ptr;
+  rp->bytes = bytes;
+  atomic_init(&rp->ready, 0);
+  rp->task_pin.pin = rp;
+  rp->task_release = (pin_task){.pin = rp, .release = 1};
+  push(p, &rp->task_pin);
+  return rp;
+}
+
+void pinner_release(gkcd_pinner *p, region_pin *rp) { push(p, &rp->task_release); }
+
+void pinner_stop(gkcd_pinner *p) {
+  pthread_mutex_lock(&p->mu);
+  p->stopping = 1;
+  pthread_cond_signal(&p->cv);
+  pthread_mutex_unlock(&p->mu);
+  if (p->started) pthread_join(p->thread, NULL);
+  p->started = 0;
+}
