@@ -13,6 +13,9 @@ caller sees end to end (NumPy arrays in, a NumPy array or float out):
     float() of the sum), synchronised;
 each the median of --repeat calls after one warm-up, and the first call of
 each size on a fresh connection (the arena's first use of that size).
+With --c-bench PATH (bench/bench_byvalue), the same sizes from C through
+libgkc's plain-pointer calls on the same gkcd, arena and inline, first and
+repeated, then 8 connections at once by value, beside the same CuPy figures.
 Inputs are random, made once per size; every gkcd result is checked
 against CuPy's.  Prints a Markdown table (ratios gkcd / CuPy: below 1 is
 faster than CuPy); --json writes the figures.
@@ -54,13 +57,15 @@ def main():
     ap.add_argument("--sizes", default="sgemm:2048,sgemm:4096,sgemm:8192,reduce:64,reduce:256")
     ap.add_argument("--json")
     ap.add_argument("--gkcd-arg", action="append", default=[])
+    ap.add_argument("--c-bench", help="bench_byvalue: the C rows too")
+    ap.add_argument("--backend", default="cuda", help="gkcd's backend (cpu: to try this script)")
     args = ap.parse_args()
     try:
         import cupy as cp
     except ImportError:
         cp = None
         log("no CuPy here: gkcd rows only")
-    proc, sock, _ = start_gkcd(args.gkcd, args.gkcd_arg, backend="cuda", tries=3000)
+    proc, sock, _ = start_gkcd(args.gkcd, args.gkcd_arg, backend=args.backend, tries=3000)
     rng = np.random.default_rng(1)
     rows = []
     try:
@@ -109,6 +114,18 @@ def main():
                 c.close()
             rows.append(row)
             log(json.dumps(row))
+        c_rows = []
+        if args.c_bench:
+            import subprocess
+            import tempfile
+            with tempfile.NamedTemporaryFile(suffix=".json") as jf:
+                r = subprocess.run([args.c_bench, "--socket", sock, "--sizes", args.sizes,
+                                    "--repeat", str(args.repeat), "--json", jf.name],
+                                   stdout=subprocess.PIPE, text=True)
+                log(r.stdout)
+                if r.returncode != 0:
+                    raise SystemExit(f"bench_byvalue failed (rc {r.returncode})")
+                c_rows = json.load(open(jf.name))
     finally:
         proc.terminate()
         proc.wait()
@@ -122,9 +139,26 @@ def main():
         print(f"| {r['case']} | {cu * 1e3:.1f} |" if cu else f"| {r['case']} | - |",
               f"{f('inline_s')} | {ratio('inline_s')} | {f('arena_s')} | {ratio('arena_s')} |"
               f" {r['bytes'] / r['arena_s'] / 1e9:.1f} | {r['arena_first_s'] / r['arena_s']:.2f} |")
+    if c_rows:
+        cupy = {r["case"]: r.get("cupy_s") for r in rows}
+        print()
+        print("| case (C, libgkc) | path | first ms | repeated ms | repeated / CuPy | first / repeated | GB/s |")
+        print("|---|---|---|---|---|---|---|")
+        for r in c_rows:
+            if "path" not in r:
+                continue
+            case = r["op"].replace("^3", "^3")
+            cu = cupy.get(case)
+            ratio = f"{r['median_ms'] / (cu * 1e3):.2f}x" if cu else "-"
+            print(f"| {case} | {r['path']} | {r['first_ms']:.1f} | {r['median_ms']:.1f} | {ratio} |"
+                  f" {r['first_ms'] / r['median_ms']:.2f} | {r['gbs']:.1f} |")
+        for r in c_rows:
+            if "conns" in r:
+                print(f"\n{r['conns']} connections x {r['calls']} {r['op'][5:]} by value (arena):"
+                      f" {r['gbs']:.1f} GB/s aggregate, {r['wall_ms']:.0f} ms")
     if args.json:
         with open(args.json, "w") as fh:
-            json.dump(rows, fh, indent=1)
+            json.dump({"python": rows, "c": c_rows}, fh, indent=1)
 
 
 if __name__ == "__main__":
