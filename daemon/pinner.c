@@ -3,6 +3,7 @@
 
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <time.h>
 
 #include "log.h"
 
@@ -18,7 +19,16 @@ static void *main_loop(void *arg) {
     pthread_mutex_unlock(&p->mu);
     region_pin *rp = t->pin;
     if (!t->release) {
-      if (p->be->region_pin(p->be, rp->ptr, rp->bytes) == 0)
+      struct timespec t0, t1;
+      clock_gettime(CLOCK_MONOTONIC, &t0);
+      int rc = p->be->region_pin(p->be, rp->ptr, rp->bytes);
+      clock_gettime(CLOCK_MONOTONIC, &t1);
+      double ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+      /* What registering costs, for bench/RESULTS.md: big ones only. */
+      if (rp->bytes >= ((size_t)64 << 20))
+        log_info("registered a %zu MiB region for DMA in %.1f ms%s", rp->bytes >> 20, ms,
+                 rc ? " (refused)" : "");
+      if (rc == 0)
         atomic_store_explicit(&rp->ready, 1, memory_order_release);
       else
         log_info("a %zu-byte region could not be registered for DMA: copied through the"
