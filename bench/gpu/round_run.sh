@@ -1,0 +1,142 @@
+#!/bin/bash
+# round_run.sh: this round's GPU figures in one call of a lent machine with
+# one or more GPUs (issues #25 data path, #26 every GPU of a host, #29 MPI):
+#
+#   STAGES="topo tests datapath inline fair small multigpu mpi" bash bench/gpu/round_run.sh
+#
+# Build on the workstation as rows_run.sh says (build/rel, Release,
+# -DGKC_STATIC_DEPS=ON -DGKC_FAULT_INJECTION=ON -DGKC_METRICS_HTTP=OFF
+# -DGKC_MPI=ON), pack it into .carry/rel.tar.xz, the matrices into
+# .carry/bm.tar.xz, Debian 12's Open MPI runtime (docs/CLUSTER.md) into
+# .carry/ompi.tar.xz, and carry .carry.  Stages, each under its own timeout,
+# skipped once DEADLINE seconds have passed:
+#   topo      nvidia-smi topo -m and p2p_bw (GPU pairs' copy bandwidth)
+#   tests     ctest -L gpu with every GPU visible
+#   datapath  datapath_vs_cupy.py on GPU 0: Python and C (bench_byvalue) by
+#             value against CuPy in-process, first and repeated calls, and
+#             8 connections at once
+#   inline    bench_inline: inline bytes (no shared memory) on 1 and 8
+#             connections, GPU 0
+#   fair      bench_fair: a newcomer behind a 60-deep queue, on GPU 0 and on
+#             every GPU
+#   small     bench_small_jobs: 16 C connections looping resident sgemm
+#             1024^3, GPU 0 against every GPU
+#   multigpu  bench/gpu/multigpu.sh: sgemm 16384^3 split, 256 x 4096^3 from
+#             8 connections, the 101M-nonzero stencil's spmv and CG
+#   mpi       bench/gpu/mpi_gpu.sh: mpi_cg strong and weak scaling
+# Logs in $OUT/round_logs.tgz; a summary last.
+set -u
+OUT=${OUT:-/tmp/gkc-out}
+mkdir -p "$OUT"
+ROOT=$(pwd -P)
+L=$(mktemp -d /tmp/round-logs.XXXXXX)
+STAGES=${STAGES:-"topo tests datapath inline fair small multigpu mpi"}
+DEADLINE=${DEADLINE:-540}
+has() {
+  case " $STAGES " in *" $1 "*) ;; *) return 1;; esac
+  if [ "$SECONDS" -ge "$DEADLINE" ]; then echo "skipped $1: past ${DEADLINE}s"; return 1; fi
+}
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:$ROOT/.carry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
+[ -d build/rel ] || { mkdir -p build && tar xJf .carry/rel.tar.xz -C build; }
+[ -f .carry/bm.tar.xz ] && [ ! -d .carry/matrices ] && tar xJf .carry/bm.tar.xz -C .carry
+[ -f .carry/ompi.tar.xz ] && [ ! -d .carry/ompi ] && tar xJf .carry/ompi.tar.xz -C .carry
+B=$ROOT/build/rel
+SRC=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$B/CMakeCache.txt")
+if [ -n "$SRC" ] && [ "$(readlink -f "$SRC" 2>/dev/null)" != "$ROOT" ]; then
+  mkdir -p "$(dirname "$SRC")"; [ -e "$SRC" ] && mv "$SRC" "$SRC.moved.$$"; ln -s "$ROOT" "$SRC"
+fi
+SH=$(dirname "$SRC")/shared
+mkdir -p "$SH"; [ -e "$SH/matrices" ] || ln -s "$ROOT/.carry/matrices" "$SH/matrices"
+export GKC_GPU_MATRICES=$ROOT/.carry/matrices
+NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+summary=("GPUs: $NGPU")
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -8
+date -u
+
+# A gkcd of our own on $L/NAME.sock with the given arguments; its pid in $gpid.
+start_gkcd() {
+  local name=$1; shift
+  rm -f "$L/$name.sock"
+  "$B/daemon/gkcd" --backend cuda --socket "$L/$name.sock" "$@" > "$L/gkcd-$name.log" 2>&1 &
+  gpid=$!
+  for _ in $(seq 300); do [ -S "$L/$name.sock" ] && break; sleep 0.1; done
+}
+stop_gkcd() { kill -TERM "$gpid" 2>/dev/null; wait "$gpid" 2>/dev/null; }
+
+if has topo; then
+  nvidia-smi topo -m > "$L/topo.txt" 2>&1; head -8 "$L/topo.txt"
+  [ "$NGPU" -gt 1 ] && timeout 40 "$B/bench/gpu/p2p_bw" > "$L/p2p.txt" 2>&1; tail -8 "$L/p2p.txt" 2>/dev/null
+fi
+
+if has tests; then
+  S=$SECONDS
+  (cd "$B" && timeout 200 ctest -L gpu --output-on-failure --timeout 150) > "$L/ctest_gpu.log" 2>&1
+  summary+=("ctest -L gpu ($NGPU GPUs) rc=$? ($((SECONDS - S)) s): $(grep -E 'tests passed' "$L/ctest_gpu.log")")
+  grep -E "Test +#" "$L/ctest_gpu.log" | sed 's/  */ /g'
+  grep -E "CHECK FAILED|FAIL" "$L/ctest_gpu.log" | head -20
+fi
+
+if has datapath; then
+  S=$SECONDS
+  timeout 150 python3 bench/gpu/datapath_vs_cupy.py --gkcd "$B/daemon/gkcd" --repeat 3 \
+    --gkcd-arg=--devices --gkcd-arg=0 --c-bench "$B/bench/bench_byvalue" \
+    --json "$OUT/datapath.json" > "$L/datapath.md" 2> "$L/datapath.log"
+  summary+=("datapath rc=$? ($((SECONDS - S)) s)")
+  cat "$L/datapath.md"
+  grep -E "registered a" "$L"/*.log 2>/dev/null | head -5
+fi
+
+if has inline && [ -x "$B/bench/bench_inline" ]; then
+  start_gkcd inline --devices 0
+  GKC_NO_SHM=1 timeout 60 "$B/bench/bench_inline" --socket "$L/inline.sock" > "$L/inline.md" 2>&1
+  summary+=("inline rc=$?")
+  stop_gkcd
+  cat "$L/inline.md"
+fi
+
+if has fair; then
+  for d in one all; do
+    if [ $d = one ]; then start_gkcd fair-$d --devices 0; else [ "$NGPU" -gt 1 ] || continue; start_gkcd fair-$d; fi
+    echo "== $d" | tee -a "$L/fair.md"
+    timeout 40 "$B/bench/bench_fair" --socket "$L/fair-$d.sock" --n 1024 --depth 60 --probes 60 \
+      --json "$OUT/fair_$d.json" >> "$L/fair.md" 2>&1
+    summary+=("fair $d rc=$?")
+    stop_gkcd
+  done
+  cat "$L/fair.md"
+fi
+
+if has small; then
+  for d in one all; do
+    if [ $d = one ]; then start_gkcd small-$d --devices 0; else [ "$NGPU" -gt 1 ] || continue; start_gkcd small-$d; fi
+    for c in 8 16; do
+      echo "== $d conns=$c" >> "$L/small.md"
+      timeout 30 "$B/bench/bench_small_jobs" --socket "$L/small-$d.sock" --conns $c --n 1024 --secs 3 \
+        --json "$OUT/small_${d}_$c.json" >> "$L/small.md" 2>&1
+    done
+    stop_gkcd
+  done
+  cat "$L/small.md"
+fi
+
+if has multigpu && [ "$NGPU" -gt 1 ]; then
+  S=$SECONDS
+  BUILD=build/rel timeout 200 bash bench/gpu/multigpu.sh "$L/multigpu" > "$L/multigpu.md" 2>&1
+  summary+=("multigpu rc=$? ($((SECONDS - S)) s)")
+  tail -30 "$L/multigpu.md"
+  cp "$L/multigpu/multigpu.json" "$OUT/" 2>/dev/null
+fi
+
+if has mpi && [ -d .carry/ompi ]; then
+  S=$SECONDS
+  mkdir -p "$L/mpi"
+  cp "$B/daemon/gkcd" "$B/examples/mpi_cg" "$L/mpi/" 2>/dev/null && ln -s "$ROOT/.carry/ompi" "$L/mpi/ompi"
+  OUT=$L/mpi-out timeout 200 bash bench/gpu/mpi_gpu.sh "$L/mpi" > "$L/mpi.md" 2>&1
+  summary+=("mpi rc=$? ($((SECONDS - S)) s)")
+  tail -30 "$L/mpi.md"
+  cp "$L"/mpi-out/*.json* "$OUT/" 2>/dev/null
+fi
+
+printf '%s\n' "${summary[@]}"
+tar czf "$OUT/round_logs.tgz" -C "$L" . && echo "logs: $OUT/round_logs.tgz ($SECONDS s)"
