@@ -17,8 +17,8 @@
 #             8 connections at once
 #   inline    bench_inline: inline bytes (no shared memory) on 1 and 8
 #             connections, GPU 0
-#   fair      bench_fair: a newcomer behind a 60-deep queue, on GPU 0 and on
-#             every GPU
+#   fair      bench_fair: a newcomer behind a 60-deep queue, on GPU 0 (4 and
+#             2 streams) and on every GPU
 #   small     bench_small_jobs: 16 C connections looping resident sgemm
 #             1024^3, GPU 0 against every GPU
 #   multigpu  bench/gpu/multigpu.sh: sgemm 16384^3 split, 256 x 4096^3 from
@@ -95,9 +95,17 @@ if has inline && [ -x "$B/bench/bench_inline" ]; then
   cat "$L/inline.md"
 fi
 
+# one GPU as configured by default (4 streams), one GPU with 2 streams (a
+# newcomer's kernel queues behind at most the other streams' kernels: does
+# a shallower GPU queue bound its wait, and what does it cost the deep
+# client?), every GPU.
 if has fair; then
-  for d in one all; do
-    if [ $d = one ]; then start_gkcd fair-$d --devices 0; else [ "$NGPU" -gt 1 ] || continue; start_gkcd fair-$d; fi
+  for d in one one-s2 all; do
+    case $d in
+      one) start_gkcd fair-$d --devices 0 ;;
+      one-s2) start_gkcd fair-$d --devices 0 --streams 2 ;;
+      all) [ "$NGPU" -gt 1 ] || continue; start_gkcd fair-$d ;;
+    esac
     echo "== $d" | tee -a "$L/fair.md"
     timeout 40 "$B/bench/bench_fair" --socket "$L/fair-$d.sock" --n 1024 --depth 60 --probes 60 \
       --json "$OUT/fair_$d.json" >> "$L/fair.md" 2>&1
