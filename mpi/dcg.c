@@ -211,10 +211,10 @@ static int restart_classical(dcg *s, double *rz, double *rr) {
   int n = 0;
   step_precond(s, st, &n);
   st[n++] = gkc_step_dot(s->v[V_R], s->v[V_Z]);
-  st[n++] = gkc_step_dot(s->v[V_R], s->v[V_R]);
+  if (s->jacobi) st[n++] = gkc_step_dot(s->v[V_R], s->v[V_R]); /* else r.z is r.r */
   gkc_batch_result br;
   batch(s, st, n, &br, "batch (r.z, r.r)");
-  double v[2] = {br.value[n - 2], br.value[n - 1]};
+  double v[2] = {br.value[n - 1 - s->jacobi], br.value[n - 1]};
   int rc = allreduce(s, v, 2);
   *rz = v[0], *rr = v[1];
   return rc;
@@ -242,10 +242,10 @@ static int classical_update(dcg *s, double a, double *rz, double *rr) {
   st[n++] = gkc_step_axpby(num(-a), s->v[V_Q], num(1), s->v[V_R], s->v[V_R]);
   step_precond(s, st, &n);
   st[n++] = gkc_step_dot(s->v[V_R], s->v[V_Z]);
-  st[n++] = gkc_step_dot(s->v[V_R], s->v[V_R]);
+  if (s->jacobi) st[n++] = gkc_step_dot(s->v[V_R], s->v[V_R]); /* else r.z is r.r */
   gkc_batch_result br;
   batch(s, st, n, &br, "batch (x and r updates, r.z, r.r)");
-  double v[2] = {br.value[n - 2], br.value[n - 1]};
+  double v[2] = {br.value[n - 1 - s->jacobi], br.value[n - 1]};
   int rc = allreduce(s, v, 2);
   *rz = v[0], *rr = v[1];
   return rc;
