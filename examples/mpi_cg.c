@@ -38,6 +38,13 @@ static void usage(FILE *f) {
           "  --precond P        none or jacobi (default: jacobi with --matrix, else none)\n"
           "  --tol T            stop when ||b - A x|| / ||b|| < T (default 1e-6)\n"
           "  --max-iter N       at most N iterations (default 10000)\n"
+          "  --variant V        classical (two Allreduce per iteration; default) or\n"
+          "                     single (Chronopoulos-Gear: one Allreduce per iteration)\n"
+          "  --chain K          classical on one rank: up to K iterations per request\n"
+          "                     (1 to 8; default 8)\n"
+          "  --solve[=fp32]     one rank only: instead, gkcd's own single-device solve\n"
+          "                     (method cg or pcg, float64 vectors or, with =fp32,\n"
+          "                     float32) on the same problem: the reference\n"
           "  --socket PATH      every rank's gkcd socket (default: $GKC_MPI_SOCKET with\n"
           "                     %%r rank, %%l rank on the node, %%h host; else\n"
           "                     $GKC_SOCKET, $XDG_RUNTIME_DIR/gkcd.sock, /run/gkcd/gkcd.sock)\n"
@@ -53,6 +60,7 @@ typedef struct {
   int32_t g[3];
   gkcm_cg_params prm;
   int precond_set, json, verbose;
+  int solve;        /* 0, or gkcd's solve: 1 fp64, 2 fp32 */
 } options;
 
 /* 0, or 2 with the message printed (by rank 0 only: every rank parses). */
@@ -63,6 +71,8 @@ static int parse(int argc, char **argv, options *o, int rank) {
       {"max-iter", required_argument, 0, 'i'}, {"socket", required_argument, 0, 's'},
       {"out", required_argument, 0, 'o'},      {"json", no_argument, 0, 'j'},
       {"verbose", no_argument, 0, 'v'},        {"help", no_argument, 0, 'h'},
+      {"variant", required_argument, 0, 'V'},  {"chain", required_argument, 0, 'c'},
+      {"solve", optional_argument, 0, 'S'},
       {0, 0, 0, 0}};
   char why[300] = "";
   int c;
@@ -110,6 +120,25 @@ static int parse(int argc, char **argv, options *o, int rank) {
         o->prm.max_iter = (int)v;
         break;
       }
+      case 'V':
+        if (!strcmp(optarg, "classical")) o->prm.variant = GKCM_CG_CLASSICAL;
+        else if (!strcmp(optarg, "single")) o->prm.variant = GKCM_CG_SINGLE;
+        else snprintf(why, sizeof why, "invalid --variant '%s': expected classical or single", optarg);
+        break;
+      case 'c': {
+        errno = 0;
+        long v = strtol(optarg, &end, 10);
+        if (errno || *end || end == optarg || v < 1 || v > GKCM_CG_MAX_CHAIN)
+          snprintf(why, sizeof why, "invalid --chain '%s': expected 1 to %d", optarg,
+                   GKCM_CG_MAX_CHAIN);
+        else o->prm.chain = (int)v;
+        break;
+      }
+      case 'S':
+        if (!optarg || !strcmp(optarg, "fp64")) o->solve = 1;
+        else if (!strcmp(optarg, "fp32")) o->solve = 2;
+        else snprintf(why, sizeof why, "invalid --solve='%s': expected fp64 or fp32", optarg);
+        break;
       case 's': o->socket = optarg; break;
       case 'o': o->out = optarg; break;
       case 'j': o->json = 1; break;
@@ -165,6 +194,49 @@ static int load(gkcm_ctx *ctx, const options *o, gkcm_rows *rows, int *usage_err
   return rc;
 }
 
+/* --solve: gkcd's own solve of the same rows on one rank, timed as
+ * gkcm_cg's iterations are (b and x resident around the call, so that
+ * only the solve is timed).  Fills the stats gkcm_cg would. */
+static int reference_solve(gkcm_ctx *ctx, const gkcm_rows *rows, const float *b, float *x,
+                           const options *o, gkcm_cg_stats *st) {
+  memset(st, 0, sizeof *st);
+  gkc_conn *c = gkcm_conn(ctx);
+  size_t n = (size_t)rows->rows;
+  int64_t nnz = rows->row_ptr[rows->rows];
+  int32_t *ci = malloc(((size_t)nnz + 1) * sizeof *ci);
+  uint32_t m = 0, hb = 0, hx = 0;
+  int rc = GKC_EOUT_OF_MEMORY;
+  const char *step = "out of memory";
+  if (!ci) goto done;
+  for (int64_t k = 0; k < nnz; k++) ci[k] = (int32_t)rows->col_idx[k]; /* one rank: n < 2^31 */
+  gkc_csr A = {rows->rows, rows->rows, nnz, rows->row_ptr, ci, rows->values};
+  if ((rc = gkc_csr_upload(c, &A, 0, &m, NULL))) { step = "csr_upload"; m = 0; goto done; }
+  if ((rc = gkc_upload(c, gkc_ref_mem(b, n * 4), GKC_F32, 0, &hb))) { step = "upload (b)"; hb = 0; goto done; }
+  if ((rc = gkc_upload(c, gkc_ref_handle(hb, n * 4), GKC_F32, 0, &hx))) { step = "upload (x)"; hx = 0; goto done; }
+  gkc_solve_args a = GKC_SOLVE_ARGS_INIT;
+  a.matrix = m, a.b = gkc_ref_handle(hb, n * 4);
+  a.method = o->prm.precond == GKCM_PRECOND_JACOBI ? GKC_SOLVE_PCG : GKC_SOLVE_CG;
+  a.rtol = o->prm.tol, a.max_iter = o->prm.max_iter, a.fp32 = o->solve == 2;
+  gkc_out out = gkc_out_handle(hx);
+  gkc_solve_result res;
+  gkc_info info;
+  double t = MPI_Wtime();
+  if ((rc = gkc_solve(c, &a, &out, &res, &info))) { step = "solve"; goto done; }
+  st->solve_s = st->local_s = MPI_Wtime() - t;
+  st->server_s = info.server_us * 1e-6, st->kernel_s = info.kernel_us * 1e-6;
+  st->iterations = (int)res.iterations, st->converged = res.converged;
+  st->residual = st->rec_residual = res.residual;
+  st->requests = 1, st->spmvs = (int)res.iterations;
+  if ((rc = gkc_download(c, hx, x, n * 4))) step = "download (x)";
+done:
+  if (rc) fprintf(stderr, "mpi_cg: --solve: %s: %s: %s\n", step, gkc_errname(rc), gkc_errmsg(c));
+  if (m) gkc_release_matrix(c, m);
+  if (hb) gkc_release(c, hb);
+  if (hx) gkc_release(c, hx);
+  free(ci);
+  return rc;
+}
+
 static void say(const options *o, int rank, const char *what) {
   if (o->verbose && rank == 0) fprintf(stderr, "mpi_cg: %s\n", what);
 }
@@ -207,7 +279,18 @@ int main(int argc, char **argv) {
 
   say(&o, rank, "solving");
   gkcm_cg_stats st;
-  int rc = gkcm_cg(A, b, x, &o.prm, &st);
+  int rc;
+  if (o.solve && size != 1) {
+    if (rank == 0) fprintf(stderr, "mpi_cg: --solve runs on one rank, not %d\n", size);
+    ret = 2;
+    goto out;
+  }
+  if (o.solve) {
+    if (reference_solve(ctx, &rows, b, x, &o, &st) != 0) goto out; /* it said why */
+    rc = 0;
+  } else {
+    rc = gkcm_cg(A, b, x, &o.prm, &st);
+  }
   if (rc == GKCM_EBREAKDOWN) {
     if (rank == 0) fprintf(stderr, "mpi_cg: %s\n", gkcm_errmsg(ctx));
     goto out;
@@ -226,9 +309,14 @@ int main(int argc, char **argv) {
   double tl[3] = {st.solve_s, st.comm_s, st.local_s}, tmax[3], tsum[3];
   MPI_Reduce(tl, tmax, 3, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
   MPI_Reduce(tl, tsum, 3, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
-  int64_t cnt[3] = {st.halo_bytes, mi.ghosts, mi.neighbours}, csum[3], cmax[3];
-  MPI_Reduce(cnt, csum, 3, MPI_INT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
-  MPI_Reduce(cnt, cmax, 3, MPI_INT64_T, MPI_MAX, 0, MPI_COMM_WORLD);
+  /* Per-rank traffic and counts, summed and the largest. */
+  int64_t cnt[9] = {st.halo_bytes, mi.ghosts, mi.neighbours, mi.sends, st.down_bytes,
+                    st.up_bytes, st.requests, st.allreduces, st.spmvs};
+  int64_t csum[9], cmax[9];
+  MPI_Reduce(cnt, csum, 9, MPI_INT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
+  MPI_Reduce(cnt, cmax, 9, MPI_INT64_T, MPI_MAX, 0, MPI_COMM_WORLD);
+  double tx[3] = {st.server_s, st.kernel_s, st.host_s}, txs[3];
+  MPI_Reduce(tx, txs, 3, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
   if (o.out) {
     if (rank == 0 && !(all = malloc((size_t)mi.n * 4))) MPI_Abort(MPI_COMM_WORLD, 1);
     if (gkcm_gather(A, 0, x, all) != 0) goto fail;
@@ -249,36 +337,56 @@ int main(int argc, char **argv) {
     if (o.matrix) snprintf(what, sizeof what, "%s", o.matrix);
     else snprintf(what, sizeof what, "3-D Poisson, %d x %d x %d grid (7-point)", o.g[0], o.g[1], o.g[2]);
     const char *pc = o.prm.precond == GKCM_PRECOND_JACOBI ? "jacobi" : "none";
+    const char *variant = o.solve == 1 ? "solve" : o.solve == 2 ? "solve_fp32"
+                          : o.prm.variant == GKCM_CG_SINGLE ? "single" : "classical";
+    double spmvs = cmax[8] > 0 ? (double)cmax[8] : 1; /* every rank takes part in each */
+    double server_share = tsum[0] > 0 ? txs[0] / tsum[0] : 0;
+    double kernel_share = tsum[0] > 0 ? txs[1] / tsum[0] : 0;
+    double host_share = tsum[0] > 0 ? txs[2] / tsum[0] : 0;
     if (o.json) {
       printf("{\"matrix\": \"");
       for (const char *p = what; *p; p++) {
         if (*p == '"' || *p == '\\') putchar('\\');
         putchar(*p);
       }
-      printf("\", \"ranks\": %d, \"rows\": %lld, \"precond\": \"%s\", \"tol\": %g, "
-             "\"iterations\": %d, \"converged\": %s, \"restarts\": %d, \"rel_residual\": %.6g, "
-             "\"gkcd_residual\": %.6g, \"rel_error\": %.6g, \"solve_s\": %.6f, "
-             "\"s_per_iteration\": %.9f, \"comm_share\": %.4f, \"local_share\": %.4f, "
-             "\"halo_bytes_per_spmv\": %lld, \"max_ghosts\": %lld, \"max_neighbours\": %lld, "
-             "\"requests_per_iteration\": %.2f, \"spmv_algo\": \"%s\"}\n",
-             size, (long long)mi.n, pc, o.prm.tol, st.iterations,
+      printf("\", \"ranks\": %d, \"rows\": %lld, \"precond\": \"%s\", \"variant\": \"%s\", "
+             "\"tol\": %g, \"iterations\": %d, \"converged\": %s, \"restarts\": %d, "
+             "\"rel_residual\": %.6g, \"gkcd_residual\": %.6g, \"rel_error\": %.6g, "
+             "\"solve_s\": %.6f, \"s_per_iteration\": %.9f, \"comm_share\": %.4f, "
+             "\"local_share\": %.4f, \"server_share\": %.4f, \"kernel_share\": %.4f, "
+             "\"host_share\": %.4f, \"halo_bytes_per_spmv\": %lld, \"max_ghosts\": %lld, "
+             "\"max_neighbours\": %lld, \"sends\": %lld, \"ghosts\": %lld, \"spmvs\": %d, "
+             "\"requests_per_iteration\": %.2f, \"allreduces_per_iteration\": %.2f, "
+             "\"mpi_bytes_per_spmv\": %.1f, \"down_bytes_per_spmv\": %.1f, "
+             "\"up_bytes_per_spmv\": %.1f, \"halo_in_region\": %s, \"spmv_algo\": \"%s\"}\n",
+             size, (long long)mi.n, pc, variant, o.prm.tol, st.iterations,
              st.converged ? "true" : "false", st.restarts, res, st.residual, err, tmax[0],
-             per_it, comm_share, local_share, (long long)csum[1] * 4, (long long)cmax[1],
-             (long long)cmax[2], (double)st.requests / it, mi.spmv_algo);
+             per_it, comm_share, local_share, server_share, kernel_share, host_share,
+             (long long)csum[1] * 4, (long long)cmax[1], (long long)cmax[2],
+             (long long)csum[3], (long long)csum[1], (int)cmax[8],
+             (double)cmax[6] / it, (double)cmax[7] / it, (double)csum[0] / spmvs,
+             (double)csum[4] / spmvs, (double)csum[5] / spmvs,
+             mi.halo_in_region ? "true" : "false", mi.spmv_algo);
     } else {
       printf("matrix:           %s: %lld rows\n", what, (long long)mi.n);
       printf("ranks:            %d (halo: %lld bytes per spmv in all, at most %lld "
              "neighbours)\n", size, (long long)csum[1] * 4, (long long)cmax[2]);
       printf("preconditioner:   %s\n", pc);
+      printf("variant:          %s\n", variant);
       printf("iterations:       %d (%s, tol %g)\n", st.iterations,
              st.converged ? "converged" : "NOT converged", o.prm.tol);
       printf("rel residual:     %.3g  (||b - A x|| / ||b||, float64 here; gkcd said %.3g)\n",
              res, st.residual);
       printf("rel error:        %.3g  (||x - x*|| / ||x*||)\n", err);
       printf("time/iteration:   %.3f ms (%.3f s in all, slowest rank)\n", per_it * 1e3, tmax[0]);
-      printf("communication:    %.0f%% of the solve (MPI: halo waits and Allreduce, mean over "
-             "ranks); gkcd calls %.0f%%\n", comm_share * 100, local_share * 100);
-      printf("requests:         %.1f to gkcd per iteration per rank\n", (double)st.requests / it);
+      printf("time split:       MPI %.0f%%, gkcd calls %.0f%% (inside gkcd %.0f%%, computing "
+             "%.0f%%), ghost dots here %.0f%% (mean over ranks)\n", comm_share * 100,
+             local_share * 100, server_share * 100, kernel_share * 100, host_share * 100);
+      printf("requests:         %.2f to gkcd per iteration per rank (the busiest), "
+             "%.2f Allreduce\n", (double)cmax[6] / it, (double)cmax[7] / it);
+      printf("halo per spmv:    %.0f bytes over MPI, %.0f down from and %.0f up to gkcd "
+             "(all ranks; %s)\n", (double)csum[0] / spmvs, (double)csum[4] / spmvs,
+             (double)csum[5] / spmvs, mi.halo_in_region ? "shared-memory region" : "inline");
       printf("spmv algo:        %s\n", mi.spmv_algo);
     }
   }

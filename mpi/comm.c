@@ -26,21 +26,29 @@ int ctx_fail_gkc(gkcm_ctx *ctx, int rc, const char *step) {
   return ctx_fail(ctx, rc, "%s: %s: %s", step, gkc_errname(rc), gkc_errmsg(ctx->conn));
 }
 
-int ctx_sync(gkcm_ctx *ctx, double *vals, int n) {
-  double buf[9];
-  for (int i = 0; i < n; i++) buf[i] = vals[i];
-  buf[n] = ctx->err ? 1 : 0;
-  MPI_Allreduce(MPI_IN_PLACE, buf, n + 1, MPI_DOUBLE, MPI_SUM, ctx->comm);
-  for (int i = 0; i < n; i++) vals[i] = buf[i];
-  if (buf[n] == 0) return 0;
-  /* Rare path: who failed first (by rank), and what it said. */
+void ctx_sync_start(gkcm_ctx *ctx, const double *vals, int n, ctx_isync *s) {
+  s->n = n;
+  for (int i = 0; i < n; i++) s->buf[i] = vals[i];
+  s->buf[n] = ctx->err ? 1 : 0;
+  MPI_Iallreduce(MPI_IN_PLACE, s->buf, n + 1, MPI_DOUBLE, MPI_SUM, ctx->comm, &s->req);
+}
+
+int ctx_sync_finish(gkcm_ctx *ctx, double *vals, ctx_isync *s) {
+  MPI_Wait(&s->req, MPI_STATUS_IGNORE);
+  int n = s->n;
+  for (int i = 0; i < n; i++) vals[i] = s->buf[i];
+  if (s->buf[n] == 0) return 0;
+  /* Rare path: who failed first (by rank), and what it said.  A rank that
+   * failed only after start counts as not failed here (its flag went out
+   * as 0) and reports at the next sync; the MPI_MIN below still finds a
+   * rank that did fail in time. */
   int who = ctx->err ? ctx->rank : ctx->size;
   MPI_Allreduce(MPI_IN_PLACE, &who, 1, MPI_INT, MPI_MIN, ctx->comm);
   int err = ctx->err;
   MPI_Bcast(&err, 1, MPI_INT, who, ctx->comm);
   MPI_Bcast(ctx->errmsg, (int)sizeof ctx->errmsg, MPI_CHAR, who, ctx->comm);
   ctx->errmsg[sizeof ctx->errmsg - 1] = '\0';
-  int others = (int)buf[n] - 1;
+  int others = (int)s->buf[n] - 1;
   if (others > 0) {
     size_t len = strlen(ctx->errmsg);
     snprintf(ctx->errmsg + len, sizeof ctx->errmsg - len, " (and %d other rank%s failed)",
@@ -48,6 +56,12 @@ int ctx_sync(gkcm_ctx *ctx, double *vals, int n) {
   }
   ctx->err = 0;
   return err;
+}
+
+int ctx_sync(gkcm_ctx *ctx, double *vals, int n) {
+  ctx_isync s;
+  ctx_sync_start(ctx, vals, n, &s);
+  return ctx_sync_finish(ctx, vals, &s);
 }
 
 /* Expands GKC_MPI_SOCKET's %r, %l, %h and %%; -1 when it does not fit. */

@@ -1,23 +1,41 @@
 /* dcg.c: distributed CG and PCG-Jacobi, every vector resident on the ranks' gkcd.
  *
- * Each rank holds its rows of b, x, r, p, q (and z = M^-1 r with the Jacobi
- * preconditioner) as resident arrays; only scalars, the halo and, at the
- * end, x leave gkcd.  Per iteration, in order, with the requests each
- * phase sends today:
+ * Each rank holds its rows of b, x, r, p, z = M^-1 r (z is r without a
+ * preconditioner) and two product vectors as resident arrays; only
+ * scalars and the halo leave gkcd, and x at the end.  What one iteration
+ * costs is set by what a request can carry: `batch` chains vector steps
+ * on resident arrays (their step sizes from the batch's own dots), but it
+ * reads no region and returns no array, so the halo needs two plain
+ * requests of its own: one spmv whose result comes back (the rows the
+ * neighbours need, and offd^T x, with which the ghost part of the dot
+ * that follows the product is summed here from the ghosts as they arrive,
+ * without a request for it), and one that reads the ghosts and adds
+ * their columns.  Both go through a shared-memory region (dmat.c).
  *
- *   A. q = A p             dmat_spmv: gather, own-column spmv, ghost spmv (3)
- *   B. p.q                 1 dot                      -> Allreduce of 1 value
- *   C. x += a p, r -= a q, z = M^-1 r, r.z, r.r
- *                          2 axpby, 1 spmv (Jacobi), 1 or 2 dots -> Allreduce
- *   D. p = z + b p         1 axpby
+ * Classical CG, per iteration (a rank with a halo; "L" the product's own
+ * columns, into a vector of its own when ghosts are to be added):
+ *   1. batch { p = z + beta p;  L = A_own p;  p.L }                   request
+ *   2. halo down: the sends and offd^T p                              request
+ *   3. MPI exchange; p.q = p.L + g.(offd^T p) here
+ *   4. Iallreduce(p.q) while   q = A_ghost g + L                      request
+ *   5. batch { x += a p;  r -= a q;  z = M^-1 r;  r.z;  r.r }          request
+ *   6. Allreduce(r.z, r.r)
+ * 4 requests, 2 Allreduce.  Without a halo (one rank) 2 and 3 go, and
+ * with nothing to reduce the whole iteration chains: up to
+ * GKCM_CG_MAX_CHAIN iterations in one batch, a = r.z / p.q and
+ * beta = r.z' / r.z read by gkcd from the batch's dots.  The chain is cut
+ * short as the tolerance nears (from the rate of the last chain), so the
+ * count is that of one iteration at a time.
  *
- * Where a batch method on gkcd (several vector ops, one request) slots in:
- * C is one batch; D and step 1 of the next A (the halo gather reads the new
- * p) are one batch; A's ghost spmv (step 5) and B are one batch.  Only A's
- * own-column spmv must stay a request of its own, so that it runs while
- * the halo messages travel.  That takes CG from 8 requests per iteration
- * (PCG: 10) to 4.  Each phase below is a function, so a batch replaces one
- * function body.
+ * Chronopoulos-Gear (GKCM_CG_SINGLE): with w = A z and s = A p kept by
+ * recurrence, both dots of an iteration come after the product:
+ *   1. batch { p = z + beta p;  s = w + beta s;  x += a p;  r -= a s;
+ *              z = M^-1 r;  L = A_own z;  r.z;  L.z;  r.r }            request
+ *   2. halo down (sends, offd^T z)                                    request
+ *   3. MPI exchange; w.z = L.z + g.(offd^T z) here
+ *   4. Iallreduce(r.z, w.z, r.r) while   w = A_ghost g + L            request
+ * beta = r.z' / r.z, a = r.z' / (w.z' - beta r.z' / a): 3 requests and one
+ * Allreduce, which travels while gkcd adds the ghost columns.
  *
  * The stopping test and the true-residual restarts follow examples/cg.c:
  * when ||r|| / ||b|| says converged, r = b - A x is computed on gkcd (one
@@ -33,64 +51,92 @@
 
 #define DCG_MAX_RESTARTS 8
 
+/* The resident vectors.  Q: q = A p (classical) or s = A p (single);
+ * W: w = A z (single); L: the own-column product while ghosts travel. */
+enum { V_B, V_X, V_R, V_P, V_Z, V_Q, V_W, V_L, NV };
+
 typedef struct {
   gkcm_matrix *A;
   gkcm_ctx *ctx;
-  size_t nb;                        /* bytes of one local vector */
-  uint32_t b, x, r, p, q, z, dinv;  /* z = r and no dinv without a preconditioner */
-  int have[7];
-  int jacobi;
+  size_t nb;      /* bytes of one local vector */
+  uint32_t v[NV]; /* v[V_Z] = v[V_R] without a preconditioner */
+  int have[NV];
+  uint32_t dinv;
+  int have_dinv;
+  int jacobi, ghosts; /* ghosts: this rank has ghost columns to add */
   gkcm_clock clk;
 } dcg;
 
-enum { H_B, H_X, H_R, H_P, H_Q, H_Z, H_DINV };
-
 /* --- local steps: each records a failure and is skipped after one ------------------ */
 
-static void vec_new(dcg *s, gkc_ref from, uint32_t *h, int slot, const char *what) {
+static void vec_new(dcg *s, gkc_ref from, int slot, const char *what) {
   if (s->ctx->err) return;
-  int rc = gkc_upload(s->ctx->conn, from, GKC_F32, 0, h);
+  int rc = gkc_upload(s->ctx->conn, from, GKC_F32, 0, &s->v[slot]);
   if (rc) ctx_fail_gkc(s->ctx, rc, what);
   else s->have[slot] = 1;
 }
 
-static double dot(dcg *s, uint32_t a, uint32_t b) {
-  double v = 0;
-  if (s->ctx->err) return 0;
-  double t = ctx_now();
-  int rc = gkc_dot(s->ctx->conn, gkc_ref_handle(a, s->nb), gkc_ref_handle(b, s->nb), &v, NULL);
-  if (rc) ctx_fail_gkc(s->ctx, rc, "dot");
-  s->clk.local_s += ctx_now() - t;
-  s->clk.requests++;
-  return v;
-}
-
-static void axpby(dcg *s, float alpha, uint32_t x, float beta, uint32_t y) { /* y = a x + b y */
+/* One batch request; br->value[] of dot steps (0 after a failure, which
+ * is recorded: the next sync reports it). */
+static void batch(dcg *s, const gkc_step *st, int n, gkc_batch_result *br, const char *what) {
+  memset(br->value, 0, sizeof br->value);
   if (s->ctx->err) return;
   double t = ctx_now();
-  gkc_out o = gkc_out_handle(y);
-  int rc = gkc_axpby(s->ctx->conn, alpha, gkc_ref_handle(x, s->nb), beta,
-                     gkc_ref_handle(y, s->nb), &o, NULL);
-  if (rc) ctx_fail_gkc(s->ctx, rc, "axpby");
-  s->clk.local_s += ctx_now() - t;
-  s->clk.requests++;
-}
-
-static void precond(dcg *s) { /* z = D^-1 r: an spmv with the diagonal matrix */
-  if (!s->jacobi || s->ctx->err) return;
-  double t = ctx_now();
-  gkc_spmv_args a = GKC_SPMV_ARGS_INIT;
-  a.use_matrix = 1, a.matrix = s->dinv, a.x = gkc_ref_handle(s->r, s->nb);
-  gkc_out o = gkc_out_handle(s->z);
-  int rc = gkc_spmv_ref(s->ctx->conn, &a, &o, NULL);
-  if (rc) ctx_fail_gkc(s->ctx, rc, "spmv (Jacobi preconditioner)");
-  s->clk.local_s += ctx_now() - t;
-  s->clk.requests++;
+  gkc_info info;
+  int rc = gkc_batch(s->ctx->conn, st, n, br, &info);
+  if (rc) {
+    ctx_fail_gkc(s->ctx, rc, what);
+    memset(br->value, 0, sizeof br->value);
+  }
+  clock_request(&s->clk, t, rc ? NULL : &info);
 }
 
 static int allreduce(dcg *s, double *vals, int n) {
   double t = ctx_now();
   int rc = ctx_sync(s->ctx, vals, n);
+  s->clk.comm_s += ctx_now() - t;
+  s->clk.allreduces++;
+  return rc;
+}
+
+static gkc_scalar num(double v) { return gkc_scalar_num((float)v); }
+
+/* Steps that append to st[*n]: z = M^-1 r (Jacobi only). */
+static void step_precond(const dcg *s, gkc_step *st, int *n) {
+  if (s->jacobi)
+    st[(*n)++] = gkc_step_spmv(s->dinv, num(1), s->v[V_R], num(0), 0, s->v[V_Z]);
+}
+
+/* The own-column product of x into `into` (L when ghosts follow), then
+ * the dot of x with it; returns the dot's step index. */
+static int step_local_product(const dcg *s, gkc_step *st, int *n, uint32_t x, uint32_t into) {
+  uint32_t out = s->ghosts ? s->v[V_L] : into;
+  st[(*n)++] = gkc_step_spmv(s->A->diag, num(1), x, num(0), 0, out);
+  st[*n] = gkc_step_dot(x, out);
+  return (*n)++;
+}
+
+/* The rest of a distributed product whose own-column part (and its dot
+ * with x, *dot) a batch just made: the halo of x down, exchanged, the
+ * ghost part of the dot added here; vals (with *dot among them) summed
+ * over the ranks while gkcd adds the ghost columns into `into`. */
+static int finish_product(dcg *s, uint32_t x, uint32_t into, double *vals, int nvals,
+                          double *dot) {
+  int rc;
+  if (s->ctx->size > 1) {
+    dmat_halo_down(s->A, x, &s->clk);
+    dmat_halo_exchange(s->A, &s->clk);
+    double t = ctx_now();
+    if (!s->ctx->err) *dot += dmat_ghost_dot(s->A);
+    s->clk.host_s += ctx_now() - t;
+  }
+  ctx_isync is;
+  double t = ctx_now();
+  ctx_sync_start(s->ctx, vals, nvals, &is);
+  s->clk.comm_s += ctx_now() - t;
+  if (s->ghosts) dmat_halo_up(s->A, 1.0f, 1.0f, s->v[V_L], into, &s->clk);
+  t = ctx_now();
+  rc = ctx_sync_finish(s->ctx, vals, &is);
   s->clk.comm_s += ctx_now() - t;
   s->clk.allreduces++;
   return rc;
@@ -125,43 +171,172 @@ static void upload_dinv(dcg *s) {
     gkc_csr m = {n, n, n, rp, ci, v};
     int rc = gkc_csr_upload(s->ctx->conn, &m, 0, &s->dinv, NULL);
     if (rc) ctx_fail_gkc(s->ctx, rc, "csr_upload (Jacobi preconditioner)");
-    else s->have[H_DINV] = 1;
+    else s->have_dinv = 1;
   }
 done:
   free(rp), free(ci), free(v);
 }
 
-static int setup(dcg *s, const float *b, double *rz, double *rr, double *bb) {
+/* b, x = 0, r = b, and zeroed p, z, Q, W, L; then ||b||^2 summed. */
+static int setup(dcg *s, const float *b, double *bb) {
   float *zeros = calloc(s->nb / 4 + 1, sizeof *zeros);
   if (!zeros) ctx_fail(s->ctx, GKC_EOUT_OF_MEMORY, "out of memory");
-  vec_new(s, gkc_ref_mem(b, s->nb), &s->b, H_B, "upload (b)");
-  vec_new(s, gkc_ref_mem(zeros, s->nb), &s->x, H_X, "upload (x)");          /* x0 = 0 */
-  vec_new(s, gkc_ref_handle(s->b, s->nb), &s->r, H_R, "upload (r)");        /* r = b */
-  vec_new(s, gkc_ref_mem(zeros, s->nb), &s->q, H_Q, "upload (q)");
-  if (s->jacobi) {
-    upload_dinv(s);
-    vec_new(s, gkc_ref_mem(zeros, s->nb), &s->z, H_Z, "upload (z)");
-    precond(s);
-  } else {
-    s->z = s->r;
+  static const char *const what[NV] = {"upload (b)", "upload (x)", "upload (r)", "upload (p)",
+                                       "upload (z)", "upload (q)", "upload (w)",
+                                       "upload (own-column product)"};
+  vec_new(s, gkc_ref_mem(b, s->nb), V_B, what[V_B]);
+  vec_new(s, gkc_ref_handle(s->v[V_B], s->nb), V_R, what[V_R]); /* r = b: x0 = 0 */
+  for (int k = V_X; k < NV; k++) {
+    if (k == V_R || (k == V_Z && !s->jacobi) || (k == V_L && !s->ghosts)) continue;
+    vec_new(s, gkc_ref_mem(zeros, s->nb), k, what[k]);
   }
-  vec_new(s, gkc_ref_handle(s->z, s->nb), &s->p, H_P, "upload (p)");        /* p = z */
+  if (!s->jacobi) s->v[V_Z] = s->v[V_R];
+  if (s->jacobi) upload_dinv(s);
   free(zeros);
-  double v[3] = {s->jacobi ? dot(s, s->r, s->z) : 0, dot(s, s->r, s->r), dot(s, s->b, s->b)};
-  int rc = ctx_sync(s->ctx, v, 3);
-  *rz = s->jacobi ? v[0] : v[1], *rr = v[1], *bb = v[2];
+  gkc_step st[1] = {gkc_step_dot(s->v[V_B], s->v[V_B])};
+  gkc_batch_result br;
+  batch(s, st, 1, &br, "batch (b.b)");
+  double v[1] = {br.value[0]};
+  int rc = allreduce(s, v, 1);
+  *bb = v[0];
   return rc;
 }
 
-/* --- the phases of an iteration ------------------------------------------------------ */
+/* --- the iteration's pieces --------------------------------------------------------- */
 
-/* C: x += a p, r -= a q, z = M^-1 r; local r.z and r.r into v. */
-static void phase_update(dcg *s, float a, double v[2]) {
-  axpby(s, a, s->p, 1.0f, s->x);
-  axpby(s, -a, s->q, 1.0f, s->r);
-  precond(s);
-  v[1] = dot(s, s->r, s->r);
-  v[0] = s->jacobi ? dot(s, s->r, s->z) : v[1];
+/* After r changed outside the recurrence (the start, a restart): z = M^-1 r,
+ * and r.z, r.r summed into *rz, *rr. */
+static int restart_classical(dcg *s, double *rz, double *rr) {
+  gkc_step st[3];
+  int n = 0;
+  step_precond(s, st, &n);
+  st[n++] = gkc_step_dot(s->v[V_R], s->v[V_Z]);
+  if (s->jacobi) st[n++] = gkc_step_dot(s->v[V_R], s->v[V_R]); /* else r.z is r.r */
+  gkc_batch_result br;
+  batch(s, st, n, &br, "batch (r.z, r.r)");
+  double v[2] = {br.value[n - 1 - s->jacobi], br.value[n - 1]};
+  int rc = allreduce(s, v, 2);
+  *rz = v[0], *rr = v[1];
+  return rc;
+}
+
+/* Classical steps 1-4: p = z + beta p, q = A p; returns p.q summed. */
+static int classical_product(dcg *s, double beta, double *pq) {
+  gkc_step st[4];
+  int n = 0;
+  st[n++] = gkc_step_axpby(num(1), s->v[V_Z], num(beta), s->v[V_P], s->v[V_P]);
+  int d = step_local_product(s, st, &n, s->v[V_P], s->v[V_Q]);
+  gkc_batch_result br;
+  batch(s, st, n, &br, "batch (p update, own-column spmv, p.Ap)");
+  double v[1] = {br.value[d]};
+  int rc = finish_product(s, s->v[V_P], s->v[V_Q], v, 1, &v[0]);
+  *pq = v[0];
+  return rc;
+}
+
+/* Classical steps 5-6: x += a p, r -= a q, z = M^-1 r; r.z and r.r summed. */
+static int classical_update(dcg *s, double a, double *rz, double *rr) {
+  gkc_step st[6];
+  int n = 0;
+  st[n++] = gkc_step_axpby(num(a), s->v[V_P], num(1), s->v[V_X], s->v[V_X]);
+  st[n++] = gkc_step_axpby(num(-a), s->v[V_Q], num(1), s->v[V_R], s->v[V_R]);
+  step_precond(s, st, &n);
+  st[n++] = gkc_step_dot(s->v[V_R], s->v[V_Z]);
+  if (s->jacobi) st[n++] = gkc_step_dot(s->v[V_R], s->v[V_R]); /* else r.z is r.r */
+  gkc_batch_result br;
+  batch(s, st, n, &br, "batch (x and r updates, r.z, r.r)");
+  double v[2] = {br.value[n - 1 - s->jacobi], br.value[n - 1]};
+  int rc = allreduce(s, v, 2);
+  *rz = v[0], *rr = v[1];
+  return rc;
+}
+
+/* Classical on a rank alone (no halo, nothing to reduce): k iterations per
+ * batch.  st[0] = r.z of the r the chain starts from, so that every step
+ * size is read by gkcd from the batch's own dots; the first p update takes
+ * beta as a number.  Fills pq[j], rr[j] of each iteration and *rz_prev
+ * (r.z before the last iteration's update); returns the chain's last r.z. */
+static double classical_chain(dcg *s, int k, double beta0, double *pq, double *rr,
+                              double *rz_prev) {
+  uint32_t x = s->v[V_X], r = s->v[V_R], p = s->v[V_P], z = s->v[V_Z], q = s->v[V_Q];
+  gkc_step st[GKC_BATCH_MAX_STEPS];
+  int n = 0, rz_at = 0, prev_at = 0, pq_at[GKCM_CG_MAX_CHAIN], rr_at[GKCM_CG_MAX_CHAIN];
+  st[n++] = gkc_step_dot(r, z);
+  for (int j = 0; j < k; j++) {
+    gkc_scalar beta = j == 0 ? num(beta0) : gkc_scalar_ref(rz_at, prev_at, 1);
+    st[n++] = gkc_step_axpby(num(1), z, beta, p, p);
+    st[n++] = gkc_step_spmv(s->A->diag, num(1), p, num(0), 0, q);
+    pq_at[j] = n;
+    st[n++] = gkc_step_dot(p, q);
+    st[n++] = gkc_step_axpby(gkc_scalar_ref(rz_at, pq_at[j], 1), p, num(1), x, x);
+    st[n++] = gkc_step_axpby(gkc_scalar_ref(rz_at, pq_at[j], -1), q, num(1), r, r);
+    step_precond(s, st, &n);
+    prev_at = rz_at, rz_at = n;
+    st[n++] = gkc_step_dot(r, z);
+    rr_at[j] = rz_at;
+    if (s->jacobi) rr_at[j] = n, st[n++] = gkc_step_dot(r, r);
+  }
+  gkc_batch_result br;
+  batch(s, st, n, &br, "batch (chained CG iterations)");
+  for (int j = 0; j < k; j++) pq[j] = br.value[pq_at[j]], rr[j] = br.value[rr_at[j]];
+  *rz_prev = br.value[prev_at];
+  return br.value[rz_at];
+}
+
+/* Chronopoulos-Gear steps 1-4.  first: r changed outside the recurrence,
+ * so no updates run (p and s restart from z and w with beta = 0 next).
+ * vals = {r.z, w.z, r.r} summed. */
+static int single_step(dcg *s, int first, double a, double beta, double vals[3]) {
+  gkc_step st[10];
+  int n = 0;
+  uint32_t x = s->v[V_X], r = s->v[V_R], p = s->v[V_P], z = s->v[V_Z], sv = s->v[V_Q],
+           w = s->v[V_W];
+  if (!first) {
+    st[n++] = gkc_step_axpby(num(1), z, num(beta), p, p);
+    st[n++] = gkc_step_axpby(num(1), w, num(beta), sv, sv);
+    st[n++] = gkc_step_axpby(num(a), p, num(1), x, x);
+    st[n++] = gkc_step_axpby(num(-a), sv, num(1), r, r);
+  }
+  step_precond(s, st, &n);
+  int d = step_local_product(s, st, &n, z, w);
+  int rz_at = n;
+  st[n++] = gkc_step_dot(r, z);
+  int rr_at = rz_at;
+  if (s->jacobi) rr_at = n, st[n++] = gkc_step_dot(r, r);
+  gkc_batch_result br;
+  batch(s, st, n, &br, first ? "batch (z, own-column spmv, dots)"
+                             : "batch (p, s, x, r updates, own-column spmv, dots)");
+  vals[0] = br.value[rz_at], vals[1] = br.value[d], vals[2] = br.value[rr_at];
+  return finish_product(s, z, w, vals, 3, &vals[1]);
+}
+
+/* r = b - A x on gkcd and ||r||^2 summed: the true residual. */
+static int true_residual(dcg *s, double *rr) {
+  dmat_spmv(s->A, -1.0f, s->v[V_X], 1.0f, 1, s->v[V_B], s->v[V_R], &s->clk);
+  gkc_step st[1] = {gkc_step_dot(s->v[V_R], s->v[V_R])};
+  gkc_batch_result br;
+  batch(s, st, 1, &br, "batch (r.r)");
+  double v[1] = {br.value[0]};
+  int rc = allreduce(s, v, 1);
+  *rr = v[0];
+  return rc;
+}
+
+/* How many chained iterations may run before the stop test is read:
+ * half of what the last chain's rate says is left, so that the chain that
+ * crosses tol is (nearly always) one iteration long. */
+static int chain_len(int kmax, double rr_then, double rr_now, int k_then, double target) {
+  if (k_then < 1 || !(rr_then > 0) || !(rr_now > 0) || !(rr_now < rr_then)) return 1;
+  double rate = log(rr_then / rr_now) / k_then; /* per iteration, of ||r||^2 */
+  double left = log(rr_now / target) / rate;
+  int k = (int)floor(left / 2);
+  return k < 1 ? 1 : k > kmax ? kmax : k;
+}
+
+static int breakdown(gkcm_ctx *ctx, const char *what, double v, int it) {
+  snprintf(ctx->errmsg, sizeof ctx->errmsg, "%s = %g at iteration %d: A is not symmetric "
+           "positive definite (or the iteration broke down)", what, v, it);
+  return GKCM_EBREAKDOWN;
 }
 
 int gkcm_cg(gkcm_matrix *A, const float *b, float *x, const gkcm_cg_params *prm,
@@ -170,26 +345,51 @@ int gkcm_cg(gkcm_matrix *A, const float *b, float *x, const gkcm_cg_params *prm,
   dcg s = {0};
   s.A = A, s.ctx = A->ctx, s.nb = (size_t)A->plan.rows * 4;
   s.jacobi = prm->precond == GKCM_PRECOND_JACOBI;
+  s.ghosts = A->plan.nghost > 0;
   gkcm_ctx *ctx = s.ctx;
-  int rc;
-  double t0 = ctx_now(), rz, rr, bb;
+  int rc, single = prm->variant == GKCM_CG_SINGLE;
+  double t0 = ctx_now(), bb = 0;
   if (!(prm->tol > 0) || prm->max_iter < 0)
     ctx_fail(ctx, GKC_EINVALID_ARGUMENT, "tol must be positive and max_iter not negative");
   else if (prm->precond != GKCM_PRECOND_NONE && prm->precond != GKCM_PRECOND_JACOBI)
     ctx_fail(ctx, GKC_EINVALID_ARGUMENT, "unknown preconditioner %d", prm->precond);
-  if ((rc = setup(&s, b, &rz, &rr, &bb))) goto done;
-  double bnorm = bb > 0 ? sqrt(bb) : 1;
+  else if (prm->variant != GKCM_CG_CLASSICAL && prm->variant != GKCM_CG_SINGLE)
+    ctx_fail(ctx, GKC_EINVALID_ARGUMENT, "unknown CG variant %d", prm->variant);
+  else if (prm->chain < 0 || prm->chain > GKCM_CG_MAX_CHAIN)
+    ctx_fail(ctx, GKC_EINVALID_ARGUMENT, "chain %d is outside [0, %d]", prm->chain,
+             GKCM_CG_MAX_CHAIN);
+  if ((rc = setup(&s, b, &bb))) goto done;
+  double bnorm = bb > 0 ? sqrt(bb) : 1, target = prm->tol * prm->tol * bnorm * bnorm;
+  /* Chains need one rank (no reduction between iterations) and room in a
+   * batch: 1 + k (6, or 8 with Jacobi) steps. */
+  int kmax = prm->chain ? prm->chain : GKCM_CG_MAX_CHAIN;
+  int per = s.jacobi ? 8 : 6;
+  if (kmax > (GKC_BATCH_MAX_STEPS - 1) / per) kmax = (GKC_BATCH_MAX_STEPS - 1) / per;
+  int chained = !single && ctx->size == 1 && kmax > 1;
   st->setup_s = ctx_now() - t0;
   s.clk = (gkcm_clock){0};
 
   t0 = ctx_now();
+  double rz = 0, rr = 0, a_old = 1, rz_old = 1, wz = 0, vals[3];
+  double rr_then = 0;
+  int fresh = 1, k_then = 0; /* fresh: r changed outside the recurrence */
   for (;;) {
-    if (sqrt(rr) / bnorm < prm->tol || st->iterations >= prm->max_iter) {
+    if (fresh) { /* the start, or after a restart */
+      if (single) {
+        rc = single_step(&s, 1, 0, 0, vals);
+        st->spmvs++;
+        rz = vals[0], wz = vals[1], rr = vals[2];
+      } else {
+        rc = restart_classical(&s, &rz, &rr);
+      }
+      if (rc) goto done;
+      if (!s.jacobi) rr = rz;
+      rr_then = 0, k_then = 0;
+    }
+    if (rr < target || st->iterations >= prm->max_iter) {
       st->rec_residual = sqrt(rr) / bnorm;
-      dmat_spmv(A, -1.0f, s.x, 1.0f, 1, s.b, s.r, &s.clk); /* r = b - A x */
-      double v[1] = {dot(&s, s.r, s.r)};
-      if ((rc = allreduce(&s, v, 1))) goto done;
-      rr = v[0];
+      if ((rc = true_residual(&s, &rr))) goto done;
+      st->spmvs++;
       st->residual = sqrt(rr) / bnorm;
       if (st->residual < prm->tol) {
         st->converged = 1;
@@ -197,44 +397,69 @@ int gkcm_cg(gkcm_matrix *A, const float *b, float *x, const gkcm_cg_params *prm,
       }
       if (st->iterations >= prm->max_iter || st->restarts == DCG_MAX_RESTARTS) break;
       st->restarts++;
-      precond(&s);
-      axpby(&s, 1.0f, s.z, 0.0f, s.p); /* p = z */
-      v[0] = s.jacobi ? dot(&s, s.r, s.z) : rr;
-      if ((rc = allreduce(&s, v, 1))) goto done;
-      rz = s.jacobi ? v[0] : rr;
+      fresh = 1;
+      continue;
     }
-    dmat_spmv(A, 1.0f, s.p, 0.0f, 0, 0, s.q, &s.clk); /* A */
-    double pq[1] = {dot(&s, s.p, s.q)};                /* B */
-    if ((rc = allreduce(&s, pq, 1))) goto done;
-    if (!(pq[0] > 0) || !isfinite(pq[0])) {
-      snprintf(ctx->errmsg, sizeof ctx->errmsg, "p.Ap = %g at iteration %d: A is not symmetric "
-               "positive definite (or the iteration broke down)", pq[0], st->iterations + 1);
-      rc = GKCM_EBREAKDOWN;
-      goto done;
+    int it = st->iterations + 1;
+    if (single) {
+      /* a = r.z / (w.z - beta r.z / a_old), the Chronopoulos-Gear step. */
+      double beta = fresh ? 0 : rz / rz_old;
+      double den = fresh ? wz : wz - beta * rz / a_old;
+      if (!(den > 0) || !isfinite(den)) { rc = breakdown(ctx, "p.Ap", den, it); goto done; }
+      double a = rz / den;
+      rz_old = rz, a_old = a;
+      rc = single_step(&s, 0, a, beta, vals);
+      st->spmvs++;
+      rz = vals[0], wz = vals[1], rr = s.jacobi ? vals[2] : vals[0];
+      st->iterations++;
+      fresh = 0;
+      if (rc) goto done;
+      continue;
     }
-    float a = (float)(rz / pq[0]);
-    double v[2];
-    phase_update(&s, a, v); /* C */
-    if ((rc = allreduce(&s, v, 2))) goto done;
-    float beta = (float)(v[0] / rz);
-    axpby(&s, 1.0f, s.z, beta, s.p); /* D */
-    rz = v[0], rr = v[1];
+    double beta = fresh ? 0 : rz / rz_old;
+    if (chained) {
+      int k = chain_len(kmax, rr_then, rr, k_then, target);
+      if (k > prm->max_iter - st->iterations) k = prm->max_iter - st->iterations;
+      double pq[GKCM_CG_MAX_CHAIN], rrs[GKCM_CG_MAX_CHAIN];
+      double rz_prev = 0;
+      double rz_new = classical_chain(&s, k, beta, pq, rrs, &rz_prev);
+      st->spmvs += k;
+      if ((rc = allreduce(&s, NULL, 0))) goto done; /* agrees on failures only */
+      for (int j = 0; j < k; j++)
+        if (!(pq[j] > 0) || !isfinite(pq[j])) { rc = breakdown(ctx, "p.Ap", pq[j], it + j); goto done; }
+      rr_then = rr, k_then = k;
+      st->iterations += k;
+      rz_old = rz_prev, rz = rz_new, rr = s.jacobi ? rrs[k - 1] : rz_new;
+      fresh = 0;
+      continue;
+    }
+    double pq;
+    if ((rc = classical_product(&s, beta, &pq))) goto done;
+    st->spmvs++;
+    if (!(pq > 0) || !isfinite(pq)) { rc = breakdown(ctx, "p.Ap", pq, it); goto done; }
+    rz_old = rz;
+    if ((rc = classical_update(&s, rz / pq, &rz, &rr))) goto done;
+    if (!s.jacobi) rr = rz;
     st->iterations++;
+    fresh = 0;
   }
   st->solve_s = ctx_now() - t0;
   if (!ctx->err) {
-    rc = gkc_download(ctx->conn, s.x, x, s.nb);
+    rc = gkc_download(ctx->conn, s.v[V_X], x, s.nb);
     if (rc) ctx_fail_gkc(ctx, rc, "download (x)");
   }
   rc = ctx_sync(ctx, NULL, 0);
 done:
   st->comm_s = s.clk.comm_s, st->local_s = s.clk.local_s, st->requests = s.clk.requests;
+  st->server_s = s.clk.server_s, st->kernel_s = s.clk.kernel_s, st->host_s = s.clk.host_s;
   st->allreduces = s.clk.allreduces, st->halo_bytes = s.clk.halo_bytes;
+  st->down_bytes = s.clk.down_bytes, st->up_bytes = s.clk.up_bytes;
   if (!st->solve_s) st->solve_s = ctx_now() - t0;
   /* Closing the connection would free them too. */
-  uint32_t ids[7] = {s.b, s.x, s.r, s.p, s.q, s.z, s.dinv};
-  if (ctx->conn)
-    for (int i = 0; i < 7; i++)
-      if (s.have[i]) (i == H_DINV ? gkc_release_matrix : gkc_release)(ctx->conn, ids[i]);
+  if (ctx->conn) {
+    for (int i = 0; i < NV; i++)
+      if (s.have[i]) gkc_release(ctx->conn, s.v[i]);
+    if (s.have_dinv) gkc_release_matrix(ctx->conn, s.dinv);
+  }
   return rc;
 }

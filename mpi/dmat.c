@@ -1,4 +1,4 @@
-/* dmat.c: the distributed matrix: halo plan exchange, upload, spmv. */
+/* dmat.c: the distributed matrix: halo plan exchange, upload, the halo's three steps, spmv. */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +17,65 @@ static void upload(gkcm_matrix *A, int32_t rows, int32_t cols, int64_t nnz, cons
   int rc = gkc_csr_upload(ctx->conn, &m, 0, id, algo);
   if (rc) ctx_fail_gkc(ctx, rc, what);
   else *have = 1;
+}
+
+/* The halo's buffers: one shared-memory region when gkcd registers it, so
+ * that neither direction is copied through the socket; plain memory
+ * (inline bins) otherwise, e.g. through a proxy that drops descriptors. */
+static void halo_buffers(gkcm_matrix *A) {
+  gkcm_ctx *ctx = A->ctx;
+  halo_plan *p = &A->plan;
+  size_t hn = (size_t)p->nsend + (size_t)p->nghost, gn = (size_t)p->nghost;
+  /* 64-byte offsets keep the two parts off each other's cache lines. */
+  A->hoff = 0, A->goff = (hn * 4 + 63) / 64 * 64;
+  size_t bytes = A->goff + gn * 4;
+  if (ctx->err || bytes == 0) return;
+  if (gkc_region_create(ctx->conn, bytes, &A->region) == 0) {
+    A->hbuf = (float *)((char *)gkc_region_data(A->region) + A->hoff);
+    A->gbuf = (float *)((char *)gkc_region_data(A->region) + A->goff);
+    return;
+  }
+  A->region = NULL;
+  A->hbuf = calloc(hn + 1, sizeof(float));
+  A->gbuf = calloc(gn + 1, sizeof(float));
+  if (!A->hbuf || !A->gbuf) ctx_fail(ctx, GKC_EOUT_OF_MEMORY, "out of memory for the halo buffers");
+}
+
+/* [G; offd^T]: nsend rows with a single 1 (the send list, grouped by
+ * destination), then offd transposed (nghost rows over the own rows). */
+static void upload_down(gkcm_matrix *A) {
+  gkcm_ctx *ctx = A->ctx;
+  halo_plan *p = &A->plan;
+  int64_t m = (int64_t)p->nsend + p->nghost, nnz = (int64_t)p->nsend + p->o_nnz;
+  if (ctx->err) return;
+  if (m > INT32_MAX - 1 || nnz > INT32_MAX) {
+    ctx_fail(ctx, GKC_EINVALID_ARGUMENT, "the halo download has %" PRId64 " rows and %" PRId64
+             " nonzeros, more than int32 indexes", m, nnz);
+    return;
+  }
+  int32_t *rp = calloc((size_t)m + 2, sizeof *rp), *ci = malloc(((size_t)nnz + 1) * sizeof *ci);
+  float *v = malloc(((size_t)nnz + 1) * sizeof *v);
+  if (!rp || !ci || !v) {
+    ctx_fail(ctx, GKC_EOUT_OF_MEMORY, "out of memory for the halo download matrix");
+    goto done;
+  }
+  for (int32_t k = 0; k < p->nsend; k++) rp[k + 1] = k + 1, ci[k] = p->send_idx[k], v[k] = 1.0f;
+  /* The transpose by counting: row nsend + c of the result lists the own
+   * rows whose offd entries sit in ghost column c. */
+  int32_t *cnt = rp + p->nsend + 1; /* cnt[c] counts column c, then is its end */
+  for (int64_t k = 0; k < p->o_nnz; k++) cnt[p->o_col[k]]++;
+  for (int32_t c = 0; c < p->nghost; c++) cnt[c] += c ? cnt[c - 1] : p->nsend;
+  for (int32_t c = p->nghost; c-- > 0;) cnt[c] = c ? cnt[c - 1] : p->nsend; /* starts */
+  for (int32_t i = 0; i < p->rows; i++)
+    for (int32_t k = p->o_row_ptr[i]; k < p->o_row_ptr[i + 1]; k++) {
+      int32_t at = cnt[p->o_col[k]]++;
+      ci[at] = i, v[at] = p->o_val[k];
+    }
+  /* cnt[c] now ends column c: rp[nsend + 1 + c], as CSR wants. */
+  upload(A, (int32_t)m, p->rows, nnz, rp, ci, v, &A->down, &A->have_down,
+         "csr_upload (halo download)", NULL);
+done:
+  free(rp), free(ci), free(v);
 }
 
 int gkcm_matrix_create(gkcm_ctx *ctx, const gkcm_rows *mine, gkcm_matrix **out) {
@@ -73,15 +132,13 @@ int gkcm_matrix_create(gkcm_ctx *ctx, const gkcm_rows *mine, gkcm_matrix **out) 
     ctx_fail(ctx, GKC_EINVALID_ARGUMENT, "%s", msg);
   if ((rc = ctx_sync(ctx, NULL, 0))) goto fail;
 
-  A->sendbuf = calloc((size_t)p->nsend + 1, sizeof(float));
-  A->recvbuf = calloc((size_t)p->nghost + 1, sizeof(float));
   A->reqs = malloc((size_t)P * 2 * sizeof *A->reqs);
   for (int q = 0; q < P; q++) A->nneigh += p->recv_count[q] > 0 || p->send_count[q] > 0;
-  if (!A->sendbuf || !A->recvbuf || !A->reqs)
-    ctx_fail(ctx, GKC_EOUT_OF_MEMORY, "out of memory for the halo buffers");
+  if (!A->reqs) ctx_fail(ctx, GKC_EOUT_OF_MEMORY, "out of memory for the halo requests");
+  halo_buffers(A);
 
-  /* Upload: the own columns, the ghost columns, and the gather G (nsend x
-   * rows, a single 1 per row) whose product with x is the send buffer. */
+  /* Upload: the own columns, the ghost columns, and the halo download
+   * matrix [G; offd^T] (see internal.h). */
   upload(A, p->rows, p->rows, p->d_nnz, p->d_row_ptr, p->d_col, p->d_val, &A->diag,
          &A->have_diag, "csr_upload (own columns)", A->spmv_algo);
   if (p->nghost > 0) {
@@ -97,19 +154,7 @@ int gkcm_matrix_create(gkcm_ctx *ctx, const gkcm_rows *mine, gkcm_matrix **out) 
     }
     free(zeros);
   }
-  if (p->nsend > 0 && !ctx->err) {
-    int32_t *grp = malloc(((size_t)p->nsend + 1) * sizeof *grp);
-    float *ones = malloc((size_t)p->nsend * sizeof *ones);
-    if (!grp || !ones) {
-      ctx_fail(ctx, GKC_EOUT_OF_MEMORY, "out of memory");
-    } else {
-      for (int32_t k = 0; k <= p->nsend; k++) grp[k] = k;
-      for (int32_t k = 0; k < p->nsend; k++) ones[k] = 1.0f;
-      upload(A, p->nsend, p->rows, p->nsend, grp, p->send_idx, ones, &A->gather,
-             &A->have_gather, "csr_upload (halo gather)", NULL);
-    }
-    free(grp), free(ones);
-  }
+  if (p->nsend + p->nghost > 0) upload_down(A);
   if ((rc = ctx_sync(ctx, NULL, 0))) goto fail;
   free(all), free(counts), free(displ), free(ids);
   *out = A;
@@ -128,11 +173,13 @@ void gkcm_matrix_free(gkcm_matrix *A) {
   if (c) {
     if (A->have_diag) gkc_release_matrix(c, A->diag);
     if (A->have_offd) gkc_release_matrix(c, A->offd);
-    if (A->have_gather) gkc_release_matrix(c, A->gather);
+    if (A->have_down) gkc_release_matrix(c, A->down);
     if (A->have_scratch) gkc_release(c, A->scratch);
   }
+  if (A->region) gkc_region_release(c, A->region);
+  else free(A->hbuf), free(A->gbuf);
   halo_plan_free(&A->plan);
-  free(A->offsets), free(A->sendbuf), free(A->recvbuf), free(A->reqs);
+  free(A->offsets), free(A->reqs);
   free(A);
 }
 
@@ -141,22 +188,81 @@ void gkcm_matrix_info_get(const gkcm_matrix *A, gkcm_matrix_info *info) {
   info->n = A->plan.n, info->row0 = A->plan.row0, info->rows = A->plan.rows;
   info->nnz = A->plan.d_nnz + A->plan.o_nnz;
   info->ghosts = A->plan.nghost, info->sends = A->plan.nsend, info->neighbours = A->nneigh;
+  info->halo_in_region = A->region != NULL;
   memcpy(info->spmv_algo, A->spmv_algo, sizeof info->spmv_algo);
 }
 
-/* Posts the exchange of sendbuf into recvbuf; returns the request count. */
+void clock_request(gkcm_clock *clk, double t0, const gkc_info *info) {
+  clk->local_s += ctx_now() - t0;
+  clk->requests++;
+  if (info) clk->server_s += info->server_us * 1e-6, clk->kernel_s += info->kernel_us * 1e-6;
+}
+
+/* Posts the exchange of hbuf's sends into gbuf; returns the request count. */
 static int halo_post(gkcm_matrix *A) {
   halo_plan *p = &A->plan;
   int nreq = 0;
   for (int q = 0; q < p->nranks; q++)
     if (p->recv_count[q] > 0)
-      MPI_Irecv(A->recvbuf + p->recv_displ[q], p->recv_count[q], MPI_FLOAT, q, HALO_TAG,
+      MPI_Irecv(A->gbuf + p->recv_displ[q], p->recv_count[q], MPI_FLOAT, q, HALO_TAG,
                 A->ctx->comm, &A->reqs[nreq++]);
   for (int q = 0; q < p->nranks; q++)
     if (p->send_count[q] > 0)
-      MPI_Isend(A->sendbuf + p->send_displ[q], p->send_count[q], MPI_FLOAT, q, HALO_TAG,
+      MPI_Isend(A->hbuf + p->send_displ[q], p->send_count[q], MPI_FLOAT, q, HALO_TAG,
                 A->ctx->comm, &A->reqs[nreq++]);
   return nreq;
+}
+
+void dmat_halo_down(gkcm_matrix *A, uint32_t x, gkcm_clock *clk) {
+  gkcm_ctx *ctx = A->ctx;
+  halo_plan *p = &A->plan;
+  size_t m = (size_t)p->nsend + (size_t)p->nghost;
+  if (m == 0 || ctx->err) return;
+  double t = ctx_now();
+  gkc_spmv_args g = GKC_SPMV_ARGS_INIT;
+  g.use_matrix = 1, g.matrix = A->down, g.x = gkc_ref_handle(x, (size_t)p->rows * 4);
+  gkc_out o = A->region ? gkc_out_region(A->region, A->hoff) : gkc_out_mem(A->hbuf, m * 4);
+  gkc_info info;
+  int rc = gkc_spmv_ref(ctx->conn, &g, &o, &info);
+  if (rc) ctx_fail_gkc(ctx, rc, "spmv (halo download)");
+  clock_request(clk, t, rc ? NULL : &info);
+  clk->down_bytes += (int64_t)m * 4;
+}
+
+void dmat_halo_exchange(gkcm_matrix *A, gkcm_clock *clk) {
+  double t = ctx_now();
+  int nreq = halo_post(A);
+  MPI_Waitall(nreq, A->reqs, MPI_STATUSES_IGNORE);
+  clk->comm_s += ctx_now() - t;
+  clk->halo_bytes += (int64_t)A->plan.nsend * 4;
+}
+
+double dmat_ghost_dot(const gkcm_matrix *A) {
+  const halo_plan *p = &A->plan;
+  const float *v = A->hbuf + p->nsend;
+  double acc = 0;
+  for (int32_t k = 0; k < p->nghost; k++) acc += (double)A->gbuf[k] * v[k];
+  return acc;
+}
+
+void dmat_halo_up(gkcm_matrix *A, float alpha, float beta, uint32_t y, uint32_t out,
+                  gkcm_clock *clk) {
+  gkcm_ctx *ctx = A->ctx;
+  halo_plan *p = &A->plan;
+  if (p->nghost == 0 || ctx->err) return;
+  size_t nb = (size_t)p->rows * 4, gb = (size_t)p->nghost * 4;
+  double t = ctx_now();
+  gkc_spmv_args a = GKC_SPMV_ARGS_INIT;
+  a.use_matrix = 1, a.matrix = A->offd;
+  a.x = A->region ? gkc_ref_region(A->region, A->goff, gb) : gkc_ref_mem(A->gbuf, gb);
+  a.y = gkc_ref_handle(y, nb);
+  a.alpha = alpha, a.beta = beta;
+  gkc_out o = gkc_out_handle(out);
+  gkc_info info;
+  int rc = gkc_spmv_ref(ctx->conn, &a, &o, &info);
+  if (rc) ctx_fail_gkc(ctx, rc, "spmv (ghost columns)");
+  clock_request(clk, t, rc ? NULL : &info);
+  clk->up_bytes += (int64_t)gb;
 }
 
 void dmat_spmv(gkcm_matrix *A, float alpha, uint32_t x, float beta, int has_y, uint32_t y,
@@ -164,49 +270,32 @@ void dmat_spmv(gkcm_matrix *A, float alpha, uint32_t x, float beta, int has_y, u
   gkcm_ctx *ctx = A->ctx;
   halo_plan *p = &A->plan;
   size_t nb = (size_t)p->rows * 4;
-  int rc;
-  double t = ctx_now();
-  if (p->nsend > 0 && !ctx->err) { /* 1 */
-    gkc_spmv_args g = GKC_SPMV_ARGS_INIT;
-    g.use_matrix = 1, g.matrix = A->gather, g.x = gkc_ref_handle(x, nb);
-    gkc_out o = gkc_out_mem(A->sendbuf, (size_t)p->nsend * 4);
-    if ((rc = gkc_spmv_ref(ctx->conn, &g, &o, NULL))) ctx_fail_gkc(ctx, rc, "spmv (halo gather)");
-    clk->requests++;
-  }
+  dmat_halo_down(A, x, clk);
   double t1 = ctx_now();
-  int nreq = halo_post(A); /* 2 */
+  int nreq = halo_post(A);
   clk->halo_bytes += (int64_t)p->nsend * 4;
-  double t2 = ctx_now();
-  if (!ctx->err) { /* 3 */
+  clk->comm_s += ctx_now() - t1;
+  if (!ctx->err) { /* the own columns while the messages travel */
+    double t = ctx_now();
     gkc_spmv_args d = GKC_SPMV_ARGS_INIT;
     d.use_matrix = 1, d.matrix = A->diag, d.x = gkc_ref_handle(x, nb);
     d.alpha = alpha, d.beta = has_y ? beta : 0.0f;
     if (has_y) d.y = gkc_ref_handle(y, nb);
     gkc_out o = gkc_out_handle(p->nghost > 0 ? A->scratch : out);
-    if ((rc = gkc_spmv_ref(ctx->conn, &d, &o, NULL))) ctx_fail_gkc(ctx, rc, "spmv (own columns)");
-    clk->requests++;
+    gkc_info info;
+    int rc = gkc_spmv_ref(ctx->conn, &d, &o, &info);
+    if (rc) ctx_fail_gkc(ctx, rc, "spmv (own columns)");
+    clock_request(clk, t, rc ? NULL : &info);
   }
   double t3 = ctx_now();
-  MPI_Waitall(nreq, A->reqs, MPI_STATUSES_IGNORE); /* 4 */
-  double t4 = ctx_now();
-  if (p->nghost > 0 && !ctx->err) { /* 5 */
-    gkc_spmv_args o5 = GKC_SPMV_ARGS_INIT;
-    o5.use_matrix = 1, o5.matrix = A->offd;
-    o5.x = gkc_ref_mem(A->recvbuf, (size_t)p->nghost * 4);
-    o5.y = gkc_ref_handle(A->scratch, nb);
-    o5.alpha = alpha, o5.beta = 1.0f;
-    gkc_out o = gkc_out_handle(out);
-    if ((rc = gkc_spmv_ref(ctx->conn, &o5, &o, NULL))) ctx_fail_gkc(ctx, rc, "spmv (ghost columns)");
-    clk->requests++;
-  }
-  double t5 = ctx_now();
-  clk->local_s += (t1 - t) + (t3 - t2) + (t5 - t4);
-  clk->comm_s += (t2 - t1) + (t4 - t3);
+  MPI_Waitall(nreq, A->reqs, MPI_STATUSES_IGNORE);
+  clk->comm_s += ctx_now() - t3;
+  dmat_halo_up(A, alpha, 1.0f, A->scratch, out, clk);
 }
 
 int gkcm_host_spmv(gkcm_matrix *A, const float *x, double *y) {
   halo_plan *p = &A->plan;
-  for (int32_t k = 0; k < p->nsend; k++) A->sendbuf[k] = x[p->send_idx[k]];
+  for (int32_t k = 0; k < p->nsend; k++) A->hbuf[k] = x[p->send_idx[k]];
   int nreq = halo_post(A);
   MPI_Waitall(nreq, A->reqs, MPI_STATUSES_IGNORE);
   for (int32_t i = 0; i < p->rows; i++) {
@@ -214,7 +303,7 @@ int gkcm_host_spmv(gkcm_matrix *A, const float *x, double *y) {
     for (int32_t k = p->d_row_ptr[i]; k < p->d_row_ptr[i + 1]; k++)
       acc += (double)p->d_val[k] * x[p->d_col[k]];
     for (int32_t k = p->o_row_ptr[i]; k < p->o_row_ptr[i + 1]; k++)
-      acc += (double)p->o_val[k] * A->recvbuf[p->o_col[k]];
+      acc += (double)p->o_val[k] * A->gbuf[p->o_col[k]];
     y[i] = acc;
   }
   return 0;

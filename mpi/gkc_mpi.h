@@ -116,6 +116,8 @@ typedef struct {
   int32_t sends;       /* entries of x sent per spmv */
   int neighbours;      /* ranks exchanged with */
   char spmv_algo[32];  /* what gkcd runs for the local block */
+  int halo_in_region;  /* the halo travels through a shared-memory region
+                        * registered with gkcd (else inline in the requests) */
 } gkcm_matrix_info;
 void gkcm_matrix_info_get(const gkcm_matrix *A, gkcm_matrix_info *info);
 
@@ -130,12 +132,30 @@ int gkcm_gather(gkcm_matrix *A, int root, const float *x, float *y);
 
 typedef enum { GKCM_PRECOND_NONE = 0, GKCM_PRECOND_JACOBI = 1 } gkcm_precond;
 
+/* Which recurrence.  Both keep every vector resident on gkcd and move only
+ * the halo (nsend + nghost floats down, nghost up, per spmv).
+ *   CLASSICAL: Hestenes-Stiefel CG, two Allreduce per iteration (p.q, then
+ *     r.z), 4 requests per iteration with a halo, 2 without; on a single
+ *     rank (nothing to reduce) up to `chain` iterations run as one batch
+ *     request, the step sizes taken on gkcd from the batch's own dots.
+ *   SINGLE: Chronopoulos-Gear CG, the two dots of an iteration in one
+ *     Allreduce that travels while the ghost columns are added: 3 requests
+ *     and 1 Allreduce per iteration with a halo, 1 request without.  The
+ *     same iterates as CLASSICAL in exact arithmetic; in float32 the counts
+ *     agree within a few percent on well-conditioned problems (tests/mpi). */
+typedef enum { GKCM_CG_CLASSICAL = 0, GKCM_CG_SINGLE = 1 } gkcm_cg_variant;
+
 typedef struct {
   double tol;          /* stop when ||b - A x|| / ||b|| < tol (checked on gkcd) */
   int max_iter;
   int precond;         /* gkcm_precond */
+  int variant;         /* gkcm_cg_variant */
+  int chain;           /* CLASSICAL on one rank: at most this many iterations per
+                        * request (1 to 8; 0: 8); fewer as tol comes near, so
+                        * that the iteration count is what one at a time gives */
 } gkcm_cg_params;
-#define GKCM_CG_PARAMS_INIT {1e-6, 10000, GKCM_PRECOND_NONE}
+#define GKCM_CG_PARAMS_INIT {1e-6, 10000, GKCM_PRECOND_NONE, GKCM_CG_CLASSICAL, 0}
+#define GKCM_CG_MAX_CHAIN 8
 
 /* Per rank; iterations, converged and the residuals agree on every rank. */
 typedef struct {
@@ -145,19 +165,27 @@ typedef struct {
   double setup_s;       /* vector uploads and the preconditioner */
   double solve_s;       /* the iterations */
   double comm_s;        /* part of solve_s in MPI: halo waits and Allreduce */
-  double local_s;       /* part of solve_s in calls to gkcd */
+  double local_s;       /* part of solve_s in calls to gkcd (round trips) */
+  double server_s;      /* part of local_s inside gkcd, as gkcd reports it */
+  double kernel_s;      /* part of server_s computing, as gkcd reports it */
+  double host_s;        /* part of solve_s here: the ghost part of the dots */
   int64_t requests;     /* to gkcd, during the solve */
   int64_t allreduces;
-  int64_t halo_bytes;   /* sent by this rank, during the solve */
+  int64_t halo_bytes;   /* sent by this rank over MPI, during the solve */
+  int64_t down_bytes;   /* array bytes from gkcd (the halo download), during the solve */
+  int64_t up_bytes;     /* array bytes to gkcd (the ghosts), during the solve */
+  int spmvs;            /* distributed products with A during the solve
+                         * (iterations plus true-residual checks) */
 } gkcm_cg_stats;
 
 /* GKCM_EBREAKDOWN (on every rank) when p.Ap <= 0: A is not SPD. */
 #define GKCM_EBREAKDOWN 1
 
 /* Collective: solves A x = b from x0 = 0 by CG, or PCG with the Jacobi
- * preconditioner diag(A)^-1; b and x are this rank's rows.  Per iteration:
- * one distributed spmv (its halo exchange overlapping the local block's
- * spmv), and two MPI_Allreduce. */
+ * preconditioner diag(A)^-1; b and x are this rank's rows.  p->variant
+ * picks the recurrence (above).  The true residual b - A x is checked on
+ * gkcd when the recurrence says converged; if it is not below tol the
+ * iteration restarts from it (at most 8 times). */
 int gkcm_cg(gkcm_matrix *A, const float *b, float *x, const gkcm_cg_params *p,
             gkcm_cg_stats *st);
 

@@ -28,32 +28,58 @@ struct gkcm_matrix {
   gkcm_ctx *ctx;
   halo_plan plan;
   int64_t *offsets;            /* size + 1: every rank's first row */
-  uint32_t diag, offd, gather; /* resident matrices on gkcd (offd, gather: when used) */
-  uint32_t scratch;            /* rows floats: the diag part while ghosts arrive */
-  int have_diag, have_offd, have_gather, have_scratch;
-  float *sendbuf, *recvbuf;    /* nsend and nghost floats */
+  /* Resident on gkcd: diag (own columns), offd (ghost columns), down (the
+   * halo download: G, one 1 per row picking the rows others need, stacked
+   * over offd^T, whose product with x gives each ghost column's share of
+   * x.(offd g) so that the ghost part of a dot is summed here), scratch
+   * (rows floats: the own-column product while ghosts travel). */
+  uint32_t diag, offd, down, scratch;
+  int have_diag, have_offd, have_down, have_scratch;
+  /* The halo's only traffic with gkcd, in one registered shared-memory
+   * region when gkcd takes it (else malloc'd, and sent inline):
+   * hbuf[0, nsend) the rows to send (MPI sends straight from here),
+   * hbuf[nsend, nsend + nghost) offd^T x, gbuf[0, nghost) the ghosts
+   * (MPI receives straight into here, gkcd reads them from here). */
+  gkc_region *region;
+  float *hbuf, *gbuf;
+  uint64_t hoff, goff;         /* their byte offsets in region */
   MPI_Request *reqs;           /* 2 per rank at most */
   int nneigh;
   char spmv_algo[32];
 };
 
-/* Where a solve's time and traffic go, accumulated by the calls below. */
+/* Where a solve's time and traffic go, accumulated by the calls below.
+ * local_s is the blocking calls to gkcd as this rank saw them; server_s
+ * and kernel_s what gkcd reported for them (its timing fields), so that
+ * local_s - server_s is the socket and the client library. */
 typedef struct {
-  double comm_s, local_s;
-  int64_t requests, allreduces, halo_bytes;
+  double comm_s, local_s, host_s, server_s, kernel_s;
+  int64_t requests, allreduces, halo_bytes, down_bytes, up_bytes;
 } gkcm_clock;
 
+/* One timed, counted request's bookkeeping (dmat.c and dcg.c). */
+void clock_request(gkcm_clock *clk, double t0, const gkc_info *info);
+
+/* The halo of x in three steps, each skipped after a failure (recorded by
+ * ctx_fail, reported at the caller's next ctx_sync):
+ *   dmat_halo_down: hbuf = [G; offd^T] x, one request: nsend + nghost floats
+ *     come back (into the region);
+ *   dmat_halo_exchange: the sends go from hbuf, the ghosts land in gbuf
+ *     (MPI, blocking until both are done; every rank takes part);
+ *   dmat_halo_up: out = alpha offd g + beta y on gkcd (g read from gbuf, y
+ *     resident; out differs from y), one request.
+ * dmat_ghost_dot is x.(offd g) from what down and exchange left here. */
+void dmat_halo_down(gkcm_matrix *A, uint32_t x, gkcm_clock *clk);
+void dmat_halo_exchange(gkcm_matrix *A, gkcm_clock *clk);
+void dmat_halo_up(gkcm_matrix *A, float alpha, float beta, uint32_t y, uint32_t out,
+                  gkcm_clock *clk);
+double dmat_ghost_dot(const gkcm_matrix *A);
+
 /* Collective: out = alpha A x + beta y on gkcd (resident arrays of the
- * rank's rows; y only when has_y; out differs from x and y):
- *   1. s = G x            the entries others need (gather matrix), to here
- *   2. post the receives of the ghosts and the sends of s
- *   3. t = alpha A_diag x + beta y   while the messages travel
- *   4. wait
- *   5. out = alpha A_offd g + t      (g: the ghosts, sent with the request)
- * Without ghosts step 3 writes out and 5 is skipped.  With a batch method
- * on gkcd, step 1 can join the local work before it (CG's p update), and
- * step 5 the work after it (the p.q dot): see dcg.c.  Failures are recorded
- * (ctx_fail), never returned: the caller's next ctx_sync reports them. */
+ * rank's rows; y only when has_y; out differs from x and y): the halo
+ * download, the own-column spmv into scratch while the messages travel,
+ * then the ghost columns added.  For set-up and true residuals; the CG
+ * iterations of dcg.c fuse these steps with their vector work. */
 void dmat_spmv(gkcm_matrix *A, float alpha, uint32_t x, float beta, int has_y, uint32_t y,
                uint32_t out, gkcm_clock *clk);
 
@@ -68,6 +94,17 @@ int ctx_fail_gkc(gkcm_ctx *ctx, int rc, const char *step);
  * 0, or on every rank the lowest failed rank's error, with ctx->errmsg set
  * to its message, after which ctx->err is cleared for a next call. */
 int ctx_sync(gkcm_ctx *ctx, double *vals, int n);
+
+/* ctx_sync in two halves, so that a request to gkcd can run while the sum
+ * travels (MPI_Iallreduce): start takes this rank's failure flag as it is
+ * then; a failure recorded after start is reported by the next sync. */
+typedef struct {
+  double buf[9];
+  int n;
+  MPI_Request req;
+} ctx_isync;
+void ctx_sync_start(gkcm_ctx *ctx, const double *vals, int n, ctx_isync *s);
+int ctx_sync_finish(gkcm_ctx *ctx, double *vals, ctx_isync *s);
 
 double ctx_now(void); /* MPI_Wtime */
 

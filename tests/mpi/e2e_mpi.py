@@ -15,7 +15,16 @@ shared memory.  Checks:
     and a root row_ptr that does not start at 0 or decreases refused;
   - per-rank sockets through the GKC_MPI_SOCKET template;
   - usage errors, a missing daemon, and one daemon killed mid-solve: every
-    rank exits non-zero naming that daemon's socket, in bounded time.
+    rank exits non-zero naming that daemon's socket, in bounded time;
+  - the single-reduction variant (Chronopoulos-Gear) and the chained
+    classical iterations of one rank: iteration counts within 1% of
+    classical CG's one iteration at a time (and of scipy's float64 CG when
+    scipy is there), x against the float64 reference, one Allreduce per
+    iteration;
+  - the ghost-only exchange: per distributed product, exactly the halo's
+    floats go over MPI (the sends), come down from gkcd (the sends and one
+    float per ghost for the dot) and go up (the ghosts), never a vector;
+  - mpi_cg --solve (gkcd's own solve, the GPU benchmarks' reference).
 Every mpirun runs under a timeout.  Exit 0 passed, 1 failed, 77 skipped
 (no mpirun, or no numpy).
 """
@@ -284,6 +293,127 @@ def test_matrix_file(tmp, da, db):
                   f"Jacobi did not help: {r['iterations']} vs {r2['iterations']} iterations")
 
 
+def scipy_cg_iterations(A, b, tol):
+    """scipy's CG in float64 from x0 = 0 with ||r|| <= tol ||b||, counted."""
+    if scipy is None:
+        return None
+    count = [0]
+
+    def cb(_):
+        count[0] += 1
+    try:
+        scipy.sparse.linalg.cg(scipy.sparse.csr_matrix(A), b, rtol=tol, atol=0, maxiter=100000,
+                               callback=cb)
+    except TypeError:  # scipy < 1.12 names it tol
+        scipy.sparse.linalg.cg(scipy.sparse.csr_matrix(A), b, tol=tol, atol=0, maxiter=100000,
+                               callback=cb)
+    return count[0]
+
+
+def within(a, b, frac, slack=1):
+    """a and b agree within frac of the larger, or slack iterations on small counts."""
+    return abs(a - b) <= max(slack, frac * max(a, b))
+
+
+def test_variants(tmp, da, db):
+    nx, ny, nz, tol = 12, 11, 10, 1e-6
+    A = poisson3(nx, ny, nz)
+    b, xref, cond = reference(A)
+    ref_it = scipy_cg_iterations(A, b, tol)
+    runs = {}
+    for np_, ds in ((1, [da]), (2, [da, db]), (4, [da, db])):
+        for variant, extra in (("classical", ["--chain", "1"]), ("classical", []),
+                               ("single", [])):
+            tag = f"{variant}{'' if extra else ' chained'} on {np_} ranks"
+            out = os.path.join(tmp, f"xv{np_}{variant}{len(extra)}.npy")
+            p, _ = run(np_, ds, ["--grid", f"{nx}x{ny}x{nz}", "--tol", str(tol), "--json",
+                                 "--variant", variant, "--out", out] + extra)
+            if not check(p.returncode == 0, f"{tag}: exit {p.returncode}: {p.stderr}"):
+                continue
+            r = json.loads(p.stdout)
+            runs[(np_, variant, bool(extra))] = r
+            check(r["variant"] == variant and r["converged"], f"{tag}: {r}")
+            check_solution(tag, out, A, b, xref, cond, tol, r["rel_residual"])
+            # The iteration's shape, counted (no timings).
+            if variant == "single":
+                check(r["allreduces_per_iteration"] <= 1.1, f"{tag}: {r['allreduces_per_iteration']} "
+                      "Allreduce per iteration, not one")
+                want = 1.1 if np_ == 1 else 3.3
+                check(r["requests_per_iteration"] <= want,
+                      f"{tag}: {r['requests_per_iteration']} requests per iteration")
+            elif np_ > 1:
+                check(r["requests_per_iteration"] <= 4.4 and r["allreduces_per_iteration"] <= 2.2,
+                      f"{tag}: {r['requests_per_iteration']} requests, "
+                      f"{r['allreduces_per_iteration']} Allreduce per iteration")
+            elif not extra:
+                check(r["requests_per_iteration"] < 0.6,
+                      f"{tag}: {r['requests_per_iteration']} requests per iteration: not chained")
+            # Ghost-only exchange: per distributed product, summed over the ranks.
+            if np_ > 1:
+                check(r["halo_in_region"], f"{tag}: the halo did not go through a region")
+                check(r["mpi_bytes_per_spmv"] == 4 * r["sends"],
+                      f"{tag}: {r['mpi_bytes_per_spmv']} bytes over MPI per spmv, the halo is "
+                      f"{4 * r['sends']}")
+                check(r["down_bytes_per_spmv"] == 4 * (r["sends"] + r["ghosts"]),
+                      f"{tag}: {r['down_bytes_per_spmv']} bytes down per spmv, want "
+                      f"{4 * (r['sends'] + r['ghosts'])} (sends + ghosts)")
+                check(r["up_bytes_per_spmv"] == 4 * r["ghosts"],
+                      f"{tag}: {r['up_bytes_per_spmv']} bytes up per spmv, want {4 * r['ghosts']}")
+                check(r["sends"] == r["ghosts"] and r["ghosts"] <= 2 * (np_ - 1) * nx * ny,
+                      f"{tag}: {r['ghosts']} ghosts, {r['sends']} sends: more than the cut planes")
+            else:
+                check(r["down_bytes_per_spmv"] == 0 and r["up_bytes_per_spmv"] == 0,
+                      f"{tag}: vector traffic on one rank: {r}")
+    base = runs.get((1, "classical", True))
+    if base:
+        if ref_it is not None:
+            check(within(base["iterations"], ref_it, 0.01, 2),
+                  f"classical CG took {base['iterations']} iterations, scipy's float64 CG {ref_it}")
+        for key, r in runs.items():
+            check(within(r["iterations"], base["iterations"], 0.01),
+                  f"{key}: {r['iterations']} iterations, classical CG on one rank "
+                  f"{base['iterations']}")
+    # The Jacobi-preconditioned single variant on a badly scaled file.
+    rng = np.random.default_rng(int(time.time()))
+    path = os.path.join(tmp, "spdv.mtx")
+    M = write_spd_mtx(path, 240, rng)
+    bm, xm, condm = reference(M)
+    its = {}
+    for variant in ("classical", "single"):
+        out = os.path.join(tmp, f"xvm{variant}.npy")
+        p, _ = run(4, [da, db], ["--matrix", path, "--precond", "jacobi", "--tol", "1e-5",
+                                 "--variant", variant, "--json", "--out", out])
+        if check(p.returncode == 0, f"PCG {variant}: exit {p.returncode}: {p.stderr}"):
+            r = json.loads(p.stdout)
+            its[variant] = r["iterations"]
+            check_solution(f"PCG-Jacobi {variant} 4 ranks", out, M, bm, xm, condm, 1e-5,
+                           r["rel_residual"])
+    if len(its) == 2:
+        # An ill-conditioned float32 problem: the recurrences round apart more.
+        check(within(its["single"], its["classical"], 0.05, 2),
+              f"PCG: single {its['single']} vs classical {its['classical']} iterations")
+
+
+def test_solve_reference(tmp, da, db):
+    p, _ = run(1, [da], ["--grid", "10", "--json", "--solve"])
+    if check(p.returncode == 0, f"--solve: exit {p.returncode}: {p.stderr}"):
+        r = json.loads(p.stdout)
+        check(r["variant"] == "solve" and r["converged"] and r["rel_residual"] < 2e-6,
+              f"--solve: {r}")
+        q, _ = run(1, [da], ["--grid", "10", "--json"])
+        if check(q.returncode == 0, f"classical: {q.stderr}"):
+            c = json.loads(q.stdout)
+            check(within(c["iterations"], r["iterations"], 0.01, 2),
+                  f"solve {r['iterations']} vs gkc-mpi {c['iterations']} iterations")
+    p, _ = run(2, [da, db], ["--grid", "10", "--solve"])
+    check(p.returncode == 2 and "one rank" in p.stderr, f"--solve on 2 ranks: {p.returncode} {p.stderr}")
+    for args, want in ((["--variant", "pipelined"], "invalid --variant 'pipelined'"),
+                       (["--chain", "9"], "invalid --chain '9'"),
+                       (["--solve=fp16"], "invalid --solve='fp16'")):
+        p, _ = run(1, [da], args)
+        check(p.returncode == 2 and want in p.stderr, f"{args}: exit {p.returncode}: {p.stderr}")
+
+
 def test_scatter(tmp, da, db):
     if not check(MPI_SCATTER and os.path.exists(MPI_SCATTER), "GKC_MPI_SCATTER is not built"):
         return
@@ -390,6 +520,8 @@ def main():
         da, db = Daemon(tmp, "a"), Daemon(tmp, "b")
         for name, f, args in (("poisson", test_poisson, (tmp, da, db)),
                               ("matrix_file", test_matrix_file, (tmp, da, db)),
+                              ("variants", test_variants, (tmp, da, db)),
+                              ("solve_reference", test_solve_reference, (tmp, da, db)),
                               ("scatter", test_scatter, (tmp, da, db)),
                               ("socket_template", test_socket_template, (tmp, da, db)),
                               ("usage", test_usage, (tmp, da)),
