@@ -23,7 +23,8 @@
 #             1024^3, GPU 0 against every GPU
 #   multigpu  bench/gpu/multigpu.sh: sgemm 16384^3 split, 256 x 4096^3 from
 #             8 connections, the 101M-nonzero stencil's spmv and CG
-#   mpi       bench/gpu/mpi_gpu.sh: mpi_cg strong and weak scaling
+#   mpi       bench/gpu/mpi_scaling_gpu.sh: mpi_cg strong and weak scaling on
+#             256^3, both CG variants, against gkcd's own solve
 # Logs in $OUT/round_logs.tgz; a summary last.
 set -u
 OUT=${OUT:-/tmp/gkc-out}
@@ -140,10 +141,11 @@ if has mpi && [ -d .carry/ompi ]; then
   S=$SECONDS
   mkdir -p "$L/mpi"
   cp "$B/daemon/gkcd" "$B/examples/mpi_cg" "$L/mpi/" 2>/dev/null && ln -s "$ROOT/.carry/ompi" "$L/mpi/ompi"
-  OUT=$L/mpi-out timeout 200 bash bench/gpu/mpi_gpu.sh "$L/mpi" > "$L/mpi.md" 2>&1
+  g=4; [ "$NGPU" -lt 4 ] && g=2
+  GPUS=$g OUT=$L/mpi-out timeout 220 bash bench/gpu/mpi_scaling_gpu.sh "$L/mpi" 256 2 > "$L/mpi.log" 2>&1
   summary+=("mpi rc=$? ($((SECONDS - S)) s)")
-  tail -30 "$L/mpi.md"
-  cp "$L"/mpi-out/*.json* "$OUT/" 2>/dev/null
+  cat "$L/mpi-out/mpi_scaling_gpu.md" 2>/dev/null || tail -20 "$L/mpi.log"
+  cp "$L"/mpi-out/mpi_scaling_gpu.* "$OUT/" 2>/dev/null
 fi
 
 printf '%s\n' "${summary[@]}"
