@@ -210,8 +210,14 @@ int place_home(int n, uint64_t live, int home, const uint64_t *room, const int *
 
 int place_homeless(const gkcd_job *job) {
   int makes = job->row->makes;
-  return (makes == RES_ARRAY || makes == RES_MATRIX) && job->out_kind == OUT_RES_NEW &&
-         job->pin_device < 0 && !job->replicate && !job->gang_mask;
+  if (!((makes == RES_ARRAY || makes == RES_MATRIX) && job->out_kind == OUT_RES_NEW &&
+        job->pin_device < 0 && !job->replicate && !job->gang_mask))
+    return 0;
+  /* An upload copying a resident array runs where that array is, as it
+   * always did: the copy is made there, not moved. */
+  for (int i = 0; i < job->nres; i++)
+    if (on_device(job->res[i])) return 0;
+  return 1;
 }
 
 int place_home_hint(const gkcd_job *job) {

@@ -63,7 +63,8 @@ int place_home(int n, uint64_t live, int home, const uint64_t *room, const int *
 
 /* 1 when job makes a new resident object whose device is the scheduler's
  * to choose by place_home: an upload or csr_upload without `device`,
- * `replicate` or `devices`. */
+ * `replicate` or `devices`, from data sent (not from a resident array,
+ * where it runs instead). */
 int place_homeless(const gkcd_job *job);
 
 /* The device that job fixes as its connection's home: the one it pins a
