@@ -453,7 +453,8 @@ typedef enum { GKC_F32 = 0, GKC_I32 = 1 } gkc_dtype;
  * of dtype; *handle gets its id. */
 GKC_API int gkc_upload(gkc_conn *c, gkc_ref data, gkc_dtype dtype, int shared, uint32_t *handle);
 /* Where a new resident object lives when gkcd serves several devices: on
- * `device` (GKC_DEVICE_AUTO: where gkcd places it, the least loaded), or,
+ * `device` (GKC_DEVICE_AUTO: where gkcd places it, beside the connection's
+ * other objects: PROTOCOL.md, "Co-location"), or,
  * with replicate, a read-only copy on every device (it can then never be
  * an `out`).  shared as for gkc_upload. */
 typedef struct {

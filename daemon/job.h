@@ -228,6 +228,9 @@ struct gkcd_job {
   int pin_device;       /* the `device` argument, or -1 */
   int replicate;        /* upload, csr_upload: a copy on every live device */
   uint64_t dev_mask;    /* devices it may run on (bit d: device d), from its operands */
+  int new_on;           /* a new object bound to its connection's home (scheduler.c): the
+                         * device whose room its bytes are counted against until it is
+                         * done; -1: none */
   double dev_cost_us;   /* predicted worker time on its device (that device's model) */
   /* Operands moved here from another device before it ran (work.c): the
    * copies, freed with the job on its device. */

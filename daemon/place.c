@@ -131,10 +131,102 @@ int place_operands(gkcd_job *job, const gkcd_devices *devs, char *msg, size_t ms
   return 0;
 }
 
+/* 1 when r must be copied to device d for a job there: a partitioned
+ * matrix never is (its job runs on all its devices). */
+static int missing_on(const gkcd_res *r, int d) {
+  return on_device(r) && !r->part && !((r->rep_mask ? r->rep_mask : 1ull << r->device) & (1ull << d));
+}
+
 int place_needs_move(const gkcd_job *job, int d) {
+  for (int i = 0; i < job->nres; i++)
+    if (missing_on(job->res[i], d)) return 1;
+  return 0;
+}
+
+double place_move_bytes(const gkcd_job *job, int d) {
+  double bytes = 0;
   for (int i = 0; i < job->nres; i++) {
     const gkcd_res *r = job->res[i];
-    if (on_device(r) && !((r->rep_mask ? r->rep_mask : 1ull << r->device) & (1ull << d))) return 1;
+    /* What move.c copies: an array's bytes, a matrix's whole allocation
+     * (its spmv plan follows the arrays). */
+    if (missing_on(r, d)) bytes += (double)(r->kind == RES_ARRAY || r->cap < r->bytes ? r->bytes : r->cap);
   }
-  return 0;
+  return bytes;
+}
+
+/* Co-location (issue 26).  Where a new object goes decides what every
+ * later request on it costs, so it is chosen for those requests, not for
+ * the upload:
+ *
+ *  - A request whose operands live apart first copies the missing ones
+ *    (move.c): their bytes over the peer link (NVLink's hundreds of GB/s,
+ *    or staged through the host over PCIe at tens), on every request, plus
+ *    their size in the target's memory while it runs.  An spmv reads its
+ *    matrix once (12 bytes a nonzero), so moving the matrix costs about as
+ *    much as the product over NVLink and several times it over PCIe; even
+ *    moving only its x and y adds 8 bytes a row to each product.  Placing
+ *    the object beside the others costs nothing per request.
+ *  - What is lost is balance: a connection's objects share one device, so
+ *    its requests do too.  But they did already: a request runs where its
+ *    matrix lives, so vectors placed elsewhere only added copies.  One
+ *    connection is one computation (a solver's matrix and vectors, one
+ *    process's pipeline), so the unit kept together is the connection,
+ *    and the unit spread is the connection too: many processes (or one
+ *    with a connection per worker, each with its own matrix) spread over
+ *    the devices, one home each.
+ *  - Homes are spread by count, not by the work queued at upload time:
+ *    objects outlive the moment, and on an idle gkcd every device has no
+ *    work queued, so that rule put every connection's first object on
+ *    device 0.  Free memory breaks ties (devices of unequal size, or
+ *    connections that made more than others).
+ *  - The home follows the last object placed, named or not: a connection
+ *    that names `device` for its matrix gets its unnamed vectors there,
+ *    and one whose home filled up moves on with its later objects.  A
+ *    request reading a matrix that lives on one device also makes that
+ *    device the home, so a second connection of a client working on a
+ *    `shared` matrix uploads its vectors beside it.  Replicated and
+ *    partitioned objects are on several devices and fix nothing; a client
+ *    that wants its work spread replicates what it shares, or names
+ *    `device`, which is always obeyed.
+ *  - Room: an object goes elsewhere rather than fail, and its requests
+ *    then move operands, reporting peer_bytes.
+ */
+int place_home(int n, uint64_t live, int home, const uint64_t *room, const int *homes,
+               uint64_t bytes) {
+  if (n > 64) n = 64;
+  if (home >= 0 && home < n && (live & (1ull << home)) && room[home] >= bytes) return home;
+  uint64_t roomy = 0;
+  for (int d = 0; d < n; d++)
+    if ((live & (1ull << d)) && room[d] >= bytes) roomy |= 1ull << d;
+  uint64_t cand = roomy ? roomy : live;
+  int best = -1, best_homes = 0;
+  for (int d = 0; d < n; d++) {
+    if (!(cand & (1ull << d))) continue;
+    int h = homes[d] - (d == home); /* the connection leaving its old home */
+    if (best < 0 || h < best_homes || (h == best_homes && room[d] > room[best])) best = d, best_homes = h;
+  }
+  return best;
+}
+
+int place_homeless(const gkcd_job *job) {
+  int makes = job->row->makes;
+  if (!((makes == RES_ARRAY || makes == RES_MATRIX) && job->out_kind == OUT_RES_NEW &&
+        job->pin_device < 0 && !job->replicate && !job->gang_mask))
+    return 0;
+  /* An upload copying a resident array runs where that array is, as it
+   * always did: the copy is made there, not moved. */
+  for (int i = 0; i < job->nres; i++)
+    if (on_device(job->res[i])) return 0;
+  return 1;
+}
+
+int place_home_hint(const gkcd_job *job) {
+  int makes = job->row->makes;
+  if (makes == RES_ARRAY || makes == RES_MATRIX)
+    return job->pin_device >= 0 && !job->replicate && !job->gang_mask ? job->pin_device : -1;
+  for (int i = 0; i < job->nres; i++) {
+    const gkcd_res *r = job->res[i];
+    if (r->kind == RES_MATRIX && !r->rep_mask && !r->part) return r->device;
+  }
+  return -1;
 }

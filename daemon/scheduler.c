@@ -32,6 +32,8 @@ typedef struct {
 typedef struct {
   size_t running[SCHED_MAX_LANES]; /* slots in use, by lane */
   double outstanding_us;           /* predicted worker time of that work */
+  int homes;                       /* open connections whose home it is (place.h) */
+  uint64_t new_bytes;              /* new objects bound here and not yet made */
 } sched_dev;
 
 struct gkcd_sched {
@@ -178,6 +180,54 @@ static int can_start(const gkcd_job *job, uint64_t live, uint64_t freem) {
   return job->replicate ? (need & freem) == need : (need & freem) != 0;
 }
 
+/* --- co-location (place.h, "Where a new object goes") --------------------- */
+
+static void set_home(gkcd_sched *s, sched_client *c, int d) {
+  if (c->home == d || d < 0 || d >= s->devs->n) return;
+  if (c->home >= 0) s->dev[c->home].homes--;
+  s->dev[d].homes++;
+  c->home = d;
+}
+
+/* Binds a new object without `device` to its connection's home (choosing
+ * one when needed), before it queues: pipelined uploads are thus placed in
+ * the order they arrived, and one waits for a slot on the home device, as
+ * every request on the connection's data there does, rather than land on
+ * another device whose slot happens to be free.  Other jobs fix the home
+ * where they name it (place_home_hint). */
+static void colocate(gkcd_sched *s, gkcd_job *job) {
+  sched_client *c = job->client;
+  gkcd_devices *dv = s->devs;
+  if (!c || dv->n < 2) return;
+  if (!place_homeless(job)) {
+    set_home(s, c, place_home_hint(job));
+    return;
+  }
+  uint64_t room[GKCD_MAX_DEVICES] = {0};
+  int homes[GKCD_MAX_DEVICES] = {0};
+  for (int d = 0; d < dv->n; d++) {
+    gkcd_device_info info;
+    memset(&info, 0, sizeof info);
+    /* What is free now, less what is already on its way there. */
+    if (dv->dev[d].be->devices(dv->dev[d].be, &info, 1) == 1)
+      room[d] = info.memory_free > s->dev[d].new_bytes ? info.memory_free - s->dev[d].new_bytes : 0;
+    homes[d] = s->dev[d].homes;
+  }
+  int d = place_home(dv->n, job->dev_mask, c->home, room, homes, job->out_bytes);
+  if (d < 0) return; /* no live device: place() answers it device_lost */
+  set_home(s, c, d);
+  job->dev_mask = 1ull << d;
+  job->new_on = d;
+  s->dev[d].new_bytes += job->out_bytes;
+}
+
+static void uncolocate(gkcd_sched *s, gkcd_job *job) {
+  if (job->new_on < 0) return;
+  sched_dev *sd = &s->dev[job->new_on];
+  sd->new_bytes -= sd->new_bytes < job->out_bytes ? sd->new_bytes : job->out_bytes;
+  job->new_on = -1;
+}
+
 /* Hands a job (or a part) to device d's lane. */
 static void start_on(gkcd_sched *s, gkcd_job *job, int d, int l, double cost_us) {
   job->device = d;
@@ -225,6 +275,7 @@ static int place(gkcd_sched *s, gkcd_job *job, int l, uint64_t live, uint64_t fr
   }
   double cost[GKCD_MAX_DEVICES] = {0}, out[GKCD_MAX_DEVICES] = {0};
   int devs[GKCD_MAX_DEVICES], k = 0;
+  uint64_t cramped = 0;
   for (int d = 0; d < dv->n; d++) {
     out[d] = s->dev[d].outstanding_us;
     if (!(freem & (1ull << d))) continue;
@@ -232,15 +283,22 @@ static int place(gkcd_sched *s, gkcd_job *job, int l, uint64_t live, uint64_t fr
     /* Operands that must come from another device first: their bytes
      * over the device's memory rate (a copy reads and writes them). */
     if ((elig & (1ull << d)) && place_needs_move(job, d)) {
-      double bytes = 0;
-      for (int i = 0; i < job->nres; i++) bytes += (double)job->res[i]->bytes;
+      double bytes = place_move_bytes(job, d);
       cost[d] += 2 * bytes / dv->dev[d].be->rates.bytes_per_us;
+      /* The copies need room there while it runs: a device without it
+       * would only fail the request, so it is passed over while another
+       * operand's device will do. */
+      gkcd_device_info info;
+      memset(&info, 0, sizeof info);
+      if (dv->dev[d].be->devices(dv->dev[d].be, &info, 1) == 1 && (double)info.memory_free < bytes)
+        cramped |= 1ull << d;
     }
     devs[k++] = d;
   }
   /* A new resident object goes where it fits: each device has memory of
    * its own, and one that is full should not get it while another has room. */
   uint64_t cand = elig & freem;
+  if (cand & ~cramped) cand &= ~cramped;
   if (job->out_kind == OUT_RES_NEW && dv->n > 1 && !job->replicate) {
     uint64_t roomy = 0;
     for (int d = 0; d < dv->n; d++) {
@@ -370,8 +428,10 @@ int sched_submit(gkcd_sched *s, gkcd_job *job, char *msg, size_t msglen) {
   /* Where it may run, from where its operands live (place.h); its
    * prediction is for the fastest of those devices. */
   job->device = -1;
+  job->new_on = -1;
   int prc = place_operands(job, s->devs, msg, msglen);
   if (prc) return prc;
+  colocate(s, job);
   /* A solve runs as long as it takes to converge, and a batch is a chain of
    * kernels that each want the whole GPU (a CG step on a 512^2 Laplacian,
    * predicted under --latency-us, ran at 0.27x the vendor's speed on the
@@ -406,6 +466,7 @@ int sched_submit(gkcd_sched *s, gkcd_job *job, char *msg, size_t msglen) {
       log_err("sched: client %llu already has a held job", (unsigned long long)c->id);
       budget_give(s->budget, BUDGET_INPUT, job->frame_charge);
       job->frame_charge = 0;
+      uncolocate(s, job);
       snprintf(msg, msglen, "internal: a second held request");
       return GKC_EINTERNAL;
     }
@@ -471,6 +532,7 @@ void sched_finished(gkcd_sched *s, gkcd_job *job) {
       s->handoff_us += 0.25 * (split_observed_overhead(job) - s->handoff_us);
     job->dispatched = 0;
   }
+  uncolocate(s, job);
   c->reply_predicted -= job->reply_charge;
   job->reply_charge = 0;
   if (job->out_charge) budget_give(s->budget, BUDGET_JOBS, job->out_charge);
@@ -481,6 +543,8 @@ void sched_finished(gkcd_sched *s, gkcd_job *job) {
 
 void sched_drop_client(gkcd_sched *s, sched_client *c) {
   uint64_t n = 0;
+  if (c->home >= 0) s->dev[c->home].homes--; /* no longer a home: its objects go with it */
+  c->home = -1;
   /* Long jobs (solve, batch) look at this between iterations and stop. */
   for (gkcd_job *job = c->running_list; job; job = job->run_next) atomic_store(&job->cancel, 1);
   for (int l = 0; l < s->nlanes; l++)
@@ -682,6 +746,7 @@ void sched_client_init(gkcd_sched *s, sched_client *c, uint64_t id, int uid) {
   c->id = id;
   c->uid = uid;
   c->weight = 1.0;
+  c->home = -1;
   for (int i = 0; i < s->cfg->n_weights; i++)
     if (s->cfg->weight_uids[i] == (uid_t)uid) c->weight = s->cfg->weights[i];
 }

@@ -19,7 +19,9 @@
  *     counter, as VTC does for LLM serving).  A client that becomes busy
  *     starts level with the least-served busy client, so idling earns no
  *     credit and a deep queue delays a newcomer by about one job per lane.
- *  5. placement (place.h): the job chosen goes to the device, among those
+ *  5. placement (place.h): a new object without `device` is bound at
+ *     submission to its connection's home device (so pipelined uploads land
+ *     together, in arrival order); the job chosen goes to the device, among those
  *     that hold its operands and have a free slot in its lane, where it
  *     would finish first; a long sgemm or reduce is split across the free
  *     devices when that pays (split.h), a replicated upload goes to all.
@@ -74,6 +76,7 @@ typedef struct sched_client {
   double served_us;               /* their measured cost */
   uint64_t id;
   int uid;
+  int home;                       /* the device its new objects go to (place.h), -1: none yet */
 } sched_client;
 
 /* Called from sched_pump for each job the scheduler finished itself

@@ -252,6 +252,58 @@ static void test_split(void) {
   fprintf(stderr, "measured hand-off: %.1f us\n", h);
 }
 
+/* --- place_home ----------------------------------------------------------- */
+
+static void test_home(void) {
+  uint64_t room[4] = {100, 100, 100, 100};
+  int homes[4] = {0, 0, 0, 0};
+  ASSERT_EQ(place_home(4, 0, -1, room, homes, 10), -1);   /* nothing live */
+  ASSERT_EQ(place_home(4, 15, -1, room, homes, 10), 0);   /* all equal: the lower index */
+  ASSERT_EQ(place_home(4, 15, 2, room, homes, 10), 2);    /* the home, while it has room */
+  ASSERT_EQ(place_home(4, 11, 2, room, homes, 10), 0);    /* a lost home: another */
+  homes[0] = 2, homes[1] = 1, homes[3] = 1;
+  ASSERT_EQ(place_home(4, 15, -1, room, homes, 10), 2);   /* the fewest homes */
+  room[1] = 150;
+  homes[2] = 1;
+  ASSERT_EQ(place_home(4, 15, -1, room, homes, 10), 1);   /* then the most room */
+  /* A home without room: the fewest homes among those with room, the
+   * connection itself not counted at its old home.  Homes 2 1 1 1, room
+   * 200 150 50 100: from home 2 (no room for 60), devices 1 and 3 count 1,
+   * 1 has more room; from home 0, which has room for 160, it stays. */
+  room[0] = 200;
+  room[2] = 50;
+  ASSERT_EQ(place_home(4, 15, 2, room, homes, 60), 1);
+  ASSERT_EQ(place_home(4, 15, 0, room, homes, 160), 0);
+  room[0] = 100, room[1] = 100, homes[0] = 2, homes[1] = 2, homes[2] = 2, homes[3] = 2;
+  ASSERT_EQ(place_home(4, 15, 2, room, homes, 60), 0);  /* 0, 1, 3 count 2: the lower index */
+  homes[0] = 2, homes[3] = 0;
+  ASSERT_EQ(place_home(4, 15, 0, room, homes, 160), 3); /* no room anywhere: the fewest homes */
+  /* Nowhere has room: the usual choice among all live (the upload then
+   * fails there, out of memory, as before). */
+  ASSERT_EQ(place_home(4, 14, -1, room, homes, 1000), 3);
+  /* Against brute force. */
+  for (int t = 0; t < 20000; t++) {
+    int n = 1 + (int)(next_u64() % 4), home = (int)(next_u64() % 5) - 1;
+    uint64_t live = next_u64() & ((1u << n) - 1), bytes = next_u64() % 100;
+    for (int d = 0; d < 4; d++) room[d] = next_u64() % 200, homes[d] = (int)(next_u64() % 4);
+    if (home >= n) home = -1;
+    if (home >= 0 && !homes[home]) homes[home] = 1;
+    int want = -1;
+    if (home >= 0 && (live >> home & 1) && room[home] >= bytes) {
+      want = home;
+    } else {
+      int any_room = 0;
+      for (int d = 0; d < n; d++) any_room |= (live >> d & 1) && room[d] >= bytes;
+      for (int d = 0; d < n; d++) {
+        if (!(live >> d & 1) || (any_room && room[d] < bytes)) continue;
+        int h = homes[d] - (d == home), hw = want >= 0 ? homes[want] - (want == home) : 0;
+        if (want < 0 || h < hw || (h == hw && room[d] > room[want])) want = d;
+      }
+    }
+    ASSERT_EQ(place_home(n, live, home, room, homes, bytes), want);
+  }
+}
+
 int main(void) {
   g_devs.n = 3;
   for (int i = 0; i < 3; i++) {
@@ -261,6 +313,7 @@ int main(void) {
   test_pick();
   test_operands();
   test_split();
+  test_home();
   printf("test_place: ok\n");
   return 0;
 }
