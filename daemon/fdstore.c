@@ -536,12 +536,18 @@ void fdstore_restore(gkcd_residents *t, size_t max_bytes) {
     if (why[0])
       log_warn("fd store: not restoring what systemd passed (%d descriptor(s)): %s; starting"
                " clean", np, why);
+    /* Done with them: out of the store, and their memory let go.  The
+     * numbers stay open (on /dev/null) until listen.c has called
+     * sd_listen_fds, which marks every passed number close-on-exec and
+     * fails on one that is closed; it closes them then. */
+    int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
     for (int i = 0; i < np; i++) {
       if (!ps[i].used && strncmp(ps[i].name, "gkc-", 4) != 0)
         log_warn("fd store: descriptor '%s' is not gkcd's: dropped", ps[i].name);
       unstore(ps[i].name);
-      close(ps[i].fd);
+      if (null < 0 || dup2(null, ps[i].fd) < 0) close(ps[i].fd);
     }
+    if (null >= 0) close(null);
     free(m);
     free(es);
   }

@@ -141,6 +141,9 @@ static int activated_fd(gkcd_server *srv) {
       sockets++;
       if (fd < 0) fd = SD_LISTEN_FDS_START + i;
     }
+  for (int i = 0; i < n; i++) /* fdstore.c's, kept open until now */
+    if (SD_LISTEN_FDS_START + i != fd && sd_is_socket(SD_LISTEN_FDS_START + i, AF_UNSPEC, 0, -1) <= 0)
+      close(SD_LISTEN_FDS_START + i);
   if (sockets == 0) return -2;
   if (sockets > 1) {
     log_err("systemd passed %d sockets; gkcd takes exactly one (ListenStream=)", sockets);
