@@ -180,7 +180,8 @@ class Connection(Api):
             except socket.timeout:
                 raise self._fail(errors.Timeout("no reply from gkcd within the timeout"))  # type: ignore[attr-defined]
             except OSError as e:
-                raise self._fail(closed_error(failure or f"receiving from gkcd: {e.strerror or e}"))
+                raise self._fail(closed_error((failure or f"receiving from gkcd: {e.strerror or e}") +
+                                              ": the request was in flight and was not sent again"))
             if not n:
                 raise self._fail(closed_error((failure or "gkcd closed the connection") +
                                               ": the request was in flight and was not sent again"))

@@ -88,7 +88,7 @@ def test_loop_goes_on_across_a_kill(daemon):
 
 def test_stale_handles_are_named(daemon):
     x = np.arange(64, dtype=np.float32)
-    c = gkc.connect(daemon.sock)
+    c = gkc.connect(daemon.sock, reconnect=(40, 50))
     h = c.upload(x)
     hs = c.upload(x, shared=True)
     m = c.csr_upload((np.array([0, 1, 2]), np.array([0, 1]), np.array([2.0, 3.0]), (2, 2)))

@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -120,6 +121,7 @@ static pid_t spawn(const fdset *pass, int notify, const char *max_bytes) {
   pid_t pid = fork();
   ASSERT(pid >= 0);
   if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL); /* a failing test must not leave gkcd behind */
     int n = pass ? pass->n : 0, high[MAXFD];
     /* Out of the way of 3..3+n first, then into place, inheritable. */
     for (int i = 0; i < n; i++) high[i] = fcntl(pass->fd[i], F_DUPFD, 100);
