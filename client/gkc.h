@@ -26,7 +26,7 @@
  * GKC_ETIMEOUT) and gkc_errmsg holds the daemon's message.  Notifications
  * the library does not know are skipped.
  *
- * Implemented in: gkc_client.c, gkc_methods.c, gkc_region.c, gkc_resident.c, gkc_shm.c, gkc_solve.c
+ * Implemented in: gkc_client.c, gkc_methods.c, gkc_reconnect.c, gkc_region.c, gkc_resident.c, gkc_shm.c, gkc_solve.c
  */
 #ifndef GKC_H
 #define GKC_H
@@ -65,6 +65,40 @@ GKC_API int gkc_socket_path(char *buf, size_t buflen, const char *override);
  * unless allocation failed, so gkc_errmsg(*out) can say why: gkc_close it. */
 GKC_API int gkc_connect(gkc_conn **out, const char *socket_path);
 GKC_API void gkc_close(gkc_conn *c); /* NULL is fine */
+
+/* --- reconnecting (PROTOCOL.md, "Instances and restarts") ------------------
+ *
+ * A call that finds gkcd gone (it closed the connection while the
+ * connection was idle: a restart, an idle timeout) connects again before
+ * it runs: up to `tries` attempts, waiting backoff_ms, then twice that, ...
+ * (at most 5 s) between them.  So a stateless call is not disturbed by a
+ * restart, and is sent at most once.  A request that was in flight when
+ * gkcd went away is never sent again: its call fails with GKC_EIO ("...
+ * was in flight ... not sent again"), unless flags has
+ * GKC_RECONNECT_IDEMPOTENT and the call is one that gives the same result
+ * when run twice (ping, status, metrics, reduce, dot, nrm2, download, and
+ * sgemm, spmv, axpby, solve returning their result as bytes), sent inline
+ * without a descriptor: then it is sent once more on the new connection.
+ *
+ * Objects live on a connection (regions, private arrays and matrices) or
+ * on a gkcd instance (shared ones).  After a reconnect, naming one that
+ * did not survive fails with GKC_ESTALE_HANDLE before anything is sent,
+ * naming the object and both instances: it never reaches an object that
+ * now has its number.  Shared objects that gkcd restored from systemd's fd
+ * store keep working (same ids, same instance).
+ *
+ * Default: 6 tries from 100 ms (about 6 s in all), or $GKC_RECONNECT:
+ * "off" (or "0"), "TRIES", "TRIES,BACKOFF_MS" or "TRIES,BACKOFF_MS,idempotent".
+ * tries 0 turns reconnecting off: a dead connection then fails every call,
+ * as before.  Returns 0, or GKC_EINVALID_ARGUMENT for negative values. */
+#define GKC_RECONNECT_IDEMPOTENT 1
+GKC_API int gkc_set_reconnect(gkc_conn *c, int tries, int backoff_ms, int flags);
+/* How many times c has connected again since gkc_connect. */
+GKC_API unsigned gkc_reconnects(const gkc_conn *c);
+/* The gkcd instance c last heard of (16 hex digits, "" when it has not
+ * asked yet or gkcd is older), and the instance whose shared objects that
+ * gkcd holds; either pointer may be NULL.  Buffers of at least 17 bytes. */
+GKC_API void gkc_instance(const gkc_conn *c, char *instance, char *shared_instance);
 
 /* The message of the last failed call on c ("" after a success). */
 GKC_API const char *gkc_errmsg(const gkc_conn *c);

@@ -55,6 +55,8 @@ int gkc_async_connect(gkc_async **out, const char *socket_path) {
   gkc__shm_init(&ac->c);
   ac->c.nonblock = 1;
   ac->c.before_close = before_close;
+  gkc__reconnect_init(&ac->c);
+  ac->c.replay = NULL; /* a callback always hears of a request lost in flight */
   ac->max_requests = DEFAULT_MAX_REQUESTS;
   ac->max_bytes = DEFAULT_MAX_BYTES;
   /* Connecting a Unix socket does not wait for the server's accept (the
@@ -65,6 +67,7 @@ int gkc_async_connect(gkc_async **out, const char *socket_path) {
 static void destroy(gkc_async *ac) {
   gkc__conn_destroy(&ac->c);
   gkc__shm_destroy(&ac->c); /* after every request, and so every slice, has ended */
+  gkc__objs_free(&ac->c);
   if (ac->hooks.cleanup) ac->hooks.cleanup(ac->hooks_data);
   free(ac);
 }
@@ -107,6 +110,12 @@ int gkc_async_set_shm(gkc_async *ac, size_t threshold, size_t max_bytes) {
 int gkc_async_shm_state(const gkc_async *ac, gkc_shm_info *info) {
   return gkc_shm_state(ac ? &ac->c : NULL, info);
 }
+
+int gkc_async_set_reconnect(gkc_async *ac, int tries, int backoff_ms, int flags) {
+  return gkc_set_reconnect(&ac->c, tries, backoff_ms, flags);
+}
+
+unsigned gkc_async_reconnects(const gkc_async *ac) { return ac ? ac->c.epoch : 0; }
 
 void gkc_async_set_limits(gkc_async *ac, size_t max_requests, uint64_t max_bytes) {
   if (max_requests) ac->max_requests = max_requests;
@@ -185,6 +194,10 @@ static int new_req(gkc_async *ac, gkc_async_cb cb, void *userdata, gkc__req **ou
   *out = NULL;
   if (!cb) return gkc__fail(&ac->c, GKC_EINVALID_ARGUMENT, "the callback must not be NULL");
   if (ac->closing) return gkc__fail(&ac->c, GKC_ECANCELLED, "the context is being closed");
+  /* gkcd closed the connection (every request pending then has had its
+   * callback): connect again before this one is prepared. */
+  int rc = gkc__revive(&ac->c);
+  if (rc) return rc;
   gkc__req *r = malloc(sizeof *r);
   if (!r) return gkc__fail(&ac->c, GKC_EOUT_OF_MEMORY, "out of memory");
   gkc__req_init(r);

@@ -234,6 +234,18 @@ GKC_API int gkc_async_shm_state(const gkc_async *ac, gkc_shm_info *info);
  * 0 leaves a bound as it is.  Defaults: 4096 requests, 256 MiB. */
 GKC_API void gkc_async_set_limits(gkc_async *ac, size_t max_requests, uint64_t max_bytes);
 
+/* As gkc_set_reconnect (gkc.h, "reconnecting"): a call on a context whose
+ * connection gkcd closed connects again first.  Every request pending when
+ * the connection broke has had its callback, once, with GKC_EIO (or is
+ * sent again, with GKC_RECONNECT_IDEMPOTENT: not in this version for async
+ * contexts, whose callbacks always report the loss).  Reconnecting waits
+ * for the connect and for one ping of the new gkcd (at most 2 s), inside
+ * the call.  The descriptor changes: gkc_async_fd says the new one, the
+ * hooks' update says what to watch, and gkc_async_reconnects counts the
+ * changes (the libuv adapter follows them by itself). */
+GKC_API int gkc_async_set_reconnect(gkc_async *ac, int tries, int backoff_ms, int flags);
+GKC_API unsigned gkc_async_reconnects(const gkc_async *ac);
+
 /* --- driving it from an event loop ------------------------------------------ */
 
 /* The connection's descriptor (-1 once it is closed): watch it for reading

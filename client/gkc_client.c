@@ -28,6 +28,7 @@ int gkc_connect(gkc_conn **out, const char *socket_path) {
   if (!c) return GKC_EOUT_OF_MEMORY;
   gkc__conn_init(c);
   gkc__shm_init(c);
+  gkc__reconnect_init(c);
   return gkc__conn_connect(c, socket_path);
 }
 
@@ -58,5 +59,6 @@ void gkc_close(gkc_conn *c) {
   if (!c) return;
   gkc__conn_destroy(c);
   gkc__shm_destroy(c); /* after every request, and so every slice, has ended */
+  gkc__objs_free(c);
   free(c);
 }

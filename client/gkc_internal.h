@@ -13,7 +13,12 @@
  * (gkc_shm.c): the request then carries region references instead, holds
  * its slices while in flight, and gives them back through its end hook.
  *
- * Implemented in: gkc_client.c, gkc_json.c, gkc_region.c, gkc_resident.c, gkc_wire.c
+ * After gkcd went away, a call connects again (gkc_reconnect.c); the
+ * objects the connection made are remembered there with the connection
+ * and instance that made them, and naming one that did not survive is
+ * refused while the request is packed (gkc__pack_id).
+ *
+ * Implemented in: gkc_client.c, gkc_json.c, gkc_reconnect.c, gkc_region.c, gkc_resident.c, gkc_wire.c
  */
 #ifndef GKC_INTERNAL_H
 #define GKC_INTERNAL_H
@@ -145,6 +150,20 @@ struct gkc_conn {
    * gkc_async_pending reports). */
   gkc__shm *shm;
   size_t internal_pending;
+  /* Reconnecting (gkc_reconnect.c).  Hooks, not calls, so that the core
+   * stays below the files that use it: replay says whether a request
+   * that failed in flight may be sent again (the connection then is back),
+   * on_reconnect lets the arena drop its regions (gkcd freed them). */
+  char socket_path[108];   /* as first connected: where to connect again */
+  int rc_tries, rc_backoff_ms, rc_flags; /* gkc_set_reconnect */
+  unsigned epoch;          /* connections made after the first */
+  uint64_t instance, shared_instance; /* as gkcd last said; 0: unknown */
+  struct gkc__objs *objs;  /* the objects this connection made; NULL: none yet */
+  int staging;             /* inside the arena's staging: never reconnect there */
+  int pack_stale;          /* set while packing: the request names a stale object */
+  char stale_msg[400];
+  int (*replay)(gkc_conn *c, gkc__req *r, int status);
+  void (*on_reconnect)(gkc_conn *c);
 };
 
 /* --- the core (gkc_wire.c) ------------------------------------------------------- */
@@ -180,6 +199,32 @@ int gkc__run(gkc_conn *c, gkc__req *r, gkc_result *res);
 /* A gkc_result with nothing in it yet (NAN timings). */
 void gkc__result_init(gkc_result *res);
 uint64_t gkc__now_ns(void);
+
+/* --- reconnecting and the objects made (gkc_reconnect.c) ------------------------- */
+
+enum { GKC__OBJ_ARRAY = 1, GKC__OBJ_MATRIX = 2, GKC__OBJ_REGION = 3 };
+/* The policy from the environment ($GKC_RECONNECT) and the hooks. */
+void gkc__reconnect_init(gkc_conn *c);
+/* At the start of every blocking call, before its prep: when gkcd closed
+ * the connection while it was idle, connects again.  0, or the error of the
+ * last attempt (the call fails with it). */
+int gkc__live(gkc_conn *c);
+/* Connects again when the connection is gone (not closed by its owner) and
+ * the policy allows; 0 when the connection is up (or was never to be
+ * revived: the call then fails as it always did). */
+int gkc__revive(gkc_conn *c);
+/* A reply made an object (reply: its result map, for the instances). */
+void gkc__obj_made(gkc_conn *c, int kind, uint32_t id, int shared, const msgpack_object *reply);
+/* A release succeeded. */
+void gkc__obj_gone(gkc_conn *c, uint32_t id);
+/* ping and status results: the instances they name. */
+void gkc__note_instance(gkc_conn *c, const msgpack_object *reply);
+/* Packs an object id into a request; pk is the one gkc__submit packs with
+ * (its data is the connection).  Naming a stale object sets pack_stale:
+ * the request is then refused before anything is sent. */
+void gkc__pack_id(msgpack_packer *pk, uint32_t id);
+/* Frees the table of objects (gkc_close). */
+void gkc__objs_free(gkc_conn *c);
 
 /* Records a message for gkc_errmsg and returns err. */
 int gkc__fail(gkc_conn *c, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

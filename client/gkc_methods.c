@@ -20,6 +20,7 @@ static void no_params(msgpack_packer *pk, const gkc__req *r) {
 static int take_ping(gkc_conn *c, const msgpack_object *r, gkc__req *req, gkc_result *res) {
   (void)req;
   if (r->type != MSGPACK_OBJECT_MAP) return gkc__fail(c, GKC_EPROTOCOL, "ping result is not a map");
+  gkc__note_instance(c, r);
   gkc_ping_info *p = &res->ping;
   gkc__get_str(r, "version", p->version, sizeof p->version);
   gkc__get_str(r, "backend", p->backend, sizeof p->backend);
@@ -38,6 +39,8 @@ int gkc__prep_ping(gkc_conn *c, gkc__req *r) {
 int gkc_ping(gkc_conn *c, gkc_ping_info *out) {
   gkc__req r;
   gkc_result res;
+  int live = gkc__live(c); /* gkcd went away while idle: connect again first */
+  if (live) return live;
   gkc__req_init(&r);
   gkc__result_init(&res);
   gkc__prep_ping(c, &r);
@@ -51,6 +54,7 @@ static int take_status(gkc_conn *c, const msgpack_object *r, gkc__req *req, gkc_
   (void)req;
   if (r->type != MSGPACK_OBJECT_MAP)
     return gkc__fail(c, GKC_EPROTOCOL, "status result is not a map");
+  gkc__note_instance(c, r);
   char *json = gkc__json(r);
   if (!json) return gkc__fail(c, GKC_EOUT_OF_MEMORY, "out of memory");
   res->status_json = json;
@@ -107,6 +111,8 @@ int gkc__prep_status(gkc_conn *c, gkc__req *r) {
 static int status_call(gkc_conn *c, gkc_status_info *out, char **json) {
   gkc__req r;
   gkc_result res;
+  int live = gkc__live(c); /* gkcd went away while idle: connect again first */
+  if (live) return live;
   gkc__req_init(&r);
   gkc__result_init(&res);
   res.status_info = out;
@@ -142,6 +148,8 @@ int gkc_metrics(gkc_conn *c, char **text) {
   gkc__req r;
   gkc_result res;
   *text = NULL;
+  int live = gkc__live(c); /* gkcd went away while idle: connect again first */
+  if (live) return live;
   gkc__req_init(&r);
   gkc__result_init(&res);
   r.method = "metrics";
@@ -169,6 +177,8 @@ static int take_limit(gkc_conn *c, const msgpack_object *r, gkc__req *req, gkc_r
 int gkc_status_limit(gkc_conn *c, const char *name, uint64_t *value) {
   gkc__req r;
   gkc_result res;
+  int live = gkc__live(c); /* gkcd went away while idle: connect again first */
+  if (live) return live;
   gkc__req_init(&r);
   gkc__result_init(&res);
   gkc__prep_status(c, &r);

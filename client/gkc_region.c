@@ -35,6 +35,7 @@ static int take_register(gkc_conn *c, const msgpack_object *r, gkc__req *req, gk
   uint64_t v = 0;
   int rc = gkc__get_uint(c, r, "region", UINT32_MAX, &v);
   res->id = (uint32_t)v;
+  if (rc == 0) gkc__obj_made(c, GKC__OBJ_REGION, res->id, 0, NULL);
   return rc;
 }
 
@@ -50,6 +51,8 @@ int gkc_shm_register(gkc_conn *c, int fd, size_t bytes, uint32_t *region) {
   gkc_shm_register_args a = {fd, bytes};
   gkc__req r;
   gkc_result res;
+  int live = gkc__live(c); /* gkcd went away while idle: connect again first */
+  if (live) return live;
   gkc__req_init(&r);
   gkc__result_init(&res);
   gkc__prep_shm_register(c, &r, &a);
@@ -60,13 +63,18 @@ int gkc_shm_register(gkc_conn *c, int fd, size_t bytes, uint32_t *region) {
 
 static void pack_release(msgpack_packer *pk, const gkc__req *r) {
   msgpack_pack_map(pk, 1);
-  proto_pack_cstr(pk, "region"), msgpack_pack_uint32(pk, r->a.shm_release.region);
+  proto_pack_cstr(pk, "region"), gkc__pack_id(pk, r->a.shm_release.region);
+}
+
+static int take_shm_release(gkc_conn *c, const msgpack_object *r, gkc__req *req, gkc_result *res) {
+  gkc__obj_gone(c, req->a.shm_release.region);
+  return gkc__take_map(c, r, req, res);
 }
 
 int gkc__prep_shm_release(gkc_conn *c, gkc__req *r, const gkc_shm_release_args *a) {
   if (!a) return gkc__fail(c, GKC_EINVALID_ARGUMENT, "args must not be NULL");
   r->a.shm_release = *a;
-  r->method = "shm_release", r->pack = pack_release, r->take = gkc__take_map;
+  r->method = "shm_release", r->pack = pack_release, r->take = take_shm_release;
   return 0;
 }
 
@@ -74,6 +82,8 @@ int gkc_shm_release(gkc_conn *c, uint32_t region) {
   gkc_shm_release_args a = {region};
   gkc__req r;
   gkc_result res;
+  int live = gkc__live(c); /* gkcd went away while idle: connect again first */
+  if (live) return live;
   gkc__req_init(&r);
   gkc__result_init(&res);
   gkc__prep_shm_release(c, &r, &a);

@@ -110,14 +110,14 @@ void gkc__pack_ref(msgpack_packer *pk, const char *key, const gkc_ref *r) {
     case GKC_REF_REGION:
       proto_pack_cstr(pk, key);
       msgpack_pack_map(pk, 3);
-      proto_pack_cstr(pk, "region"), msgpack_pack_uint32(pk, r->region);
+      proto_pack_cstr(pk, "region"), gkc__pack_id(pk, r->region);
       proto_pack_cstr(pk, "offset"), msgpack_pack_uint64(pk, r->offset);
       proto_pack_cstr(pk, "bytes"), msgpack_pack_uint64(pk, r->bytes);
       break;
     case GKC_REF_HANDLE:
       proto_pack_cstr(pk, key);
       msgpack_pack_map(pk, 1);
-      proto_pack_cstr(pk, "handle"), msgpack_pack_uint32(pk, r->handle);
+      proto_pack_cstr(pk, "handle"), gkc__pack_id(pk, r->handle);
       break;
     default: break;
   }
@@ -142,13 +142,13 @@ void gkc__pack_out(msgpack_packer *pk, const char *key, const gkc_out *o) {
   switch (o->kind) {
     case GKC_OUT_REGION:
       msgpack_pack_map(pk, 2);
-      proto_pack_cstr(pk, "region"), msgpack_pack_uint32(pk, o->region);
+      proto_pack_cstr(pk, "region"), gkc__pack_id(pk, o->region);
       proto_pack_cstr(pk, "offset"), msgpack_pack_uint64(pk, o->offset);
       break;
     case GKC_OUT_NEW_HANDLE: proto_pack_cstr(pk, "handle"); break;
     default: /* GKC_OUT_HANDLE */
       msgpack_pack_map(pk, 1);
-      proto_pack_cstr(pk, "handle"), msgpack_pack_uint32(pk, o->handle);
+      proto_pack_cstr(pk, "handle"), gkc__pack_id(pk, o->handle);
   }
 }
 
@@ -179,6 +179,7 @@ int gkc__take_out(gkc_conn *c, const msgpack_object *r, const char *key, gkc__re
   } else {
     if ((rc = gkc__get_uint(c, o, "handle", UINT32_MAX, &v))) return rc;
     out->handle = (uint32_t)v;
+    if (out->kind == GKC_OUT_NEW_HANDLE) gkc__obj_made(c, GKC__OBJ_ARRAY, out->handle, 0, NULL);
   }
   if ((rc = gkc__get_uint(c, o, "bytes", SIZE_MAX, &v))) return rc;
   out->bytes = (size_t)v;
@@ -225,7 +226,8 @@ static int run(gkc_conn *c, gkc__req *r, int rc, gkc_result *res, gkc_info *info
   gkc_result res;             \
   gkc__req_init(&r);          \
   gkc__result_init(&res);     \
-  int rc = prep_call;
+  int rc = gkc__live(c);      \
+  if (rc == 0) rc = prep_call;
 
 /* The optional `device` (sgemm, reduce: gkc_set_device; upload,
  * csr_upload: gkc_*_placed) and `replicate` arguments. */
@@ -324,7 +326,7 @@ static void pack_spmv(msgpack_packer *pk, const gkc__req *r) {
   const gkc_spmv_args *a = &r->a.spmv;
   msgpack_pack_map(pk, (a->use_matrix ? 1 : 5) + 4 + has(&a->y) + gkc__out_keys(gkc__wire_out(r)));
   if (a->use_matrix) {
-    proto_pack_cstr(pk, "matrix"), msgpack_pack_uint32(pk, a->matrix);
+    proto_pack_cstr(pk, "matrix"), gkc__pack_id(pk, a->matrix);
   } else {
     proto_pack_cstr(pk, "rows"), msgpack_pack_int32(pk, a->rows);
     proto_pack_cstr(pk, "cols"), msgpack_pack_int32(pk, a->cols);
@@ -468,10 +470,10 @@ static void pack_upload(msgpack_packer *pk, const gkc__req *r) {
 }
 
 static int take_handle(gkc_conn *c, const msgpack_object *r, gkc__req *req, gkc_result *res) {
-  (void)req;
   uint64_t v = 0;
   int rc = gkc__get_uint(c, r, "handle", UINT32_MAX, &v);
   res->id = (uint32_t)v;
+  if (rc == 0) gkc__obj_made(c, GKC__OBJ_ARRAY, res->id, req->a.upload.shared != 0, r);
   gkc__take_info(r, &res->info);
   return rc;
 }
@@ -499,7 +501,7 @@ int gkc_upload(gkc_conn *c, gkc_ref data, gkc_dtype dtype, int shared, uint32_t 
 
 static void pack_download(msgpack_packer *pk, const gkc__req *r) {
   msgpack_pack_map(pk, 1 + gkc__out_keys(gkc__wire_out(r)));
-  proto_pack_cstr(pk, "handle"), msgpack_pack_uint32(pk, r->a.download.handle);
+  proto_pack_cstr(pk, "handle"), gkc__pack_id(pk, r->a.download.handle);
   gkc__pack_out(pk, "data", gkc__wire_out(r));
 }
 
@@ -567,12 +569,12 @@ static void pack_csr(msgpack_packer *pk, const gkc__req *r) {
 }
 
 static int take_csr(gkc_conn *c, const msgpack_object *r, gkc__req *req, gkc_result *res) {
-  (void)req;
   gkc__take_info(r, &res->info);
   gkc__get_str(r, "algo", res->info.algo, sizeof res->info.algo);
   uint64_t v = 0;
   int rc = gkc__get_uint(c, r, "matrix", UINT32_MAX, &v);
   res->id = (uint32_t)v;
+  if (rc == 0) gkc__obj_made(c, GKC__OBJ_MATRIX, res->id, req->a.csr_upload.shared != 0, r);
   return rc;
 }
 
@@ -671,13 +673,18 @@ int gkc_csr_upload_partitioned(gkc_conn *c, const gkc_csr *A, uint64_t devices, 
 static void pack_release(msgpack_packer *pk, const gkc__req *r) {
   msgpack_pack_map(pk, 1);
   proto_pack_cstr(pk, r->a.release.matrix ? "matrix" : "handle");
-  msgpack_pack_uint32(pk, r->a.release.id);
+  gkc__pack_id(pk, r->a.release.id);
+}
+
+static int take_release(gkc_conn *c, const msgpack_object *r, gkc__req *req, gkc_result *res) {
+  gkc__obj_gone(c, req->a.release.id);
+  return gkc__take_map(c, r, req, res);
 }
 
 int gkc__prep_release(gkc_conn *c, gkc__req *r, const gkc_release_args *a) {
   if (!a) return gkc__fail(c, GKC_EINVALID_ARGUMENT, "args must not be NULL");
   r->a.release = *a;
-  r->method = "release", r->pack = pack_release, r->take = gkc__take_map;
+  r->method = "release", r->pack = pack_release, r->take = take_release;
   return 0;
 }
 

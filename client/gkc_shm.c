@@ -184,10 +184,13 @@ static void env_size(gkc__shm *A, const char *name, size_t *dst) {
            name, v);
 }
 
+static void on_reconnect(gkc_conn *c);
+
 void gkc__shm_init(gkc_conn *c) {
   gkc__shm *A = calloc(1, sizeof *A);
   c->shm = A;
   if (!A) return;
+  c->on_reconnect = on_reconnect;
   const char *v = getenv("GKC_NO_SHM");
   if (v && *v && strcmp(v, "0") != 0) {
     A->env_off = 1;
@@ -198,6 +201,18 @@ void gkc__shm_init(gkc_conn *c) {
   A->off = A->env_off;
   A->threshold = A->env_threshold ? A->env_threshold : GKC_SHM_DEFAULT_THRESHOLD;
   A->max_bytes = A->env_max ? A->env_max : GKC_SHM_DEFAULT_MAX;
+}
+
+/* The connection was made again (gkc_reconnect.c): gkcd freed the regions
+ * with the old one, and every request, so every slice, has ended.  The
+ * arena starts over (gkcd's limits may have changed too). */
+static void on_reconnect(gkc_conn *c) {
+  gkc__shm *A = c->shm;
+  if (!A) return;
+  for (int i = 0; i < NSLOTS; i++)
+    if (A->slots[i].reg) slot_clear(&A->slots[i]);
+  A->limits_known = A->cannot_grow = A->probing = A->growing = 0;
+  A->gkcd_max = A->want = 0;
 }
 
 void gkc__shm_destroy(gkc_conn *c) {
@@ -557,8 +572,21 @@ static void shm_copy(void *dst, const void *src, size_t n) {
 }
 
 
+static void stage(gkc_conn *c, gkc__req *r, gkc_ref *const *refs, int n, gkc_out *out,
+                  uint64_t out_known, const char *out_key);
+
 void gkc__shm_stage(gkc_conn *c, gkc__req *r, gkc_ref *const *refs, int n, gkc_out *out,
                     uint64_t out_known, const char *out_key) {
+  /* The arena's own blocking calls below must not connect again midway
+   * (gkc_reconnect.c): the slices being cut belong to this connection. */
+  int was = c->staging;
+  c->staging = 1;
+  stage(c, r, refs, n, out, out_known, out_key);
+  c->staging = was;
+}
+
+static void stage(gkc_conn *c, gkc__req *r, gkc_ref *const *refs, int n, gkc_out *out,
+                  uint64_t out_known, const char *out_key) {
   gkc__shm *A = c->shm;
   if (!A || A->off || c->fd < 0 || c->write_cut) return;
   gkc_ref *in[GKC__MAX_SLICES];

@@ -37,7 +37,7 @@ static void pack_solve(msgpack_packer *pk, const gkc__req *r) {
   int x0 = a->x0.kind != GKC_REF_NONE;
   msgpack_pack_map(pk, 6 + x0 + (a->max_iter > 0) + (a->deadline_ms > 0) + (a->fp32 != 0) +
                           gkc__out_keys(gkc__wire_out(r)));
-  proto_pack_cstr(pk, "matrix"), msgpack_pack_uint32(pk, a->matrix);
+  proto_pack_cstr(pk, "matrix"), gkc__pack_id(pk, a->matrix);
   proto_pack_cstr(pk, "method"), proto_pack_cstr(pk, method_names[a->method]);
   proto_pack_cstr(pk, "rtol"), msgpack_pack_double(pk, a->rtol);
   proto_pack_cstr(pk, "atol"), msgpack_pack_double(pk, a->atol);
@@ -124,6 +124,8 @@ int gkc_solve(gkc_conn *c, const gkc_solve_args *args, gkc_out *out, gkc_solve_r
   memset(result, 0, sizeof *result);
   gkc__req r;
   gkc_result res;
+  int live = gkc__live(c); /* gkcd went away while idle: connect again first */
+  if (live) return live;
   gkc__req_init(&r);
   gkc__result_init(&res);
   int rc = gkc__prep_solve(c, &r, args, out);
@@ -186,7 +188,7 @@ gkc_step gkc_step_sgemm(int32_t m, int32_t n, int32_t k, gkc_scalar alpha, uint3
 static void pack_handle(msgpack_packer *pk, const char *key, uint32_t h) {
   proto_pack_cstr(pk, key);
   msgpack_pack_map(pk, 1);
-  proto_pack_cstr(pk, "handle"), msgpack_pack_uint32(pk, h);
+  proto_pack_cstr(pk, "handle"), gkc__pack_id(pk, h);
 }
 
 static void pack_scalar(msgpack_packer *pk, const char *key, const gkc_scalar *s) {
@@ -221,17 +223,17 @@ static void pack_step(msgpack_packer *pk, const gkc_step *s) {
       pack_handle(pk, "y", s->y);
       pack_scalar(pk, "alpha", &s->alpha);
       pack_scalar(pk, "beta", &s->beta);
-      if (s->out) proto_pack_cstr(pk, "out"), msgpack_pack_uint32(pk, s->out);
+      if (s->out) proto_pack_cstr(pk, "out"), gkc__pack_id(pk, s->out);
       break;
     case GKC_STEP_SPMV:
       msgpack_pack_map(pk, 6 + (s->y != 0));
       proto_pack_cstr(pk, "op"), proto_pack_cstr(pk, "spmv");
-      proto_pack_cstr(pk, "matrix"), msgpack_pack_uint32(pk, s->matrix);
+      proto_pack_cstr(pk, "matrix"), gkc__pack_id(pk, s->matrix);
       pack_handle(pk, "x", s->x);
       if (s->y) pack_handle(pk, "y", s->y);
       pack_scalar(pk, "alpha", &s->alpha);
       pack_scalar(pk, "beta", &s->beta);
-      proto_pack_cstr(pk, "out"), msgpack_pack_uint32(pk, s->out);
+      proto_pack_cstr(pk, "out"), gkc__pack_id(pk, s->out);
       break;
     case GKC_STEP_SGEMM:
       msgpack_pack_map(pk, 11 + (s->c != 0));
@@ -246,7 +248,7 @@ static void pack_step(msgpack_packer *pk, const gkc_step *s) {
       pack_scalar(pk, "beta", &s->beta);
       proto_pack_cstr(pk, "trans_a"), s->trans_a ? msgpack_pack_true(pk) : msgpack_pack_false(pk);
       proto_pack_cstr(pk, "trans_b"), s->trans_b ? msgpack_pack_true(pk) : msgpack_pack_false(pk);
-      proto_pack_cstr(pk, "out"), msgpack_pack_uint32(pk, s->out);
+      proto_pack_cstr(pk, "out"), gkc__pack_id(pk, s->out);
       break;
   }
 }
@@ -326,6 +328,8 @@ int gkc_batch(gkc_conn *c, const gkc_step *steps, int nsteps, gkc_batch_result *
   gkc_batch_args a = {steps, nsteps};
   gkc__req r;
   gkc_result res;
+  int live = gkc__live(c); /* gkcd went away while idle: connect again first */
+  if (live) return live;
   gkc__req_init(&r);
   gkc__result_init(&res);
   int rc = gkc__prep_batch(c, &r, &a);

@@ -59,6 +59,7 @@ int gkc__conn_connect(gkc_conn *c, const char *socket_path) {
   char path[108];
   if (proto_socket_path(path, sizeof path, socket_path) != 0)
     return gkc__fail(c, GKC_EINVALID_ARGUMENT, "socket path is too long for a Unix socket");
+  if (c->socket_path != path) snprintf(c->socket_path, sizeof c->socket_path, "%s", path);
   c->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (c->fd < 0) return gkc__fail(c, GKC_ECONNECT, "socket: %s", strerror(errno));
   struct sockaddr_un sa = {.sun_family = AF_UNIX};
@@ -314,6 +315,7 @@ static int submit(gkc_conn *c, gkc__req *r, size_t max_requests, uint64_t max_by
   first->fd = r->fd;
   r->msgid = c->next_msgid++;
   c->pack_oom = 0;
+  c->pack_stale = 0; /* gkc__pack_id sets it (gkc_reconnect.c) */
   msgpack_packer pk;
   msgpack_packer_init(&pk, c, queue_write);
   proto_pack_request_head(&pk, r->msgid, r->method);
@@ -324,6 +326,8 @@ static int submit(gkc_conn *c, gkc__req *r, size_t max_requests, uint64_t max_by
   int rc = 0;
   if (c->pack_oom)
     rc = gkc__fail(c, GKC_EOUT_OF_MEMORY, "out of memory queueing a %s request", r->method);
+  else if (c->pack_stale)
+    rc = gkc__fail(c, GKC_ESTALE_HANDLE, "%s: %s", r->method, c->stale_msg);
   else if (max_bytes && callers > 0 && c->pending_bytes + bytes > max_bytes)
     rc = gkc__fail(c, GKC_EBUSY, "%llu bytes are pending and this %s request has %llu, over "
                    "the context's bound of %llu: retry after a reply",
@@ -567,7 +571,21 @@ static void blocking_done(gkc_conn *c, gkc__req *r, gkc_result *res) {
   r->finished = 1;
 }
 
+static int run_once(gkc_conn *c, gkc__req *r, gkc_result *res);
+
 int gkc__run(gkc_conn *c, gkc__req *r, gkc_result *res) {
+  gkc_result fresh = *res; /* as the caller set it up, for a second sending */
+  int rc = run_once(c, r, res);
+  /* Failed in flight: the reconnect policy (a hook) may send it once more. */
+  if (rc && c->replay && c->replay(c, r, rc)) {
+    *res = fresh;
+    r->finished = 0;
+    rc = run_once(c, r, res);
+  }
+  return rc;
+}
+
+static int run_once(gkc_conn *c, gkc__req *r, gkc_result *res) {
   r->res = res;
   r->done = blocking_done;
   c->errmsg[0] = 0;

@@ -23,6 +23,7 @@ typedef struct {
   int kernel_threads;      /* CPU threads per kernel, 0 = all */
   size_t max_request_bytes;
   size_t max_conn_pinned;    /* shared-memory region bytes one connection may register */
+  size_t restore_max_bytes;  /* shared objects saved to systemd's fd store at most (0: none) */
   size_t max_queue;        /* jobs waiting for a worker before "busy" */
   int streams;             /* CUDA streams */
   size_t device_cache_bytes; /* idle device memory kept for reuse */

@@ -216,6 +216,8 @@ struct gkcd_job {
   int nres;
   gkcd_res *out_res;    /* OUT_RES / OUT_HOST: the object written to */
   int shared;           /* upload, csr_upload: create a shared object */
+  uint64_t instance, shared_instance; /* upload, csr_upload: what the reply names (PROTOCOL.md,
+                                       * "Instances and restarts") */
   int reg_fd;           /* shm_register: the descriptor, until mapped (-1 after) */
   void *priv[2];        /* private copies of CSR indices that came in a region */
   size_t pin_charge;    /* shm_register: bytes counted against its connection's

@@ -133,12 +133,22 @@ static int activated_fd(gkcd_server *srv) {
     log_err("sd_listen_fds: %s", strerror(-n));
     return -1;
   }
-  if (n == 0) return -2;
-  if (n > 1) {
-    log_err("systemd passed %d sockets; gkcd takes exactly one (ListenStream=)", n);
+  /* Besides the socket, systemd passes what its fd store holds: those
+   * descriptors (not sockets) were fdstore.c's to take. */
+  int fd = -1, sockets = 0;
+  for (int i = 0; i < n; i++)
+    if (sd_is_socket(SD_LISTEN_FDS_START + i, AF_UNSPEC, 0, -1) > 0) {
+      sockets++;
+      if (fd < 0) fd = SD_LISTEN_FDS_START + i;
+    }
+  for (int i = 0; i < n; i++) /* fdstore.c's, kept open until now */
+    if (SD_LISTEN_FDS_START + i != fd && sd_is_socket(SD_LISTEN_FDS_START + i, AF_UNSPEC, 0, -1) <= 0)
+      close(SD_LISTEN_FDS_START + i);
+  if (sockets == 0) return -2;
+  if (sockets > 1) {
+    log_err("systemd passed %d sockets; gkcd takes exactly one (ListenStream=)", sockets);
     return -1;
   }
-  int fd = SD_LISTEN_FDS_START;
   if (sd_is_socket_unix(fd, SOCK_STREAM, 1, NULL, 0) <= 0) {
     log_err("the socket systemd passed is not a listening Unix stream socket");
     return -1;

@@ -6,16 +6,23 @@
 #include "gkc.h"
 #include "gkc_errors.h"
 #include "method.h"
+#include "resident.h"
 #include "proto_rpc.h"
 
 static int answer_ping(const method_env *env, const msgpack_object *params, msgpack_packer *pk,
                        void **body, size_t *body_len, char *msg, size_t msglen) {
   (void)body, (void)body_len;
   (void)params, (void)msg, (void)msglen; /* no arguments: rpc.c checked */
-  msgpack_pack_map(pk, 3);
+  char inst[17], shared[17];
+  res_instance_hex(env->res->instance, inst);
+  res_instance_hex(env->res->shared_instance, shared);
+  msgpack_pack_map(pk, 5);
   proto_pack_cstr(pk, "version"), proto_pack_cstr(pk, GKC_VERSION);
   proto_pack_cstr(pk, "protocol"), msgpack_pack_int(pk, GKC_PROTOCOL);
   proto_pack_cstr(pk, "backend"), proto_pack_cstr(pk, env->backend_name);
+  /* What a client checks its objects against after reconnecting. */
+  proto_pack_cstr(pk, "instance"), proto_pack_cstr(pk, inst);
+  proto_pack_cstr(pk, "shared_instance"), proto_pack_cstr(pk, shared);
   return 0;
 }
 

@@ -13,6 +13,7 @@
 #include "devices.h"
 #include "part.h"
 #include "res_object.h"
+#include "resident.h"
 #include "split.h"
 #include "validate.h"
 
@@ -26,6 +27,7 @@ static int parse_upload(refs_ctx *r, size_t max) {
   if ((rc = args_known(a, keys)) || (rc = args_str(a, "dtype", 1, &dt, &dlen)) ||
       (rc = methods_shared(a, job)) || (rc = methods_where(a, job)))
     return rc;
+  job->instance = r->res->instance, job->shared_instance = r->res->shared_instance;
   if (dlen == 3 && !memcmp(dt, "f32", 3)) {
     job->in.upload.dtype = DT_F32;
   } else if (dlen == 3 && !memcmp(dt, "i32", 3)) {
@@ -136,6 +138,7 @@ static int parse_csr_upload(refs_ctx *r, size_t max) {
       (rc = args_int(a, "cols", 1, 1, INT32_MAX, &cols)) || (rc = methods_shared(a, job)) ||
       (rc = methods_where(a, job)))
     return rc;
+  job->instance = r->res->instance, job->shared_instance = r->res->shared_instance;
   s->rows = (int32_t)rows, s->cols = (int32_t)cols;
   if ((rc = parse_devices(r, s->rows)) ||
       (rc = methods_csr_arrays(r, s->rows, &s->row_ptr, &s->col_idx, &s->values, &s->nnz)))
@@ -180,10 +183,22 @@ static int no_operands(gkcd_job *job, const void **out[], int max) {
   return 0;
 }
 
+/* The reply of an object's creation names the instance that made it and
+ * the one whose shared objects it joins (two keys), so that a client can
+ * tell after reconnecting whether it survived (PROTOCOL.md, "Instances"). */
+static void pack_instances(msgpack_packer *pk, const gkcd_job *job) {
+  char hex[17];
+  res_instance_hex(job->instance, hex);
+  proto_pack_cstr(pk, "instance"), proto_pack_cstr(pk, hex);
+  res_instance_hex(job->shared_instance, hex);
+  proto_pack_cstr(pk, "shared_instance"), proto_pack_cstr(pk, hex);
+}
+
 static void pack_upload(msgpack_packer *pk, const gkcd_job *job, double server_us,
                         uint32_t new_id) {
   (void)server_us;
-  msgpack_pack_map(pk, 3);
+  msgpack_pack_map(pk, 5);
+  pack_instances(pk, job);
   proto_pack_cstr(pk, "handle"), msgpack_pack_uint32(pk, new_id);
   proto_pack_cstr(pk, "bytes"), msgpack_pack_uint64(pk, job->out_bytes);
   methods_pack_device(pk, job);
@@ -198,8 +213,9 @@ static void pack_download(msgpack_packer *pk, const gkcd_job *job, double server
 
 static void pack_csr(msgpack_packer *pk, const gkcd_job *job, double server_us, uint32_t new_id) {
   (void)server_us;
-  msgpack_pack_map(pk, 6 + (job->part != NULL));
+  msgpack_pack_map(pk, 8 + (job->part != NULL));
   if (job->part) part_pack(pk, job->part);
+  pack_instances(pk, job);
   methods_pack_device(pk, job);
   proto_pack_cstr(pk, "matrix"), msgpack_pack_uint32(pk, new_id);
   proto_pack_cstr(pk, "rows"), msgpack_pack_int32(pk, job->in.csr.rows);

@@ -171,6 +171,8 @@ static const opt_def table[] = {
      "largest request or result accepted (default 1G)"},
     {"max-conn-pinned", p_size, F(max_conn_pinned), 4096, 1024 * GiB, "SIZE",
      "bytes of shared-memory regions one connection may\nregister (pinned for DMA on a GPU; default: an eighth\nof the RAM, between 64M and 8G)"},
+    {"restore-max-bytes", p_size, F(restore_max_bytes), 0, 1024 * GiB, "SIZE",
+     "shared resident objects saved to systemd's fd store on\nSIGTERM and restored at the next start, in bytes at\nmost (default 1G; 0: release them, as without systemd)"},
     {"max-queue", p_count, F(max_queue), 1, 1 << 20, "N",
      "requests waiting for a thread before clients get 'busy'\n(default 1024)"},
     {"streams", p_int, F(streams), 1, 64, "N", "CUDA streams: requests on the GPU at once (default 4)"},
@@ -233,6 +235,7 @@ static void defaults(gkcd_config *cfg) {
   snprintf(cfg->backend, sizeof cfg->backend, "auto");
   cfg->threads = ncpu > 0 ? (int)ncpu : 1;
   cfg->max_request_bytes = (size_t)1 << 30;
+  cfg->restore_max_bytes = (size_t)1 << 30;
   double eighth = half_ram / 4;
   cfg->max_conn_pinned = eighth < 64.0 * (1 << 20) ? (size_t)64 << 20
                          : eighth > 8 * GiB      ? (size_t)8 << 30

@@ -25,6 +25,7 @@ struct gkcd_res {
   uint32_t id;
   int kind;
   res_owner *owner; /* NULL: shared */
+  int uid;          /* the user whose connection made it (kept with a saved object) */
   int refs;
   int released;
   size_t bytes;     /* array or region size; a matrix's three arrays together */

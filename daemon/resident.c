@@ -5,6 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "args.h"
 #include "gkc_errors.h"
@@ -26,8 +29,31 @@ static int id_in_use(gkcd_residents *t, uint32_t id) {
   return 0;
 }
 
+/* 64 random bits; getrandom does not fail for 8 bytes once the pool is
+ * ready, but if it ever does the clock and pid still make two starts differ. */
+static uint64_t random64(void) {
+  uint64_t v = 0;
+  if (getrandom(&v, sizeof v, GRND_NONBLOCK) != (ssize_t)sizeof v) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    v = ((uint64_t)ts.tv_sec * 1000000007u) ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)getpid() << 40);
+    log_warn("getrandom failed: the instance id comes from the clock and pid");
+  }
+  return v;
+}
+
+void res_instance_hex(uint64_t instance, char *buf) {
+  snprintf(buf, 17, "%016llx", (unsigned long long)instance);
+}
+
 void res_init(gkcd_residents *t, gkcd_devices *devs, gkcd_budget *budget) {
   memset(t, 0, sizeof *t);
+  do t->instance = random64();
+  while (t->instance == 0); /* 0 means "unknown" to clients */
+  t->shared_instance = t->instance;
+  /* Ids count up from a random point, so that an id an old client kept
+   * from an earlier instance is unlikely to name anything here. */
+  t->next_id = (uint32_t)(t->instance >> 32);
   t->devs = devs;
   t->budget = budget;
   t->max_conn_pinned = SIZE_MAX; /* the server sets --max-conn-pinned */
@@ -46,6 +72,22 @@ gkcd_res *res_add(gkcd_residents *t, int kind, res_owner *owner) {
    * objects. */
   do r->id = ++t->next_id;
   while (r->id == 0 || id_in_use(t, r->id));
+  r->kind = kind;
+  r->owner = owner;
+  r->refs = 1;
+  gkcd_res **b = bucket(t, r->id);
+  r->next = *b;
+  *b = r;
+  t->live[kind]++;
+  (*counter(t, owner, kind))++;
+  return r;
+}
+
+gkcd_res *res_add_id(gkcd_residents *t, int kind, res_owner *owner, uint32_t id) {
+  if (id == 0 || id_in_use(t, id)) return NULL;
+  gkcd_res *r = calloc(1, sizeof *r);
+  if (!r) return NULL;
+  r->id = id;
   r->kind = kind;
   r->owner = owner;
   r->refs = 1;

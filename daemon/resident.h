@@ -29,7 +29,13 @@
 /* The table of every live object, owned by the server. */
 typedef struct gkcd_residents {
   gkcd_res *bucket[RES_BUCKETS]; /* by id */
-  uint32_t next_id;
+  uint32_t next_id;              /* starts at random: ids of two instances rarely meet */
+  /* This gkcd's instance id, random at start, and the instance whose shared
+   * objects it holds: its own, or the saved one when it restored shared
+   * objects from systemd's fd store (fdstore.h), so that clients holding
+   * them know they survived.  PROTOCOL.md, "Instances". */
+  uint64_t instance, shared_instance;
+  uint64_t restored, restored_bytes; /* objects and bytes brought back at start */
   uint64_t live[4];              /* by kind */
   int n_shared;                  /* shared objects, owned by nobody */
   gkcd_devices *devs;            /* where arrays and matrices live; dev[0] pins regions */
@@ -40,11 +46,16 @@ typedef struct gkcd_residents {
 } gkcd_residents;
 
 /* An empty table whose objects' memory belongs to devs and is charged to
- * budget. */
+ * budget, with a fresh random instance id. */
 void res_init(gkcd_residents *t, gkcd_devices *devs, gkcd_budget *budget);
 /* Registers a new object (refs = 1) and returns it, or NULL when out of
  * memory; fills id. */
 gkcd_res *res_add(gkcd_residents *t, int kind, res_owner *owner);
+/* Registers an object under a given id (restoring one saved by an earlier
+ * instance): NULL when out of memory or when the id is 0 or in use. */
+gkcd_res *res_add_id(gkcd_residents *t, int kind, res_owner *owner, uint32_t id);
+/* Writes an instance id as 16 hex digits (buf: at least 17 bytes). */
+void res_instance_hex(uint64_t instance, char *buf);
 /* The live object with this id that asker may use, or NULL. */
 gkcd_res *res_find(gkcd_residents *t, const res_owner *asker, uint32_t id);
 void res_ref(gkcd_res *r);

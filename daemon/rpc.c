@@ -116,6 +116,7 @@ static uint32_t adopt(gkcd_server *srv, gkcd_job *job) {
     if (!c->closing) job_fail(job, GKC_EOUT_OF_MEMORY, "out of memory");
     return 0;
   }
+  r->uid = c->uid;
   r->ptr = job->out_ptr;
   r->cap = job->out_cap;
   r->bytes = job->out_bytes;

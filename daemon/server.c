@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "gkc_errors.h"
+#include "fdstore.h"
 #include "log.h"
 #include "server.h"
 #include "work.h"
@@ -31,7 +32,9 @@ static void begin_drain(gkcd_server *srv, const char *why) {
 }
 
 static void on_signal(uv_signal_t *h, int signum) {
-  begin_drain(h->data, signum == SIGINT ? "SIGINT" : "SIGTERM");
+  gkcd_server *srv = h->data;
+  if (!srv->stop_signal) srv->stop_signal = signum;
+  begin_drain(srv, signum == SIGINT ? "SIGINT" : "SIGTERM");
 }
 
 static uint64_t now_ns(void) {
@@ -54,6 +57,10 @@ void server_close(gkcd_server *srv) {
   uv_close((uv_handle_t *)&srv->sweep, NULL);
   notify_close(&srv->notify);
   http_stop(&srv->http);
+  /* A planned stop (systemctl stop/restart sends SIGTERM), drained: the
+   * shared objects go to systemd's fd store while the devices still serve
+   * copies.  SIGINT (an interactive stop) releases them. */
+  if (srv->stop_signal == SIGTERM) fdstore_save(&srv->res, srv->cfg.restore_max_bytes);
   devices_close(&srv->devs);
   uv_run(srv->loop, UV_RUN_DEFAULT);
   /* libuv gave SIGINT and SIGTERM their default action back when their
@@ -160,6 +167,10 @@ int server_start(gkcd_server *srv, uv_loop_t *loop, gkcd_backend **bes, int ndev
   if (devices_init(&srv->devs, loop, bes, ndev, on_device_lost, srv) != 0) return -1;
   res_init(&srv->res, &srv->devs, &srv->budget);
   srv->res.max_conn_pinned = srv->cfg.max_conn_pinned;
+  srv->budget.limit = srv->cfg.memory_budget;
+  /* Before the listening socket is taken (listen.c clears LISTEN_FDS) and
+   * before anyone can connect: the shared objects a planned restart saved. */
+  fdstore_restore(&srv->res, srv->cfg.restore_max_bytes);
   srv->listen_fd = -1;
   srv->start_ns = now_ns();
   srv->limits.max_bytes = srv->cfg.max_request_bytes;

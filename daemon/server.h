@@ -54,6 +54,7 @@ struct gkcd_server {
   int activated;       /* the listening socket came from systemd */
   gkcd_notify notify;  /* systemd's READY, STATUS, WATCHDOG (notify.h) */
   int draining;        /* SIGINT/SIGTERM received */
+  int stop_signal;     /* the first of them (SIGTERM saves shared objects: fdstore.h) */
   gkcd_conns conns;    /* the connections, wired to rpc.c (conn.h) */
   uint64_t served;
   gkcd_residents res;   /* resident arrays, matrices and regions (resident.h) */

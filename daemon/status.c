@@ -144,9 +144,16 @@ void status_pack(gkcd_server *srv, msgpack_packer *pk) {
   sched_counters sn;
   sched_counters_get(srv->sched, &sn);
 
-  msgpack_pack_map(pk, 34);
+  char inst[17], shared[17];
+  res_instance_hex(srv->res.instance, inst);
+  res_instance_hex(srv->res.shared_instance, shared);
+  msgpack_pack_map(pk, 37);
   proto_pack_cstr(pk, "version");
   proto_pack_cstr(pk, GKC_VERSION);
+  proto_pack_cstr(pk, "instance");
+  proto_pack_cstr(pk, inst);
+  proto_pack_cstr(pk, "shared_instance");
+  proto_pack_cstr(pk, shared);
   proto_pack_cstr(pk, "backend");
   proto_pack_cstr(pk, srv->be->name);
   kv_dbl(pk, "uptime_s", (double)(now_ns() - srv->start_ns) / 1e9);
@@ -184,6 +191,10 @@ void status_pack(gkcd_server *srv, msgpack_packer *pk) {
   kv_u64(pk, "regions", srv->res.live[RES_REGION]);
   kv_u64(pk, "region_bytes", srv->res.pinned); /* every connection's, registered */
   kv_u64(pk, "bytes", srv->budget.by_kind[BUDGET_RESIDENT]);
+  proto_pack_cstr(pk, "restored"); /* shared objects brought back from systemd's fd store */
+  msgpack_pack_map(pk, 2);
+  kv_u64(pk, "objects", srv->res.restored);
+  kv_u64(pk, "bytes", srv->res.restored_bytes);
   pack_lanes(srv, pk);
   pack_clients(srv, pk);
 

@@ -31,7 +31,8 @@
   XX(IO,                 -21, "io",                "connection to gkcd failed")        \
   XX(PROTOCOL,           -22, "protocol",          "malformed reply from gkcd")        \
   XX(UNKNOWN_CODE,       -23, "unknown_code",      "gkcd sent an unknown error code")  \
-  XX(CANCELLED,          -24, "cancelled",         "request cancelled before its reply")
+  XX(CANCELLED,          -24, "cancelled",         "request cancelled before its reply") \
+  XX(STALE_HANDLE,       -25, "stale_handle",      "the object belongs to an earlier connection or gkcd instance")
 
 typedef enum {
   GKC_OK = 0,

@@ -95,7 +95,42 @@ class Api:
                  shm_max_bytes: Optional[int] = None) -> None:
         self._regions: Dict[int, Region] = {}
         self._owned: "weakref.WeakSet[Any]" = weakref.WeakSet()
-        self._arena = Arena(*_arena.settings(shm, shm_threshold, shm_max_bytes))
+        self._arena_settings = _arena.settings(shm, shm_threshold, shm_max_bytes)
+        self._arena = Arena(*self._arena_settings)
+        # gkcd's instances as it last said (gkc._reconnect), stale objects'
+        # ids (what a request naming one is refused with), connections made
+        # again since the first.
+        self._instance = ""
+        self._shared_instance = ""
+        self._stale: Dict[int, str] = {}
+        self.reconnects = 0
+
+    def _note(self, res: Any) -> Any:
+        """Remembers the instances a reply names; returns res."""
+        from ._reconnect import instances
+        inst, shared = instances(res)
+        if inst:
+            self._instance = inst
+        if shared:
+            self._shared_instance = shared
+        return res
+
+    def _made(self, obj: Any, res: Any, shared: bool) -> Any:
+        """obj was made by the reply res: where it lives."""
+        self._note(res)
+        obj.shared = bool(shared)
+        obj.made_in = self._shared_instance if shared else self._instance
+        return obj
+
+    def _restart_arena(self) -> None:
+        """The connection was made again: gkcd freed the arena's regions
+        with the old one; the arena starts over."""
+        for k, r in list(self._regions.items()):
+            if isinstance(r, _arena.Segment):
+                del self._regions[k]
+                r._mark_released()
+        self._arena.close()
+        self._arena = Arena(*self._arena_settings)
 
     # --- the shared-memory arena ------------------------------------------------------
 
@@ -418,7 +453,7 @@ class Api:
         if not isinstance(v, dict):
             raise errors.ProtocolError(f"reply field {key!r} is not a reference")  # type: ignore[attr-defined]
         if isinstance(out, str):
-            return Array(self, int(v["handle"]), shape, "f32")
+            return self._made(Array(self, int(v["handle"]), shape, "f32"), None, False)
         return out
 
     @staticmethod
@@ -447,12 +482,12 @@ class Api:
         return self._invoke(method, dict(params or {}), decode, fd)
 
     def ping(self) -> Any:
-        """``{"version", "protocol", "backend"}``."""
-        return self._invoke("ping", {}, lambda res: res)
+        """``{"version", "protocol", "backend", "instance", "shared_instance"}``."""
+        return self._invoke("ping", {}, self._note)
 
     def status(self) -> Any:
         """The daemon's counters and limits (PROTOCOL.md, ``status``)."""
-        return self._invoke("status", {}, lambda res: res)
+        return self._invoke("status", {}, self._note)
 
     def metrics(self) -> str:
         """gkcd's counters in the Prometheus text format (PROTOCOL.md,
@@ -710,7 +745,7 @@ class Api:
         def decode(res: Dict[str, Any]) -> Array:
             arr = Array(self, int(res["handle"]), shape, dtype)
             arr.device = self._device_of(res)
-            return arr
+            return self._made(arr, res, shared)
         return self._invoke("upload", p, decode)
 
     def download(self, a: Array, *, out: Optional[np.ndarray] = None) -> Any:
@@ -761,7 +796,7 @@ class Api:
                        int(res["nnz"]), str(res.get("algo", "")))
             m.device = self._device_of(res)
             m.partition = [dict(b) for b in res["partition"]] if "partition" in res else None
-            return m
+            return self._made(m, res, shared)
         return self._invoke("csr_upload", p, decode)
 
     def release(self, obj: Union[Array, Matrix, Region]) -> Any:

@@ -30,10 +30,19 @@ class _Owned:
         self._conn = conn
         self.id = ident
         self.released = False
+        # Which gkcd instance holds it (gkc._reconnect): private objects and
+        # regions live as long as their connection, shared ones as long as
+        # their instance's shared objects (restored across a planned restart).
+        self.shared = False
+        self.made_in = conn._instance
+        self.stale: Optional[str] = None  # why, once it did not survive a reconnect
+        conn._stale.pop(ident, None)  # the number is this object's now
         conn._owned.add(self)
 
     def _check(self, conn: "Api") -> None:
         """Raises unless this object may be named in a request on conn."""
+        if self.stale:
+            raise errors.StaleHandle(self.stale)  # type: ignore[attr-defined]
         if self.released:
             raise errors.InvalidArgument(f"{self._kind} {self.id} was already released")  # type: ignore[attr-defined]
         if conn is not self._conn:
@@ -60,17 +69,23 @@ class _Owned:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if not self.released and not self._conn.closed:
-            self.release()
+        if not self.released and not self._conn.closed and not self.stale:
+            try:
+                self.release()
+            except errors.StaleHandle:  # gkcd restarted meanwhile: nothing left to free
+                pass
 
     async def __aenter__(self):
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        if not self.released and not self._conn.closed:
-            r = self.release()
-            if r is not None:
-                await r
+        if not self.released and not self._conn.closed and not self.stale:
+            try:
+                r = self.release()
+                if r is not None:
+                    await r
+            except errors.StaleHandle:  # gkcd restarted meanwhile: nothing left to free
+                pass
 
 
 class Array(_Owned):

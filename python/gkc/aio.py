@@ -18,7 +18,7 @@ import os
 import socket
 from typing import Any, Dict, Generator, Optional
 
-from . import errors
+from . import _reconnect, errors
 from ._api import Api, Decode
 from ._arena import Staged
 from ._rpc import Frame, Rpc, closed_error, outcome
@@ -33,8 +33,11 @@ class AsyncConnection(Api):
     _is_async = True
 
     def __init__(self, sock: socket.socket, path: str, shm: Optional[bool] = None,
-                 shm_threshold: Optional[int] = None, shm_max_bytes: Optional[int] = None) -> None:
+                 shm_threshold: Optional[int] = None, shm_max_bytes: Optional[int] = None,
+                 reconnect: Any = None) -> None:
         super().__init__(shm, shm_threshold, shm_max_bytes)
+        self._policy = _reconnect.policy(reconnect)
+        self._reviving: Optional["asyncio.Future[Any]"] = None
         self.path = path
         self._sock = sock
         self._loop = asyncio.get_running_loop()
@@ -92,7 +95,8 @@ class AsyncConnection(Api):
             while True:
                 n = await self._loop.sock_recv_into(self._sock, self._rpc.buffer())
                 if not n:
-                    raise closed_error()
+                    raise closed_error("gkcd closed the connection: the requests in flight were"
+                                       " not sent again")
                 replies, ended = self._rpc.received(n)
                 for mid, err, res in replies:
                     fut = self._pending.pop(mid, None)
@@ -109,10 +113,45 @@ class AsyncConnection(Api):
             self._broken = closed_error(f"receiving from gkcd: {e.strerror or e}")
         self._fail_pending(self._broken)
 
+    async def _revive(self) -> None:
+        """gkcd closed the connection (every request pending then has been
+        failed): connect again as the policy allows, once for all callers."""
+        if self.closed or self._broken is None or self._policy.tries == 0:
+            return
+        if self._reviving is not None:
+            await asyncio.shield(self._reviving)
+            return
+        self._reviving = self._loop.create_future()
+        try:
+            old = self._instance
+            sock, inst, shared = await self._loop.run_in_executor(
+                None, _reconnect.connect_again, self.path, self._policy, self._broken.message, 0)
+            sock.setblocking(False)
+            try:
+                self._sock.close()
+            except OSError:
+                pass
+            self._sock = sock
+            self._instance, self._shared_instance = inst, shared
+            self._rpc = Rpc()
+            self._rpc._next = 1  # 0 was the hello's
+            self._orphans.clear()
+            self._broken = None
+            self.reconnects += 1
+            _reconnect.mark_stale(self, old)
+            self._restart_arena()
+            self._reader = self._loop.create_task(self._read())
+        finally:
+            fut, self._reviving = self._reviving, None
+            fut.set_result(None)
+
     async def _invoke(self, method: str, params: Dict[str, Any], decode: Decode,
                       fd: Optional[int] = None) -> Any:
         staged: Optional[Staged] = None
         try:
+            await self._revive()
+            # Before anything is sent: an object that did not survive a reconnect.
+            _reconnect.scan(self._stale, method, params)
             if self._staging(params):
                 staged = await self._adrive(self._stage(params))
             if self._broken is not None:
@@ -186,7 +225,7 @@ class _Connecting:
 
     def __init__(self, path: Optional[str], shm: Dict[str, Any]) -> None:
         self._path = path
-        self._shm = shm
+        self._shm = shm  # and reconnect=
         self._conn: Optional[AsyncConnection] = None
 
     async def _open(self) -> AsyncConnection:
@@ -211,9 +250,10 @@ class _Connecting:
 
 
 def connect(path: Optional[str] = None, *, shm: Optional[bool] = None,
-            shm_threshold: Optional[int] = None, shm_max_bytes: Optional[int] = None) -> _Connecting:
+            shm_threshold: Optional[int] = None, shm_max_bytes: Optional[int] = None,
+            reconnect: Any = None) -> _Connecting:
     """An :class:`AsyncConnection` to gkcd: ``c = await gkc.aio.connect()``
     or ``async with gkc.aio.connect() as c``.  The ``shm*`` keywords as for
     :func:`gkc.connect`."""
     return _Connecting(path, {"shm": shm, "shm_threshold": shm_threshold,
-                              "shm_max_bytes": shm_max_bytes})
+                              "shm_max_bytes": shm_max_bytes, "reconnect": reconnect})

@@ -16,7 +16,7 @@ import socket
 import threading
 from typing import Any, Dict, Optional
 
-from . import errors
+from . import _reconnect, errors
 from ._api import Api, Decode
 from ._arena import Staged
 from ._rpc import Frame, Rpc, closed_error, outcome
@@ -28,7 +28,7 @@ class Connection(Api):
 
     def __init__(self, path: Optional[str] = None, timeout: Optional[float] = None, *,
                  shm: Optional[bool] = None, shm_threshold: Optional[int] = None,
-                 shm_max_bytes: Optional[int] = None) -> None:
+                 shm_max_bytes: Optional[int] = None, reconnect: Any = None) -> None:
         """path: the socket (default as libgkc); timeout: seconds to wait for
         any one reply (None: no limit), after which gkc.Timeout is raised and
         the connection is closed.  shm: big arrays through shared memory
@@ -36,8 +36,14 @@ class Connection(Api):
         from which an argument or result goes that way (default
         $GKC_SHM_THRESHOLD, else gkc._arena.DEFAULT_THRESHOLD); shm_max_bytes:
         the most shared memory the connection keeps ($GKC_SHM_MAX_BYTES, else
-        1 GiB).  Keywords given win over the environment."""
+        1 GiB).  reconnect: how a call connects again after gkcd went away
+        (gkc._reconnect): None ($GKC_RECONNECT, else 6 tries from 100 ms),
+        an int of tries, (tries, backoff_ms), or False (never).  Keywords
+        given win over the environment."""
         super().__init__(shm, shm_threshold, shm_max_bytes)
+        self._policy = _reconnect.policy(reconnect)
+        self._timeout = timeout
+        self._user_closed = False
         self.path = socket_path(path)
         self._sock = connect_socket(self.path)
         self._sock.settimeout(timeout)
@@ -59,6 +65,7 @@ class Connection(Api):
     def close(self) -> None:
         """Closes the socket; gkcd frees this connection's regions and
         (unshared) resident objects."""
+        self._user_closed = True
         if not self.closed:
             self.closed = True
             self._sock.close()
@@ -68,13 +75,63 @@ class Connection(Api):
 
     def _fail(self, e: errors.Error) -> errors.Error:
         self._broken = e
-        self.close()
+        if self._policy.tries == 0:
+            self.close()
+            self._user_closed = False
+        else:
+            # Kept for reconnecting: the objects stay known (to be named
+            # stale), only the socket goes.
+            self._sock.close()
         return e
+
+    def _revive(self) -> None:
+        """Before a call: when gkcd closed the connection (noticed now, or by
+        an earlier call), connect again as the policy allows."""
+        if self._user_closed or self._policy.tries == 0:
+            return
+        if self._broken is None:
+            if not _reconnect.idle_gone(self._sock):
+                return
+            # Idle, yet readable: the end of the stream, or gkcd's word before it.
+            try:
+                data = self._sock.recv(65536, socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                return
+            except OSError as e:
+                data, self._broken = b"", errors.ConnectionFailed(f"receiving from gkcd: {e}")  # type: ignore[attr-defined]
+            if data:
+                buf = self._rpc.buffer()
+                buf[:len(data)] = data
+                _, ended = self._rpc.received(len(data))
+                if ended is None:
+                    return
+                self._broken = ended
+            elif self._broken is None:
+                self._broken = closed_error("gkcd closed the connection")
+            self._sock.close()
+        old = self._instance
+        sock, inst, shared = _reconnect.connect_again(self.path, self._policy, self._broken.message, 0)
+        sock.settimeout(self._timeout)
+        self._sock = sock
+        self._instance, self._shared_instance = inst, shared
+        self._rpc = Rpc()
+        self._rpc._next = 1  # 0 was the hello's
+        self._replies.clear()
+        self._orphans.clear()
+        self._broken = None
+        self.closed = False
+        self.reconnects += 1
+        _reconnect.mark_stale(self, old)
+        self._restart_arena()
 
     def _invoke(self, method: str, params: Dict[str, Any], decode: Decode,
                 fd: Optional[int] = None) -> Any:
         staged: Optional[Staged] = None
         try:
+            with self._lock:
+                self._revive()
+            # Before anything is sent: an object that did not survive a reconnect.
+            _reconnect.scan(self._stale, method, params)
             # Before taking the lock: a growth of the arena is a request too.
             if self._staging(params):
                 staged = self._drive(self._stage(params))
@@ -123,9 +180,11 @@ class Connection(Api):
             except socket.timeout:
                 raise self._fail(errors.Timeout("no reply from gkcd within the timeout"))  # type: ignore[attr-defined]
             except OSError as e:
-                raise self._fail(closed_error(failure or f"receiving from gkcd: {e.strerror or e}"))
+                raise self._fail(closed_error((failure or f"receiving from gkcd: {e.strerror or e}") +
+                                              ": the request was in flight and was not sent again"))
             if not n:
-                raise self._fail(closed_error(failure or "gkcd closed the connection"))
+                raise self._fail(closed_error((failure or "gkcd closed the connection") +
+                                              ": the request was in flight and was not sent again"))
             replies, ended = self._rpc.received(n)
             for mid, err, res in replies:
                 orphan = self._orphans.pop(mid, None)
@@ -142,8 +201,8 @@ class Connection(Api):
 
 def connect(path: Optional[str] = None, timeout: Optional[float] = None, *,
             shm: Optional[bool] = None, shm_threshold: Optional[int] = None,
-            shm_max_bytes: Optional[int] = None) -> Connection:
+            shm_max_bytes: Optional[int] = None, reconnect: Any = None) -> Connection:
     """A blocking :class:`Connection` to gkcd (a context manager); the
     keywords as for :class:`Connection`."""
     return Connection(path, timeout, shm=shm, shm_threshold=shm_threshold,
-                      shm_max_bytes=shm_max_bytes)
+                      shm_max_bytes=shm_max_bytes, reconnect=reconnect)

@@ -36,6 +36,7 @@ _TABLE = (
     (-22, "protocol", "ProtocolError", "malformed reply from gkcd", False),
     (-23, "unknown_code", "UnknownCode", "gkcd sent an unknown error code", False),
     (-24, "cancelled", "Cancelled", "request cancelled before its reply", False),
+    (-25, "stale_handle", "StaleHandle", "the object belongs to an earlier connection or gkcd instance", False),
 )
 
 

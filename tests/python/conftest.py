@@ -20,6 +20,11 @@ sys.path.insert(0, os.path.join(ROOT, "python"))
 
 import gkc  # noqa: E402
 
+# The tests written before reconnecting existed expect a connection gkcd
+# closed (fake servers, notifications, stopped daemons) to stay closed;
+# test_reconnect.py asks for reconnecting explicitly (reconnect=).
+os.environ.setdefault("GKC_RECONNECT", "off")
+
 
 class Daemon:
     """gkcd from $GKCD_BIN on a socket in a fresh temporary directory."""

@@ -120,9 +120,35 @@ static void test_ids_and_owners(void) {
   ASSERT_EQ(g_budget.by_kind[BUDGET_RESIDENT], 0);
 }
 
+/* Each table gets its own random instance id, and its ids start at a
+ * random point (so an old client's id rarely names anything here); an
+ * object restored under its saved id keeps it, and an id in use is
+ * refused. */
+static void test_instance_and_restored_ids(void) {
+  reset();
+  uint64_t first = g_res.instance;
+  ASSERT(first != 0);
+  ASSERT_EQ(g_res.shared_instance, first);
+  res_free_all(&g_res);
+  reset();
+  ASSERT(g_res.instance != first);
+  res_owner a = {0};
+  gkcd_res *r = res_add_id(&g_res, RES_ARRAY, NULL, 77);
+  ASSERT(r && r->id == 77 && g_res.n_shared == 1);
+  ASSERT(res_add_id(&g_res, RES_ARRAY, NULL, 77) == NULL);
+  ASSERT(res_add_id(&g_res, RES_ARRAY, NULL, 0) == NULL);
+  ASSERT(res_find(&g_res, &a, 77) == r);
+  char hex[17];
+  res_instance_hex(0x1a2bull, hex);
+  ASSERT_STR_EQ(hex, "0000000000001a2b");
+  res_release(&g_res, r);
+  res_free_all(&g_res);
+}
+
 /* Once the counter wraps, ids still in use are skipped, and 0 never comes. */
 static void test_id_wrap(void) {
   reset();
+  g_res.next_id = 0; /* res_init starts at random; the wrap is tested from 0 */
   res_owner a = {0};
   gkcd_res *first = array(&a, 0, 8);  /* id 1 */
   gkcd_res *second = array(&a, 0, 8); /* id 2 */
@@ -421,6 +447,7 @@ int main(void) {
   g_main = pthread_self();
   test_ids_and_owners();
   test_id_wrap();
+  test_instance_and_restored_ids();
   test_release_after_jobs();
   test_replicated();
   test_partitioned();

@@ -481,6 +481,9 @@ static void test_daemon_killed(void) {
   fixture_start(&f, args, NULL);
   gkc_async *ac = connect_async(&f);
   gkc_async_set_limits(ac, N, (uint64_t)1 << 30);
+  /* Reconnecting off: gkcd stays dead here, and a dead context must still
+   * refuse at once (e2e_reconnect tests connecting again). */
+  ASSERT_EQ(gkc_async_set_reconnect(ac, 0, 0, 0), 0);
   job *jobs = need(calloc(N, sizeof *jobs));
   for (int i = 0; i < N; i++) ASSERT_EQ(job_submit(ac, &jobs[i], K_SGEMM), 0);
   /* Let some replies arrive, then take gkcd away. */

@@ -216,6 +216,10 @@ static void test_cli(void) {
 
 int main(void) {
   signal(SIGPIPE, SIG_IGN);
+  /* The fake server plays one scenario per connection: a client that
+   * connected again on its own would start the next one (reconnecting is
+   * e2e_reconnect's). */
+  setenv("GKC_RECONNECT", "off", 1);
   const char *tmp = getenv("TMPDIR");
   snprintf(sock_path, sizeof sock_path, "%s/gkc-notify-%d.sock", tmp && *tmp ? tmp : "/tmp",
            (int)getpid());

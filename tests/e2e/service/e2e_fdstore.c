@@ -1,0 +1,375 @@
+/* e2e_fdstore.c: shared resident objects across a planned restart, through
+ * a stand-in for systemd's file-descriptor store (issue 30).
+ *
+ * The stand-in listens on NOTIFY_SOCKET (a datagram socket, as systemd's),
+ * keeps every descriptor sent with FDSTORE=1 under its FDNAME and drops
+ * the ones named by FDSTOREREMOVE=1; it starts the next gkcd with the
+ * store's descriptors at 3.. and LISTEN_FDS, LISTEN_FDNAMES and LISTEN_PID
+ * (set in the child after fork, so it is gkcd's own pid).
+ *
+ *  1. SIGTERM saves the shared array and matrix (not the private array);
+ *     the next gkcd restores them byte for byte under the same ids, the
+ *     same shared_instance and a new instance; the client that held them
+ *     goes on using them after reconnecting, and its private handle is
+ *     named stale; the restored gkcd removed the entries from the store;
+ *  2. a manifest with one byte changed is refused (checksum), gkcd starts
+ *     clean and says so;
+ *  3. a store holding something else (junk under the manifest's name, a
+ *     descriptor of another name), or a manifest naming more than
+ *     --restore-max-bytes, or objects without a manifest (a save cut
+ *     short): a clear log line and a clean start;
+ *  4. SIGINT, or no NOTIFY_SOCKET: nothing saved, the log says so.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "gkc.h"
+#include "test.h"
+
+enum { MAXFD = 16 };
+static char dir[64], sock[100], notify_path[100], log_path[100];
+static int notify_fd = -1;
+
+typedef struct {
+  int n;
+  int fd[MAXFD];
+  char name[MAXFD][64];
+} fdset;
+
+static fdset store; /* what the stand-in holds */
+
+static void set_put(fdset *s, int fd, const char *name) {
+  for (int i = 0; i < s->n; i++)
+    if (!strcmp(s->name[i], name)) {
+      close(s->fd[i]);
+      s->fd[i] = fd;
+      return;
+    }
+  ASSERT(s->n < MAXFD);
+  s->fd[s->n] = fd;
+  snprintf(s->name[s->n], sizeof s->name[0], "%s", name);
+  s->n++;
+}
+
+static int set_find(const fdset *s, const char *name) {
+  for (int i = 0; i < s->n; i++)
+    if (!strcmp(s->name[i], name)) return i;
+  return -1;
+}
+
+static void set_clear(fdset *s) {
+  for (int i = 0; i < s->n; i++) close(s->fd[i]);
+  s->n = 0;
+}
+
+/* Reads every datagram waiting on the notify socket, as systemd would. */
+static int removed; /* FDSTOREREMOVE messages seen */
+static void drain_notify(void) {
+  for (;;) {
+    char buf[4096];
+    union {
+      struct cmsghdr h;
+      char b[CMSG_SPACE(sizeof(int) * 8)];
+    } cm;
+    struct iovec iov = {buf, sizeof buf - 1};
+    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.b,
+                        .msg_controllen = sizeof cm.b};
+    ssize_t n = recvmsg(notify_fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      ASSERT(errno == EAGAIN || errno == EWOULDBLOCK);
+      return;
+    }
+    buf[n] = 0;
+    int fd = -1;
+    for (struct cmsghdr *h = CMSG_FIRSTHDR(&mh); h; h = CMSG_NXTHDR(&mh, h))
+      if (h->cmsg_level == SOL_SOCKET && h->cmsg_type == SCM_RIGHTS) memcpy(&fd, CMSG_DATA(h), sizeof fd);
+    const char *nm = strstr(buf, "FDNAME=");
+    char name[64] = "stored";
+    if (nm) sscanf(nm + 7, "%63[^\n]", name);
+    if (strstr(buf, "FDSTORE=1") && fd >= 0) {
+      set_put(&store, fd, name);
+    } else if (strstr(buf, "FDSTOREREMOVE=1")) {
+      removed++;
+      int i = set_find(&store, name);
+      if (i >= 0) {
+        close(store.fd[i]);
+        store.fd[i] = store.fd[store.n - 1];
+        memcpy(store.name[i], store.name[store.n - 1], sizeof store.name[0]);
+        store.n--;
+      }
+      if (fd >= 0) close(fd);
+    } else if (fd >= 0) {
+      close(fd);
+    }
+  }
+}
+
+/* Starts gkcd with the descriptors of pass (may be NULL) as systemd would
+ * hand them over; notify: whether NOTIFY_SOCKET is set. */
+static pid_t spawn(const fdset *pass, int notify, const char *max_bytes) {
+  pid_t pid = fork();
+  ASSERT(pid >= 0);
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL); /* a failing test must not leave gkcd behind */
+    int n = pass ? pass->n : 0, high[MAXFD];
+    /* Out of the way of 3..3+n first, then into place, inheritable. */
+    for (int i = 0; i < n; i++) high[i] = fcntl(pass->fd[i], F_DUPFD, 100);
+    for (int i = 0; i < n; i++) dup2(high[i], 3 + i);
+    char names[MAXFD * 65] = "";
+    for (int i = 0; i < n; i++) {
+      if (i) strcat(names, ":");
+      strcat(names, pass->name[i]);
+    }
+    char v[32];
+    if (n) {
+      snprintf(v, sizeof v, "%d", n);
+      setenv("LISTEN_FDS", v, 1);
+      snprintf(v, sizeof v, "%d", (int)getpid()); /* systemd checks it is ours */
+      setenv("LISTEN_PID", v, 1);
+      setenv("LISTEN_FDNAMES", names, 1);
+    }
+    if (notify) setenv("NOTIFY_SOCKET", notify_path, 1);
+    else unsetenv("NOTIFY_SOCKET");
+    int lf = open(log_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (lf >= 0) dup2(lf, 2), dup2(lf, 1);
+    const char *bin = getenv("GKCD_BIN");
+    const char *argv[] = {bin, "--socket", sock, "--backend", "cpu", "--threads", "1",
+                          "--restore-max-bytes", max_bytes ? max_bytes : "1G", NULL};
+    execv(bin, (char *const *)argv);
+    _exit(127);
+  }
+  for (int i = 0; i < 500; i++) {
+    gkc_conn *c;
+    int ok = gkc_connect(&c, sock) == 0 && gkc_ping(c, NULL) == 0;
+    gkc_close(c);
+    if (ok) return pid;
+    usleep(20000);
+  }
+  TEST_FAIL("gkcd did not come up; see %s", log_path);
+}
+
+static void stop(pid_t pid, int sig) {
+  ASSERT_EQ(kill(pid, sig), 0);
+  int status;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  drain_notify();
+}
+
+static char *slurp(const char *path) {
+  FILE *f = fopen(path, "r");
+  ASSERT(f);
+  static char buf[1 << 16];
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  buf[n] = 0;
+  fclose(f);
+  return buf;
+}
+
+/* status's restored.objects */
+static uint64_t restored_objects(gkc_conn *c) {
+  char *json = NULL;
+  ASSERT_EQ(gkc_status_json(c, &json), 0);
+  const char *p = strstr(json, "\"restored\"");
+  ASSERT(p);
+  p = strstr(p, "\"objects\"");
+  ASSERT(p);
+  p += strlen("\"objects\"");
+  while (*p == ':' || *p == ' ') p++;
+  uint64_t v = strtoull(p, NULL, 10);
+  free(json);
+  return v;
+}
+
+/* A memfd named name holding bytes (for forged stores). */
+static int memfd_with(const char *name, const void *bytes, size_t n) {
+  int fd = memfd_create(name, MFD_CLOEXEC);
+  ASSERT(fd >= 0);
+  ASSERT_EQ(write(fd, bytes, n), (ssize_t)n);
+  return fd;
+}
+
+/* A copy of the store (the same open files, new descriptors). */
+static void copy_store(fdset *to, const fdset *from) {
+  to->n = 0;
+  for (int i = 0; i < from->n; i++) {
+    to->fd[i] = fcntl(from->fd[i], F_DUPFD_CLOEXEC, 3);
+    snprintf(to->name[i], sizeof to->name[0], "%s", from->name[i]);
+    to->n++;
+  }
+}
+
+/* Starts gkcd on pass, checks its log says why, that it restored nothing
+ * and serves; pass is closed. */
+static void refused(fdset *pass, const char *extra, const char *why) {
+  pid_t pid = spawn(pass, 1, extra);
+  set_clear(pass);
+  gkc_conn *c;
+  ASSERT_EQ(gkc_connect(&c, sock), 0);
+  ASSERT_EQ(restored_objects(c), 0);
+  gkc_close(c);
+  stop(pid, SIGINT);
+  const char *log = slurp(log_path);
+  ASSERT_CONTAINS(log, why);
+  ASSERT_CONTAINS(log, "starting clean");
+  set_clear(&store);
+}
+
+int main(void) {
+  if (!getenv("GKCD_BIN")) TEST_SKIP("GKCD_BIN is not set (run through ctest)");
+  const char *tmp = getenv("TMPDIR");
+  snprintf(dir, sizeof dir, "%.40s/gkc-fdstore-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+  ASSERT(mkdtemp(dir));
+  snprintf(sock, sizeof sock, "%s/gkcd.sock", dir);
+  snprintf(notify_path, sizeof notify_path, "%s/notify.sock", dir);
+  snprintf(log_path, sizeof log_path, "%s/gkcd.log", dir);
+  notify_fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_un sa = {.sun_family = AF_UNIX};
+  snprintf(sa.sun_path, sizeof sa.sun_path, "%s", notify_path);
+  ASSERT_EQ(bind(notify_fd, (struct sockaddr *)&sa, sizeof sa), 0);
+  int big = 1 << 20;
+  setsockopt(notify_fd, SOL_SOCKET, SO_RCVBUF, &big, sizeof big);
+
+  /* --- 1. a planned restart keeps the shared objects ------------------------------ */
+  pid_t pid = spawn(NULL, 1, NULL);
+  gkc_conn *c;
+  ASSERT_EQ(gkc_connect(&c, sock), 0);
+  ASSERT_EQ(gkc_set_reconnect(c, 40, 50, 0), 0);
+  enum { N = 100003 };
+  float *x = malloc(N * 4), *back = malloc(N * 4);
+  uint64_t seed = 12345;
+  for (int i = 0; i < N; i++) {
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    x[i] = (float)(seed >> 40) / (float)(1 << 24) - 0.5f;
+  }
+  uint32_t hs, hp, m;
+  ASSERT_EQ(gkc_upload(c, gkc_ref_mem(x, N * 4), GKC_F32, 1, &hs), 0);
+  ASSERT_EQ(gkc_upload(c, gkc_ref_mem(x, 64), GKC_F32, 0, &hp), 0);
+  int32_t rp[] = {0, 2, 3, 5};
+  int32_t ci[] = {0, 2, 1, 0, 2};
+  float v[] = {1, 2, 3, 4, 5};
+  gkc_csr A = {3, 3, 5, rp, ci, v};
+  ASSERT_EQ(gkc_csr_upload(c, &A, 1, &m, NULL), 0);
+  char inst_a[17], shared_a[17], inst_b[17], shared_b[17];
+  ASSERT_EQ(gkc_ping(c, NULL), 0);
+  gkc_instance(c, inst_a, shared_a);
+  stop(pid, SIGTERM);
+  ASSERT_CONTAINS(slurp(log_path), "saved 2 shared object(s)");
+  ASSERT_EQ(store.n, 3);
+  char name[64];
+  snprintf(name, sizeof name, "gkc-obj-%u", hs);
+  ASSERT(set_find(&store, name) >= 0);
+  snprintf(name, sizeof name, "gkc-obj-%u", m);
+  ASSERT(set_find(&store, name) >= 0);
+  int mi = set_find(&store, "gkc-manifest");
+  ASSERT(mi >= 0);
+  /* Kept for the refusals below: the manifest's bytes, and a copy of all. */
+  static unsigned char man[1 << 16];
+  ssize_t mlen = pread(store.fd[mi], man, sizeof man, 0);
+  ASSERT(mlen > 40);
+  fdset keep;
+  copy_store(&keep, &store);
+
+  fdset pass;
+  copy_store(&pass, &keep);
+  removed = 0;
+  pid = spawn(&pass, 1, NULL);
+  set_clear(&pass);
+  drain_notify();
+  ASSERT_CONTAINS(slurp(log_path), "restored 2 shared object(s)");
+  ASSERT_EQ(removed, 3); /* every entry taken out of the store */
+  ASSERT_EQ(store.n, 0);
+  /* The client goes on: its shared handle and matrix work after reconnecting. */
+  memset(back, 0, N * 4);
+  ASSERT_EQ(gkc_download(c, hs, back, N * 4), 0);
+  ASSERT_EQ(gkc_reconnects(c), 1);
+  ASSERT(memcmp(back, x, N * 4) == 0); /* byte for byte */
+  gkc_instance(c, inst_b, shared_b);
+  ASSERT(strcmp(inst_a, inst_b) != 0);
+  ASSERT_STR_EQ(shared_a, shared_b);
+  float xv[3] = {1, 1, 1}, y[3];
+  gkc_spmv_args sp = GKC_SPMV_ARGS_INIT;
+  sp.use_matrix = 1, sp.matrix = m, sp.x = gkc_ref_mem(xv, sizeof xv);
+  gkc_out out = gkc_out_mem(y, sizeof y);
+  ASSERT_EQ(gkc_spmv_ref(c, &sp, &out, NULL), 0);
+  ASSERT_EQ(y[0], 3.0f);
+  ASSERT_EQ(y[1], 3.0f);
+  ASSERT_EQ(y[2], 9.0f);
+  double s;
+  ASSERT_EQ(gkc_reduce_ref(c, gkc_ref_handle(hp, 64), GKC_SUM, &s, NULL, NULL, NULL),
+            GKC_ESTALE_HANDLE);
+  ASSERT_EQ(restored_objects(c), 2);
+  ASSERT_EQ(gkc_release(c, hs), 0);
+  gkc_close(c);
+  stop(pid, SIGTERM); /* the matrix is saved again */
+  ASSERT_EQ(store.n, 2);
+  set_clear(&store);
+
+  /* --- 2. a corrupted manifest ----------------------------------------------------- */
+  copy_store(&pass, &keep);
+  int at = set_find(&pass, "gkc-manifest");
+  close(pass.fd[at]);
+  man[50] ^= 0x40; /* inside the first entry */
+  pass.fd[at] = memfd_with("gkc-manifest", man, (size_t)mlen);
+  man[50] ^= 0x40;
+  refused(&pass, NULL, "checksum does not match");
+
+  /* --- 3. something else in the store, over the budget, a save cut short ------------ */
+  pass.n = 0;
+  set_put(&pass, memfd_with("gkc-manifest", "hello", 5), "gkc-manifest");
+  set_put(&pass, memfd_with("x", "x", 1), "somebody-else");
+  refused(&pass, NULL, "not a gkcd manifest");
+  ASSERT_CONTAINS(slurp(log_path), "descriptor 'somebody-else' is not gkcd's");
+
+  copy_store(&pass, &keep);
+  refused(&pass, "1K", "more than --restore-max-bytes");
+
+  copy_store(&pass, &keep);
+  at = set_find(&pass, "gkc-manifest");
+  close(pass.fd[at]);
+  pass.fd[at] = pass.fd[pass.n - 1];
+  memcpy(pass.name[at], pass.name[pass.n - 1], sizeof pass.name[0]);
+  pass.n--;
+  refused(&pass, NULL, "holds no manifest");
+
+  /* An object whose bytes changed: its checksum refuses the whole save. */
+  copy_store(&pass, &keep);
+  snprintf(name, sizeof name, "gkc-obj-%u", hs);
+  at = set_find(&pass, name);
+  close(pass.fd[at]);
+  for (int i = 0; i < N; i++) back[i] = x[i];
+  back[N / 2] += 1.0f;
+  pass.fd[at] = memfd_with(name, back, N * 4);
+  refused(&pass, NULL, "checksum does not match");
+  set_clear(&keep);
+
+  /* --- 4. SIGINT, and no NOTIFY_SOCKET: released, and said so ----------------------- */
+  pid = spawn(NULL, 0, NULL);
+  ASSERT_EQ(gkc_connect(&c, sock), 0);
+  ASSERT_EQ(gkc_upload(c, gkc_ref_mem(x, 64), GKC_F32, 1, &hs), 0);
+  gkc_close(c);
+  stop(pid, SIGTERM);
+  ASSERT_CONTAINS(slurp(log_path), "not under systemd (no NOTIFY_SOCKET): releasing 1 shared");
+  ASSERT_EQ(store.n, 0);
+
+  free(x);
+  free(back);
+  close(notify_fd);
+  unlink(notify_path);
+  unlink(sock);
+  unlink(log_path);
+  rmdir(dir);
+  fprintf(stderr, "e2e_fdstore: passed\n");
+  return 0;
+}
