@@ -127,6 +127,10 @@ int gkcm_init(MPI_Comm comm, const char *socket, gkcm_ctx **out) {
     gkc_close(c->conn);
     c->conn = NULL;
   }
+  /* No reconnecting: a rank's resident vectors and halo region die with its
+   * daemon, so every rank must fail at once, naming it, rather than retry
+   * for seconds and then find its objects stale. */
+  if (!c->err) gkc_set_reconnect(c->conn, 0, 0, 0);
   int rc = ctx_sync(c, NULL, 0);
   if (!ctx) {
     gkc_close(c->conn);
