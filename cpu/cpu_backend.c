@@ -100,7 +100,7 @@ static int cpu_peer_copy(gkcd_backend *be, void *dst, gkcd_backend *from, const 
 static float *out_buffer(gkcd_backend *be, gkcd_job *job) {
   switch (job->out_kind) {
     case OUT_BIN:
-      if (!(job->out = malloc(job->out_bytes ? job->out_bytes : 1)))
+      if (!(job->out = job_out_alloc(job->out_bytes)))
         job_fail(job, GKC_EOUT_OF_MEMORY, "cannot allocate %zu bytes for the result",
                  job->out_bytes);
       return job->out;
