@@ -9,7 +9,11 @@
  *   reduce    the array in, a scalar back        (client write, gkcd read)
  *   download  a resident array of that size out  (gkcd write, client read)
  * and the table gives the array bytes moved per second over all of them
- * (GB/s, 10^9 bytes), with the median round trip.  Every reduce's sum is
+ * (GB/s, 10^9 bytes), with the median round trip.  When it started gkcd
+ * itself it also reads the CPU time of gkcd's event-loop thread (the one
+ * that reads and writes every socket) and prints the rate at which that
+ * thread alone would be saturated, "loop max": array bytes over the loop's
+ * CPU seconds.  Near the measured rate, the loop is the ceiling.  Every reduce's sum is
  * checked against the client's own, every download's bytes against what
  * was uploaded, on the first call of each thread: a difference fails the
  * run.
@@ -40,6 +44,24 @@ static double cell_s = 1.0;
 static int nconns_list[8] = {1, 8}, nlist = 2, ops_mask = 3;
 static const char *sock;
 static volatile int failures;
+static pid_t gkcd_pid; /* ours: its loop thread's CPU time is read */
+
+/* CPU seconds gkcd's main (event-loop) thread has run; -1 when unknown. */
+static double loop_cpu_s(void) {
+  if (gkcd_pid <= 0) return -1;
+  char path[64], buf[1024];
+  snprintf(path, sizeof path, "/proc/%d/task/%d/stat", (int)gkcd_pid, (int)gkcd_pid);
+  FILE *f = fopen(path, "r");
+  if (!f) return -1;
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  char *p = strrchr(buf, ')'); /* the fields after the command name */
+  unsigned long long ut = 0, st = 0;
+  if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
+    return -1;
+  return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
 
 typedef struct {
   int op;
@@ -89,7 +111,7 @@ static void *run(void *arg) {
 
 /* k connections at once moving n floats per call: GB/s over all of them,
  * and the median round trip in ms. */
-static void cell(int op, size_t n, int k, double *gbs, double *med_ms) {
+static void cell(int op, size_t n, int k, double *gbs, double *med_ms, double *loop_gbs) {
   worker *w = calloc((size_t)k, sizeof *w);
   pthread_t *th = xmalloc((size_t)k * sizeof *th);
   pthread_barrier_t go;
@@ -114,6 +136,7 @@ static void cell(int op, size_t n, int k, double *gbs, double *med_ms) {
   }
   for (int i = 0; i < k; i++) pthread_create(&th[i], NULL, run, &w[i]);
   pthread_barrier_wait(&go);
+  double cpu0 = loop_cpu_s();
   double t0 = bench_clock_s(), t1 = t0, bytes = 0;
   int m = 0;
   double *all = NULL;
@@ -126,6 +149,8 @@ static void cell(int op, size_t n, int k, double *gbs, double *med_ms) {
     memcpy(all + m, w[i].us, (size_t)got * sizeof *all);
     m += got;
   }
+  double cpu1 = loop_cpu_s();
+  *loop_gbs = cpu0 >= 0 && cpu1 > cpu0 ? bytes / (cpu1 - cpu0) / 1e9 : NAN;
   qsort(all, (size_t)m, sizeof *all, bench_cmp_double);
   *gbs = bytes / (t1 - t0) / 1e9;
   *med_ms = (m % 2 ? all[m / 2] : (all[m / 2 - 1] + all[m / 2]) / 2) / 1e3;
@@ -190,7 +215,7 @@ int main(int argc, char **argv) {
   }
   signal(SIGPIPE, SIG_IGN);
   bench_csv csv = {0};
-  if (csv_path && bench_csv_open(&csv, csv_path, "bytes,op,conns,gb_per_s,median_ms") != 0) return 2;
+  if (csv_path && bench_csv_open(&csv, csv_path, "bytes,op,conns,gb_per_s,median_ms,loop_max_gb_per_s") != 0) return 2;
   FILE *tab = csv_path && !strcmp(csv_path, "-") ? stderr : stdout;
   char path[108];
   volatile pid_t pid = 0;
@@ -207,9 +232,11 @@ int main(int argc, char **argv) {
       bench_die("gkcd at %s did not come up: %s", gkcd, why);
     }
     sock = path;
+    gkcd_pid = pid;
   }
-  fprintf(tab, "inline (no shared memory) array bytes per second, GB/s (10^9 B/s), over all connections;"
-          " median round trip in ms\n\n| size |");
+  fprintf(tab, "inline (no shared memory) array bytes per second, GB/s (10^9 B/s), over all connections"
+          " (median round trip in ms%s)\n\n| size |", gkcd_pid > 0 ? "; loop max: GB/s at which gkcd's"
+          " event-loop thread would be busy all the time" : "");
   for (int op = 0; op < NOPS; op++)
     if (ops_mask & (1 << op))
       for (int j = 0; j < nlist; j++) fprintf(tab, " %s x%d |", op_names[op], nconns_list[j]);
@@ -226,13 +253,16 @@ int main(int argc, char **argv) {
     for (int op = 0; op < NOPS; op++) {
       if (!(ops_mask & (1 << op))) continue;
       for (int j = 0; j < nlist; j++) {
-        double gbs, med;
-        cell(op, (size_t)bytes / 4, nconns_list[j], &gbs, &med);
-        fprintf(tab, " %.2f (%.1f) |", gbs, med);
+        double gbs, med, loop;
+        cell(op, (size_t)bytes / 4, nconns_list[j], &gbs, &med, &loop);
+        if (isnan(loop))
+          fprintf(tab, " %.2f (%.1f) |", gbs, med);
+        else
+          fprintf(tab, " %.2f (%.1f; %.1f) |", gbs, med, loop);
         fflush(tab);
         bench_csv_num(&csv, "%ld", bytes);
         bench_csv_str(&csv, op_names[op]);
-        bench_csv_num(&csv, "%d,%.3f,%.3f", nconns_list[j], gbs, med);
+        bench_csv_num(&csv, "%d,%.3f,%.3f,%.3f", nconns_list[j], gbs, med, loop);
         bench_csv_end(&csv);
       }
     }
