@@ -17,3 +17,9 @@ target_link_libraries(bench_inline PRIVATE gkc_bench_common gkc_static Threads::
 add_test(NAME bench_inline_quick COMMAND bench_inline --gkcd $<TARGET_FILE:gkcd> --min 65536 --max 1048576
          --conns 1,2 --time 20 --reps 2)
 set_tests_properties(bench_inline_quick PROPERTIES LABELS bench TIMEOUT 120)
+
+# bench_byvalue: by value (arena, inline) against the region path plus one
+# memcpy, reduce 256 MiB and sgemm 2048^3 (issue #25's CPU-backend target;
+# bench/RESULTS.md).  Too big for a smoke test: run by hand.
+add_executable(bench_byvalue bench_byvalue.c)
+target_link_libraries(bench_byvalue PRIVATE gkc_bench_common gkc_static m)
