@@ -12,7 +12,11 @@
  *  4. a small budget: big requests from three connections all succeed (the
  *     pool never makes work wait), used + pool never over the limit;
  *  5. clients that die in the middle of a big frame: their input is given
- *     back, and the next big request is served.
+ *     back, and the next big request is served;
+ *  6. big results received straight into the caller's memory (libgkc,
+ *     gkc_wire.c): several in flight on one async connection, replies back
+ *     to back, each in its own buffer, and one too big for its buffer
+ *     refused as before.
  *
  * Checks do not stop the test; the exit status is 0 only when all passed.
  * No check reads a time.
@@ -27,6 +31,7 @@
 
 #include "fixture.h"
 #include "gkc.h"
+#include "gkc_async.h"
 #include "probe.h"
 #include "rawrpc.h"
 #include "svcutil.h"
@@ -238,6 +243,104 @@ static void test_dies_mid_frame(void) {
   STOP_DAEMON(&f);
 }
 
+/* ------------------------------------------------------------------------ */
+/* 6. results straight into the caller's memory, pipelined                   */
+
+typedef struct {
+  int done, status;
+  uint32_t id;
+  char msg[200];
+} async_slot;
+
+static void on_reply(gkc_async *ac, const gkc_result *res, void *ud) {
+  (void)ac;
+  async_slot *s = ud;
+  s->done = 1;
+  s->status = res->status;
+  s->id = res->id;
+  snprintf(s->msg, sizeof s->msg, "%s", res->errmsg);
+}
+
+static void test_direct_pipelined(void) {
+  fixture f;
+  fixture_start(&f, NULL, NULL);
+  rr_ctx = "big results pipelined into their buffers";
+  enum { NH = 3, NREQ = 7 };
+  const size_t n[NH] = {MiB / 4, 3 * MiB / 2 + 1, 5 * MiB / 2}; /* 1, 6, 10 MiB of floats */
+  float *x[NH];
+  uint32_t h[NH];
+  gkc_conn *c = open_conn(&f, 0);
+  for (int i = 0; i < NH; i++) {
+    x[i] = ramp(n[i], 300 + (uint64_t)i);
+    CHECK(gkc_upload(c, gkc_ref_mem(x[i], n[i] * 4), GKC_F32, 0, &h[i]) == 0, "upload: %s", gkc_errmsg(c));
+  }
+  /* The async context's own copies, uploaded through it. */
+  gkc_async *ac = NULL;
+  CHECK(gkc_async_connect(&ac, f.sock) == 0, "async connect");
+  if (!ac) TEST_FAIL("no async context");
+  gkc_async_set_shm(ac, GKC_SHM_OFF, 0);
+  uint32_t ah[NH];
+  for (int i = 0; i < NH; i++) {
+    async_slot s = {0};
+    gkc_upload_args ua = {gkc_ref_mem(x[i], n[i] * 4), GKC_F32, 0};
+    CHECK(gkc_async_upload(ac, &ua, on_reply, &s) == 0, "async upload: %s", gkc_async_errmsg(ac));
+    while (!s.done && gkc_async_poll(ac, 10000) >= 0) {
+    }
+    CHECK(s.status == 0, "async upload: %s", s.msg);
+    ah[i] = s.id;
+  }
+  /* NREQ downloads in flight at once, the last into a buffer one float short. */
+  float *out[NREQ];
+  gkc_out outs[NREQ];
+  async_slot slots[NREQ];
+  memset(slots, 0, sizeof slots);
+  for (int r = 0; r < NREQ; r++) {
+    int i = r % NH;
+    size_t bytes = n[i] * 4 - (r == NREQ - 1 ? 4 : 0);
+    out[r] = malloc(bytes);
+    if (!out[r]) TEST_FAIL("out of memory");
+    memset(out[r], 0xff, bytes);
+    outs[r] = gkc_out_mem(out[r], bytes);
+    gkc_download_args da = {ah[i]};
+    CHECK(gkc_async_download(ac, &da, &outs[r], on_reply, &slots[r]) == 0, "async download: %s",
+          gkc_async_errmsg(ac));
+  }
+  for (int tries = 0; tries < 1000; tries++) {
+    int left = 0;
+    for (int r = 0; r < NREQ; r++) left += !slots[r].done;
+    if (!left || gkc_async_poll(ac, 100) < 0) break;
+  }
+  for (int r = 0; r < NREQ; r++) {
+    int i = r % NH;
+    if (r == NREQ - 1) {
+      CHECK(slots[r].done && slots[r].status == GKC_EINVALID_ARGUMENT && strstr(slots[r].msg, "holds"),
+            "download into a buffer too small: %d %s", slots[r].status, slots[r].msg);
+    } else {
+      CHECK(slots[r].done && slots[r].status == 0 && memcmp(out[r], x[i], n[i] * 4) == 0,
+            "download %d of %zu bytes: %d %s", r, n[i] * 4, slots[r].status,
+            slots[r].status ? slots[r].msg : "bytes differ");
+    }
+    free(out[r]);
+  }
+  /* And the connection goes on. */
+  async_slot s = {0};
+  float *one = malloc(n[1] * 4);
+  gkc_out o = gkc_out_mem(one, n[1] * 4);
+  gkc_download_args da = {ah[1]};
+  CHECK(gkc_async_download(ac, &da, &o, on_reply, &s) == 0, "async download");
+  while (!s.done && gkc_async_poll(ac, 10000) >= 0) {
+  }
+  CHECK(s.status == 0 && memcmp(one, x[1], n[1] * 4) == 0, "download after: %d %s", s.status, s.msg);
+  free(one);
+  gkc_async_close(ac);
+  for (int i = 0; i < NH; i++) {
+    gkc_release(c, h[i]);
+    free(x[i]);
+  }
+  gkc_close(c);
+  STOP_DAEMON(&f);
+}
+
 int main(void) {
   svc_init();
   double t0 = rr_now_s();
@@ -245,5 +348,6 @@ int main(void) {
   SECTION(test_interleaved());
   SECTION(test_small_budget());
   SECTION(test_dies_mid_frame());
+  SECTION(test_direct_pipelined());
   return svc_finish("e2e_service_inline", t0);
 }
