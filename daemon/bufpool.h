@@ -25,10 +25,13 @@
  *    BUFPOOL_SLACK) larger than what was asked, so what a holder keeps
  *    beyond its charge stays small.
  *
- * bufpool_get is safe from any thread (the workers take result buffers
- * from it, job.h's job_out_alloc); everything else is for the loop thread,
- * which alone touches the budget: the charges of buffers that a worker
- * took are given back at the next bufpool_sync.
+ * bufpool_get and bufpool_put_any are safe from any thread (the workers
+ * take result buffers and scratch copies from it, job.h's job_out_alloc,
+ * and give scratch back); everything else is for the loop thread, which
+ * alone touches the budget: the charges of buffers that a worker took are
+ * given back, and of those it gave, taken, at the next bufpool_sync (a
+ * worker keeps a buffer only within the room the loop last saw, less what
+ * other workers kept since).
  */
 #ifndef GKCD_BUFPOOL_H
 #define GKCD_BUFPOOL_H
@@ -56,6 +59,8 @@ typedef struct bufpool {
   int n;
   size_t idle_bytes;   /* under mu: what idle[] holds */
   size_t owed;         /* under mu: taken since the last sync, still charged */
+  size_t credit;       /* under mu: kept by bufpool_put_any since the last sync, not yet charged */
+  size_t room;         /* under mu: what the budget allowed the pool at the last sync */
   size_t max_bytes;
   gkcd_budget *budget; /* the loop's; NULL: no budget (tests) */
   uint64_t (*now_ms)(void *arg); /* the loop's clock, for the idle time */
@@ -78,7 +83,11 @@ void *bufpool_get(bufpool *p, size_t n, size_t *cap, int *pooled);
 /* Takes q back (malloc'd; NULL is fine): kept when it is big enough and
  * the pool's bounds and the budget allow, else freed.  Loop thread. */
 void bufpool_put(bufpool *p, void *q);
-/* Gives back the charges of buffers taken since the last call.  Loop. */
+/* bufpool_put from any thread: kept only within the room the loop saw at
+ * its last sync (less what was kept since); charged at the next sync. */
+void bufpool_put_any(bufpool *p, void *q);
+/* Settles the charges of buffers taken and kept by other threads since the
+ * last call, and notes the room they may use until the next.  Loop. */
 void bufpool_sync(bufpool *p);
 /* Frees buffers idle BUFPOOL_IDLE_MS or more.  Loop. */
 void bufpool_trim(bufpool *p);

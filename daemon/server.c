@@ -64,7 +64,7 @@ void server_close(gkcd_server *srv) {
   signal(SIGINT, SIG_IGN);
   signal(SIGTERM, SIG_IGN);
   res_free_all(&srv->res);
-  job_set_out_alloc(NULL, NULL); /* the workers are gone */
+  job_set_out_alloc(NULL, NULL, NULL); /* the workers are gone */
   bufpool_destroy(&srv->bufpool);
 }
 
@@ -146,6 +146,7 @@ static uint64_t loop_ms(void *loop) { return uv_now(loop); }
 
 /* Result buffers for the workers (job_out_alloc): from the pool. */
 static void *out_alloc(void *pool, size_t bytes) { return bufpool_get(pool, bytes, NULL, NULL); }
+static void out_give(void *pool, void *p) { bufpool_put_any(pool, p); }
 
 /* Every job's completion: rpc.c answers and frees it, but a big request's
  * bytes go back to the pool instead of to free(), for the next big request
@@ -205,7 +206,7 @@ int server_start(gkcd_server *srv, uv_loop_t *loop, gkcd_backend **bes, int ndev
   /* A quarter of the budget at most, and never in the way of work (bufpool.h). */
   if (bufpool_init(&srv->bufpool, &srv->budget, srv->cfg.memory_budget / 4, loop_ms, loop) != 0) return -1;
   srv->conns.pool = &srv->bufpool;
-  job_set_out_alloc(out_alloc, &srv->bufpool);
+  job_set_out_alloc(out_alloc, out_give, &srv->bufpool);
   int workers[SCHED_MAX_LANES];
   int nlanes = lane_workers(srv, workers);
   if ((rc = pool_start(&srv->pool, loop, ndev, nlanes, workers, srv->cfg.spin_us, work_run, NULL,

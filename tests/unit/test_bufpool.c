@@ -218,6 +218,42 @@ static void test_threads(void) {
   ASSERT_EQ(g_budget.by_kind[BUDGET_POOL], 0);
 }
 
+/* Workers give scratch back (bufpool_put_any): kept within the room the
+ * loop last saw, charged at the next sync; trimmed and reclaimed without
+ * the books going wrong. */
+static void test_put_any(void) {
+  bufpool p;
+  fresh_budget(24 * MiB);
+  ASSERT_EQ(bufpool_init(&p, &g_budget, 1024 * MiB, clock_ms, NULL), 0);
+  bufpool_put_any(&p, filled(4 * MiB, 0)); /* no sync yet: no room known */
+  ASSERT_EQ(p.n, 0);
+  bufpool_sync(&p);
+  bufpool_put_any(&p, filled(8 * MiB, 0));
+  bufpool_put_any(&p, filled(8 * MiB, 0));
+  bufpool_put_any(&p, filled(12 * MiB, 0)); /* past the room the loop saw */
+  ASSERT_EQ(p.n, 2);
+  ASSERT_EQ(g_budget.by_kind[BUDGET_POOL], 0); /* not charged before the sync */
+  bufpool_sync(&p);
+  ASSERT_EQ(g_budget.by_kind[BUDGET_POOL], p.idle_bytes);
+  ASSERT(g_budget.by_kind[BUDGET_POOL] <= g_budget.limit);
+  /* Kept since the last sync, then reclaimed: only what was charged comes off. */
+  void *q = bufpool_get(&p, 8 * MiB, NULL, NULL);
+  bufpool_sync(&p);
+  bufpool_put_any(&p, q);
+  budget_take(&g_budget, BUDGET_JOBS, 20 * MiB);
+  bufpool_sync(&p);
+  ASSERT(g_budget.used + g_budget.by_kind[BUDGET_POOL] <= g_budget.limit);
+  ASSERT_EQ(g_budget.by_kind[BUDGET_POOL], p.idle_bytes);
+  budget_give(&g_budget, BUDGET_JOBS, 20 * MiB);
+  bufpool_sync(&p);
+  bufpool_put_any(&p, filled(2 * MiB, 0));
+  g_now += BUFPOOL_IDLE_MS;
+  bufpool_trim(&p);
+  ASSERT_EQ(p.n, 0);
+  ASSERT_EQ(g_budget.by_kind[BUDGET_POOL], 0);
+  bufpool_destroy(&p);
+}
+
 int main(void) {
   test_small_buffers_pass_through();
   test_reuse_and_fit();
@@ -225,6 +261,7 @@ int main(void) {
   test_work_reclaims();
   test_idle_trim();
   test_threads();
+  test_put_any();
   printf("test_bufpool: ok\n");
   return 0;
 }
