@@ -16,6 +16,17 @@ connection made with ``shm=False`` (every byte in the request and the
 reply); rows ``arena`` with the transparent shared-memory arena on.  A package without the ``shm`` keyword
 (before it existed) has only inline rows, marked ``old``.
 
+``--target`` measures issue #25's CPU-backend target: by value costs at
+most one copy of the data more than the explicit region path,
+t(by value) <= 1.25 * (t(region) + t(one copy of the same bytes)), for
+``reduce`` of 256 MiB and ``sgemm`` 2048^3 (A and B in, C out), each path
+timed in the same rounds, interleaved: ``region`` (the arrays in a
+``c.region()`` of the caller's, sgemm's result written into it with
+``out=``), ``arena`` (by value, the default), ``inline`` (by value with
+``shm=False``, as ``GKC_NO_SHM=1``) and ``copy`` (``np.copyto`` of the same
+bytes into memory already touched).  bench/bench_onecopy.c does the same
+through libgkc.
+
 ``--sweep`` measures the crossover that sets the arena's default threshold:
 for each size from 4 KiB to 64 MiB (doubling), the median time of
 ``reduce`` (an input of that size) and of ``axpby`` (two inputs and a result
@@ -136,6 +147,61 @@ def main_table(gkc, sock, modes, repeat, out):
         out.row(f"sgemm {n}^3", mode, m * 1e3, lo * 1e3, cpu * 1e3)
 
 
+def target(gkc, sock, repeat, out):
+    """Rounds of region, arena, inline and copy, interleaved; medians and
+    minimums in ms, the bound and the ratios."""
+    rng = np.random.default_rng(3)
+    region_c = gkc.connect(sock, shm=False)
+    arena_c = gkc.connect(sock, shm=True)
+    inline_c = gkc.connect(sock, shm=False)
+    n = 2048
+    x = rng.standard_normal(64 << 20, dtype=np.float32)
+    A = rng.standard_normal((n, n), dtype=np.float32)
+    B = rng.standard_normal((n, n), dtype=np.float32)
+    cases = []
+    r1 = region_c.region(x.nbytes)
+    xr = r1.array(x.shape, np.float32)
+    xr[:] = x
+    dst = np.ones_like(x)
+    cases.append(("reduce 256 MiB",
+                  lambda: region_c.reduce(xr), lambda: arena_c.reduce(x), lambda: inline_c.reduce(x),
+                  lambda: np.copyto(dst, x), lambda a, b: a == b))
+    r2 = region_c.region(3 * A.nbytes)
+    Ar, Br, Cr = (r2.array((n, n), np.float32, i * A.nbytes) for i in range(3))
+    Ar[:] = A
+    Br[:] = B
+    scratch = np.ones((3, n, n), dtype=np.float32)
+
+    def copy3():
+        np.copyto(scratch[0], A)
+        np.copyto(scratch[1], B)
+        np.copyto(scratch[2], Cr)
+    cases.append((f"sgemm {n}^3",
+                  lambda: (region_c.sgemm(Ar, Br, out=Cr), Cr)[1], lambda: arena_c.sgemm(A, B),
+                  lambda: inline_c.sgemm(A, B), copy3, lambda a, b: np.array_equal(a, b)))
+    for name, f_region, f_arena, f_inline, f_copy, same in cases:
+        fns = [f_region, f_arena, f_inline, f_copy]
+        ts = [[] for _ in fns]
+        for rnd in range(repeat + 1):  # round 0: the warm-up
+            res = []
+            for i, f in enumerate(fns):
+                t0 = time.perf_counter()
+                res.append(f())
+                if rnd:
+                    ts[i].append((time.perf_counter() - t0) * 1e3)
+            if not (same(res[0], res[1]) and same(res[0], res[2])):
+                raise SystemExit(f"{name}: region, arena and inline results differ")
+        med = [statistics.median(t) for t in ts]
+        lo = [min(t) for t in ts]
+        bound, bound_lo = 1.25 * (med[0] + med[3]), 1.25 * (lo[0] + lo[3])
+        r2f = "{:.2f}".format
+        out.row(name, med[0], lo[0], med[3], lo[3], bound, med[1], lo[1], r2f(med[1] / bound),
+                r2f(lo[1] / bound_lo), "met" if med[1] <= bound else "MISSED", med[2], lo[2],
+                r2f(med[2] / bound), r2f(lo[2] / bound_lo))
+    for c in (region_c, arena_c, inline_c):
+        c.close()
+
+
 def sweep(gkc, sock, repeat, out):
     """Inline and arena calls alternate, so that both see the same load."""
     rng = np.random.default_rng(2)
@@ -175,6 +241,8 @@ def main():
                     help="directory holding the gkc package (default: this source tree's)")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--sweep", action="store_true", help="inline vs arena from 4 KiB to 64 MiB")
+    ap.add_argument("--target", action="store_true",
+                    help="issue #25: by value against the region path plus one copy")
     ap.add_argument("--threads", type=int, help="gkcd --threads")
     ap.add_argument("--json", action="store_true", help="one JSON document instead of the table")
     ap.add_argument("--csv", action="store_true", help="a CSV table instead of the Markdown one")
@@ -200,7 +268,14 @@ def main():
         extra += ["--memory-budget", "4G"]
         proc, sock, d = start_gkcd(args.gkcd, extra)
     try:
-        if args.sweep:
+        if args.target:
+            if not has_shm:
+                raise SystemExit("--target needs a package with the shm arena")
+            out = Out(fmt, ["call", "region ms", "region min", "copy ms", "copy min", "bound ms",
+                            "arena ms", "arena min", "arena ratio", "ratio of mins", "target",
+                            "inline ms", "inline min", "inline ratio", "inline ratio of mins"])
+            target(gkc, sock, args.repeat, out)
+        elif args.sweep:
             if not has_shm:
                 raise SystemExit("--sweep needs a package with the shm arena")
             out = Out(fmt, ["bytes", "reduce inline us", "reduce arena us", "axpby inline us",

@@ -104,6 +104,12 @@ struct gkc__req {
   const char *out_key; /* out_staged: the result's key ("c", "y", ...), for messages */
   gkc__end_fn end;    /* NULL when nothing is held */
   int internal;       /* the library's own request (the arena's): no caller waits */
+  /* The key of its array result ("c", "y", "data") when take reads it with
+   * gkc__take_out: a big one sent inline may then be received straight
+   * into out->data (gkc_wire.c), its bin left empty in the reply, and
+   * delivered says how many bytes went there. */
+  const char *direct_key;
+  size_t delivered;
 };
 
 /* The result target a request's pack function packs. */
@@ -138,6 +144,11 @@ struct gkc_conn {
   /* received bytes not yet dispatched: ibuf[ipos .. ilen) */
   unsigned char *ibuf;
   size_t ipos, ilen, icap;
+  /* A big array result being received straight into the caller's memory
+   * (gkc__req.direct_key): where the next bytes go, and how many are left;
+   * direct_left 0: none. */
+  unsigned char *direct_dst;
+  size_t direct_left;
   /* pending requests by msgid: chained buckets, a power of two of them */
   gkc__req **tab;
   size_t tabsize, npending;

@@ -165,6 +165,8 @@ int gkc__take_out(gkc_conn *c, const msgpack_object *r, const char *key, gkc__re
   if (out->kind == GKC_OUT_MEM) {
     if (o->type != MSGPACK_OBJECT_BIN)
       return gkc__fail(c, GKC_EPROTOCOL, "reply's '%s' is not a bin", key);
+    if (req->delivered) /* its bytes went straight to out->data; the bin was emptied */
+      return o->via.bin.size == 0 ? 0 : gkc__fail(c, GKC_EPROTOCOL, "reply's '%s' was received twice", key);
     if (o->via.bin.size != out->bytes)
       return gkc__fail(c, GKC_EINVALID_ARGUMENT,
                        "the result '%s' has %u bytes, but out was given %zu", key,
@@ -268,7 +270,7 @@ int gkc__prep_sgemm(gkc_conn *c, gkc__req *r, const gkc_sgemm_args *args, gkc_ou
   r->a.sgemm = *args;
   if (!args->precision && gkc__tf32(c)) r->a.sgemm.precision = "tf32";
   if (gkc__device(c) >= 0) r->pinned = 1, r->device = gkc__device(c);
-  r->method = "sgemm", r->pack = pack_sgemm, r->take = take_c, r->out = out;
+  r->method = "sgemm", r->pack = pack_sgemm, r->take = take_c, r->out = out, r->direct_key = "c";
   gkc_sgemm_args *s = &r->a.sgemm;
   gkc_ref *const refs[] = {&s->a, &s->b, &s->c};
   uint64_t mn = args->m > 0 && args->n > 0 ? (uint64_t)args->m * (uint64_t)args->n * 4 : 0;
@@ -354,7 +356,7 @@ int gkc__prep_spmv(gkc_conn *c, gkc__req *r, const gkc_spmv_args *args, gkc_out 
       (rc = gkc__check_out(c, out)))
     return rc;
   r->a.spmv = *args;
-  r->method = "spmv", r->pack = pack_spmv, r->take = take_y, r->out = out;
+  r->method = "spmv", r->pack = pack_spmv, r->take = take_y, r->out = out, r->direct_key = "y";
   gkc_spmv_args *s = &r->a.spmv;
   int csr = !s->use_matrix;
   gkc_ref *const refs[] = {csr ? &s->row_ptr : NULL, csr ? &s->col_idx : NULL,
@@ -443,7 +445,7 @@ int gkc__prep_axpby(gkc_conn *c, gkc__req *r, const gkc_axpby_args *a, gkc_out *
       (rc = gkc__check_out(c, out)))
     return rc;
   r->a.axpby = *a;
-  r->method = "axpby", r->pack = pack_axpby, r->take = take_y, r->out = out;
+  r->method = "axpby", r->pack = pack_axpby, r->take = take_y, r->out = out, r->direct_key = "y";
   gkc_ref *const refs[] = {&r->a.axpby.x, &r->a.axpby.y};
   /* gkcd requires x and y of one length, the result's. */
   uint64_t n = stated(&a->x) ? stated(&a->x) : stated(&a->y);
@@ -512,7 +514,8 @@ static int take_download(gkc_conn *c, const msgpack_object *r, gkc__req *req, gk
   const msgpack_object *n = o && o->type == MSGPACK_OBJECT_BIN ? NULL
                             : o && o->type == MSGPACK_OBJECT_MAP && req->out_staged
                                 ? proto_map_get(o, "bytes") : NULL;
-  uint64_t got = o && o->type == MSGPACK_OBJECT_BIN ? o->via.bin.size
+  uint64_t got = req->delivered ? req->delivered
+                 : o && o->type == MSGPACK_OBJECT_BIN ? o->via.bin.size
                  : n && n->type == MSGPACK_OBJECT_POSITIVE_INTEGER ? n->via.u64 : req->out->bytes;
   if (req->out->kind == GKC_OUT_MEM && got != req->out->bytes)
     return gkc__fail(c, GKC_EINVALID_ARGUMENT, "handle %u holds %llu bytes, not the %zu asked for",
@@ -525,7 +528,8 @@ int gkc__prep_download(gkc_conn *c, gkc__req *r, const gkc_download_args *a, gkc
   if (!a) return gkc__fail(c, GKC_EINVALID_ARGUMENT, "args must not be NULL");
   if ((rc = gkc__check_out(c, out))) return rc;
   r->a.download = *a;
-  r->method = "download", r->pack = pack_download, r->take = take_download, r->out = out;
+  r->method = "download", r->pack = pack_download, r->take = take_download, r->out = out,
+  r->direct_key = "data";
   gkc__shm_stage(c, r, NULL, 0, out, 0, "data");
   return 0;
 }

@@ -9,7 +9,11 @@
  * chunk each).  A write gathers as many segments as sendmsg takes.
  *
  * Received bytes are framed with proto_frame_scan before msgpack_unpack
- * sees them (never trust a declared length), one frame at a time.
+ * sees them (never trust a declared length), one frame at a time.  A big
+ * array result (DIRECT_MIN bytes or more) that a pending request takes into
+ * the caller's memory is received there directly once its bin header is
+ * in: the bin is left empty in the buffered reply and the request marked
+ * delivered, which saves copying it through the receive buffer.
  */
 #include <errno.h>
 #include <math.h>
@@ -34,6 +38,7 @@
 /* An async read stops after this much, to let the loop serve others. */
 #define READ_BUDGET (4u << 20)
 #define TAB_MIN 64
+#define DIRECT_MIN ((size_t)1 << 20)
 
 uint64_t gkc__now_ns(void) {
   struct timespec ts;
@@ -113,6 +118,13 @@ static int tab_grow(gkc_conn *c) {
   return 0;
 }
 
+static gkc__req *tab_find(const gkc_conn *c, uint32_t msgid) {
+  if (!c->tabsize) return NULL;
+  for (gkc__req *r = c->tab[slot(c, msgid)]; r; r = r->next)
+    if (r->msgid == msgid) return r;
+  return NULL;
+}
+
 static gkc__req *tab_take(gkc_conn *c, uint32_t msgid) {
   if (!c->tabsize) return NULL;
   for (gkc__req **p = &c->tab[slot(c, msgid)]; *p; p = &(*p)->next)
@@ -182,6 +194,7 @@ static void close_fd(gkc_conn *c) {
   c->fd = -1;
   c->seg_head = c->nseg = 0;
   c->olen = 0;
+  c->direct_left = 0;
 }
 
 int gkc__break(gkc_conn *c, int err, const char *fmt, ...) {
@@ -503,12 +516,53 @@ out:
   return rc;
 }
 
+/* The partial frame at ibuf[ipos..ilen) is inside a big bin (info): when it
+ * is the array result "key" of a pending request whose caller's memory is
+ * exactly its size, what has come of it moves there, the rest will be
+ * received there (direct_dst), and the bin header in ibuf becomes that of
+ * an empty bin.  The key is the fixstr right before the bin header: in a
+ * reply, only a map key is followed by a bin. */
+static void try_direct(gkc_conn *c, const proto_frame_info *info) {
+  if (!info->msgid_known || info->bin_len < DIRECT_MIN) return;
+  gkc__req *r = tab_find(c, info->msgid);
+  if (!r || !r->direct_key || !r->out || r->out->kind != GKC_OUT_MEM || r->out_staged || r->delivered ||
+      !r->out->data || r->out->bytes != info->bin_len)
+    return;
+  size_t klen = strlen(r->direct_key);
+  size_t at = c->ipos + info->bin_at; /* the payload */
+  if (info->bin_at < 5 + 1 + klen || c->ibuf[at - 5] != 0xc6) return; /* bin 32 */
+  const unsigned char *k = c->ibuf + at - 5 - klen;
+  if (k[-1] != (0xa0 | klen) || memcmp(k, r->direct_key, klen) != 0) return;
+  size_t have = c->ilen - at;
+  memcpy(r->out->data, c->ibuf + at, have);
+  memset(c->ibuf + at - 4, 0, 4); /* bin 32 of length 0 */
+  c->ilen = at;
+  c->direct_dst = (unsigned char *)r->out->data + have;
+  c->direct_left = info->bin_len - have;
+  r->delivered = info->bin_len;
+}
+
 /* Reads until a frame is whole (blocking) or the socket is drained (async). */
 int gkc__read(gkc_conn *c) {
   /* Depth 32: as deep as msgpack-c's unpacker goes. */
   static const proto_limits lim = {((size_t)1 << 40), 1u << 20, 32};
   size_t budget = READ_BUDGET;
   for (;;) {
+    if (c->direct_left) {
+      /* A big result, straight into the caller's memory: its reply may not
+       * be dispatched before all of it is in. */
+      if (c->nonblock && budget == 0) return 0;
+      ssize_t n = recv(c->fd, c->direct_dst, c->direct_left, c->nonblock ? MSG_DONTWAIT : 0);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
+      if (n == 0 || (n < 0 && errno == ECONNRESET))
+        return gkc__break(c, GKC_EIO, "gkcd closed the connection (%zu requests pending)", c->npending);
+      if (n < 0) return gkc__break(c, GKC_EIO, "reading from gkcd: %s", strerror(errno));
+      c->direct_dst += n;
+      c->direct_left -= (size_t)n;
+      budget = (size_t)n >= budget ? 0 : budget - (size_t)n;
+      continue; /* then the rest of the reply, as usual */
+    }
     /* Dispatch every whole frame first: a callback may close the context,
      * and then nothing more may be read. */
     proto_frame_info info = {0};
@@ -525,8 +579,10 @@ int gkc__read(gkc_conn *c) {
       progress = 1;
     }
     if (c->fd < 0) return c->cancelling ? GKC_ECANCELLED : GKC_EIO;
+    if (c->ilen > c->ipos && info.bin_len) try_direct(c, &info);
     if (c->ipos == c->ilen) c->ipos = c->ilen = 0;
     if (!c->nonblock && progress) return 0; /* blocking: the caller checks its request */
+    if (c->direct_left) continue;
     if (c->nonblock && budget == 0) return 0;
     /* Room for at least READ_CHUNK more, or the whole announced frame. */
     size_t have = c->ilen - c->ipos;

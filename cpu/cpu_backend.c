@@ -46,14 +46,20 @@ static double now_us(void) {
 
 /* The request's arrays sit at arbitrary byte offsets in its msgpack frame;
  * kernels want naturally aligned arrays.  Returns s->ptr when it already is,
- * else a malloc'd aligned copy stored in *tmp (NULL when out of memory).
- * On this backend resident arrays and regions are host memory too. */
+ * else an aligned copy stored in *tmp (NULL when out of memory), from the
+ * daemon's pool of big buffers (job_out_alloc: memory already in place, not
+ * fresh pages to fault in), given back with scratch_free.  On this backend
+ * resident arrays and regions are host memory too. */
 static const void *aligned(const gkcd_span *s, void **tmp) {
   *tmp = NULL;
   if (((uintptr_t)s->ptr & 3) == 0 || s->bytes == 0) return s->ptr;
-  *tmp = malloc(s->bytes);
+  *tmp = job_out_alloc(s->bytes);
   if (*tmp) memcpy(*tmp, s->ptr, s->bytes);
   return *tmp;
+}
+
+static void scratch_free(void *p) {
+  if (p) job_out_free(p);
 }
 
 /* Each virtual device has its own pool: what one allocates counts against
@@ -100,7 +106,7 @@ static int cpu_peer_copy(gkcd_backend *be, void *dst, gkcd_backend *from, const 
 static float *out_buffer(gkcd_backend *be, gkcd_job *job) {
   switch (job->out_kind) {
     case OUT_BIN:
-      if (!(job->out = malloc(job->out_bytes ? job->out_bytes : 1)))
+      if (!(job->out = job_out_alloc(job->out_bytes)))
         job_fail(job, GKC_EOUT_OF_MEMORY, "cannot allocate %zu bytes for the result",
                  job->out_bytes);
       return job->out;
@@ -139,8 +145,8 @@ static void run_sgemm(gkcd_backend *be, gkcd_job *job) {
   job->kernel_us = now_us() - t0;
   job->algo_name = sgemm_algos[0];
 out:
-  free(ta);
-  free(tb);
+  scratch_free(ta);
+  scratch_free(tb);
 }
 
 static void run_reduce(gkcd_backend *be, gkcd_job *job) {
@@ -156,7 +162,7 @@ static void run_reduce(gkcd_backend *be, gkcd_job *job) {
   job->value = cpu_reduce(x, job->in.reduce.n, job->in.reduce.op, impl->nthreads);
   job->kernel_us = now_us() - t0;
   job->algo_name = reduce_algos[0];
-  free(tx);
+  scratch_free(tx);
 }
 
 static void run_spmv(gkcd_backend *be, gkcd_job *job) {
@@ -177,7 +183,7 @@ static void run_spmv(gkcd_backend *be, gkcd_job *job) {
   job->kernel_us = now_us() - t0;
   job->algo_name = spmv_algos[0];
 out:
-  for (int i = 0; i < 4; i++) free(t[i]);
+  for (int i = 0; i < 4; i++) scratch_free(t[i]);
 }
 
 static void run_vec(gkcd_backend *be, gkcd_job *job) {
@@ -205,8 +211,8 @@ static void run_vec(gkcd_backend *be, gkcd_job *job) {
   job->kernel_us = now_us() - t0;
   job->algo_name = blas1_algos[0];
 out:
-  free(tx);
-  free(ty);
+  scratch_free(tx);
+  scratch_free(ty);
 }
 
 /* upload, csr_upload: into resident memory; download: out of it. */
@@ -267,8 +273,8 @@ static void run_solve(gkcd_backend *be, gkcd_job *job) {
     job->algo_name = solve_algos[0];
   }
 out:
-  free(tb);
-  free(tx);
+  scratch_free(tb);
+  scratch_free(tx);
 }
 
 /* The steps in order; a failing step stops the batch, the earlier ones'

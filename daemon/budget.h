@@ -15,6 +15,12 @@
  *    partial requests can neither fill the work pool nor wait for each
  *    other forever.
  *
+ *  - pool: big buffers kept idle for reuse (bufpool.h).  Not work, so not in
+ *    `used` nor in budget_fits; but work plus the pool stays under
+ *    --memory-budget: whenever work grows past that, the reclaim hook is
+ *    asked for the difference first (budget_take, budget_move), and the
+ *    pool keeps a buffer only while it fits (bufpool_put).
+ *
  * What gkcd holds for clients is thus at most --memory-budget + the input
  * allowance + one request, whatever they do.  Loop thread only.
  */
@@ -24,7 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum { BUDGET_INPUT, BUDGET_JOBS, BUDGET_REPLIES, BUDGET_RESIDENT, BUDGET_KINDS };
+enum { BUDGET_INPUT, BUDGET_JOBS, BUDGET_REPLIES, BUDGET_RESIDENT, BUDGET_POOL, BUDGET_KINDS };
 
 #define BUDGET_INPUT_CAP ((size_t)32 << 20)
 
@@ -34,8 +40,12 @@ typedef struct {
   size_t by_kind[BUDGET_KINDS];
   size_t peak;               /* highest `used` since start */
   size_t input_peak;
-  void (*on_free)(void *arg); /* called after every give, to resume waiters */
+  void (*on_free)(void *arg); /* called after every give of work or input, to resume waiters */
   void *arg;
+  /* Frees up to want bytes of the pool; returns what it freed, which the
+   * budget takes off BUDGET_POOL (the pool's, bufpool_init). */
+  size_t (*reclaim)(void *pool, size_t want);
+  void *reclaim_arg;
 } gkcd_budget;
 
 /* 1 when n more bytes of work fit under the limit. */
@@ -51,7 +61,12 @@ void budget_take(gkcd_budget *b, int kind, size_t n);
 void budget_give(gkcd_budget *b, int kind, size_t n);
 /* Moves n bytes from one kind to another (a result becoming a reply). */
 void budget_move(gkcd_budget *b, int from, int to, size_t n);
-/* "input", "jobs", "replies", "resident". */
+/* 1 when n more bytes may be kept in the pool: work and the pool under the limit. */
+static inline int budget_pool_fits(const gkcd_budget *b, size_t n) {
+  size_t held = b->used + b->by_kind[BUDGET_POOL];
+  return held <= b->limit && n <= b->limit - held;
+}
+/* "input", "jobs", "replies", "resident", "pool". */
 const char *budget_kind_name(int kind);
 
 #endif

@@ -10,6 +10,21 @@
  * first: when the budget is spent the connection is simply not read until
  * memory comes back.
  *
+ * Big requests (bufpool.h): once the scanner has seen that the frame in
+ * the buffer is a big one (BUFPOOL_MIN bytes or more), the buffer is
+ * replaced, once, by an idle one of the pool that holds all of it, when
+ * the pool has one (else it grows by doubling as before: fresh memory is
+ * never allocated on the peer's word).  Its charge still grows only with
+ * the bytes received (cap, not phys); the
+ * part of a pooled buffer beyond cap was already touched memory and stays
+ * charged to the pool (pool_extra) until the buffer is handed on.  The
+ * frame that is the whole buffer (or its head, the few bytes after it
+ * moved to a small buffer of their own) is handed to the job as it is;
+ * the job charges its length, and what the buffer has beyond that is at
+ * most a quarter of it plus BUFPOOL_SLACK (else it is trimmed, as before).
+ * The server gives the frame back to the pool when the job is done, and
+ * a big reply body goes back to it once written.
+ *
  * Replies produced during one loop iteration are collected and written with
  * a single sendmsg (conn_flush_all runs from a uv_check), so a pipelining
  * client costs one write per batch rather than one per reply.  A reply's
@@ -68,12 +83,31 @@ static void drop_overdraft(gkcd_conn *c) {
   c->set->paused_mem = 1; /* someone else may take it */
 }
 
+/* Charges the part of a pooled buffer past cap to the pool (conn.h). */
+static void charge_extra(gkcd_conn *c) {
+  size_t want = c->pooled && c->phys > c->cap ? c->phys - c->cap : 0;
+  gkcd_budget *b = c->set->budget;
+  if (want > c->pool_extra)
+    budget_take(b, BUDGET_POOL, want - c->pool_extra);
+  else if (want < c->pool_extra)
+    budget_give(b, BUDGET_POOL, c->pool_extra - want);
+  c->pool_extra = want;
+}
+
+/* Lets go of the input buffer's charges (its memory is someone else's now,
+ * or about to be freed). */
+static void drop_input_charge(gkcd_conn *c) {
+  budget_give(c->set->budget, BUDGET_INPUT, c->cap);
+  c->cap = c->len = c->phys = 0;
+  c->pooled = 0;
+  charge_extra(c);
+}
+
 static void free_input(gkcd_conn *c) {
   drop_overdraft(c);
-  free(c->buf);
+  bufpool_put(c->set->pool, c->buf); /* a small one is freed */
   c->buf = NULL;
-  budget_give(c->set->budget, BUDGET_INPUT, c->cap);
-  c->cap = c->len = 0;
+  drop_input_charge(c);
 }
 
 /* Frees the replies not yet written: once closing, nobody will read them. */
@@ -81,7 +115,7 @@ static void free_pending(gkcd_conn *c) {
   size_t bytes = 0;
   for (size_t i = 0; i < c->npend; i++) {
     bytes += c->pend[i].len;
-    free(c->pend[i].base);
+    bufpool_put(c->set->pool, c->pend[i].base);
   }
   bytes -= c->pend_off;
   c->npend = c->pend_off = 0;
@@ -190,7 +224,7 @@ static void write_pending(gkcd_conn *c) {
     size_t done = 0, left = (size_t)w + c->pend_off;
     while (done < c->npend && left >= c->pend[done].len) {
       left -= c->pend[done].len;
-      free(c->pend[done].base);
+      bufpool_put(c->set->pool, c->pend[done].base); /* a big body may serve again */
       done++;
     }
     memmove(c->pend, c->pend + done, (c->npend - done) * sizeof *c->pend);
@@ -275,12 +309,51 @@ drop:
  * receiving a request it has started: partial requests that together fill
  * the budget would otherwise wait for each other forever.  What that can
  * add is one request (--max-request-bytes). */
+/* A buffer of at least ncap bytes for c, its received bytes kept.  For a
+ * big frame whose length the scanner has seen (c->need), an idle buffer of
+ * the pool that holds all of it, if there is one: memory that exists
+ * already, so taking it on the peer's word allocates nothing.  Otherwise
+ * the buffer grows to ncap as it always did.  0, or -1 when out of
+ * memory. */
+static int grow_buffer(gkcd_conn *c, size_t ncap) {
+  bufpool *pool = c->set->pool;
+  size_t ask = ncap;
+  if (c->need >= BUFPOOL_MIN && c->need + READ_CHUNK > ask) ask = c->need + READ_CHUNK;
+  if (pool && ask >= BUFPOOL_MIN) {
+    size_t phys;
+    int pooled;
+    unsigned char *nb = bufpool_get(pool, ask, &phys, &pooled);
+    if (nb && !pooled) { /* none fits: grow below, as realloc can without copying */
+      free(nb);
+      nb = NULL;
+    }
+    if (nb) { /* the received bytes move over: a chunk or so, the length being seen early */
+      if (c->len) memcpy(nb, c->buf, c->len);
+      bufpool_put(pool, c->buf);
+      bufpool_sync(pool); /* its idle charge goes; charge_extra charges what cap leaves */
+      c->buf = nb;
+      c->phys = phys;
+      c->pooled = 1;
+      return 0;
+    }
+  }
+  unsigned char *nb = realloc(c->buf, ncap);
+  if (!nb) return -1;
+  c->buf = nb;
+  c->phys = ncap;
+  c->pooled = 0;
+  return 0;
+}
+
 static int reserve(gkcd_conn *c) {
   if (c->cap - c->len >= READ_CHUNK) return 0;
   /* Doubling keeps the cost of growth linear; capacity stays within twice
    * what the peer has really sent, plus one chunk. */
   size_t ncap = c->cap ? c->cap * 2 : READ_CHUNK;
   if (ncap < c->len + READ_CHUNK) ncap = c->len + READ_CHUNK;
+  /* A buffer already sized for the frame (grow_buffer) is filled before any
+   * other is sought. */
+  if (ncap > c->phys && c->phys >= c->len + READ_CHUNK) ncap = c->phys;
   gkcd_conns *set = c->set;
   gkcd_budget *b = set->budget;
   if (c->cap && !budget_input_fits(b, ncap - c->cap)) {
@@ -295,11 +368,10 @@ static int reserve(gkcd_conn *c) {
       set->overdraft = c;
     }
   }
-  unsigned char *nb = realloc(c->buf, ncap);
-  if (!nb) return -1;
+  if (ncap > c->phys && grow_buffer(c, ncap) != 0) return -1;
   budget_take(b, BUDGET_INPUT, ncap - c->cap);
-  c->buf = nb;
   c->cap = ncap;
+  charge_extra(c);
   return 0;
 }
 
@@ -420,15 +492,40 @@ static void parse_frames(gkcd_conn *c) {
       break;
     }
     void *frame;
-    if (pos == 0 && (size_t)r == c->len) {
-      /* The frame is the whole buffer: take it as it is, trimmed to its
-       * length (a shrinking realloc moves no bytes), and give its input
-       * charge back; the job the hook makes of it charges its length. */
-      frame = realloc(c->buf, (size_t)r);
-      if (!frame) frame = c->buf;
-      budget_give(set->budget, BUDGET_INPUT, c->cap);
+    int handed = 0; /* the buffer itself went with the frame */
+    if (pos == 0 && ((size_t)r == c->len || (size_t)r >= BUFPOOL_MIN)) {
+      /* The frame is the buffer's head, a big one or all of it: take the
+       * buffer as it is, and give its input charge back; the job the hook
+       * makes of it charges its length.  Bytes after it (the start of the
+       * next request) move to a buffer of their own.  Much room past the
+       * frame is trimmed first (a shrinking realloc moves no bytes); a
+       * little is kept, so that it can serve the next frame of this size
+       * once it is back in the pool. */
+      size_t tail = c->len - (size_t)r;
+      unsigned char *rest = NULL;
+      if (tail && !(rest = malloc(tail + READ_CHUNK))) {
+        log_err("connection %llu: out of memory for input", (unsigned long long)c->id);
+        c->parsing = 0;
+        conn_close(c);
+        return;
+      }
+      if (rest) memcpy(rest, c->buf + r, tail);
+      frame = c->buf;
+      size_t keep = (size_t)r < BUFPOOL_MIN ? (size_t)r : (size_t)r + READ_CHUNK;
+      if (c->phys > keep && ((size_t)r < BUFPOOL_MIN || c->phys - keep > keep / 4 + BUFPOOL_SLACK)) {
+        void *f = realloc(c->buf, keep);
+        if (f) frame = f;
+      }
       c->buf = NULL;
-      c->cap = c->len = 0;
+      drop_input_charge(c);
+      if (rest) {
+        c->buf = rest;
+        c->len = tail;
+        c->cap = c->phys = tail + READ_CHUNK;
+        budget_take(set->budget, BUDGET_INPUT, c->cap); /* bytes already received */
+        c->req_start_ms = uv_now(set->loop);
+      }
+      handed = 1;
     } else if (c->jobs && !budget_input_fits(set->budget, (size_t)r)) {
       /* Copying it out would take input memory the allowance does not have:
        * wait for this connection's own jobs to give some back (each one's
@@ -445,7 +542,7 @@ static void parse_frames(gkcd_conn *c) {
     } else {
       memcpy(frame, c->buf + pos, (size_t)r);
     }
-    pos += (size_t)r;
+    if (!handed) pos += (size_t)r;
     drop_overdraft(c); /* its request is whole: the next one waits its turn */
     set->hooks.frame(c, frame, (size_t)r);
     if (!c->buf || c->closing) break;

@@ -22,6 +22,7 @@
 #include <uv.h>
 
 #include "budget.h"
+#include "bufpool.h"
 #include "config.h"
 #include "proto_frame.h"
 #include "res_object.h"
@@ -74,6 +75,9 @@ struct gkcd_conn {
   res_owner owns;      /* counts of the resident objects and regions it owns (the owner's) */
   unsigned char *buf;  /* received bytes not yet parsed into frames */
   size_t len, cap;     /* cap is charged to the memory budget (input) */
+  size_t phys;         /* buf's true size, >= cap */
+  int pooled;          /* buf came from the pool: its bytes past cap are charged as pool_extra */
+  size_t pool_extra;   /* charged to BUDGET_POOL for it */
   size_t need;         /* scanner's hint: rescan once len reaches it */
   size_t jobs;         /* in flight, including those queued or held (counted by the owner) */
   uint64_t last_active_ms; /* uv_now of the last byte in or out */
@@ -95,6 +99,7 @@ struct gkcd_conns {
   const gkcd_config *cfg;     /* limits, deadlines, allowed users and groups */
   const proto_limits *limits; /* what the frame scanner accepts */
   gkcd_budget *budget;        /* input and replies are charged to it */
+  bufpool *pool;              /* big input buffers come from it, big replies go back to it; may be NULL */
   gkcd_sched *sched;          /* back-pressure; NULL once the scheduler is gone */
   gid_t socket_gid;           /* allowed when no group is configured */
   struct gkcd_server *srv;    /* handed to each connection (c->srv) */

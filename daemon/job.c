@@ -1,9 +1,35 @@
-/* job.c: the one helper every layer that fails a job shares. */
+/* job.c: the helpers every layer that fails a job or fills its result
+ * shares. */
 #include "job.h"
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <time.h>
+
+/* Set once at start-up, before the workers, then only read. */
+static void *(*out_alloc)(void *arg, size_t bytes);
+static void (*out_give)(void *arg, void *p);
+static void *out_alloc_arg;
+
+void job_set_out_alloc(void *(*alloc)(void *arg, size_t bytes), void (*give)(void *arg, void *p),
+                       void *arg) {
+  out_alloc = alloc;
+  out_give = give;
+  out_alloc_arg = arg;
+}
+
+void job_out_free(void *p) {
+  if (out_give)
+    out_give(out_alloc_arg, p);
+  else
+    free(p);
+}
+
+void *job_out_alloc(size_t bytes) {
+  if (!bytes) bytes = 1;
+  return out_alloc ? out_alloc(out_alloc_arg, bytes) : malloc(bytes);
+}
 
 void job_fail(gkcd_job *job, int err, const char *fmt, ...) {
   va_list ap;

@@ -277,6 +277,19 @@ void job_fail(gkcd_job *job, int err, const char *fmt, ...)
  * its own. */
 void job_finish(gkcd_job *job);
 
+/* An OUT_BIN result buffer of bytes bytes (at least 1): from the allocator
+ * the daemon registered (job_set_out_alloc: its buffer pool, bufpool.h),
+ * else malloc.  Either way plain malloc'd memory, freed with free() or
+ * given back to the pool.  Any thread. */
+void *job_out_alloc(size_t bytes);
+/* Gives back a scratch buffer from job_out_alloc that no reply carries (an
+ * aligned copy of an argument): to the pool, else free().  Any thread. */
+void job_out_free(void *p);
+/* Registers that allocator and its give-back (NULL: malloc and free
+ * again); before any worker runs. */
+void job_set_out_alloc(void *(*alloc)(void *arg, size_t bytes), void (*give)(void *arg, void *p),
+                       void *arg);
+
 /* Whether a running job should stop (the backends ask between batch steps
  * and solve iterations): SOLVE_R_CANCELLED once its cancel flag is set,
  * else SOLVE_R_DEADLINE once its deadline has passed, else 0.  Any

@@ -71,6 +71,8 @@ void server_close(gkcd_server *srv) {
   signal(SIGINT, SIG_IGN);
   signal(SIGTERM, SIG_IGN);
   res_free_all(&srv->res);
+  job_set_out_alloc(NULL, NULL, NULL); /* the workers are gone */
+  bufpool_destroy(&srv->bufpool);
 }
 
 /* Once per loop iteration, after I/O: what the iteration's frames,
@@ -80,11 +82,13 @@ static void on_check(uv_check_t *h) {
   if (srv->sched) sched_pump(srv->sched);
   conn_resume_paused(&srv->conns);
   conn_flush_all(&srv->conns);
+  bufpool_sync(&srv->bufpool); /* the charges of result buffers the workers took */
 }
 
 static void on_sweep(uv_timer_t *t) {
   gkcd_server *srv = t->data;
   conn_sweep(&srv->conns);
+  bufpool_trim(&srv->bufpool);
   on_check(&srv->flush); /* a timer is not followed by a check until the next I/O */
 }
 
@@ -144,6 +148,27 @@ static void on_conn_closed(gkcd_conn *c) {
   server_maybe_finish(srv);
 }
 
+/* The pool's clock: the loop's. */
+static uint64_t loop_ms(void *loop) { return uv_now(loop); }
+
+/* Result buffers for the workers (job_out_alloc): from the pool. */
+static void *out_alloc(void *pool, size_t bytes) { return bufpool_get(pool, bytes, NULL, NULL); }
+static void out_give(void *pool, void *p) { bufpool_put_any(pool, p); }
+
+/* Every job's completion: rpc.c answers and frees it, but a big request's
+ * bytes go back to the pool instead of to free(), for the next big request
+ * (bufpool.h).  The frame stays valid until rpc_job_done has returned. */
+static void on_job_done(gkcd_job *job, void *arg) {
+  gkcd_server *srv = arg;
+  void *frame = NULL;
+  if (job->frame && job->frame_bytes >= BUFPOOL_MIN) {
+    frame = job->frame;
+    job->frame = NULL;
+  }
+  rpc_job_done(job, arg);
+  bufpool_put(&srv->bufpool, frame);
+}
+
 static const conn_hooks conn_wiring = {
     .frame = rpc_handle_frame,
     .reject = rpc_reject_frame,
@@ -189,12 +214,16 @@ int server_start(gkcd_server *srv, uv_loop_t *loop, gkcd_backend **bes, int ndev
   struct stat st;
   srv->conns.socket_gid = stat(srv->cfg.socket_path, &st) == 0 ? st.st_gid : getgid();
   srv->budget.limit = srv->cfg.memory_budget;
+  /* A quarter of the budget at most, and never in the way of work (bufpool.h). */
+  if (bufpool_init(&srv->bufpool, &srv->budget, srv->cfg.memory_budget / 4, loop_ms, loop) != 0) return -1;
+  srv->conns.pool = &srv->bufpool;
+  job_set_out_alloc(out_alloc, out_give, &srv->bufpool);
   int workers[SCHED_MAX_LANES];
   int nlanes = lane_workers(srv, workers);
   if ((rc = pool_start(&srv->pool, loop, ndev, nlanes, workers, srv->cfg.spin_us, work_run, NULL,
-                       rpc_job_done, srv)) ||
+                       on_job_done, srv)) ||
       (rc = sched_create(&srv->sched, loop, &srv->cfg, &srv->budget, srv->pool, &srv->devs, nlanes,
-                         workers, rpc_job_done, srv))) {
+                         workers, on_job_done, srv))) {
     log_err("cannot start the scheduler and its worker threads (%d)", rc);
     return -1;
   }

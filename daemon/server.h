@@ -42,6 +42,7 @@ struct gkcd_server {
   gkcd_pool *pool;
   gkcd_sched *sched;
   gkcd_budget budget;  /* every byte held for clients (budget.h) */
+  bufpool bufpool;     /* big input, frame and result buffers kept for reuse (bufpool.h) */
   proto_limits limits;
   int listen_fd;
   uv_poll_t listen_poll;

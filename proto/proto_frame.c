@@ -94,6 +94,8 @@ ssize_t proto_frame_scan(const uint8_t *buf, size_t len, const proto_limits *lim
   info->msgid_known = 0;
   info->msgid = 0;
   info->need = len + 1;
+  info->bin_at = 0;
+  info->bin_len = 0;
 
   for (;;) {
     if (pos >= len) return PROTO_PARTIAL;
@@ -117,9 +119,14 @@ ssize_t proto_frame_scan(const uint8_t *buf, size_t len, const proto_limits *lim
     /* Declared sizes are checked against the limit before waiting for them. */
     if ((uint64_t)h.hdr + h.payload > lim->max_bytes - pos) return PROTO_FRAME_ETOOBIG;
     if (h.children > lim->max_objects) return PROTO_FRAME_ECOMPLEX;
+    size_t at = pos;
     pos += h.hdr + h.payload;
     if (pos > len) {
       info->need = pos;
+      if (buf[at] >= 0xc4 && buf[at] <= 0xc6) { /* bin 8, 16, 32 */
+        info->bin_at = at + (size_t)h.hdr;
+        info->bin_len = h.payload;
+      }
       return PROTO_PARTIAL;
     }
 

@@ -42,6 +42,11 @@ typedef struct {
    * rescans until that many bytes are in.  A hint only: never allocate
    * from it, it is what the peer *claims* it will send. */
   size_t need;
+  /* On PROTO_PARTIAL inside a bin whose header is in: where its payload
+   * starts (from buf) and its declared length, so that a client may receive
+   * a big result straight into its destination.  0 and 0 otherwise. */
+  size_t bin_at;
+  uint64_t bin_len;
 } proto_frame_info;
 
 ssize_t proto_frame_scan(const uint8_t *buf, size_t len, const proto_limits *lim,
