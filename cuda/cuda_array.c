@@ -50,7 +50,7 @@ static void run(cuda_impl *impl, cuda_slot *s, gkcd_job *job, cuda_layout *l, in
   size_t in_stage = l->stage_bytes <= CUDA_STAGE_SMALL ? l->stage_bytes : 0;
   size_t stage_need = in_stage > res_stage ? in_stage : res_stage;
   if (stage_need && cuda_slot_grow_stage(s, stage_need, job) != 0) goto out;
-  if (job->out_kind == OUT_BIN && !(job->out = malloc(job->out_bytes ? job->out_bytes : 1))) {
+  if (job->out_kind == OUT_BIN && !(job->out = job_out_alloc(job->out_bytes ? job->out_bytes : 1))) {
     job_fail(job, GKC_EOUT_OF_MEMORY, "cannot allocate %zu bytes for the result", job->out_bytes);
     goto out;
   }

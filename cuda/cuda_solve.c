@@ -141,7 +141,7 @@ void cuda_solve_run(cuda_impl *impl, cuda_slot *s, gkcd_job *job) {
     goto out;
   }
   if (job->out_kind == OUT_BIN || job->out_kind == OUT_HOST) {
-    void *dst = job->out_kind == OUT_BIN ? (job->out = malloc(job->out_bytes)) : job->out_ptr;
+    void *dst = job->out_kind == OUT_BIN ? (job->out = job_out_alloc(job->out_bytes)) : job->out_ptr;
     if (!dst) {
       job_fail(job, GKC_EOUT_OF_MEMORY, "cannot allocate %zu bytes for x", job->out_bytes);
       goto out;
