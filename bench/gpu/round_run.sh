@@ -90,7 +90,8 @@ fi
 
 if has inline && [ -x "$B/bench/bench_inline" ]; then
   start_gkcd inline --devices 0
-  GKC_NO_SHM=1 timeout 60 "$B/bench/bench_inline" --socket "$L/inline.sock" > "$L/inline.md" 2>&1
+  GKC_NO_SHM=1 timeout 60 "$B/bench/bench_inline" --socket "$L/inline.sock" --min 4194304 \
+    --max 268435456 --time 400 --csv "$OUT/inline.csv" > "$L/inline.md" 2>&1
   summary+=("inline rc=$?")
   stop_gkcd
   cat "$L/inline.md"
