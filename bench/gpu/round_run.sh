@@ -31,7 +31,7 @@ OUT=${OUT:-/tmp/gkc-out}
 mkdir -p "$OUT"
 ROOT=$(pwd -P)
 L=$(mktemp -d /tmp/round-logs.XXXXXX)
-STAGES=${STAGES:-"topo tests datapath inline fair small multigpu mpi"}
+STAGES=${STAGES:-"topo tests datapath fair small multigpu mpi inline"}
 DEADLINE=${DEADLINE:-540}
 has() {
   case " $STAGES " in *" $1 "*) ;; *) return 1;; esac
@@ -72,7 +72,7 @@ fi
 
 if has tests; then
   S=$SECONDS
-  (cd "$B" && timeout 200 ctest -L gpu --output-on-failure --timeout 150) > "$L/ctest_gpu.log" 2>&1
+  (cd "$B" && timeout 120 ctest -L gpu --output-on-failure --timeout 100) > "$L/ctest_gpu.log" 2>&1
   summary+=("ctest -L gpu ($NGPU GPUs) rc=$? ($((SECONDS - S)) s): $(grep -E 'tests passed' "$L/ctest_gpu.log")")
   grep -E "Test +#" "$L/ctest_gpu.log" | sed 's/  */ /g'
   grep -E "CHECK FAILED|FAIL" "$L/ctest_gpu.log" | head -20
@@ -80,7 +80,7 @@ fi
 
 if has datapath; then
   S=$SECONDS
-  timeout 150 python3 bench/gpu/datapath_vs_cupy.py --gkcd "$B/daemon/gkcd" --repeat 3 \
+  timeout 110 python3 bench/gpu/datapath_vs_cupy.py --gkcd "$B/daemon/gkcd" --repeat 3 \
     --gkcd-arg=--devices --gkcd-arg=0 --c-bench "$B/bench/bench_byvalue" \
     --json "$OUT/datapath.json" > "$L/datapath.md" 2> "$L/datapath.log"
   summary+=("datapath rc=$? ($((SECONDS - S)) s)")
@@ -88,14 +88,6 @@ if has datapath; then
   grep -E "registered a" "$L"/*.log 2>/dev/null | head -5
 fi
 
-if has inline && [ -x "$B/bench/bench_inline" ]; then
-  start_gkcd inline --devices 0
-  GKC_NO_SHM=1 timeout 60 "$B/bench/bench_inline" --socket "$L/inline.sock" --min 4194304 \
-    --max 268435456 --time 400 --csv "$OUT/inline.csv" > "$L/inline.md" 2>&1
-  summary+=("inline rc=$?")
-  stop_gkcd
-  cat "$L/inline.md"
-fi
 
 # one GPU as configured by default (4 streams), one GPU with 2 streams (a
 # newcomer's kernel queues behind at most the other streams' kernels: does
@@ -117,6 +109,26 @@ if has fair; then
   cat "$L/fair.md"
 fi
 
+
+if has multigpu && [ "$NGPU" -gt 1 ]; then
+  S=$SECONDS
+  BUILD=build/rel timeout 130 bash bench/gpu/multigpu.sh "$L/multigpu" > "$L/multigpu.md" 2>&1
+  summary+=("multigpu rc=$? ($((SECONDS - S)) s)")
+  tail -30 "$L/multigpu.md"
+  cp "$L/multigpu/multigpu.json" "$OUT/" 2>/dev/null
+fi
+
+if has mpi && [ -d .carry/ompi ]; then
+  S=$SECONDS
+  mkdir -p "$L/mpi"
+  cp "$B/daemon/gkcd" "$B/examples/mpi_cg" "$L/mpi/" 2>/dev/null && ln -s "$ROOT/.carry/ompi" "$L/mpi/ompi"
+  g=4; [ "$NGPU" -lt 4 ] && g=2
+  GPUS=$g OUT=$L/mpi-out timeout 130 bash bench/gpu/mpi_scaling_gpu.sh "$L/mpi" 256 2 > "$L/mpi.log" 2>&1
+  summary+=("mpi rc=$? ($((SECONDS - S)) s)")
+  cat "$L/mpi-out/mpi_scaling_gpu.md" 2>/dev/null || tail -20 "$L/mpi.log"
+  cp "$L"/mpi-out/mpi_scaling_gpu.* "$OUT/" 2>/dev/null
+fi
+
 if has small; then
   for d in one all; do
     if [ $d = one ]; then start_gkcd small-$d --devices 0; else [ "$NGPU" -gt 1 ] || continue; start_gkcd small-$d; fi
@@ -130,23 +142,13 @@ if has small; then
   cat "$L/small.md"
 fi
 
-if has multigpu && [ "$NGPU" -gt 1 ]; then
-  S=$SECONDS
-  BUILD=build/rel timeout 200 bash bench/gpu/multigpu.sh "$L/multigpu" > "$L/multigpu.md" 2>&1
-  summary+=("multigpu rc=$? ($((SECONDS - S)) s)")
-  tail -30 "$L/multigpu.md"
-  cp "$L/multigpu/multigpu.json" "$OUT/" 2>/dev/null
-fi
-
-if has mpi && [ -d .carry/ompi ]; then
-  S=$SECONDS
-  mkdir -p "$L/mpi"
-  cp "$B/daemon/gkcd" "$B/examples/mpi_cg" "$L/mpi/" 2>/dev/null && ln -s "$ROOT/.carry/ompi" "$L/mpi/ompi"
-  g=4; [ "$NGPU" -lt 4 ] && g=2
-  GPUS=$g OUT=$L/mpi-out timeout 220 bash bench/gpu/mpi_scaling_gpu.sh "$L/mpi" 256 2 > "$L/mpi.log" 2>&1
-  summary+=("mpi rc=$? ($((SECONDS - S)) s)")
-  cat "$L/mpi-out/mpi_scaling_gpu.md" 2>/dev/null || tail -20 "$L/mpi.log"
-  cp "$L"/mpi-out/mpi_scaling_gpu.* "$OUT/" 2>/dev/null
+if has inline && [ -x "$B/bench/bench_inline" ]; then
+  start_gkcd inline --devices 0
+  GKC_NO_SHM=1 timeout 60 "$B/bench/bench_inline" --socket "$L/inline.sock" --min 4194304 \
+    --max 268435456 --time 400 --csv "$OUT/inline.csv" > "$L/inline.md" 2>&1
+  summary+=("inline rc=$?")
+  stop_gkcd
+  cat "$L/inline.md"
 fi
 
 printf '%s\n' "${summary[@]}"
