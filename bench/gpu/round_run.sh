@@ -43,6 +43,8 @@ export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
 [ -f .carry/bm.tar.xz ] && [ ! -d .carry/matrices ] && tar xJf .carry/bm.tar.xz -C .carry
 [ -f .carry/ompi.tar.xz ] && [ ! -d .carry/ompi ] && tar xJf .carry/ompi.tar.xz -C .carry
 B=$ROOT/build/rel
+# A binary rebuilt after the pack (a fix): .carry/fix/NAME replaces daemon/NAME.
+for f in .carry/fix/*; do [ -f "$f" ] && cp "$f" "$B/daemon/"; done
 SRC=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$B/CMakeCache.txt")
 if [ -n "$SRC" ] && [ "$(readlink -f "$SRC" 2>/dev/null)" != "$ROOT" ]; then
   mkdir -p "$(dirname "$SRC")"; [ -e "$SRC" ] && mv "$SRC" "$SRC.moved.$$"; ln -s "$ROOT" "$SRC"
@@ -121,7 +123,8 @@ fi
 if has mpi && [ -d .carry/ompi ]; then
   S=$SECONDS
   mkdir -p "$L/mpi"
-  cp "$B/daemon/gkcd" "$B/examples/mpi_cg" "$L/mpi/" 2>/dev/null && ln -s "$ROOT/.carry/ompi" "$L/mpi/ompi"
+  cp "$B/daemon/gkcd" "$B/daemon/gkcd-cuda.so" "$B/examples/mpi_cg" "$L/mpi/" 2>/dev/null &&
+    ln -s "$ROOT/.carry/ompi" "$L/mpi/ompi"
   g=4; [ "$NGPU" -lt 4 ] && g=2
   GPUS=$g OUT=$L/mpi-out timeout 130 bash bench/gpu/mpi_scaling_gpu.sh "$L/mpi" 256 2 > "$L/mpi.log" 2>&1
   summary+=("mpi rc=$? ($((SECONDS - S)) s)")
