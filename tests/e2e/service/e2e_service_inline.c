@@ -39,6 +39,16 @@
 
 #define MiB ((size_t)1 << 20)
 
+/* Checks from the client threads and the sampling main thread at once:
+ * the counters CHECK keeps are shared. */
+static pthread_mutex_t g_check_mu = PTHREAD_MUTEX_INITIALIZER;
+#define TCHECK(...)                      \
+  do {                                   \
+    pthread_mutex_lock(&g_check_mu);     \
+    CHECK(__VA_ARGS__);                  \
+    pthread_mutex_unlock(&g_check_mu);   \
+  } while (0)
+
 static gkc_conn *open_conn(const fixture *f, int arena) {
   gkc_conn *c = NULL;
   if (gkc_connect(&c, f->sock) != 0) TEST_FAIL("connect: %s", gkc_errmsg(c));
@@ -65,7 +75,7 @@ static int same_both_ways(gkc_conn *ci, gkc_conn *cs, size_t n, uint64_t seed, c
     double vi = NAN, vs = NAN;
     int ri = gkc_reduce(ci, x, n, (gkc_reduce_op)op, &vi, NULL, NULL);
     int rs = gkc_reduce(cs, x, n, (gkc_reduce_op)op, &vs, NULL, NULL);
-    CHECK(ri == 0 && rs == 0 && vi == vs, "%s: reduce %d of %zu floats: inline %d %.9g (%s), arena %d %.9g",
+    TCHECK(ri == 0 && rs == 0 && vi == vs, "%s: reduce %d of %zu floats: inline %d %.9g (%s), arena %d %.9g",
           who, op, n, ri, vi, ri ? gkc_errmsg(ci) : "", rs, vs);
     agreed += ri == 0 && rs == 0 && vi == vs;
   }
@@ -73,18 +83,18 @@ static int same_both_ways(gkc_conn *ci, gkc_conn *cs, size_t n, uint64_t seed, c
   int ri = gkc_axpby(ci, 2.0f, gkc_ref_mem(x, n * 4), -1.0f, gkc_ref_mem(y, n * 4), &out_i, NULL);
   int rs = gkc_axpby(cs, 2.0f, gkc_ref_mem(x, n * 4), -1.0f, gkc_ref_mem(y, n * 4), &out_s, NULL);
   int eq = ri == 0 && rs == 0 && memcmp(oi, os, n * 4) == 0;
-  CHECK(eq, "%s: axpby of %zu floats: inline %d (%s), arena %d, bytes %s", who, n, ri,
+  TCHECK(eq, "%s: axpby of %zu floats: inline %d (%s), arena %d, bytes %s", who, n, ri,
         ri ? gkc_errmsg(ci) : "", rs, ri == 0 && rs == 0 ? "differ" : "-");
   agreed += eq;
   /* Upload inline, download inline and through the arena. */
   uint32_t h = 0;
   ri = gkc_upload(ci, gkc_ref_mem(y, n * 4), GKC_F32, 0, &h);
-  CHECK(ri == 0, "%s: upload of %zu floats inline: %s", who, n, gkc_errmsg(ci));
+  TCHECK(ri == 0, "%s: upload of %zu floats inline: %s", who, n, gkc_errmsg(ci));
   if (ri == 0) {
     memset(oi, 0, n * 4);
     ri = gkc_download(ci, h, oi, n * 4);
     eq = ri == 0 && memcmp(oi, y, n * 4) == 0;
-    CHECK(eq, "%s: download of %zu floats inline: %d %s", who, n, ri, ri ? gkc_errmsg(ci) : "bytes differ");
+    TCHECK(eq, "%s: download of %zu floats inline: %d %s", who, n, ri, ri ? gkc_errmsg(ci) : "bytes differ");
     agreed += eq;
     gkc_release(ci, h);
   }
@@ -98,7 +108,7 @@ static int same_both_ways(gkc_conn *ci, gkc_conn *cs, size_t n, uint64_t seed, c
 static void check_books(rr_conn *rc, const char *when) {
   double limit = status_on(rc, "memory.limit"), used = status_on(rc, "memory.used"),
          pool = status_on(rc, "memory.pool");
-  CHECK(!isnan(pool) && used + pool <= limit, "%s: used %g + pool %g over the limit %g", when, used, pool, limit);
+  TCHECK(!isnan(pool) && used + pool <= limit, "%s: used %g + pool %g over the limit %g", when, used, pool, limit);
 }
 
 static void test_sequence(void) {
@@ -173,10 +183,10 @@ static void run_clients(const fixture *f, int nclient, int rounds) {
   }
   for (int i = 0; i < nclient; i++) {
     pthread_join(th[i], NULL);
-    CHECK(a[i].agreed == 5 * rounds, "client %d: %d of %d calls agreed", i, a[i].agreed, 5 * rounds);
+    TCHECK(a[i].agreed == 5 * rounds, "client %d: %d of %d calls agreed", i, a[i].agreed, 5 * rounds);
   }
   check_books(&rc, "afterwards");
-  CHECK(status_on(&rc, "budget_used") == 0, "budget_used = %g after every reply", status_on(&rc, "budget_used"));
+  TCHECK(status_on(&rc, "budget_used") == 0, "budget_used = %g after every reply", status_on(&rc, "budget_used"));
   rr_close(&rc);
 }
 
