@@ -47,7 +47,7 @@ void check_span(const gkcd_job *job, const gkcd_span *s, uint64_t want, int dtyp
     fake_obj *o = obj_holding(s->ptr, s->bytes);
     CHECK(o && o->kind == RES_REGION && job_holds(job, o));
     CHECK(((const char *)s->ptr - (const char *)o->mem) % 4 == 0);
-    CHECK(s->pinned == o->res->pinned);
+    CHECK(s->pinned == res_region_pinned(o->res));
     return;
   }
   CHECK(!s->pinned);

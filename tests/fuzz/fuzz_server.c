@@ -147,6 +147,9 @@ void server_begin(gkcd_backend *be) {
   memset(&g_budget, 0, sizeof g_budget);
   g_budget.limit = 4 * FUZZ_MAX_BYTES;
   res_init(&g_res, &g_devs, &g_budget);
+  /* The corpus names objects 1..FZ_NOBJ; gkcd itself counts ids from a
+   * random point per instance (resident.c), the harness from 0. */
+  g_res.next_id = 0;
   memset(&g_conn, 0, sizeof g_conn);
   memset(&g_other, 0, sizeof g_other);
   for (uint32_t id = 1; id <= FZ_NOBJ; id++) {
