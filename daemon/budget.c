@@ -56,6 +56,6 @@ void budget_move(gkcd_budget *b, int from, int to, size_t n) {
 }
 
 const char *budget_kind_name(int kind) {
-  static const char *const names[BUDGET_KINDS] = {"input", "jobs", "replies", "resident", "pool", "shm"};
+  static const char *const names[BUDGET_KINDS] = {"input", "jobs", "replies", "resident", "pool"};
   return kind >= 0 && kind < BUDGET_KINDS ? names[kind] : "?";
 }

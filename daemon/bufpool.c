@@ -46,7 +46,15 @@ void bufpool_destroy(bufpool *p) {
 }
 
 void *bufpool_get(bufpool *p, size_t n, size_t *cap, int *pooled) {
-  if (pooled) *pooled = 0;
+  void *q = bufpool_get_idle(p, n, cap);
+  if (pooled) *pooled = q != NULL;
+  if (q) return q;
+  q = malloc(n ? n : 1);
+  if (q && cap) *cap = malloc_usable_size(q);
+  return q;
+}
+
+void *bufpool_get_idle(bufpool *p, size_t n, size_t *cap) {
   if (p && n >= BUFPOOL_MIN) {
     size_t most = n + n / 4 + BUFPOOL_SLACK;
     pthread_mutex_lock(&p->mu);
@@ -62,15 +70,12 @@ void *bufpool_get(bufpool *p, size_t n, size_t *cap, int *pooled) {
       p->hits++;
       pthread_mutex_unlock(&p->mu);
       if (cap) *cap = c;
-      if (pooled) *pooled = 1;
       return q;
     }
     p->misses++;
     pthread_mutex_unlock(&p->mu);
   }
-  void *q = malloc(n ? n : 1);
-  if (q && cap) *cap = malloc_usable_size(q);
-  return q;
+  return NULL;
 }
 
 void bufpool_put(bufpool *p, void *q) {

@@ -80,6 +80,10 @@ void bufpool_destroy(bufpool *p);
  * *cap (may be NULL) is its true size; *pooled (may be NULL) says which.
  * p may be NULL: plain malloc.  Any thread. */
 void *bufpool_get(bufpool *p, size_t n, size_t *cap, int *pooled);
+/* Only an idle buffer that fits, as bufpool_get would hand out, or NULL:
+ * never fresh memory (conn.c asks on a peer's declared length, and must
+ * not allocate on its word even for a moment).  Any thread. */
+void *bufpool_get_idle(bufpool *p, size_t n, size_t *cap);
 /* Takes q back (malloc'd; NULL is fine): kept when it is big enough and
  * the pool's bounds and the budget allow, else freed.  Loop thread. */
 void bufpool_put(bufpool *p, void *q);

@@ -321,12 +321,9 @@ static int grow_buffer(gkcd_conn *c, size_t ncap) {
   if (c->need >= BUFPOOL_MIN && c->need + READ_CHUNK > ask) ask = c->need + READ_CHUNK;
   if (pool && ask >= BUFPOOL_MIN) {
     size_t phys;
-    int pooled;
-    unsigned char *nb = bufpool_get(pool, ask, &phys, &pooled);
-    if (nb && !pooled) { /* none fits: grow below, as realloc can without copying */
-      free(nb);
-      nb = NULL;
-    }
+    /* Only an idle one: a miss must not malloc the declared size, even to
+     * free it at once (1 GiB per read of a hostile client's frame). */
+    unsigned char *nb = bufpool_get_idle(pool, ask, &phys);
     if (nb) { /* the received bytes move over: a chunk or so, the length being seen early */
       if (c->len) memcpy(nb, c->buf, c->len);
       bufpool_put(pool, c->buf);

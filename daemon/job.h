@@ -220,8 +220,6 @@ struct gkcd_job {
                                        * "Instances and restarts") */
   int reg_fd;           /* shm_register: the descriptor, until mapped (-1 after) */
   void *priv[2];        /* private copies of CSR indices that came in a region */
-  size_t region_charge; /* shm_register: bytes charged to the memory budget (BUDGET_REGIONS)
-                         * until the region takes them over */
   size_t pin_charge;    /* shm_register: bytes counted against its connection's
                          * --max-conn-pinned until the region takes them over */
   gkcd_job *next;

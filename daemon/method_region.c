@@ -35,25 +35,10 @@ static int parse_shm_register(refs_ctx *r, size_t max) {
    * registrations in flight cannot both fit under the limit by racing. */
   if ((rc = res_pin(r->res, r->asker, (size_t)bytes, r->a->msg, r->a->msglen))) return rc;
   r->job->pin_charge = (size_t)bytes;
-  /* A region's pages are memory gkcd holds for the client (locked, on a
-   * GPU): they count against --memory-budget beside the work, so arenas
-   * cannot take what requests need.  A client library sends the call
-   * inline when this is refused. */
-  gkcd_budget *b = r->res->budget;
-  if (b) {
-    if (!budget_fits(b, (size_t)bytes)) {
-      snprintf(r->a->msg, r->a->msglen, "a region of %" PRId64 " bytes does not fit in gkcd's memory"
-               " budget (--memory-budget %zu bytes, %zu in use): release a region or send inline",
-               bytes, b->limit, b->used);
-      return GKC_EOUT_OF_MEMORY;
-    }
-    budget_take(b, BUDGET_REGIONS, (size_t)bytes);
-    r->job->region_charge = (size_t)bytes;
-  }
   r->job->out_bytes = (size_t)bytes;
-  /* No array comes back: the region's bytes are charged above as what
-   * they are, not reserved again as a reply of that size (which made a big
-   * registration wait for reply and work allowance it never uses). */
+  /* No array comes back: the region is not a reply of its size to be
+   * reserved (which made a big registration wait for reply and work
+   * allowance it never uses). */
   r->job->out_kind = OUT_HOST;
   return 0;
 }

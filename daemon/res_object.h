@@ -33,7 +33,6 @@ struct gkcd_res {
   size_t cap;       /* backend allocation size */
   int dtype;        /* array */
   struct region_pin *pin; /* region: its registration for DMA (pinner.h), or NULL */
-  size_t budget_bytes;    /* region: what it holds against --memory-budget */
   int32_t rows, cols; /* matrix: row_ptr at ptr, then col_idx, then values */
   int64_t nnz;
   int32_t max_row;

@@ -115,7 +115,6 @@ void res_unref(gkcd_residents *t, gkcd_res *r) {
   if (--r->refs > 0) return;
   gkcd_device *dev = t->devs->dev;
   if (r->kind == RES_REGION) {
-    if (r->budget_bytes) budget_give(t->budget, BUDGET_REGIONS, r->budget_bytes);
     if (r->pin) /* after its registration, off the loop */
       pinner_release(&t->pinner, r->pin);
     else

@@ -90,7 +90,6 @@ static void job_free(gkcd_server *srv, gkcd_job *job) {
   for (int i = 0; i < job->nres; i++) res_unref(&srv->res, job->res[i]);
   if (job->reg_fd >= 0) close(job->reg_fd);
   if (job->pin_charge) res_unpin(&srv->res, &job->conn->owns, job->pin_charge);
-  if (job->region_charge) budget_give(&srv->budget, BUDGET_REGIONS, job->region_charge);
   free(job->priv[0]);
   free(job->priv[1]);
   free(job->out);
@@ -136,8 +135,6 @@ static uint32_t adopt(gkcd_server *srv, gkcd_job *job) {
   if (kind == RES_REGION) {
     res_region_pin(&srv->res, r);
     job->pin_charge = 0; /* the region's now: res_release gives them back */
-    r->budget_bytes = job->region_charge; /* and res_unref these */
-    job->region_charge = 0;
     return r->id;
   }
   /* upload, the row that makes arrays, says their type; an out handle is float32 */

@@ -9,7 +9,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <math.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -284,51 +283,6 @@ static void test_pinned_limit(void) {
   res_stop(c);
 }
 
-/* status's memory.KEY (the memory budget's books), NAN when absent. */
-static double memory_num(gkc_conn *c, const char *key) {
-  char *json;
-  ASSERT_EQ(gkc_status_json(c, &json), 0);
-  double v = NAN;
-  char *m = strstr(json, "\"memory\": {"), pat[80];
-  snprintf(pat, sizeof pat, "\"%s\": ", key);
-  char *end = m ? strchr(m, '}') : NULL, *p = m ? strstr(m, pat) : NULL;
-  if (p && end && p < end) v = strtod(p + strlen(pat), NULL);
-  free(json);
-  return v;
-}
-
-/* Regions count against --memory-budget (memory.shm): one that does not
- * fit is refused naming the budget, the connection goes on, a release gives
- * the bytes back, and a by-value call whose arena cannot be registered goes
- * inline with the right result. */
-static void test_region_budget(void) {
-  fprintf(stderr, "regions in the memory budget\n");
-  static const char *const args[] = {"--memory-budget", "8M", NULL};
-  fixture_start(&F, args, NULL);
-  gkc_conn *c = conn_open();
-  ASSERT_EQ(memory_num(c, "shm"), 0.0);
-  gkc_region *a, *b;
-  if (gkc_region_create(c, 4 << 20, &a) != 0) TEST_FAIL("a 4 MiB region under an 8 MiB budget: %s", gkc_errmsg(c));
-  ASSERT_EQ(memory_num(c, "shm"), (double)(4 << 20));
-  EXPECT_ERR(c, gkc_region_create(c, 6 << 20, &b), GKC_EOUT_OF_MEMORY, "--memory-budget");
-  ASSERT_EQ(gkc_ping(c, NULL), 0);
-  ASSERT_EQ(memory_num(c, "shm"), (double)(4 << 20)); /* the refused one holds nothing */
-  ASSERT_EQ(gkc_region_release(c, a), 0);
-  ASSERT_EQ(memory_num(c, "shm"), 0.0);
-  /* By value, 6 MiB: the arena's registration is refused, the call goes inline. */
-  size_t n = (6 << 20) / 4;
-  float *x = malloc(n * sizeof *x);
-  ASSERT(x);
-  double want = 0;
-  for (size_t i = 0; i < n; i++) x[i] = (float)((i % 1000) * 0.001), want += x[i];
-  gkc_set_shm(c, 1, 0);
-  double got;
-  ASSERT_EQ(gkc_reduce(c, x, n, GKC_SUM, &got, NULL, NULL), 0);
-  ASSERT(fabs(got - want) <= 1e-6 * want);
-  free(x);
-  res_stop(c);
-}
-
 int main(void) {
   rng = test_seed();
   fixture_start(&F, NULL, NULL);
@@ -338,7 +292,6 @@ int main(void) {
   test_region_lifetime();
   res_stop(c);
   test_pinned_limit();
-  test_region_budget();
   fprintf(stderr, "e2e_resident_regions: all passed\n");
   return 0;
 }
