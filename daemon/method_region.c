@@ -36,10 +36,6 @@ static int parse_shm_register(refs_ctx *r, size_t max) {
   if ((rc = res_pin(r->res, r->asker, (size_t)bytes, r->a->msg, r->a->msglen))) return rc;
   r->job->pin_charge = (size_t)bytes;
   r->job->out_bytes = (size_t)bytes;
-  /* No array comes back: the region is not a reply of its size to be
-   * reserved (which made a big registration wait for reply and work
-   * allowance it never uses). */
-  r->job->out_kind = OUT_HOST;
   return 0;
 }
 
