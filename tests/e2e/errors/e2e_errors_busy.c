@@ -198,10 +198,14 @@ static void test_busy(void) {
   free(a);
   free(b);
 
-  /* busy while shutting down: two long jobs in flight, SIGTERM, then a new
-   * compute request on the same connection is refused busy. */
+  /* busy while shutting down: long jobs in flight, SIGTERM, then a new
+   * compute request on the same connection is refused busy.  The two are
+   * sent back to back, but the first may finish while the second's bytes
+   * still arrive (an ASan run, 2026-11-28, saw neither in flight by the
+   * time sending returned with 2048^3): what matters is that one still
+   * runs when the signal comes, and 3072^3 keeps it running. */
   rr_ctx = "busy: gkcd is shutting down";
-  enum { M = 2048 };
+  enum { M = 3072 };
   a = rr_rand_floats((size_t)M * M);
   b = rr_rand_floats((size_t)M * M);
   rr_open(&c, &d);
@@ -210,11 +214,11 @@ static void test_busy(void) {
   sender_main(&s2);
   CHECK(s2.err == 0, "sending failed: %s", strerror(s2.err));
   long inflight = -1;
-  for (int i = 0; i < 2000 && inflight < 2; i++) {
+  for (int i = 0; i < 2000 && inflight < 1; i++) {
     inflight = status_u64(&d, "in_flight");
-    if (inflight < 2) rr_sleep_ms(2);
+    if (inflight < 1) rr_sleep_ms(2);
   }
-  CHECK(inflight == 2, "in_flight never reached 2 (%ld)", inflight);
+  CHECK(inflight >= 1, "no job in flight after sending two (%ld)", inflight);
   kill(d.pid, SIGTERM);
   struct stat st;
   int gone = 0;
