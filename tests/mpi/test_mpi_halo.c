@@ -94,7 +94,11 @@ static halo_plan *plans_for(const gcsr *m, const int64_t *off, int P) {
   }
   for (int q = 0; q < P; q++) { /* what each p asks q for */
     int *count = calloc((size_t)P, sizeof *count);
-    int64_t *ids = malloc(((size_t)m->n + 1) * sizeof *ids);
+    /* Several ranks may ask q for the same row: size by what they ask
+     * (n + 1 overflowed for some seeds under ASan). */
+    size_t total = 1;
+    for (int p = 0; p < P; p++) total += (size_t)pl[p].recv_count[q];
+    int64_t *ids = malloc(total * sizeof *ids);
     int64_t k = 0;
     for (int p = 0; p < P; p++) {
       count[p] = pl[p].recv_count[q];
