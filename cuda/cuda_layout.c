@@ -9,19 +9,7 @@
  * the daemon's own time on big requests (one core moves ~10 GB/s, and a
  * fresh result buffer also takes its page faults there): split big ones
  * over a few threads. */
-void cuda_copy_host(void *dst, const void *src, size_t n) {
-  enum { PIECE = 8 << 20 };
-  if (n < 2 * (size_t)PIECE) {
-    memcpy(dst, src, n);
-    return;
-  }
-  long pieces = (long)((n + PIECE - 1) / PIECE);
-#pragma omp parallel for num_threads(8) schedule(static)
-  for (long i = 0; i < pieces; i++) {
-    size_t off = (size_t)i * PIECE, len = n - off < PIECE ? n - off : PIECE;
-    memcpy((char *)dst + off, (const char *)src + off, len);
-  }
-}
+void cuda_copy_host(void *dst, const void *src, size_t n) { cuda_copy_pieces(dst, src, n, (size_t)8 << 20); }
 
 static void add(cuda_layout *l, const gkcd_span *s) {
   l->in[l->nin] = s; /* absent optional inputs keep their place, with no bytes */

@@ -3,21 +3,22 @@
 
 #include <string.h>
 
-/* One core copies ~10 GB/s and the bus takes ~50: a chunk is copied on a
- * few threads, in pieces big enough that starting them costs little. */
-static void copy_chunk(void *dst, const void *src, size_t n) {
-  enum { PIECE = 1 << 20 };
-  if (n < 2 * (size_t)PIECE) {
+void cuda_copy_pieces(void *dst, const void *src, size_t n, size_t piece) {
+  if (n < 2 * piece) {
     memcpy(dst, src, n);
     return;
   }
-  long pieces = (long)((n + PIECE - 1) / PIECE);
+  long pieces = (long)((n + piece - 1) / piece);
 #pragma omp parallel for num_threads(8) schedule(static)
   for (long i = 0; i < pieces; i++) {
-    size_t off = (size_t)i * PIECE, len = n - off < PIECE ? n - off : PIECE;
+    size_t off = (size_t)i * piece, len = n - off < piece ? n - off : piece;
     memcpy((char *)dst + off, (const char *)src + off, len);
   }
 }
+
+/* One core copies ~10 GB/s and the bus takes ~50: a chunk is copied on a
+ * few threads, in pieces big enough that starting them costs little. */
+static void copy_chunk(void *dst, const void *src, size_t n) { cuda_copy_pieces(dst, src, n, (size_t)1 << 20); }
 
 cudaError_t cuda_ring_init(cuda_ring *r) {
   cudaError_t e = cudaSuccess;

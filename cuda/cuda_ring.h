@@ -31,6 +31,11 @@ typedef struct {
   unsigned next;                      /* the chunk the next copy starts with */
 } cuda_ring;
 
+/* memcpy of n bytes on up to 8 threads in pieces of `piece` bytes (a
+ * plain memcpy below two pieces); cuda_layout.c's cuda_copy_host uses it
+ * too. */
+void cuda_copy_pieces(void *dst, const void *src, size_t n, size_t piece);
+
 /* Allocates r's chunks and events (on the current device); cudaSuccess, or
  * the error, with what was made left for cuda_ring_destroy.  Idempotent. */
 cudaError_t cuda_ring_init(cuda_ring *r);
