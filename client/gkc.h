@@ -360,6 +360,21 @@ GKC_API int gkc_shm_release(gkc_conn *c, uint32_t region);
  * sends everything inline). */
 GKC_API int gkc_set_shm(gkc_conn *c, size_t threshold, size_t max_bytes);
 
+/* Makes the arena hold a free span of at least bytes now, so that the first
+ * call of that size pays nothing to set it up: a region is made if none has
+ * room, its pages are faulted in (by GKC_COPY_THREADS threads at once), and
+ * it is registered with gkcd, which pins it on the CUDA backend in the
+ * background.  Worth it where the first call's time matters: fresh pages
+ * cost the kernel ~0.2-0.7 ms per MiB to hand out (bench/RESULTS.md, "first
+ * call"), paid once per region.  0 when there is room (already, or now);
+ * GKC_EINVALID_ARGUMENT when the arena is off or bytes is more than one
+ * region may hold (the smaller of max_bytes and gkcd's
+ * --max-request-bytes); GKC_EOUT_OF_MEMORY when the bound leaves no room
+ * (regions in use stay); what shm_register answered otherwise.  On an async
+ * connection it only starts: the region is there once its registration's
+ * reply has been read. */
+GKC_API int gkc_shm_reserve(gkc_conn *c, size_t bytes);
+
 typedef struct {
   int on;                /* arrays of threshold bytes or more go through the arena */
   size_t threshold, max_bytes;

@@ -107,6 +107,13 @@ int gkc_async_set_shm(gkc_async *ac, size_t threshold, size_t max_bytes) {
   return rc;
 }
 
+int gkc_async_shm_reserve(gkc_async *ac, size_t bytes) {
+  if (!ac) return GKC_EINVALID_ARGUMENT;
+  int rc = gkc_shm_reserve(&ac->c, bytes);
+  update(ac); /* the status or shm_register it queued */
+  return rc;
+}
+
 int gkc_async_shm_state(const gkc_async *ac, gkc_shm_info *info) {
   return gkc_shm_state(ac ? &ac->c : NULL, info);
 }

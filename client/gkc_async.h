@@ -226,6 +226,10 @@ GKC_API int gkc_async_set_device(gkc_async *ac, int device);
  * it is full, arrays go inline. */
 GKC_API int gkc_async_set_shm(gkc_async *ac, size_t threshold, size_t max_bytes);
 GKC_API int gkc_async_shm_state(const gkc_async *ac, gkc_shm_info *info);
+/* As gkc_shm_reserve, but it only starts: the region serves once the
+ * replies to the library's own requests (status, shm_register) have been
+ * read.  Its pages are faulted in on this thread before it is registered. */
+GKC_API int gkc_async_shm_reserve(gkc_async *ac, size_t bytes);
 
 /* Back-pressure: a request call returns GKC_EBUSY instead of queueing when
  * max_requests requests are pending, or when its bytes would take the bytes

@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "gkc_reply.h"
@@ -59,6 +60,8 @@ struct gkc__shm {
   int growing;       /* async: a shm_register is in flight */
   uint64_t want;     /* async: what calls sent inline meanwhile wanted: the size to
                       * grow to once probing or the registration in flight ends */
+  int grow_rc;       /* why the last blocking growth failed (0: no room, nothing called) */
+  int want_populate; /* async: want came from gkc_shm_reserve (fault its pages in) */
   uint64_t staged, fallbacks;
   slot slots[NSLOTS];
 };
@@ -322,20 +325,22 @@ static int internal_submit(gkc_conn *c, gkc__req *r) {
   return -1;
 }
 
-static void grow(gkc_conn *c, uint64_t need, int *ok);
+static void grow(gkc_conn *c, uint64_t need, int populate, int *ok);
 
 /* Async: a region for what calls wanted while the arena could not serve
  * them (want, at most what one region may hold). */
 static void grow_wanted(gkc_conn *c) {
   gkc__shm *A = c->shm;
   uint64_t w = A->want;
+  int populate = A->want_populate;
   A->want = 0;
+  A->want_populate = 0;
   if (!A->limits_known || A->off || c->fd < 0 || w == 0) return;
   if (w > region_cap(A)) w = region_cap(A);
   char saved[sizeof c->errmsg];
   memcpy(saved, c->errmsg, sizeof saved);
   int ok;
-  grow(c, w, &ok);
+  grow(c, w, populate, &ok);
   memcpy(c->errmsg, saved, sizeof saved);
 }
 
@@ -370,9 +375,12 @@ static void release_idle(gkc_conn *c) {
   }
 }
 
+static void shm_pieces(void *dst, const void *src, size_t n);
+
 /* Adds a region with room for need bytes: *ok when it is ready now
- * (blocking); an async connection only starts registering it. */
-static void grow(gkc_conn *c, uint64_t need, int *ok) {
+ * (blocking); an async connection only starts registering it.  populate:
+ * its pages are faulted in first, before gkcd maps (and pins) them. */
+static void grow(gkc_conn *c, uint64_t need, int populate, int *ok) {
   gkc__shm *A = c->shm;
   *ok = 0;
   if (A->growing || A->cannot_grow) return;
@@ -399,10 +407,12 @@ static void grow(gkc_conn *c, uint64_t need, int *ok) {
   if (size < need || size > SIZE_MAX) return;
   gkc_region *reg;
   int rc = gkc__region_alloc(c, (size_t)size, &reg);
+  A->grow_rc = rc;
   if (rc) {
     if (rc != GKC_EOUT_OF_MEMORY) turn_off(A, "%.250s", c->errmsg);
     return;
   }
+  if (populate) shm_pieces(gkc_region_data(reg), NULL, (size_t)size);
   slot *s = &A->slots[free_slot];
   if (slot_init(s, reg) != 0) {
     gkc__region_free(reg);
@@ -426,6 +436,7 @@ static void grow(gkc_conn *c, uint64_t need, int *ok) {
   }
   uint32_t id;
   rc = gkc_shm_register(c, gkc__region_fd(reg), (size_t)size, &id);
+  A->grow_rc = rc;
   if (rc) {
     refused(c, rc);
     slot_clear(s);
@@ -523,19 +534,32 @@ static void end(gkc_conn *c, gkc__req *r, int status) {
 /* One thread's memcpy (~5-10 GB/s) is what a big array by value waits on:
  * from this size up the copy is cut into pieces that threads copy at once
  * (GKC_COPY_THREADS of them, default up to 8).  A thread that cannot be
- * started leaves its piece to the caller's thread. */
+ * started leaves its piece to the caller's thread.  The same pieces fault
+ * in a new region's pages (gkc_shm_reserve): the kernel's page faults, not
+ * the copy, are what a first call into fresh memory waits on, and they run
+ * in parallel too. */
 #define SHM_PARALLEL_COPY_MIN ((size_t)16 << 20)
 #define SHM_COPY_MAX_THREADS 16
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
+#endif
 
 typedef struct {
   char *dst;
-  const char *src;
+  const char *src; /* NULL: fault dst's pages in, writable, keeping their bytes */
   size_t n;
 } copy_piece;
 
 static void *copy_run(void *arg) {
   copy_piece *p = arg;
-  memcpy(p->dst, p->src, p->n);
+  if (p->src) {
+    memcpy(p->dst, p->src, p->n);
+  } else if (madvise(p->dst, p->n, MADV_POPULATE_WRITE) != 0) {
+    /* An older kernel: a write to each page does it.  The region is new and
+     * nobody reads it yet, so writing a byte back as it was is harmless. */
+    volatile char *q = p->dst;
+    for (size_t i = 0; i < p->n; i += 4096) q[i] = q[i];
+  }
   return NULL;
 }
 
@@ -549,20 +573,22 @@ static int copy_threads(void) {
   return n > SHM_COPY_MAX_THREADS ? SHM_COPY_MAX_THREADS : (int)n;
 }
 
-static void shm_copy(void *dst, const void *src, size_t n) {
+/* src NULL: populates dst (see copy_piece). */
+static void shm_pieces(void *dst, const void *src, size_t n) {
   int k = n < SHM_PARALLEL_COPY_MIN ? 1 : copy_threads();
   if (k < 2) {
-    memcpy(dst, src, n);
+    copy_run(&(copy_piece){dst, src, n});
     return;
   }
   copy_piece piece[SHM_COPY_MAX_THREADS];
   pthread_t tid[SHM_COPY_MAX_THREADS];
   int started[SHM_COPY_MAX_THREADS] = {0};
   size_t step = (n + (size_t)k - 1) / (size_t)k;
-  step = (step + 63) & ~(size_t)63; /* whole cache lines to each */
+  step = (step + 4095) & ~(size_t)4095; /* whole pages to each */
   int m = 0;
   for (size_t at = 0; at < n; at += step, m++)
-    piece[m] = (copy_piece){(char *)dst + at, (const char *)src + at, n - at < step ? n - at : step};
+    piece[m] = (copy_piece){(char *)dst + at, src ? (const char *)src + at : NULL,
+                            n - at < step ? n - at : step};
   for (int i = 1; i < m; i++) started[i] = pthread_create(&tid[i], NULL, copy_run, &piece[i]) == 0;
   copy_run(&piece[0]);
   for (int i = 1; i < m; i++) {
@@ -571,6 +597,7 @@ static void shm_copy(void *dst, const void *src, size_t n) {
   }
 }
 
+static void shm_copy(void *dst, const void *src, size_t n) { shm_pieces(dst, src, n); }
 
 static void stage(gkc_conn *c, gkc__req *r, gkc_ref *const *refs, int n, gkc_out *out,
                   uint64_t out_known, const char *out_key);
@@ -613,7 +640,7 @@ static void stage(gkc_conn *c, gkc__req *r, gkc_ref *const *refs, int n, gkc_out
   int rc = setup(c, total);
   if (rc == 0 && take_all(c, r, in, nin, out, mode) != 0) {
     int ok;
-    grow(c, total, &ok);
+    grow(c, total, 0, &ok);
     rc = ok ? take_all(c, r, in, nin, out, mode) : -1;
   }
   memcpy(c->errmsg, saved, sizeof saved);
@@ -684,6 +711,53 @@ int gkc_set_shm(gkc_conn *c, size_t threshold, size_t max_bytes) {
   }
   memcpy(c->errmsg, saved, sizeof saved);
   return 0;
+}
+
+/* A free span of len bytes in a registered region. */
+static int fits(const gkc__shm *A, uint64_t len) {
+  for (int i = 0; i < NSLOTS; i++) {
+    const slot *s = &A->slots[i];
+    for (size_t j = 0; s->ready && j < s->next; j++)
+      if (s->ext[j].len >= len) return 1;
+  }
+  return 0;
+}
+
+int gkc_shm_reserve(gkc_conn *c, size_t bytes) {
+  if (!c) return GKC_EINVALID_ARGUMENT;
+  gkc__shm *A = c->shm;
+  if (!A) return gkc__fail(c, GKC_EOUT_OF_MEMORY, "out of memory: the connection has no arena");
+  if (A->off) return gkc__fail(c, GKC_EINVALID_ARGUMENT, "gkc_shm_reserve: the arena is off: %s", A->why);
+  if (c->fd < 0 || c->write_cut)
+    return gkc__fail(c, GKC_ECONNECT, "gkc_shm_reserve: not connected to gkcd");
+  uint64_t need = align_up(bytes);
+  if (bytes == 0 || fits(A, need)) return 0;
+  if (c->nonblock) {
+    /* Started here, finished by the replies (probed, registered). */
+    if (need > A->want) A->want = need;
+    A->want_populate = 1;
+    if (A->limits_known && !A->growing) grow_wanted(c);
+    else if (!A->limits_known) (void)setup(c, need);
+    return 0;
+  }
+  c->errmsg[0] = 0;
+  (void)setup(c, need);
+  if (!A->limits_known) return c->errmsg[0] ? GKC_ECONNECT : gkc__fail(c, GKC_ECONNECT, "gkc_shm_reserve: gkcd did not answer status");
+  if (need > region_cap(A))
+    return gkc__fail(c, GKC_EINVALID_ARGUMENT, "gkc_shm_reserve: %zu bytes is more than one region may hold"
+                     " (%llu: the smaller of GKC_SHM_MAX_BYTES and gkcd's --max-request-bytes)",
+                     bytes, (unsigned long long)region_cap(A));
+  if (A->cannot_grow)
+    return gkc__fail(c, GKC_EINVALID_ARGUMENT, "gkc_shm_reserve: gkcd refused this connection a"
+                     " further region; the arena keeps the ones it has");
+  int ok;
+  A->grow_rc = 0;
+  grow(c, need, 1, &ok);
+  if (ok) return 0;
+  if (A->grow_rc) return A->grow_rc;
+  return gkc__fail(c, GKC_EOUT_OF_MEMORY, "gkc_shm_reserve: no room for a %llu-byte region: the arena"
+                   " may hold %zu bytes in %d regions (GKC_SHM_MAX_BYTES), and those in use stay",
+                   (unsigned long long)need, A->max_bytes, NSLOTS);
 }
 
 int gkc_shm_state(const gkc_conn *c, gkc_shm_info *info) {

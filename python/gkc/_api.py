@@ -157,6 +157,45 @@ class Api:
         many went inline for lack of room (fallbacks)."""
         return self._arena.info()
 
+    def shm_reserve(self, nbytes: int) -> Any:
+        """Makes the arena hold a free span of at least nbytes now, so that the
+        first call of that size pays nothing to set it up: a region made if
+        none has room, its pages faulted in (on several threads), registered
+        with gkcd (which pins it in the background on the CUDA backend).
+        Fresh pages cost the kernel ~0.2-0.7 ms per MiB to hand out, once per
+        region.  Raises InvalidArgument when the arena is off or nbytes is
+        more than one region may hold, OutOfMemory when its bound leaves no
+        room (returns an awaitable on an asyncio connection)."""
+        if not isinstance(nbytes, int) or isinstance(nbytes, bool) or nbytes < 0:
+            raise _bad(f"'nbytes' must be a non-negative int, not {nbytes!r}")
+        return self._drive(self._reserve(nbytes))
+
+    def _reserve(self, nbytes: int) -> Any:
+        ar = self._arena
+        if ar.state not in (_arena.UNUSED, _arena.ACTIVE) or ar.frozen:
+            raise _bad(f"shm_reserve: the arena is off: {ar.reason or ar.state}")
+        if nbytes == 0 or ar.has_room(nbytes):
+            return None
+        while ar.growing is not None:
+            yield (None, ar.growing)
+        if ar.has_room(nbytes):
+            return None
+        ar.growing = asyncio_event() if self._is_async else threading.Event()
+        try:
+            ok = yield from self._add_segment(_arena._align(nbytes), populate=True)
+        finally:
+            ev, ar.growing = ar.growing, None
+            ev.set()
+        if not ok:
+            cap = min(ar.max_bytes, ar.limit if ar.limit is not None else ar.max_bytes)
+            if nbytes > cap:
+                raise _bad(f"shm_reserve: {nbytes} bytes is more than one region may hold ({cap}:"
+                           " the smaller of shm_max_bytes and gkcd's --max-request-bytes)")
+            raise errors.OutOfMemory(  # type: ignore[attr-defined]
+                f"shm_reserve: no room for a {nbytes}-byte region: "
+                + (ar.reason or f"the arena may hold {ar.max_bytes} bytes and those in use stay"))
+        return None
+
     @staticmethod
     def _staging(params: Dict[str, Any]) -> bool:
         """Whether params hold anything for the arena (_stage has work)."""
@@ -239,9 +278,10 @@ class Api:
             if got is not None:
                 return got
 
-    def _add_segment(self, need: int) -> Any:
+    def _add_segment(self, need: int, populate: bool = False) -> Any:
         """Registers one more arena region with room for need bytes (releasing
-        idle ones first if the bounds say so); False when it cannot."""
+        idle ones first if the bounds say so); False when it cannot.
+        populate: its pages are faulted in before gkcd maps (and pins) them."""
         ar = self._arena
         if ar.limit is None:
             # gkcd refuses a region over --max-request-bytes, and holds its
@@ -275,6 +315,8 @@ class Api:
             except errors.Error as e:
                 ar.refused(e.message)
                 return False
+            if populate:
+                _arena.populate(mm, size)
             try:
                 seg = yield ("shm_register", {"bytes": size},
                              lambda res: _arena.Segment(self, int(res["region"]), mm, size), fd)

@@ -150,6 +150,23 @@ def copy_into(dst: np.ndarray, src: np.ndarray) -> None:
         f.result()
 
 
+def populate(mm: Any, nbytes: int) -> None:
+    """Faults a new region's pages in, on several threads at once when it is
+    big (the kernel's page faults are what a first call into fresh memory
+    waits on).  A write of zero to each page: the region is new, so its
+    bytes are zeros already, and nobody else reads it yet."""
+    pages = np.frombuffer(mm, np.uint8, nbytes)
+    workers = _copy_threads()
+    if nbytes < PARALLEL_COPY_MIN or workers < 2:
+        pages[::_PAGE].fill(0)
+        return
+    step = -(-nbytes // workers)
+    step = (step + _PAGE - 1) & ~(_PAGE - 1)
+    futs = [_pool().submit(pages[i:i + step:_PAGE].fill, 0) for i in range(0, nbytes, step)]
+    for f in futs:
+        f.result()
+
+
 def _align(n: int) -> int:
     return (n + _ALIGN - 1) & ~(_ALIGN - 1)
 
@@ -351,6 +368,13 @@ class Arena:
                         seg.give_back(off, m)
                     return None
             return got
+
+    def has_room(self, nbytes: int) -> bool:
+        """Whether a free span of nbytes is there now."""
+        n = _align(nbytes)
+        with self._lock:
+            self._drain()
+            return any(span[1] >= n for seg in self.segments for span in seg.free)
 
     def plan(self, need: int) -> Optional[Tuple[int, List[Segment]]]:
         """The size of a new region that would hold need bytes, and idle

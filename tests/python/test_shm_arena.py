@@ -473,3 +473,57 @@ def test_copy_threads_from_the_environment(monkeypatch):
         monkeypatch.setenv("GKC_COPY_THREADS", value)
         got = _arena._copy_threads()
         assert got == (want or min(8, os.cpu_count() or 1)), (value, got)
+
+
+# --- shm_reserve --------------------------------------------------------------------------
+
+def test_shm_reserve_makes_the_region_before_the_first_call(gkcd, rng):
+    """A region made (pages faulted in on threads), registered, and then used
+    by the first big call without another; a size that fits reserves no
+    more; the bounds and an arena that is off are named."""
+    nbytes = 20 << 20  # over PARALLEL_COPY_MIN: populated in pieces
+    with gkcd.connect(shm_threshold=T) as c, gkcd.connect(shm=False) as i:
+        assert c.shm_reserve(nbytes) is None
+        info = c.shm_info()
+        assert len(info["regions"]) == 1 and info["bytes"] >= nbytes and info["calls"] == 0
+        c.shm_reserve(nbytes // 2)
+        c.shm_reserve(0)
+        assert c.shm_info()["regions"] == info["regions"]
+        x = rng.standard_normal(nbytes // 8).astype(np.float32)
+        y = rng.standard_normal(nbytes // 8).astype(np.float32)
+        got = c.axpby(x, y, alpha=2.0, beta=-0.5)
+        assert np.array_equal(got, i.axpby(x, y, alpha=2.0, beta=-0.5)) and in_arena(got)
+        after = c.shm_info()
+        assert after["regions"] == info["regions"] and after["fallbacks"] == 0
+        with pytest.raises(gkc.InvalidArgument, match="'nbytes' must be a non-negative int"):
+            c.shm_reserve(-1)
+        with pytest.raises(gkc.InvalidArgument, match="more than one region may hold"):
+            c.shm_reserve(1 << 40)
+    with gkcd.connect(shm=False) as off, \
+            pytest.raises(gkc.InvalidArgument, match="shm_reserve: the arena is off"):
+        off.shm_reserve(4096)
+
+
+def test_aio_shm_reserve(gkcd, rng):
+    async def main():
+        async with gkc.aio.connect(gkcd.sock, shm_threshold=T) as a:
+            await a.shm_reserve(8 << 20)
+            info = a.shm_info()
+            assert len(info["regions"]) == 1 and info["bytes"] >= 8 << 20
+            x = rng.standard_normal(1 << 20).astype(np.float32)
+            assert await a.reduce(x, "max") == float(x.max())
+            assert a.shm_info()["calls"] == 1 and a.shm_info()["fallbacks"] == 0
+
+    asyncio.run(main())
+
+
+def test_populate_keeps_the_region_zero():
+    from gkc._transport import make_memfd
+    n = _arena.PARALLEL_COPY_MIN + 3 * 4096
+    fd, mm = make_memfd(n)
+    try:
+        _arena.populate(mm, n)
+        assert not np.frombuffer(mm, np.uint8).any()
+    finally:
+        mm.close()
+        os.close(fd)

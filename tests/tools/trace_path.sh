@@ -19,7 +19,7 @@ cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DGKC_CUDA=OFF \
 cmake --build "$dir" --target gkcd >/dev/null
 m=${1:-64} n=${2:-64} k=${3:-64}
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+trap '[ -n "${pid:-}" ] && kill $pid 2>/dev/null; rm -rf "$tmp"' EXIT
 GKCD_TRACE_OUT=$tmp/trace "$dir/daemon/gkcd" --socket "$tmp/s" --threads 1 2>"$tmp/log" &
 pid=$!
 for _ in $(seq 100); do [ -S "$tmp/s" ] && break; sleep 0.05; done

@@ -10,6 +10,7 @@
  *   every slice comes back once the replies are in.
  * - Sizes just under, at and over the threshold.
  * - gkcd refusing the arena's shm_register (64 regions held already).
+ * - gkc_async_shm_reserve: the region there before the first big call.
  * - Closing with requests, and the arena's own requests, in flight.
  * Leaks are ASan's to find (the sanitizer build runs this test).
  */
@@ -207,6 +208,35 @@ static void test_setup(const fixture *f) {
   gkc_async_close(ac);
 }
 
+/* gkc_async_shm_reserve starts the set-up and returns; once the replies
+ * are read the arena has its region, and the first big call uses it. */
+static void test_reserve(const fixture *f) {
+  gkc_async *ac = ctx(f, THR, 0);
+  size_t bytes = (size_t)20 << 20;
+  ASSERT_EQ(gkc_async_shm_reserve(ac, bytes), 0);
+  ASSERT_EQ(gkc_async_pending(ac), 0); /* the library's own requests */
+  wait_ready(ac);
+  gkc_shm_info i = state(ac);
+  ASSERT_EQ(i.regions, 1);
+  ASSERT(i.arena_bytes >= bytes);
+  size_t n = bytes / 4;
+  float *x = rand_vec(n);
+  double want = x[0];
+  for (size_t k = 1; k < n; k++) want = x[k] > want ? x[k] : want;
+  gkc_reduce_args a = GKC_REDUCE_ARGS_INIT;
+  a.x = gkc_ref_mem(x, bytes), a.op = GKC_MAX;
+  side s = {0};
+  ASSERT_EQ(gkc_async_reduce(ac, &a, on_done, &s), 0);
+  ASSERT_EQ(state(ac).staged, 1);
+  drain(ac);
+  ASSERT_EQ(s.status, 0);
+  ASSERT(s.value == want);
+  ASSERT_EQ(state(ac).fallbacks, 0);
+  ASSERT_EQ(state(ac).regions, 1);
+  free(x);
+  gkc_async_close(ac);
+}
+
 static void on_upload(gkc_async *ac, const gkc_result *res, void *ud) {
   (void)ac;
   side *s = ud;
@@ -384,6 +414,7 @@ int main(void) {
   fixture f;
   fixture_start(&f, NULL, NULL);
   test_setup(&f);
+  test_reserve(&f);
   test_many(&f);
   test_full(&f);
   test_refused(&f);

@@ -8,7 +8,7 @@
  * setter), sizes around the threshold, errors that read as they did
  * inline, the arena's growth within gkcd's --max-request-bytes, the
  * fallback when gkcd refuses shm_register (the connection already holds
- * its 64 regions) or memfd_create fails here, and the regions gone from
+ * its 64 regions) or memfd_create fails here, gkc_shm_reserve, and the regions gone from
  * gkcd's status once the connection closes. */
 #include <errno.h>
 #include <signal.h>
@@ -431,6 +431,48 @@ static void test_growth(const fixture *f) {
   gkc_close(c);
 }
 
+/* gkc_shm_reserve: a region made, faulted in and registered before any
+ * call; a call that fits then makes none and goes through it, bytes
+ * intact; a size that fits already reserves nothing more; an arena that is
+ * off names why. */
+static void test_reserve(const fixture *f) {
+  gkc_conn *c = conn(f, THR);
+  size_t bytes = (size_t)24 << 20; /* over 16 MiB: faulted in by several threads */
+  ASSERT_EQ(gkc_shm_reserve(c, bytes), 0);
+  gkc_shm_info i = state(c);
+  ASSERT_EQ(i.regions, 1);
+  ASSERT(i.arena_bytes >= bytes);
+  ASSERT_EQ(i.staged, 0);
+  size_t have = i.arena_bytes;
+  ASSERT_EQ(gkc_shm_reserve(c, bytes / 2), 0);
+  ASSERT_EQ(gkc_shm_reserve(c, 0), 0);
+  i = state(c);
+  ASSERT_EQ(i.regions, 1);
+  ASSERT_EQ(i.arena_bytes, have);
+  /* x, y and the result: 24 MiB, in the region reserved. */
+  size_t n = ((size_t)8 << 20) / 4;
+  float *x = rand_vec(n), *y = rand_vec(n), *r = malloc(n * 4), *want = malloc(n * 4);
+  ASSERT(r && want);
+  gkc_conn *ci = conn(f, GKC_SHM_OFF);
+  gkc_out oi = gkc_out_mem(want, n * 4);
+  ASSERT_EQ(gkc_axpby(ci, 2, gkc_ref_mem(x, n * 4), -0.5f, gkc_ref_mem(y, n * 4), &oi, NULL), 0);
+  gkc_close(ci);
+  gkc_out o = gkc_out_mem(r, n * 4);
+  ASSERT_EQ(gkc_axpby(c, 2, gkc_ref_mem(x, n * 4), -0.5f, gkc_ref_mem(y, n * 4), &o, NULL), 0);
+  same(want, r, n * 4, "axpby through the reserved region");
+  i = state(c);
+  ASSERT_EQ(i.regions, 1);
+  ASSERT_EQ(i.arena_bytes, have);
+  ASSERT_EQ(i.staged, 3);
+  ASSERT_EQ(i.fallbacks, 0);
+  ASSERT_EQ(gkc_set_shm(c, GKC_SHM_OFF, 0), 0);
+  ASSERT_EQ(gkc_shm_reserve(c, 4096), GKC_EINVALID_ARGUMENT);
+  ASSERT_CONTAINS(gkc_errmsg(c), "the arena is off: turned off by gkc_set_shm");
+  ASSERT_EQ(gkc_shm_reserve(NULL, 4096), GKC_EINVALID_ARGUMENT);
+  free(x), free(y), free(r), free(want);
+  gkc_close(c);
+}
+
 /* gkcd with --max-request-bytes 8M: no region over it; a call needing more
  * goes inline, as does one over the arena's own bound. */
 static void test_limits(void) {
@@ -441,6 +483,10 @@ static void test_limits(void) {
   size_t n = (6 << 20) / 4;
   float *x = rand_vec(n), *y = malloc(n * 4);
   double v, w;
+  /* More than a region may hold: refused, naming the limit. */
+  ASSERT_EQ(gkc_shm_reserve(c, (size_t)9 << 20), GKC_EINVALID_ARGUMENT);
+  ASSERT_CONTAINS(gkc_errmsg(c), "--max-request-bytes");
+  ASSERT_EQ(state(c).regions, 0);
   ASSERT_EQ(gkc_reduce(c, x, n, GKC_MAX, &v, NULL, NULL), 0);
   gkc_shm_info i = state(c);
   ASSERT_EQ(i.staged, 1);
@@ -578,6 +624,7 @@ int main(void) {
   gkc_close(ci);
   gkc_close(cs);
   test_growth(&f);
+  test_reserve(&f);
   test_refused(&f);
   test_memfd_fails(&f);
   ASSERT_EQ(fixture_stop(&f, SIGTERM), 0);
