@@ -56,6 +56,9 @@ NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 summary=("GPUs: $NGPU")
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -8
 date -u
+# What fresh shared pages cost depends on these (first calls into a new arena region).
+echo "kernel $(uname -r); THP $(cat /sys/kernel/mm/transparent_hugepage/enabled 2>&1);" \
+  "shmem THP $(cat /sys/kernel/mm/transparent_hugepage/shmem_enabled 2>&1); nproc $(nproc)"
 
 # A gkcd of our own on $L/NAME.sock with the given arguments; its pid in $gpid.
 start_gkcd() {
@@ -82,7 +85,7 @@ fi
 
 if has datapath; then
   S=$SECONDS
-  timeout 110 python3 bench/gpu/datapath_vs_cupy.py --gkcd "$B/daemon/gkcd" --repeat 3 \
+  timeout 170 python3 bench/gpu/datapath_vs_cupy.py --gkcd "$B/daemon/gkcd" --repeat 3 \
     --gkcd-arg=--devices --gkcd-arg=0 --c-bench "$B/bench/bench_byvalue" \
     --json "$OUT/datapath.json" > "$L/datapath.md" 2> "$L/datapath.log"
   summary+=("datapath rc=$? ($((SECONDS - S)) s)")
