@@ -257,7 +257,7 @@ int gkc_async_region_create(gkc_async *ac, size_t bytes, gkc_async_cb cb, void *
   if (rc) return rc;
   rc = gkc__region_alloc(&ac->c, bytes, &r->region);
   if (rc == 0) {
-    gkc_shm_register_args a = {gkc__region_fd(r->region), bytes};
+    gkc_shm_register_args a = {gkc__region_fd(r->region), bytes, 0};
     rc = gkc__prep_shm_register(&ac->c, r, &a);
   }
   return submit(ac, r, rc);

@@ -123,6 +123,9 @@ typedef struct {
 typedef struct {
   int fd;       /* passed with the request; the caller keeps it open until the callback */
   size_t bytes;
+  int pinned;   /* 1: gkcd answers once it has registered the region for DMA (CUDA
+                 * backend), so the first request copies from it directly; 0: it does
+                 * that in the background (PROTOCOL.md, shm_register) */
 } gkc_shm_register_args;
 
 typedef struct {

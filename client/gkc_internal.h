@@ -259,6 +259,8 @@ GKC_ASYNC_METHOD_MAP(GKC__PREP_NONE, GKC__PREP_ARGS, GKC__PREP_OUT)
 
 /* Regions (gkc_region.c): the local half of gkc_region_create, and its undoing. */
 int gkc__region_alloc(gkc_conn *c, size_t bytes, gkc_region **out);
+/* gkc_shm_register, with shm_register's "pinned" (gkc_shm_register_args). */
+int gkc__shm_register(gkc_conn *c, int fd, size_t bytes, int pinned, uint32_t *region);
 int gkc__region_fd(const gkc_region *r);
 void gkc__region_set_id(gkc_region *r, uint32_t id);
 void gkc__region_free(gkc_region *r);

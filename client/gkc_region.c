@@ -26,8 +26,10 @@ struct gkc_region {
 /* --- the protocol methods ------------------------------------------------------------- */
 
 static void pack_register(msgpack_packer *pk, const gkc__req *r) {
-  msgpack_pack_map(pk, 1);
+  int pinned = r->a.shm_register.pinned != 0;
+  msgpack_pack_map(pk, 1 + pinned);
   proto_pack_cstr(pk, "bytes"), msgpack_pack_uint64(pk, r->a.shm_register.bytes);
+  if (pinned) proto_pack_cstr(pk, "pinned"), msgpack_pack_true(pk);
 }
 
 static int take_register(gkc_conn *c, const msgpack_object *r, gkc__req *req, gkc_result *res) {
@@ -47,8 +49,8 @@ int gkc__prep_shm_register(gkc_conn *c, gkc__req *r, const gkc_shm_register_args
   return 0;
 }
 
-int gkc_shm_register(gkc_conn *c, int fd, size_t bytes, uint32_t *region) {
-  gkc_shm_register_args a = {fd, bytes};
+int gkc__shm_register(gkc_conn *c, int fd, size_t bytes, int pinned, uint32_t *region) {
+  gkc_shm_register_args a = {fd, bytes, pinned};
   gkc__req r;
   gkc_result res;
   int live = gkc__live(c); /* gkcd went away while idle: connect again first */
@@ -59,6 +61,10 @@ int gkc_shm_register(gkc_conn *c, int fd, size_t bytes, uint32_t *region) {
   int rc = gkc__run(c, &r, &res);
   if (rc == 0 && region) *region = res.id;
   return rc;
+}
+
+int gkc_shm_register(gkc_conn *c, int fd, size_t bytes, uint32_t *region) {
+  return gkc__shm_register(c, fd, bytes, 0, region);
 }
 
 static void pack_release(msgpack_packer *pk, const gkc__req *r) {

@@ -420,7 +420,7 @@ static void grow(gkc_conn *c, uint64_t need, int populate, int *ok) {
   }
   if (c->nonblock) {
     gkc__req *r = internal_req(registered);
-    gkc_shm_register_args a = {gkc__region_fd(reg), (size_t)size};
+    gkc_shm_register_args a = {gkc__region_fd(reg), (size_t)size, populate};
     if (!r) {
       slot_clear(s);
       return;
@@ -435,7 +435,9 @@ static void grow(gkc_conn *c, uint64_t need, int populate, int *ok) {
     return;
   }
   uint32_t id;
-  rc = gkc_shm_register(c, gkc__region_fd(reg), (size_t)size, &id);
+  /* Set up ahead (populate: gkc_shm_reserve): gkcd registers it for DMA
+   * before answering too, so that nothing of it is left for the first call. */
+  rc = gkc__shm_register(c, gkc__region_fd(reg), (size_t)size, populate, &id);
   A->grow_rc = rc;
   if (rc) {
     refused(c, rc);

@@ -71,7 +71,7 @@
 #include "proto_rpc.h"
 
 #define READ_CHUNK (64 * 1024)
-#define CONN_POOLED_INPUT 0
+#define CONN_POOLED_INPUT 1
 /* How long a refused socket stays open so its client can read why. */
 #define LINGER_MS 2000
 

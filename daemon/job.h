@@ -219,6 +219,8 @@ struct gkcd_job {
   uint64_t instance, shared_instance; /* upload, csr_upload: what the reply names (PROTOCOL.md,
                                        * "Instances and restarts") */
   int reg_fd;           /* shm_register: the descriptor, until mapped (-1 after) */
+  int reg_pin;          /* shm_register "pinned": registered for DMA before the answer */
+  int reg_pinned;       /* ... and it was (the region's pages are registered now) */
   void *priv[2];        /* private copies of CSR indices that came in a region */
   size_t pin_charge;    /* shm_register: bytes counted against its connection's
                          * --max-conn-pinned until the region takes them over */

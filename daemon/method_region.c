@@ -1,7 +1,8 @@
 /* method_region.c: the rows of shared-memory regions (PROTOCOL.md,
  * "Shared memory"): `shm_register` maps a client's sealed memfd (on a
- * worker: mapping and pinning take a while, region.h), `shm_release`
- * unmaps it. */
+ * worker: mapping takes a while, region.h) and, with "pinned", registers it
+ * for DMA there too (else the pinner does, in the background);
+ * `shm_release` unmaps it. */
 #include <inttypes.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -14,7 +15,7 @@
 #include "res_object.h"
 
 static int parse_shm_register(refs_ctx *r, size_t max) {
-  static const char *const keys[] = {"bytes", NULL};
+  static const char *const keys[] = {"bytes", "pinned", NULL};
   /* rpc.c took the connection's oldest descriptor for this request; the job
    * owns it before anything is checked, so that a refused request still
    * consumes its own (job_free closes it): the next shm_register must never
@@ -23,7 +24,8 @@ static int parse_shm_register(refs_ctx *r, size_t max) {
   r->fd = -1;
   int64_t bytes;
   int rc;
-  if ((rc = args_known(r->a, keys)) || (rc = args_int(r->a, "bytes", 1, 1, (int64_t)max, &bytes)))
+  if ((rc = args_known(r->a, keys)) || (rc = args_int(r->a, "bytes", 1, 1, (int64_t)max, &bytes)) ||
+      (rc = args_bool(r->a, "pinned", 0, &r->job->reg_pin)))
     return rc;
   if ((rc = res_room(r->res, r->asker, RES_REGION, r->a->msg, r->a->msglen))) return rc;
   if (r->job->reg_fd < 0) {

@@ -63,7 +63,9 @@ static void push(gkcd_pinner *p, pin_task *t) {
   pthread_mutex_unlock(&p->mu);
 }
 
-region_pin *pinner_pin(gkcd_pinner *p, void *ptr, size_t bytes) {
+/* A handle for ptr, the thread running (which does every release); NULL
+ * when there is none or no memory. */
+static region_pin *make(gkcd_pinner *p, void *ptr, size_t bytes, int ready) {
   if (!p->be || !p->be->region_pin || p->stopping) return NULL;
   if (!p->started) {
     if (pthread_create(&p->thread, NULL, main_loop, p) != 0) {
@@ -77,10 +79,23 @@ region_pin *pinner_pin(gkcd_pinner *p, void *ptr, size_t bytes) {
   if (!rp) return NULL;
   rp->ptr = ptr;
   rp->bytes = bytes;
-  atomic_init(&rp->ready, 0);
+  atomic_init(&rp->ready, ready);
   rp->task_pin.pin = rp;
   rp->task_release = (pin_task){.pin = rp, .release = 1};
-  push(p, &rp->task_pin);
+  return rp;
+}
+
+region_pin *pinner_pin(gkcd_pinner *p, void *ptr, size_t bytes) {
+  region_pin *rp = make(p, ptr, bytes, 0);
+  if (rp) push(p, &rp->task_pin);
+  return rp;
+}
+
+region_pin *pinner_adopt(gkcd_pinner *p, void *ptr, size_t bytes) {
+  region_pin *rp = make(p, ptr, bytes, 1);
+  /* No handle: nobody would unregister it, so it is done here, and the
+   * region is used unregistered like any other without one. */
+  if (!rp && p->be && p->be->region_unpin) p->be->region_unpin(p->be, ptr);
   return rp;
 }
 

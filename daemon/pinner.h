@@ -58,6 +58,10 @@ void pinner_init(gkcd_pinner *p, gkcd_backend *be);
  * handle, or NULL when there is nothing to register or no thread or memory
  * for it (the region is then used unregistered, and its owner unmaps it). */
 region_pin *pinner_pin(gkcd_pinner *p, void *ptr, size_t bytes);
+/* The handle of a mapping already registered for DMA (shm_register with
+ * "pinned", region.c): ready at once, released as the others are.  NULL as
+ * for pinner_pin, after unregistering it. */
+region_pin *pinner_adopt(gkcd_pinner *p, void *ptr, size_t bytes);
 /* Queues the end of rp: unregistered if it was registered, unmapped, freed. */
 void pinner_release(gkcd_pinner *p, region_pin *rp);
 /* Finishes everything queued and stops the thread. */

@@ -12,8 +12,9 @@
 #include "job.h"
 
 /* Checks and maps job->reg_fd (and closes it); on success job->out_ptr is
- * the mapping of job->out_bytes bytes (registered for DMA afterwards, in the
- * background: pinner.h). */
+ * the mapping of job->out_bytes bytes, registered for DMA afterwards in the
+ * background (pinner.h), or here with job->reg_pin (job->reg_pinned says
+ * whether it was; be registers it, portable to every device). */
 void region_map(gkcd_backend *be, gkcd_job *job);
 
 #endif

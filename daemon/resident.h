@@ -85,8 +85,9 @@ int res_pin(gkcd_residents *t, res_owner *owner, size_t bytes, char *msg, size_t
 void res_unpin(gkcd_residents *t, res_owner *owner, size_t bytes);
 /* Starts registering region r (its ptr and bytes set) for DMA in the
  * background; until that is done res_region_pinned(r) is 0 and requests
- * copy it as unregistered memory. */
-void res_region_pin(gkcd_residents *t, gkcd_res *r);
+ * copy it as unregistered memory.  pinned: shm_register registered it
+ * already (region.c), so it is ready now. */
+void res_region_pin(gkcd_residents *t, gkcd_res *r, int pinned);
 /* r is a region registered for DMA. */
 static inline int res_region_pinned(const gkcd_res *r) { return pinner_ready(r->pin); }
 /* At exit: releases everything, and waits for the regions' unregistering. */

@@ -107,7 +107,9 @@ static uint32_t adopt(gkcd_server *srv, gkcd_job *job) {
   gkcd_res *r = c->closing ? NULL : res_add(&srv->res, kind, job->shared ? NULL : &c->owns);
   if (!r) { /* nobody can use it any more (or no memory to track it) */
     if (kind == RES_REGION) {
-      munmap(job->out_ptr, job->out_bytes); /* mapped, never registered */
+      gkcd_backend *be = srv->devs.dev[0].be; /* the pinner's, portable */
+      if (job->reg_pinned && be->region_unpin) be->region_unpin(be, job->out_ptr);
+      munmap(job->out_ptr, job->out_bytes);
     } else if (!job->copies && !job->part) { /* a replicate's copies, a partitioned matrix's
                                                * blocks go with the job (job_free) */
       gkcd_backend *be = srv->devs.dev[job->device].be;
@@ -133,7 +135,7 @@ static uint32_t adopt(gkcd_server *srv, gkcd_job *job) {
     job->copies = NULL;
   }
   if (kind == RES_REGION) {
-    res_region_pin(&srv->res, r);
+    res_region_pin(&srv->res, r, job->reg_pinned);
     job->pin_charge = 0; /* the region's now: res_release gives them back */
     return r->id;
   }

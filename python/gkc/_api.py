@@ -318,7 +318,10 @@ class Api:
             if populate:
                 _arena.populate(mm, size)
             try:
-                seg = yield ("shm_register", {"bytes": size},
+                # Set up ahead (shm_reserve): gkcd registers it for DMA before
+                # answering too, so nothing of it is left for the first call.
+                params = {"bytes": size, "pinned": True} if populate else {"bytes": size}
+                seg = yield ("shm_register", params,
                              lambda res: _arena.Segment(self, int(res["region"]), mm, size), fd)
             except errors.Error as e:
                 mm.close()

@@ -527,3 +527,21 @@ def test_populate_keeps_the_region_zero():
     finally:
         mm.close()
         os.close(fd)
+
+
+def test_shm_register_pinned_flag(gkcd):
+    """shm_register's "pinned": true is answered after the region is
+    registered for DMA (nothing to register on the CPU backend: the same
+    answer); a value that is not a bool names the argument."""
+    from gkc._transport import make_memfd
+    with gkcd.connect(shm=False) as c:
+        fd, mm = make_memfd(1 << 20)
+        res = c._invoke("shm_register", {"bytes": 1 << 20, "pinned": True}, lambda r: r, fd)
+        assert res["bytes"] == 1 << 20 and res["region"] > 0
+        assert c.status()["resident"]["regions"] >= 1
+        c.call("shm_release", {"region": res["region"]})
+        mm.close()
+        fd, mm = make_memfd(4096)
+        with pytest.raises(gkc.InvalidArgument, match="pinned"):
+            c._invoke("shm_register", {"bytes": 4096, "pinned": "yes"}, lambda r: r, fd)
+        mm.close()

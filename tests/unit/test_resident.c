@@ -258,7 +258,7 @@ static void test_region(void) {
   ASSERT(r);
   r->ptr = map, r->bytes = page;
   double t0 = now_s();
-  res_region_pin(&g_res, r);
+  res_region_pin(&g_res, r, 0);
   ASSERT(now_s() - t0 < 0.015);  /* the 20 ms registration did not run here */
   ASSERT(!res_region_pinned(r)); /* not yet */
   while (!res_region_pinned(r) && now_s() - t0 < 10) nanosleep(&(struct timespec){0, 1000000}, NULL);
@@ -284,7 +284,7 @@ static void test_region(void) {
   map = page_map(page);
   r = res_add(&g_res, RES_REGION, &a);
   r->ptr = map, r->bytes = page;
-  res_region_pin(&g_res, r);
+  res_region_pin(&g_res, r, 0);
   res_release(&g_res, r);
   res_free_all(&g_res);
   ASSERT_EQ(g_pinned, 1);
@@ -298,11 +298,26 @@ static void test_region(void) {
   map = page_map(page);
   r = res_add(&g_res, RES_REGION, &a);
   r->ptr = map, r->bytes = page;
-  res_region_pin(&g_res, r);
+  res_region_pin(&g_res, r, 0);
   res_release(&g_res, r);
   res_free_all(&g_res);
   ASSERT_EQ(g_pinned, 0);
   ASSERT_EQ(g_unpinned, 0);
+  ASSERT(unmapped(map, page));
+
+  /* Registered already (shm_register with "pinned"): ready at once, never
+   * registered again, unregistered and unmapped at the end. */
+  reset();
+  map = page_map(page);
+  r = res_add(&g_res, RES_REGION, &a);
+  r->ptr = map, r->bytes = page;
+  res_region_pin(&g_res, r, 1);
+  ASSERT(res_region_pinned(r));
+  res_release(&g_res, r);
+  res_free_all(&g_res);
+  ASSERT_EQ(g_pinned, 0);
+  ASSERT_EQ(g_unpinned, 1);
+  ASSERT(g_unpinned_ptr == map);
   ASSERT(unmapped(map, page));
 
   /* A backend that registers nothing (the CPU's): unmapped at once. */
@@ -312,7 +327,7 @@ static void test_region(void) {
   map = page_map(page);
   r = res_add(&g_res, RES_REGION, &a);
   r->ptr = map, r->bytes = page;
-  res_region_pin(&g_res, r);
+  res_region_pin(&g_res, r, 0);
   ASSERT(!r->pin);
   res_release(&g_res, r);
   ASSERT(unmapped(map, page));
