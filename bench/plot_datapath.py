@@ -7,7 +7,8 @@ Reads datapath_vs_cupy.py --json (with --c-bench: Python and C rows) and
 draws, per case, gkcd's round trip over CuPy's in the same run (below 1:
 faster than CuPy in the caller's own process) for each path: Python arena,
 Python inline, C arena, C inline; the first call of each size on a fresh
-connection as hollow markers.  Needs matplotlib (Debian python3-matplotlib).
+connection as hollow markers, and the first call after shm_reserve as
+crosses (when the run has them).  Needs matplotlib (Debian python3-matplotlib).
 """
 import json
 import sys
@@ -45,6 +46,12 @@ def main():
         bars = ax.bar(xs, rep, width, label=label)
         ax.scatter(xs, first, marker="o", facecolors="none", edgecolors=bars.patches[0].get_facecolor(),
                    zorder=3, s=28)
+    # The first call after shm_reserve (the arena set up ahead), where measured.
+    if all("reserved_first_s" in next(r for r in py if r["case"] == k) for k in cases):
+        xs = [j - 0.4 + width / 2 for j in range(len(cases))]
+        ax.scatter(xs, [next(r for r in py if r["case"] == k)["reserved_first_s"] / cupy[k]
+                        for k in cases], marker="x", color="k", zorder=4, s=30,
+                   label="Python, first call after shm_reserve")
     ax.axhline(1.0, color="k", lw=0.8, ls="--")
     ax.set_yscale("log")
     ax.set_xticks(range(len(cases)))
