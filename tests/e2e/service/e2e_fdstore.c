@@ -1,11 +1,9 @@
 /* e2e_fdstore.c: shared resident objects across a planned restart, through
  * a stand-in for systemd's file-descriptor store (issue 30).
  *
- * The stand-in listens on NOTIFY_SOCKET (a datagram socket, as systemd's),
- * keeps every descriptor sent with FDSTORE=1 under its FDNAME and drops
- * the ones named by FDSTOREREMOVE=1; it starts the next gkcd with the
- * store's descriptors at 3.. and LISTEN_FDS, LISTEN_FDNAMES and LISTEN_PID
- * (set in the child after fork, so it is gkcd's own pid).
+ * The stand-in (tests/lib/fdstore_standin.h) listens on NOTIFY_SOCKET as
+ * systemd does, keeps what FDSTORE=1 sends, and starts the next gkcd with
+ * the store's descriptors as systemd hands them over.
  *
  *  1. SIGTERM saves the shared array and matrix (not the private array);
  *     the next gkcd restores them byte for byte under the same ids, the
@@ -33,122 +31,20 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "fdstore_standin.h"
 #include "gkc.h"
 #include "test.h"
 
-enum { MAXFD = 16 };
 static char dir[64], sock[100], notify_path[100], log_path[100];
-static int notify_fd = -1;
-
-typedef struct {
-  int n;
-  int fd[MAXFD];
-  char name[MAXFD][64];
-} fdset;
-
-static fdset store; /* what the stand-in holds */
-
-static void set_put(fdset *s, int fd, const char *name) {
-  for (int i = 0; i < s->n; i++)
-    if (!strcmp(s->name[i], name)) {
-      close(s->fd[i]);
-      s->fd[i] = fd;
-      return;
-    }
-  ASSERT(s->n < MAXFD);
-  s->fd[s->n] = fd;
-  snprintf(s->name[s->n], sizeof s->name[0], "%s", name);
-  s->n++;
-}
-
-static int set_find(const fdset *s, const char *name) {
-  for (int i = 0; i < s->n; i++)
-    if (!strcmp(s->name[i], name)) return i;
-  return -1;
-}
-
-static void set_clear(fdset *s) {
-  for (int i = 0; i < s->n; i++) close(s->fd[i]);
-  s->n = 0;
-}
-
-/* Reads every datagram waiting on the notify socket, as systemd would. */
-static int removed; /* FDSTOREREMOVE messages seen */
-static void drain_notify(void) {
-  for (;;) {
-    char buf[4096];
-    union {
-      struct cmsghdr h;
-      char b[CMSG_SPACE(sizeof(int) * 8)];
-    } cm;
-    struct iovec iov = {buf, sizeof buf - 1};
-    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.b,
-                        .msg_controllen = sizeof cm.b};
-    ssize_t n = recvmsg(notify_fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      ASSERT(errno == EAGAIN || errno == EWOULDBLOCK);
-      return;
-    }
-    buf[n] = 0;
-    int fd = -1;
-    for (struct cmsghdr *h = CMSG_FIRSTHDR(&mh); h; h = CMSG_NXTHDR(&mh, h))
-      if (h->cmsg_level == SOL_SOCKET && h->cmsg_type == SCM_RIGHTS) memcpy(&fd, CMSG_DATA(h), sizeof fd);
-    const char *nm = strstr(buf, "FDNAME=");
-    char name[64] = "stored";
-    if (nm) sscanf(nm + 7, "%63[^\n]", name);
-    if (strstr(buf, "FDSTORE=1") && fd >= 0) {
-      set_put(&store, fd, name);
-    } else if (strstr(buf, "FDSTOREREMOVE=1")) {
-      removed++;
-      int i = set_find(&store, name);
-      if (i >= 0) {
-        close(store.fd[i]);
-        store.fd[i] = store.fd[store.n - 1];
-        memcpy(store.name[i], store.name[store.n - 1], sizeof store.name[0]);
-        store.n--;
-      }
-      if (fd >= 0) close(fd);
-    } else if (fd >= 0) {
-      close(fd);
-    }
-  }
-}
+static fs_notify S; /* the stand-in store: S.store is what it holds */
 
 /* Starts gkcd with the descriptors of pass (may be NULL) as systemd would
  * hand them over; notify: whether NOTIFY_SOCKET is set. */
-static pid_t spawn(const fdset *pass, int notify, const char *max_bytes) {
-  pid_t pid = fork();
-  ASSERT(pid >= 0);
-  if (pid == 0) {
-    prctl(PR_SET_PDEATHSIG, SIGKILL); /* a failing test must not leave gkcd behind */
-    int n = pass ? pass->n : 0, high[MAXFD];
-    /* Out of the way of 3..3+n first, then into place, inheritable. */
-    for (int i = 0; i < n; i++) high[i] = fcntl(pass->fd[i], F_DUPFD, 100);
-    for (int i = 0; i < n; i++) dup2(high[i], 3 + i);
-    char names[MAXFD * 65] = "";
-    for (int i = 0; i < n; i++) {
-      if (i) strcat(names, ":");
-      strcat(names, pass->name[i]);
-    }
-    char v[32];
-    if (n) {
-      snprintf(v, sizeof v, "%d", n);
-      setenv("LISTEN_FDS", v, 1);
-      snprintf(v, sizeof v, "%d", (int)getpid()); /* systemd checks it is ours */
-      setenv("LISTEN_PID", v, 1);
-      setenv("LISTEN_FDNAMES", names, 1);
-    }
-    if (notify) setenv("NOTIFY_SOCKET", notify_path, 1);
-    else unsetenv("NOTIFY_SOCKET");
-    int lf = open(log_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    if (lf >= 0) dup2(lf, 2), dup2(lf, 1);
-    const char *bin = getenv("GKCD_BIN");
-    const char *argv[] = {bin, "--socket", sock, "--backend", "cpu", "--threads", "1",
-                          "--restore-max-bytes", max_bytes ? max_bytes : "1G", NULL};
-    execv(bin, (char *const *)argv);
-    _exit(127);
-  }
+static pid_t spawn(const fs_set *pass, int notify, const char *max_bytes) {
+  char *argv[] = {getenv("GKCD_BIN"), "--socket", sock, "--backend", "cpu", "--threads", "1",
+                  "--restore-max-bytes", (char *)(max_bytes ? max_bytes : "1G"), NULL};
+  pid_t pid = fs_spawn(pass, notify ? notify_path : NULL, log_path, argv);
+  ASSERT(pid > 0);
   for (int i = 0; i < 500; i++) {
     gkc_conn *c;
     int ok = gkc_connect(&c, sock) == 0 && gkc_ping(c, NULL) == 0;
@@ -158,6 +54,8 @@ static pid_t spawn(const fdset *pass, int notify, const char *max_bytes) {
   }
   TEST_FAIL("gkcd did not come up; see %s", log_path);
 }
+
+static void drain_notify(void) { ASSERT_EQ(fs_notify_drain(&S), 0); }
 
 static void stop(pid_t pid, int sig) {
   ASSERT_EQ(kill(pid, sig), 0);
@@ -200,21 +98,11 @@ static int memfd_with(const char *name, const void *bytes, size_t n) {
   return fd;
 }
 
-/* A copy of the store (the same open files, new descriptors). */
-static void copy_store(fdset *to, const fdset *from) {
-  to->n = 0;
-  for (int i = 0; i < from->n; i++) {
-    to->fd[i] = fcntl(from->fd[i], F_DUPFD_CLOEXEC, 3);
-    snprintf(to->name[i], sizeof to->name[0], "%s", from->name[i]);
-    to->n++;
-  }
-}
-
 /* Starts gkcd on pass, checks its log says why, that it restored nothing
  * and serves; pass is closed. */
-static void refused(fdset *pass, const char *extra, const char *why) {
+static void refused(fs_set *pass, const char *extra, const char *why) {
   pid_t pid = spawn(pass, 1, extra);
-  set_clear(pass);
+  fs_set_clear(pass);
   gkc_conn *c;
   ASSERT_EQ(gkc_connect(&c, sock), 0);
   ASSERT_EQ(restored_objects(c), 0);
@@ -223,7 +111,7 @@ static void refused(fdset *pass, const char *extra, const char *why) {
   const char *log = slurp(log_path);
   ASSERT_CONTAINS(log, why);
   ASSERT_CONTAINS(log, "starting clean");
-  set_clear(&store);
+  fs_set_clear(&S.store);
 }
 
 int main(void) {
@@ -234,12 +122,7 @@ int main(void) {
   snprintf(sock, sizeof sock, "%s/gkcd.sock", dir);
   snprintf(notify_path, sizeof notify_path, "%s/notify.sock", dir);
   snprintf(log_path, sizeof log_path, "%s/gkcd.log", dir);
-  notify_fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  struct sockaddr_un sa = {.sun_family = AF_UNIX};
-  snprintf(sa.sun_path, sizeof sa.sun_path, "%s", notify_path);
-  ASSERT_EQ(bind(notify_fd, (struct sockaddr *)&sa, sizeof sa), 0);
-  int big = 1 << 20;
-  setsockopt(notify_fd, SOL_SOCKET, SO_RCVBUF, &big, sizeof big);
+  ASSERT_EQ(fs_notify_open(&S, notify_path), 0);
 
   /* --- 1. a planned restart keeps the shared objects ------------------------------ */
   pid_t pid = spawn(NULL, 1, NULL);
@@ -266,30 +149,30 @@ int main(void) {
   gkc_instance(c, inst_a, shared_a);
   stop(pid, SIGTERM);
   ASSERT_CONTAINS(slurp(log_path), "saved 2 shared object(s)");
-  ASSERT_EQ(store.n, 3);
+  ASSERT_EQ(S.store.n, 3);
   char name[64];
   snprintf(name, sizeof name, "gkc-obj-%u", hs);
-  ASSERT(set_find(&store, name) >= 0);
+  ASSERT(fs_set_find(&S.store, name) >= 0);
   snprintf(name, sizeof name, "gkc-obj-%u", m);
-  ASSERT(set_find(&store, name) >= 0);
-  int mi = set_find(&store, "gkc-manifest");
+  ASSERT(fs_set_find(&S.store, name) >= 0);
+  int mi = fs_set_find(&S.store, "gkc-manifest");
   ASSERT(mi >= 0);
   /* Kept for the refusals below: the manifest's bytes, and a copy of all. */
   static unsigned char man[1 << 16];
-  ssize_t mlen = pread(store.fd[mi], man, sizeof man, 0);
+  ssize_t mlen = pread(S.store.fd[mi], man, sizeof man, 0);
   ASSERT(mlen > 40);
-  fdset keep;
-  copy_store(&keep, &store);
+  fs_set keep;
+  fs_set_copy(&keep, &S.store);
 
-  fdset pass;
-  copy_store(&pass, &keep);
-  removed = 0;
+  fs_set pass;
+  fs_set_copy(&pass, &keep);
+  S.removed = 0;
   pid = spawn(&pass, 1, NULL);
-  set_clear(&pass);
+  fs_set_clear(&pass);
   drain_notify();
   ASSERT_CONTAINS(slurp(log_path), "restored 2 shared object(s)");
-  ASSERT_EQ(removed, 3); /* every entry taken out of the store */
-  ASSERT_EQ(store.n, 0);
+  ASSERT_EQ(S.removed, 3); /* every entry taken out of the store */
+  ASSERT_EQ(S.store.n, 0);
   /* The client goes on: its shared handle and matrix work after reconnecting. */
   memset(back, 0, N * 4);
   ASSERT_EQ(gkc_download(c, hs, back, N * 4), 0);
@@ -313,12 +196,12 @@ int main(void) {
   ASSERT_EQ(gkc_release(c, hs), 0);
   gkc_close(c);
   stop(pid, SIGTERM); /* the matrix is saved again */
-  ASSERT_EQ(store.n, 2);
-  set_clear(&store);
+  ASSERT_EQ(S.store.n, 2);
+  fs_set_clear(&S.store);
 
   /* --- 2. a corrupted manifest ----------------------------------------------------- */
-  copy_store(&pass, &keep);
-  int at = set_find(&pass, "gkc-manifest");
+  fs_set_copy(&pass, &keep);
+  int at = fs_set_find(&pass, "gkc-manifest");
   close(pass.fd[at]);
   man[50] ^= 0x40; /* inside the first entry */
   pass.fd[at] = memfd_with("gkc-manifest", man, (size_t)mlen);
@@ -327,32 +210,28 @@ int main(void) {
 
   /* --- 3. something else in the store, over the budget, a save cut short ------------ */
   pass.n = 0;
-  set_put(&pass, memfd_with("gkc-manifest", "hello", 5), "gkc-manifest");
-  set_put(&pass, memfd_with("x", "x", 1), "somebody-else");
+  fs_set_put(&pass, memfd_with("gkc-manifest", "hello", 5), "gkc-manifest");
+  fs_set_put(&pass, memfd_with("x", "x", 1), "somebody-else");
   refused(&pass, NULL, "not a gkcd manifest");
   ASSERT_CONTAINS(slurp(log_path), "descriptor 'somebody-else' is not gkcd's");
 
-  copy_store(&pass, &keep);
+  fs_set_copy(&pass, &keep);
   refused(&pass, "1K", "more than --restore-max-bytes");
 
-  copy_store(&pass, &keep);
-  at = set_find(&pass, "gkc-manifest");
-  close(pass.fd[at]);
-  pass.fd[at] = pass.fd[pass.n - 1];
-  memcpy(pass.name[at], pass.name[pass.n - 1], sizeof pass.name[0]);
-  pass.n--;
+  fs_set_copy(&pass, &keep);
+  fs_set_remove(&pass, fs_set_find(&pass, "gkc-manifest"));
   refused(&pass, NULL, "holds no manifest");
 
   /* An object whose bytes changed: its checksum refuses the whole save. */
-  copy_store(&pass, &keep);
+  fs_set_copy(&pass, &keep);
   snprintf(name, sizeof name, "gkc-obj-%u", hs);
-  at = set_find(&pass, name);
+  at = fs_set_find(&pass, name);
   close(pass.fd[at]);
   for (int i = 0; i < N; i++) back[i] = x[i];
   back[N / 2] += 1.0f;
   pass.fd[at] = memfd_with(name, back, N * 4);
   refused(&pass, NULL, "checksum does not match");
-  set_clear(&keep);
+  fs_set_clear(&keep);
 
   /* --- 4. SIGINT, and no NOTIFY_SOCKET: released, and said so ----------------------- */
   pid = spawn(NULL, 0, NULL);
@@ -361,12 +240,11 @@ int main(void) {
   gkc_close(c);
   stop(pid, SIGTERM);
   ASSERT_CONTAINS(slurp(log_path), "not under systemd (no NOTIFY_SOCKET): releasing 1 shared");
-  ASSERT_EQ(store.n, 0);
+  ASSERT_EQ(S.store.n, 0);
 
   free(x);
   free(back);
-  close(notify_fd);
-  unlink(notify_path);
+  fs_notify_close(&S);
   unlink(sock);
   unlink(log_path);
   rmdir(dir);
