@@ -23,6 +23,8 @@
 #             1024^3, GPU 0 against every GPU
 #   multigpu  bench/gpu/multigpu.sh: sgemm 16384^3 split, 256 x 4096^3 from
 #             8 connections, the 101M-nonzero stencil's spmv and CG
+#   restart   bench_restart: 8 GiB of shared resident arrays through a planned
+#             restart (the stand-in descriptor store), back and checked
 #   mpi       bench/gpu/mpi_scaling_gpu.sh: mpi_cg strong and weak scaling on
 #             256^3, both CG variants, against gkcd's own solve
 # Logs in $OUT/round_logs.tgz; a summary last.
@@ -146,6 +148,14 @@ if has small; then
     stop_gkcd
   done
   cat "$L/small.md"
+fi
+
+if has restart && [ -x "$B/bench/bench_restart" ]; then
+  S=$SECONDS
+  timeout 150 "$B/bench/bench_restart" --gkcd "$B/daemon/gkcd" --backend cuda --gib 8 --objects 16 \
+    --json "$OUT/restart.json" > "$L/restart.md" 2> "$L/restart.log"
+  summary+=("restart rc=$? ($((SECONDS - S)) s)")
+  cat "$L/restart.md"; tail -3 "$L/restart.log"
 fi
 
 if has inline && [ -x "$B/bench/bench_inline" ]; then
