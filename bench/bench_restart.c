@@ -56,16 +56,34 @@ static int wait_exit(fs_notify *S, pid_t pid) {
   return w == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
 }
 
-/* Seconds until gkcd answers a ping. */
-static double wait_up(double t0) {
-  for (int i = 0; i < 60000; i++) {
+/* gkcd's log, to stderr: what a failure needs (the temporary directory
+ * goes with the machine). */
+static void show_log(void) {
+  FILE *f = fopen(log_path, "r");
+  if (!f) return;
+  char line[1024];
+  fprintf(stderr, "--- gkcd's log (%s):\n", log_path);
+  while (fgets(line, sizeof line, f)) fputs(line, stderr);
+  fclose(f);
+}
+
+/* Seconds until gkcd (pid) answers a ping; dies, showing its log, if it
+ * exits first or takes more than 300 s. */
+static double wait_up(pid_t pid, double t0) {
+  while (bench_clock_s() - t0 < 300) {
     gkc_conn *c;
     int ok = gkc_connect(&c, sock) == 0 && gkc_ping(c, NULL) == 0;
     gkc_close(c);
     if (ok) return bench_clock_s() - t0;
+    int st;
+    if (waitpid(pid, &st, WNOHANG) == pid) {
+      show_log();
+      bench_die("gkcd exited (status %d) before answering", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+    }
     usleep(1000);
   }
-  bench_die("gkcd did not come up in 60 s; see %s", log_path);
+  show_log();
+  bench_die("gkcd did not come up in 300 s");
 }
 
 static void usage(FILE *f) {
@@ -115,7 +133,7 @@ int main(int argc, char **argv) {
   snprintf(restore_max, sizeof restore_max, "%zuM", (per * (size_t)objects >> 20) * 2 + 1024);
 
   pid_t pid = start(gkcd, backend, NULL, restore_max);
-  wait_up(bench_clock_s());
+  wait_up(pid, bench_clock_s());
   gkc_conn *c;
   if (gkc_connect(&c, sock) != 0) bench_die("connect: %s", gkc_errmsg(c));
   float *x = malloc(per), *back = malloc(per);
@@ -135,17 +153,22 @@ int main(int argc, char **argv) {
   /* What systemctl restart does: stop, then start with the store. */
   double t0 = bench_clock_s();
   if (kill(pid, SIGTERM) != 0) bench_die("kill: gkcd %d is gone", (int)pid);
-  if (wait_exit(&S, pid) != 0) bench_die("gkcd did not exit cleanly; see %s", log_path);
+  if (wait_exit(&S, pid) != 0) {
+    show_log();
+    bench_die("gkcd did not exit cleanly after SIGTERM");
+  }
   double t_stop = bench_clock_s() - t0;
+  show_log(); /* the first gkcd's account of its save (the next start truncates the log) */
   if (fs_notify_drain(&S) != 0) bench_die("reading the notify socket failed");
   int stored = S.store.n;
-  if (stored != objects + 1)
-    bench_die("the store holds %d descriptors, not %ld objects and a manifest; see %s", stored,
-              objects, log_path);
+  if (stored != objects + 1) {
+    show_log();
+    bench_die("the store holds %d descriptors, not %ld objects and a manifest", stored, objects);
+  }
   double t1 = bench_clock_s();
   pid = start(gkcd, backend, &S.store, restore_max);
   fs_set_clear(&S.store); /* gkcd has them now */
-  double t_up = wait_up(t1);
+  double t_up = wait_up(pid, t1);
   if (gkc_connect(&c, sock) != 0) bench_die("connect: %s", gkc_errmsg(c));
   for (long k = 0; k < objects; k++) {
     if (gkc_download(c, ids[k], back, per) != 0)
@@ -159,6 +182,7 @@ int main(int argc, char **argv) {
   kill(pid, SIGINT); /* no save this time */
   if (wait_exit(&S, pid) != 0) bench_die("gkcd did not exit cleanly after SIGINT; see %s", log_path);
 
+  show_log(); /* its own account of the save and the restore */
   double total = (double)per * (double)objects;
   printf("| step | s |\n|---|---:|\n");
   printf("| upload %.2f GiB shared, %ld objects (before) | %.2f |\n", total / (1 << 30), objects, t_upload);

@@ -24,6 +24,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <systemd/sd-daemon.h>
+#include <time.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -49,6 +50,13 @@ typedef struct {
   uint32_t crc;
   int32_t device;
 } entry;
+
+/* Milliseconds on the monotonic clock: the save's and the restore's cost, logged. */
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
 
 /* --- little-endian fields ------------------------------------------------------------ */
 
@@ -205,6 +213,7 @@ void fdstore_save(gkcd_residents *t, size_t max_bytes) {
   if (nsavable < nshared)
     log_warn("fd store: %d shared object(s) are replicated, partitioned or on a lost device:"
              " released, not saved", nshared - nsavable);
+  double t0 = now_ms();
   entry *es = calloc((size_t)nsavable + 1, sizeof *es);
   unsigned char *man = NULL;
   if (!es) {
@@ -253,8 +262,8 @@ void fdstore_save(gkcd_residents *t, size_t max_bytes) {
   if (rc) goto abandon;
   char hex[17];
   res_instance_hex(t->shared_instance, hex);
-  log_info("saved %d shared object(s), %" PRIu64 " bytes, in systemd's fd store (shared instance"
-           " %s); the next gkcd restores them", n, total, hex);
+  log_info("saved %d shared object(s), %" PRIu64 " bytes, in systemd's fd store in %.0f ms"
+           " (shared instance %s); the next gkcd restores them", n, total, now_ms() - t0, hex);
   free(man);
   free(es);
   return;
@@ -504,6 +513,7 @@ void fdstore_restore(gkcd_residents *t, size_t max_bytes) {
     np++;
   }
   if (!ps) log_warn("fd store: out of memory: nothing restored");
+  double t0 = now_ms();
   if (ps && np > 0) {
     char why[300] = "";
     entry *es = NULL;
@@ -528,8 +538,8 @@ void fdstore_restore(gkcd_residents *t, size_t max_bytes) {
         t->restored = (uint64_t)count, t->restored_bytes = total;
         char hex[17];
         res_instance_hex(shared_instance, hex);
-        log_info("restored %d shared object(s), %" PRIu64 " bytes, from systemd's fd store"
-                 " (shared instance %s carries over)", count, total, hex);
+        log_info("restored %d shared object(s), %" PRIu64 " bytes, from systemd's fd store in"
+                 " %.0f ms (shared instance %s carries over)", count, total, now_ms() - t0, hex);
         why[0] = 0;
       }
     }
