@@ -26,10 +26,10 @@
 #include <systemd/sd-daemon.h>
 #include <time.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include "backend.h"
 #include "budget.h"
+#include "crc.h"
 #include "log.h"
 #include "res_object.h"
 
@@ -93,17 +93,6 @@ static void get_entry(const unsigned char *p, entry *e) {
   e->crc = get32(p + 64), e->device = (int32_t)get32(p + 68);
 }
 
-static uint32_t crc(const void *p, size_t n) {
-  uLong c = crc32(0L, Z_NULL, 0);
-  const Bytef *b = p;
-  while (n > 0) { /* zlib's length is a uInt */
-    uInt k = n > (1u << 30) ? (1u << 30) : (uInt)n;
-    c = crc32(c, b, k);
-    b += k, n -= k;
-  }
-  return (uint32_t)c;
-}
-
 /* --- saving -------------------------------------------------------------------------------- */
 
 /* A sealed memfd of n bytes filled by fill (0) or -1 after logging. */
@@ -152,7 +141,7 @@ static int fill_object(void *dst, void *arg) {
     log_warn("fd store: copying object %" PRIu32 " to the host: %s", f->r->id, msg);
     return -1;
   }
-  f->e->crc = crc(dst, f->e->saved);
+  f->e->crc = crc_bytes(dst, f->e->saved);
   return 0;
 }
 
@@ -253,7 +242,7 @@ void fdstore_save(gkcd_residents *t, size_t max_bytes) {
   put32(man + 8, VERSION), put32(man + 12, (uint32_t)n);
   put64(man + 16, t->shared_instance), put64(man + 24, total);
   for (int i = 0; i < n; i++) put_entry(man + HEAD + (size_t)i * ENTRY, &es[i]);
-  put32(man + mlen - 4, crc(man, mlen - 4));
+  put32(man + mlen - 4, crc_bytes(man, mlen - 4));
   buf_fill bf = {man, mlen};
   int fd = sealed_memfd(MANIFEST_NAME, mlen, fill_buf, &bf);
   if (fd < 0) goto abandon;
@@ -358,7 +347,7 @@ static int parse_manifest(const unsigned char *m, size_t len, entry **es, int *c
   uint32_t n = get32(m + 12);
   if (n > RES_MAX_SHARED || len != HEAD + (size_t)n * ENTRY + 4)
     return snprintf(why, whylen, "the manifest names %" PRIu32 " objects in %zu bytes", n, len), -1;
-  if (get32(m + len - 4) != crc(m, len - 4))
+  if (get32(m + len - 4) != crc_bytes(m, len - 4))
     return snprintf(why, whylen, "the manifest's checksum does not match (corrupt)"), -1;
   *shared_instance = get64(m + 16);
   *es = calloc((size_t)n + 1, sizeof **es);
@@ -412,7 +401,7 @@ static void *map_object(passed *ps, int np, const entry *e, char *why, size_t wh
       snprintf(why, whylen, "mapping %s: %s", name, strerror(errno));
       return NULL;
     }
-    if (crc(p, e->saved) != e->crc) {
+    if (crc_bytes(p, e->saved) != e->crc) {
       munmap(p, e->saved);
       snprintf(why, whylen, "%s's checksum does not match (a save cut short?)", name);
       return NULL;

@@ -152,10 +152,22 @@ fi
 
 if has restart && [ -x "$B/bench/bench_restart" ]; then
   S=$SECONDS
-  timeout 150 "$B/bench/bench_restart" --gkcd "$B/daemon/gkcd" --backend cuda --gib 8 --objects 16 \
-    --json "$OUT/restart.json" > "$L/restart.md" 2> "$L/restart.log"
+  timeout 150 "$B/bench/bench_restart" --gkcd "$B/daemon/gkcd" --backend cuda \
+    --gib "${RESTART_GIB:-8}" --objects 16 --json "$OUT/restart.json" > "$L/restart.md" 2> "$L/restart.log" &
+  rpid=$!
+  # Stuck past 120 s: where gkcd is, before the timeout takes it.
+  for _ in $(seq 120); do kill -0 $rpid 2>/dev/null || break; sleep 1; done
+  if kill -0 $rpid 2>/dev/null; then
+    for p in $(pgrep -f "gkcd --socket /tmp/gkc-restart"); do
+      echo "--- gkcd $p, 120 s in:"; tail -5 /tmp/gkc-restart-*/gkcd.log
+      gdb -p "$p" -batch -ex "thread apply all bt 12" 2>/dev/null | grep -E "^#|^Thread" | head -60 ||
+        cat /proc/$p/task/*/stack 2>/dev/null | head -40
+    done > "$L/restart-stuck.log" 2>&1
+    cat "$L/restart-stuck.log" | head -80
+  fi
+  wait $rpid
   summary+=("restart rc=$? ($((SECONDS - S)) s)")
-  cat "$L/restart.md"; tail -3 "$L/restart.log"
+  cat "$L/restart.md"; grep -v "^.uploaded" "$L/restart.log" | tail -12
 fi
 
 if has inline && [ -x "$B/bench/bench_inline" ]; then
