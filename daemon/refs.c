@@ -166,7 +166,7 @@ int refs_floats(refs_ctx *r, const char *const *keys, int f32_only) {
       return bad(r, "argument 'dtype': '%s' is not a float dtype of %s (\"f32\" or \"f64\")",
                  proto_echo(echo, sizeof echo, o->via.str.ptr, o->via.str.size, 32), method);
     r->fdt = d, r->fdt_from = "dtype";
-  } else {
+  } else if (!f32_only) { /* f32_only: refs_array names an f64 array with its holder */
     for (const char *const *k = keys; *k; k++) {
       int d = carried(r, proto_map_get(r->a->params, *k));
       if (d >= 0) {

@@ -43,8 +43,9 @@ typedef struct refs_ctx {
  * keys (NULL-terminated, in the method's order) that carries one (a handle
  * to a float array, a region reference with "dtype"); else DT_F32.  An
  * argument that does not name a float array is left for refs_array to
- * report.  With f32_only, anything settling float64 is invalid_argument
- * naming it and both dtypes. */
+ * report.  With f32_only the dtype is DT_F32: a `dtype` of "f64" is
+ * invalid_argument naming both dtypes, and refs_array refuses a float64
+ * handle or region the same way, naming it. */
 int refs_floats(refs_ctx *r, const char *const *keys, int f32_only);
 
 /* Bytes of x*y elements of dtype, or UINT64_MAX when that overflows (or
