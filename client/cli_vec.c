@@ -315,7 +315,7 @@ static int run(cli_globals *g, int argc, char **argv, vec_mode mode) {
     cli_out_num(&o, "alpha", "alpha", s.alpha, "%g");
     cli_out_num(&o, "beta", "beta", s.beta, "%g");
   } else {
-    cli_out_num(&o, "value", "value", value, "%.9g");
+    cli_out_num(&o, "value", "value", value, s.f64 ? "%.17g" : "%.9g");
   }
   cli_out_int(&o, "n", "n", (int64_t)n);
   cli_out_str(&o, "dtype", "dtype", s.f64 ? "float64" : "float32");
