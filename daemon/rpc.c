@@ -188,7 +188,7 @@ static int submit(gkcd_conn *c, const gkcd_method *row, const proto_request *req
    * anything is queued: every row notes its first f64 argument. */
   if (rc == 0 && job->f64_arg[0] && !srv->be->f64) {
     snprintf(msg, msglen, "argument '%s' is float64 (f64): gkcd's %s backend serves f64 not yet"
-             " (its CPU backend does); send float32 (f32)", job->f64_arg, srv->be->name);
+             " (the CPU backend does); send float32 (f32)", job->f64_arg, srv->be->name);
     rc = GKC_EINVALID_ARGUMENT;
   }
   if (r.fd >= 0) close(r.fd); /* refused before the job took it */
