@@ -232,7 +232,9 @@ static void run_copy(gkcd_backend *be, gkcd_job *job) {
     __typeof__(job->in.csr) *s = &job->in.csr;
     memcpy(o, s->row_ptr.ptr, s->row_ptr.bytes);
     memcpy(o + s->row_ptr.bytes, s->col_idx.ptr, s->col_idx.bytes);
-    memcpy(o + s->row_ptr.bytes + s->col_idx.bytes, s->values.ptr, s->values.bytes);
+    size_t voff = res_values_offset(s->rows, s->nnz, s->values.dtype);
+    memset(o + s->row_ptr.bytes + s->col_idx.bytes, 0, voff - s->row_ptr.bytes - s->col_idx.bytes);
+    memcpy(o + voff, s->values.ptr, s->values.bytes);
     job->algo_used = 0;
     job->algo_name = spmv_algos[0];
   } else {

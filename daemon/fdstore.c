@@ -329,7 +329,8 @@ static int entry_ok(const entry *e, char *why, size_t whylen) {
       return snprintf(why, whylen, "matrix %" PRIu32 " has shape %" PRId32 "x%" PRId32 " nnz %" PRId64,
                       e->id, e->rows, e->cols, e->nnz), -1;
     /* row_ptr, col_idx, values: fits 64 bits by the bounds above */
-    uint64_t need = ((uint64_t)e->rows + 1) * 4 + (uint64_t)e->nnz * (4 + proto_dtype_size((int)e->dtype));
+    uint64_t need = res_values_offset(e->rows, e->nnz, (int)e->dtype) +
+                    (uint64_t)e->nnz * proto_dtype_size((int)e->dtype);
     if (need != e->bytes)
       return snprintf(why, whylen, "matrix %" PRIu32 ": %" PRIu64 " bytes for arrays of %" PRIu64,
                       e->id, e->bytes, need), -1;

@@ -185,10 +185,10 @@ static int parse_spmv_step(step_ctx *c, gkcd_step *st) {
   size_t es = proto_dtype_size(st->dtype);
   const char *en = proto_dtype_name(st->dtype);
   st->m = m->rows, st->k = m->cols, st->nnz = m->nnz, st->max_row = m->max_row;
-  size_t rp = ((size_t)m->rows + 1) * 4, nz = (size_t)m->nnz * 4;
+  size_t rp = ((size_t)m->rows + 1) * 4;
   st->row_ptr = m->ptr;
   st->col_idx = (const char *)m->ptr + rp;
-  st->values = (const char *)m->ptr + rp + nz;
+  st->values = (const char *)m->ptr + res_values_offset(m->rows, m->nnz, m->dtype);
   st->plan = m->plan_off ? (const char *)m->ptr + m->plan_off : NULL;
   char what[64];
   snprintf(what, sizeof what, "cols = %" PRId32 " %s", m->cols, en);

@@ -149,7 +149,7 @@ static int parse_csr_upload(refs_ctx *r, size_t max) {
   }
   if ((rc = methods_csr_arrays(r, s->rows, &s->row_ptr, &s->col_idx, &s->values, &s->nnz)))
     return rc;
-  job->out_bytes = s->row_ptr.bytes + s->col_idx.bytes + s->values.bytes;
+  job->out_bytes = res_values_offset(s->rows, s->nnz, s->values.dtype) + s->values.bytes;
   if (job->gang_mask) {
     /* Partitioned (part.c): at most, beside the arrays, a row_ptr entry and
      * 8 bytes of padding per block, a send list (<= nnz indices) and, when

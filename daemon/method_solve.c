@@ -86,10 +86,10 @@ static int parse(refs_ctx *r, size_t max) {
     job->part = m->part;
     job->gang_mask = m->part->mask;
   } else {
-    size_t rp = ((size_t)m->rows + 1) * 4, nz = (size_t)m->nnz * 4;
+    size_t rp = ((size_t)m->rows + 1) * 4;
     s->row_ptr = m->ptr;
     s->col_idx = (const char *)m->ptr + rp;
-    s->values = (const char *)m->ptr + rp + nz;
+    s->values = (const char *)m->ptr + res_values_offset(m->rows, m->nnz, m->dtype);
     s->plan = m->plan_off ? (const char *)m->ptr + m->plan_off : NULL;
   }
 

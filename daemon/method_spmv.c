@@ -61,7 +61,8 @@ static int parse_spmv(refs_ctx *r, size_t max) {
       size_t rp = ((size_t)m->rows + 1) * 4, nz = (size_t)m->nnz * 4;
       s->row_ptr = (gkcd_span){m->ptr, rp, SPAN_RES, 0, 0, DT_I32};
       s->col_idx = (gkcd_span){(char *)m->ptr + rp, nz, SPAN_RES, 0, 0, DT_I32};
-      s->values = (gkcd_span){(char *)m->ptr + rp + nz, (size_t)m->nnz * proto_dtype_size(m->dtype),
+      s->values = (gkcd_span){(char *)m->ptr + res_values_offset(m->rows, m->nnz, m->dtype),
+                              (size_t)m->nnz * proto_dtype_size(m->dtype),
                               SPAN_RES, 0, 0, m->dtype};
       s->plan = m->plan_off ? (const char *)m->ptr + m->plan_off : NULL;
     }

@@ -16,6 +16,15 @@ enum { RES_ARRAY = 1, RES_MATRIX = 2, RES_REGION = 3 };
 /* An array's element type (proto_dtypes.h's table); a matrix's is its values'. */
 enum { DT_F32 = PROTO_DT_F32, DT_I32 = PROTO_DT_I32, DT_F64 = PROTO_DT_F64 };
 
+/* Where a resident matrix's values start in its memory: past row_ptr
+ * (rows + 1 int32) and col_idx (nnz int32), rounded up to the values' own
+ * alignment, so that float64 values are 8-byte aligned (float32 ones need
+ * no padding: the layout before float64, unchanged). */
+static inline size_t res_values_offset(int32_t rows, int64_t nnz, int dtype) {
+  size_t off = ((size_t)rows + 1) * 4 + (size_t)nnz * 4, a = dtype == DT_F64 ? 8 : 4;
+  return (off + a - 1) / a * a;
+}
+
 /* What one owner holds, for resident.h's limits: a connection embeds one. */
 typedef struct {
   int n_objects; /* resident arrays and matrices */
