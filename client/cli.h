@@ -84,6 +84,10 @@ int cli_bad_value(const cli_globals *g, const char *opt, const char *val, const 
 /* Option values shared by several commands: 0, or (after the usage error
  * naming opt) CLI_USAGE. */
 int cli_opt_float(const cli_globals *g, const char *opt, const char *arg, float *out);
+/* A finite number, kept in double (float64 work). */
+int cli_opt_double(const cli_globals *g, const char *opt, const char *arg, double *out);
+/* --dtype f32|f64 (or float32|float64): *f64 set. */
+int cli_opt_dtype(const cli_globals *g, const char *arg, int *f64);
 /* --seed N: sets *seed and *seeded. */
 int cli_opt_seed(const cli_globals *g, const char *arg, uint64_t *seed, int *seeded);
 /* --devices all|D,D,...: the matrix partitioned over those devices
@@ -113,6 +117,12 @@ const char *cli_shape_str(int ndim, const int64_t *shape, char *buf, size_t len)
 int cli_check_writable(const cli_globals *g, const char *opt, const char *path);
 /* Writes a .npy; on failure prints the reason and returns CLI_FAIL. */
 int cli_write_npy(const char *path, int ndim, const int64_t *shape, const float *data);
+/* The same for float64 data. */
+int cli_write_npy_f64(const char *path, int ndim, const int64_t *shape, const double *data);
+/* Converts a loaded array to float64 (f64) or float32 in place, as --dtype
+ * asked (never on its own: a command that needs one dtype refuses the
+ * other, naming the file); CLI_OK or CLI_FAIL when out of memory. */
+int cli_npy_convert(npy_array *a, int f64);
 
 /* --- talking to gkcd (cli_conn.c) ------------------------------------------ */
 
@@ -166,6 +176,10 @@ int cli_plan_check(const cli_limits *l, const cli_plan *p);
  * header, before its data is read (CLI_FAIL). */
 int cli_load_npy_limited(const cli_globals *g, const cli_limits *l, const char *opt,
                          const char *path, uint64_t request, uint64_t local, npy_array *out);
+/* The same for a float32 or float64 .npy (out->f64 says which; float64
+ * stays float64). */
+int cli_load_npy_any(const cli_globals *g, const cli_limits *l, const char *opt,
+                     const char *path, uint64_t request, uint64_t local, npy_array *out);
 
 /* --- random data (cli_rand.c) ---------------------------------------------- */
 

@@ -40,6 +40,37 @@ int cli_check_writable(const cli_globals *g, const char *opt, const char *path) 
   return rc;
 }
 
+int cli_write_npy_f64(const char *path, int ndim, const int64_t *shape, const double *data) {
+  char err[512];
+  if (npy_write_f64(path, ndim, shape, data, err, sizeof err) == 0) return CLI_OK;
+  fprintf(stderr, "gkc: %s\n", err);
+  return CLI_FAIL;
+}
+
+int cli_npy_convert(npy_array *a, int f64) {
+  if (a->f64 == f64 || a->count == 0) {
+    a->f64 = f64;
+    return CLI_OK;
+  }
+  size_t n = (size_t)a->count;
+  if (f64) {
+    double *d = malloc(n * sizeof *d);
+    if (!d) goto oom;
+    for (size_t i = 0; i < n; i++) d[i] = a->data[i];
+    free(a->data), a->data = NULL, a->data64 = d;
+  } else {
+    float *f = malloc(n * sizeof *f);
+    if (!f) goto oom;
+    for (size_t i = 0; i < n; i++) f[i] = (float)a->data64[i]; /* --dtype f32 asked for it */
+    free(a->data64), a->data64 = NULL, a->data = f;
+  }
+  a->f64 = f64;
+  return CLI_OK;
+oom:
+  fprintf(stderr, "gkc: cannot allocate %zu values to convert to %s\n", n, f64 ? "float64" : "float32");
+  return CLI_FAIL;
+}
+
 int cli_write_npy(const char *path, int ndim, const int64_t *shape, const float *data) {
   char err[512];
   if (npy_write(path, ndim, shape, data, err, sizeof err) == 0) return CLI_OK;

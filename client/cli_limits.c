@@ -103,6 +103,7 @@ typedef struct {
   const cli_limits *l;
   const char *opt, *path;
   uint64_t request, local; /* of what is already loaded */
+  const npy_array *out;    /* its f64, set by the reader before the check */
 } npy_ctx;
 
 static int check_npy(void *arg, int ndim, const int64_t *shape, int64_t count) {
@@ -110,8 +111,9 @@ static int check_npy(void *arg, int ndim, const int64_t *shape, int64_t count) {
   char what[600], sh[96];
   snprintf(what, sizeof what, "%s %s of shape %s", c->opt, c->path,
            cli_shape_str(ndim, shape, sh, sizeof sh));
-  uint64_t bytes = (uint64_t)count * 4; /* npy.c bounds count * 4 to int64 */
-  cli_plan p = {what, cli_add_sat(c->request, bytes), "float32 arrays", 0, NULL,
+  int f64 = c->out->f64;
+  uint64_t bytes = (uint64_t)count * (f64 ? 8 : 4); /* npy.c bounds count * 8 to int64 */
+  cli_plan p = {what, cli_add_sat(c->request, bytes), f64 ? "float64 arrays" : "float32 arrays", 0, NULL,
                 cli_add_sat(c->local, bytes)};
   return cli_plan_check(c->l, &p);
 }
@@ -119,9 +121,19 @@ static int check_npy(void *arg, int ndim, const int64_t *shape, int64_t count) {
 int cli_load_npy_limited(const cli_globals *g, const cli_limits *l, const char *opt,
                          const char *path, uint64_t request, uint64_t local, npy_array *out) {
   char err[512];
-  npy_ctx c = {l, opt, path, request, local};
+  npy_ctx c = {l, opt, path, request, local, out};
   int rc = npy_read_checked(path, out, check_npy, &c, err, sizeof err);
   if (rc == 0) return CLI_OK;
   if (rc > 0) return rc; /* check_npy said which limit */
+  return cli_usage_error(g, "%s: %s", opt, err);
+}
+
+int cli_load_npy_any(const cli_globals *g, const cli_limits *l, const char *opt,
+                     const char *path, uint64_t request, uint64_t local, npy_array *out) {
+  char err[512];
+  npy_ctx c = {l, opt, path, request, local, out};
+  int rc = npy_read_any(path, out, check_npy, &c, err, sizeof err);
+  if (rc == 0) return CLI_OK;
+  if (rc > 0) return rc;
   return cli_usage_error(g, "%s: %s", opt, err);
 }

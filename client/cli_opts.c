@@ -35,6 +35,23 @@ int cli_opt_float(const cli_globals *g, const char *opt, const char *arg, float 
   return 0;
 }
 
+int cli_opt_double(const cli_globals *g, const char *opt, const char *arg, double *out) {
+  char *end;
+  errno = 0;
+  double v = strtod(arg, &end);
+  if (end == arg || *end || errno == ERANGE || !isfinite(v))
+    return cli_bad_value(g, opt, arg, "expected a finite number");
+  *out = v;
+  return 0;
+}
+
+int cli_opt_dtype(const cli_globals *g, const char *arg, int *f64) {
+  if (!strcmp(arg, "f32") || !strcmp(arg, "float32")) *f64 = 0;
+  else if (!strcmp(arg, "f64") || !strcmp(arg, "float64")) *f64 = 1;
+  else return cli_bad_value(g, "--dtype", arg, "expected f32 or f64 (float32, float64)");
+  return 0;
+}
+
 int cli_opt_seed(const cli_globals *g, const char *arg, uint64_t *seed, int *seeded) {
   if (cli_parse_u64(arg, seed))
     return cli_bad_value(g, "--seed", arg, "expected a non-negative integer");

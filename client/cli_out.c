@@ -1,6 +1,7 @@
 /* cli_out.c: results as aligned text lines or as one JSON object. */
 #include <inttypes.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -69,11 +70,17 @@ void cli_out_bool(cli_out *o, const char *key, const char *label, int v) {
 }
 
 /* JSON has no NaN or infinity. */
+/* The shortest of %.15g and %.17g that reads back as v: a float64 value
+ * (gkc dot on float64 files) keeps every bit, and 11.046 stays 11.046. */
 static void json_num(double v) {
-  if (isfinite(v))
-    printf("%.10g", v);
-  else
+  if (!isfinite(v)) {
     fputs("null", stdout);
+    return;
+  }
+  char buf[40];
+  snprintf(buf, sizeof buf, "%.15g", v);
+  if (strtod(buf, NULL) != v) snprintf(buf, sizeof buf, "%.17g", v);
+  fputs(buf, stdout);
 }
 
 void cli_out_num(cli_out *o, const char *key, const char *label, double v, const char *text_fmt) {

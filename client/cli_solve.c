@@ -17,7 +17,8 @@ typedef struct {
   int history;
   int fp32;         /* --precision fp32 */
   mtx_csr A;        /* owned */
-  float *b, *x0, *x; /* owned; x0 NULL when not given */
+  void *b, *x0, *x; /* owned, float or double (f64); x0 NULL when not given */
+  int f64, dtype_given; /* the vectors' dtype: --dtype, else --b's (float32 without one) */
   double *hist;     /* owned, with --history */
   size_t hist_cap;
   uint64_t devices; /* --devices: A partitioned (gkc_csr_upload_partitioned), 0: not */
@@ -30,10 +31,14 @@ static void usage(FILE *f) {
           "(A is uploaded once, then `solve` runs until it converges or stops).\n\n"
           "Options:\n"
           "  --matrix A.mtx    A, a square Matrix Market coordinate file (.mtx or .mtx.gz)\n"
-          "  --b B.npy         b, 1-D float32 of length n (default: b = A * ones, rounded\n"
-          "                    to float32, so that x = ones is the answer and the error\n"
-          "                    against it is printed)\n"
-          "  --x0 X0.npy       the starting guess, 1-D float32 of length n (default: zero)\n"
+          "  --b B.npy         b, 1-D float32 or float64 of length n (default: b = A * ones,\n"
+          "                    rounded to the dtype, so that x = ones is the answer and\n"
+          "                    the error against it is printed); x has b's dtype, and a\n"
+          "                    float64 x that converged meets rtol by ||b - A x|| itself\n"
+          "  --x0 X0.npy       the starting guess, 1-D of length n and b's dtype (default:\n"
+          "                    zero)\n"
+          "  --dtype f32|f64   the vectors' dtype: converts --b and --x0 to it (default:\n"
+          "                    --b's, else f32).  A's values are read as float32\n"
           "  --method NAME     cg (A symmetric positive definite; the default), pcg (CG\n"
           "                    with the Jacobi preconditioner; A's diagonal nonzero) or\n"
           "                    bicgstab (any nonsingular A)\n"
@@ -50,7 +55,7 @@ static void usage(FILE *f) {
           "                    (cg and pcg only)\n"
           CLI_COMMON_HELP
           "\nPrints the matrix's size, the method, the iterations, whether it converged\n"
-          "and why it stopped, gkcd's residual ||b - A x|| / ||b|| of the float32 x\n"
+          "and why it stopped, gkcd's residual ||b - A x|| / ||b|| of the x\n"
           "returned (computed there in float64), the error against ones when b was not\n"
           "given, and the times (upload, solve round trip, in gkcd) and iterations/s.\n"
           "Exit status: 0 converged, 1 not converged (still printed) or a server or\n"
@@ -60,7 +65,7 @@ static void usage(FILE *f) {
 
 static int parse(cli_globals *g, solve_job *s, int argc, char **argv) {
   enum { O_MATRIX = CLI_O_FIRST, O_B, O_X0, O_METHOD, O_RTOL, O_ATOL, O_MAX_ITER, O_HISTORY,
-         O_DEVICES, O_PRECISION };
+         O_DEVICES, O_PRECISION, O_DTYPE };
   static const struct option opts[] = {
       CLI_COMMON_OPTIONS,
       {"matrix", required_argument, 0, O_MATRIX}, {"b", required_argument, 0, O_B},
@@ -70,6 +75,7 @@ static int parse(cli_globals *g, solve_job *s, int argc, char **argv) {
       {"history", no_argument, 0, O_HISTORY},     {"out", required_argument, 0, 'o'},
       {"devices", required_argument, 0, O_DEVICES},
       {"precision", required_argument, 0, O_PRECISION},
+      {"dtype", required_argument, 0, O_DTYPE},
       {0, 0, 0, 0}};
   int o, rc;
   cli_getopt_begin();
@@ -78,6 +84,10 @@ static int parse(cli_globals *g, solve_job *s, int argc, char **argv) {
       case O_MATRIX: s->matrix = optarg; break;
       case O_B: s->b_path = optarg; break;
       case O_X0: s->x0_path = optarg; break;
+      case O_DTYPE:
+        if ((rc = cli_opt_dtype(g, optarg, &s->f64))) return rc;
+        s->dtype_given = 1;
+        break;
       case O_METHOD:
         if ((s->method = gkc_solve_method_parse(optarg)) < 0)
           return cli_bad_value(g, "--method", optarg, "expected cg, pcg or bicgstab");
@@ -112,12 +122,26 @@ static int parse(cli_globals *g, solve_job *s, int argc, char **argv) {
   return -1;
 }
 
-/* A 1-D float32 vector of length n for option opt (then owned by *out). */
-static int load_vector(cli_globals *g, const cli_limits *l, const char *opt, const char *path,
-                       int64_t n, float **out) {
+/* A 1-D vector of length n for option opt (then owned by *out), of the
+ * job's dtype: the first file read sets it unless --dtype did; a later one
+ * of another dtype is refused naming both (--dtype converts). */
+static int load_vector(cli_globals *g, const cli_limits *l, solve_job *s, const char *opt,
+                       const char *path, int64_t n, void **out) {
   npy_array v;
-  int rc = cli_load_npy_limited(g, l, opt, path, 0, 0, &v);
+  int rc = cli_load_npy_any(g, l, opt, path, 0, 0, &v);
   if (rc) return rc;
+  if (!s->dtype_given && out == &s->b) s->f64 = v.f64;
+  if (!s->dtype_given && v.f64 != s->f64) {
+    rc = cli_usage_error(g, "%s %s holds %s but --b %s: b and x0 have one dtype (--dtype f32"
+                         " or f64 converts them)", opt, path, v.f64 ? "float64" : "float32",
+                         s->f64 ? "float64" : "float32");
+    npy_free(&v);
+    return rc;
+  }
+  if ((rc = cli_npy_convert(&v, s->f64))) {
+    npy_free(&v);
+    return rc;
+  }
   if (v.ndim != 1 || v.shape[0] != n) {
     char sh[96];
     rc = cli_usage_error(g, "shape mismatch: %s %s has shape %s, expected (%lld,): a 1-D array "
@@ -127,7 +151,7 @@ static int load_vector(cli_globals *g, const cli_limits *l, const char *opt, con
     npy_free(&v);
     return rc;
   }
-  *out = v.data;
+  *out = v.f64 ? (void *)v.data64 : (void *)v.data;
   return CLI_OK;
 }
 
@@ -135,7 +159,7 @@ static int load_vector(cli_globals *g, const cli_limits *l, const char *opt, con
  * x and, with --history, 8 bytes per iteration. */
 static int check_plan(const cli_limits *l, const solve_job *s, int64_t n, int64_t nnz_lo,
                       int64_t nnz_hi, uint64_t reading) {
-  uint64_t n4 = (uint64_t)n * 4;
+  uint64_t n4 = (uint64_t)n * (s->f64 ? 8 : 4); /* --dtype f64 known here; a float64 --b is checked as read */
   uint64_t in = cli_add_sat(n4 + 4, cli_mul_sat((uint64_t)nnz_lo, 8));
   uint64_t iters = s->max_iter ? (uint64_t)s->max_iter
                                : (uint64_t)(n < MAX_ITER_LIMIT / 10 ? 10 * n : MAX_ITER_LIMIT);
@@ -169,17 +193,18 @@ static int load(cli_globals *g, const cli_limits *l, solve_job *s) {
                            s->matrix, (long long)A->nnz);
   size_t n = (size_t)A->rows;
   if (s->b_path) {
-    if ((rc = load_vector(g, l, "--b", s->b_path, A->rows, &s->b))) return rc;
-  } else { /* b = A * ones, in double, rounded once */
-    if (!(s->b = malloc(n * sizeof *s->b))) goto oom;
+    if ((rc = load_vector(g, l, s, "--b", s->b_path, A->rows, &s->b))) return rc;
+  } else { /* b = A * ones, in double, rounded once to the dtype */
+    if (!(s->b = malloc(n * (s->f64 ? 8 : 4)))) goto oom;
     for (int32_t i = 0; i < A->rows; i++) {
       double acc = 0;
       for (int32_t j = A->row_ptr[i]; j < A->row_ptr[i + 1]; j++) acc += A->values[j];
-      s->b[i] = (float)acc;
+      if (s->f64) ((double *)s->b)[i] = acc;
+      else ((float *)s->b)[i] = (float)acc;
     }
   }
-  if (s->x0_path && (rc = load_vector(g, l, "--x0", s->x0_path, A->rows, &s->x0))) return rc;
-  if (!(s->x = malloc(n * sizeof *s->x))) goto oom;
+  if (s->x0_path && (rc = load_vector(g, l, s, "--x0", s->x0_path, A->rows, &s->x0))) return rc;
+  if (!(s->x = malloc(n * (s->f64 ? 8 : 4)))) goto oom;
   if (s->history) {
     s->hist_cap = s->max_iter ? (size_t)s->max_iter
                               : (n < MAX_ITER_LIMIT / 10 ? 10 * n : MAX_ITER_LIMIT);
@@ -261,7 +286,8 @@ static int run(cli_globals *g, int argc, char **argv) {
   if ((rc = load(g, &lim, &s)) || (rc = cli_limits_connect(g, &lim, &conn))) goto done;
 
   int32_t n = s.A.rows;
-  size_t nb = (size_t)n * 4;
+  size_t nb = (size_t)n * (s.f64 ? 8 : 4);
+  gkc_dtype dt = s.f64 ? GKC_F64 : GKC_F32;
   gkc_csr A = {s.A.rows, s.A.cols, s.A.nnz, s.A.row_ptr, s.A.col_idx, s.A.values};
   char up_algo[32];
   double t0 = cli_now_us();
@@ -275,8 +301,8 @@ static int run(cli_globals *g, int argc, char **argv) {
   have_mat = 1;
   gkc_solve_args a = GKC_SOLVE_ARGS_INIT;
   a.matrix = mat;
-  a.b = gkc_ref_mem(s.b, nb);
-  if (s.x0) a.x0 = gkc_ref_mem(s.x0, nb);
+  a.b = gkc_ref_as(gkc_ref_mem(s.b, nb), dt);
+  if (s.x0) a.x0 = gkc_ref_as(gkc_ref_mem(s.x0, nb), dt);
   a.method = (gkc_solve_method)s.method;
   a.rtol = s.rtol, a.atol = s.atol, a.max_iter = s.max_iter;
   a.history = s.hist, a.history_cap = s.hist_cap;
@@ -298,6 +324,7 @@ static int run(cli_globals *g, int argc, char **argv) {
   cli_out_int(&o, "n", "n", n);
   cli_out_int(&o, "nnz", "nnz", s.A.nnz);
   cli_out_str(&o, "b", "b", s.b_path ? s.b_path : "A * ones");
+  cli_out_str(&o, "dtype", "dtype", s.f64 ? "float64" : "float32");
   cli_out_str(&o, "method", "method", res.method);
   cli_out_num(&o, "rtol", "rtol", s.rtol, "%g");
   if (s.atol > 0) cli_out_num(&o, "atol", "atol", s.atol, "%g");
@@ -307,7 +334,10 @@ static int run(cli_globals *g, int argc, char **argv) {
   cli_out_num(&o, "residual", "residual", res.residual, "%.3e");
   if (!s.b_path) { /* the answer is ones: ||x - 1|| / ||1|| */
     double ee = 0;
-    for (int32_t i = 0; i < n; i++) ee += ((double)s.x[i] - 1) * ((double)s.x[i] - 1);
+    for (int32_t i = 0; i < n; i++) {
+      double xi = s.f64 ? ((double *)s.x)[i] : ((float *)s.x)[i];
+      ee += (xi - 1) * (xi - 1);
+    }
     cli_out_num(&o, "error_vs_ones", "error vs ones", sqrt(ee / n), "%.3e");
   }
   cli_out_str(&o, "algo", "algo", info.algo);
@@ -316,7 +346,8 @@ static int run(cli_globals *g, int argc, char **argv) {
   cli_out_times(&o, &info);
   cli_out_num(&o, "iterations_per_s", "iterations/s",
               res.iterations > 0 ? (double)res.iterations / (rtt / 1e6) : 0, "%.1f");
-  if (s.out_path && (rc = cli_write_npy(s.out_path, 1, (int64_t[]){n}, s.x)) == CLI_OK)
+  if (s.out_path && (rc = s.f64 ? cli_write_npy_f64(s.out_path, 1, (int64_t[]){n}, s.x)
+                                 : cli_write_npy(s.out_path, 1, (int64_t[]){n}, s.x)) == CLI_OK)
     cli_out_str(&o, "out", "wrote", s.out_path);
   if (s.history) {
     size_t hn = res.history_len < s.hist_cap ? res.history_len : s.hist_cap;

@@ -1,6 +1,8 @@
 /* cli_vec.c: gkc dot, gkc axpby and gkc nrm2, the vector operations of
- * gkcd's BLAS-1 methods: dot and axpby on two float32 arrays of one length,
- * nrm2 on one. */
+ * gkcd's BLAS-1 methods: dot and axpby on two arrays of one length and one
+ * dtype, nrm2 on one; float32, or float64 (.npy files of float64 are sent
+ * as such, never narrowed; --dtype converts). */
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +20,8 @@ typedef struct {
   vec_mode mode;          /* which command */
   const char *x_path, *y_path, *out_path;
   int64_t random_n;       /* 0: read --x (and --y) */
-  float alpha, beta;      /* axpby */
+  double alpha, beta;     /* axpby (kept in double for float64) */
+  int f64, dtype_given;   /* --dtype, else the files' */
   int check, seeded;
   int device;             /* --device, or GKC_DEVICE_AUTO */
   uint64_t seed;
@@ -29,10 +32,12 @@ static void usage_dot(FILE *f) {
   fprintf(f,
           "Usage: gkc dot --x X.npy --y Y.npy [OPTIONS]\n"
           "   or: gkc dot --random N [OPTIONS]\n"
-          "The dot product x . y of two float32 arrays of the same length, summed in\n"
-          "double precision on gkcd.\n\n"
+          "The dot product x . y of two float32 (or two float64) arrays of the same\n"
+          "length, summed in double precision on gkcd.\n\n"
           "Options:\n"
           "  --x X.npy, --y Y.npy  the arrays, of any shapes (read flattened)\n"
+          "  --dtype f32|f64  convert the arrays to it (default: the files' own dtype,\n"
+          "                   which must be one; f32 for --random)\n"
           "  --random N       N random values each (uniform in [-1, 1]) instead\n"
           "  --seed N         seed of the random data (default: from the clock)\n"
           "  --device N       run on gkcd's device N (gkc status lists them)\n"
@@ -47,10 +52,13 @@ static void usage_axpby(FILE *f) {
   fprintf(f,
           "Usage: gkc axpby --x X.npy --y Y.npy [--alpha A] [--beta B] [--out OUT.npy]\n"
           "   or: gkc axpby --random N [OPTIONS]\n"
-          "Computes alpha*x + beta*y on gkcd for two float32 arrays of the same length.\n\n"
+          "Computes alpha*x + beta*y on gkcd for two float32 (or two float64) arrays\n"
+          "of the same length; the result has their dtype.\n\n"
           "Options:\n"
           "  --x X.npy, --y Y.npy  the arrays, of any shapes (read flattened); the\n"
           "                   result has y's shape\n"
+          "  --dtype f32|f64  convert the arrays to it (default: the files' own dtype,\n"
+          "                   which must be one; f32 for --random)\n"
           "  --alpha A        (default 1)\n"
           "  --beta B         (default 1)\n"
           "  --out OUT.npy    write the result there\n"
@@ -68,10 +76,11 @@ static void usage_nrm2(FILE *f) {
   fprintf(f,
           "Usage: gkc nrm2 --x X.npy [OPTIONS]\n"
           "   or: gkc nrm2 --random N [OPTIONS]\n"
-          "The Euclidean norm ||x||_2 of a float32 array, its squares summed in\n"
-          "double precision on gkcd.\n\n"
+          "The Euclidean norm ||x||_2 of a float32 or float64 array, its squares summed\n"
+          "in double precision on gkcd.\n\n"
           "Options:\n"
           "  --x X.npy        the array, of any shape (read flattened)\n"
+          "  --dtype f32|f64  convert it to that (default: the file's; f32 for --random)\n"
           "  --random N       N random values (uniform in [-1, 1]) instead\n"
           "  --seed N         seed of the random data (default: from the clock)\n"
           "  --device N       run on gkcd's device N (gkc status lists them)\n"
@@ -82,25 +91,28 @@ static void usage_nrm2(FILE *f) {
 }
 
 static int parse(cli_globals *g, vec_job *s, int argc, char **argv) {
-  enum { O_X = CLI_O_FIRST, O_Y, O_OUT, O_RANDOM, O_SEED, O_ALPHA, O_BETA, O_CHECK, O_DEVICE };
+  enum { O_X = CLI_O_FIRST, O_Y, O_OUT, O_RANDOM, O_SEED, O_ALPHA, O_BETA, O_CHECK, O_DEVICE,
+         O_DTYPE };
   static const struct option dot_opts[] = {
       CLI_COMMON_OPTIONS,
       {"x", required_argument, 0, O_X},           {"y", required_argument, 0, O_Y},
       {"random", required_argument, 0, O_RANDOM}, {"seed", required_argument, 0, O_SEED},
       {"check", no_argument, 0, O_CHECK},         {"device", required_argument, 0, O_DEVICE},
-      {0, 0, 0, 0}};
+      {"dtype", required_argument, 0, O_DTYPE},   {0, 0, 0, 0}};
   static const struct option axpby_opts[] = {
       CLI_COMMON_OPTIONS,
       {"x", required_argument, 0, O_X},           {"y", required_argument, 0, O_Y},
       {"random", required_argument, 0, O_RANDOM}, {"seed", required_argument, 0, O_SEED},
       {"check", no_argument, 0, O_CHECK},         {"device", required_argument, 0, O_DEVICE},
       {"alpha", required_argument, 0, O_ALPHA},   {"beta", required_argument, 0, O_BETA},
-      {"out", required_argument, 0, O_OUT},       {0, 0, 0, 0}};
+      {"out", required_argument, 0, O_OUT},       {"dtype", required_argument, 0, O_DTYPE},
+      {0, 0, 0, 0}};
   static const struct option nrm2_opts[] = {
       CLI_COMMON_OPTIONS,
       {"x", required_argument, 0, O_X},           {"random", required_argument, 0, O_RANDOM},
       {"seed", required_argument, 0, O_SEED},     {"check", no_argument, 0, O_CHECK},
-      {"device", required_argument, 0, O_DEVICE}, {0, 0, 0, 0}};
+      {"device", required_argument, 0, O_DEVICE}, {"dtype", required_argument, 0, O_DTYPE},
+      {0, 0, 0, 0}};
   const struct option *const by_mode[] = {dot_opts, axpby_opts, nrm2_opts};
   const struct option *opts = by_mode[s->mode];
   int o, rc;
@@ -115,8 +127,12 @@ static int parse(cli_globals *g, vec_job *s, int argc, char **argv) {
           return cli_bad_value(g, "--random", optarg, "expected a positive integer N");
         break;
       case O_SEED: if ((rc = cli_opt_seed(g, optarg, &s->seed, &s->seeded))) return rc; break;
-      case O_ALPHA: if ((rc = cli_opt_float(g, "--alpha", optarg, &s->alpha))) return rc; break;
-      case O_BETA: if ((rc = cli_opt_float(g, "--beta", optarg, &s->beta))) return rc; break;
+      case O_ALPHA: if ((rc = cli_opt_double(g, "--alpha", optarg, &s->alpha))) return rc; break;
+      case O_BETA: if ((rc = cli_opt_double(g, "--beta", optarg, &s->beta))) return rc; break;
+      case O_DTYPE:
+        if ((rc = cli_opt_dtype(g, optarg, &s->f64))) return rc;
+        s->dtype_given = 1;
+        break;
       case O_CHECK: s->check = 1; break;
       case O_DEVICE: if ((rc = cli_opt_device(g, optarg, &s->device))) return rc; break;
       default:
@@ -146,17 +162,25 @@ static int load(cli_globals *g, const cli_limits *l, vec_job *s) {
   const char *cmd = mode_names[s->mode];
   int nvec = s->mode == VEC_NRM2 ? 1 : 2, axpby = s->mode == VEC_AXPBY;
   if (s->x_path) {
-    int rc = cli_load_npy_limited(g, l, "--x", s->x_path, 0, 0, &s->x);
+    int rc = cli_load_npy_any(g, l, "--x", s->x_path, 0, 0, &s->x);
     if (rc) return rc;
     if (nvec == 1) {
       if (s->x.count == 0)
         return cli_usage_error(g, "--x %s is empty: nothing to compute", s->x_path);
-      return CLI_OK;
+      if (!s->dtype_given) s->f64 = s->x.f64;
+      return cli_npy_convert(&s->x, s->f64);
     }
-    uint64_t xb = 4 * (uint64_t)s->x.count;
+    uint64_t xb = (s->x.f64 ? 8 : 4) * (uint64_t)s->x.count;
     /* axpby holds its result beside x and y. */
-    if ((rc = cli_load_npy_limited(g, l, "--y", s->y_path, xb, axpby ? 2 * xb : xb, &s->y)))
+    if ((rc = cli_load_npy_any(g, l, "--y", s->y_path, xb, axpby ? 2 * xb : xb, &s->y)))
       return rc;
+    if (!s->dtype_given && s->x.f64 != s->y.f64)
+      return cli_usage_error(g, "--x %s holds %s and --y %s %s: %s needs arrays of one dtype"
+                             " (--dtype f32 or f64 converts them)", s->x_path,
+                             s->x.f64 ? "float64" : "float32", s->y_path,
+                             s->y.f64 ? "float64" : "float32", cmd);
+    if (!s->dtype_given) s->f64 = s->x.f64;
+    if ((rc = cli_npy_convert(&s->x, s->f64)) || (rc = cli_npy_convert(&s->y, s->f64))) return rc;
     char sx[96], sy[96];
     if (s->x.count != s->y.count)
       return cli_usage_error(g, "--x %s has %lld values (shape %s) and --y %s %lld (shape %s):"
@@ -171,7 +195,7 @@ static int load(cli_globals *g, const cli_limits *l, vec_job *s) {
   }
   char what[64];
   snprintf(what, sizeof what, "%s --random %lld", cmd, (long long)s->random_n);
-  uint64_t bytes = cli_mul_sat((uint64_t)s->random_n, 4);
+  uint64_t bytes = cli_mul_sat((uint64_t)s->random_n, s->f64 ? 8 : 4);
   cli_plan p = {what, cli_mul_sat(bytes, (uint64_t)nvec), nvec == 1 ? "x" : "x and y",
                 axpby ? bytes : 0, "the result", cli_mul_sat(bytes, (uint64_t)(nvec + axpby))};
   int rc = cli_plan_check(l, &p);
@@ -189,16 +213,19 @@ static int load(cli_globals *g, const cli_limits *l, vec_job *s) {
       return CLI_FAIL;
     }
     cli_rng_fill(&r, v[i]->data, (size_t)s->random_n);
+    if (s->f64 && cli_npy_convert(v[i], 1)) return CLI_FAIL; /* float32 draws, in float64 */
   }
   return CLI_OK;
 }
 
+/* Element i of a float32 or float64 array, in double. */
+static double at(const npy_array *a, int64_t i) { return a->f64 ? a->data64[i] : a->data[i]; }
+
 /* dot: |value - exact| / sum |x*y|, in double. */
 static double dot_error(const vec_job *s, double value) {
-  const float *x = s->x.data, *y = s->y.data;
   double ref = 0, scale = 0;
   for (int64_t i = 0; i < s->x.count; i++) {
-    double t = (double)x[i] * y[i];
+    double t = at(&s->x, i) * at(&s->y, i);
     ref += t;
     scale += fabs(t);
   }
@@ -209,26 +236,33 @@ static double dot_error(const vec_job *s, double value) {
 /* nrm2: |value - exact| / exact, the exact norm's squares summed in double
  * (each square of a float is exact in double). */
 static double nrm2_error(const vec_job *s, double value) {
-  const float *x = s->x.data;
   double sq = 0;
-  for (int64_t i = 0; i < s->x.count; i++) sq += (double)x[i] * x[i];
+  for (int64_t i = 0; i < s->x.count; i++) sq += at(&s->x, i) * at(&s->x, i);
   double ref = sqrt(sq), diff = fabs(value - ref);
   return ref > 0 ? diff / ref : diff;
 }
 
 /* axpby: the largest element error relative to |alpha x| + |beta y|
  * (cli_max_scaled_err); -1 when the reference cannot be allocated. */
-static double axpby_error(const vec_job *s, const float *got) {
+static double axpby_error(const vec_job *s, const void *got) {
   size_t n = (size_t)s->x.count;
   double *ref = malloc(n * sizeof *ref), *scale = malloc(n * sizeof *scale);
   double err = -1;
   if (ref && scale) {
     for (size_t i = 0; i < n; i++) {
-      double a = (double)s->alpha * s->x.data[i], b = (double)s->beta * s->y.data[i];
+      double a = s->alpha * at(&s->x, (int64_t)i), b = s->beta * at(&s->y, (int64_t)i);
       ref[i] = a + b;
       scale[i] = fabs(a) + fabs(b);
     }
-    err = cli_max_scaled_err(got, ref, scale, n);
+    if (s->f64) { /* the same measure on the float64 result */
+      err = 0;
+      for (size_t i = 0; i < n; i++) {
+        double e = fabs(((const double *)got)[i] - ref[i]) / (scale[i] > 0 ? scale[i] : 1);
+        if (e > err || isnan(e)) err = e;
+      }
+    } else {
+      err = cli_max_scaled_err(got, ref, scale, n);
+    }
   }
   free(ref);
   free(scale);
@@ -236,18 +270,23 @@ static double axpby_error(const vec_job *s, const float *got) {
 }
 
 static int run(cli_globals *g, int argc, char **argv, vec_mode mode) {
-  vec_job s = {.mode = mode, .alpha = 1.0f, .beta = 1.0f, .device = GKC_DEVICE_AUTO};
+  vec_job s = {.mode = mode, .alpha = 1.0, .beta = 1.0, .device = GKC_DEVICE_AUTO};
   int axpby = mode == VEC_AXPBY;
   gkc_conn *conn = NULL;
-  float *res = NULL;
+  void *res = NULL;
   cli_limits lim;
   int rc = parse(g, &s, argc, argv);
   if (rc >= 0) return rc;
   cli_limits_get(g, &lim);
   if ((rc = load(g, &lim, &s)) || (rc = cli_limits_connect(g, &lim, &conn))) goto done;
-  size_t n = (size_t)s.x.count, bytes = n * 4;
+  if (!s.f64 && axpby && (fabs(s.alpha) > FLT_MAX || fabs(s.beta) > FLT_MAX)) {
+    rc = cli_usage_error(g, "--alpha %g, --beta %g: float32 arrays take float32 scalars", s.alpha,
+                         s.beta);
+    goto done;
+  }
+  size_t es = s.f64 ? 8 : 4, n = (size_t)s.x.count, bytes = n * es;
   if (axpby && !(res = malloc(bytes))) {
-    fprintf(stderr, "gkc: cannot allocate %zu floats for the result\n", n);
+    fprintf(stderr, "gkc: cannot allocate %zu values for the result\n", n);
     rc = CLI_FAIL;
     goto done;
   }
@@ -255,10 +294,12 @@ static int run(cli_globals *g, int argc, char **argv, vec_mode mode) {
   gkc_set_device(conn, s.device); /* checked in parse() */
   gkc_info info;
   double value = NAN;
-  gkc_ref x = gkc_ref_mem(s.x.data, bytes), y = gkc_ref_mem(s.y.data, bytes);
+  gkc_ref x = s.f64 ? gkc_ref_f64(s.x.data64, n) : gkc_ref_mem(s.x.data, bytes);
+  gkc_ref y = s.f64 ? gkc_ref_f64(s.y.data64, n) : gkc_ref_mem(s.y.data, bytes);
   gkc_out out = gkc_out_mem(res, bytes);
   double t0 = cli_now_us();
-  int err = axpby            ? gkc_axpby(conn, s.alpha, x, s.beta, y, &out, &info)
+  int err = axpby && s.f64   ? gkc_axpby_f64(conn, s.alpha, x, s.beta, y, &out, &info)
+            : axpby          ? gkc_axpby(conn, (float)s.alpha, x, (float)s.beta, y, &out, &info)
             : mode == VEC_DOT ? gkc_dot(conn, x, y, &value, &info)
                               : gkc_nrm2(conn, x, &value, &info);
   double rtt = cli_now_us() - t0;
@@ -267,16 +308,17 @@ static int run(cli_globals *g, int argc, char **argv, vec_mode mode) {
     goto done;
   }
   /* dot reads two arrays; axpby reads two and writes one; nrm2 reads one. */
-  double moved = (axpby ? 12.0 : mode == VEC_DOT ? 8.0 : 4.0) * (double)n;
+  double moved = (axpby ? 3.0 : mode == VEC_DOT ? 2.0 : 1.0) * (double)es * (double)n;
   cli_out o;
   cli_out_begin(&o, g->json);
   if (axpby) {
     cli_out_num(&o, "alpha", "alpha", s.alpha, "%g");
     cli_out_num(&o, "beta", "beta", s.beta, "%g");
   } else {
-    cli_out_num(&o, "value", "value", value, "%.9g");
+    cli_out_num(&o, "value", "value", value, s.f64 ? "%.17g" : "%.9g");
   }
   cli_out_int(&o, "n", "n", (int64_t)n);
+  cli_out_str(&o, "dtype", "dtype", s.f64 ? "float64" : "float32");
   const npy_array *shaped = mode == VEC_NRM2 ? &s.x : &s.y;
   if (s.x_path) cli_out_shape(&o, "shape", "shape", shaped->ndim, shaped->shape);
   cli_out_str(&o, "algo", "algo", info.algo);
@@ -288,13 +330,15 @@ static int run(cli_globals *g, int argc, char **argv, vec_mode mode) {
     char first[160];
     size_t off = 0;
     for (size_t i = 0; i < n && i < 4 && off < sizeof first; i++)
-      off += (size_t)snprintf(first + off, sizeof first - off, "%s%.6g", i ? " " : "", res[i]);
+      off += (size_t)snprintf(first + off, sizeof first - off, "%s%.*g", i ? " " : "", s.f64 ? 15 : 6,
+                              s.f64 ? ((double *)res)[i] : ((float *)res)[i]);
     if (n > 4 && off < sizeof first) snprintf(first + off, sizeof first - off, " ...");
     cli_out_str(&o, NULL, "result", first);
   }
   if (!s.x_path) cli_out_int(&o, "seed", "seed", (int64_t)s.seed);
   if (s.out_path) {
-    if ((rc = cli_write_npy(s.out_path, s.y.ndim, s.y.shape, res)) == CLI_OK)
+    if ((rc = s.f64 ? cli_write_npy_f64(s.out_path, s.y.ndim, s.y.shape, res)
+                    : cli_write_npy(s.out_path, s.y.ndim, s.y.shape, res)) == CLI_OK)
       cli_out_str(&o, "out", "written to", s.out_path);
   }
   if (s.check) {
@@ -321,8 +365,9 @@ static int run_axpby(cli_globals *g, int argc, char **argv) {
 }
 static int run_nrm2(cli_globals *g, int argc, char **argv) { return run(g, argc, argv, VEC_NRM2); }
 
-const cli_cmd cli_dot_cmd = {"dot", "the dot product of two float32 arrays", usage_dot, run_dot};
-const cli_cmd cli_axpby_cmd = {"axpby", "alpha*x + beta*y for two float32 arrays", usage_axpby,
-                               run_axpby};
-const cli_cmd cli_nrm2_cmd = {"nrm2", "the Euclidean norm of a float32 array", usage_nrm2,
-                              run_nrm2};
+const cli_cmd cli_dot_cmd = {"dot", "the dot product of two float32 or float64 arrays", usage_dot,
+                             run_dot};
+const cli_cmd cli_axpby_cmd = {"axpby", "alpha*x + beta*y for two float32 or float64 arrays",
+                               usage_axpby, run_axpby};
+const cli_cmd cli_nrm2_cmd = {"nrm2", "the Euclidean norm of a float32 or float64 array",
+                              usage_nrm2, run_nrm2};

@@ -394,6 +394,15 @@ GKC_API int gkc_shm_state(const gkc_conn *c, gkc_shm_info *info);
 
 /* --- array references: where a call's input array is --- */
 
+/* An array's element type (PROTOCOL.md, "Element types"), numbered as the
+ * protocol's table is.  Float arrays are float32 unless said otherwise:
+ * float64 ones are taken by upload/download, csr upload (gkc_csr_f64),
+ * spmv, dot, axpby, nrm2 and solve (and batch's dot, axpby and spmv steps,
+ * on float64 handles), on gkcd's CPU backend; its CUDA backend refuses
+ * them for now, as sgemm and reduce always do (GKC_EINVALID_ARGUMENT
+ * naming the argument). */
+typedef enum { GKC_F32 = 0, GKC_I32 = 1, GKC_F64 = 2 } gkc_dtype;
+
 typedef enum {
   GKC_REF_NONE = 0, /* no array (an optional input left out) */
   GKC_REF_MEM,      /* bytes at data, in this process: sent inside the request,
@@ -417,6 +426,25 @@ typedef struct {
 GKC_API gkc_ref gkc_ref_mem(const void *data, size_t bytes);
 GKC_API gkc_ref gkc_ref_region(const gkc_region *r, uint64_t offset, size_t bytes);
 GKC_API gkc_ref gkc_ref_handle(uint32_t handle, size_t bytes);
+
+/* A reference's dtype rides in bits 8..15 of its kind (0: float32, as
+ * every reference made before float64 existed), so that gkc_ref and the
+ * argument structs holding it keep their layout.  gkc_ref_as marks r as
+ * holding dtype; a call given any float64 reference sends its float arrays
+ * as float64 ("dtype": "f64"), and its array result comes back float64:
+ *
+ *   double x[n], y[n], v;
+ *   gkc_dot(c, gkc_ref_f64(x, n), gkc_ref_f64(y, n), &v, NULL);
+ *   gkc_out o = gkc_out_mem(z, n * 8);                 // z: double[n]
+ *   gkc_axpby_f64(c, 0.1, gkc_ref_f64(x, n), 1.0, gkc_ref_f64(y, n), &o, NULL);
+ *
+ * A float64 handle needs no mark (gkcd knows its dtype); marking it is
+ * harmless.  Mixed dtypes in one call are refused by gkcd, naming both. */
+#define GKC_REF_KIND(kind) ((kind) & 0xff)
+#define GKC_REF_DTYPE(kind) (((kind) >> 8) & 0xff)
+GKC_API gkc_ref gkc_ref_as(gkc_ref r, gkc_dtype dtype);
+/* gkc_ref_as(gkc_ref_mem(data, n * 8), GKC_F64): n doubles in this process. */
+GKC_API gkc_ref gkc_ref_f64(const double *data, size_t n);
 
 /* --- output targets: where a call's array result goes --- */
 
@@ -494,12 +522,42 @@ GKC_API int gkc_nrm2(gkc_conn *c, gkc_ref x, double *value, gkc_info *info);
 GKC_API int gkc_axpby(gkc_conn *c, float alpha, gkc_ref x, float beta, gkc_ref y, gkc_out *out,
                       gkc_info *info);
 
+/* --- float64 calls whose scalars or matrix are float64 too ---
+ * (gkc_dot, gkc_nrm2, gkc_solve and gkc_upload/gkc_download take float64
+ * through gkc_ref_as / GKC_F64 alone.) */
+
+/* gkc_axpby on float64 x, y and result, alpha and beta kept in double.  x
+ * and y are float64 whatever their mark (memory, region or handle). */
+GKC_API int gkc_axpby_f64(gkc_conn *c, double alpha, gkc_ref x, double beta, gkc_ref y,
+                          gkc_out *out, gkc_info *info);
+/* gkc_spmv_ref with float64 x, y and result, alpha and beta in double
+ * (args->alpha, args->beta are not read).  A resident matrix keeps its own
+ * values' dtype (float32 or float64); a CSR given by references has
+ * float64 values too. */
+GKC_API int gkc_spmv_f64(gkc_conn *c, const gkc_spmv_args *args, double alpha, double beta,
+                         gkc_out *out, gkc_info *info);
+
+/* A CSR matrix with float64 values. */
+typedef struct {
+  int32_t rows, cols;
+  int64_t nnz;
+  const int32_t *row_ptr; /* rows + 1 entries */
+  const int32_t *col_idx; /* nnz entries in [0, cols) */
+  const double *values;   /* nnz entries */
+} gkc_csr_f64;
+
+/* gkc_csr_upload of a float64 matrix: kept resident with float64 values
+ * (spmv and solve on it compute in float64, with float32 or float64
+ * vectors). */
+GKC_API int gkc_csr_upload_f64(gkc_conn *c, const gkc_csr_f64 *A, int shared, uint32_t *matrix,
+                               char algo[32]);
+
 /* --- resident arrays and matrices --- */
 
-typedef enum { GKC_F32 = 0, GKC_I32 = 1 } gkc_dtype;
-
 /* Copies data (in any form, even another handle) into a new resident array
- * of dtype; *handle gets its id. */
+ * of dtype (GKC_F32, GKC_F64 or GKC_I32; data's bytes a whole number of its
+ * elements); *handle gets its id.  gkc_download gives the bytes back as
+ * they were. */
 GKC_API int gkc_upload(gkc_conn *c, gkc_ref data, gkc_dtype dtype, int shared, uint32_t *handle);
 /* Where a new resident object lives when gkcd serves several devices: on
  * `device` (GKC_DEVICE_AUTO: where gkcd places it, beside the connection's
@@ -546,8 +604,10 @@ GKC_API int gkc_release_matrix(gkc_conn *c, uint32_t matrix);
 /* gkc_solve solves A x = b inside gkcd (PROTOCOL.md, "solve"): one
  * request, however many iterations.  A is a square resident matrix
  * (gkc_csr_upload); b and x0 are array references of n float32 (memory,
- * region span or handle); x goes to *out as for gkc_spmv_ref, and
- * gkc_out_handle(x0.handle) updates a resident x0 in place.
+ * region span or handle), or of n float64 (gkc_ref_as(..., GKC_F64), or
+ * float64 handles); x goes to *out as for gkc_spmv_ref, in b's dtype, and
+ * gkc_out_handle(x0.handle) updates a resident x0 in place.  A converged
+ * float64 x meets the tolerance by its true residual ||b - A x||.
  *
  *   gkc_solve_args s = GKC_SOLVE_ARGS_INIT;
  *   s.matrix = A;                                  // from gkc_csr_upload
@@ -570,8 +630,8 @@ typedef enum {
 
 typedef struct {
   uint32_t matrix;   /* a resident square matrix of n rows */
-  gkc_ref b;         /* n float32 */
-  gkc_ref x0;        /* n float32; GKC_REF_NONE: start from zero */
+  gkc_ref b;         /* n float32, or n float64 (marked GKC_F64, or a float64 handle) */
+  gkc_ref x0;        /* n of b's dtype; GKC_REF_NONE: start from zero */
   gkc_solve_method method;
   double rtol, atol; /* stop when ||r|| <= max(rtol * ||b||, atol); finite, >= 0 */
   int64_t max_iter;  /* 0: gkcd's default, min(10 n, 10^8) */
@@ -640,7 +700,9 @@ typedef enum {
 } gkc_step_op;
 
 /* A step's alpha or beta: value, or scale * value[step] / value[over] of
- * earlier dot or reduce steps (step or over -1: left out). */
+ * earlier dot or reduce steps (step or over -1: left out).  Steps on
+ * float64 handles run in float64 with their referenced values in double;
+ * value and scale themselves are float (the struct is ABI). */
 typedef struct {
   int is_ref;
   float value;

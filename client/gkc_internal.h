@@ -65,6 +65,11 @@ struct gkc__req {
   gkc__done_fn done;
   gkc_out *out;       /* the caller's, for methods with an array result */
   const char *limit_name; /* gkc_status_limit: the entry of "limits" wanted */
+  /* The dtype of its float arrays (gkc__ref_dtypes): GKC_F64 sends
+   * "dtype": "f64" (and alpha64, beta64 as the scalars, where it has them);
+   * GKC_F32 sends nothing, as before float64. */
+  int dtype;
+  double alpha64, beta64;
   /* upload, csr_upload: `device` (pinned) or `replicate` (gkc_*_placed). */
   int pinned, device, replicate;
   uint64_t partition; /* csr_upload: `devices` (gkc_csr_upload_partitioned), 0: none */
@@ -268,6 +273,16 @@ void gkc__region_free(gkc_region *r);
 /* Array references and result targets (gkc_resident.c), for the method files. */
 /* What the library must refuse: a form it cannot encode (optional: NONE is fine). */
 int gkc__check_ref(gkc_conn *c, const gkc_ref *r, const char *name, int optional);
+/* The dtype of a request's float arrays, from the marks of its n refs
+ * (gkc_ref_as; NULL entries skipped), which it takes off them so that the
+ * arena and the packer see plain kinds: r->dtype = GKC_F64 when any is
+ * marked so (f32_only: refused, naming it), else GKC_F32.  A mark other
+ * than a float one is refused.  0 or an error (gkc__fail). */
+int gkc__ref_dtypes(gkc_conn *c, gkc__req *r, gkc_ref *const *refs, const char *const *names, int n,
+                    int f32_only);
+/* Packs "dtype": "f64" when r's float arrays are float64; the key count it adds. */
+int gkc__dtype_keys(const gkc__req *r);
+void gkc__pack_dtype(msgpack_packer *pk, const gkc__req *r);
 int gkc__check_out(gkc_conn *c, const gkc_out *o);
 /* Packs key and its array in the protocol's form; nothing for GKC_REF_NONE. */
 void gkc__pack_ref(msgpack_packer *pk, const char *key, const gkc_ref *r);

@@ -15,6 +15,7 @@
 #include "gkc_internal.h"
 #include "gkc_reply.h"
 #include "gkc_shm.h"
+#include "proto_dtypes.h"
 #include "proto_rpc.h"
 
 /* A bin's length is a 32-bit field. */
@@ -37,6 +38,47 @@ gkc_ref gkc_ref_handle(uint32_t handle, size_t bytes) {
   gkc_ref r = {.kind = GKC_REF_HANDLE, .handle = handle, .bytes = bytes};
   return r;
 }
+
+gkc_ref gkc_ref_as(gkc_ref r, gkc_dtype dtype) {
+  r.kind = GKC_REF_KIND(r.kind) | ((int)dtype & 0xff) << 8;
+  return r;
+}
+
+gkc_ref gkc_ref_f64(const double *data, size_t n) {
+  return gkc_ref_as(gkc_ref_mem(data, n * sizeof *data), GKC_F64);
+}
+
+/* The wire names, from the protocol's table (gkc.h numbers gkc_dtype alike). */
+_Static_assert((int)GKC_F32 == (int)PROTO_DT_F32 && (int)GKC_I32 == (int)PROTO_DT_I32 &&
+                   (int)GKC_F64 == (int)PROTO_DT_F64,
+               "gkc_dtype counts as proto_dtypes.h does");
+
+int gkc__ref_dtypes(gkc_conn *c, gkc__req *r, gkc_ref *const *refs, const char *const *names, int n,
+                    int f32_only) {
+  r->dtype = GKC_F32;
+  for (int i = 0; i < n; i++) {
+    if (!refs[i]) continue;
+    int d = GKC_REF_DTYPE(refs[i]->kind);
+    refs[i]->kind = GKC_REF_KIND(refs[i]->kind);
+    if (d != GKC_F32 && d != GKC_F64)
+      return gkc__fail(c, GKC_EINVALID_ARGUMENT, "%s: marked %s, not a float dtype (GKC_F32 or"
+                       " GKC_F64)", names[i], proto_dtype_name(d));
+    if (d == GKC_F64 && f32_only)
+      return gkc__fail(c, GKC_EINVALID_ARGUMENT, "%s: marked float64 (GKC_F64), but %s takes"
+                       " float32 (GKC_F32) only", names[i], r->method);
+    if (d == GKC_F64) r->dtype = GKC_F64;
+  }
+  return 0;
+}
+
+int gkc__dtype_keys(const gkc__req *r) { return r->dtype != GKC_F32; }
+
+void gkc__pack_dtype(msgpack_packer *pk, const gkc__req *r) {
+  if (r->dtype != GKC_F32) proto_pack_cstr(pk, "dtype"), proto_pack_cstr(pk, proto_dtype_wire(r->dtype));
+}
+
+/* Bytes per element of the request's float arrays. */
+static uint64_t esize(const gkc__req *r) { return proto_dtype_size(r->dtype); }
 
 gkc_out gkc_out_mem(void *data, size_t bytes) {
   gkc_out o = {.kind = GKC_OUT_MEM, .data = data, .bytes = bytes};
@@ -61,7 +103,7 @@ gkc_out gkc_out_handle(uint32_t handle) {
 
 /* What the library itself must refuse: a form it cannot encode. */
 int gkc__check_ref(gkc_conn *c, const gkc_ref *r, const char *name, int optional) {
-  switch (r->kind) {
+  switch (GKC_REF_KIND(r->kind)) {
     case GKC_REF_NONE:
       if (optional) return 0;
       return gkc__fail(c, GKC_EINVALID_ARGUMENT, "%s: an array is required (kind GKC_REF_NONE)",
@@ -101,7 +143,7 @@ int gkc__check_out(gkc_conn *c, const gkc_out *o) {
 
 /* Packs key and its array in the protocol's form; nothing for GKC_REF_NONE. */
 void gkc__pack_ref(msgpack_packer *pk, const char *key, const gkc_ref *r) {
-  switch (r->kind) {
+  switch (GKC_REF_KIND(r->kind)) {
     case GKC_REF_MEM:
       proto_pack_cstr(pk, key);
       msgpack_pack_bin(pk, r->bytes);
@@ -123,7 +165,7 @@ void gkc__pack_ref(msgpack_packer *pk, const char *key, const gkc_ref *r) {
   }
 }
 
-static int has(const gkc_ref *r) { return r->kind != GKC_REF_NONE; }
+static int has(const gkc_ref *r) { return GKC_REF_KIND(r->kind) != GKC_REF_NONE; }
 
 /* An array's size when the reference states it (memory and region spans;
  * a handle's bytes are the caller's guess), else 0. */
@@ -273,6 +315,8 @@ int gkc__prep_sgemm(gkc_conn *c, gkc__req *r, const gkc_sgemm_args *args, gkc_ou
   r->method = "sgemm", r->pack = pack_sgemm, r->take = take_c, r->out = out, r->direct_key = "c";
   gkc_sgemm_args *s = &r->a.sgemm;
   gkc_ref *const refs[] = {&s->a, &s->b, &s->c};
+  static const char *const names[] = {"a", "b", "c"};
+  if ((rc = gkc__ref_dtypes(c, r, refs, names, 3, 1))) return rc; /* float32 only */
   uint64_t mn = args->m > 0 && args->n > 0 ? (uint64_t)args->m * (uint64_t)args->n * 4 : 0;
   gkc__shm_stage(c, r, refs, 3, out, mn, "c");
   return 0;
@@ -305,6 +349,8 @@ int gkc__prep_reduce(gkc_conn *c, gkc__req *r, const gkc_reduce_args *a) {
   if (gkc__device(c) >= 0) r->pinned = 1, r->device = gkc__device(c);
   r->method = "reduce", r->pack = pack_reduce, r->take = take_scalar;
   gkc_ref *const refs[] = {&r->a.reduce.x};
+  static const char *const names[] = {"x"};
+  if ((rc = gkc__ref_dtypes(c, r, refs, names, 1, 1))) return rc; /* float32 only */
   gkc__shm_stage(c, r, refs, 1, NULL, 0, NULL);
   return 0;
 }
@@ -326,7 +372,9 @@ int gkc_reduce_ref(gkc_conn *c, gkc_ref x, gkc_reduce_op op, double *value, int6
 
 static void pack_spmv(msgpack_packer *pk, const gkc__req *r) {
   const gkc_spmv_args *a = &r->a.spmv;
-  msgpack_pack_map(pk, (a->use_matrix ? 1 : 5) + 4 + has(&a->y) + gkc__out_keys(gkc__wire_out(r)));
+  msgpack_pack_map(pk, (a->use_matrix ? 1 : 5) + 4 + has(&a->y) + gkc__out_keys(gkc__wire_out(r)) +
+                          gkc__dtype_keys(r));
+  gkc__pack_dtype(pk, r);
   if (a->use_matrix) {
     proto_pack_cstr(pk, "matrix"), gkc__pack_id(pk, a->matrix);
   } else {
@@ -336,8 +384,13 @@ static void pack_spmv(msgpack_packer *pk, const gkc__req *r) {
     gkc__pack_ref(pk, "col_idx", &a->col_idx);
     gkc__pack_ref(pk, "values", &a->values);
   }
-  proto_pack_cstr(pk, "alpha"), msgpack_pack_float(pk, a->alpha);
-  proto_pack_cstr(pk, "beta"), msgpack_pack_float(pk, a->beta);
+  if (r->dtype == GKC_F64) { /* float64 vectors: the scalars as the caller gave them */
+    proto_pack_cstr(pk, "alpha"), msgpack_pack_double(pk, r->alpha64);
+    proto_pack_cstr(pk, "beta"), msgpack_pack_double(pk, r->beta64);
+  } else {
+    proto_pack_cstr(pk, "alpha"), msgpack_pack_float(pk, a->alpha);
+    proto_pack_cstr(pk, "beta"), msgpack_pack_float(pk, a->beta);
+  }
   gkc__pack_algo(pk, a->algo);
   gkc__pack_ref(pk, "x", &a->x);
   gkc__pack_ref(pk, "y", &a->y);
@@ -361,8 +414,14 @@ int gkc__prep_spmv(gkc_conn *c, gkc__req *r, const gkc_spmv_args *args, gkc_out 
   int csr = !s->use_matrix;
   gkc_ref *const refs[] = {csr ? &s->row_ptr : NULL, csr ? &s->col_idx : NULL,
                            csr ? &s->values : NULL, &s->x, &s->y};
+  static const char *const names[] = {"row_ptr", "col_idx", "values", "x", "y"};
+  int f64 = r->dtype == GKC_F64; /* gkc_spmv_f64 set it */
+  if ((rc = gkc__ref_dtypes(c, r, refs + 2, names + 2, 3, 0))) return rc;
+  if (f64) r->dtype = GKC_F64;
+  if (r->dtype != GKC_F64) r->alpha64 = s->alpha, r->beta64 = s->beta;
+  if (csr) refs[0]->kind = GKC_REF_KIND(refs[0]->kind), refs[1]->kind = GKC_REF_KIND(refs[1]->kind);
   /* y has A's rows: known from the shape, or from a y that is sent. */
-  uint64_t rows = csr && s->rows > 0 ? (uint64_t)s->rows * 4 : stated(&s->y);
+  uint64_t rows = csr && s->rows > 0 ? (uint64_t)s->rows * esize(r) : stated(&s->y);
   gkc__shm_stage(c, r, refs, 5, out, rows, "y");
   return 0;
 }
@@ -375,7 +434,8 @@ int gkc_spmv_ref(gkc_conn *c, const gkc_spmv_args *args, gkc_out *out, gkc_info 
 /* --- dot, nrm2 and axpby ------------------------------------------------------------------ */
 
 static void pack_dot(msgpack_packer *pk, const gkc__req *r) {
-  msgpack_pack_map(pk, 2);
+  msgpack_pack_map(pk, 2 + gkc__dtype_keys(r));
+  gkc__pack_dtype(pk, r);
   gkc__pack_ref(pk, "x", &r->a.dot.x);
   gkc__pack_ref(pk, "y", &r->a.dot.y);
 }
@@ -387,6 +447,8 @@ int gkc__prep_dot(gkc_conn *c, gkc__req *r, const gkc_dot_args *a) {
   r->a.dot = *a;
   r->method = "dot", r->pack = pack_dot, r->take = take_scalar;
   gkc_ref *const refs[] = {&r->a.dot.x, &r->a.dot.y};
+  static const char *const names[] = {"x", "y"};
+  if ((rc = gkc__ref_dtypes(c, r, refs, names, 2, 0))) return rc;
   gkc__shm_stage(c, r, refs, 2, NULL, 0, NULL);
   return 0;
 }
@@ -401,8 +463,9 @@ int gkc_dot(gkc_conn *c, gkc_ref x, gkc_ref y, double *value, gkc_info *info) {
 }
 
 static void pack_nrm2(msgpack_packer *pk, const gkc__req *r) {
-  msgpack_pack_map(pk, 2 + where_keys(r->pinned, 0));
+  msgpack_pack_map(pk, 2 + where_keys(r->pinned, 0) + gkc__dtype_keys(r));
   pack_where(pk, r->pinned, r->device, 0);
+  gkc__pack_dtype(pk, r);
   gkc__pack_algo(pk, r->a.nrm2.algo);
   gkc__pack_ref(pk, "x", &r->a.nrm2.x);
 }
@@ -415,6 +478,8 @@ int gkc__prep_nrm2(gkc_conn *c, gkc__req *r, const gkc_nrm2_args *a) {
   if (gkc__device(c) >= 0) r->pinned = 1, r->device = gkc__device(c);
   r->method = "nrm2", r->pack = pack_nrm2, r->take = take_scalar;
   gkc_ref *const refs[] = {&r->a.nrm2.x};
+  static const char *const names[] = {"x"};
+  if ((rc = gkc__ref_dtypes(c, r, refs, names, 1, 0))) return rc;
   gkc__shm_stage(c, r, refs, 1, NULL, 0, NULL);
   return 0;
 }
@@ -430,9 +495,15 @@ int gkc_nrm2(gkc_conn *c, gkc_ref x, double *value, gkc_info *info) {
 
 static void pack_axpby(msgpack_packer *pk, const gkc__req *r) {
   const gkc_axpby_args *a = &r->a.axpby;
-  msgpack_pack_map(pk, 4 + gkc__out_keys(gkc__wire_out(r)));
-  proto_pack_cstr(pk, "alpha"), msgpack_pack_float(pk, a->alpha);
-  proto_pack_cstr(pk, "beta"), msgpack_pack_float(pk, a->beta);
+  msgpack_pack_map(pk, 4 + gkc__out_keys(gkc__wire_out(r)) + gkc__dtype_keys(r));
+  gkc__pack_dtype(pk, r);
+  if (r->dtype == GKC_F64) { /* float64 arrays: the scalars in double */
+    proto_pack_cstr(pk, "alpha"), msgpack_pack_double(pk, r->alpha64);
+    proto_pack_cstr(pk, "beta"), msgpack_pack_double(pk, r->beta64);
+  } else {
+    proto_pack_cstr(pk, "alpha"), msgpack_pack_float(pk, a->alpha);
+    proto_pack_cstr(pk, "beta"), msgpack_pack_float(pk, a->beta);
+  }
   gkc__pack_ref(pk, "x", &a->x);
   gkc__pack_ref(pk, "y", &a->y);
   gkc__pack_out(pk, "y", gkc__wire_out(r));
@@ -447,6 +518,11 @@ int gkc__prep_axpby(gkc_conn *c, gkc__req *r, const gkc_axpby_args *a, gkc_out *
   r->a.axpby = *a;
   r->method = "axpby", r->pack = pack_axpby, r->take = take_y, r->out = out, r->direct_key = "y";
   gkc_ref *const refs[] = {&r->a.axpby.x, &r->a.axpby.y};
+  static const char *const names[] = {"x", "y"};
+  int f64 = r->dtype == GKC_F64; /* gkc_axpby_f64 set it, with alpha64 and beta64 */
+  if ((rc = gkc__ref_dtypes(c, r, refs, names, 2, 0))) return rc;
+  if (f64) r->dtype = GKC_F64;
+  else r->alpha64 = a->alpha, r->beta64 = a->beta;
   /* gkcd requires x and y of one length, the result's. */
   uint64_t n = stated(&a->x) ? stated(&a->x) : stated(&a->y);
   gkc__shm_stage(c, r, refs, 2, out, n, "y");
@@ -460,13 +536,38 @@ int gkc_axpby(gkc_conn *c, float alpha, gkc_ref x, float beta, gkc_ref y, gkc_ou
   return run(c, &r, rc, &res, info);
 }
 
+int gkc_axpby_f64(gkc_conn *c, double alpha, gkc_ref x, double beta, gkc_ref y, gkc_out *out,
+                  gkc_info *info) {
+  gkc_axpby_args a = {(float)0, (float)0, gkc_ref_as(x, GKC_F64), gkc_ref_as(y, GKC_F64)};
+  gkc__req r;
+  gkc_result res;
+  gkc__req_init(&r);
+  gkc__result_init(&res);
+  r.dtype = GKC_F64, r.alpha64 = alpha, r.beta64 = beta; /* before the prep, which keeps them */
+  int rc = gkc__live(c);
+  if (rc == 0) rc = gkc__prep_axpby(c, &r, &a, out);
+  return run(c, &r, rc, &res, info);
+}
+
+int gkc_spmv_f64(gkc_conn *c, const gkc_spmv_args *args, double alpha, double beta, gkc_out *out,
+                 gkc_info *info) {
+  gkc__req r;
+  gkc_result res;
+  gkc__req_init(&r);
+  gkc__result_init(&res);
+  r.dtype = GKC_F64, r.alpha64 = alpha, r.beta64 = beta;
+  int rc = gkc__live(c);
+  if (rc == 0) rc = gkc__prep_spmv(c, &r, args, out);
+  return run(c, &r, rc, &res, info);
+}
+
 /* --- resident arrays and matrices ------------------------------------------------------- */
 
 static void pack_upload(msgpack_packer *pk, const gkc__req *r) {
   const gkc_upload_args *u = &r->a.upload;
   msgpack_pack_map(pk, 3 + where_keys(r->pinned, r->replicate));
   pack_where(pk, r->pinned, r->device, r->replicate);
-  proto_pack_cstr(pk, "dtype"), proto_pack_cstr(pk, u->dtype == GKC_I32 ? "i32" : "f32");
+  proto_pack_cstr(pk, "dtype"), proto_pack_cstr(pk, proto_dtype_wire(u->dtype));
   proto_pack_cstr(pk, "shared"), u->shared ? msgpack_pack_true(pk) : msgpack_pack_false(pk);
   gkc__pack_ref(pk, "data", &u->data);
 }
@@ -484,9 +585,14 @@ int gkc__prep_upload(gkc_conn *c, gkc__req *r, const gkc_upload_args *a) {
   int rc;
   if (!a) return gkc__fail(c, GKC_EINVALID_ARGUMENT, "args must not be NULL");
   if ((rc = gkc__check_ref(c, &a->data, "data", 0))) return rc;
-  if (a->dtype != GKC_F32 && a->dtype != GKC_I32)
-    return gkc__fail(c, GKC_EINVALID_ARGUMENT, "dtype must be GKC_F32 or GKC_I32");
+  if (a->dtype != GKC_F32 && a->dtype != GKC_I32 && a->dtype != GKC_F64)
+    return gkc__fail(c, GKC_EINVALID_ARGUMENT, "dtype must be GKC_F32, GKC_F64 or GKC_I32");
+  int mark = GKC_REF_DTYPE(a->data.kind);
+  if (mark != GKC_F32 && mark != (int)a->dtype)
+    return gkc__fail(c, GKC_EINVALID_ARGUMENT, "data: marked %s, but dtype is %s",
+                     proto_dtype_name(mark), proto_dtype_name(a->dtype));
   r->a.upload = *a;
+  r->a.upload.data.kind = GKC_REF_KIND(a->data.kind);
   r->method = "upload", r->pack = pack_upload, r->take = take_handle;
   gkc_ref *const refs[] = {&r->a.upload.data};
   gkc__shm_stage(c, r, refs, 1, NULL, 0, NULL);
@@ -553,8 +659,10 @@ int gkc_download_region(gkc_conn *c, uint32_t handle, const gkc_region *reg, uin
 
 static void pack_csr(msgpack_packer *pk, const gkc__req *r) {
   const gkc_csr *A = &r->a.csr_upload.A;
-  msgpack_pack_map(pk, 6 + where_keys(r->pinned, r->replicate) + (r->partition != 0));
+  msgpack_pack_map(pk, 6 + where_keys(r->pinned, r->replicate) + (r->partition != 0) +
+                          gkc__dtype_keys(r));
   pack_where(pk, r->pinned, r->device, r->replicate);
+  gkc__pack_dtype(pk, r); /* the values' */
   if (r->partition == GKC_DEVICES_ALL) {
     proto_pack_cstr(pk, "devices"), proto_pack_cstr(pk, "all");
   } else if (r->partition) {
@@ -582,10 +690,10 @@ static int take_csr(gkc_conn *c, const msgpack_object *r, gkc__req *req, gkc_res
   return rc;
 }
 
-int gkc__prep_csr_upload(gkc_conn *c, gkc__req *r, const gkc_csr_upload_args *a) {
-  if (!a) return gkc__fail(c, GKC_EINVALID_ARGUMENT, "args must not be NULL");
+/* csr_upload of values of dtype (r->dtype), float32 or float64. */
+static int prep_csr(gkc_conn *c, gkc__req *r, const gkc_csr_upload_args *a, const void *values) {
   const gkc_csr *A = &a->A;
-  if (!A->row_ptr || (A->nnz > 0 && (!A->col_idx || !A->values)))
+  if (!A->row_ptr || (A->nnz > 0 && (!A->col_idx || !values)))
     return gkc__fail(c, GKC_EINVALID_ARGUMENT, "A and its arrays must not be NULL");
   if (A->rows < 1 || A->cols < 1 || A->nnz < 0 || A->nnz > INT32_MAX)
     return gkc__fail(c, GKC_EINVALID_ARGUMENT, "need rows, cols >= 1 and 0 <= nnz <= INT32_MAX");
@@ -594,10 +702,31 @@ int gkc__prep_csr_upload(gkc_conn *c, gkc__req *r, const gkc_csr_upload_args *a)
   size_t nnz = (size_t)A->nnz;
   r->csr[0] = gkc_ref_mem(A->row_ptr, ((size_t)A->rows + 1) * 4);
   r->csr[1] = gkc_ref_mem(A->col_idx, nnz * 4);
-  r->csr[2] = gkc_ref_mem(A->values, nnz * 4);
+  r->csr[2] = gkc_ref_mem(values, nnz * esize(r));
   gkc_ref *const refs[] = {&r->csr[0], &r->csr[1], &r->csr[2]};
   gkc__shm_stage(c, r, refs, 3, NULL, 0, NULL);
   return 0;
+}
+
+int gkc__prep_csr_upload(gkc_conn *c, gkc__req *r, const gkc_csr_upload_args *a) {
+  if (!a) return gkc__fail(c, GKC_EINVALID_ARGUMENT, "args must not be NULL");
+  r->dtype = GKC_F32;
+  return prep_csr(c, r, a, a->A.values);
+}
+
+int gkc_csr_upload_f64(gkc_conn *c, const gkc_csr_f64 *A, int shared, uint32_t *matrix,
+                       char algo[32]) {
+  if (algo) algo[0] = 0;
+  if (!A) return gkc__fail(c, GKC_EINVALID_ARGUMENT, "A and its arrays must not be NULL");
+  /* The float32 struct carries the shape and indices; the values go apart. */
+  gkc_csr_upload_args a = {{A->rows, A->cols, A->nnz, A->row_ptr, A->col_idx, NULL}, shared};
+  BLOCKING((r.dtype = GKC_F64, prep_csr(c, &r, &a, A->values)));
+  rc = run(c, &r, rc, &res, NULL);
+  if (rc == 0) {
+    if (matrix) *matrix = res.id;
+    if (algo) memcpy(algo, res.info.algo, 32);
+  }
+  return rc;
 }
 
 int gkc_csr_upload(gkc_conn *c, const gkc_csr *A, int shared, uint32_t *matrix, char algo[32]) {

@@ -34,9 +34,10 @@ int gkc_solve_method_parse(const char *s) {
 
 static void pack_solve(msgpack_packer *pk, const gkc__req *r) {
   const gkc_solve_args *a = &r->a.solve;
-  int x0 = a->x0.kind != GKC_REF_NONE;
+  int x0 = GKC_REF_KIND(a->x0.kind) != GKC_REF_NONE;
   msgpack_pack_map(pk, 6 + x0 + (a->max_iter > 0) + (a->deadline_ms > 0) + (a->fp32 != 0) +
-                          gkc__out_keys(gkc__wire_out(r)));
+                          gkc__out_keys(gkc__wire_out(r)) + gkc__dtype_keys(r));
+  gkc__pack_dtype(pk, r); /* b's, x0's and x's */
   proto_pack_cstr(pk, "matrix"), gkc__pack_id(pk, a->matrix);
   proto_pack_cstr(pk, "method"), proto_pack_cstr(pk, method_names[a->method]);
   proto_pack_cstr(pk, "rtol"), msgpack_pack_double(pk, a->rtol);
@@ -110,8 +111,10 @@ int gkc__prep_solve(gkc_conn *c, gkc__req *r, const gkc_solve_args *a, gkc_out *
   r->a.solve = *a;
   r->method = "solve", r->pack = pack_solve, r->take = take_solve, r->out = out;
   gkc_ref *const refs[] = {&r->a.solve.b, &r->a.solve.x0};
+  static const char *const names[] = {"b", "x0"};
+  if ((rc = gkc__ref_dtypes(c, r, refs, names, 2, 0))) return rc;
   /* x has b's length (and x0's), when the request states one. */
-  const gkc_ref *b = &a->b, *x0 = &a->x0;
+  const gkc_ref *b = &r->a.solve.b, *x0 = &r->a.solve.x0;
   uint64_t n = b->kind == GKC_REF_MEM || b->kind == GKC_REF_REGION ? b->bytes
                : x0->kind == GKC_REF_MEM || x0->kind == GKC_REF_REGION ? x0->bytes : 0;
   gkc__shm_stage(c, r, refs, 2, out, n, "x");

@@ -33,12 +33,22 @@ static bool host_is_little_endian(void) {
   return *(const uint8_t *)&one == 1;
 }
 
-static void swap4(float *data, int64_t count) {
+static void swap4(void *data, int64_t count) {
   uint8_t *p = (uint8_t *)data;
   for (int64_t i = 0; i < count; i++, p += 4) {
     uint8_t t0 = p[0], t1 = p[1];
     p[0] = p[3]; p[1] = p[2]; p[2] = t1; p[3] = t0;
   }
+}
+
+static void swap8(void *data, int64_t count) {
+  uint8_t *p = (uint8_t *)data;
+  for (int64_t i = 0; i < count; i++, p += 8)
+    for (int k = 0; k < 4; k++) {
+      uint8_t t = p[k];
+      p[k] = p[7 - k];
+      p[7 - k] = t;
+    }
 }
 
 /* ---------------------------------------------------------------- header */
@@ -206,16 +216,22 @@ static const char *dtype_name(const char *descr) {
   return NULL;
 }
 
-/* Returns 0 and sets *swap when the data must be byte-swapped, or -1. */
-static int check_dtype(const char *path, const npy_header *hd, bool *swap, char *err,
-                       size_t errlen) {
+/* Returns 0 and sets *swap when the data must be byte-swapped and *esize
+ * (4, or 8 for float64 where any), or -1. */
+static int check_dtype(const char *path, const npy_header *hd, bool any, bool *swap, int *esize,
+                       char *err, size_t errlen) {
   bool little = strcmp(hd->descr, "<f4") == 0;
-  if (!little && strcmp(hd->descr, ">f4") != 0) {
+  *esize = 4;
+  if (any && (strcmp(hd->descr, "<f8") == 0 || strcmp(hd->descr, ">f8") == 0)) {
+    little = hd->descr[0] == '<';
+    *esize = 8;
+  } else if (!little && strcmp(hd->descr, ">f4") != 0) {
     const char *name = dtype_name(hd->descr);
     snprintf(err, errlen,
-             "%s: dtype '%s'%s%s%s is not supported; gkc needs float32 ('<f4'), "
+             "%s: dtype '%s'%s%s%s is not supported%s; gkc needs float32 ('<f4')%s, "
              "e.g. numpy.asarray(x, dtype=numpy.float32)",
-             path, hd->descr, name ? " (" : "", name ? name : "", name ? ")" : "");
+             path, hd->descr, name ? " (" : "", name ? name : "", name ? ")" : "",
+             any ? "" : " here", any ? " or float64 ('<f8')" : "");
     return -1;
   }
   if (hd->fortran_order) {
@@ -256,6 +272,8 @@ typedef struct {
   size_t errlen;
   npy_check_fn check; /* may be NULL */
   void *ctx;
+  bool any;      /* float64 files accepted */
+  int esize;     /* the file's element size: 4, or 8 for float64 */
 } reader;
 
 static int read_exact(reader *r, void *buf, size_t n, const char *what) {
@@ -324,16 +342,17 @@ static int read_header(reader *r, npy_header *hd, int64_t *data_off) {
 }
 
 /* Regular files: the size is known, so check it before allocating. */
-static int read_data_regular(reader *r, int64_t data_off, int64_t count, float **out) {
-  int64_t want = count * 4, have = r->size - data_off;
+static int read_data_regular(reader *r, int64_t data_off, int64_t count, void **out) {
+  int64_t want = count * r->esize, have = r->size - data_off;
   if (have != want) {
-    snprintf(r->err, r->errlen, "%s: header says %lld float32 values (%lld bytes of data) but "
-             "the file has %lld bytes of data%s", r->path, (long long)count, (long long)want,
+    snprintf(r->err, r->errlen, "%s: header says %lld %s values (%lld bytes of data) but "
+             "the file has %lld bytes of data%s", r->path, (long long)count,
+             r->esize == 8 ? "float64" : "float32", (long long)want,
              (long long)have, have < want ? " (truncated file?)" : "");
     return -1;
   }
   if (count == 0) return 0;
-  float *d = malloc((size_t)want);
+  char *d = malloc((size_t)want);
   if (!d) {
     snprintf(r->err, r->errlen, "%s: out of memory for %lld bytes", r->path, (long long)want);
     return -1;
@@ -347,8 +366,8 @@ static int read_data_regular(reader *r, int64_t data_off, int64_t count, float *
 }
 
 /* Pipes: grow the buffer as bytes arrive, so memory follows the data. */
-static int read_data_stream(reader *r, int64_t count, float **out) {
-  size_t want = (size_t)count * 4, have = 0, cap = 0;
+static int read_data_stream(reader *r, int64_t count, void **out) {
+  size_t want = (size_t)count * (size_t)r->esize, have = 0, cap = 0;
   char *d = NULL;
   while (have < want) {
     if (have == cap) {
@@ -368,8 +387,9 @@ static int read_data_stream(reader *r, int64_t count, float **out) {
   }
   if (have < want) {
     free(d);
-    snprintf(r->err, r->errlen, "%s: header says %lld float32 values (%zu bytes of data) but "
-             "only %zu bytes followed%s", r->path, (long long)count, want, have,
+    snprintf(r->err, r->errlen, "%s: header says %lld %s values (%zu bytes of data) but "
+             "only %zu bytes followed%s", r->path, (long long)count,
+             r->esize == 8 ? "float64" : "float32", want, have,
              ferror(r->f) ? " (read error)" : " (truncated file?)");
     return -1;
   }
@@ -379,7 +399,7 @@ static int read_data_stream(reader *r, int64_t count, float **out) {
              r->path, want);
     return -1;
   }
-  *out = (float *)d;
+  *out = d;
   return 0;
 }
 
@@ -400,42 +420,62 @@ static int read_open(reader *r, npy_array *out) {
   int64_t data_off;
   bool swap;
   if (read_header(r, &hd, &data_off) < 0) return -1;
-  if (check_dtype(r->path, &hd, &swap, r->err, r->errlen) < 0) return -1;
+  if (check_dtype(r->path, &hd, r->any, &swap, &r->esize, r->err, r->errlen) < 0) return -1;
   int64_t count = shape_count(hd.ndim, hd.shape);
+  if (count > INT64_MAX / 8 || (uint64_t)count > SIZE_MAX / 8) count = -1; /* room for 8 bytes each */
   if (count < 0) {
     snprintf(r->err, r->errlen, "%s: shape is too large (element count overflows)", r->path);
     return -1;
   }
   /* A regular file whose size disagrees with the header is reported as
    * such (without allocating) by read_data_regular, not to check. */
-  if (r->check && !(r->regular && r->size - data_off != count * 4)) {
+  out->f64 = r->esize == 8;
+  if (r->check && !(r->regular && r->size - data_off != count * r->esize)) {
     int crc = r->check(r->ctx, hd.ndim, hd.shape, count);
-    if (crc) return crc;
+    if (crc) {
+      out->f64 = 0;
+      return crc;
+    }
   }
-  float *data = NULL;
+  void *data = NULL;
   int rc = r->regular ? read_data_regular(r, data_off, count, &data)
                       : read_data_stream(r, count, &data);
-  if (rc < 0) return -1;
-  if (swap) swap4(data, count);
+  if (rc < 0) {
+    out->f64 = 0;
+    return -1;
+  }
+  if (swap && r->esize == 4) swap4(data, count);
+  if (swap && r->esize == 8) swap8(data, count);
   out->ndim = hd.ndim;
   memcpy(out->shape, hd.shape, sizeof hd.shape);
   out->count = count;
-  out->data = data;
+  if (out->f64) out->data64 = data;
+  else out->data = data;
   return 0;
 }
 
-int npy_read_checked(const char *path, npy_array *out, npy_check_fn check, void *ctx, char *err,
-                     size_t errlen) {
+static int read_path(const char *path, npy_array *out, npy_check_fn check, void *ctx, bool any,
+                     char *err, size_t errlen) {
   memset(out, 0, sizeof *out);
   FILE *f = fopen(path, "rb");
   if (!f) {
     snprintf(err, errlen, "%s: %s", path, strerror(errno));
     return -1;
   }
-  reader r = {f, path, false, 0, err, errlen, check, ctx};
+  reader r = {f, path, false, 0, err, errlen, check, ctx, any, 4};
   int rc = read_open(&r, out);
   fclose(f);
   return rc;
+}
+
+int npy_read_checked(const char *path, npy_array *out, npy_check_fn check, void *ctx, char *err,
+                     size_t errlen) {
+  return read_path(path, out, check, ctx, false, err, errlen);
+}
+
+int npy_read_any(const char *path, npy_array *out, npy_check_fn check, void *ctx, char *err,
+                 size_t errlen) {
+  return read_path(path, out, check, ctx, true, err, errlen);
 }
 
 int npy_read(const char *path, npy_array *out, char *err, size_t errlen) {
@@ -445,6 +485,7 @@ int npy_read(const char *path, npy_array *out, char *err, size_t errlen) {
 void npy_free(npy_array *a) {
   if (!a) return;
   free(a->data);
+  free(a->data64);
   memset(a, 0, sizeof *a);
 }
 
@@ -453,7 +494,8 @@ void npy_free(npy_array *a) {
 /* The dict exactly as numpy 1.24+ writes it, including the spare spaces for
  * growing axis 0 and the padding to a 64-byte boundary.  Returns the
  * length of the header text (dict + padding + '\n'), or -1. */
-static int format_header(int ndim, const int64_t *shape, char *buf, size_t buflen) {
+static int format_header(int ndim, const int64_t *shape, const char *descr, char *buf,
+                         size_t buflen) {
   char tuple[NPY_MAX_DIMS * 24 + 4];
   size_t n = 0;
   tuple[n++] = '(';
@@ -464,7 +506,8 @@ static int format_header(int ndim, const int64_t *shape, char *buf, size_t bufle
   tuple[n++] = ')';
   tuple[n] = '\0';
 
-  int len = snprintf(buf, buflen, "{'descr': '<f4', 'fortran_order': False, 'shape': %s, }", tuple);
+  int len = snprintf(buf, buflen, "{'descr': '%s', 'fortran_order': False, 'shape': %s, }", descr,
+                     tuple);
   if (ndim > 0) {
     int digits = snprintf(NULL, 0, "%lld", (long long)shape[0]);
     for (int i = digits; i < GROWTH_AXIS_MAX_DIGITS; i++) buf[len++] = ' ';
@@ -477,9 +520,10 @@ static int format_header(int ndim, const int64_t *shape, char *buf, size_t bufle
   return len;
 }
 
-static int write_all(FILE *f, int ndim, const int64_t *shape, const float *data, int64_t count) {
+static int write_all(FILE *f, int ndim, const int64_t *shape, const void *data, int esize,
+                     int64_t count) {
   char header[512];
-  int hlen = format_header(ndim, shape, header, sizeof header);
+  int hlen = format_header(ndim, shape, esize == 8 ? "<f8" : "<f4", header, sizeof header);
   uint8_t pre[10];
   memcpy(pre, MAGIC, MAGIC_LEN);
   pre[6] = 1;
@@ -490,17 +534,32 @@ static int write_all(FILE *f, int ndim, const int64_t *shape, const float *data,
   if (fwrite(header, 1, (size_t)hlen, f) != (size_t)hlen) return -1;
   if (count == 0) return 0;
   if (host_is_little_endian())
-    return fwrite(data, 4, (size_t)count, f) == (size_t)count ? 0 : -1;
+    return fwrite(data, (size_t)esize, (size_t)count, f) == (size_t)count ? 0 : -1;
   for (int64_t i = 0; i < count; i++) { /* big-endian host: swap on the way out */
-    float v = data[i];
-    swap4(&v, 1);
-    if (fwrite(&v, 4, 1, f) != 1) return -1;
+    unsigned char v[8];
+    memcpy(v, (const char *)data + (size_t)i * (size_t)esize, (size_t)esize);
+    if (esize == 8) swap8(v, 1);
+    else swap4(v, 1);
+    if (fwrite(v, (size_t)esize, 1, f) != 1) return -1;
   }
   return 0;
 }
 
+static int write_path(const char *path, int ndim, const int64_t *shape, const void *data, int esize,
+                      char *err, size_t errlen);
+
 int npy_write(const char *path, int ndim, const int64_t *shape, const float *data,
               char *err, size_t errlen) {
+  return write_path(path, ndim, shape, data, 4, err, errlen);
+}
+
+int npy_write_f64(const char *path, int ndim, const int64_t *shape, const double *data,
+                  char *err, size_t errlen) {
+  return write_path(path, ndim, shape, data, 8, err, errlen);
+}
+
+static int write_path(const char *path, int ndim, const int64_t *shape, const void *data, int esize,
+                      char *err, size_t errlen) {
   if (ndim < 0 || ndim > NPY_MAX_DIMS || (ndim > 0 && !shape)) {
     snprintf(err, errlen, "%s: cannot write an array of %d dimensions (0..%d supported)", path,
              ndim, NPY_MAX_DIMS);
@@ -522,7 +581,7 @@ int npy_write(const char *path, int ndim, const int64_t *shape, const float *dat
   }
   struct stat st;
   bool regular = fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode);
-  int rc = write_all(f, ndim, shape, data, count);
+  int rc = write_all(f, ndim, shape, data, esize, count);
   int saved = errno;
   if (fclose(f) != 0 && rc == 0) {
     rc = -1;

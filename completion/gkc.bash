@@ -28,6 +28,7 @@ _gkc() {
       else COMPREPLY=($(compgen -W "fp32 tf32" -- "$cur")); fi
       return ;;
     --devices) COMPREPLY=($(compgen -W "all" -- "$cur")); return ;;
+    --dtype) COMPREPLY=($(compgen -W "f32 f64" -- "$cur")); return ;;
     --random | --seed | --interval | --iterations | --algo | --alpha | --beta) return ;;
   esac
 

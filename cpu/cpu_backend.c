@@ -19,6 +19,7 @@
 #include "cpu_kernels.h"
 #include "cpu_solve.h"
 #include "gkc_errors.h"
+#include "res_object.h"
 
 
 static const char *const sgemm_algos[] = {"openblas", NULL};
@@ -52,7 +53,8 @@ static double now_us(void) {
  * resident arrays and regions are host memory too. */
 static const void *aligned(const gkcd_span *s, void **tmp) {
   *tmp = NULL;
-  if (((uintptr_t)s->ptr & 3) == 0 || s->bytes == 0) return s->ptr;
+  uintptr_t mask = s->dtype == DT_F64 ? 7 : 3; /* the element's own alignment */
+  if (((uintptr_t)s->ptr & mask) == 0 || s->bytes == 0) return s->ptr;
   *tmp = job_out_alloc(s->bytes);
   if (*tmp) memcpy(*tmp, s->ptr, s->bytes);
   return *tmp;
@@ -103,7 +105,7 @@ static int cpu_peer_copy(gkcd_backend *be, void *dst, gkcd_backend *from, const 
 /* Where the array result goes: a new buffer for the reply, a new resident
  * array, or straight into the region or resident array the client named.
  * NULL (with the job failed) when out of memory. */
-static float *out_buffer(gkcd_backend *be, gkcd_job *job) {
+static void *out_buffer(gkcd_backend *be, gkcd_job *job) {
   switch (job->out_kind) {
     case OUT_BIN:
       if (!(job->out = job_out_alloc(job->out_bytes)))
@@ -118,7 +120,7 @@ static float *out_buffer(gkcd_backend *be, gkcd_job *job) {
       }
       return job->out_ptr;
     default:
-      return job->out_ptr; /* 4-byte aligned: offsets are multiples of 4 */
+      return job->out_ptr; /* aligned: offsets are multiples of the element size (refs.c) */
   }
 }
 
@@ -170,16 +172,20 @@ static void run_spmv(gkcd_backend *be, gkcd_job *job) {
   __typeof__(job->in.spmv) *s = &job->in.spmv;
   void *t[4] = {0};
   const int32_t *rp = aligned(&s->row_ptr, &t[0]), *ci = aligned(&s->col_idx, &t[1]);
-  const float *v = aligned(&s->values, &t[2]), *x = aligned(&s->x, &t[3]);
+  const void *v = aligned(&s->values, &t[2]), *x = aligned(&s->x, &t[3]);
   if (!rp || (!ci && s->nnz) || (!v && s->nnz) || !x) {
     job_fail(job, GKC_EOUT_OF_MEMORY, "cannot allocate memory for spmv");
     goto out;
   }
-  float *y = out_buffer(be, job);
+  void *y = out_buffer(be, job);
   if (!y) goto out;
   if (s->beta != 0.0f) memmove(y, s->y.ptr, job->out_bytes);
   double t0 = now_us();
-  cpu_spmv(s->rows, s->cols, rp, ci, v, x, s->alpha, s->beta, y, impl->nthreads);
+  if (s->values.dtype == DT_F32 && s->x.dtype == DT_F32)
+    cpu_spmv(s->rows, s->cols, rp, ci, v, x, s->alpha, s->beta, y, impl->nthreads);
+  else
+    cpu_spmv_typed(s->rows, s->cols, rp, ci, v, s->values.dtype == DT_F64, x, s->x.dtype == DT_F64,
+                   s->alpha64, s->beta64, y, impl->nthreads);
   job->kernel_us = now_us() - t0;
   job->algo_name = spmv_algos[0];
 out:
@@ -189,9 +195,10 @@ out:
 static void run_vec(gkcd_backend *be, gkcd_job *job) {
   __typeof__(job->in.vec) *s = &job->in.vec;
   void *tx, *ty = NULL;
-  const float *x = aligned(&s->x, &tx);
+  const void *x = aligned(&s->x, &tx);
   /* nrm2 has x alone: its sum of squares is x . x */
-  const float *y = !x || job->method == PROTO_M_NRM2 ? x : aligned(&s->y, &ty);
+  const void *y = !x || job->method == PROTO_M_NRM2 ? x : aligned(&s->y, &ty);
+  int f64 = s->x.dtype == DT_F64;
   if (!x || !y) {
     job_fail(job, GKC_EOUT_OF_MEMORY, "cannot allocate memory for %s",
              proto_method_name(job->method));
@@ -199,14 +206,15 @@ static void run_vec(gkcd_backend *be, gkcd_job *job) {
   }
   double t0 = now_us();
   if (job->method == PROTO_M_NRM2) {
-    job->value = sqrt(cpu_dot(x, x, s->n));
+    job->value = f64 ? cpu_nrm2_f64(x, s->n) : sqrt(cpu_dot(x, x, s->n));
   } else if (job->method == PROTO_M_DOT) {
-    job->value = cpu_dot(x, y, s->n);
+    job->value = f64 ? cpu_dot_f64(x, y, s->n) : cpu_dot(x, y, s->n);
   } else {
-    float *o = out_buffer(be, job);
+    void *o = out_buffer(be, job);
     if (!o) goto out;
     t0 = now_us();
-    cpu_axpby(s->n, s->alpha, x, s->beta, y, o);
+    if (f64) cpu_axpby_f64(s->n, s->alpha64, x, s->beta64, y, o);
+    else cpu_axpby(s->n, s->alpha, x, s->beta, y, o);
   }
   job->kernel_us = now_us() - t0;
   job->algo_name = blas1_algos[0];
@@ -224,7 +232,9 @@ static void run_copy(gkcd_backend *be, gkcd_job *job) {
     __typeof__(job->in.csr) *s = &job->in.csr;
     memcpy(o, s->row_ptr.ptr, s->row_ptr.bytes);
     memcpy(o + s->row_ptr.bytes, s->col_idx.ptr, s->col_idx.bytes);
-    memcpy(o + s->row_ptr.bytes + s->col_idx.bytes, s->values.ptr, s->values.bytes);
+    size_t voff = res_values_offset(s->rows, s->nnz, s->values.dtype);
+    memset(o + s->row_ptr.bytes + s->col_idx.bytes, 0, voff - s->row_ptr.bytes - s->col_idx.bytes);
+    memcpy(o + voff, s->values.ptr, s->values.bytes);
     job->algo_used = 0;
     job->algo_name = spmv_algos[0];
   } else {
@@ -240,7 +250,7 @@ static void run_solve(gkcd_backend *be, gkcd_job *job) {
   cpu_impl *impl = be->impl;
   __typeof__(job->in.solve) *s = &job->in.solve;
   void *tb = NULL, *tx = NULL;
-  const float *b = aligned(&s->b, &tb), *x0 = s->x0.ptr ? aligned(&s->x0, &tx) : NULL;
+  const void *b = aligned(&s->b, &tb), *x0 = s->x0.ptr ? aligned(&s->x0, &tx) : NULL;
   if (!b || (s->x0.ptr && !x0)) {
     job_fail(job, GKC_EOUT_OF_MEMORY, "cannot allocate memory for solve");
     goto out;
@@ -250,10 +260,10 @@ static void run_solve(gkcd_backend *be, gkcd_job *job) {
              s->max_iter);
     goto out;
   }
-  float *x = out_buffer(be, job);
+  void *x = out_buffer(be, job);
   if (!x) goto out;
   cpu_solve_opts o = {s->method, s->rtol, s->atol, s->max_iter, job->history, poll_job, job,
-                      impl->nthreads, s->fp32};
+                      impl->nthreads, s->fp32, s->values_dtype == DT_F64, s->b.dtype == DT_F64};
   cpu_solve_result res;
   double t0 = now_us();
   int rc = cpu_solve(s->n, s->row_ptr, s->col_idx, s->values, b, x0, x, &o, &res);
@@ -287,18 +297,30 @@ static void run_batch(gkcd_backend *be, gkcd_job *job) {
   for (int i = 0; i < job->in.batch.nsteps; i++) {
     gkcd_step *st = &steps[i];
     int why = i > 0 ? job_poll(job) : 0;
-    float alpha, beta;
-    if (batch_step_begin(job, i, !why ? 0 : why == SOLVE_R_CANCELLED ? BATCH_STOP_CANCELLED : BATCH_STOP_DEADLINE,
-                         &alpha, &beta))
+    double a64, b64; /* float32 steps: float32 values, rounded below */
+    if (batch_step_begin64(job, i, !why ? 0 : why == SOLVE_R_CANCELLED ? BATCH_STOP_CANCELLED : BATCH_STOP_DEADLINE,
+                           &a64, &b64))
       break;
+    float alpha = (float)a64, beta = (float)b64;
+    int f64 = st->dtype == DT_F64;
     switch (st->op) {
-      case BATCH_DOT: st->value = cpu_dot(st->x, st->y, st->n); break;
+      case BATCH_DOT:
+        st->value = f64 ? cpu_dot_f64(st->x, st->y, st->n) : cpu_dot(st->x, st->y, st->n);
+        break;
       case BATCH_REDUCE: st->value = cpu_reduce(st->x, st->n, st->sub, impl->nthreads); break;
-      case BATCH_AXPBY: cpu_axpby(st->n, alpha, st->x, beta, st->y, st->out); break;
+      case BATCH_AXPBY:
+        if (f64) cpu_axpby_f64(st->n, a64, st->x, b64, st->y, st->out);
+        else cpu_axpby(st->n, alpha, st->x, beta, st->y, st->out);
+        break;
       case BATCH_SPMV:
-        if (beta != 0.0f && st->out != st->y) memmove(st->out, st->y, st->out_bytes);
-        cpu_spmv(st->m, st->k, st->row_ptr, st->col_idx, st->values, st->x, alpha, beta, st->out,
-                 impl->nthreads);
+        if (b64 != 0 && st->out != st->y) memmove(st->out, st->y, st->out_bytes);
+        if (!f64 && st->values_dtype == DT_F32)
+          cpu_spmv(st->m, st->k, st->row_ptr, st->col_idx, st->values, st->x, alpha, beta, st->out,
+                   impl->nthreads);
+        else
+          cpu_spmv_typed(st->m, st->k, st->row_ptr, st->col_idx, st->values,
+                         st->values_dtype == DT_F64, st->x, f64, f64 ? a64 : alpha,
+                         f64 ? b64 : beta, st->out, impl->nthreads);
         break;
       case BATCH_SGEMM:
         if (beta != 0.0f && st->out != st->c) memmove(st->out, st->c, st->out_bytes);
@@ -436,6 +458,7 @@ static gkcd_backend *make_backend(cpu_impl *impl, const cost_rates *rates) {
   gkcd_backend *be = calloc(1, sizeof *be);
   if (!be) return NULL;
   be->name = "cpu";
+  be->f64 = 1; /* every method on float64 but sgemm and reduce, which the rows refuse */
   be->rates = *rates;
   be->latency_workers = 1;
   be->algos[PROTO_M_SGEMM] = sgemm_algos;

@@ -2,7 +2,7 @@
  *
  * Inputs are validated by the caller (dimensions >= 1, CSR structure sound,
  * sizes consistent): these functions trust their arguments.  Every pointer
- * is 4-byte aligned.  Matrices are row-major.  nthreads <= 0 means "as many
+ * is aligned to its element type (4 bytes, 8 for double).  Matrices are row-major.  nthreads <= 0 means "as many
  * as the machine has"; small inputs use fewer threads on their own.
  *
  * Implemented in: cpu_blas1.c, cpu_reduce.c, cpu_sgemm.c, cpu_spmv.c
@@ -32,11 +32,27 @@ void cpu_spmv(int32_t rows, int32_t cols, const int32_t *row_ptr,
               const int32_t *col_idx, const float *values, const float *x,
               float alpha, float beta, float *y, int nthreads);
 
+/* The same for float32 or float64 values (values_f64) and float32 or
+ * float64 x and y (vec_f64), alpha and beta in double; row sums in double,
+ * y rounded to its type.  The float32 pair runs cpu_spmv's own loops. */
+void cpu_spmv_typed(int32_t rows, int32_t cols, const int32_t *row_ptr, const int32_t *col_idx,
+                    const void *values, int values_f64, const void *x, int vec_f64, double alpha,
+                    double beta, void *y, int nthreads);
+
 /* x . y accumulated in double (each product exact in double). */
 double cpu_dot(const float *x, const float *y, int64_t n);
+/* x . y of float64 vectors, accumulated in double. */
+double cpu_dot_f64(const double *x, const double *y, int64_t n);
+/* ||x||_2 of a float64 vector: the squares summed in double, then the
+ * square root; rescaled by max |x_i| when that sum over- or underflows, so
+ * that it is finite and accurate for any finite x. */
+double cpu_nrm2_f64(const double *x, int64_t n);
 
 /* out = alpha * x + beta * y (OpenBLAS).  out may be y itself (in place) or
  * other memory; y is not read when beta == 0. */
 void cpu_axpby(int64_t n, float alpha, const float *x, float beta, const float *y, float *out);
+/* The same on float64 vectors (OpenBLAS's daxpby). */
+void cpu_axpby_f64(int64_t n, double alpha, const double *x, double beta, const double *y,
+                   double *out);
 
 #endif

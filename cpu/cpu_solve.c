@@ -17,10 +17,14 @@ enum { PAR_MIN = 16384 };
 typedef struct {
   int32_t n;
   const int32_t *rp, *ci;
-  const float *v;
+  const float *v;   /* float32 values, or NULL */
+  const double *vd; /* float64 values, or NULL */
   int nth;
   int f32; /* precision fp32: every stored vector element rounded to float32 */
 } mat;
+
+/* A's entry j, exact in double either way. */
+static inline double val(const mat *A, int32_t j) { return A->vd ? A->vd[j] : (double)A->v[j]; }
 
 /* A vector element as stored. */
 static inline double st(const mat *A, double v) { return A->f32 ? (double)(float)v : v; }
@@ -30,8 +34,17 @@ static int threads(const mat *A) {
   return A->nth > 0 ? A->nth : omp_get_max_threads();
 }
 
-/* y = A x */
+/* y = A x; a loop per value type, so that neither pays a branch per entry */
 static void spmv(const mat *A, const double *x, double *y) {
+  if (A->vd) {
+#pragma omp parallel for num_threads(threads(A)) schedule(static)
+    for (int32_t i = 0; i < A->n; i++) {
+      double s = 0;
+      for (int32_t j = A->rp[i]; j < A->rp[i + 1]; j++) s += A->vd[j] * x[A->ci[j]];
+      y[i] = st(A, s);
+    }
+    return;
+  }
 #pragma omp parallel for num_threads(threads(A)) schedule(static)
   for (int32_t i = 0; i < A->n; i++) {
     double s = 0;
@@ -83,7 +96,7 @@ static int32_t inv_diag(const mat *A, double *dinv) {
   for (int32_t i = 0; i < A->n; i++) {
     double d = 0;
     for (int32_t j = A->rp[i]; j < A->rp[i + 1]; j++)
-      if (A->ci[j] == i) d += A->v[j];
+      if (A->ci[j] == i) d += val(A, j);
     if (d == 0 || !isfinite(d)) return i;
     dinv[i] = st(A, 1.0 / d);
   }
@@ -141,6 +154,7 @@ static int bicgstab(run *s, double *x, double *r, double *w) {
   double *rhat = w, *p = w + n, *v = w + 2 * n, *sv = w + 3 * n, *t = w + 4 * n;
   memcpy(rhat, r, n * sizeof *r);
   double rhat_n = sqrt(dot(A, rhat, rhat)), rho_prev = 1, alpha = 1, omega = 1;
+  int first = 1; /* p = r: on the first iteration of this call (a restart too) */
   /* rho or rhat.v this small against the vectors' norms is no direction. */
   const double tiny = 1e-30;
   while (s->it < s->o->max_iter) {
@@ -149,8 +163,9 @@ static int bicgstab(run *s, double *x, double *r, double *w) {
     double rho = dot(A, rhat, r);
     if (!isfinite(rho)) return CPU_SOLVE_NON_FINITE;
     if (fabs(rho) <= tiny * rhat_n * sqrt(dot(A, r, r))) return CPU_SOLVE_BREAKDOWN;
-    if (s->it == 0) {
+    if (first) {
       memcpy(p, r, n * sizeof *p);
+      first = 0;
     } else {
       double beta = rho / rho_prev * (alpha / omega);
 #pragma omp parallel for num_threads(threads(A)) schedule(static)
@@ -192,10 +207,20 @@ static int bicgstab(run *s, double *x, double *r, double *w) {
   return CPU_SOLVE_MAX_ITER;
 }
 
-int cpu_solve(int32_t n, const int32_t *row_ptr, const int32_t *col_idx, const float *values,
-              const float *b, const float *x0, float *xout, const cpu_solve_opts *o,
+/* r = b - A x in double (then stored), and ||r||. */
+static double residual(const mat *A, const double *b, const double *x, double *r) {
+  mat A64 = *A;
+  A64.f32 = 0;
+  spmv(&A64, x, r);
+  for (int32_t i = 0; i < A->n; i++) r[i] = st(A, b[i] - r[i]);
+  return sqrt(dot(A, r, r));
+}
+
+int cpu_solve(int32_t n, const int32_t *row_ptr, const int32_t *col_idx, const void *values,
+              const void *b, const void *x0, void *xout, const cpu_solve_opts *o,
               cpu_solve_result *res) {
-  mat A = {n, row_ptr, col_idx, values, o->nthreads, o->fp32};
+  mat A = {n, row_ptr, col_idx, o->values_f64 ? NULL : values, o->values_f64 ? values : NULL,
+           o->nthreads, o->fp32};
   size_t nv = o->method == CPU_BICGSTAB ? 8 : o->method == CPU_PCG ? 7 : 5;
   double *w = malloc(nv * (size_t)n * sizeof *w);
   if (!w) return CPU_SOLVE_ENOMEM;
@@ -207,9 +232,20 @@ int cpu_solve(int32_t n, const int32_t *row_ptr, const int32_t *col_idx, const f
     free(w);
     return CPU_SOLVE_EZERO_DIAG;
   }
-  for (int32_t i = 0; i < n; i++) bd[i] = b[i], x[i] = x0 ? x0[i] : 0.0;
+  const float *bf = b, *x0f = x0;
+  const double *bdd = b, *x0d = x0;
+  for (int32_t i = 0; i < n; i++) {
+    bd[i] = o->vec_f64 ? bdd[i] : bf[i];
+    x[i] = !x0 ? 0.0 : o->vec_f64 ? x0d[i] : x0f[i];
+  }
   run s = {&A, o, sqrt(dot(&A, bd, bd)), 0, 0};
   s.tol = fmax(o->rtol * s.bn, o->atol);
+  /* A float64 x is returned as iterated, so it is held to the tolerance
+   * itself: when the recurrence's residual says converged but b - A x does
+   * not, the iteration starts again from the true residual (a restart;
+   * each costs a product with A) until it does, or max_iter.  A float32 x
+   * is rounded after the solve, which no iteration can make up for. */
+  int exact = o->vec_f64 && !o->fp32;
   int why;
   if (!isfinite(s.bn)) {
     why = CPU_SOLVE_NON_FINITE;
@@ -217,23 +253,27 @@ int cpu_solve(int32_t n, const int32_t *row_ptr, const int32_t *col_idx, const f
     memset(x, 0, (size_t)n * sizeof *x);
     why = CPU_SOLVE_CONVERGED;
   } else {
-    mat A64 = A; /* r = b - A x0 in double, then stored */
-    A64.f32 = 0;
-    spmv(&A64, x, r);
-    for (int32_t i = 0; i < n; i++) r[i] = st(&A, bd[i] - r[i]);
-    double rn = sqrt(dot(&A, r, r));
-    if (!isfinite(rn)) why = CPU_SOLVE_NON_FINITE;
-    else if (rn <= s.tol) why = CPU_SOLVE_CONVERGED;
-    else if (o->method == CPU_BICGSTAB) why = bicgstab(&s, x, r, rest);
-    else why = cg(&s, dinv, x, r, rest, rest + n, rest + 2 * (size_t)n + (dinv ? n : 0));
+    for (;;) {
+      double rn = residual(&A, bd, x, r);
+      if (!isfinite(rn)) why = CPU_SOLVE_NON_FINITE;
+      else if (rn <= s.tol) why = CPU_SOLVE_CONVERGED; /* by b - A x itself */
+      else if (s.it >= o->max_iter) why = CPU_SOLVE_MAX_ITER;
+      else if (o->method == CPU_BICGSTAB) why = bicgstab(&s, x, r, rest);
+      else why = cg(&s, dinv, x, r, rest, rest + n, rest + 2 * (size_t)n + (dinv ? n : 0));
+      /* The solvers stop on their recurrence's residual: check it once more. */
+      if (rn <= s.tol || why != CPU_SOLVE_CONVERGED || !exact) break;
+    }
   }
-  /* The residual of the x returned: x rounded to float32, in double. */
-  for (int32_t i = 0; i < n; i++) x[i] = (double)(float)x[i];
+  /* The residual of the x returned (a float32 x rounded first), in double. */
+  if (!o->vec_f64)
+    for (int32_t i = 0; i < n; i++) x[i] = (double)(float)x[i];
   A.f32 = 0;
   spmv(&A, x, r);
   for (int32_t i = 0; i < n; i++) r[i] = bd[i] - r[i];
   res->residual = s.bn == 0 ? 0 : sqrt(dot(&A, r, r)) / s.bn;
-  for (int32_t i = 0; i < n; i++) xout[i] = (float)x[i];
+  if (o->vec_f64) memcpy(xout, x, (size_t)n * sizeof *x);
+  else
+    for (int32_t i = 0; i < n; i++) ((float *)xout)[i] = (float)x[i];
   res->iterations = s.it;
   res->reason = why;
   free(w);

@@ -4,19 +4,22 @@
  *   CPU_PCG       CG preconditioned by Jacobi: M = diag(A)^-1
  *   CPU_BICGSTAB  BiCGSTAB (van der Vorst 1992), for nonsymmetric A
  *
- * A, b and x0 come as float32 (the wire's format) and are exact in double;
- * the iteration runs in double (x, r, p, ... in double, OpenMP over rows),
+ * A's values, b and x0 come as float32 or float64 (the wire's formats;
+ * opts say which), all exact in double; the iteration runs in double (x, r, p, ... in double, OpenMP over rows),
  * so iteration counts are those of a float64 solver on the same numbers,
  * e.g. scipy.sparse.linalg.cg.  It stops when the recurrence's residual
  * satisfies ||r|| <= max(rtol * ||b||, atol) (scipy's rule), after max_iter
  * iterations, on a breakdown (CG: p.Ap <= 0, which a positive definite A
  * never gives; PCG also r.z <= 0; BiCGSTAB: rhat.r, rhat.v or omega
  * vanishing), on a non-finite value (NaN or Inf in b, x0, A or anything
- * computed), or when poll() asks it to.  x is then rounded to float32 and
- * res->residual = ||b - A x|| / ||b|| is recomputed in double from that
- * rounded x, so it describes exactly the x returned (0 when b = 0, where
- * x = 0; NaN when b holds a non-finite value).  The inputs are trusted:
- * validate the CSR structure first.
+ * computed), or when poll() asks it to.  A float32 x is then rounded to
+ * float32, and res->residual = ||b - A x|| / ||b|| is recomputed in double
+ * from the x returned, so it describes exactly that x (0 when b = 0, where
+ * x = 0; NaN when b holds a non-finite value).  A float64 x (vec_f64,
+ * without fp32) is held to the tolerance itself: "converged" means
+ * ||b - A x|| <= max(rtol ||b||, atol) for the x returned, the iteration
+ * restarting from the true residual when the recurrence's has drifted
+ * below it.  The inputs are trusted: validate the CSR structure first.
  *
  * With fp32 set (the `solve` request's precision "fp32", which the CUDA
  * backend runs on float32 vectors for speed) every vector element is
@@ -54,12 +57,14 @@ typedef struct {
   void *poll_arg;
   int nthreads;      /* <= 0: all */
   int fp32;          /* 1: vectors rounded to float32 as stored (see above) */
+  int values_f64;    /* A's values are double (else float) */
+  int vec_f64;       /* b, x0 and x are double (else float) */
 } cpu_solve_opts;
 
 typedef struct {
   int64_t iterations;
   int reason;        /* CPU_SOLVE_* */
-  double residual;   /* ||b - A x|| / ||b|| of the float32 x returned */
+  double residual;   /* ||b - A x|| / ||b|| of the x returned */
   int32_t bad_row;   /* CPU_SOLVE_EZERO_DIAG: the row whose diagonal is zero */
 } cpu_solve_result;
 
@@ -67,8 +72,8 @@ typedef struct {
  * be x0 itself; b may overlap x (it is read before x is written).  0, or
  * CPU_SOLVE_ENOMEM, or CPU_SOLVE_EZERO_DIAG (pcg: a zero or non-finite
  * diagonal entry, before any iteration; x is not written). */
-int cpu_solve(int32_t n, const int32_t *row_ptr, const int32_t *col_idx, const float *values,
-              const float *b, const float *x0, float *x, const cpu_solve_opts *o,
+int cpu_solve(int32_t n, const int32_t *row_ptr, const int32_t *col_idx, const void *values,
+              const void *b, const void *x0, void *x, const cpu_solve_opts *o,
               cpu_solve_result *res);
 
 #endif

@@ -252,6 +252,9 @@ static int cuda_part_open(gkcd_backend **out, const gkcd_config *cfg, cuda_gpu *
   for (int a = 1; a < GKCU_REDUCE_NALGO; a++) reduce_algos[a - 1] = gkcu_reduce_algo_name(a);
   for (int a = 1; a < GKCU_SPMV_NALGO; a++) spmv_algos[a - 1] = gkcu_spmv_algo_name(a);
   be->name = "cuda";
+  /* No float64 kernels yet: gkcd refuses f64 requests before queueing them
+   * (backend.h, rpc.c), so no run below ever sees an f64 operand. */
+  be->f64 = 0;
   /* A start for the cost model: compute and memory rates measured on the
    * bulk lane's first stream (datasheet figures of an H100/H200 if that
    * fails); pinned PCIe ~20 GB/s, launch and hand-off ~15 us.  It corrects

@@ -115,6 +115,18 @@ int args_float(args_ctx *a, const char *key, int required, float *out) {
   return 0;
 }
 
+int args_double(args_ctx *a, const char *key, int required, double *out) {
+  int rc;
+  const msgpack_object *o = get(a, key, required, &rc);
+  if (!o) return rc;
+  double v;
+  if (args_number(o, &v) != 0)
+    return fail(a, "argument '%s' must be a number, got %s", key, type_name(o));
+  if (!isfinite(v)) return fail(a, "argument '%s' must be a finite number%s", key, "");
+  *out = v;
+  return 0;
+}
+
 int args_bool(args_ctx *a, const char *key, int required, int *out) {
   int rc;
   const msgpack_object *o = get(a, key, required, &rc);

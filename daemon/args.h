@@ -27,6 +27,8 @@ int args_int(args_ctx *a, const char *key, int required, int64_t lo, int64_t hi,
 int args_number(const msgpack_object *o, double *out);
 /* msgpack float32, float64 or int; must be finite. */
 int args_float(args_ctx *a, const char *key, int required, float *out);
+/* msgpack float32, float64 or int; must be finite (float64 precision kept). */
+int args_double(args_ctx *a, const char *key, int required, double *out);
 int args_bool(args_ctx *a, const char *key, int required, int *out);
 /* String; *out points into the request, not NUL-terminated. */
 int args_str(args_ctx *a, const char *key, int required, const char **out, size_t *len);

@@ -48,6 +48,10 @@ struct gkcd_backend {
   const char *const *algos[PROTO_M_COUNT];
   /* What the cost model starts from (it refines them as requests run). */
   cost_rates rates;
+  /* Whether its kernels take float64 arrays (dtype "f64"; PROTOCOL.md):
+   * 0 (the default) has rpc.c refuse any request naming one, before it is
+   * queued, with invalid_argument naming the argument. */
+  int f64;
   /* Workers of the latency lane (0: one); the bulk lane has --threads. */
   int latency_workers;
   /* The backend's half of the method table (method.h): per method

@@ -21,6 +21,10 @@ double batch_scalar_value(const gkcd_step *steps, const gkcd_scalar *s);
  * message naming the step and what already ran. */
 enum { BATCH_STOP_CANCELLED = 1, BATCH_STOP_DEADLINE = 2 };
 int batch_step_begin(gkcd_job *job, int i, int stop, float *alpha, float *beta);
+/* The same with the scalars in double, for a backend that runs float64
+ * steps: a step of float32 arrays (st->dtype) still needs them finite and
+ * within the float32 range, one of float64 arrays only finite. */
+int batch_step_begin64(gkcd_job *job, int i, int stop, double *alpha, double *beta);
 /* Fails job for step i's alpha (which 'a') or beta ('b') coming out as
  * value, not a finite float32: batch_step_begin's message, for a backend
  * that resolved the scalar itself (the CUDA backend, on the device). */

@@ -5,7 +5,8 @@
  *     u64 shared_instance, u64 total bytes saved, u32 objects' next id hint
  *     (unused, 0), u32 reserved (0)
  *   count entries of 72 bytes: u32 id, u32 kind (1 array, 2 matrix),
- *     u32 dtype (0 f32, 1 i32), i32 uid, i32 rows, i32 cols, i64 nnz,
+ *     u32 dtype (0 f32, 1 i32, 2 f64: proto_dtypes.h; a matrix's is its values'), i32 uid,
+ *     i32 rows, i32 cols, i64 nnz,
  *     u64 bytes (the object's), u64 saved (bytes in its memfd: a matrix's
  *     arrays and its spmv plan), u64 plan_off, i32 algo, i32 max_row,
  *     u32 crc32 of the saved bytes, i32 device
@@ -314,14 +315,20 @@ static int entry_ok(const entry *e, char *why, size_t whylen) {
   if (e->bytes == 0 || e->bytes % 4 || e->saved < e->bytes)
     return snprintf(why, whylen, "object %" PRIu32 ": %" PRIu64 " bytes, %" PRIu64 " saved",
                     e->id, e->bytes, e->saved), -1;
-  if (e->kind == RES_ARRAY && e->dtype != DT_F32 && e->dtype != DT_I32)
-    return snprintf(why, whylen, "array %" PRIu32 " has dtype %" PRIu32, e->id, e->dtype), -1;
+  /* An array of any dtype; a matrix's dtype is its values' (float). */
+  if (e->dtype >= PROTO_DT_COUNT || (e->kind == RES_MATRIX && e->dtype == DT_I32))
+    return snprintf(why, whylen, "%s %" PRIu32 " has dtype %" PRIu32,
+                    e->kind == RES_ARRAY ? "array" : "matrix", e->id, e->dtype), -1;
+  if (e->kind == RES_ARRAY && e->bytes % proto_dtype_size((int)e->dtype))
+    return snprintf(why, whylen, "array %" PRIu32 ": %" PRIu64 " bytes of %s", e->id, e->bytes,
+                    proto_dtype_wire((int)e->dtype)), -1;
   if (e->kind == RES_MATRIX) {
     if (e->rows < 1 || e->rows > INT32_MAX - 1 || e->cols < 1 || e->nnz < 0 || e->nnz > INT32_MAX)
       return snprintf(why, whylen, "matrix %" PRIu32 " has shape %" PRId32 "x%" PRId32 " nnz %" PRId64,
                       e->id, e->rows, e->cols, e->nnz), -1;
     /* row_ptr, col_idx, values: fits 64 bits by the bounds above */
-    uint64_t need = ((uint64_t)e->rows + 1) * 4 + (uint64_t)e->nnz * 8;
+    uint64_t need = res_values_offset(e->rows, e->nnz, (int)e->dtype) +
+                    (uint64_t)e->nnz * proto_dtype_size((int)e->dtype);
     if (need != e->bytes)
       return snprintf(why, whylen, "matrix %" PRIu32 ": %" PRIu64 " bytes for arrays of %" PRIu64,
                       e->id, e->bytes, need), -1;

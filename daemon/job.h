@@ -30,6 +30,7 @@ typedef struct {
   int where;       /* SPAN_HOST: request or region bytes; SPAN_RES: backend memory */
   int pinned;      /* SPAN_HOST inside a region the backend registered for DMA */
   int shared;      /* SPAN_HOST inside a client's region: it may change under us */
+  int dtype;       /* its elements (res_object.h DT_*): DT_F32 unless refs.c said */
 } gkcd_span;
 
 /* Where an array result goes. */
@@ -97,6 +98,8 @@ typedef struct {
   const void *row_ptr, *col_idx, *values, *plan;
   int64_t nnz;
   int32_t max_row;
+  int dtype;        /* x, y, out: DT_F32 or DT_F64 (reduce, sgemm: DT_F32) */
+  int values_dtype; /* spmv: the matrix's values */
   double value;     /* result: dot, reduce */
 } gkcd_step;
 
@@ -126,15 +129,17 @@ struct gkcd_job {
       int32_t max_row;   /* longest row, found while validating: guides "auto" */
       int validated;     /* a resident matrix, checked when it was uploaded */
       const void *plan;  /* a resident matrix's spmv plan in backend memory, or NULL */
-    } spmv;
+      double alpha64, beta64; /* x, y of f64: the scalars as sent (f32: alpha, beta) */
+    } spmv;              /* values.dtype: A's; x.dtype: x's, y's and the result's */
     struct {
-      gkcd_span x, y;
+      gkcd_span x, y;    /* of one dtype (x.dtype) */
       int64_t n;
       float alpha, beta; /* axpby */
-    } vec;               /* dot, axpby */
+      double alpha64, beta64; /* axpby on f64: the scalars as sent (f32: alpha, beta) */
+    } vec;               /* dot, axpby, nrm2 */
     struct {
       gkcd_span data;
-      int dtype;         /* upload: DT_F32 or DT_I32 */
+      int dtype;         /* upload: DT_F32, DT_I32 or DT_F64 */
     } upload;            /* upload, download (data = the resident array) */
     struct {
       int32_t rows, cols;
@@ -147,7 +152,8 @@ struct gkcd_job {
       int64_t nnz;
       int32_t max_row;
       const void *row_ptr, *col_idx, *values, *plan; /* the resident matrix */
-      gkcd_span b, x0;   /* x0.ptr NULL: start from zero */
+      int values_dtype;  /* its values: DT_F32 or DT_F64 */
+      gkcd_span b, x0;   /* x0.ptr NULL: start from zero; b.dtype: b's, x0's and x's */
       double rtol, atol;
       int64_t max_iter;
       int method;        /* SOLVE_* */
@@ -165,6 +171,7 @@ struct gkcd_job {
   int err;            /* 0 or a negative gkc_error */
   char errmsg[256];
   int out_kind;       /* OUT_* */
+  int out_dtype;      /* the array result's elements (DT_*): a new handle's dtype */
   void *out;          /* OUT_BIN: malloc'd result array, freed after the reply */
   void *out_ptr;      /* OUT_HOST, OUT_RES, OUT_RES_NEW: where the result is */
   size_t out_cap;     /* OUT_RES_NEW: the allocation's true size */
@@ -216,6 +223,9 @@ struct gkcd_job {
   int nres;
   gkcd_res *out_res;    /* OUT_RES / OUT_HOST: the object written to */
   int shared;           /* upload, csr_upload: create a shared object */
+  /* The first argument holding float64 ("x", "steps[2].y"), "" when none:
+   * a backend that does not serve f64 refuses the job by it (rpc.c). */
+  char f64_arg[32];
   uint64_t instance, shared_instance; /* upload, csr_upload: what the reply names (PROTOCOL.md,
                                        * "Instances and restarts") */
   int reg_fd;           /* shm_register: the descriptor, until mapped (-1 after) */

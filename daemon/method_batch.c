@@ -17,6 +17,7 @@
 #include "gkc_errors.h"
 #include "batch_step.h"
 #include "methods.h"
+#include "proto_dtypes.h"
 #include "proto_rpc.h"
 #include "res_object.h"
 
@@ -37,11 +38,12 @@ static int bad(step_ctx *c, const char *fmt, ...) {
   return GKC_EINVALID_ARGUMENT;
 }
 
-/* An array argument: a resident f32 array of want bytes (REFS_ANY_LEN: any). */
+/* An array argument: a resident array of the step's float dtype
+ * (refs_floats), of want bytes (REFS_ANY_LEN: any). */
 static int res_array(step_ctx *c, const char *key, int required, uint64_t want, const char *what,
                      const void **ptr, size_t *bytes) {
   gkcd_span s;
-  int rc = refs_array(&c->r, key, required, want, 0, DT_F32, what, &s);
+  int rc = refs_array(&c->r, key, required, want, 0, REFS_FLOAT, what, &s);
   if (rc) return rc;
   if (s.ptr && s.where != SPAN_RES)
     return bad(c, "argument '%s' must be a resident array ({\"handle\": h}) in a batch", key);
@@ -50,8 +52,9 @@ static int res_array(step_ctx *c, const char *key, int required, uint64_t want, 
   return 0;
 }
 
-/* The step's output: "out": h, an existing resident f32 array of bytes
- * bytes; it may be one of the inputs in may_alias (NULL-terminated) only. */
+/* The step's output: "out": h, an existing resident array of the step's
+ * dtype and of bytes bytes; it may be one of the inputs in may_alias
+ * (NULL-terminated) only. */
 static int res_out(step_ctx *c, int required, size_t bytes, const void *const *may_alias,
                    const void *const *no_alias, gkcd_step *st) {
   if (!args_present(&c->a, "out")) {
@@ -61,9 +64,10 @@ static int res_out(step_ctx *c, int required, size_t bytes, const void *const *m
   gkcd_res *o;
   int rc = refs_object(&c->r, "out", RES_ARRAY, &o);
   if (rc) return rc;
-  if (o->dtype != DT_F32 || o->bytes != bytes)
+  if (o->dtype != st->dtype || o->bytes != bytes)
     return bad(c, "argument 'out': handle %" PRIu32 " holds %zu bytes of %s; the result is %zu"
-               " bytes of f32", o->id, o->bytes, o->dtype == DT_F32 ? "f32" : "i32", bytes);
+               " bytes of %s", o->id, o->bytes, refs_type_name(o->dtype), bytes,
+               refs_type_name(st->dtype));
   for (const void *const *p = no_alias; *p; p++)
     if (*p == o->ptr) {
       int ok = 0;
@@ -80,15 +84,16 @@ static int res_out(step_ctx *c, int required, size_t bytes, const void *const *m
 /* alpha, beta: a number, or {"step": i, "over": j, "scale": s} (each
  * optional) meaning s * v[i] / v[j], v the values of earlier dot or reduce
  * steps. */
-static int scalar(step_ctx *c, const char *key, double dflt, gkcd_scalar *out) {
+static int scalar(step_ctx *c, const char *key, double dflt, int dtype, gkcd_scalar *out) {
   *out = (gkcd_scalar){dflt, -1, -1};
   const msgpack_object *o = proto_map_get(c->a.params, key);
   if (!o) return 0;
   if (o->type != MSGPACK_OBJECT_MAP) {
     float f;
-    int rc = args_float(&c->a, key, 0, &f);
+    double d;
+    int rc = methods_scalar(&c->a, key, dtype, &f, &d);
     if (rc) return rc;
-    out->scale = f;
+    out->scale = d; /* float32 steps: the float32 value */
     return 0;
   }
   args_ctx sa = {o, c->a.msg, c->a.msglen};
@@ -109,9 +114,11 @@ static int scalar(step_ctx *c, const char *key, double dflt, gkcd_scalar *out) {
                  key, names[t], idx[t], batch_op_name(op));
   }
   float f = 1.0f;
-  if (args_float(&sa, "scale", 0, &f))
-    return bad(c, "argument '%s': 'scale' must be a finite float32 number", key);
-  out->scale = f;
+  double d = 1.0;
+  if (methods_scalar(&sa, "scale", dtype, &f, &d))
+    return bad(c, "argument '%s': 'scale' must be a finite %s number", key,
+               dtype == DT_F64 ? "float64" : "float32");
+  out->scale = d;
   out->num = (int)idx[0], out->den = (int)idx[1];
   return 0;
 }
@@ -123,12 +130,16 @@ static int parse_dot_axpby_reduce(step_ctx *c, gkcd_step *st) {
   static const char *const fns[] = {"sum", "min", "max"}; /* CPU_SUM/MIN/MAX */
   int rc;
   size_t xb;
+  static const char *const xy[] = {"x", "y", NULL};
   const char *const *keys = st->op == BATCH_DOT ? dot_keys : st->op == BATCH_AXPBY ? axpby_keys
                                                                                    : reduce_keys;
-  if ((rc = args_known(&c->a, keys)) ||
-      (rc = res_array(c, "x", 1, REFS_ANY_LEN, "float32 values", &st->x, &xb)))
+  /* x and y of one dtype, float32 or float64; reduce takes float32 only */
+  if ((rc = args_known(&c->a, keys)) || (rc = refs_floats(&c->r, xy, st->op == BATCH_REDUCE)) ||
+      (rc = res_array(c, "x", 1, REFS_ANY_LEN, "values", &st->x, &xb)))
     return rc;
-  st->n = (int64_t)(xb / 4);
+  st->dtype = c->r.fdt;
+  size_t es = proto_dtype_size(st->dtype);
+  st->n = (int64_t)(xb / es);
   if (st->op == BATCH_REDUCE) {
     const char *fn = "sum";
     size_t len = 3;
@@ -140,10 +151,11 @@ static int parse_dot_axpby_reduce(step_ctx *c, gkcd_step *st) {
     return 0;
   }
   char what[64];
-  snprintf(what, sizeof what, "as many float32 as x (%" PRId64 ")", st->n);
+  snprintf(what, sizeof what, "as many %s as x (%" PRId64 ")", proto_dtype_name(st->dtype), st->n);
   if ((rc = res_array(c, "y", 1, xb, what, &st->y, NULL))) return rc;
   if (st->op == BATCH_DOT) return 0;
-  if ((rc = scalar(c, "alpha", 1.0, &st->alpha)) || (rc = scalar(c, "beta", 1.0, &st->beta)))
+  if ((rc = scalar(c, "alpha", 1.0, st->dtype, &st->alpha)) ||
+      (rc = scalar(c, "beta", 1.0, st->dtype, &st->beta)))
     return rc;
   /* Without out, y is updated in place.  out may be x or y (elementwise). */
   const void *may[] = {st->x, st->y, NULL}, *none[] = {NULL};
@@ -166,23 +178,30 @@ static int parse_spmv_step(step_ctx *c, gkcd_step *st) {
              " several devices, which batch does not support: use spmv or solve on it", m->id);
     return GKC_EINVALID_ARGUMENT;
   }
+  static const char *const xy[] = {"x", "y", NULL};
+  if ((rc = refs_floats(&c->r, xy, 0))) return rc;
+  st->dtype = c->r.fdt; /* x's, y's and out's; the matrix's values keep their own */
+  st->values_dtype = m->dtype;
+  size_t es = proto_dtype_size(st->dtype);
+  const char *en = proto_dtype_name(st->dtype);
   st->m = m->rows, st->k = m->cols, st->nnz = m->nnz, st->max_row = m->max_row;
-  size_t rp = ((size_t)m->rows + 1) * 4, nz = (size_t)m->nnz * 4;
+  size_t rp = ((size_t)m->rows + 1) * 4;
   st->row_ptr = m->ptr;
   st->col_idx = (const char *)m->ptr + rp;
-  st->values = (const char *)m->ptr + rp + nz;
+  st->values = (const char *)m->ptr + res_values_offset(m->rows, m->nnz, m->dtype);
   st->plan = m->plan_off ? (const char *)m->ptr + m->plan_off : NULL;
   char what[64];
-  snprintf(what, sizeof what, "cols = %" PRId32 " float32", m->cols);
-  if ((rc = res_array(c, "x", 1, (uint64_t)m->cols * 4, what, &st->x, NULL))) return rc;
-  snprintf(what, sizeof what, "rows = %" PRId32 " float32", m->rows);
-  if ((rc = res_array(c, "y", 0, (uint64_t)m->rows * 4, what, &st->y, NULL)) ||
-      (rc = scalar(c, "alpha", 1.0, &st->alpha)) || (rc = scalar(c, "beta", 0.0, &st->beta)))
+  snprintf(what, sizeof what, "cols = %" PRId32 " %s", m->cols, en);
+  if ((rc = res_array(c, "x", 1, (uint64_t)m->cols * es, what, &st->x, NULL))) return rc;
+  snprintf(what, sizeof what, "rows = %" PRId32 " %s", m->rows, en);
+  if ((rc = res_array(c, "y", 0, (uint64_t)m->rows * es, what, &st->y, NULL)) ||
+      (rc = scalar(c, "alpha", 1.0, st->dtype, &st->alpha)) ||
+      (rc = scalar(c, "beta", 0.0, st->dtype, &st->beta)))
     return rc;
   if (!st->y && (st->beta.scale != 0 || st->beta.num >= 0))
     return bad(c, "missing argument 'y' (required when beta is not 0)");
   const void *may[] = {st->y, NULL}, *none[] = {st->x, st->y, NULL};
-  return res_out(c, 1, (size_t)m->rows * 4, may, none, st);
+  return res_out(c, 1, (size_t)m->rows * es, may, none, st);
 }
 
 static int parse_sgemm_step(step_ctx *c, gkcd_step *st) {
@@ -197,6 +216,8 @@ static int parse_sgemm_step(step_ctx *c, gkcd_step *st) {
       (rc = args_bool(&c->a, "trans_b", 0, &st->trans_b)))
     return rc;
   st->m = (int32_t)m, st->n = n, st->k = (int32_t)k;
+  static const char *const abc[] = {"a", "b", "c", NULL}; /* float32 only */
+  if ((rc = refs_floats(&c->r, abc, 1))) return rc;
   /* Each product must be a plausible resident array: at most SIZE_MAX / 4
    * elements (the handle's length check then settles it). */
   uint64_t ab, bb, cb;
@@ -207,7 +228,8 @@ static int parse_sgemm_step(step_ctx *c, gkcd_step *st) {
   if ((rc = res_array(c, "a", 1, ab, "m*k float32", &st->a, NULL)) ||
       (rc = res_array(c, "b", 1, bb, "k*n float32", &st->b, NULL)) ||
       (rc = res_array(c, "c", 0, cb, "m*n float32", &st->c, NULL)) ||
-      (rc = scalar(c, "alpha", 1.0, &st->alpha)) || (rc = scalar(c, "beta", 0.0, &st->beta)))
+      (rc = scalar(c, "alpha", 1.0, DT_F32, &st->alpha)) ||
+      (rc = scalar(c, "beta", 0.0, DT_F32, &st->beta)))
     return rc;
   if (!st->c && (st->beta.scale != 0 || st->beta.num >= 0))
     return bad(c, "missing argument 'c' (required when beta is not 0)");
@@ -223,6 +245,7 @@ static int parse_step(step_ctx *c, gkcd_step *st) {
   st->op = -1;
   for (int i = 0; i < BATCH_NOPS; i++)
     if (strlen(batch_op_name(i)) == len && !memcmp(batch_op_name(i), op, len)) st->op = i;
+  if (st->op >= 0) c->r.op = batch_op_name(st->op);
   switch (st->op) {
     case BATCH_DOT:
     case BATCH_AXPBY:
@@ -265,7 +288,10 @@ static int parse(refs_ctx *r, size_t max) {
   for (int i = 0; i < n; i++) {
     const msgpack_object *m = &o->via.array.ptr[i];
     step_ctx c = {.a = {m, a->msg, a->msglen}, .steps = steps, .i = i};
-    c.r = (refs_ctx){&c.a, r->res, r->asker, r->devs, -1, job};
+    char where[24];
+    snprintf(where, sizeof where, "steps[%d].", i);
+    c.r = (refs_ctx){.a = &c.a, .res = r->res, .asker = r->asker, .devs = r->devs, .fd = -1,
+                     .job = job, .where = where};
     steps[i].op = -1;
     rc = m->type == MSGPACK_OBJECT_MAP ? parse_step(&c, &steps[i])
                                        : bad(&c, "a step must be a map with 'op'");
@@ -278,7 +304,7 @@ static int parse(refs_ctx *r, size_t max) {
     if (steps[i].op == BATCH_AXPBY && steps[i].out_id == 0) { /* in place on y: its handle */
       for (int j = 0; j < job->nres; j++)
         if (job->res[j]->ptr == steps[i].y) steps[i].out_id = job->res[j]->id;
-      steps[i].out_bytes = (size_t)steps[i].n * 4;
+      steps[i].out_bytes = (size_t)steps[i].n * proto_dtype_size(steps[i].dtype);
     }
     /* A step writing a replicated array would change one copy only. */
     const char *o = steps[i].out;
@@ -331,7 +357,7 @@ static void work(const gkcd_job *job, method_work *w) {
         break;
       default:
         w->flops += 2.0 * n;
-        w->bytes += 12.0 * n;
+        w->bytes += 3.0 * (double)proto_dtype_size(st->dtype) * n;
     }
   }
 }

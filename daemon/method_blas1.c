@@ -1,6 +1,7 @@
-/* method_blas1.c: the BLAS-1 rows on float32 vectors (PROTOCOL.md):
- * `dot` (x . y, summed in float64), `axpby` (y = alpha x + beta y) and
- * `nrm2` (||x||_2, its squares summed in float64). */
+/* method_blas1.c: the BLAS-1 rows on float32 or float64 vectors
+ * (PROTOCOL.md): `dot` (x . y, summed in float64), `axpby` (y = alpha x +
+ * beta y) and `nrm2` (||x||_2, its squares summed in float64).  x and y
+ * share one dtype (refs_floats), and so does axpby's result. */
 #include <inttypes.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -8,54 +9,61 @@
 
 #include "gkc_errors.h"
 #include "methods.h"
+#include "proto_dtypes.h"
 #include "proto_rpc.h"
 
 /* dot {x, y} and axpby {x, y, alpha, beta, out}. */
 static int parse_vec(refs_ctx *r, size_t max) {
-  static const char *const dot_keys[] = {"x", "y", "algo", "deadline_ms", "device", NULL};
+  static const char *const dot_keys[] = {"x", "y", "algo", "deadline_ms", "device", "dtype", NULL};
   static const char *const axpby_keys[] = {"x", "y", "alpha", "beta", "algo", "deadline_ms",
-                                           "out", "device", NULL};
+                                           "out", "device", "dtype", NULL};
+  static const char *const arrays[] = {"x", "y", NULL};
   args_ctx *a = r->a;
   gkcd_job *job = r->job;
   int is_dot = job->method == PROTO_M_DOT;
   int rc;
   if ((rc = args_known(a, is_dot ? dot_keys : axpby_keys)) || (rc = methods_device(a, job)) ||
       (rc = methods_algo(a, r->devs->dev[0].be, job->method, &job->algo)) ||
-      (rc = refs_array(r, "x", 1, REFS_ANY_LEN, 0, DT_F32, proto_method_name(job->method), &job->in.vec.x)))
+      (rc = refs_floats(r, arrays, 0)) ||
+      (rc = refs_array(r, "x", 1, REFS_ANY_LEN, 0, REFS_FLOAT, proto_method_name(job->method), &job->in.vec.x)))
     return rc;
   char what[96];
   snprintf(what, sizeof what, "as many as x");
-  if ((rc = refs_array(r, "y", 1, job->in.vec.x.bytes, 0, DT_F32, what, &job->in.vec.y))) return rc;
-  job->in.vec.n = (int64_t)(job->in.vec.x.bytes / 4);
+  if ((rc = refs_array(r, "y", 1, job->in.vec.x.bytes, 0, REFS_FLOAT, what, &job->in.vec.y))) return rc;
+  int dt = job->in.vec.x.dtype;
+  job->in.vec.n = (int64_t)(job->in.vec.x.bytes / proto_dtype_size(dt));
   if (is_dot) return 0;
   job->in.vec.alpha = 1.0f, job->in.vec.beta = 1.0f;
-  if ((rc = args_float(a, "alpha", 0, &job->in.vec.alpha)) ||
-      (rc = args_float(a, "beta", 0, &job->in.vec.beta)))
+  job->in.vec.alpha64 = 1.0, job->in.vec.beta64 = 1.0;
+  if ((rc = methods_scalar(a, "alpha", dt, &job->in.vec.alpha, &job->in.vec.alpha64)) ||
+      (rc = methods_scalar(a, "beta", dt, &job->in.vec.beta, &job->in.vec.beta64)))
     return rc;
   if (job->in.vec.x.bytes > max) return methods_too_large(a, "the result y", job->in.vec.x.bytes, max);
   job->out_bytes = job->in.vec.x.bytes;
-  return refs_out(r, "y", job->out_bytes);
+  return refs_out(r, "y", job->out_bytes, dt);
 }
 
 /* nrm2 {x}: the one vector in in.vec.x (y stays absent). */
 static int parse_nrm2(refs_ctx *r, size_t max) {
-  static const char *const keys[] = {"x", "algo", "deadline_ms", "device", NULL};
+  static const char *const keys[] = {"x", "algo", "deadline_ms", "device", "dtype", NULL};
+  static const char *const arrays[] = {"x", NULL};
   args_ctx *a = r->a;
   gkcd_job *job = r->job;
   int rc;
   (void)max;
   if ((rc = args_known(a, keys)) || (rc = methods_device(a, job)) ||
       (rc = methods_algo(a, r->devs->dev[0].be, PROTO_M_NRM2, &job->algo)) ||
-      (rc = refs_array(r, "x", 1, REFS_ANY_LEN, 0, DT_F32, "nrm2", &job->in.vec.x)))
+      (rc = refs_floats(r, arrays, 0)) ||
+      (rc = refs_array(r, "x", 1, REFS_ANY_LEN, 0, REFS_FLOAT, "nrm2", &job->in.vec.x)))
     return rc;
-  job->in.vec.n = (int64_t)(job->in.vec.x.bytes / 4);
+  job->in.vec.n = (int64_t)(job->in.vec.x.bytes / proto_dtype_size(job->in.vec.x.dtype));
   return 0;
 }
 
 static void work(const gkcd_job *job, method_work *w) {
-  double n = (double)job->in.vec.n;
+  double n = (double)job->in.vec.n, es = (double)proto_dtype_size(job->in.vec.x.dtype);
   w->flops = 2.0 * n;
-  w->bytes = (job->method == PROTO_M_AXPBY ? 12.0 : job->method == PROTO_M_DOT ? 8.0 : 4.0) * n;
+  w->bytes = (job->method == PROTO_M_AXPBY ? 3.0 : job->method == PROTO_M_DOT ? 2.0 : 1.0) * es * n;
   w->xfer = methods_host_bytes(&job->in.vec.x) + methods_host_bytes(&job->in.vec.y);
 }
 

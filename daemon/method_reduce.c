@@ -12,7 +12,7 @@
 #include "split.h"
 
 static int parse_reduce(refs_ctx *r, size_t max) {
-  static const char *const keys[] = {"x", "op", "algo", "deadline_ms", "device", NULL};
+  static const char *const keys[] = {"x", "op", "algo", "deadline_ms", "device", "dtype", NULL};
   static const char *const ops[] = {"sum", "min", "max"}; /* indexed by gkc_reduce_op */
   args_ctx *a = r->a;
   gkcd_job *job = r->job;
@@ -32,7 +32,9 @@ static int parse_reduce(refs_ctx *r, size_t max) {
              proto_echo(name, sizeof name, op, oplen, 32));
     return GKC_EINVALID_ARGUMENT;
   }
-  if ((rc = refs_array(r, "x", 1, REFS_ANY_LEN, 0, DT_F32, "reduce", &job->in.reduce.x)))
+  static const char *const arrays[] = {"x", NULL}; /* float32 only, as sgemm */
+  if ((rc = refs_floats(r, arrays, 1)) ||
+      (rc = refs_array(r, "x", 1, REFS_ANY_LEN, 0, REFS_FLOAT, "reduce", &job->in.reduce.x)))
     return rc;
   job->in.reduce.n = (int64_t)(job->in.reduce.x.bytes / 4);
   (void)max;

@@ -9,6 +9,7 @@
 
 #include "gkc_errors.h"
 #include "methods.h"
+#include "proto_dtypes.h"
 #include "proto_rpc.h"
 #include "devices.h"
 #include "part.h"
@@ -28,12 +29,10 @@ static int parse_upload(refs_ctx *r, size_t max) {
       (rc = methods_shared(a, job)) || (rc = methods_where(a, job)))
     return rc;
   job->instance = r->res->instance, job->shared_instance = r->res->shared_instance;
-  if (dlen == 3 && !memcmp(dt, "f32", 3)) {
-    job->in.upload.dtype = DT_F32;
-  } else if (dlen == 3 && !memcmp(dt, "i32", 3)) {
-    job->in.upload.dtype = DT_I32;
-  } else {
-    snprintf(a->msg, a->msglen, "argument 'dtype' must be \"f32\" or \"i32\"");
+  if ((job->in.upload.dtype = proto_dtype_lookup(dt, dlen)) < 0) {
+    char echo[40];
+    snprintf(a->msg, a->msglen, "argument 'dtype': '%s' is not \"f32\", \"f64\" or \"i32\"",
+             proto_echo(echo, sizeof echo, dt, dlen, 32));
     return GKC_EINVALID_ARGUMENT;
   }
   if ((rc = refs_array(r, "data", 1, REFS_ANY_LEN, 0, job->in.upload.dtype, "upload",
@@ -52,10 +51,10 @@ static int parse_download(refs_ctx *r, size_t max) {
   int rc;
   if ((rc = args_known(r->a, keys)) || (rc = refs_object(r, "handle", RES_ARRAY, &h))) return rc;
   if (h->bytes > max) return methods_too_large(r->a, "the downloaded array", h->bytes, max);
-  job->in.upload.data = (gkcd_span){h->ptr, h->bytes, SPAN_RES, 0, 0};
+  job->in.upload.data = (gkcd_span){h->ptr, h->bytes, SPAN_RES, 0, 0, h->dtype};
   job->in.upload.dtype = h->dtype;
   job->out_bytes = h->bytes;
-  if ((rc = refs_out(r, "data", h->bytes))) return rc;
+  if ((rc = refs_out(r, "data", h->bytes, h->dtype))) return rc;
   if (job->out_kind == OUT_RES || job->out_kind == OUT_RES_NEW) {
     snprintf(r->a->msg, r->a->msglen, "argument 'out': download writes to a region, not a handle");
     return GKC_EINVALID_ARGUMENT;
@@ -128,7 +127,8 @@ static int parse_devices(refs_ctx *r, int32_t rows) {
 
 static int parse_csr_upload(refs_ctx *r, size_t max) {
   static const char *const keys[] = {"rows", "cols", "row_ptr", "col_idx", "values", "shared",
-                                     "device", "replicate", "devices", NULL};
+                                     "device", "replicate", "devices", "dtype", NULL};
+  static const char *const arrays[] = {"values", NULL}; /* `dtype`: the values' */
   args_ctx *a = r->a;
   gkcd_job *job = r->job;
   __typeof__(job->in.csr) *s = &job->in.csr;
@@ -140,10 +140,16 @@ static int parse_csr_upload(refs_ctx *r, size_t max) {
     return rc;
   job->instance = r->res->instance, job->shared_instance = r->res->shared_instance;
   s->rows = (int32_t)rows, s->cols = (int32_t)cols;
-  if ((rc = parse_devices(r, s->rows)) ||
-      (rc = methods_csr_arrays(r, s->rows, &s->row_ptr, &s->col_idx, &s->values, &s->nnz)))
+  if ((rc = parse_devices(r, s->rows)) || (rc = refs_floats(r, arrays, 0))) return rc;
+  if (job->gang_mask && r->fdt != DT_F32) {
+    snprintf(a->msg, a->msglen, "argument '%s' is %s, but a partitioned matrix ('devices')"
+             " holds float32 values only for now", r->fdt_from ? r->fdt_from : "values",
+             refs_type_name(r->fdt));
+    return GKC_EINVALID_ARGUMENT;
+  }
+  if ((rc = methods_csr_arrays(r, s->rows, &s->row_ptr, &s->col_idx, &s->values, &s->nnz)))
     return rc;
-  job->out_bytes = s->row_ptr.bytes + 2 * s->col_idx.bytes;
+  job->out_bytes = res_values_offset(s->rows, s->nnz, s->values.dtype) + s->values.bytes;
   if (job->gang_mask) {
     /* Partitioned (part.c): at most, beside the arrays, a row_ptr entry and
      * 8 bytes of padding per block, a send list (<= nnz indices) and, when
@@ -162,7 +168,8 @@ static void work_copy(const gkcd_job *job, method_work *w) {
 }
 
 static void work_csr(const gkcd_job *job, method_work *w) {
-  w->bytes = w->xfer = 12.0 * (double)job->in.csr.nnz + 4.0 * job->in.csr.rows;
+  w->bytes = w->xfer = (double)(job->in.csr.row_ptr.bytes + job->in.csr.col_idx.bytes +
+                                job->in.csr.values.bytes);
 }
 
 static int inputs_data(gkcd_job *job, gkcd_span *out[], int max) {
@@ -207,8 +214,9 @@ static void pack_upload(msgpack_packer *pk, const gkcd_job *job, double server_u
 static void pack_download(msgpack_packer *pk, const gkcd_job *job, double server_us,
                           uint32_t new_id) {
   (void)server_us, (void)new_id;
-  msgpack_pack_map(pk, 1);
-  methods_pack_out(pk, job, "data", 0);
+  msgpack_pack_map(pk, 2);
+  proto_pack_cstr(pk, "dtype"), proto_pack_cstr(pk, proto_dtype_wire(job->in.upload.dtype));
+  methods_pack_out(pk, job, "data", 0); /* last: a bin body may follow */
 }
 
 static void pack_csr(msgpack_packer *pk, const gkcd_job *job, double server_us, uint32_t new_id) {

@@ -14,7 +14,7 @@
 static int parse_sgemm(refs_ctx *r, size_t max) {
   static const char *const keys[] = {"m", "n", "k", "a", "b", "c", "alpha", "beta", "trans_a",
                                      "trans_b", "algo", "precision", "deadline_ms", "out",
-                                     "device", NULL};
+                                     "device", "dtype", NULL};
   args_ctx *a = r->a;
   gkcd_job *job = r->job;
   int64_t m, n, k;
@@ -61,18 +61,22 @@ static int parse_sgemm(refs_ctx *r, size_t max) {
   if (cb > max) return methods_too_large(a, "the result c (m*n float32)", cb, max);
   char what[96];
   snprintf(what, sizeof what, "m*k = %" PRId64 "*%" PRId64, m, k);
-  if ((rc = refs_array(r, "a", 1, ab, 0, DT_F32, what, &s->a))) return rc;
+  /* float32 only: a float64 operand (a handle, a region's or the request's
+   * `dtype`) is refused naming it, never narrowed. */
+  static const char *const arrays[] = {"a", "b", "c", NULL};
+  if ((rc = refs_floats(r, arrays, 1)) || (rc = refs_array(r, "a", 1, ab, 0, REFS_FLOAT, what, &s->a)))
+    return rc;
   snprintf(what, sizeof what, "k*n = %" PRId64 "*%" PRId64, k, n);
-  if ((rc = refs_array(r, "b", 1, bb, 0, DT_F32, what, &s->b))) return rc;
+  if ((rc = refs_array(r, "b", 1, bb, 0, REFS_FLOAT, what, &s->b))) return rc;
   snprintf(what, sizeof what, "m*n = %" PRId64 "*%" PRId64, m, n);
   if (s->beta != 0.0f && !args_present(a, "c")) {
     snprintf(a->msg, a->msglen, "missing argument 'c' (required when beta != 0)");
     return GKC_EINVALID_ARGUMENT;
   }
-  if ((rc = refs_array(r, "c", 0, cb, 0, DT_F32, what, &s->c))) return rc;
+  if ((rc = refs_array(r, "c", 0, cb, 0, REFS_FLOAT, what, &s->c))) return rc;
   if (s->beta == 0.0f) s->c.ptr = NULL; /* beta == 0: C is not read */
   job->out_bytes = cb;
-  return refs_out(r, "c", cb);
+  return refs_out(r, "c", cb, DT_F32);
 }
 
 static void work(const gkcd_job *job, method_work *w) {

@@ -15,6 +15,7 @@
 #include "gkc_errors.h"
 #include "methods.h"
 #include "part.h"
+#include "proto_dtypes.h"
 #include "proto_rpc.h"
 #include "res_object.h"
 
@@ -55,7 +56,9 @@ static int parse_tol(args_ctx *a, const char *key, double *out) {
 
 static int parse(refs_ctx *r, size_t max) {
   static const char *const keys[] = {"matrix", "b",  "x0",      "method",      "rtol", "atol",
-                                     "max_iter", "history", "precision", "deadline_ms", "out", NULL};
+                                     "max_iter", "history", "precision", "deadline_ms", "out",
+                                     "dtype", NULL};
+  static const char *const arrays[] = {"b", "x0", NULL};
   args_ctx *a = r->a;
   gkcd_job *job = r->job;
   __typeof__(job->in.solve) *s = &job->in.solve;
@@ -69,14 +72,24 @@ static int parse(refs_ctx *r, size_t max) {
     return GKC_EINVALID_ARGUMENT;
   }
   s->n = m->rows, s->nnz = m->nnz, s->max_row = m->max_row;
+  s->values_dtype = m->dtype;
+  /* b's dtype, and so x0's and x's; A's values keep their own. */
+  if ((rc = refs_floats(r, arrays, 0))) return rc;
+  int dt = r->fdt;
+  if (m->part && dt != DT_F32) {
+    snprintf(a->msg, a->msglen, "argument '%s' is %s, but solve on a partitioned matrix (matrix %"
+             PRIu32 ") runs on float32 vectors only for now", r->fdt_from ? r->fdt_from : "b",
+             refs_type_name(dt), m->id);
+    return GKC_EINVALID_ARGUMENT;
+  }
   if (m->part) { /* partitioned (part.h): a gang job on all its devices */
     job->part = m->part;
     job->gang_mask = m->part->mask;
   } else {
-    size_t rp = ((size_t)m->rows + 1) * 4, nz = (size_t)m->nnz * 4;
+    size_t rp = ((size_t)m->rows + 1) * 4;
     s->row_ptr = m->ptr;
     s->col_idx = (const char *)m->ptr + rp;
-    s->values = (const char *)m->ptr + rp + nz;
+    s->values = (const char *)m->ptr + res_values_offset(m->rows, m->nnz, m->dtype);
     s->plan = m->plan_off ? (const char *)m->ptr + m->plan_off : NULL;
   }
 
@@ -121,7 +134,7 @@ static int parse(refs_ctx *r, size_t max) {
       (rc = args_bool(a, "history", 0, &s->history)))
     return rc;
   s->max_iter = max_iter;
-  uint64_t xb = (uint64_t)m->rows * 4;
+  uint64_t xb = refs_bytes((uint64_t)m->rows, 1, dt);
   if (xb > max) {
     snprintf(a->msg, a->msglen, "the result x would take %" PRIu64 " bytes, over the limit of %zu"
              " (--max-request-bytes)", xb, max);
@@ -134,12 +147,12 @@ static int parse(refs_ctx *r, size_t max) {
     return GKC_ETOO_LARGE;
   }
   char what[64];
-  snprintf(what, sizeof what, "rows = %" PRId32 " float32", m->rows);
-  if ((rc = refs_array(r, "b", 1, xb, 0, DT_F32, what, &s->b)) ||
-      (rc = refs_array(r, "x0", 0, xb, 0, DT_F32, what, &s->x0)))
+  snprintf(what, sizeof what, "rows = %" PRId32 " %s", m->rows, proto_dtype_name(dt));
+  if ((rc = refs_array(r, "b", 1, xb, 0, REFS_FLOAT, what, &s->b)) ||
+      (rc = refs_array(r, "x0", 0, xb, 0, REFS_FLOAT, what, &s->x0)))
     return rc;
   job->out_bytes = xb;
-  return refs_out(r, "x", xb);
+  return refs_out(r, "x", xb, dt);
 }
 
 static void pack(msgpack_packer *pk, const gkcd_job *job, double server_us, uint32_t new_id) {
@@ -177,7 +190,8 @@ static void work(const gkcd_job *job, method_work *w) {
   double it = (double)(s->max_iter < 10000 ? s->max_iter : 10000);
   w->flops = it * (2.0 * (double)s->nnz + 12.0 * s->n);
   w->bytes = it * (8.0 * (double)s->nnz + 40.0 * s->n);
-  w->xfer = methods_host_bytes(&s->b) + methods_host_bytes(&s->x0) + 4.0 * s->n;
+  w->xfer = methods_host_bytes(&s->b) + methods_host_bytes(&s->x0) +
+            (double)proto_dtype_size(s->b.dtype) * s->n;
 }
 
 static int inputs(gkcd_job *job, gkcd_span *out[], int max) {

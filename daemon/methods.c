@@ -1,15 +1,19 @@
 /* methods.c: see methods.h. */
 #include "methods.h"
 
+#include <float.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "devices.h"
 #include "gkc_errors.h"
+#include "proto_dtypes.h"
 #include "proto_methods.h"
 #include "proto_rpc.h"
+#include "res_object.h"
 
 int methods_too_large(args_ctx *a, const char *what, uint64_t bytes, size_t max) {
   snprintf(a->msg, a->msglen, "%s would take %" PRIu64 " bytes, over the limit of %zu"
@@ -24,6 +28,21 @@ uint64_t methods_f32_bytes(uint64_t x, uint64_t y) {
   if (__builtin_mul_overflow(x, y, &n) || __builtin_mul_overflow(n, 4, &n) || n > SIZE_MAX)
     return UINT64_MAX;
   return n;
+}
+
+int methods_scalar(args_ctx *a, const char *key, int dtype, float *f, double *d) {
+  int rc;
+  if (dtype != DT_F64) {
+    if ((rc = args_float(a, key, 0, f))) return rc;
+    *d = *f;
+    return 0;
+  }
+  if ((rc = args_double(a, key, 0, d))) return rc;
+  /* Nothing that runs f64 reads it, but checks such as beta != 0 may:
+   * keep its sign and whether it is zero (a bare cast out of range is UB). */
+  *f = fabs(*d) <= FLT_MAX ? (float)*d : (float)copysign(FLT_MAX, *d);
+  if (*f == 0.0f && *d != 0) *f = (float)copysign(FLT_MIN, *d);
+  return 0;
 }
 
 int methods_algo(args_ctx *a, const gkcd_backend *be, int method, int *algo) {
@@ -91,7 +110,8 @@ static int host_indices(args_ctx *a, const gkcd_span *row_ptr, const gkcd_span *
 }
 
 /* The three arrays of a CSR matrix given by value (bin or region): row_ptr
- * of rows+1 int32, col_idx of nnz int32, values of as many float32, where
+ * of rows+1 int32, col_idx of nnz int32, values of as many floats of the
+ * request's float dtype (refs_floats, settled before), where
  * nnz = row_ptr[rows]; sets *nnz.  Only that one entry is read here, to
  * say which array has the wrong length; the contents are checked on a
  * worker (validate.c), on a private copy of what a region holds. */
@@ -104,12 +124,12 @@ int methods_csr_arrays(refs_ctx *r, int32_t rows, gkcd_span *row_ptr, gkcd_span 
   if ((rc = refs_array(r, "row_ptr", 1, methods_f32_bytes((uint64_t)rows + 1, 1), 0, DT_I32, what,
                        row_ptr)) ||
       (rc = refs_array(r, "col_idx", 1, REFS_ANY_LEN, 1, DT_I32, "nnz", col_idx)) ||
-      (rc = refs_array(r, "values", 1, REFS_ANY_LEN, 1, DT_F32, "nnz", values)) ||
+      (rc = refs_array(r, "values", 1, REFS_ANY_LEN, 1, REFS_FLOAT, "nnz", values)) ||
       (rc = host_indices(a, row_ptr, col_idx)))
     return rc;
   int32_t last;
   memcpy(&last, (const char *)row_ptr->ptr + 4 * (size_t)rows, 4);
-  uint64_t nci = col_idx->bytes / 4, nv = values->bytes / 4;
+  uint64_t nci = col_idx->bytes / 4, nv = values->bytes / proto_dtype_size(values->dtype);
   if (last < 0) {
     snprintf(a->msg, a->msglen, "argument 'row_ptr': row_ptr[rows] = %" PRId32 " nonzeros is"
              " negative", last);
@@ -123,7 +143,8 @@ int methods_csr_arrays(refs_ctx *r, int32_t rows, gkcd_span *row_ptr, gkcd_span 
   }
   snprintf(what, sizeof what, "row_ptr[rows] = %" PRId32 " nonzeros", last);
   if ((rc = refs_check_len(r, "col_idx", col_idx->bytes, 4 * (uint64_t)last, DT_I32, what)) ||
-      (rc = refs_check_len(r, "values", values->bytes, 4 * (uint64_t)last, DT_F32, what)))
+      (rc = refs_check_len(r, "values", values->bytes,
+                           proto_dtype_size(values->dtype) * (uint64_t)last, values->dtype, what)))
     return rc;
   *nnz = last;
   return 0;

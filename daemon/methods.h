@@ -29,6 +29,11 @@ int methods_too_large(args_ctx *a, const char *what, uint64_t bytes, size_t max)
 /* x*y elements of 4 bytes, or UINT64_MAX when that overflows (or does not
  * fit a size_t, so every later size computation is safe). */
 uint64_t methods_f32_bytes(uint64_t x, uint64_t y);
+/* A float argument (alpha, beta) of an operation on arrays of dtype: for
+ * DT_F32 a finite float32 (*f, and *d the same value), for DT_F64 any
+ * finite float64 (*d exactly as sent, *f rounded); a missing one keeps the
+ * defaults stored in both beforehand. */
+int methods_scalar(args_ctx *a, const char *key, int dtype, float *f, double *d);
 /* The optional `algo` of method, in be's list: sets *algo. */
 int methods_algo(args_ctx *a, const gkcd_backend *be, int method, int *algo);
 /* The optional `shared` (upload, csr_upload). */

@@ -10,9 +10,20 @@
 #include <stdint.h>
 
 #include "job.h"
+#include "proto_dtypes.h"
 
 enum { RES_ARRAY = 1, RES_MATRIX = 2, RES_REGION = 3 };
-enum { DT_F32 = 0, DT_I32 = 1 }; /* an array's element type */
+/* An array's element type (proto_dtypes.h's table); a matrix's is its values'. */
+enum { DT_F32 = PROTO_DT_F32, DT_I32 = PROTO_DT_I32, DT_F64 = PROTO_DT_F64 };
+
+/* Where a resident matrix's values start in its memory: past row_ptr
+ * (rows + 1 int32) and col_idx (nnz int32), rounded up to the values' own
+ * alignment, so that float64 values are 8-byte aligned (float32 ones need
+ * no padding: the layout before float64, unchanged). */
+static inline size_t res_values_offset(int32_t rows, int64_t nnz, int dtype) {
+  size_t off = ((size_t)rows + 1) * 4 + (size_t)nnz * 4, a = dtype == DT_F64 ? 8 : 4;
+  return (off + a - 1) / a * a;
+}
 
 /* What one owner holds, for resident.h's limits: a connection embeds one. */
 typedef struct {
@@ -31,7 +42,7 @@ struct gkcd_res {
   size_t bytes;     /* array or region size; a matrix's three arrays together */
   void *ptr;        /* array, matrix: backend memory; region: the mapping */
   size_t cap;       /* backend allocation size */
-  int dtype;        /* array */
+  int dtype;        /* array: its elements; matrix: its values (DT_F32 or DT_F64) */
   struct region_pin *pin; /* region: its registration for DMA (pinner.h), or NULL */
   int32_t rows, cols; /* matrix: row_ptr at ptr, then col_idx, then values */
   int64_t nnz;

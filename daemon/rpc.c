@@ -139,8 +139,11 @@ static uint32_t adopt(gkcd_server *srv, gkcd_job *job) {
     job->pin_charge = 0; /* the region's now: res_release gives them back */
     return r->id;
   }
-  /* upload, the row that makes arrays, says their type; an out handle is float32 */
-  r->dtype = job->row->makes == RES_ARRAY ? job->in.upload.dtype : DT_F32;
+  /* upload, the row that makes arrays, says their type; a matrix's is its
+   * values'; an out handle's is the result's */
+  r->dtype = job->row->makes == RES_ARRAY    ? job->in.upload.dtype
+             : job->row->makes == RES_MATRIX ? job->in.csr.values.dtype
+                                             : job->out_dtype;
   if (kind == RES_MATRIX) {
     r->rows = job->in.csr.rows, r->cols = job->in.csr.cols, r->nnz = job->in.csr.nnz;
     r->max_row = job->in.csr.max_row;
@@ -174,7 +177,8 @@ static int submit(gkcd_conn *c, const gkcd_method *row, const proto_request *req
   /* A region's memfd came as ancillary data with its bytes: the oldest
    * descriptor not yet taken is this request's. */
   int fd = row->makes == RES_REGION ? conn_take_fd(c) : -1;
-  refs_ctx r = {&a, &srv->res, &c->owns, &srv->devs, fd, job};
+  refs_ctx r = {.a = &a, .res = &srv->res, .asker = &c->owns, .devs = &srv->devs, .fd = fd,
+                .job = job};
   int rc = methods_deadline(&a, job);
   if (rc == 0 && row->where == METHOD_BACKEND && !srv->be->run[row->id]) {
     snprintf(msg, msglen, "method '%s' is not served by gkcd's %s backend",
@@ -182,6 +186,13 @@ static int submit(gkcd_conn *c, const gkcd_method *row, const proto_request *req
     rc = GKC_EUNKNOWN_METHOD;
   }
   if (rc == 0) rc = row->parse(&r, srv->cfg.max_request_bytes);
+  /* The one place a backend without float64 kernels turns f64 away, before
+   * anything is queued: every row notes its first f64 argument. */
+  if (rc == 0 && job->f64_arg[0] && !srv->be->f64) {
+    snprintf(msg, msglen, "argument '%s' is float64 (f64): gkcd's %s backend serves f64 not yet"
+             " (the CPU backend does); send float32 (f32)", job->f64_arg, srv->be->name);
+    rc = GKC_EINVALID_ARGUMENT;
+  }
   if (r.fd >= 0) close(r.fd); /* refused before the job took it */
   /* Every request that creates an object (upload, csr_upload, out "handle")
    * counts against the limits on objects. */

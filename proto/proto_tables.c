@@ -1,6 +1,7 @@
-/* proto_tables.c: lookups generated from the method and error tables. */
+/* proto_tables.c: lookups generated from the method, dtype and error tables. */
 #include <string.h>
 
+#include "proto_dtypes.h"
 #include "proto_errors.h"
 #include "proto_methods.h"
 
@@ -52,3 +53,22 @@ int proto_err_from_wire(const char *s, size_t len) {
 #undef XX
   return GKC_EUNKNOWN_CODE;
 }
+
+static const struct {
+  const char *wire, *name;
+  size_t size;
+} dtypes[] = {
+#define XX(name, wire, numpy, size) {wire, numpy, size},
+    PROTO_DTYPE_MAP(XX)
+#undef XX
+};
+
+int proto_dtype_lookup(const char *s, size_t len) {
+  for (int d = 0; d < PROTO_DT_COUNT; d++)
+    if (strlen(dtypes[d].wire) == len && memcmp(dtypes[d].wire, s, len) == 0) return d;
+  return -1;
+}
+
+const char *proto_dtype_wire(int dt) { return dt >= 0 && dt < PROTO_DT_COUNT ? dtypes[dt].wire : "?"; }
+const char *proto_dtype_name(int dt) { return dt >= 0 && dt < PROTO_DT_COUNT ? dtypes[dt].name : "?"; }
+size_t proto_dtype_size(int dt) { return dt >= 0 && dt < PROTO_DT_COUNT ? dtypes[dt].size : 0; }

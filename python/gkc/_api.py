@@ -10,6 +10,16 @@ that gkcd gains is one more such function here.
 Arrays, wherever a method takes one, may be a NumPy array (or anything
 ``numpy.asarray`` takes), a resident :class:`Array`, or a view of a
 :class:`Region` of this connection (sent as a region reference, not copied).
+Float arrays keep their dtype (PROTOCOL.md, "Element types"): a float64
+NumPy array (or a resident float64 :class:`Array`) is sent as float64 and
+its results come back float64; a float32 one stays float32; lists and
+integer arrays are sent as float32, as always.  The float arrays of one
+call share a dtype: a float32 array beside a float64 one is an error that
+names both, unless ``dtype=`` (``"float32"``/``"f32"``, ``"float64"``/``"f64"``)
+says which to convert them to.  ``sgemm`` and ``reduce`` take float32
+only: a float64 array there is an error naming it, unless the caller asks
+for the conversion with ``dtype="float32"``.  Nothing is narrowed silently.
+
 ``out=`` (sgemm, spmv, axpby, solve, download) chooses where a result goes: None
 (a new NumPy array), ``"handle"`` (a new resident :class:`Array`), an
 existing :class:`Array` (overwritten), or a region view (written in place).
@@ -34,7 +44,7 @@ import numpy as np
 from . import _arena, errors
 from ._arena import Arena, In, InPlace, Out, Staged
 from ._batch import Batch, BatchResult
-from ._objects import Array, Matrix, Region
+from ._objects import _DTYPES, Array, Matrix, Region
 
 ArrayArg = Union[np.ndarray, Array, Sequence[float]]
 OutArg = Union[None, str, Array, np.ndarray]
@@ -58,12 +68,89 @@ def _bad(msg: str) -> errors.Error:
     return errors.InvalidArgument(msg)  # type: ignore[attr-defined]
 
 
+# "float32 (f32)": how messages name a wire dtype, as gkcd's do.
+_NAMES = {"f32": "float32 (f32)", "f64": "float64 (f64)", "i32": "int32 (i32)"}
+_BY_NUMPY = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64", np.dtype(np.int32): "i32"}
+
+
+def _wire_dtype(dtype: Any, floats: bool = True) -> str:
+    """A ``dtype=`` argument as a wire name: "f32", "f64" (or "i32" unless
+    floats), from those names or anything ``numpy.dtype`` takes."""
+    w = dtype if dtype in ("f32", "f64", "i32") else None
+    if w is None:
+        try:
+            w = _BY_NUMPY.get(np.dtype(dtype))
+        except TypeError:
+            w = None
+    if w is None or (floats and w == "i32"):
+        want = "float32 ('f32') or float64 ('f64')" + ("" if floats else " or int32 ('i32')")
+        raise _bad(f"'dtype' must be {want}, not {dtype!r}")
+    return w
+
+
+def _carried(x: Any) -> Optional[str]:
+    """The float dtype an array argument carries: a resident Array's, or a
+    float32 or float64 NumPy array's; None for anything else (lists,
+    integers), which takes the call's."""
+    if isinstance(x, Array):
+        return x.wire_dtype
+    if isinstance(x, (np.ndarray, np.generic)):
+        return _BY_NUMPY.get(x.dtype) if x.dtype.kind == "f" else None
+    return None
+
+
+def _floats(conn: Any, method: str, args: Sequence[Tuple[str, Any]], dtype: Any = None,
+            f32_only: bool = False) -> str:
+    """The wire dtype of a call's float arrays (args: (name, value), None
+    for an absent one): dtype when given (arrays are then converted to it,
+    except resident ones, which must hold it); else the one its arrays
+    carry, which must agree; else "f32".  f32_only: the method takes
+    float32 alone (sgemm, reduce), so a float64 array is refused unless
+    dtype="float32" asks for the conversion.  A resident array is first
+    checked to be usable on conn at all (released, another connection's)."""
+    for _, x in args:
+        if isinstance(x, Array):
+            x._check(conn)
+    if dtype is not None:
+        w = _wire_dtype(dtype)
+        if f32_only and w != "f32":
+            raise _bad(f"'dtype': {method} takes float32 (f32) only, not {_NAMES[w]}")
+        for name, x in args:
+            if isinstance(x, Array) and x.wire_dtype != w:
+                raise _bad(f"'{name}': resident array {x.id} holds {_NAMES[x.wire_dtype]}, but"
+                           f" dtype= asks for {_NAMES[w]} (a resident array is not converted)")
+        return w
+    seen: Optional[Tuple[str, str]] = None
+    for name, x in args:
+        c = _carried(x)
+        if c is None:
+            continue
+        if f32_only and c != "f32":
+            what = f"resident array {x.id} holds" if isinstance(x, Array) else "is"
+            raise _bad(f"'{name}' {what} {_NAMES[c]}, but {method} takes float32 (f32) only"
+                       + ("" if isinstance(x, Array) else ": pass dtype='float32' to convert it"))
+        if seen is None:
+            seen = (name, c)
+        elif c != seen[1]:
+            raise _bad(f"'{name}' is {_NAMES[c]} but '{seen[0]}' is {_NAMES[seen[1]]}: the"
+                       f" float arrays of one {method} share a dtype; pass dtype= to convert")
+    return seen[1] if seen else "f32"
+
+
+def _typed(p: Dict[str, Any], wire: str) -> Dict[str, Any]:
+    """Adds the request's `dtype` when it is not the default float32, so
+    that a float32 call is what it always was (and an older gkcd takes it)."""
+    if wire != "f32":
+        p["dtype"] = wire
+    return p
+
+
 class SolveResult:
     """What ``solve`` returns.
 
     ``x`` (as ``out=`` said: a NumPy array, a resident :class:`Array` or the
-    region view), ``iterations``, ``residual`` (gkcd's float64
-    ||b - A x|| / ||b|| of the float32 x returned), ``converged``, ``reason``
+    region view; of b's dtype), ``iterations``, ``residual`` (gkcd's float64
+    ||b - A x|| / ||b|| of the x returned), ``converged``, ``reason``
     (``converged``, ``max_iter``, ``breakdown``, ``non_finite``,
     ``deadline``), ``history`` (the relative residual after each iteration,
     a float64 NumPy array, or None unless asked for), ``method`` and
@@ -393,21 +480,25 @@ class Api:
     # --- arguments --------------------------------------------------------------------
 
     def _array(self, name: str, x: ArrayArg, wire: str = "f32") -> Tuple[Any, Tuple[int, ...]]:
-        """(wire value, shape) for an array argument: a handle reference, a
-        region reference, or raw little-endian bytes."""
+        """(wire value, shape) for an array argument of dtype wire ("f32",
+        "f64", "i32"): a handle reference, a region reference, or raw
+        little-endian bytes (converted to wire: _floats decided it may)."""
         if isinstance(x, Array):
             x._check(self)
             if x.wire_dtype != wire:
-                raise _bad(f"'{name}': resident array {x.id} holds {x.wire_dtype}, {wire} is needed")
+                raise _bad(f"'{name}': resident array {x.id} holds {_NAMES[x.wire_dtype]},"
+                           f" {_NAMES[wire]} is needed")
             return {"handle": x.id}, x.shape
         if isinstance(x, (Matrix, Region)):
             raise _bad(f"'{name}' takes an array, not a {x._kind}")
-        want = np.dtype("<f4") if wire == "f32" else np.dtype("<i4")
+        want = _DTYPES[wire]
         if isinstance(x, np.ndarray) and x.dtype == want and x.flags.c_contiguous and x.size:
             ref = self._region_ref(x)
             if ref is not None:
                 r, off, n = ref
                 wire_ref = {"region": r, "offset": off, "bytes": n}
+                if wire == "f64":  # the reference says so itself (PROTOCOL.md)
+                    wire_ref["dtype"] = wire
                 if isinstance(self._regions.get(r), _arena.Segment):
                     return InPlace(x, wire_ref), x.shape
                 return wire_ref, x.shape
@@ -419,7 +510,7 @@ class Api:
                 raise _bad(f"'{name}' holds values outside int32")
         elif a.dtype.kind not in "fiub":
             raise _bad(f"'{name}' must hold numbers, not {a.dtype}")
-        if self._arena.wants(int(a.size) * 4):
+        if self._arena.wants(int(a.size) * want.itemsize):
             return In(a, want), a.shape  # copied into the arena, converted on the way
         a = np.ascontiguousarray(a, dtype=want)
         return memoryview(a).cast("B"), a.shape
@@ -444,19 +535,21 @@ class Api:
         for r in self._regions.values():
             span = r.span(a, addr)
             if span is not None:
-                if span[0] % 4:
-                    return None  # gkcd needs 4-byte alignment: send the bytes instead
+                if span[0] % a.dtype.itemsize:
+                    return None  # gkcd needs aligned elements: send the bytes instead
                 return r.id, span[0], span[1]
         return None
 
     def _out(self, params: Dict[str, Any], key: str, out: OutArg, size: int,
-             dtype: Any = "<f4") -> Optional[Out]:
-        """Adds params["out"] for out=; size is the result's element count.
-        With out=None, a result big enough for the arena gets a placeholder
-        (returned, for _result) that staging turns into a slice of it."""
+             wire: str = "f32") -> Optional[Out]:
+        """Adds params["out"] for out=; size is the result's element count,
+        wire its dtype.  With out=None, a result big enough for the arena
+        gets a placeholder (returned, for _result) that staging turns into a
+        slice of it."""
+        dtype = _DTYPES[wire]
         if out is None:
-            if self._arena.wants(size * 4):
-                slot = Out(size * 4, dtype)
+            if self._arena.wants(size * dtype.itemsize):
+                slot = Out(size * dtype.itemsize, dtype)
                 params["out"] = {key: slot}
                 return slot
             return None
@@ -466,13 +559,13 @@ class Api:
             params["out"] = {key: "handle"}
         elif isinstance(out, Array):
             out._check(self)
-            if out.size != size or out.wire_dtype != "f32":
-                raise _bad(f"'out': resident array {out.id} holds {out.size} {out.wire_dtype},"
-                           f" the result is {size} f32")
+            if out.size != size or out.wire_dtype != wire:
+                raise _bad(f"'out': resident array {out.id} holds {out.size} {_NAMES[out.wire_dtype]},"
+                           f" the result is {size} {_NAMES[wire]}")
             params["out"] = {key: {"handle": out.id}}
         elif isinstance(out, np.ndarray):
-            if out.dtype != np.dtype("<f4") or not out.flags.c_contiguous or out.size != size:
-                raise _bad(f"'out' must be a C-contiguous float32 region view of {size} elements")
+            if out.dtype != dtype or not out.flags.c_contiguous or out.size != size:
+                raise _bad(f"'out' must be a C-contiguous {dtype.name} region view of {size} elements")
             ref = self._region_ref(out)
             if ref is None:
                 raise _bad("'out' is a NumPy array outside this connection's live regions")
@@ -482,7 +575,8 @@ class Api:
         return None
 
     def _result(self, res: Dict[str, Any], key: str, out: OutArg, shape: Tuple[int, ...],
-                slot: Optional[Out] = None, dtype: Any = "<f4") -> Any:
+                slot: Optional[Out] = None, wire: str = "f32") -> Any:
+        dtype = _DTYPES[wire]
         v = res.get(key)
         if out is None:
             if slot is not None:
@@ -498,7 +592,7 @@ class Api:
         if not isinstance(v, dict):
             raise errors.ProtocolError(f"reply field {key!r} is not a reference")  # type: ignore[attr-defined]
         if isinstance(out, str):
-            return self._made(Array(self, int(v["handle"]), shape, "f32"), None, False)
+            return self._made(Array(self, int(v["handle"]), shape, wire), None, False)
         return out
 
     @staticmethod
@@ -545,11 +639,14 @@ class Api:
               C: Optional[ArrayArg] = None, trans_a: bool = False, trans_b: bool = False,
               algo: Optional[str] = None, precision: Optional[str] = None, out: OutArg = None,
               deadline_ms: Optional[int] = None, info: Optional[Dict[str, Any]] = None,
-              device: Optional[int] = None) -> Any:
+              device: Optional[int] = None, dtype: Any = None) -> Any:
         """``alpha * op(A) @ op(B) + beta * C`` in float32, an (m, n) array.
 
         A and B are 2-D (op(A) = A.T when trans_a).  C is needed when beta != 0.
-        ``device`` runs it on that device (never split across several)."""
+        ``device`` runs it on that device (never split across several).
+        float32 only: a float64 A, B or C is an error naming it, unless
+        ``dtype="float32"`` asks for them to be converted."""
+        _floats(self, "sgemm", (("A", A), ("B", B), ("C", C)), dtype, f32_only=True)
         a, ash = self._array("A", A)
         b, bsh = self._array("B", B)
         if len(ash) != 2 or len(bsh) != 2:
@@ -574,9 +671,12 @@ class Api:
 
     def reduce(self, x: ArrayArg, op: str = "sum", *, algo: Optional[str] = None,
                deadline_ms: Optional[int] = None, info: Optional[Dict[str, Any]] = None,
-               device: Optional[int] = None) -> Any:
+               device: Optional[int] = None, dtype: Any = None) -> Any:
         """The ``sum``, ``min`` or ``max`` of x's float32 values, as a float.
-        ``device`` runs it on that device (never split across several)."""
+        ``device`` runs it on that device (never split across several).
+        float32 only: a float64 x is an error, unless ``dtype="float32"``
+        asks for it to be converted."""
+        _floats(self, "reduce", (("x", x),), dtype, f32_only=True)
         p = self._where({"x": self._array("x", x)[0], "op": op}, device, False)
 
         def decode(res: Dict[str, Any]) -> float:
@@ -586,44 +686,54 @@ class Api:
 
     def spmv(self, A: Any, x: ArrayArg, *, alpha: float = 1.0, beta: float = 0.0,
              y: Optional[ArrayArg] = None, algo: Optional[str] = None, out: OutArg = None,
-             deadline_ms: Optional[int] = None, info: Optional[Dict[str, Any]] = None) -> Any:
-        """``alpha * A @ x + beta * y`` with a sparse A, a (rows,) array.
+             deadline_ms: Optional[int] = None, info: Optional[Dict[str, Any]] = None,
+             dtype: Any = None) -> Any:
+        """``alpha * A @ x + beta * y`` with a sparse A, a (rows,) array of
+        x's dtype (float32 or float64).
 
         A is a resident :class:`Matrix`, a SciPy sparse matrix (any format;
         converted to CSR), or a tuple ``(row_ptr, col_idx, values)`` whose
-        column count is x's length (or ``(row_ptr, col_idx, values, shape)``)."""
-        xv, xsh = self._array("x", x)
+        column count is x's length (or ``(row_ptr, col_idx, values, shape)``).
+        A resident matrix keeps its own dtype, whatever x's; one sent here
+        shares x's and y's (``dtype=`` converts them all)."""
+        parts = None if isinstance(A, Matrix) else self._csr_parts(A)
+        args = [("x", x), ("y", y)] if parts is None else [("values", parts[2]), ("x", x), ("y", y)]
+        wire = _floats(self, "spmv", args, dtype)
+        xv, xsh = self._array("x", x, wire)
         cols = int(np.prod(xsh, dtype=np.int64))
         if isinstance(A, Matrix):
             A._check(self)
             rows = A.rows
             p: Dict[str, Any] = {"matrix": A.id}
         else:
-            p = self._csr(A, cols)
+            p = self._csr(parts, cols, wire)
             rows = p["rows"]
         p.update({"x": xv, "alpha": float(alpha), "beta": float(beta)})
         if y is not None:
-            p["y"] = self._array("y", y)[0]
-        slot = self._out(p, "y", out, rows)
+            p["y"] = self._array("y", y, wire)[0]
+        slot = self._out(p, "y", out, rows, wire)
 
         def decode(res: Dict[str, Any]) -> Any:
             self._info(info, res, "y")
-            return self._result(res, "y", out, (rows,), slot)
-        return self._invoke("spmv", self._common(p, algo, deadline_ms), decode)
+            return self._result(res, "y", out, (rows,), slot, wire)
+        return self._invoke("spmv", _typed(self._common(p, algo, deadline_ms), wire), decode)
 
-    def _csr(self, A: Any, cols: Optional[int]) -> Dict[str, Any]:
-        """rows, cols, row_ptr, col_idx, values for a SciPy matrix or a tuple."""
+    @staticmethod
+    def _csr_parts(A: Any) -> Tuple[Any, Any, Any, Optional[Tuple[int, ...]]]:
+        """(row_ptr, col_idx, values, shape or None) of a SciPy matrix or a tuple."""
         if hasattr(A, "tocsr") and hasattr(A, "shape"):
             A = A.tocsr()
-            rp, ci, vals, shape = A.indptr, A.indices, A.data, A.shape
-        elif isinstance(A, tuple) and len(A) in (3, 4):
-            rp, ci, vals = A[:3]
-            shape = tuple(A[3]) if len(A) == 4 else None
-        else:
-            raise _bad("'A' must be a gkc.Matrix, a scipy.sparse matrix or (row_ptr, col_idx, values[, shape])")
+            return A.indptr, A.indices, A.data, A.shape
+        if isinstance(A, tuple) and len(A) in (3, 4):
+            return A[0], A[1], A[2], (tuple(A[3]) if len(A) == 4 else None)
+        raise _bad("'A' must be a gkc.Matrix, a scipy.sparse matrix or (row_ptr, col_idx, values[, shape])")
+
+    def _csr(self, parts: Any, cols: Optional[int], wire: str) -> Dict[str, Any]:
+        """rows, cols, row_ptr, col_idx, values (of dtype wire) for _csr_parts."""
+        rp, ci, vals, shape = parts
         rpv, rpsh = self._array("row_ptr", rp, "i32")
         civ, _ = self._array("col_idx", ci, "i32")
-        vv, _ = self._array("values", vals)
+        vv, _ = self._array("values", vals, wire)
         rows = int(np.prod(rpsh, dtype=np.int64)) - 1
         if shape is None:
             if cols is None:
@@ -634,9 +744,12 @@ class Api:
         return {"rows": rows, "cols": int(shape[1]), "row_ptr": rpv, "col_idx": civ, "values": vv}
 
     def dot(self, x: ArrayArg, y: ArrayArg, *, algo: Optional[str] = None,
-            deadline_ms: Optional[int] = None, info: Optional[Dict[str, Any]] = None) -> Any:
-        """x . y of two float32 vectors of equal length, as a float."""
-        p = {"x": self._array("x", x)[0], "y": self._array("y", y)[0]}
+            deadline_ms: Optional[int] = None, info: Optional[Dict[str, Any]] = None,
+            dtype: Any = None) -> Any:
+        """x . y of two float32 or two float64 vectors of equal length,
+        summed in float64, as a float."""
+        wire = _floats(self, "dot", (("x", x), ("y", y)), dtype)
+        p = _typed({"x": self._array("x", x, wire)[0], "y": self._array("y", y, wire)[0]}, wire)
 
         def decode(res: Dict[str, Any]) -> float:
             self._info(info, res, "value")
@@ -644,9 +757,12 @@ class Api:
         return self._invoke("dot", self._common(p, algo, deadline_ms), decode)
 
     def nrm2(self, x: ArrayArg, *, algo: Optional[str] = None,
-             deadline_ms: Optional[int] = None, info: Optional[Dict[str, Any]] = None) -> Any:
-        """||x||_2 of a float32 vector (its squares summed in float64), as a float."""
-        p = {"x": self._array("x", x)[0]}
+             deadline_ms: Optional[int] = None, info: Optional[Dict[str, Any]] = None,
+             dtype: Any = None) -> Any:
+        """||x||_2 of a float32 or float64 vector (its squares summed in
+        float64), as a float."""
+        wire = _floats(self, "nrm2", (("x", x),), dtype)
+        p = _typed({"x": self._array("x", x, wire)[0]}, wire)
 
         def decode(res: Dict[str, Any]) -> float:
             self._info(info, res, "value")
@@ -655,33 +771,40 @@ class Api:
 
     def axpby(self, x: ArrayArg, y: ArrayArg, *, alpha: float = 1.0, beta: float = 1.0,
               algo: Optional[str] = None, out: OutArg = None, deadline_ms: Optional[int] = None,
-              info: Optional[Dict[str, Any]] = None) -> Any:
-        """``alpha * x + beta * y``, shaped like y.  ``out=y`` with y resident
-        updates it in place."""
-        xv, _ = self._array("x", x)
-        yv, ysh = self._array("y", y)
+              info: Optional[Dict[str, Any]] = None, dtype: Any = None) -> Any:
+        """``alpha * x + beta * y``, shaped like y, of x's and y's dtype
+        (float32 or float64; alpha and beta kept in float64 for float64).
+        ``out=y`` with y resident updates it in place."""
+        wire = _floats(self, "axpby", (("x", x), ("y", y), ("out", out if isinstance(out, (Array, np.ndarray)) else None)), dtype)
+        xv, _ = self._array("x", x, wire)
+        yv, ysh = self._array("y", y, wire)
         n = int(np.prod(ysh, dtype=np.int64))
         p: Dict[str, Any] = {"x": xv, "y": yv, "alpha": float(alpha), "beta": float(beta)}
-        slot = self._out(p, "y", out, n)
+        slot = self._out(p, "y", out, n, wire)
 
         def decode(res: Dict[str, Any]) -> Any:
             self._info(info, res, "y")
-            return self._result(res, "y", out, ysh, slot)
-        return self._invoke("axpby", self._common(p, algo, deadline_ms), decode)
+            return self._result(res, "y", out, ysh, slot, wire)
+        return self._invoke("axpby", _typed(self._common(p, algo, deadline_ms), wire), decode)
 
     # --- solving ------------------------------------------------------------------------
 
     def solve(self, A: Any, b: ArrayArg, x0: Optional[ArrayArg] = None, *, rtol: float = 1e-6,
               atol: float = 0.0, max_iter: Optional[int] = None, method: str = "cg",
               history: bool = False, out: OutArg = None, deadline_ms: Optional[int] = None,
-              precision: str = "fp64") -> Any:
+              precision: str = "fp64", dtype: Any = None) -> Any:
         """Solves A x = b inside gkcd by ``cg``, ``pcg`` (Jacobi) or
         ``bicgstab``; returns a :class:`SolveResult`.
 
         A is a resident :class:`Matrix` (square), or a SciPy sparse matrix
         or ``(row_ptr, col_idx, values, (n, n))``, then uploaded for this
-        call and released after it.  b and x0 are arrays of n values, in any
-        form a method takes (``x0=None``: zero).  Stops when
+        call (with its values' dtype, float32 or float64) and released after
+        it.  b and x0 are arrays of n values, in any form a method takes
+        (``x0=None``: zero), of one dtype (``dtype=`` converts them): x comes
+        back in it.  A float64 b gives a float64 x whose true residual
+        ||b - A x|| / ||b|| is at most rtol whenever ``converged``; a float32
+        x is rounded after the solve, so its residual may end above a tight
+        rtol.  Stops when
         ||r|| <= max(rtol ||b||, atol) or after max_iter iterations (None:
         gkcd's default, min(10 n, 10^8)).  ``out`` as for spmv; an ``out``
         that is the resident x0 updates it in place.  ``precision="fp32"``
@@ -690,17 +813,19 @@ class Api:
         Not converging is not an error: look at ``converged`` and
         ``reason``."""
         return self._drive(self._solve(A, b, x0, rtol, atol, max_iter, method, history, out,
-                                       deadline_ms, precision))
+                                       deadline_ms, precision, dtype))
 
     def _solve(self, A: Any, b: ArrayArg, x0: Optional[ArrayArg], rtol: float, atol: float,
                max_iter: Optional[int], method: str, history: bool, out: OutArg,
-               deadline_ms: Optional[int], precision: str = "fp64") -> Any:
-        p: Dict[str, Any] = {"b": self._array("b", b)[0], "method": method, "rtol": float(rtol),
+               deadline_ms: Optional[int], precision: str = "fp64", dtype: Any = None) -> Any:
+        wire = _floats(self, "solve", (("b", b), ("x0", x0)), dtype)
+        p: Dict[str, Any] = {"b": self._array("b", b, wire)[0], "method": method, "rtol": float(rtol),
                              "atol": float(atol), "history": bool(history)}
+        _typed(p, wire)
         if precision != "fp64":
             p["precision"] = precision
         if x0 is not None:
-            p["x0"] = self._array("x0", x0)[0]
+            p["x0"] = self._array("x0", x0, wire)[0]
         if max_iter is not None:
             p["max_iter"] = int(max_iter)
         if deadline_ms is not None:
@@ -710,16 +835,18 @@ class Api:
             A._check(self)
             n, p["matrix"] = A.rows, A.id
         else:
-            m = self._csr(A, None)
+            parts = self._csr_parts(A)
+            vwire = _floats(self, "csr_upload", (("values", parts[2]),))
+            m = _typed(self._csr(parts, None, vwire), vwire)
             if m["rows"] != m["cols"]:
                 raise _bad(f"'A' is {m['rows']} x {m['cols']}: solve needs a square matrix")
             n = m["rows"]
             temp = yield ("csr_upload", m, lambda res: int(res["matrix"]))
             p["matrix"] = temp
-        slot = self._out(p, "x", out, n)
+        slot = self._out(p, "x", out, n, wire)
         try:
-            res = yield ("solve", p, lambda res: SolveResult(self._result(res, "x", out, (n,), slot),
-                                                             res))
+            res = yield ("solve", p, lambda res: SolveResult(self._result(res, "x", out, (n,), slot,
+                                                                          wire), res))
         finally:
             if temp is not None and not self.closed:
                 yield ("release", {"matrix": temp}, lambda res: None)
@@ -773,7 +900,10 @@ class Api:
     def upload(self, x: ArrayArg, *, dtype: Optional[str] = None, shared: bool = False,
                device: Optional[int] = None, replicate: bool = False) -> Any:
         """Keeps x on gkcd; returns a resident :class:`Array`.  dtype is
-        ``"f32"`` or ``"i32"``; by default i32 for integer arrays, else f32.
+        ``"f32"``, ``"f64"`` or ``"i32"`` (or a NumPy dtype of those); by
+        default x's own: f64 for a float64 array, i32 for an integer one,
+        f32 for anything else (float32, lists).  A dtype other than x's
+        converts it.
         With several devices, ``device`` puts it on that one and
         ``replicate=True`` keeps a read-only copy on every one; the array's
         ``device`` attribute says where it went."""
@@ -781,9 +911,9 @@ class Api:
             if isinstance(x, Array):
                 dtype = x.wire_dtype
             else:
-                dtype = "i32" if np.asarray(x).dtype.kind in "iu" else "f32"
-        if dtype not in ("f32", "i32"):
-            raise _bad(f"'dtype' must be 'f32' or 'i32', not {dtype!r}")
+                k = np.asarray(x).dtype
+                dtype = "i32" if k.kind in "iu" else "f64" if k == np.float64 else "f32"
+        dtype = _wire_dtype(dtype, floats=False)
         data, shape = self._array("data", x, dtype)
         p = self._where({"data": data, "dtype": dtype, "shared": bool(shared)}, device, replicate)
 
@@ -802,7 +932,7 @@ class Api:
         p: Dict[str, Any] = {"handle": a.id}
         slot = None
         if out is None:
-            slot = self._out(p, "data", None, a.size, a.dtype)
+            slot = self._out(p, "data", None, a.size, a.wire_dtype)
         else:
             if out.dtype != a.dtype or not out.flags.c_contiguous or out.size != a.size:
                 raise _bad(f"'out' must be a C-contiguous {a.dtype} region view of {a.size} elements")
@@ -814,18 +944,24 @@ class Api:
         def decode(res: Dict[str, Any]) -> Any:
             if out is not None:
                 return out
-            return self._result(res, "data", None, a.shape, slot, a.dtype)
+            return self._result(res, "data", None, a.shape, slot, a.wire_dtype)
         return self._invoke("download", p, decode)
 
     def csr_upload(self, A: Any, *, shared: bool = False, device: Optional[int] = None,
-                   replicate: bool = False, devices: Any = None) -> Any:
+                   replicate: bool = False, devices: Any = None, dtype: Any = None) -> Any:
         """Keeps a sparse matrix on gkcd (validated once); returns a :class:`Matrix`.
         A is a SciPy sparse matrix or ``(row_ptr, col_idx, values, (rows, cols))``.
+        Its values keep their dtype: float64 (SciPy's default) stays float64,
+        float32 stays float32, anything else is sent as float32; ``dtype=``
+        converts them (a partitioned matrix, and the CUDA backend for now,
+        take float32 only).
         ``device`` and ``replicate`` as for :meth:`upload`.  ``devices="all"``
         (or a list of device indices) partitions the rows over those devices,
         balanced by nonzeros: spmv and solve (cg, pcg) on it run on all of them;
         ``Matrix.partition`` says how it was cut."""
-        p = self._csr(A, None)
+        parts = self._csr_parts(A)
+        wire = _floats(self, "csr_upload", (("values", parts[2]),), dtype)
+        p = _typed(self._csr(parts, None, wire), wire)
         p["shared"] = bool(shared)
         self._where(p, device, replicate)
         if devices is not None:
@@ -838,7 +974,7 @@ class Api:
 
         def decode(res: Dict[str, Any]) -> Matrix:
             m = Matrix(self, int(res["matrix"]), int(res["rows"]), int(res["cols"]),
-                       int(res["nnz"]), str(res.get("algo", "")))
+                       int(res["nnz"]), str(res.get("algo", "")), wire)
             m.device = self._device_of(res)
             m.partition = [dict(b) for b in res["partition"]] if "partition" in res else None
             return self._made(m, res, shared)

@@ -18,7 +18,8 @@ from . import errors
 if TYPE_CHECKING:  # pragma: no cover
     from ._api import Api
 
-_DTYPES = {"f32": np.dtype("<f4"), "i32": np.dtype("<i4")}
+# The wire's dtypes (PROTOCOL.md, "Element types") as NumPy's.
+_DTYPES = {"f32": np.dtype("<f4"), "f64": np.dtype("<f8"), "i32": np.dtype("<i4")}
 
 
 class _Owned:
@@ -92,7 +93,9 @@ class Array(_Owned):
     """A resident array: ``c.upload(x)``, or a result with ``out="handle"``.
 
     Pass it wherever a method takes an array; gkcd then uses its copy.
-    ``shape`` is remembered here (gkcd stores a flat array)."""
+    ``shape`` is remembered here (gkcd stores a flat array); ``wire_dtype``
+    is ``"f32"``, ``"f64"`` or ``"i32"`` and ``dtype`` the NumPy dtype
+    (``download`` returns it)."""
 
     _kind = "array handle"
 
@@ -102,7 +105,7 @@ class Array(_Owned):
         self.wire_dtype = dtype
         self.dtype = _DTYPES[dtype]
         self.size = int(np.prod(self.shape, dtype=np.int64)) if self.shape else 1
-        self.nbytes = self.size * 4
+        self.nbytes = self.size * self.dtype.itemsize
         # The device it lives on (an int), or the devices holding a copy (a
         # tuple) when replicated; None from a gkcd without devices.
         self.device: Any = None
@@ -120,13 +123,17 @@ class Array(_Owned):
 
 
 class Matrix(_Owned):
-    """A resident CSR matrix: ``c.csr_upload(A)``.  Pass it to ``spmv``."""
+    """A resident CSR matrix: ``c.csr_upload(A)``.  Pass it to ``spmv``.
+    ``wire_dtype`` is its values' (``"f32"`` or ``"f64"``), independent of
+    the vectors it is used with."""
 
     _kind = "matrix"
 
-    def __init__(self, conn: "Api", ident: int, rows: int, cols: int, nnz: int, algo: str) -> None:
+    def __init__(self, conn: "Api", ident: int, rows: int, cols: int, nnz: int, algo: str,
+                 dtype: str = "f32") -> None:
         super().__init__(conn, ident)
         self.rows, self.cols, self.nnz, self.algo = rows, cols, nnz, algo
+        self.wire_dtype = dtype
         self.shape = (rows, cols)
         self.device: Any = None  # as Array.device
         # partitioned (csr_upload(devices=...)): per row block, its device,
@@ -138,7 +145,8 @@ class Matrix(_Owned):
 
     def __repr__(self) -> str:
         state = " released" if self.released else ""
-        return f"<gkc.Matrix {self.id} {self.rows}x{self.cols} nnz={self.nnz} algo={self.algo}{state}>"
+        return (f"<gkc.Matrix {self.id} {self.rows}x{self.cols} nnz={self.nnz} dtype={self.wire_dtype}"
+                f" algo={self.algo}{state}>")
 
 
 class Region(_Owned):

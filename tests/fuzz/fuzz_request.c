@@ -200,7 +200,8 @@ static void run_job(const proto_request *req, gkcd_backend *be, const uint8_t *f
   job->reg_fd = -1;
   g_devs.dev[0].be = g_devs.dev[1].be = be;
   args_ctx a = {req->params, msg, sizeof msg};
-  refs_ctx r = {&a, &g_res, &g_conn, &g_devs, -1, job}; /* no descriptor came */
+  refs_ctx r = {.a = &a, .res = &g_res, .asker = &g_conn, .devs = &g_devs, .fd = -1,
+                .job = job}; /* no descriptor came */
   const gkcd_method *row = method_row(req->method);
   job->method = req->method;
   job->row = row;

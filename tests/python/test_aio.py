@@ -18,17 +18,18 @@ def test_1000_pipelined_requests_matched_by_msgid(gkcd, rng):
     inputs = []
     for i, kind in enumerate(kinds):
         if kind == 0:
-            inputs.append(rng.standard_normal(int(rng.integers(1, 3000))))
+            inputs.append(rng.standard_normal(int(rng.integers(1, 3000))).astype(np.float32))
         elif kind == 1:
             m, k, p = (int(v) for v in rng.integers(1, 12, size=3))
-            inputs.append((rng.standard_normal((m, k)), rng.standard_normal((k, p))))
+            inputs.append((rng.standard_normal((m, k)).astype(np.float32),
+                           rng.standard_normal((k, p)).astype(np.float32)))
         elif kind == 2:
             A = sp.random(int(rng.integers(1, 60)), int(rng.integers(1, 60)), density=0.2, format="csr",
-                          random_state=np.random.RandomState(rng.integers(2**31)))
-            inputs.append((A, rng.standard_normal(A.shape[1])))
+                          random_state=np.random.RandomState(rng.integers(2**31))).astype(np.float32)
+            inputs.append((A, rng.standard_normal(A.shape[1]).astype(np.float32)))
         elif kind == 3:
             k = int(rng.integers(1, 500))
-            inputs.append((rng.standard_normal(k), rng.standard_normal(k)))
+            inputs.append((rng.standard_normal(k).astype(np.float32), rng.standard_normal(k).astype(np.float32)))
         else:
             inputs.append(None)
 
@@ -52,7 +53,7 @@ def test_1000_pipelined_requests_matched_by_msgid(gkcd, rng):
             assert abs(got - f32(a) @ f32(b)) <= (len(a) + 2) * 2 * EPS32 * (np.abs(f32(a)) @ np.abs(f32(b)))
         elif kind == 4:
             with pytest.raises(gkc.InvalidArgument, match="'op'"):
-                await c.reduce(np.ones(3), op="median")
+                await c.reduce(np.ones(3, np.float32), op="median")
         else:
             with pytest.raises(gkc.UnknownMethod):
                 await c.call("transpose")
@@ -89,7 +90,7 @@ def test_aio_regions_and_handles(gkcd, rng):
                 assert hx.released
             assert r.released
             with pytest.raises(TypeError, match="async with"):
-                with await c.upload(np.ones(2)):
+                with await c.upload(np.ones(2, np.float32)):
                     pass
     asyncio.run(main())
 
@@ -111,7 +112,7 @@ def test_many_regions_registered_concurrently(gkcd, rng):
 def test_close_cancels_pending(gkcd):
     async def main():
         c = await gkc.aio.connect(gkcd.sock)
-        fut = asyncio.ensure_future(c.sgemm(np.ones((300, 300)), np.ones((300, 300))))
+        fut = asyncio.ensure_future(c.sgemm(np.ones((300, 300), np.float32), np.ones((300, 300), np.float32)))
         await asyncio.sleep(0)
         await c.close()
         with pytest.raises((gkc.Cancelled, gkc.ConnectionFailed)):

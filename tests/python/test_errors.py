@@ -55,9 +55,9 @@ def test_unknown_method(conn):
 
 def test_invalid_argument_names_the_argument(conn):
     with pytest.raises(gkc.InvalidArgument, match="'op'"):
-        conn.reduce(np.ones(3), op="median")
+        conn.reduce(np.ones(3, np.float32), op="median")
     with pytest.raises(gkc.InvalidArgument, match="'algo'"):
-        conn.sgemm(np.ones((2, 2)), np.ones((2, 2)), algo="nope")
+        conn.sgemm(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32), algo="nope")
     with pytest.raises(gkc.InvalidArgument, match="alhpa"):
         conn.call("sgemm", {"m": 1, "n": 1, "k": 1, "a": b"\0" * 4, "b": b"\0" * 4, "alhpa": 1.0})
     e = pytest.raises(gkc.InvalidArgument, conn.reduce, np.ones(3), op="median").value
@@ -74,9 +74,9 @@ def test_too_large_result(conn):
 def test_too_large_request(daemon_factory):
     d = daemon_factory("--max-request-bytes", "64K")
     with d.connect() as c:
-        assert c.reduce(np.ones(15000)) == 15000.0
+        assert c.reduce(np.ones(15000, np.float32)) == 15000.0
         with pytest.raises(gkc.TooLarge):
-            c.reduce(np.ones(25000))
+            c.reduce(np.ones(25000, np.float32))
         # gkcd closes a connection after a request whose end it cannot know.
         with pytest.raises(gkc.ConnectionFailed):
             c.ping()
@@ -95,19 +95,19 @@ def tight(daemon_factory):
 
 
 def test_busy_after_waiting_for_memory_past_queue_wait(tight):
-    assert tight.reduce(np.ones(50000)) == 50000.0  # fits beside the array
+    assert tight.reduce(np.ones(50000, np.float32)) == 50000.0  # fits beside the array
     with pytest.raises(gkc.Busy, match="queue-wait"):
-        tight.reduce(np.ones(200000))  # would fit alone; must wait, and waits past --queue-wait
+        tight.reduce(np.ones(200000, np.float32))  # would fit alone; must wait, and waits past --queue-wait
 
 
 def test_out_of_memory_for_an_upload_over_the_budget(tight):
     with pytest.raises(gkc.OutOfMemory, match="memory-budget"):
-        tight.upload(np.ones(200000))
+        tight.upload(np.ones(200000, np.float32))
 
 
 def test_too_large_for_the_whole_budget(tight):
     with pytest.raises(gkc.TooLarge, match="memory budget"):
-        tight.reduce(np.ones(300000))
+        tight.reduce(np.ones(300000, np.float32))
 
 
 def test_deadline_exceeded_while_waiting_for_a_thread(daemon_factory):
@@ -117,7 +117,7 @@ def test_deadline_exceeded_while_waiting_for_a_thread(daemon_factory):
 
     async def main():
         async with gkc.aio.connect(d.sock) as c:
-            first = asyncio.ensure_future(c.reduce(np.ones(4)))
+            first = asyncio.ensure_future(c.reduce(np.ones(4, np.float32)))
             await asyncio.sleep(0.05)
             with pytest.raises(gkc.DeadlineExceeded):
                 await c.dot(np.ones(4), np.ones(4), deadline_ms=50)
@@ -131,7 +131,7 @@ def test_release_admits_a_request_waiting_for_memory(daemon_factory):
     async def main():
         async with gkc.aio.connect(d.sock, shm=False) as c:  # by value, as `tight`
             h = await c.upload(np.zeros(100000, np.float32))
-            waiting = asyncio.ensure_future(c.reduce(np.ones(200000)))
+            waiting = asyncio.ensure_future(c.reduce(np.ones(200000, np.float32)))
             await asyncio.sleep(0.2)
             assert not waiting.done()
             await h.release()
@@ -146,7 +146,7 @@ def test_injected_faults(daemon_factory, code):
     d = daemon_factory(env={"GKCD_FAULT": f"reduce:{code}"})
     with d.connect() as c:
         with pytest.raises(gkc.ERRORS[code], match="injected fault") as e:
-            c.reduce(np.ones(4))
+            c.reduce(np.ones(4, np.float32))
         assert type(e.value).code == code
         assert c.dot(np.ones(4), np.ones(4)) == 4.0  # other methods are unaffected
 

@@ -1,4 +1,5 @@
-"""Every compute method against NumPy/SciPy in float64, on fresh random inputs."""
+"""Every compute method on float32 arrays against NumPy/SciPy in float64, on
+fresh random inputs (float64 arrays: test_f64.py)."""
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -21,9 +22,9 @@ def assert_close(got, ref, mag, terms):
 @pytest.mark.parametrize("beta", [0.0, -0.75])
 def test_sgemm(conn, rng, trans_a, trans_b, beta):
     m, n, k = rng.integers(1, 80, size=3)
-    A = rng.standard_normal((k, m) if trans_a else (m, k))
-    B = rng.standard_normal((n, k) if trans_b else (k, n))
-    C = rng.standard_normal((m, n))
+    A = rng.standard_normal((k, m) if trans_a else (m, k)).astype(np.float32)
+    B = rng.standard_normal((n, k) if trans_b else (k, n)).astype(np.float32)
+    C = rng.standard_normal((m, n)).astype(np.float32)
     alpha = float(rng.uniform(-2, 2))
     info = {}
     got = conn.sgemm(A, B, alpha=alpha, beta=beta, C=C if beta else None,
@@ -39,20 +40,20 @@ def test_sgemm(conn, rng, trans_a, trans_b, beta):
 
 def test_sgemm_shape_mismatch_is_invalid_argument(conn):
     with pytest.raises(gkc.InvalidArgument, match="'B'"):
-        conn.sgemm(np.ones((2, 3)), np.ones((4, 2)))
+        conn.sgemm(np.ones((2, 3), np.float32), np.ones((4, 2), np.float32))
     with pytest.raises(gkc.InvalidArgument, match="2-D"):
-        conn.sgemm(np.ones(3), np.ones((3, 2)))
+        conn.sgemm(np.ones(3, np.float32), np.ones((3, 2), np.float32))
 
 
 def test_sgemm_beta_without_c_names_c(conn):
     with pytest.raises(gkc.InvalidArgument, match="'c'"):
-        conn.sgemm(np.ones((2, 2)), np.ones((2, 2)), beta=1.0)
+        conn.sgemm(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32), beta=1.0)
 
 
 @pytest.mark.parametrize("op", ["sum", "min", "max"])
 def test_reduce(conn, rng, op):
     n = int(rng.integers(1, 200000))
-    x = rng.standard_normal(n) * 10
+    x = (rng.standard_normal(n) * 10).astype(np.float32)
     got = conn.reduce(x, op=op)
     xs = f32(x)
     assert isinstance(got, float)
@@ -67,22 +68,22 @@ def test_reduce_sum_exact_on_integers(conn, rng):
     # Every partial sum of up to 16000 integers in [-1000, 1000] is below
     # 2^24 and so exact in float32, whatever the order: the sum must be exact.
     n = int(rng.integers(1, 16000))
-    x = rng.integers(-1000, 1001, size=n).astype(np.float64)
-    assert conn.reduce(x) == x.sum()
+    x = rng.integers(-1000, 1001, size=n).astype(np.float32)
+    assert conn.reduce(x) == x.astype(np.float64).sum()
 
 
 def random_csr(rng, rows, cols, density):
     A = sp.random(rows, cols, density=density, format="csr", random_state=np.random.RandomState(rng.integers(2**31)),
                   data_rvs=lambda k: rng.standard_normal(k))
-    return A
+    return A.astype(np.float32)
 
 
 @pytest.mark.parametrize("form", ["csr", "coo", "tuple", "tuple_shape"])
 def test_spmv(conn, rng, form):
     rows, cols = (int(v) for v in rng.integers(1, 400, size=2))
     A = random_csr(rng, rows, cols, 0.05)
-    x = rng.standard_normal(cols)
-    y = rng.standard_normal(rows)
+    x = rng.standard_normal(cols).astype(np.float32)
+    y = rng.standard_normal(rows).astype(np.float32)
     alpha, beta = float(rng.uniform(-2, 2)), float(rng.uniform(-2, 2))
     arg = {"csr": A, "coo": A.tocoo(),
            "tuple": (A.indptr, A.indices, A.data),
@@ -104,7 +105,7 @@ def test_spmv_bad_csr_is_invalid_argument(conn):
 
 def test_dot(conn, rng):
     n = int(rng.integers(1, 100000))
-    x, y = rng.standard_normal(n), rng.standard_normal(n)
+    x, y = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
     got = conn.dot(x, y)
     ref = f32(x) @ f32(y)
     assert abs(got - ref) <= (n + 2) * 2 * EPS32 * (np.abs(f32(x)) @ np.abs(f32(y)))
@@ -139,7 +140,7 @@ def test_nrm2_on_a_handle_and_bad_input(conn, rng):
 
 def test_axpby(conn, rng):
     n = int(rng.integers(1, 100000))
-    x, y = rng.standard_normal(n), rng.standard_normal((n,))
+    x, y = rng.standard_normal(n).astype(np.float32), rng.standard_normal((n,)).astype(np.float32)
     alpha, beta = float(rng.uniform(-3, 3)), float(rng.uniform(-3, 3))
     got = conn.axpby(x, y, alpha=alpha, beta=beta)
     assert got.shape == (n,) and got.dtype == np.float32

@@ -100,7 +100,7 @@ def test_aio_notification_fails_every_pending_request():
 
     async def main():
         async with gkc.aio.connect(n.path) as c:
-            calls = [c.reduce(np.ones(4)) for _ in range(5)]
+            calls = [c.reduce(np.ones(4, np.float32)) for _ in range(5)]
             res = await asyncio.gather(*calls, return_exceptions=True)
             assert all(isinstance(r, gkc.TooManyConnections) for r in res), res
             assert all(str(r) == "no slot free (1 of 1)" for r in res)

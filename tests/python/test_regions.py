@@ -128,7 +128,7 @@ def test_region_bounds_and_release(conn, gkcd):
     assert v[0] == 3.0
     assert conn.reduce(v) == 3072.0
     with pytest.raises(gkc.InvalidArgument, match="outside"):
-        conn.axpby(np.ones(1024), np.ones(1024), out=v)
+        conn.axpby(np.ones(1024, np.float32), np.ones(1024, np.float32), out=v)
     # gkcd no longer knows the region id.
     with pytest.raises(gkc.InvalidArgument):
         conn.call("reduce", {"x": {"region": r.id, "offset": 0, "bytes": 4}})
@@ -136,9 +136,9 @@ def test_region_bounds_and_release(conn, gkcd):
 
 def test_out_must_be_a_region_view(conn):
     with pytest.raises(gkc.InvalidArgument, match="outside"):
-        conn.axpby(np.ones(4), np.ones(4), out=np.zeros(4, np.float32))
+        conn.axpby(np.ones(4, np.float32), np.ones(4, np.float32), out=np.zeros(4, np.float32))
     with pytest.raises(gkc.InvalidArgument, match="'out'"):
-        conn.axpby(np.ones(4), np.ones(4), out="somewhere")
+        conn.axpby(np.ones(4, np.float32), np.ones(4, np.float32), out="somewhere")
 
 
 def test_closing_the_connection_releases_regions(gkcd):

@@ -33,11 +33,11 @@ def test_upload_download_round_trip(conn, rng):
 def test_context_manager_and_release(conn, gkcd):
     with gkcd.connect() as watcher:
         base = resident(watcher)["arrays"]
-        with conn.upload(np.ones(10)) as h:
+        with conn.upload(np.ones(10, np.float32)) as h:
             assert resident(watcher)["arrays"] == base + 1
         assert h.released
         assert resident(watcher)["arrays"] == base
-        h2 = conn.upload(np.ones(10))
+        h2 = conn.upload(np.ones(10, np.float32))
         assert resident(watcher)["arrays"] == base + 1
         h2.release()
         assert resident(watcher)["arrays"] == base
@@ -49,8 +49,8 @@ def test_use_after_release(conn):
     h.release()
     m.release()
     for call in (lambda: conn.reduce(h), lambda: conn.download(h), lambda: h.release(),
-                 lambda: conn.spmv(m, np.ones(8)), lambda: m.release(),
-                 lambda: conn.axpby(np.ones(8), np.ones(8), out=h)):
+                 lambda: conn.spmv(m, np.ones(8, np.float32)), lambda: m.release(),
+                 lambda: conn.axpby(np.ones(8, np.float32), np.ones(8, np.float32), out=h)):
         with pytest.raises(gkc.InvalidArgument, match="released"):
             call()
     # gkcd itself refuses the stale ids with the same class.
@@ -64,7 +64,7 @@ def test_use_after_release(conn):
 
 def test_handles_as_arguments_everywhere(conn, rng):
     m, k, n = 20, 30, 10
-    A, B, C = (rng.standard_normal(s) for s in ((m, k), (k, n), (m, n)))
+    A, B, C = (rng.standard_normal(s).astype(np.float32) for s in ((m, k), (k, n), (m, n)))
     with conn.upload(A) as hA, conn.upload(B) as hB, conn.upload(C) as hC:
         got = conn.sgemm(hA, hB, C=hC, beta=0.5)
         ref = f32(A) @ f32(B) + 0.5 * f32(C)
@@ -76,7 +76,7 @@ def test_handles_as_arguments_everywhere(conn, rng):
 
 def test_results_as_new_and_existing_handles(conn, rng):
     n = 1000
-    x, y = rng.standard_normal(n), rng.standard_normal(n)
+    x, y = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
     with conn.upload(x) as hx, conn.upload(y) as hy:
         hz = conn.axpby(hx, hy, alpha=2.0, beta=3.0, out="handle")
         assert isinstance(hz, gkc.Array) and hz.shape == (n,)
@@ -86,19 +86,20 @@ def test_results_as_new_and_existing_handles(conn, rng):
         assert conn.axpby(hx, hy, alpha=1.0, beta=-1.0, out=hy) is hy
         assert np.all(np.abs(hy.download() - (f32(x) - f32(y))) <= 4 * EPS32 * (np.abs(f32(x)) + np.abs(f32(y))))
         # Overwrite an existing array with an sgemm result.
-        A = rng.standard_normal((n, 1))
-        conn.sgemm(A, np.ones((1, 1)), out=hz)
+        A = rng.standard_normal((n, 1)).astype(np.float32)
+        conn.sgemm(A, np.ones((1, 1), np.float32), out=hz)
         assert np.array_equal(hz.download(), f32(A).ravel().astype(np.float32))
         hz.release()
         # A result of the wrong size is refused before sending.
         with pytest.raises(gkc.InvalidArgument, match="'out'"):
-            conn.axpby(np.ones(3), np.ones(3), out=hx)
+            conn.axpby(np.ones(3, np.float32), np.ones(3, np.float32), out=hx)
 
 
 def test_resident_matrix_spmv(conn, rng):
     rows, cols = 500, 400
     A = sp.random(rows, cols, density=0.02, format="csr", random_state=np.random.RandomState(rng.integers(2**31)))
-    x = rng.standard_normal(cols)
+    A = A.astype(np.float32)
+    x = rng.standard_normal(cols).astype(np.float32)
     with conn.csr_upload(A) as M, conn.upload(x) as hx:
         assert (M.rows, M.cols, M.nnz) == (rows, cols, A.nnz) and isinstance(M.algo, str)
         hy = conn.spmv(M, hx, out="handle")
@@ -112,13 +113,13 @@ def test_resident_matrix_spmv(conn, rng):
 
 def test_objects_of_another_connection(conn, gkcd):
     with gkcd.connect() as other:
-        h = other.upload(np.ones(4))
+        h = other.upload(np.ones(4, np.float32))
         with pytest.raises(gkc.InvalidArgument, match="another connection"):
             conn.reduce(h)
         # An unshared handle is invisible to other connections on gkcd too.
         with pytest.raises(gkc.InvalidArgument):
             conn.call("reduce", {"x": {"handle": h.id}})
-        s = other.upload(np.full(4, 2.0), shared=True)
+        s = other.upload(np.full(4, 2.0, np.float32), shared=True)
         assert conn.call("reduce", {"x": {"handle": s.id}})["value"] == 8.0
         s.release()
 
@@ -127,7 +128,7 @@ def test_closing_the_connection_frees_its_objects(gkcd):
     with gkcd.connect() as watcher:
         base = resident(watcher)
         c = gkcd.connect()
-        h = c.upload(np.ones(100))
+        h = c.upload(np.ones(100, np.float32))
         m = c.csr_upload(sp.identity(10, format="csr"))
         assert resident(watcher)["arrays"] == base["arrays"] + 1
         assert resident(watcher)["matrices"] == base["matrices"] + 1

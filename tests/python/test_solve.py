@@ -61,7 +61,7 @@ def floor(A, b, x):
 def test_methods_against_scipy(conn, rng, method, kind):
     n = 400
     A = random_matrix(rng, n, kind)
-    b = rng.standard_normal(n)
+    b = rng.standard_normal(n).astype(np.float32)
     r = conn.solve(A, b, method=method, rtol=1e-8, history=True)
     assert isinstance(r, gkc.SolveResult) and r.method == method
     assert r.converged and r.reason == "converged"
@@ -86,7 +86,7 @@ def test_precision_fp32(conn, rng):
     by more than float64 rounding could; a bad value is refused."""
     n = 400
     A = random_matrix(rng, n, "spd")
-    b = rng.standard_normal(n)
+    b = rng.standard_normal(n).astype(np.float32)
     r = conn.solve(A, b, rtol=1e-5, history=True, precision="fp32")
     assert r.converged and r.reason == "converged"
     here = rel_residual(A, b, r.x)
@@ -102,7 +102,7 @@ def test_precision_fp32(conn, rng):
 def test_resident_matrix_outs_and_x0(conn, rng):
     n = 300
     A = random_matrix(rng, n, "spd")
-    b = rng.standard_normal(n)
+    b = rng.standard_normal(n).astype(np.float32)
     with conn.csr_upload(A) as M, conn.upload(b) as hb:
         r = conn.solve(M, hb, rtol=1e-7, out="handle")
         assert isinstance(r.x, gkc.Array) and r.x.shape == (n,)
@@ -123,7 +123,7 @@ def test_resident_matrix_outs_and_x0(conn, rng):
 
 def test_not_converged_is_a_result(conn, rng):
     A = random_matrix(rng, 200, "spd")
-    b = rng.standard_normal(200)
+    b = rng.standard_normal(200).astype(np.float32)
     r = conn.solve(A, b, rtol=1e-14, max_iter=4, history=True)
     assert not r.converged and r.reason == "max_iter" and r.iterations == 4
     assert len(r.history) == 4
@@ -132,7 +132,7 @@ def test_not_converged_is_a_result(conn, rng):
 
 def test_errors_name_the_argument_and_leave_nothing(conn, rng):
     A = random_matrix(rng, 50, "spd")
-    b = rng.standard_normal(50)
+    b = rng.standard_normal(50).astype(np.float32)
     before = conn.status()["resident"]
     with pytest.raises(gkc.InvalidArgument, match="square"):
         conn.solve(sp.random(5, 6, density=0.5, format="csr"), np.ones(5))
@@ -154,8 +154,8 @@ def test_errors_name_the_argument_and_leave_nothing(conn, rng):
 def batch_cg(c, A, b, iters):
     """CG with one batch per iteration, the scalars resolved on gkcd."""
     n = A.shape[0]
-    with c.csr_upload(A) as M, c.upload(np.zeros(n)) as x, c.upload(b) as r, \
-            c.upload(b) as p, c.upload(np.zeros(n)) as q:
+    with c.csr_upload(A) as M, c.upload(np.zeros(n, np.float32)) as x, c.upload(b) as r, \
+            c.upload(b) as p, c.upload(np.zeros(n, np.float32)) as q:
         rho = rho0 = float(f32(b) @ f32(b))
         for _ in range(iters):
             B = gkc.Batch()
@@ -176,7 +176,7 @@ def batch_cg(c, A, b, iters):
 def test_batch_cg_against_numpy(conn, rng):
     n = 300
     A = random_matrix(rng, n, "spd")
-    b = rng.standard_normal(n)
+    b = rng.standard_normal(n).astype(np.float32)
     x, rho = batch_cg(conn, A, b, 200)
     # float32 vectors: the residual stalls near 1e-6 of ||b||.
     assert rel_residual(A, b, x) < 1e-4
@@ -186,10 +186,10 @@ def test_batch_cg_against_numpy(conn, rng):
 
 def test_batch_values_and_errors(conn, rng):
     n = 1000
-    xv, yv = rng.standard_normal(n), rng.standard_normal(n)
-    with conn.upload(xv) as x, conn.upload(yv) as y, conn.upload(np.zeros(n)) as z, \
-            conn.upload(rng.standard_normal(6)) as a, conn.upload(rng.standard_normal(6)) as bb, \
-            conn.upload(np.zeros(4)) as cc:
+    xv, yv = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+    with conn.upload(xv) as x, conn.upload(yv) as y, conn.upload(np.zeros(n, np.float32)) as z, \
+            conn.upload(rng.standard_normal(6).astype(np.float32)) as a, conn.upload(rng.standard_normal(6).astype(np.float32)) as bb, \
+            conn.upload(np.zeros(4, np.float32)) as cc:
         B = gkc.Batch()
         d = B.dot(x, y)
         B.axpby(x, y, alpha=0.5, beta=2 / d, out=z)        # z = 0.5 x + (2 / x.y) y
@@ -215,7 +215,7 @@ def test_batch_values_and_errors(conn, rng):
         with pytest.raises(gkc.InvalidArgument, match=r"steps\[1\] \(axpby\)"):
             conn.batch(bad)
         # Fails while running: 1 / (0 . 0); step 0 stays written.
-        with conn.upload(np.zeros(n)) as zero:
+        with conn.upload(np.zeros(n, np.float32)) as zero:
             run = gkc.Batch()
             run.axpby(x, y, alpha=1.0, beta=0.0, out=z)
             zz = run.dot(zero, zero)
@@ -233,7 +233,7 @@ def test_batch_values_and_errors(conn, rng):
 def test_asyncio_solves_and_batch_in_flight(gkcd, rng):
     n = 300
     A = random_matrix(rng, n, "scaled")
-    bs = [rng.standard_normal(n) for _ in range(4)]
+    bs = [rng.standard_normal(n).astype(np.float32) for _ in range(4)]
 
     async def main():
         async with gkc.aio.connect(gkcd.sock) as c:

@@ -312,11 +312,78 @@ static void test_spmv(void) {
   test_spmv_case((csr_shape){37, 60000, 300000, -1, 0, 0.3}, "wide");
 }
 
+/* ---- float64 (issue 27): cpu_spmv_typed's four pairs of value and
+ * vector types against the same double loop, dot and nrm2 of doubles ---- */
+
+static void test_spmv_typed_case(csr_shape shape, const char *what) {
+  csr_t a = make_csr(shape);
+  int64_t nnz = a.row_ptr[a.rows];
+  double *vd = xmalloc((size_t)nnz * sizeof *vd), *xd = xmalloc((size_t)a.cols * sizeof *xd);
+  float *xf = xmalloc((size_t)a.cols * sizeof *xf);
+  /* float64 values and x no float32 holds */
+  for (int64_t j = 0; j < nnz; j++) vd[j] = a.values[j] + rand_float(-1, 1) * 1e-10;
+  for (int32_t i = 0; i < a.cols; i++) xd[i] = rand_float(-1, 1) + rand_float(-1, 1) * 1e-10, xf[i] = (float)xd[i];
+  void *y = xmalloc((size_t)a.rows * 8);
+  for (int vt = 0; vt < 2; vt++)
+    for (int xt = 0; xt < 2; xt++)
+      for (int t = 0; t < N_SPMV_THREADS; t++) {
+        const void *vals = vt ? (const void *)vd : (const void *)a.values;
+        const void *x = xt ? (const void *)xd : (const void *)xf;
+        double alpha = 0.1; /* not a float32 number */
+        cpu_spmv_typed(a.rows, a.cols, a.row_ptr, a.col_idx, vals, vt, x, xt, alpha, 0.0, y,
+                       k_spmv_threads[t]);
+        for (int32_t r = 0; r < a.rows; r++) {
+          double ref = 0, mag = 0;
+          for (int32_t j = a.row_ptr[r]; j < a.row_ptr[r + 1]; j++) {
+            double v = vt ? vd[j] : a.values[j], xv = xt ? xd[a.col_idx[j]] : xf[a.col_idx[j]];
+            ref += v * xv, mag += fabs(v * xv);
+          }
+          ref *= alpha, mag *= alpha;
+          double got = xt ? ((double *)y)[r] : ((float *)y)[r];
+          /* float64 y: summation order only; float32 y: its rounding too */
+          double tol = xt ? 1e-13 * mag + 1e-300 : 1e-6 * mag;
+          if (!(fabs(got - ref) <= tol))
+            TEST_FAIL("spmv_typed %s values %s x %s nthreads=%d: y[%d] = %.17g, want %.17g", what,
+                      vt ? "f64" : "f32", xt ? "f64" : "f32", k_spmv_threads[t], r, got, ref);
+        }
+      }
+  free_csr(&a), free(vd), free(xd), free(xf), free(y);
+}
+
+static void test_f64(void) {
+  test_spmv_typed_case((csr_shape){50, 40, 300, -1, 0, 0.2}, "small");
+  test_spmv_typed_case((csr_shape){30000, 20000, 300000, -1, 0, 0.25}, "random");
+  test_spmv_typed_case((csr_shape){5000, 4000, 400000, 2500, 0.9, 0.1}, "heavy middle row");
+  int64_t n = 200003;
+  double *x = xmalloc((size_t)n * sizeof *x), *y = xmalloc((size_t)n * sizeof *y);
+  double ref = 0, mag = 0, sq = 0;
+  for (int64_t i = 0; i < n; i++) {
+    x[i] = rand_float(-1, 1) + rand_float(-1, 1) * 1e-9, y[i] = rand_float(-1, 1);
+    ref += x[i] * y[i], mag += fabs(x[i] * y[i]), sq += x[i] * x[i];
+  }
+  ASSERT(fabs(cpu_dot_f64(x, y, n) - ref) <= (double)n * 0x1p-53 * mag);
+  ASSERT(fabs(cpu_nrm2_f64(x, n) - sqrt(sq)) <= 1e-14 * sqrt(sq));
+  /* squares past double's range either way: rescaled, still accurate */
+  double big[2] = {3e200, 4e200}, tiny[2] = {3e-200, 4e-200}, zero[3] = {0, 0, 0};
+  ASSERT(fabs(cpu_nrm2_f64(big, 2) - 5e200) <= 1e-15 * 5e200);
+  ASSERT(fabs(cpu_nrm2_f64(tiny, 2) - 5e-200) <= 1e-15 * 5e-200);
+  ASSERT_EQ(cpu_nrm2_f64(zero, 3), 0.0);
+  /* axpby: y not read when beta is 0 (NaN there must not leak) */
+  double *o = xmalloc((size_t)n * sizeof *o);
+  for (int64_t i = 0; i < n; i++) o[i] = NAN;
+  cpu_axpby_f64(n, 0.1, x, 0.0, o, o);
+  for (int64_t i = 0; i < n; i++) ASSERT(o[i] == 0.1 * x[i]);
+  cpu_axpby_f64(n, 0.1, x, -1.0 / 3, y, o);
+  for (int64_t i = 0; i < n; i++) ASSERT(fabs(o[i] - (0.1 * x[i] - y[i] / 3)) <= 4e-16 * (fabs(x[i]) + fabs(y[i])));
+  free(x), free(y), free(o);
+}
+
 int main(void) {
   seed_rng();
   test_sgemm();
   test_reduce();
   test_spmv();
+  test_f64();
   g_passed = 1;
   printf("test_cpu_kernels: ok (seed %" PRIu64 ")\n", g_seed);
   return 0;

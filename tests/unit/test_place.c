@@ -207,8 +207,8 @@ static void test_split(void) {
   static float dummy[16];
   gkcd_job j = job_with(PROTO_M_SGEMM, NULL, 0);
   j.in.sgemm.m = 512, j.in.sgemm.n = 512, j.in.sgemm.k = 512;
-  j.in.sgemm.a = (gkcd_span){dummy, 4, SPAN_HOST, 0, 0};
-  j.in.sgemm.b = (gkcd_span){dummy, 1 << 20, SPAN_HOST, 0, 0};
+  j.in.sgemm.a = (gkcd_span){dummy, 4, SPAN_HOST, 0, 0, 0};
+  j.in.sgemm.b = (gkcd_span){dummy, 1 << 20, SPAN_HOST, 0, 0, 0};
   ASSERT_EQ(split_kind(&j), SPLIT_ROWS);
   /* cost / k + 2 k handoff < cost: 3000/3 + 2*3*100 = 1600 < 3000. */
   ASSERT(split_worth(&j, 3000, 3, 100, 0));
@@ -234,7 +234,7 @@ static void test_split(void) {
   ASSERT_EQ(split_kind(&j), SPLIT_NONE);
 
   j = job_with(PROTO_M_REDUCE, NULL, 0);
-  j.in.reduce.x = (gkcd_span){dummy, 4, SPAN_HOST, 0, 0};
+  j.in.reduce.x = (gkcd_span){dummy, 4, SPAN_HOST, 0, 0, 0};
   j.in.reduce.n = 1000;
   ASSERT_EQ(split_kind(&j), SPLIT_NONE); /* too short to be worth parts */
   j.in.reduce.n = 1 << 22;

@@ -91,7 +91,7 @@ static void upload_raw(msgpack_packer *pk, void *arg) {
     case 0: /* unknown dtype */
       msgpack_pack_map(pk, 2);
       pk_bin(pk, "data", a, sizeof a);
-      pk_key(pk, "dtype"), proto_pack_cstr(pk, "f64");
+      pk_key(pk, "dtype"), proto_pack_cstr(pk, "f16");
       break;
     case 1: /* a bin that is not whole elements */
       msgpack_pack_map(pk, 2);
