@@ -129,7 +129,7 @@ static int parse_dot_axpby_reduce(step_ctx *c, gkcd_step *st) {
   static const char *const reduce_keys[] = {"op", "x", "fn", NULL};
   static const char *const fns[] = {"sum", "min", "max"}; /* CPU_SUM/MIN/MAX */
   int rc;
-  size_t xb;
+  size_t xb = 0;
   static const char *const xy[] = {"x", "y", NULL};
   const char *const *keys = st->op == BATCH_DOT ? dot_keys : st->op == BATCH_AXPBY ? axpby_keys
                                                                                    : reduce_keys;
