@@ -8,7 +8,12 @@ restarts"):
   waiting ``backoff_ms``, then twice that, ... (at most 5 s) in between;
   ``reconnect=0`` (or ``GKC_RECONNECT=off``) turns that off;
 - a request in flight when gkcd went away is never sent again: its call
-  raises ``gkc.ConnectionFailed`` saying so (the next call reconnects);
+  raises ``gkc.ConnectionFailed`` saying so (the next call reconnects),
+  unless the caller opted in (``reconnect=(tries, backoff_ms, True)`` or
+  ``GKC_RECONNECT=...,idempotent``) and the call gives the same result run
+  twice (``IDEMPOTENT``, its result returned as bytes, sent inline without
+  a descriptor): then it is sent once more on the new connection (blocking
+  connections);
 - after connecting again, the new gkcd is asked its instances (one ping
   before anything else); every object of the old connection (regions,
   private arrays and matrices) and every shared one whose instance's
@@ -34,14 +39,23 @@ MAX_BACKOFF_MS = 5000
 HELLO_S = 5.0
 
 
-class Policy:
-    """How a connection reconnects: ``tries`` (0: never) and ``backoff_ms``."""
+# Methods whose request may be sent twice with the same result (libgkc's
+# list): what the caller's opt-in lets a reconnect send again.
+IDEMPOTENT = frozenset({"ping", "status", "metrics", "reduce", "dot", "nrm2", "download",
+                        "sgemm", "spmv", "axpby", "solve"})
 
-    def __init__(self, tries: int = DEFAULT_TRIES, backoff_ms: int = DEFAULT_BACKOFF_MS) -> None:
+
+class Policy:
+    """How a connection reconnects: ``tries`` (0: never), ``backoff_ms``, and
+    whether an idempotent call in flight may be sent again (``idempotent``)."""
+
+    def __init__(self, tries: int = DEFAULT_TRIES, backoff_ms: int = DEFAULT_BACKOFF_MS,
+                 idempotent: bool = False) -> None:
         if tries < 0 or backoff_ms < 0:
             raise errors.InvalidArgument(  # type: ignore[attr-defined]
                 f"reconnect: tries and backoff_ms must be >= 0, not {tries} and {backoff_ms}")
         self.tries, self.backoff_ms = int(tries), int(backoff_ms)
+        self.idempotent = bool(idempotent)
 
     def delays(self) -> Any:
         """The waits before each attempt (none before the first), in seconds."""
@@ -60,9 +74,11 @@ def policy(reconnect: Any = None) -> Policy:
         if v in ("off", "no", "false"):
             return Policy(0)
         try:
+            idem = "idempotent" in v.split(",")
             parts = [p for p in v.split(",") if p != "idempotent"]
             if parts and parts[0]:
-                return Policy(int(parts[0]), int(parts[1]) if len(parts) > 1 else DEFAULT_BACKOFF_MS)
+                return Policy(int(parts[0]), int(parts[1]) if len(parts) > 1 else DEFAULT_BACKOFF_MS,
+                              idem)
         except ValueError:
             pass  # as libgkc: a value that does not parse leaves the default
         return Policy()
@@ -75,6 +91,18 @@ def policy(reconnect: Any = None) -> Policy:
     if isinstance(reconnect, tuple):
         return Policy(*reconnect)
     return Policy(int(reconnect))
+
+
+def resendable(pol: Policy, method: str, params: Any, staged: bool, fd: bool) -> bool:
+    """Whether a request lost in flight may be sent once more (see above)."""
+    if not pol.idempotent or pol.tries == 0 or method not in IDEMPOTENT or staged or fd:
+        return False
+    # A result written into a resident object or a region is no result as
+    # bytes, and an array sent as a region reference named the dead
+    # connection's region.
+    if not isinstance(params, dict) or "out" in params:
+        return False
+    return not any(isinstance(v, dict) and "region" in v for v in params.values())
 
 
 def instances(res: Any) -> Tuple[str, str]:

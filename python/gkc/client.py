@@ -23,6 +23,13 @@ from ._rpc import Frame, Rpc, closed_error, outcome
 from ._transport import connect_socket, send_parts, socket_path
 
 
+def in_flight(message: str) -> errors.Error:
+    """The error of a request lost in flight (marked, for _invoke's resend)."""
+    e = closed_error(message)
+    e.in_flight = True  # type: ignore[attr-defined]
+    return e
+
+
 class Connection(Api):
     """A blocking connection to gkcd.  See :class:`gkc._api.Api` for the methods."""
 
@@ -38,8 +45,9 @@ class Connection(Api):
         the most shared memory the connection keeps ($GKC_SHM_MAX_BYTES, else
         1 GiB).  reconnect: how a call connects again after gkcd went away
         (gkc._reconnect): None ($GKC_RECONNECT, else 6 tries from 100 ms),
-        an int of tries, (tries, backoff_ms), or False (never).  Keywords
-        given win over the environment."""
+        an int of tries, (tries, backoff_ms), (tries, backoff_ms, True) to
+        let an idempotent call in flight be sent once more, or False
+        (never).  Keywords given win over the environment."""
         super().__init__(shm, shm_threshold, shm_max_bytes)
         self._policy = _reconnect.policy(reconnect)
         self._timeout = timeout
@@ -126,6 +134,18 @@ class Connection(Api):
 
     def _invoke(self, method: str, params: Dict[str, Any], decode: Decode,
                 fd: Optional[int] = None) -> Any:
+        try:
+            return self._invoke_once(method, params, decode, fd)
+        except errors.ConnectionFailed as e:
+            # In flight when gkcd went away: sent once more only when the
+            # caller opted in and the call may run twice (gkc._reconnect).
+            if not getattr(e, "in_flight", False) or not _reconnect.resendable(
+                    self._policy, method, params, getattr(e, "staged", False), fd is not None):
+                raise
+            return self._invoke_once(method, params, decode, None)
+
+    def _invoke_once(self, method: str, params: Dict[str, Any], decode: Decode,
+                     fd: Optional[int] = None) -> Any:
         staged: Optional[Staged] = None
         try:
             with self._lock:
@@ -145,7 +165,9 @@ class Connection(Api):
                 failure = self._send(frame, sending)
                 try:
                     reply = self._wait(msgid, failure)
-                except BaseException:
+                except BaseException as e:
+                    if isinstance(e, errors.ConnectionFailed):
+                        e.staged = staged is not None  # type: ignore[attr-defined]
                     if staged is not None and not self.closed:
                         # gkcd may still read or write those slices.
                         self._orphans[msgid], staged = staged, None
@@ -180,11 +202,11 @@ class Connection(Api):
             except socket.timeout:
                 raise self._fail(errors.Timeout("no reply from gkcd within the timeout"))  # type: ignore[attr-defined]
             except OSError as e:
-                raise self._fail(closed_error((failure or f"receiving from gkcd: {e.strerror or e}") +
-                                              ": the request was in flight and was not sent again"))
+                raise self._fail(in_flight((failure or f"receiving from gkcd: {e.strerror or e}") +
+                                           ": the request was in flight and was not sent again"))
             if not n:
-                raise self._fail(closed_error((failure or "gkcd closed the connection") +
-                                              ": the request was in flight and was not sent again"))
+                raise self._fail(in_flight((failure or "gkcd closed the connection") +
+                                           ": the request was in flight and was not sent again"))
             replies, ended = self._rpc.received(n)
             for mid, err, res in replies:
                 orphan = self._orphans.pop(mid, None)

@@ -23,9 +23,11 @@ class Restartable:
         self.proc = None
         self.start()
 
-    def start(self):
+    def start(self, fault=None):
         env = dict(os.environ)
         env.pop("GKCD_FAULT", None)
+        if fault:
+            env["GKCD_FAULT"] = fault
         self.proc = subprocess.Popen([os.environ["GKCD_BIN"], "--socket", self.sock, "--backend",
                                       "cpu", "--threads", "1"], stderr=subprocess.DEVNULL, env=env)
         deadline = time.monotonic() + 20
@@ -150,3 +152,52 @@ def test_aio_loop_and_stale_handle(daemon):
                 await c.reduce(h)
 
     asyncio.run(main())
+
+
+def test_idempotent_call_in_flight_is_sent_again_when_asked(daemon):
+    """A reduce held in gkcd (fault injection) when gkcd is killed: without
+    the opt-in its call fails saying it was not sent again; with
+    reconnect=(tries, backoff_ms, True) it is sent once more on the new
+    connection and returns the right sum.  An upload (it makes an object)
+    is never sent again, opt-in or not."""
+    from conftest import fault_injection
+    if not fault_injection():
+        pytest.skip("gkcd built without GKC_FAULT_INJECTION: no way to hold a request")
+    x = np.arange(1, 4097, dtype=np.float32)
+
+    def held_then_killed(c, call, fault="reduce:delay=600"):
+        daemon.kill()
+        daemon.start(fault=fault)
+        c.ping()  # connected again, to the instance that holds requests
+        before = c.reconnects
+        t = daemon.restart_later(0.2)  # killed while the call is held, started again clean
+        try:
+            return call()
+        finally:
+            t.join()
+            assert c.reconnects <= before + 1
+
+    with gkc.connect(daemon.sock, reconnect=(40, 50)) as c:
+        with pytest.raises(gkc.ConnectionFailed, match="not sent again"):
+            held_then_killed(c, lambda: c.reduce(x))
+    with gkc.connect(daemon.sock, reconnect=(40, 50, True)) as c:
+        before = c.reconnects
+        assert held_then_killed(c, lambda: c.reduce(x)) == 4096 * 4097 / 2
+        assert c.reconnects == before + 2  # the ping's, and the resend's
+        with pytest.raises(gkc.ConnectionFailed, match="not sent again"):
+            held_then_killed(c, lambda: c.upload(x), "upload:delay=600")
+
+
+def test_idempotent_opt_in_from_the_environment(monkeypatch):
+    from gkc import _reconnect
+    monkeypatch.setenv("GKC_RECONNECT", "3,20,idempotent")
+    p = _reconnect.policy()
+    assert (p.tries, p.backoff_ms, p.idempotent) == (3, 20, True)
+    monkeypatch.setenv("GKC_RECONNECT", "3,20")
+    assert not _reconnect.policy().idempotent
+    assert _reconnect.policy((2, 10, True)).idempotent
+    assert _reconnect.resendable(p, "reduce", {"x": b"...."}, False, False)
+    assert not _reconnect.resendable(p, "reduce", {"x": {"region": 3, "offset": 0}}, False, False)
+    assert not _reconnect.resendable(p, "axpby", {"x": b"", "out": {"handle": 4}}, False, False)
+    assert not _reconnect.resendable(p, "upload", {"data": b""}, False, False)
+    assert not _reconnect.resendable(p, "reduce", {"x": b""}, True, False)
