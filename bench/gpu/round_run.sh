@@ -23,6 +23,7 @@
 #             1024^3, GPU 0 against every GPU
 #   multigpu  bench/gpu/multigpu.sh: sgemm 16384^3 split, 256 x 4096^3 from
 #             8 connections, the 101M-nonzero stencil's spmv and CG
+#   copythreads bench_byvalue's reduce with GKC_COPY_THREADS 4, 8, 16
 #   restart   bench_restart: 8 GiB of shared resident arrays through a planned
 #             restart (the stand-in descriptor store), back and checked
 #   mpi       bench/gpu/mpi_scaling_gpu.sh: mpi_cg strong and weak scaling on
@@ -168,6 +169,19 @@ if has restart && [ -x "$B/bench/bench_restart" ]; then
   wait $rpid
   summary+=("restart rc=$? ($((SECONDS - S)) s)")
   cat "$L/restart.md"; grep -v "^.uploaded" "$L/restart.log" | tail -12
+fi
+
+if has copythreads; then
+  # The caller's copy into the arena is most of a big reduce by value: how
+  # many threads it wants (GKC_COPY_THREADS; libgkc's default: up to 8).
+  start_gkcd copy --devices 0
+  for t in 4 8 16; do
+    echo "GKC_COPY_THREADS=$t"
+    GKC_COPY_THREADS=$t timeout 60 "$B/bench/bench_byvalue" --socket "$L/copy.sock" \
+      --sizes reduce:64,reduce:256 --repeat 7 --conns 1 2>&1 | grep -E "arena|reserved"
+  done | tee "$L/copythreads.md"
+  stop_gkcd
+  summary+=("copythreads done")
 fi
 
 if has inline && [ -x "$B/bench/bench_inline" ]; then
