@@ -102,18 +102,6 @@ int args_number(const msgpack_object *o, double *out) {
   }
 }
 
-int args_float(args_ctx *a, const char *key, int required, float *out) {
-  int rc;
-  const msgpack_object *o = get(a, key, required, &rc);
-  if (!o) return rc;
-  double v;
-  if (args_number(o, &v) != 0)
-    return fail(a, "argument '%s' must be a number, got %s", key, type_name(o));
-  if (!isfinite(v) || fabs(v) > 3.4028234663852886e38)
-    return fail(a, "argument '%s' must be a finite float32 value%s", key, "");
-  *out = (float)v;
-  return 0;
-}
 
 int args_double(args_ctx *a, const char *key, int required, double *out) {
   int rc;
@@ -124,6 +112,17 @@ int args_double(args_ctx *a, const char *key, int required, double *out) {
     return fail(a, "argument '%s' must be a number, got %s", key, type_name(o));
   if (!isfinite(v)) return fail(a, "argument '%s' must be a finite number%s", key, "");
   *out = v;
+  return 0;
+}
+
+int args_float(args_ctx *a, const char *key, int required, float *out) {
+  double v;
+  int present = args_present(a, key);
+  int rc = args_double(a, key, required, &v);
+  if (rc || !present) return rc;
+  if (fabs(v) > 3.4028234663852886e38)
+    return fail(a, "argument '%s' must be a finite float32 value%s", key, "");
+  *out = (float)v;
   return 0;
 }
 
