@@ -53,6 +53,7 @@
 
 #include "args.h"
 #include "fuzz_harness.h"
+#include "proto_dtypes.h"
 #include "gkc_errors.h"
 #include "method.h"
 #include "methods.h"
@@ -131,16 +132,24 @@ static void check_parsed_job(const gkcd_job *job, const gkcd_backend *be, int me
         CHECK(s->row_ptr.where == SPAN_HOST && s->col_idx.where == SPAN_HOST);
         check_span(job, &s->row_ptr, ((uint64_t)s->rows + 1) * 4, DT_I32, frame, len);
         check_span(job, &s->col_idx, (uint64_t)s->nnz * 4, DT_I32, frame, len);
-        check_span(job, &s->values, (uint64_t)s->nnz * 4, DT_F32, frame, len);
+        /* Values float32 or float64, whatever the vectors are (PROTOCOL.md,
+         * "Element types"). */
+        CHECK(s->values.dtype == DT_F32 || s->values.dtype == DT_F64);
+        check_span(job, &s->values, (uint64_t)s->nnz * proto_dtype_size(s->values.dtype),
+                   s->values.dtype, frame, len);
       }
-      check_span(job, &s->x, (uint64_t)s->cols * 4, DT_F32, frame, len);
+      /* x, y and the result: one dtype */
+      int xdt = s->x.dtype;
+      uint64_t xs = proto_dtype_size(xdt);
+      CHECK(xdt == DT_F32 || xdt == DT_F64);
+      check_span(job, &s->x, (uint64_t)s->cols * xs, xdt, frame, len);
       if (s->beta != 0.0f) {
         CHECK(s->y.ptr != NULL);
-        check_span(job, &s->y, (uint64_t)s->rows * 4, DT_F32, frame, len);
+        check_span(job, &s->y, (uint64_t)s->rows * xs, xdt, frame, len);
       } else {
         CHECK(s->y.ptr == NULL);
       }
-      CHECK(job->out_bytes == (uint64_t)s->rows * 4 && job->out_bytes <= FUZZ_MAX_BYTES);
+      CHECK(job->out_bytes == (uint64_t)s->rows * xs && job->out_bytes <= FUZZ_MAX_BYTES);
       const gkcd_span *in[] = {&s->row_ptr, &s->col_idx, &s->values, &s->x, &s->y};
       check_out(job, in, 5);
       break;
@@ -149,8 +158,10 @@ static void check_parsed_job(const gkcd_job *job, const gkcd_backend *be, int me
     case PROTO_M_AXPBY: {
       const __typeof__(job->in.vec) *v = &job->in.vec;
       CHECK(v->n >= 1);
-      check_span(job, &v->x, (uint64_t)v->n * 4, DT_F32, frame, len);
-      check_span(job, &v->y, (uint64_t)v->n * 4, DT_F32, frame, len);
+      CHECK(v->x.dtype == DT_F32 || v->x.dtype == DT_F64);
+      uint64_t es = proto_dtype_size(v->x.dtype);
+      check_span(job, &v->x, (uint64_t)v->n * es, v->x.dtype, frame, len);
+      check_span(job, &v->y, (uint64_t)v->n * es, v->x.dtype, frame, len);
       if (method == PROTO_M_AXPBY) {
         CHECK(job->out_bytes == v->x.bytes && job->out_bytes <= FUZZ_MAX_BYTES);
         const gkcd_span *in[] = {&v->x, &v->y};
@@ -159,7 +170,8 @@ static void check_parsed_job(const gkcd_job *job, const gkcd_backend *be, int me
       break;
     }
     case PROTO_M_UPLOAD:
-      CHECK(job->in.upload.dtype == DT_F32 || job->in.upload.dtype == DT_I32);
+      CHECK(job->in.upload.dtype == DT_F32 || job->in.upload.dtype == DT_I32 ||
+            job->in.upload.dtype == DT_F64);
       CHECK(job->in.upload.data.bytes >= 4);
       check_span(job, &job->in.upload.data, UINT64_MAX, job->in.upload.dtype, frame, len);
       CHECK(job->out_bytes == job->in.upload.data.bytes && job->out_kind == OUT_RES_NEW);
