@@ -116,7 +116,7 @@ int args_double(args_ctx *a, const char *key, int required, double *out) {
 }
 
 int args_float(args_ctx *a, const char *key, int required, float *out) {
-  double v;
+  double v = 0;
   int present = args_present(a, key);
   int rc = args_double(a, key, required, &v);
   if (rc || !present) return rc;
