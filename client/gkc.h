@@ -333,7 +333,7 @@ GKC_API int gkc_shm_release(gkc_conn *c, uint32_t region);
  *   GKC_SHM_MAX_BYTES=SIZE    the arena's bound
  *   GKC_COPY_THREADS=N        threads that copy an array of 16 MiB or more into
  *                             (and a result out of) the arena, in pieces at
- *                             once (default: up to 8, the CPUs there are; read
+ *                             once (default: up to 16, the CPUs there are; read
  *                             at each copy)
  * A value that is not a size turns it off, with the reason in gkc_shm_state
  * (the connection itself succeeds).

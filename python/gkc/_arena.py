@@ -115,12 +115,12 @@ _copy_pool_lock = threading.Lock()
 
 
 def _copy_threads() -> int:
-    """GKC_COPY_THREADS, else up to 8 (the host's CPUs)."""
+    """GKC_COPY_THREADS, else up to 16 (the host's CPUs)."""
     try:
         n = int(os.environ.get("GKC_COPY_THREADS", "0"))
     except ValueError:
         n = 0
-    return max(1, n) if n > 0 else min(8, os.cpu_count() or 1)
+    return max(1, n) if n > 0 else min(16, os.cpu_count() or 1)
 
 
 def _pool() -> Any:

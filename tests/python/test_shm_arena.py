@@ -467,12 +467,12 @@ def test_parallel_copy_into_the_arena_is_exact():
 
 def test_copy_threads_from_the_environment(monkeypatch):
     """GKC_COPY_THREADS: a count is taken, anything else falls back to the
-    default (up to 8), never to zero threads."""
+    default (up to 16), never to zero threads."""
     from gkc import _arena
     for value, want in (("3", 3), ("1", 1), ("0", None), ("-2", None), ("lots", None), ("", None)):
         monkeypatch.setenv("GKC_COPY_THREADS", value)
         got = _arena._copy_threads()
-        assert got == (want or min(8, os.cpu_count() or 1)), (value, got)
+        assert got == (want or min(16, os.cpu_count() or 1)), (value, got)
 
 
 # --- shm_reserve --------------------------------------------------------------------------
