@@ -118,22 +118,26 @@ static int check_npy(void *arg, int ndim, const int64_t *shape, int64_t count) {
   return cli_plan_check(c->l, &p);
 }
 
-int cli_load_npy_limited(const cli_globals *g, const cli_limits *l, const char *opt,
-                         const char *path, uint64_t request, uint64_t local, npy_array *out) {
+typedef int (*npy_reader)(const char *path, npy_array *out, npy_check_fn check, void *ctx,
+                          char *err, size_t errlen);
+
+/* read (float32 only, or any dtype) under the limits. */
+static int load(npy_reader read, const cli_globals *g, const cli_limits *l, const char *opt,
+                const char *path, uint64_t request, uint64_t local, npy_array *out) {
   char err[512];
   npy_ctx c = {l, opt, path, request, local, out};
-  int rc = npy_read_checked(path, out, check_npy, &c, err, sizeof err);
+  int rc = read(path, out, check_npy, &c, err, sizeof err);
   if (rc == 0) return CLI_OK;
   if (rc > 0) return rc; /* check_npy said which limit */
   return cli_usage_error(g, "%s: %s", opt, err);
 }
 
+int cli_load_npy_limited(const cli_globals *g, const cli_limits *l, const char *opt,
+                         const char *path, uint64_t request, uint64_t local, npy_array *out) {
+  return load(npy_read_checked, g, l, opt, path, request, local, out);
+}
+
 int cli_load_npy_any(const cli_globals *g, const cli_limits *l, const char *opt,
                      const char *path, uint64_t request, uint64_t local, npy_array *out) {
-  char err[512];
-  npy_ctx c = {l, opt, path, request, local, out};
-  int rc = npy_read_any(path, out, check_npy, &c, err, sizeof err);
-  if (rc == 0) return CLI_OK;
-  if (rc > 0) return rc;
-  return cli_usage_error(g, "%s: %s", opt, err);
+  return load(npy_read_any, g, l, opt, path, request, local, out);
 }
