@@ -26,7 +26,7 @@
  * GKC_ETIMEOUT) and gkc_errmsg holds the daemon's message.  Notifications
  * the library does not know are skipped.
  *
- * Implemented in: gkc_client.c, gkc_methods.c, gkc_reconnect.c, gkc_region.c, gkc_resident.c, gkc_shm.c, gkc_solve.c
+ * Implemented in: gkc_client.c, gkc_methods.c, gkc_objects.c, gkc_reconnect.c, gkc_region.c, gkc_resident.c, gkc_shm.c, gkc_solve.c
  */
 #ifndef GKC_H
 #define GKC_H

@@ -18,7 +18,7 @@
  * and instance that made them, and naming one that did not survive is
  * refused while the request is packed (gkc__pack_id).
  *
- * Implemented in: gkc_client.c, gkc_json.c, gkc_reconnect.c, gkc_region.c, gkc_resident.c, gkc_wire.c
+ * Implemented in: gkc_client.c, gkc_json.c, gkc_objects.c, gkc_reconnect.c, gkc_region.c, gkc_resident.c, gkc_wire.c
  */
 #ifndef GKC_INTERNAL_H
 #define GKC_INTERNAL_H
@@ -269,6 +269,22 @@ int gkc__shm_register(gkc_conn *c, int fd, size_t bytes, int pinned, uint32_t *r
 int gkc__region_fd(const gkc_region *r);
 void gkc__region_set_id(gkc_region *r, uint32_t id);
 void gkc__region_free(gkc_region *r);
+
+/* A prepared request run on a blocking connection (rc: the prep's status);
+ * info (may be NULL) gets its timings (gkc_resident.c). */
+int gkc__run_info(gkc_conn *c, gkc__req *r, int rc, gkc_result *res, gkc_info *info);
+/* A blocking call from its prep: declares r, res and rc (the prep's status). */
+#define GKC__BLOCKING(prep_call) \
+  gkc__req r;                    \
+  gkc_result res;                \
+  gkc__req_init(&r);             \
+  gkc__result_init(&res);        \
+  int rc = gkc__live(c);         \
+  if (rc == 0) rc = prep_call;
+/* The optional `device` (sgemm, reduce: gkc_set_device; upload, csr_upload:
+ * gkc_*_placed) and `replicate` arguments: how many keys, and packing them. */
+static inline int gkc__where_keys(int pinned, int replicate) { return (pinned != 0) + (replicate != 0); }
+void gkc__pack_where(msgpack_packer *pk, int pinned, int device, int replicate);
 
 /* Array references and result targets (gkc_resident.c), for the method files. */
 /* What the library must refuse: a form it cannot encode (optional: NONE is fine). */
