@@ -46,6 +46,23 @@
  * --request-timeout to arrive while we read, is closed, and everything it
  * held is freed; an idle one after --idle-timeout.
  *
+ * Big frames' payloads are received off the loop (reader.h): one thread
+ * copying every socket's bytes was the ceiling with several connections
+ * sending big frames at once.  Once the scanner has seen the length of a
+ * big frame (c->need, BUFPOOL_MIN or more, READER_MIN_REST of it still to
+ * come) and the buffer holds all of it (an idle one of the pool, or one
+ * grown that far by the bytes received: still never memory allocated on
+ * the peer's word), hand_off charges the input for every byte the reader
+ * may write, within the allowance or as the overdraft as reserve() would,
+ * stops watching the socket for reading and hands socket and buffer to a
+ * reader (c->rbusy).  Until the reader hands them back (on_reader_done)
+ * the loop neither reads the socket nor touches buf, len or cap, and does
+ * not close the descriptor: conn_close waits for the reader (cancelling
+ * it) and closes once it is back; a deadline cancels it too.  Replies are
+ * still written meanwhile.  Back on the loop, the frame goes on exactly
+ * as after a read on the loop: scanned, handed to the hook, the rest read,
+ * back-pressure, close.
+ *
  * The socket is read with recvmsg under a uv_poll_t rather than as a libuv
  * stream, because clients may attach file descriptors (shared-memory
  * regions) to their bytes, which libuv's pipes would not hand over; they
@@ -56,6 +73,7 @@
  * list's hold; the memory goes when the last of them is done.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -72,6 +90,9 @@
 
 #define READ_CHUNK (64 * 1024)
 #define CONN_POOLED_INPUT 1
+/* A frame's rest goes to a reader only when at least this much of it is
+ * still to come: below it the hand-over costs about what the copy does. */
+#define READER_MIN_REST ((size_t)256 << 10)
 /* How long a refused socket stays open so its client can read why. */
 #define LINGER_MS 2000
 
@@ -155,6 +176,16 @@ void conn_close(gkcd_conn *c) {
    * dropped, unwritten replies and unparsed input freed. */
   sched_drop_client(c->set->sched, &c->sc);
   free_pending(c);
+  if (c->rbusy) {
+    /* A reader owns the socket and the input buffer: both go once it has
+     * let go (on_reader_done), never before, so that it neither writes
+     * into freed memory nor reads a descriptor closed (and perhaps reused)
+     * under it.  Until then nothing is watched. */
+    uv_poll_stop(&c->poll);
+    c->events = 0;
+    reader_cancel(&c->rt);
+    return;
+  }
   free_input(c);
   uv_close((uv_handle_t *)&c->poll, on_closed);
 }
@@ -187,7 +218,8 @@ static void on_poll(uv_poll_t *h, int status, int events);
 /* Tells the poll handle what we wait for now. */
 static void watch(gkcd_conn *c) {
   if (c->closing) return;
-  int want = (c->reading ? UV_READABLE : 0) | (c->npend ? UV_WRITABLE : 0);
+  /* While a reader has the socket, the loop only writes to it. */
+  int want = (c->reading && !c->rbusy ? UV_READABLE : 0) | (c->npend ? UV_WRITABLE : 0);
   if (want == c->events) return;
   int rc = want ? uv_poll_start(&c->poll, want, on_poll) : uv_poll_stop(&c->poll);
   if (rc) {
@@ -314,9 +346,10 @@ drop:
  * big frame whose length the scanner has seen (c->need), an idle buffer of
  * the pool that holds all of it, if there is one: memory that exists
  * already, so taking it on the peer's word allocates nothing.  Otherwise
- * the buffer grows to ncap as it always did.  0, or -1 when out of
- * memory. */
-static int grow_buffer(gkcd_conn *c, size_t ncap) {
+ * the buffer grows to ncap as it always did, or, without fresh_ok, stays
+ * as it is.  0; 1 when it stayed; -1 when out of memory.  The caller
+ * settles the charges (charge_extra). */
+static int grow_buffer(gkcd_conn *c, size_t ncap, int fresh_ok) {
   bufpool *pool = c->set->pool;
   size_t ask = ncap;
   if (c->need >= BUFPOOL_MIN && c->need + READ_CHUNK > ask) ask = c->need + READ_CHUNK;
@@ -340,6 +373,7 @@ static int grow_buffer(gkcd_conn *c, size_t ncap) {
       return 0;
     }
   }
+  if (!fresh_ok) return 1;
   unsigned char *nb = realloc(c->buf, ncap);
   if (!nb) return -1;
   c->buf = nb;
@@ -371,7 +405,7 @@ static int reserve(gkcd_conn *c) {
       set->overdraft = c;
     }
   }
-  if (ncap > c->phys && grow_buffer(c, ncap) != 0) return -1;
+  if (ncap > c->phys && grow_buffer(c, ncap, 1) != 0) return -1;
   budget_take(b, BUDGET_INPUT, ncap - c->cap);
   c->cap = ncap;
   charge_extra(c);
@@ -469,7 +503,7 @@ static void reject_truncated(gkcd_conn *c, size_t pos) {
 static void parse_frames(gkcd_conn *c) {
   gkcd_conns *set = c->set;
   size_t pos = 0;
-  if (c->parsing) return;
+  if (c->parsing || c->rbusy) return; /* a reader's buffer is the reader's */
   c->parsing = 1;
   while (pos < c->len && may_take_frames(c)) {
     if (c->need > c->len && !c->peer_closed) break;
@@ -563,8 +597,14 @@ static void parse_frames(gkcd_conn *c) {
   if (c->len == 0) free_input(c);
 }
 
+static void hand_off(gkcd_conn *c);
+
 void conn_update_reading(gkcd_conn *c) {
   if (c->closing || c->parsing) return; /* parse_frames' caller decides afterwards */
+  if (c->rbusy) { /* its return (on_reader_done) decides; replies still go out */
+    watch(c);
+    return;
+  }
   c->copy_wait = 0;
   int want = may_take_frames(c);
   if (want && c->len > 0) {
@@ -587,6 +627,7 @@ void conn_update_reading(gkcd_conn *c) {
   if (want && !c->taking && c->len && !c->mem_clock) c->req_start_ms = uv_now(c->set->loop);
   if (want) c->mem_clock = 0;
   c->taking = want;
+  hand_off(c);
   watch(c);
 }
 
@@ -616,7 +657,7 @@ static void on_poll(uv_poll_t *h, int status, int events) {
     return;
   }
   if ((events & UV_WRITABLE) && c->npend) write_pending(c);
-  if (c->closing || !(events & UV_READABLE) || !c->reading) return;
+  if (c->closing || !(events & UV_READABLE) || !c->reading || c->rbusy) return;
   if (read_some(c) != 0) return;
   if (c->peer_closed || c->wait_mem) watch(c);
   parse_frames(c);
@@ -624,6 +665,110 @@ static void on_poll(uv_poll_t *h, int status, int events) {
     conn_update_reading(c);
     close_if_done(c);
   }
+}
+
+/* --- reading off the loop ------------------------------------------------ */
+
+static void on_reader_done(reader_task *t);
+
+/* Hands the rest of the big frame in c's buffer to a reader (conn.c's
+ * header says when).  Does nothing when that is not possible now; the loop
+ * then reads on as before, and tries again at the next conn_update_reading.
+ * Only while frames are taken (c->taking): the request clock runs while
+ * the reader has the socket, as it does while the loop reads. */
+static void hand_off(gkcd_conn *c) {
+  gkcd_conns *set = c->set;
+  if (c->rbusy || c->closing || !c->reading || !c->taking || c->peer_closed || c->wait_mem ||
+      c->close_when_flushed)
+    return;
+  if (c->need < BUFPOOL_MIN || c->need <= c->len || c->need - c->len < READER_MIN_REST) return;
+  if (c->phys < c->need) {
+    /* An idle buffer of the pool that holds the frame, or nothing: this
+     * is the peer's word, and growing by what arrives stays the loop's. */
+    if (grow_buffer(c, c->need + READ_CHUNK, 0) != 0) return;
+    charge_extra(c);
+  }
+  /* Room for the frame and a chunk after it (the rest of the frame past
+   * its big bin, usually in the same write). */
+  size_t ncap = c->need + READ_CHUNK;
+  if (ncap > c->phys) ncap = c->phys;
+  if (ncap < c->cap) ncap = c->cap;
+  gkcd_budget *b = set->budget;
+  if (ncap > c->cap && !budget_input_fits(b, ncap - c->cap)) {
+    if (set->overdraft && set->overdraft != c) return; /* reserve() will wait for memory */
+    set->overdraft = c;
+  }
+  budget_take(b, BUDGET_INPUT, ncap - c->cap);
+  c->cap = ncap;
+  charge_extra(c);
+  if (!set->readers.loop) reader_init(&set->readers, set->loop);
+  reader_task *t = &c->rt;
+  t->fd = c->fd;
+  t->buf = c->buf;
+  t->len = c->len;
+  t->want = c->need;
+  t->cap = c->cap;
+  t->done = on_reader_done;
+  if (reader_submit(&set->readers, t) != 0) return; /* read on the loop, as before */
+  c->rbusy = 1;
+  c->refs++; /* c lives until the reader is back */
+  watch(c);
+}
+
+/* The reader is back and has let go of c's socket and buffer: what it
+ * received is c's, and c goes on as on_poll does after a read (or closes,
+ * when conn_close was waiting for it). */
+static void on_reader_done(reader_task *t) {
+  gkcd_conn *c = (gkcd_conn *)((char *)t - offsetof(gkcd_conn, rt));
+  gkcd_conns *set = c->set;
+  c->rbusy = 0;
+  size_t got = t->len - c->len;
+  c->len = t->len;
+  if (t->fds_closed)
+    log_warn("connection %llu: descriptors were dropped (more than %d in one message or while"
+             " receiving one request)", (unsigned long long)c->id, READER_MAX_FDS);
+  for (int i = 0; i < t->nfds; i++) {
+    if (!c->closing && c->nfds < CONN_MAX_FDS) {
+      c->fds[c->nfds++] = t->fds[i];
+    } else {
+      if (!c->closing)
+        log_warn("connection %llu: more than %d descriptors waiting; closing the extra one",
+                 (unsigned long long)c->id, CONN_MAX_FDS);
+      close(t->fds[i]);
+    }
+  }
+  t->nfds = 0;
+  if (c->closing) { /* conn_close waited for the reader: finish it */
+    free_input(c);
+    uv_close((uv_handle_t *)&c->poll, on_closed);
+    conn_unref(c);
+    return;
+  }
+  if (got) c->last_active_ms = uv_now(set->loop);
+  if (t->status == READER_ERROR) {
+    log_debug("connection %llu: read: %s", (unsigned long long)c->id, strerror(t->err));
+    conn_close(c);
+    conn_unref(c);
+    return;
+  }
+  if (t->status == READER_EOF) {
+    log_debug("connection %llu: peer finished sending", (unsigned long long)c->id);
+    c->peer_closed = 1;
+    c->reading = 0;
+  }
+  /* READER_CANCELLED without closing: a deadline's answer is on its way
+   * (timeout_close); close_when_flushed keeps the frame from being taken. */
+  watch(c);
+  parse_frames(c);
+  if (!c->closing) {
+    conn_update_reading(c);
+    close_if_done(c);
+  }
+  conn_unref(c);
+}
+
+void conn_stop_readers(gkcd_conns *set) {
+  if (set->readers.loop) reader_stop(&set->readers);
 }
 
 /* --- accepting ----------------------------------------------------------- */
@@ -745,6 +890,7 @@ void conn_accept(gkcd_conns *set, int fd) {
  * closes once that is out, or at once when its replies are what is stuck. */
 static void timeout_close(gkcd_conn *c, const char *msg) {
   log_info("connection %llu (pid %d): %s", (unsigned long long)c->id, c->pid, msg);
+  if (c->rbusy) reader_cancel(&c->rt); /* the request will not be served */
   if (c->npend) {
     conn_close(c);
     return;
@@ -778,8 +924,9 @@ void conn_sweep(gkcd_conns *set) {
                c->req_start_ms &&
                now - c->req_start_ms >= req) {
       set->closed_request_timeout++;
+      size_t got = c->rbusy ? atomic_load_explicit(&c->rt.progress, memory_order_relaxed) : c->len;
       snprintf(msg, sizeof msg, "a request took longer than %g s to arrive (--request-timeout;"
-               " %zu bytes of it received); closing", cfg->request_timeout_s, c->len);
+               " %zu bytes of it received); closing", cfg->request_timeout_s, got);
       timeout_close(c, msg);
     } else if (idle && !c->jobs && !c->npend && !c->len && now - c->last_active_ms >= idle) {
       set->closed_idle++;

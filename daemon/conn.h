@@ -11,7 +11,9 @@
  * thread; the answers come back down through conn_send.  The server wires
  * the hooks to rpc.c.
  *
- * Everything here belongs to the loop thread.
+ * Everything here belongs to the loop thread; the rest of a big frame is
+ * received by a reader thread (reader.h), which owns the connection's
+ * socket for reading and its input buffer meanwhile (conn.c says how).
  */
 #ifndef GKCD_CONN_H
 #define GKCD_CONN_H
@@ -25,6 +27,7 @@
 #include "bufpool.h"
 #include "config.h"
 #include "proto_frame.h"
+#include "reader.h"
 #include "res_object.h"
 #include "scheduler.h"
 
@@ -72,6 +75,8 @@ struct gkcd_conn {
   int wait_mem;        /* not read: no memory budget to grow the input buffer */
   int mem_clock;       /* resumed after wait_mem: the request clock keeps running */
   int copy_wait;       /* a whole frame waits for input allowance to be copied out */
+  int rbusy;           /* rt is out: a reader receives into buf (its len, cap are the reader's) */
+  reader_task rt;      /* the rest of a big frame, received off the loop (reader.h) */
   res_owner owns;      /* counts of the resident objects and regions it owns (the owner's) */
   unsigned char *buf;  /* received bytes not yet parsed into frames */
   size_t len, cap;     /* cap is charged to the memory budget (input) */
@@ -113,6 +118,7 @@ struct gkcd_conns {
   int paused_full;     /* some connections are unread because the queues were full */
   int paused_mem;      /* some connections are unread for lack of memory budget */
   gkcd_conn *overdraft; /* may finish receiving a request past the budget */
+  reader_pool readers; /* receive big frames' rest off the loop; started on first use */
   int linger_fds[CONN_LINGER_MAX]; /* refused connections, closed by the sweep */
   uint64_t linger_ms[CONN_LINGER_MAX];
   int nlinger;
@@ -149,5 +155,8 @@ void conn_flush_all(gkcd_conns *set);
 void conn_sweep(gkcd_conns *set);
 /* Closes every lingering refused socket (shutdown). */
 void conn_linger_close_all(gkcd_conns *set);
+/* Stops the reader threads (shutdown, once every connection has closed:
+ * none then has a reader out). */
+void conn_stop_readers(gkcd_conns *set);
 
 #endif
