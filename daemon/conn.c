@@ -365,7 +365,15 @@ static int grow_buffer(gkcd_conn *c, size_t ncap, int fresh_ok) {
     unsigned char *nb = bufpool_get_idle(pool, ask, &phys);
     if (nb) { /* the received bytes move over: a chunk or so, the length being seen early */
       if (c->len) memcpy(nb, c->buf, c->len);
-      bufpool_put(pool, c->buf);
+      /* One that came from the pool was the size of an earlier frame and
+       * goes back; one grown by doubling is a step of that growth (8, 16,
+       * 32 MiB on the way to 64), the size of no request: kept, such steps
+       * filled the pool's slots and made it drop the frame-sized buffers
+       * that the next requests needed (8 connections sending 64 MiB). */
+      if (c->pooled)
+        bufpool_put(pool, c->buf);
+      else
+        free(c->buf);
       bufpool_sync(pool); /* its idle charge goes; charge_extra charges what cap leaves */
       c->buf = nb;
       c->phys = phys;
@@ -519,7 +527,7 @@ static void parse_frames(gkcd_conn *c) {
       c->need = info.need > c->len - pos ? info.need : 0;
       break;
     }
-    c->need = 0;
+    c->need = c->pool_asked = 0; /* the next frame is another */
     if (r < 0) {
       /* The frame's end is unknown, so nothing after it can be trusted:
        * answer, then close once the answer is out. */
@@ -671,33 +679,57 @@ static void on_poll(uv_poll_t *h, int status, int events) {
 
 static void on_reader_done(reader_task *t);
 
-/* Hands the rest of the big frame in c's buffer to a reader (conn.c's
- * header says when).  Does nothing when that is not possible now; the loop
- * then reads on as before, and tries again at the next conn_update_reading.
- * Only while frames are taken (c->taking): the request clock runs while
- * the reader has the socket, as it does while the loop reads. */
+/* Hands the receiving of the big frame in c's buffer to a reader (conn.c's
+ * header says when), for as much of it as the buffer may hold now:
+ *  - when the buffer holds all of it (an idle one of the pool, asked for
+ *    once per frame, or one grown that far), all of it;
+ *  - else as far as one doubling takes it, as reserve() grows it on the
+ *    loop: never more than twice what the peer has really sent, plus a
+ *    chunk.  The reader comes back when that is full, and the next
+ *    doubling goes out again: about log2(frame / 256 KiB) round trips for a
+ *    frame the pool could not hold, each a wake-up of the loop, while the
+ *    copies (and the page faults of fresh memory) are the reader's.
+ * Only when READER_MIN_REST or more is to come in that step.  The input is
+ * charged for all of it first, within the allowance or as the overdraft as
+ * in reserve(); when neither is possible, or no reader can be started, it
+ * does nothing, and the loop reads on (and waits for memory) as before;
+ * it is tried again at each conn_update_reading.  Only while frames are
+ * taken (c->taking): the request clock runs while the reader has the
+ * socket, as it does while the loop reads. */
 static void hand_off(gkcd_conn *c) {
   gkcd_conns *set = c->set;
   if (c->rbusy || c->closing || !c->reading || !c->taking || c->peer_closed || c->wait_mem ||
       c->close_when_flushed)
     return;
   if (c->need < BUFPOOL_MIN || c->need <= c->len || c->need - c->len < READER_MIN_REST) return;
-  if (c->phys < c->need) {
-    /* An idle buffer of the pool that holds the frame, or nothing: this
-     * is the peer's word, and growing by what arrives stays the loop's. */
-    if (grow_buffer(c, c->need + READ_CHUNK, 0) != 0) return;
-    charge_extra(c);
+  if (c->phys < c->need && c->pool_asked != c->need) {
+    /* Asked once per frame (and by reserve() at each doubling, as
+     * before): asked at every read, connections whose buffers were
+     * growing took each buffer the moment a job gave it back, copying
+     * what they had received into it, and the connection whose next frame
+     * it would have served grew its own (8 connections x 64 MiB: the pool
+     * was empty nearly all the time). */
+    c->pool_asked = c->need;
+    if (grow_buffer(c, c->need + READ_CHUNK, 0) == 0) charge_extra(c);
   }
-  /* Room for the frame and a chunk after it (the rest of the frame past
-   * its big bin, usually in the same write). */
-  size_t ncap = c->need + READ_CHUNK;
-  if (ncap > c->phys) ncap = c->phys;
+  /* The frame and a chunk after it (the rest of the frame past its big
+   * bin, usually in the same write), or one doubling. */
+  size_t whole = c->need + READ_CHUNK, ncap;
+  if (c->phys >= c->need) {
+    ncap = c->phys < whole ? c->phys : whole;
+  } else {
+    ncap = c->cap * 2;
+    if (ncap < c->len + READ_CHUNK) ncap = c->len + READ_CHUNK;
+    if (ncap > whole) ncap = whole;
+  }
   if (ncap < c->cap) ncap = c->cap;
+  if (ncap - c->len < READER_MIN_REST) return; /* the loop's next read grows it */
   gkcd_budget *b = set->budget;
   if (ncap > c->cap && !budget_input_fits(b, ncap - c->cap)) {
     if (set->overdraft && set->overdraft != c) return; /* reserve() will wait for memory */
     set->overdraft = c;
   }
+  if (ncap > c->phys && grow_buffer(c, ncap, 1) != 0) return; /* reserve() will say so */
   budget_take(b, BUDGET_INPUT, ncap - c->cap);
   c->cap = ncap;
   charge_extra(c);
@@ -706,7 +738,7 @@ static void hand_off(gkcd_conn *c) {
   t->fd = c->fd;
   t->buf = c->buf;
   t->len = c->len;
-  t->want = c->need;
+  t->want = c->need < c->cap ? c->need : c->cap;
   t->cap = c->cap;
   t->done = on_reader_done;
   if (reader_submit(&set->readers, t) != 0) return; /* read on the loop, as before */

@@ -84,6 +84,7 @@ struct gkcd_conn {
   int pooled;          /* buf came from the pool: its bytes past cap are charged as pool_extra */
   size_t pool_extra;   /* charged to BUDGET_POOL for it */
   size_t need;         /* scanner's hint: rescan once len reaches it */
+  size_t pool_asked;   /* the need for which hand_off last asked the pool for a buffer */
   size_t jobs;         /* in flight, including those queued or held (counted by the owner) */
   uint64_t last_active_ms; /* uv_now of the last byte in or out */
   uint64_t req_start_ms;   /* when the partial request in buf began; 0: none */
