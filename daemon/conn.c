@@ -701,7 +701,9 @@ static void hand_off(gkcd_conn *c) {
   if (c->rbusy || c->closing || !c->reading || !c->taking || c->peer_closed || c->wait_mem ||
       c->close_when_flushed)
     return;
-  if (c->need < BUFPOOL_MIN || c->need <= c->len || c->need - c->len < READER_MIN_REST) return;
+  if (!set->readers.started || c->need < BUFPOOL_MIN || c->need <= c->len ||
+      c->need - c->len < READER_MIN_REST)
+    return;
   if (c->phys < c->need && c->pool_asked != c->need) {
     /* Asked once per frame (and by reserve() at each doubling, as
      * before): asked at every read, connections whose buffers were
@@ -733,7 +735,6 @@ static void hand_off(gkcd_conn *c) {
   budget_take(b, BUDGET_INPUT, ncap - c->cap);
   c->cap = ncap;
   charge_extra(c);
-  if (!set->readers.loop) reader_init(&set->readers, set->loop);
   reader_task *t = &c->rt;
   t->fd = c->fd;
   t->buf = c->buf;
@@ -798,6 +799,8 @@ static void on_reader_done(reader_task *t) {
   }
   conn_unref(c);
 }
+
+void conn_start_readers(gkcd_conns *set) { (void)reader_init(&set->readers, set->loop); }
 
 void conn_stop_readers(gkcd_conns *set) {
   if (set->readers.loop) reader_stop(&set->readers);

@@ -119,7 +119,7 @@ struct gkcd_conns {
   int paused_full;     /* some connections are unread because the queues were full */
   int paused_mem;      /* some connections are unread for lack of memory budget */
   gkcd_conn *overdraft; /* may finish receiving a request past the budget */
-  reader_pool readers; /* receive big frames' rest off the loop; started on first use */
+  reader_pool readers; /* receive big frames' rest off the loop (conn_start_readers) */
   int linger_fds[CONN_LINGER_MAX]; /* refused connections, closed by the sweep */
   uint64_t linger_ms[CONN_LINGER_MAX];
   int nlinger;
@@ -156,6 +156,10 @@ void conn_flush_all(gkcd_conns *set);
 void conn_sweep(gkcd_conns *set);
 /* Closes every lingering refused socket (shutdown). */
 void conn_linger_close_all(gkcd_conns *set);
+/* Sets up the reader threads' pool (reader.h; its threads start when
+ * frames need them), once loop is set; without it every frame is read on
+ * the loop. */
+void conn_start_readers(gkcd_conns *set);
 /* Stops the reader threads (shutdown, once every connection has closed:
  * none then has a reader out). */
 void conn_stop_readers(gkcd_conns *set);

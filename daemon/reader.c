@@ -195,46 +195,49 @@ static void *thread_main(void *arg) {
   }
 }
 
-void reader_init(reader_pool *p, uv_loop_t *loop) {
+int reader_init(reader_pool *p, uv_loop_t *loop) {
   memset(p, 0, sizeof *p);
   p->loop = loop;
   long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
   p->max_threads = ncpu < 2 ? 2 : ncpu > READER_MAX_THREADS ? READER_MAX_THREADS : (int)ncpu;
-}
-
-/* The async handle and the done list, on the first task. */
-static int start_pool(reader_pool *p) {
-  if (p->started) return 0;
-  if (pthread_mutex_init(&p->mu, NULL) != 0) return -1;
-  int rc = uv_async_init(p->loop, &p->async, on_async);
-  if (rc) {
-    pthread_mutex_destroy(&p->mu);
-    errno = -rc;
+  for (int i = 0; i < READER_MAX_THREADS; i++) p->th[i].epfd = p->th[i].wakefd = -1;
+  int err = pthread_mutex_init(&p->mu, NULL);
+  int rc = err ? 0 : uv_async_init(loop, &p->async, on_async);
+  if (err || rc) {
+    if (!err) pthread_mutex_destroy(&p->mu);
+    log_warn("reader: cannot set up: %s", err ? strerror(err) : uv_strerror(rc));
+    p->max_threads = 0; /* every frame is read on the loop */
     return -1;
   }
   p->async.data = p;
-  uv_unref((uv_handle_t *)&p->async);
+  uv_unref((uv_handle_t *)&p->async); /* only tasks out keep the loop */
   p->started = 1;
+  /* Every slot's epoll set and eventfd now, so the daemon's descriptors do
+   * not change with its load (tests count them to find leaks); a slot
+   * that cannot have them has no thread. */
+  for (int i = 0; i < p->max_threads; i++) {
+    reader_thread *th = &p->th[i];
+    th->pool = p;
+    th->epfd = epoll_create1(EPOLL_CLOEXEC);
+    th->wakefd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    struct epoll_event e = {.events = EPOLLIN, .data.ptr = NULL};
+    if (th->epfd < 0 || th->wakefd < 0 || epoll_ctl(th->epfd, EPOLL_CTL_ADD, th->wakefd, &e) != 0 ||
+        pthread_mutex_init(&th->mu, NULL) != 0) {
+      log_warn("reader: %d threads at most: %s", i, strerror(errno));
+      if (th->epfd >= 0) close(th->epfd);
+      if (th->wakefd >= 0) close(th->wakefd);
+      th->epfd = th->wakefd = -1;
+      p->max_threads = i;
+      break;
+    }
+  }
   return 0;
 }
 
 static int start_thread(reader_pool *p) {
   reader_thread *th = &p->th[p->nthreads];
-  memset(th, 0, sizeof *th);
-  th->pool = p;
-  th->epfd = epoll_create1(EPOLL_CLOEXEC);
-  th->wakefd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  struct epoll_event e = {.events = EPOLLIN, .data.ptr = NULL};
-  int err = 0;
-  if (th->epfd < 0 || th->wakefd < 0 || epoll_ctl(th->epfd, EPOLL_CTL_ADD, th->wakefd, &e) != 0)
-    err = errno;
-  else if (pthread_mutex_init(&th->mu, NULL) != 0)
-    err = ENOMEM;
-  else if ((err = pthread_create(&th->tid, NULL, thread_main, th)) != 0)
-    pthread_mutex_destroy(&th->mu);
+  int err = pthread_create(&th->tid, NULL, thread_main, th);
   if (err) {
-    if (th->epfd >= 0) close(th->epfd);
-    if (th->wakefd >= 0) close(th->wakefd);
     log_warn("reader: cannot start a thread: %s", strerror(err));
     errno = err;
     return -1;
@@ -244,7 +247,6 @@ static int start_thread(reader_pool *p) {
 }
 
 int reader_submit(reader_pool *p, reader_task *t) {
-  if (start_pool(p) != 0) return -1;
   /* The least busy thread; a new one while each has a task and there is
    * room for one more. */
   reader_thread *th = NULL;
@@ -285,11 +287,16 @@ void reader_stop(reader_pool *p) {
     pthread_mutex_unlock(&th->mu);
     wake(th);
     pthread_join(th->tid, NULL);
-    close(th->epfd);
-    close(th->wakefd);
-    pthread_mutex_destroy(&th->mu);
   }
   p->nthreads = 0;
+  for (int i = 0; i < p->max_threads; i++) {
+    reader_thread *th = &p->th[i];
+    close(th->epfd);
+    close(th->wakefd);
+    th->epfd = th->wakefd = -1;
+    pthread_mutex_destroy(&th->mu);
+  }
+  p->max_threads = 0;
   if (p->started) {
     uv_close((uv_handle_t *)&p->async, NULL);
     pthread_mutex_destroy(&p->mu);

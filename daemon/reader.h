@@ -18,8 +18,10 @@
  * client that sends slowly holds up nobody else's frame; threads start on
  * demand, one per task in flight up to READER_MAX_THREADS (never more than
  * the machine has cores, and at least two), and each new task goes to the
- * least busy.  Descriptors that come with the bytes (SCM_RIGHTS) are kept
- * in the task for the loop to take.
+ * least busy.  Their epoll sets and eventfds are made with the pool, so
+ * that the daemon's descriptors do not change with its load.  Descriptors
+ * that come with the bytes (SCM_RIGHTS) are kept in the task for the loop
+ * to take.
  *
  * Rules, so that the owner can close and free safely:
  *  - every task submitted comes back exactly once through its done hook,
@@ -88,7 +90,7 @@ struct reader_thread {
 
 typedef struct reader_pool {
   uv_loop_t *loop;
-  int started;        /* the async handle is set up */
+  int started;        /* reader_init succeeded: the async handle is set up */
   int nthreads, max_threads;
   size_t out;         /* tasks submitted and not yet handed back */
   uint64_t tasks, bytes; /* handed back since start, and the bytes they received (status) */
@@ -98,15 +100,17 @@ typedef struct reader_pool {
   reader_thread th[READER_MAX_THREADS];
 } reader_pool;
 
-/* An empty pool on loop; no thread starts until the first task. */
-void reader_init(reader_pool *p, uv_loop_t *loop);
+/* An empty pool on loop: its async handle, and each thread's epoll set
+ * and eventfd; no thread starts until a task needs it.  0, or -1 (logged)
+ * when it cannot be set up: reader_submit then always refuses. */
+int reader_init(reader_pool *p, uv_loop_t *loop);
 /* Hands t to a reader: 0, or -1 (errno) when no reader could be started
  * (t is then still the owner's, untouched). */
 int reader_submit(reader_pool *p, reader_task *t);
 /* Asks for t back as soon as possible (it comes back through done). */
 void reader_cancel(reader_task *t);
-/* Stops and joins the threads and closes the async handle.  Only with no
- * task out; the pool may not be used afterwards. */
+/* Stops and joins the threads, closes their descriptors and the async
+ * handle.  Only with no task out; the pool may not be used afterwards. */
 void reader_stop(reader_pool *p);
 
 #endif

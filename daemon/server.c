@@ -211,6 +211,7 @@ int server_start(gkcd_server *srv, uv_loop_t *loop, gkcd_backend **bes, int ndev
   srv->conns.budget = &srv->budget;
   srv->conns.srv = srv;
   srv->conns.hooks = conn_wiring;
+  conn_start_readers(&srv->conns);
 
   if (listen_open(srv) != 0) return -1;
   struct stat st;

@@ -236,7 +236,7 @@ int main(void) {
   uv_loop_t loop;
   ASSERT_EQ(uv_loop_init(&loop), 0);
   reader_pool pool;
-  reader_init(&pool, &loop);
+  ASSERT_EQ(reader_init(&pool, &loop), 0);
   ASSERT_EQ(uv_run(&loop, UV_RUN_NOWAIT), 0); /* no thread, nothing keeping the loop */
   test_many(&loop, &pool);
   test_eof(&loop, &pool);
