@@ -50,18 +50,21 @@
  * copying every socket's bytes was the ceiling with several connections
  * sending big frames at once.  Once the scanner has seen the length of a
  * big frame (c->need, BUFPOOL_MIN or more, READER_MIN_REST of it still to
- * come) and the buffer holds all of it (an idle one of the pool, or one
- * grown that far by the bytes received: still never memory allocated on
- * the peer's word), hand_off charges the input for every byte the reader
- * may write, within the allowance or as the overdraft as reserve() would,
- * stops watching the socket for reading and hands socket and buffer to a
- * reader (c->rbusy).  Until the reader hands them back (on_reader_done)
- * the loop neither reads the socket nor touches buf, len or cap, and does
- * not close the descriptor: conn_close waits for the reader (cancelling
- * it) and closes once it is back; a deadline cancels it too.  Replies are
- * still written meanwhile.  Back on the loop, the frame goes on exactly
- * as after a read on the loop: scanned, handed to the hook, the rest read,
- * back-pressure, close.
+ * come), hand_off gives the receiving of it to a reader thread, into a
+ * buffer that holds all of it when it has one (an idle one of the pool,
+ * or one grown that far), else as far as one doubling of the buffer takes
+ * it (the reader comes back when that is full and the next doubling goes
+ * out): never memory allocated on the peer's word, exactly as when the
+ * loop reads.  It charges the input first for every byte the reader may
+ * write, within the allowance or as the overdraft as reserve() would,
+ * stops watching the socket for reading and hands socket and buffer over
+ * (c->rbusy).  Until the reader hands them back (on_reader_done) the loop
+ * neither reads the socket nor touches buf, len or cap, and does not close
+ * the descriptor: conn_close waits for the reader (cancelling it) and
+ * closes once it is back; a deadline cancels it too.  Replies are still
+ * written meanwhile, and the request clock runs as while the loop reads.
+ * Back on the loop, the frame goes on exactly as after a read on the loop:
+ * scanned, handed to the hook, the rest read, back-pressure, close.
  *
  * The socket is read with recvmsg under a uv_poll_t rather than as a libuv
  * stream, because clients may attach file descriptors (shared-memory
