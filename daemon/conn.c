@@ -27,7 +27,10 @@
  *
  * Replies produced during one loop iteration are collected and written with
  * a single sendmsg (conn_flush_all runs from a uv_check), so a pipelining
- * client costs one write per batch rather than one per reply.  A reply's
+ * client costs one write per batch rather than one per reply.  A big body
+ * at the head of them (1 MiB or more left) is sent by a writer thread
+ * instead (hand_off_write, the reader threads' other direction), the loop
+ * sending nothing on that socket until it is back.  A reply's
  * bytes stay charged to the memory budget and to its connection until the
  * socket has taken them.
  *
@@ -99,6 +102,9 @@
  * copying a few hundred KiB does; at 256 KiB, 1-2 MiB requests on one
  * connection took 0.6 ms instead of 0.3-0.5 (bench_inline). */
 #define READER_MIN_REST ((size_t)1 << 20)
+/* A reply body goes to a writer when this much of it is left to send: the
+ * same trade. */
+#define WRITER_MIN_REST ((size_t)1 << 20)
 /* How long a refused socket stays open so its client can read why. */
 #define LINGER_MS 2000
 
@@ -174,6 +180,14 @@ void conn_unref(gkcd_conn *c) {
   free(c);
 }
 
+/* Unwritten replies and unparsed input freed, the handle closed: once no
+ * reader or writer thread has any of it. */
+static void finish_close(gkcd_conn *c) {
+  free_pending(c);
+  free_input(c);
+  uv_close((uv_handle_t *)&c->poll, on_closed);
+}
+
 void conn_close(gkcd_conn *c) {
   if (c->closing) return;
   c->closing = 1;
@@ -181,19 +195,19 @@ void conn_close(gkcd_conn *c) {
   /* What it holds goes now, not when its last job returns: queued jobs are
    * dropped, unwritten replies and unparsed input freed. */
   sched_drop_client(c->set->sched, &c->sc);
-  free_pending(c);
-  if (c->rbusy) {
-    /* A reader owns the socket and the input buffer: both go once it has
-     * let go (on_reader_done), never before, so that it neither writes
-     * into freed memory nor reads a descriptor closed (and perhaps reused)
+  if (c->rbusy || c->wbusy) {
+    /* A reader owns the socket and the input buffer, a writer the reply it
+     * sends: they go once both have let go (on_reader_done,
+     * on_writer_done), asked to at once, never before, so that no thread
+     * touches freed memory or a descriptor closed (and perhaps reused)
      * under it.  Until then nothing is watched. */
     uv_poll_stop(&c->poll);
     c->events = 0;
-    reader_cancel(&c->rt);
+    if (c->rbusy) reader_cancel(&c->rt);
+    if (c->wbusy) reader_cancel(&c->wt);
     return;
   }
-  free_input(c);
-  uv_close((uv_handle_t *)&c->poll, on_closed);
+  finish_close(c);
 }
 
 int conn_take_fd(gkcd_conn *c) {
@@ -224,8 +238,9 @@ static void on_poll(uv_poll_t *h, int status, int events);
 /* Tells the poll handle what we wait for now. */
 static void watch(gkcd_conn *c) {
   if (c->closing) return;
-  /* While a reader has the socket, the loop only writes to it. */
-  int want = (c->reading && !c->rbusy ? UV_READABLE : 0) | (c->npend ? UV_WRITABLE : 0);
+  /* While a reader has the socket, the loop does not read it; while a
+   * writer has it, the loop does not write. */
+  int want = (c->reading && !c->rbusy ? UV_READABLE : 0) | (c->npend && !c->wbusy ? UV_WRITABLE : 0);
   if (want == c->events) return;
   int rc = want ? uv_poll_start(&c->poll, want, on_poll) : uv_poll_stop(&c->poll);
   if (rc) {
@@ -238,10 +253,40 @@ static void watch(gkcd_conn *c) {
 
 /* --- writing ------------------------------------------------------------- */
 
-/* Writes as much of the pending replies as the socket takes now. */
+/* w more bytes of the pending replies went out: those written whole go
+ * (a big body back to the pool, to serve again). */
+static void wrote(gkcd_conn *c, size_t w) {
+  size_t done = 0, left = w + c->pend_off;
+  while (done < c->npend && left >= c->pend[done].len) {
+    left -= c->pend[done].len;
+    bufpool_put(c->set->pool, c->pend[done].base);
+    done++;
+  }
+  memmove(c->pend, c->pend + done, (c->npend - done) * sizeof *c->pend);
+  c->npend -= done;
+  c->pend_off = left;
+}
+
+/* The charges of written bytes go; the clocks see the progress. */
+static void account_written(gkcd_conn *c, size_t written) {
+  gkcd_conns *set = c->set;
+  c->sc.reply_queued -= written;
+  budget_give(set->budget, BUDGET_REPLIES, written);
+  if (c->closing) return; /* its client is off the scheduler already */
+  c->last_active_ms = uv_now(set->loop);
+  c->send_since_ms = c->npend ? c->last_active_ms : 0;
+  sched_client_drained(set->sched, &c->sc);
+}
+
+static int hand_off_write(gkcd_conn *c);
+
+/* Writes as much of the pending replies as the socket takes now; a big
+ * body at their head goes to a writer thread (hand_off_write). */
 static void write_pending(gkcd_conn *c) {
+  if (c->wbusy) return; /* the writer's return (on_writer_done) goes on */
   size_t written = 0;
   while (c->npend > 0 && !c->closing) {
+    if (hand_off_write(c)) break;
     struct iovec iov[64];
     size_t n = c->npend < 64 ? c->npend : 64;
     for (size_t i = 0; i < n; i++) {
@@ -260,24 +305,9 @@ static void write_pending(gkcd_conn *c) {
       return;
     }
     written += (size_t)w;
-    size_t done = 0, left = (size_t)w + c->pend_off;
-    while (done < c->npend && left >= c->pend[done].len) {
-      left -= c->pend[done].len;
-      bufpool_put(c->set->pool, c->pend[done].base); /* a big body may serve again */
-      done++;
-    }
-    memmove(c->pend, c->pend + done, (c->npend - done) * sizeof *c->pend);
-    c->npend -= done;
-    c->pend_off = left;
+    wrote(c, (size_t)w);
   }
-  if (written) {
-    gkcd_conns *set = c->set;
-    c->sc.reply_queued -= written;
-    budget_give(set->budget, BUDGET_REPLIES, written);
-    c->last_active_ms = uv_now(set->loop);
-    c->send_since_ms = c->npend ? c->last_active_ms : 0;
-    sched_client_drained(set->sched, &c->sc);
-  }
+  if (written) account_written(c, written);
   watch(c);
   if (!c->closing) {
     conn_update_reading(c);
@@ -747,8 +777,9 @@ static void hand_off(gkcd_conn *c) {
   t->len = c->len;
   t->want = c->need < c->cap ? c->need : c->cap;
   t->cap = c->cap;
+  t->write = 0;
   t->done = on_reader_done;
-  if (reader_submit(&set->readers, t) != 0) return; /* read on the loop, as before */
+  if (reader_submit(&set->readers, t, &c->wt) != 0) return; /* read on the loop, as before */
   c->rbusy = 1;
   c->refs++; /* c lives until the reader is back */
   watch(c);
@@ -777,9 +808,8 @@ static void on_reader_done(reader_task *t) {
     }
   }
   t->nfds = 0;
-  if (c->closing) { /* conn_close waited for the reader: finish it */
-    free_input(c);
-    uv_close((uv_handle_t *)&c->poll, on_closed);
+  if (c->closing) { /* conn_close waited for the reader (and the writer?) */
+    if (!c->wbusy) finish_close(c);
     conn_unref(c);
     return;
   }
@@ -803,6 +833,60 @@ static void on_reader_done(reader_task *t) {
     conn_update_reading(c);
     close_if_done(c);
   }
+  conn_unref(c);
+}
+
+/* --- writing off the loop ------------------------------------------------ */
+
+static void on_writer_done(reader_task *t);
+
+/* Hands the sending of the big body at the head of c's replies (what is
+ * left of it: WRITER_MIN_REST or more) to a writer thread (reader.h), as
+ * hand_off does the receiving of a big frame: one copy of 256 MiB per
+ * download was the loop's, and with it every other connection's wait.
+ * Until it is back (on_writer_done) the loop sends nothing on c's socket
+ * and leaves that body alone; replies queued meanwhile go after it.  1 when
+ * it went. */
+static int hand_off_write(gkcd_conn *c) {
+  gkcd_conns *set = c->set;
+  if (c->wbusy || c->closing || !set->readers.started || !c->npend) return 0;
+  const uv_buf_t *h = &c->pend[0];
+  if (h->len - c->pend_off < WRITER_MIN_REST) return 0;
+  reader_task *t = &c->wt;
+  t->fd = c->fd;
+  t->buf = (unsigned char *)h->base;
+  t->len = c->pend_off;
+  t->want = t->cap = h->len;
+  t->write = 1;
+  t->done = on_writer_done;
+  if (reader_submit(&set->readers, t, &c->rt) != 0) return 0; /* written on the loop, as before */
+  c->wbusy = 1;
+  c->wprog = c->pend_off;
+  c->refs++; /* c lives until the writer is back */
+  return 1;
+}
+
+/* The writer is back and has let go of the body: its bytes sent are
+ * accounted as write_pending's are, and c goes on writing (or closes, when
+ * conn_close was waiting for it). */
+static void on_writer_done(reader_task *t) {
+  gkcd_conn *c = (gkcd_conn *)((char *)t - offsetof(gkcd_conn, wt));
+  c->wbusy = 0;
+  size_t written = t->len - c->pend_off;
+  wrote(c, written);
+  if (written) account_written(c, written);
+  if (c->closing) {
+    if (!c->rbusy) finish_close(c);
+    conn_unref(c);
+    return;
+  }
+  if (t->status == READER_ERROR) {
+    log_debug("connection %llu: write: %s", (unsigned long long)c->id, strerror(t->err));
+    conn_close(c);
+    conn_unref(c);
+    return;
+  }
+  write_pending(c); /* the rest; then reading, and a close that waited for the replies */
   conn_unref(c);
 }
 
@@ -956,6 +1040,13 @@ void conn_sweep(gkcd_conns *set) {
   for (gkcd_conn *c = set->head, *next; c; c = next) {
     next = c->next;
     if (c->closing) continue;
+    if (c->wbusy) { /* a writer's progress, as write_pending's would be seen */
+      size_t p = atomic_load_explicit(&c->wt.progress, memory_order_relaxed);
+      if (p != c->wprog) {
+        c->wprog = p;
+        c->send_since_ms = c->last_active_ms = now;
+      }
+    }
     if (send && c->npend && c->send_since_ms && now - c->send_since_ms >= send) {
       set->closed_send_timeout++;
       snprintf(msg, sizeof msg, "%zu reply bytes not read for %g s (--send-timeout); closing",

@@ -77,6 +77,9 @@ struct gkcd_conn {
   int copy_wait;       /* a whole frame waits for input allowance to be copied out */
   int rbusy;           /* rt is out: a reader receives into buf (its len, cap are the reader's) */
   reader_task rt;      /* the rest of a big frame, received off the loop (reader.h) */
+  int wbusy;           /* wt is out: a writer sends pend[0]; the loop sends nothing */
+  reader_task wt;      /* a big reply body, sent off the loop */
+  size_t wprog;        /* wt's progress as the sweep last saw it (--send-timeout) */
   res_owner owns;      /* counts of the resident objects and regions it owns (the owner's) */
   unsigned char *buf;  /* received bytes not yet parsed into frames */
   size_t len, cap;     /* cap is charged to the memory budget (input) */

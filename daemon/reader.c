@@ -50,8 +50,14 @@ static void on_async(uv_async_t *h) {
     t->next = NULL;
     t->th->load--;
     t->th = NULL;
-    p->tasks++;
-    p->bytes += t->len - t->start;
+    if (t->write) {
+      p->out_writes--;
+      p->wtasks++;
+      p->wbytes += t->len - t->start;
+    } else {
+      p->tasks++;
+      p->bytes += t->len - t->start;
+    }
     if (--p->out == 0) uv_unref((uv_handle_t *)&p->async); /* nothing of ours keeps the loop */
     t->done(t); /* may submit t again */
   }
@@ -104,8 +110,28 @@ static void take_rights(reader_task *t, struct msghdr *mh) {
   if (mh->msg_flags & MSG_CTRUNC) t->fds_closed++;
 }
 
-/* A few receives into t; 1 when it has ended (and was finished). */
+/* A few sends from t; 1 when it has ended (and was finished). */
+static int pump_out(reader_thread *th, reader_task **mine, reader_task *t) {
+  for (int i = 0; i < PUMP_RECVS && t->len < t->want; i++) {
+    ssize_t n = send(t->fd, t->buf + t->len, t->want - t->len, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
+      finish(th, mine, t, READER_ERROR, errno);
+      return 1;
+    }
+    t->len += (size_t)n;
+    atomic_store_explicit(&t->progress, t->len, memory_order_relaxed);
+  }
+  if (t->len < t->want) return 0;
+  finish(th, mine, t, READER_DONE, 0);
+  return 1;
+}
+
+/* A few receives into t (or sends from it); 1 when it has ended (and was
+ * finished). */
 static int pump(reader_thread *th, reader_task **mine, reader_task *t) {
+  if (t->write) return pump_out(th, mine, t);
   for (int i = 0; i < PUMP_RECVS; i++) {
     if (t->len >= t->want) { /* handed over whole already */
       finish(th, mine, t, READER_DONE, 0);
@@ -175,13 +201,13 @@ static void *thread_main(void *arg) {
       in = t->next;
       t->next = mine;
       mine = t;
-      struct epoll_event e = {.events = EPOLLIN, .data.ptr = t};
+      struct epoll_event e = {.events = t->write ? EPOLLOUT : EPOLLIN, .data.ptr = t};
       if (epoll_ctl(th->epfd, EPOLL_CTL_ADD, t->fd, &e) != 0) {
         finish(th, &mine, t, READER_ERROR, errno);
         continue;
       }
-      /* Bytes may be waiting already: read them now rather than after a
-       * round through epoll. */
+      /* Bytes may be waiting already (room to send, usually): now rather
+       * than after a round through epoll. */
       pump(th, &mine, t);
     }
     for (reader_task *t = mine, *next; t; t = next) {
@@ -247,12 +273,13 @@ static int start_thread(reader_pool *p) {
   return 0;
 }
 
-int reader_submit(reader_pool *p, reader_task *t) {
-  /* The least busy thread; a new one while each has a task and there is
-   * room for one more. */
+int reader_submit(reader_pool *p, reader_task *t, const reader_task *beside) {
+  /* The least busy thread (not beside's); a new one while each has a task
+   * and there is room for one more. */
+  const reader_thread *avoid = beside ? beside->th : NULL;
   reader_thread *th = NULL;
   for (int i = 0; i < p->nthreads; i++)
-    if (!th || p->th[i].load < th->load) th = &p->th[i];
+    if (&p->th[i] != avoid && (!th || p->th[i].load < th->load)) th = &p->th[i];
   if ((!th || th->load > 0) && p->nthreads < p->max_threads && start_thread(p) == 0)
     th = &p->th[p->nthreads - 1];
   if (!th) return -1;
@@ -264,6 +291,7 @@ int reader_submit(reader_pool *p, reader_task *t) {
   atomic_store(&t->cancel, 0);
   t->th = th;
   th->load++;
+  p->out_writes += t->write != 0;
   if (p->out++ == 0) uv_ref((uv_handle_t *)&p->async); /* the loop lives until it is back */
   pthread_mutex_lock(&th->mu);
   t->next = th->inbox;

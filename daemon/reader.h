@@ -1,4 +1,5 @@
-/* reader.h: threads that receive the rest of a big frame off the loop.
+/* reader.h: threads that receive the rest of a big frame off the loop,
+ * and send big reply bodies.
  *
  * Every socket is read on the event-loop thread, and a recvmsg is a copy
  * of every byte: with eight connections sending big inline frames at once
@@ -10,7 +11,12 @@
  * peer stops sending or the socket fails, and then hands the task back to
  * the loop (its done hook, on the loop thread).  The loop does no reading
  * of that socket meanwhile; it may still write to it (a send and a receive
- * on one socket from two threads are independent in the kernel).
+ * on one socket from two threads are independent in the kernel).  A task
+ * may go the other way (write set): a big reply body sent from buf[len] up
+ * to buf[want], the loop sending nothing on that socket meanwhile; the
+ * reading and the writing task of one socket always go to two different
+ * threads (reader_submit's `beside`), since one epoll set cannot hold one
+ * descriptor twice.
  *
  * A reader knows nothing of connections: a task is a descriptor, a buffer
  * and a count.  Each thread waits on its tasks' sockets with an epoll set
@@ -61,6 +67,7 @@ struct reader_task {
   size_t len;  /* bytes already in buf; the reader adds what it receives */
   size_t want; /* the task is done once len reaches it */
   size_t cap;  /* nothing is written at or past buf[cap]; cap > len, cap >= want */
+  int write;   /* send buf[len..want) instead of receiving (cap unused) */
   void (*done)(reader_task *t); /* on the loop thread, once, after the reader let go */
   /* What came back, for the done hook. */
   int status; /* READER_* */
@@ -93,7 +100,10 @@ typedef struct reader_pool {
   int started;        /* reader_init succeeded: the async handle is set up */
   int nthreads, max_threads;
   size_t out;         /* tasks submitted and not yet handed back */
-  uint64_t tasks, bytes; /* handed back since start, and the bytes they received (status) */
+  size_t out_writes;  /* of them, sending */
+  /* For status: tasks handed back since start and the bytes they moved,
+   * receiving and sending. */
+  uint64_t tasks, bytes, wtasks, wbytes;
   uv_async_t async;
   pthread_mutex_t mu;
   reader_task *done_list; /* under mu: back from the threads, for the loop */
@@ -104,9 +114,10 @@ typedef struct reader_pool {
  * and eventfd; no thread starts until a task needs it.  0, or -1 (logged)
  * when it cannot be set up: reader_submit then always refuses. */
 int reader_init(reader_pool *p, uv_loop_t *loop);
-/* Hands t to a reader: 0, or -1 (errno) when no reader could be started
- * (t is then still the owner's, untouched). */
-int reader_submit(reader_pool *p, reader_task *t);
+/* Hands t to a reader, another than the one that has beside when beside
+ * (may be NULL) is out: 0, or -1 when no reader could take it (t is then
+ * still the owner's, untouched). */
+int reader_submit(reader_pool *p, reader_task *t, const reader_task *beside);
 /* Asks for t back as soon as possible (it comes back through done). */
 void reader_cancel(reader_task *t);
 /* Stops and joins the threads, closes their descriptors and the async

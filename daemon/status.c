@@ -184,14 +184,17 @@ void status_pack(gkcd_server *srv, msgpack_packer *pk) {
   kv_u64(pk, "splits", sched_splits(srv->sched));
   kv_dbl(pk, "split_overhead_us", sched_split_overhead_us(srv->sched));
   pack_memory(srv, pk);
-  /* Big frames received off the loop (reader.h). */
+  /* Big frames received and big replies sent off the loop (reader.h). */
   const reader_pool *rd = &srv->conns.readers;
   proto_pack_cstr(pk, "readers");
-  msgpack_pack_map(pk, 4);
+  msgpack_pack_map(pk, 7);
   kv_u64(pk, "threads", (uint64_t)rd->nthreads);
-  kv_u64(pk, "receiving", rd->out);
+  kv_u64(pk, "receiving", rd->out - rd->out_writes);
+  kv_u64(pk, "sending", rd->out_writes);
   kv_u64(pk, "frames", rd->tasks);
   kv_u64(pk, "bytes", rd->bytes);
+  kv_u64(pk, "replies", rd->wtasks);
+  kv_u64(pk, "reply_bytes", rd->wbytes);
   proto_pack_cstr(pk, "resident");
   msgpack_pack_map(pk, 5);
   kv_u64(pk, "arrays", srv->res.live[RES_ARRAY]);

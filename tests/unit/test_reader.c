@@ -3,8 +3,11 @@
  * receiving byte for byte what its writer sent, a peer that stops in the
  * middle, a task cancelled while nothing arrives (its socket still usable
  * afterwards), descriptors sent with the bytes, a task submitted again from
- * its done hook, and the pool stopped and the loop closed with nothing
- * left.  Every task comes back exactly once.  No check reads a time. */
+ * its done hook, a body sent while another thread receives on the same
+ * socket, a send cancelled and one failing, and the pool stopped and the
+ * loop closed with nothing left.  Every task comes back exactly once.  No
+ * check reads a time. */
+#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <sys/socket.h>
@@ -35,7 +38,7 @@ static void on_done(reader_task *t) {
     s->again = 0;
     t->want = s->again_want;
     g_back--; /* it goes out again */
-    ASSERT_EQ(reader_submit(s->pool, t), 0);
+    ASSERT_EQ(reader_submit(s->pool, t, NULL), 0);
   }
 }
 
@@ -106,7 +109,7 @@ static void test_many(uv_loop_t *loop, reader_pool *pool) {
     s[i].again = 1;
     s[i].again_want = total[i];
     s[i].pool = pool;
-    ASSERT_EQ(reader_submit(pool, &s[i].t), 0);
+    ASSERT_EQ(reader_submit(pool, &s[i].t, NULL), 0);
     w[i] = (writer){sv[i][1], src[i] + pre, total[i] - pre, 0};
     pthread_create(&th[i], NULL, writer_main, &w[i]);
   }
@@ -136,7 +139,7 @@ static void test_eof(uv_loop_t *loop, reader_pool *pool) {
   slot s = {0};
   s.t = (reader_task){.fd = sv[0], .buf = dst, .len = 0, .want = 2 * n, .cap = 2 * n, .done = on_done};
   g_back = 0;
-  ASSERT_EQ(reader_submit(pool, &s.t), 0);
+  ASSERT_EQ(reader_submit(pool, &s.t, NULL), 0);
   writer w = {sv[1], src, n, 1};
   pthread_t th;
   pthread_create(&th, NULL, writer_main, &w);
@@ -160,7 +163,7 @@ static void test_cancel(uv_loop_t *loop, reader_pool *pool) {
   slot s = {0};
   s.t = (reader_task){.fd = sv[0], .buf = buf, .len = 0, .want = sizeof buf, .cap = sizeof buf, .done = on_done};
   g_back = 0;
-  ASSERT_EQ(reader_submit(pool, &s.t), 0);
+  ASSERT_EQ(reader_submit(pool, &s.t, NULL), 0);
   uv_run(loop, UV_RUN_NOWAIT);
   ASSERT_EQ(s.back, 0); /* nothing sent: still out */
   reader_cancel(&s.t);
@@ -190,7 +193,7 @@ static void test_fds(uv_loop_t *loop, reader_pool *pool) {
   slot s = {0};
   s.t = (reader_task){.fd = sv[0], .buf = dst, .len = 0, .want = n, .cap = n, .done = on_done};
   g_back = 0;
-  ASSERT_EQ(reader_submit(pool, &s.t), 0);
+  ASSERT_EQ(reader_submit(pool, &s.t, NULL), 0);
   /* Half, then a message with two descriptors and a few bytes, then the rest. */
   writer w = {sv[1], src, n / 2, 0};
   writer_main(&w);
@@ -232,6 +235,72 @@ static void test_fds(uv_loop_t *loop, reader_pool *pool) {
   free(dst);
 }
 
+typedef struct {
+  int fd;
+  unsigned char *p;
+  size_t n, got;
+} drainer;
+
+static void *drainer_main(void *arg) {
+  drainer *d = arg;
+  while (d->got < d->n) {
+    ssize_t k = recv(d->fd, d->p + d->got, d->n - d->got < 70001 ? d->n - d->got : 70001, 0);
+    if (k <= 0) break;
+    d->got += (size_t)k;
+  }
+  return NULL;
+}
+
+/* Writing: a body sent from an offset while a receiving task has the same
+ * socket on another thread, both byte for byte; then a send to a peer that
+ * never reads, cancelled, and one to a peer that closed (an error). */
+static void test_write(uv_loop_t *loop, reader_pool *pool) {
+  int sv[2];
+  make_pair(sv);
+  size_t n = 6 * MiB + 3, off = 1000, in = 2 * MiB;
+  unsigned char *body = pattern(n, 21), *got = malloc(n), *src = pattern(in, 22), *dst = malloc(in);
+  slot r = {0}, w = {0};
+  r.t = (reader_task){.fd = sv[0], .buf = dst, .len = 0, .want = in, .cap = in, .done = on_done};
+  w.t = (reader_task){.fd = sv[0], .buf = body, .len = off, .want = n, .write = 1, .done = on_done};
+  g_back = 0;
+  ASSERT_EQ(reader_submit(pool, &r.t, NULL), 0);
+  ASSERT_EQ(reader_submit(pool, &w.t, &r.t), 0);
+  ASSERT(w.t.th != r.t.th); /* one epoll set cannot hold the descriptor twice */
+  drainer d = {sv[1], got, n - off, 0};
+  pthread_t th;
+  pthread_create(&th, NULL, drainer_main, &d);
+  writer wr = {sv[1], src, in, 0};
+  writer_main(&wr);
+  run_until(loop, 2);
+  pthread_join(th, NULL);
+  ASSERT_EQ(w.t.status, READER_DONE);
+  ASSERT_EQ(w.t.len, n);
+  ASSERT_EQ(d.got, n - off);
+  ASSERT(memcmp(got, body + off, n - off) == 0);
+  ASSERT_EQ(r.t.status, READER_DONE);
+  ASSERT(memcmp(dst, src, in) == 0);
+  /* Nobody reads: the send blocks until cancelled; what went is counted. */
+  w.t.len = 0;
+  g_back = 0;
+  ASSERT_EQ(reader_submit(pool, &w.t, NULL), 0);
+  uv_run(loop, UV_RUN_NOWAIT);
+  ASSERT_EQ(g_back, 0);
+  reader_cancel(&w.t);
+  run_until(loop, 1);
+  ASSERT_EQ(w.t.status, READER_CANCELLED);
+  ASSERT(w.t.len > 0 && w.t.len < n);
+  /* The peer goes: the send fails. */
+  close(sv[1]);
+  w.t.len = 0;
+  g_back = 0;
+  ASSERT_EQ(reader_submit(pool, &w.t, NULL), 0);
+  run_until(loop, 1);
+  ASSERT_EQ(w.t.status, READER_ERROR);
+  ASSERT(w.t.err == EPIPE || w.t.err == ECONNRESET);
+  close(sv[0]);
+  free(body), free(got), free(src), free(dst);
+}
+
 int main(void) {
   uv_loop_t loop;
   ASSERT_EQ(uv_loop_init(&loop), 0);
@@ -242,6 +311,7 @@ int main(void) {
   test_eof(&loop, &pool);
   test_cancel(&loop, &pool);
   test_fds(&loop, &pool);
+  test_write(&loop, &pool);
   /* Nothing out: the pool does not keep the loop alive. */
   ASSERT_EQ(uv_run(&loop, UV_RUN_NOWAIT), 0);
   reader_stop(&pool);

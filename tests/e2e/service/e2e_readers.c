@@ -1,6 +1,6 @@
-/* e2e_readers.c: big inline frames received off the event loop by gkcd's
- * reader threads (daemon/reader.h, conn.c's hand_off), against real gkcd
- * processes:
+/* e2e_readers.c: big inline frames received, and big replies sent, off the
+ * event loop by gkcd's reader threads (daemon/reader.h, conn.c's hand_off
+ * and hand_off_write), against real gkcd processes:
  *
  *  1. eight connections at once sending big inline frames (upload, axpby)
  *     under a budget whose input allowance cannot hold them all (so some
@@ -16,7 +16,11 @@
  *  4. descriptors sent in the middle of a big frame (the reader receives
  *     them): the next shm_register takes the first, the surplus beyond 16
  *     is closed, and none is left open once the connection has gone;
- *  5. SIGTERM while readers receive frames from three clients: gkcd exits 0
+ *  5. big replies sent by writer threads to clients that stop reading: one
+ *     that goes (its charges given back), one closed after --send-timeout
+ *     (the writer cancelled), and a slow but steady one, not timed out
+ *     (the writer's progress counts);
+ *  6. SIGTERM while readers receive frames from three clients: gkcd exits 0
  *     and the clients see their connections closed.
  *
  * "A reader has it" is read from status (readers.receiving), never from a
@@ -97,6 +101,10 @@ static void check_books(rr_conn *rc, const char *when) {
         status_on(rc, "memory.input"));
   CHECK(wait_status_is(rc, "readers.receiving", 0) == 0, "%s: readers.receiving = %g", when,
         status_on(rc, "readers.receiving"));
+  CHECK(wait_status_is(rc, "readers.sending", 0) == 0, "%s: readers.sending = %g", when,
+        status_on(rc, "readers.sending"));
+  CHECK(wait_status_is(rc, "memory.replies", 0) == 0, "%s: memory.replies = %g", when,
+        status_on(rc, "memory.replies"));
   CHECK(wait_status_is(rc, "budget_used", 0) == 0, "%s: budget_used = %g", when, status_on(rc, "budget_used"));
 }
 
@@ -224,6 +232,9 @@ static void test_many(void) {
   fprintf(stderr, "many: readers %g threads, %g parts of frames, %g bytes\n", threads, frames,
           status_on(&rc, "readers.bytes"));
   CHECK(frames >= NC, "readers.frames = %g: the big frames were not received by readers", frames);
+  double replies = status_on(&rc, "readers.replies");
+  fprintf(stderr, "many: %g replies sent by writers, %g bytes\n", replies, status_on(&rc, "readers.reply_bytes"));
+  CHECK(replies >= NC, "readers.replies = %g: the big replies were not sent by writers", replies);
   CHECK(threads >= 1 && threads <= 8, "readers.threads = %g", threads);
   check_books(&rc, "after eight connections");
   rr_ctx = "one connection pipelining big frames";
@@ -419,7 +430,85 @@ static void test_fds(void) {
 }
 
 /* ------------------------------------------------------------------------ */
-/* 5. SIGTERM while readers receive                                          */
+/* 5. clients that stop reading while a writer sends their reply             */
+
+/* Uploads n floats on c (msgid id) and asks for them back (id + 1) without
+ * reading the answer; its handle. */
+static int64_t upload_then_download(rr_conn *c, const float *x, size_t n, uint32_t id) {
+  rr_reply r;
+  rr_call(c, id, "upload", ARGS(AB("data", x, n * 4), AS("dtype", "f32")), &r, 60000);
+  int64_t h = 0;
+  if (r.result && r.result->type == MSGPACK_OBJECT_MAP)
+    for (uint32_t k = 0; k < r.result->via.map.size; k++)
+      if (r.result->via.map.ptr[k].key.via.str.size == 6 && !memcmp(r.result->via.map.ptr[k].key.via.str.ptr, "handle", 6))
+        h = (int64_t)rr_num(&r.result->via.map.ptr[k].val);
+  CHECK(h > 0, "upload: %s", rr_reply_desc(&r));
+  rr_reply_free(&r);
+  rr_frame fr;
+  rr_frame_init(&fr);
+  rr_pack_request(&fr, id + 1, "download", ARGS(AI("handle", h)));
+  CHECK(rr_send_some(c->fd, fr.sb.data, fr.sb.size) == 0, "sending a download");
+  rr_frame_free(&fr);
+  return h;
+}
+
+static void test_writer(void) {
+  fixture f;
+  const char *const args[] = {"--send-timeout", "2", NULL};
+  fixture_start(&f, args, NULL);
+  rr_conn rc;
+  rr_open(&rc, &f);
+  rr_ctx = "clients that stop reading while a writer sends";
+  int fds0 = fixture_nfds(&f);
+  size_t n = 32 * MiB / 4;
+  float *x = ints(n, 9);
+  /* Reads a little of its 32 MiB reply, then goes. */
+  rr_conn d;
+  rr_open(&d, &f);
+  upload_then_download(&d, x, n, 1);
+  CHECK(wait_status_at_least(&rc, "readers.sending", 1) >= 1, "readers.sending = %g: no writer took the reply",
+        status_on(&rc, "readers.sending"));
+  char some[65536];
+  CHECK(recv(d.fd, some, sizeof some, 0) > 0, "reading the start of the reply");
+  rr_close(&d);
+  check_books(&rc, "after a client went in the middle of a reply");
+  CHECK(wait_status_is(&rc, "resident.arrays", 0) == 0, "resident.arrays = %g", status_on(&rc, "resident.arrays"));
+  /* Stops reading and stays: closed after --send-timeout, the writer
+   * cancelled. */
+  rr_open(&d, &f);
+  upload_then_download(&d, x, n, 3);
+  CHECK(wait_status_at_least(&rc, "readers.sending", 1) >= 1, "readers.sending = %g: no writer took the reply",
+        status_on(&rc, "readers.sending"));
+  CHECK(wait_status_at_least(&rc, "closed_send_timeout", 1) >= 1, "closed_send_timeout = %g",
+        status_on(&rc, "closed_send_timeout"));
+  check_books(&rc, "after --send-timeout closed a client a writer was sending to");
+  rr_close(&d);
+  /* A slow but steady reader is not timed out: the writer's progress
+   * counts (64 KiB at a time, 30 ms apart: about 2 MiB/s, some 4 s for
+   * the 8 MiB reply, twice --send-timeout). */
+  rr_open(&d, &f);
+  size_t m = 8 * MiB / 4;
+  upload_then_download(&d, x, m, 5);
+  size_t got = 0;
+  for (int i = 0; i < 2000 && got < m * 4; i++) {
+    ssize_t k = recv(d.fd, some, sizeof some, 0);
+    if (k <= 0) break;
+    got += (size_t)k;
+    rr_sleep_ms(30);
+  }
+  CHECK(got > m * 4, "a slow reader got %zu bytes of a %zu-byte reply: closed?", got, m * 4);
+  CHECK(status_on(&rc, "closed_send_timeout") == 1, "closed_send_timeout = %g: the slow reader was timed out",
+        status_on(&rc, "closed_send_timeout"));
+  rr_close(&d);
+  check_books(&rc, "after the slow reader");
+  check_fds(&f, fds0, "after the writers' clients");
+  free(x);
+  rr_close(&rc);
+  STOP_DAEMON(&f);
+}
+
+/* ------------------------------------------------------------------------ */
+/* 6. SIGTERM while readers receive                                          */
 
 static void test_sigterm(void) {
   fixture f;
@@ -454,6 +543,7 @@ int main(void) {
   SECTION(test_dies());
   SECTION(test_timeout());
   SECTION(test_fds());
+  SECTION(test_writer());
   SECTION(test_sigterm());
   return svc_finish("e2e_readers", t0);
 }
