@@ -13,7 +13,9 @@
  *
  * Everything here belongs to the loop thread; the rest of a big frame is
  * received by a reader thread (reader.h), which owns the connection's
- * socket for reading and its input buffer meanwhile (conn.c says how).
+ * socket for reading and its input buffer meanwhile, and a big reply body
+ * is sent by one, which owns the socket for writing and that body (conn.c
+ * says how).
  */
 #ifndef GKCD_CONN_H
 #define GKCD_CONN_H
