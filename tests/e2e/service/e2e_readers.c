@@ -3,11 +3,13 @@
  * and hand_off_write), against real gkcd processes:
  *
  *  1. eight connections at once sending big inline frames (upload, axpby)
- *     under a budget whose input allowance cannot hold them all (so some
- *     wait, and one at a time goes on past it), and one connection
- *     pipelining big frames back to back: every result byte for byte
- *     right, the readers used (status readers.frames), and the books back
- *     to zero afterwards (memory.input, budget_used, readers.receiving);
+ *     and getting big replies (axpby, download) under a budget whose input
+ *     allowance cannot hold them all (so some wait, and one at a time goes
+ *     on past it), and one connection pipelining big frames back to
+ *     back: every result byte for byte right, the readers used (status
+ *     readers.frames, readers.replies), and the books back to zero
+ *     afterwards (memory.input, memory.replies, budget_used,
+ *     readers.receiving, readers.sending);
  *  2. clients that die while a reader receives their frame (a plain close,
  *     and a half close, which is told its request was cut short): their
  *     input is given back and gkcd serves on;
@@ -125,7 +127,9 @@ static void *client_main(void *vp) {
   }
   gkc_set_shm(c, GKC_SHM_OFF, 0);
   for (int r = 0; r < a->rounds; r++) {
-    size_t n = (size_t)(2 + (a->id + r) % 4) * MiB / 2 + (size_t)a->id * 1000 + 3; /* 4-10 MiB, all different */
+    /* 1.5-3 MiB arrays, all different: axpby frames of 3-6 MiB; kept small
+     * so that the test stays light beside others under ctest -j2 */
+    size_t n = (size_t)(3 + (a->id + r) % 4) * MiB / 8 + (size_t)a->id * 1000 + 3;
     float *x = ints(n, (uint64_t)(a->id * 100 + r)), *y = ints(n, (uint64_t)(a->id * 100 + r + 50));
     float *out = malloc(n * 4), *want = malloc(n * 4);
     if (!out || !want) TEST_FAIL("out of memory");
@@ -207,15 +211,15 @@ static void pipelined(const fixture *f) {
 
 static void test_many(void) {
   fixture f;
-  /* A 256 MiB budget: an input allowance of 64 MiB, less than eight
-   * connections' frames of 8-20 MiB at once; --queue-wait 0 lets requests
+  /* A 128 MiB budget: an input allowance of 32 MiB (the least), less than
+   * eight connections' frames of 3-6 MiB at once; --queue-wait 0 lets requests
    * wait for memory as long as it takes. */
-  const char *const args[] = {"--memory-budget", "256M", "--queue-wait", "0", NULL};
+  const char *const args[] = {"--memory-budget", "128M", "--queue-wait", "0", NULL};
   fixture_start(&f, args, NULL);
   rr_conn rc;
   rr_open(&rc, &f);
   rr_ctx = "eight connections at once";
-  CHECK(status_on(&rc, "memory.input_limit") == 64.0 * MiB, "memory.input_limit = %g with a 256 MiB budget",
+  CHECK(status_on(&rc, "memory.input_limit") == 32.0 * MiB, "memory.input_limit = %g with a 128 MiB budget",
         status_on(&rc, "memory.input_limit"));
   enum { NC = 8, ROUNDS = 2 };
   client_arg a[NC];
