@@ -27,7 +27,10 @@
  *
  * Replies produced during one loop iteration are collected and written with
  * a single sendmsg (conn_flush_all runs from a uv_check), so a pipelining
- * client costs one write per batch rather than one per reply.  A reply's
+ * client costs one write per batch rather than one per reply.  A big body
+ * at the head of them (1 MiB or more left) is sent by a writer thread
+ * instead (hand_off_write, the reader threads' other direction), the loop
+ * sending nothing on that socket until it is back.  A reply's
  * bytes stay charged to the memory budget and to its connection until the
  * socket has taken them.
  *
@@ -46,6 +49,26 @@
  * --request-timeout to arrive while we read, is closed, and everything it
  * held is freed; an idle one after --idle-timeout.
  *
+ * Big frames' payloads are received off the loop (reader.h): one thread
+ * copying every socket's bytes was the ceiling with several connections
+ * sending big frames at once.  Once the scanner has seen the length of a
+ * big frame (c->need, BUFPOOL_MIN or more, READER_MIN_REST of it still to
+ * come), hand_off gives the receiving of it to a reader thread, into a
+ * buffer that holds all of it when it has one (an idle one of the pool,
+ * or one grown that far), else as far as one doubling of the buffer takes
+ * it (the reader comes back when that is full and the next doubling goes
+ * out): never memory allocated on the peer's word, exactly as when the
+ * loop reads.  It charges the input first for every byte the reader may
+ * write, within the allowance or as the overdraft as reserve() would,
+ * stops watching the socket for reading and hands socket and buffer over
+ * (c->rbusy).  Until the reader hands them back (on_reader_done) the loop
+ * neither reads the socket nor touches buf, len or cap, and does not close
+ * the descriptor: conn_close waits for the reader (cancelling it) and
+ * closes once it is back; a deadline cancels it too.  Replies are still
+ * written meanwhile, and the request clock runs as while the loop reads.
+ * Back on the loop, the frame goes on exactly as after a read on the loop:
+ * scanned, handed to the hook, the rest read, back-pressure, close.
+ *
  * The socket is read with recvmsg under a uv_poll_t rather than as a libuv
  * stream, because clients may attach file descriptors (shared-memory
  * regions) to their bytes, which libuv's pipes would not hand over; they
@@ -56,6 +79,7 @@
  * list's hold; the memory goes when the last of them is done.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -72,6 +96,15 @@
 
 #define READ_CHUNK (64 * 1024)
 #define CONN_POOLED_INPUT 1
+/* A frame's rest goes to a reader only when at least this much of it is
+ * still to come (in that step): the hand-over and the hand-back are two
+ * thread wake-ups, which on a loaded 2-core machine cost about what
+ * copying a few hundred KiB does; at 256 KiB, 1-2 MiB requests on one
+ * connection took 0.6 ms instead of 0.3-0.5 (bench_inline). */
+#define READER_MIN_REST ((size_t)1 << 20)
+/* A reply body goes to a writer when this much of it is left to send: the
+ * same trade. */
+#define WRITER_MIN_REST ((size_t)1 << 20)
 /* How long a refused socket stays open so its client can read why. */
 #define LINGER_MS 2000
 
@@ -147,6 +180,14 @@ void conn_unref(gkcd_conn *c) {
   free(c);
 }
 
+/* Unwritten replies and unparsed input freed, the handle closed: once no
+ * reader or writer thread has any of it. */
+static void finish_close(gkcd_conn *c) {
+  free_pending(c);
+  free_input(c);
+  uv_close((uv_handle_t *)&c->poll, on_closed);
+}
+
 void conn_close(gkcd_conn *c) {
   if (c->closing) return;
   c->closing = 1;
@@ -154,9 +195,19 @@ void conn_close(gkcd_conn *c) {
   /* What it holds goes now, not when its last job returns: queued jobs are
    * dropped, unwritten replies and unparsed input freed. */
   sched_drop_client(c->set->sched, &c->sc);
-  free_pending(c);
-  free_input(c);
-  uv_close((uv_handle_t *)&c->poll, on_closed);
+  if (c->rbusy || c->wbusy) {
+    /* A reader owns the socket and the input buffer, a writer the reply it
+     * sends: they go once both have let go (on_reader_done,
+     * on_writer_done), asked to at once, never before, so that no thread
+     * touches freed memory or a descriptor closed (and perhaps reused)
+     * under it.  Until then nothing is watched. */
+    uv_poll_stop(&c->poll);
+    c->events = 0;
+    if (c->rbusy) reader_cancel(&c->rt);
+    if (c->wbusy) reader_cancel(&c->wt);
+    return;
+  }
+  finish_close(c);
 }
 
 int conn_take_fd(gkcd_conn *c) {
@@ -187,7 +238,9 @@ static void on_poll(uv_poll_t *h, int status, int events);
 /* Tells the poll handle what we wait for now. */
 static void watch(gkcd_conn *c) {
   if (c->closing) return;
-  int want = (c->reading ? UV_READABLE : 0) | (c->npend ? UV_WRITABLE : 0);
+  /* While a reader has the socket, the loop does not read it; while a
+   * writer has it, the loop does not write. */
+  int want = (c->reading && !c->rbusy ? UV_READABLE : 0) | (c->npend && !c->wbusy ? UV_WRITABLE : 0);
   if (want == c->events) return;
   int rc = want ? uv_poll_start(&c->poll, want, on_poll) : uv_poll_stop(&c->poll);
   if (rc) {
@@ -200,10 +253,40 @@ static void watch(gkcd_conn *c) {
 
 /* --- writing ------------------------------------------------------------- */
 
-/* Writes as much of the pending replies as the socket takes now. */
+/* w more bytes of the pending replies went out: those written whole go
+ * (a big body back to the pool, to serve again). */
+static void wrote(gkcd_conn *c, size_t w) {
+  size_t done = 0, left = w + c->pend_off;
+  while (done < c->npend && left >= c->pend[done].len) {
+    left -= c->pend[done].len;
+    bufpool_put(c->set->pool, c->pend[done].base);
+    done++;
+  }
+  memmove(c->pend, c->pend + done, (c->npend - done) * sizeof *c->pend);
+  c->npend -= done;
+  c->pend_off = left;
+}
+
+/* The charges of written bytes go; the clocks see the progress. */
+static void account_written(gkcd_conn *c, size_t written) {
+  gkcd_conns *set = c->set;
+  c->sc.reply_queued -= written;
+  budget_give(set->budget, BUDGET_REPLIES, written);
+  if (c->closing) return; /* its client is off the scheduler already */
+  c->last_active_ms = uv_now(set->loop);
+  c->send_since_ms = c->npend ? c->last_active_ms : 0;
+  sched_client_drained(set->sched, &c->sc);
+}
+
+static int hand_off_write(gkcd_conn *c);
+
+/* Writes as much of the pending replies as the socket takes now; a big
+ * body at their head goes to a writer thread (hand_off_write). */
 static void write_pending(gkcd_conn *c) {
+  if (c->wbusy) return; /* the writer's return (on_writer_done) goes on */
   size_t written = 0;
   while (c->npend > 0 && !c->closing) {
+    if (hand_off_write(c)) break;
     struct iovec iov[64];
     size_t n = c->npend < 64 ? c->npend : 64;
     for (size_t i = 0; i < n; i++) {
@@ -222,24 +305,9 @@ static void write_pending(gkcd_conn *c) {
       return;
     }
     written += (size_t)w;
-    size_t done = 0, left = (size_t)w + c->pend_off;
-    while (done < c->npend && left >= c->pend[done].len) {
-      left -= c->pend[done].len;
-      bufpool_put(c->set->pool, c->pend[done].base); /* a big body may serve again */
-      done++;
-    }
-    memmove(c->pend, c->pend + done, (c->npend - done) * sizeof *c->pend);
-    c->npend -= done;
-    c->pend_off = left;
+    wrote(c, (size_t)w);
   }
-  if (written) {
-    gkcd_conns *set = c->set;
-    c->sc.reply_queued -= written;
-    budget_give(set->budget, BUDGET_REPLIES, written);
-    c->last_active_ms = uv_now(set->loop);
-    c->send_since_ms = c->npend ? c->last_active_ms : 0;
-    sched_client_drained(set->sched, &c->sc);
-  }
+  if (written) account_written(c, written);
   watch(c);
   if (!c->closing) {
     conn_update_reading(c);
@@ -314,9 +382,10 @@ drop:
  * big frame whose length the scanner has seen (c->need), an idle buffer of
  * the pool that holds all of it, if there is one: memory that exists
  * already, so taking it on the peer's word allocates nothing.  Otherwise
- * the buffer grows to ncap as it always did.  0, or -1 when out of
- * memory. */
-static int grow_buffer(gkcd_conn *c, size_t ncap) {
+ * the buffer grows to ncap as it always did, or, without fresh_ok, stays
+ * as it is.  0; 1 when it stayed; -1 when out of memory.  The caller
+ * settles the charges (charge_extra). */
+static int grow_buffer(gkcd_conn *c, size_t ncap, int fresh_ok) {
   bufpool *pool = c->set->pool;
   size_t ask = ncap;
   if (c->need >= BUFPOOL_MIN && c->need + READ_CHUNK > ask) ask = c->need + READ_CHUNK;
@@ -332,7 +401,15 @@ static int grow_buffer(gkcd_conn *c, size_t ncap) {
     unsigned char *nb = bufpool_get_idle(pool, ask, &phys);
     if (nb) { /* the received bytes move over: a chunk or so, the length being seen early */
       if (c->len) memcpy(nb, c->buf, c->len);
-      bufpool_put(pool, c->buf);
+      /* One that came from the pool was the size of an earlier frame and
+       * goes back; one grown by doubling is a step of that growth (8, 16,
+       * 32 MiB on the way to 64), the size of no request: kept, such steps
+       * filled the pool's slots and made it drop the frame-sized buffers
+       * that the next requests needed (8 connections sending 64 MiB). */
+      if (c->pooled)
+        bufpool_put(pool, c->buf);
+      else
+        free(c->buf);
       bufpool_sync(pool); /* its idle charge goes; charge_extra charges what cap leaves */
       c->buf = nb;
       c->phys = phys;
@@ -340,6 +417,7 @@ static int grow_buffer(gkcd_conn *c, size_t ncap) {
       return 0;
     }
   }
+  if (!fresh_ok) return 1;
   unsigned char *nb = realloc(c->buf, ncap);
   if (!nb) return -1;
   c->buf = nb;
@@ -371,7 +449,7 @@ static int reserve(gkcd_conn *c) {
       set->overdraft = c;
     }
   }
-  if (ncap > c->phys && grow_buffer(c, ncap) != 0) return -1;
+  if (ncap > c->phys && grow_buffer(c, ncap, 1) != 0) return -1;
   budget_take(b, BUDGET_INPUT, ncap - c->cap);
   c->cap = ncap;
   charge_extra(c);
@@ -469,7 +547,7 @@ static void reject_truncated(gkcd_conn *c, size_t pos) {
 static void parse_frames(gkcd_conn *c) {
   gkcd_conns *set = c->set;
   size_t pos = 0;
-  if (c->parsing) return;
+  if (c->parsing || c->rbusy) return; /* a reader's buffer is the reader's */
   c->parsing = 1;
   while (pos < c->len && may_take_frames(c)) {
     if (c->need > c->len && !c->peer_closed) break;
@@ -485,7 +563,7 @@ static void parse_frames(gkcd_conn *c) {
       c->need = info.need > c->len - pos ? info.need : 0;
       break;
     }
-    c->need = 0;
+    c->need = c->pool_asked = 0; /* the next frame is another */
     if (r < 0) {
       /* The frame's end is unknown, so nothing after it can be trusted:
        * answer, then close once the answer is out. */
@@ -563,8 +641,14 @@ static void parse_frames(gkcd_conn *c) {
   if (c->len == 0) free_input(c);
 }
 
+static void hand_off(gkcd_conn *c);
+
 void conn_update_reading(gkcd_conn *c) {
   if (c->closing || c->parsing) return; /* parse_frames' caller decides afterwards */
+  if (c->rbusy) { /* its return (on_reader_done) decides; replies still go out */
+    watch(c);
+    return;
+  }
   c->copy_wait = 0;
   int want = may_take_frames(c);
   if (want && c->len > 0) {
@@ -587,6 +671,7 @@ void conn_update_reading(gkcd_conn *c) {
   if (want && !c->taking && c->len && !c->mem_clock) c->req_start_ms = uv_now(c->set->loop);
   if (want) c->mem_clock = 0;
   c->taking = want;
+  hand_off(c);
   watch(c);
 }
 
@@ -616,7 +701,7 @@ static void on_poll(uv_poll_t *h, int status, int events) {
     return;
   }
   if ((events & UV_WRITABLE) && c->npend) write_pending(c);
-  if (c->closing || !(events & UV_READABLE) || !c->reading) return;
+  if (c->closing || !(events & UV_READABLE) || !c->reading || c->rbusy) return;
   if (read_some(c) != 0) return;
   if (c->peer_closed || c->wait_mem) watch(c);
   parse_frames(c);
@@ -624,6 +709,191 @@ static void on_poll(uv_poll_t *h, int status, int events) {
     conn_update_reading(c);
     close_if_done(c);
   }
+}
+
+/* --- reading off the loop ------------------------------------------------ */
+
+static void on_reader_done(reader_task *t);
+
+/* Hands the receiving of the big frame in c's buffer to a reader (conn.c's
+ * header says when), for as much of it as the buffer may hold now:
+ *  - when the buffer holds all of it (an idle one of the pool, asked for
+ *    once per frame, or one grown that far), all of it;
+ *  - else as far as one doubling takes it, as reserve() grows it on the
+ *    loop: never more than twice what the peer has really sent, plus a
+ *    chunk.  The reader comes back when that is full, and the next
+ *    doubling goes out again: about log2(frame / 1 MiB) round trips for a
+ *    frame the pool could not hold, each a wake-up of the loop, while the
+ *    copies (and the page faults of fresh memory) are the reader's.
+ * Only when READER_MIN_REST or more is to come in that step.  The input is
+ * charged for all of it first, within the allowance or as the overdraft as
+ * in reserve(); when neither is possible, or no reader can be started, it
+ * does nothing, and the loop reads on (and waits for memory) as before;
+ * it is tried again at each conn_update_reading.  Only while frames are
+ * taken (c->taking): the request clock runs while the reader has the
+ * socket, as it does while the loop reads. */
+static void hand_off(gkcd_conn *c) {
+  gkcd_conns *set = c->set;
+  if (c->rbusy || c->closing || !c->reading || !c->taking || c->peer_closed || c->wait_mem ||
+      c->close_when_flushed)
+    return;
+  if (!set->readers.started || c->need < BUFPOOL_MIN || c->need <= c->len ||
+      c->need - c->len < READER_MIN_REST)
+    return;
+  if (c->phys < c->need && c->pool_asked != c->need) {
+    /* Asked once per frame (and by reserve() at each doubling, as
+     * before): asked at every read, connections whose buffers were
+     * growing took each buffer the moment a job gave it back, copying
+     * what they had received into it, and the connection whose next frame
+     * it would have served grew its own (8 connections x 64 MiB: the pool
+     * was empty nearly all the time). */
+    c->pool_asked = c->need;
+    if (grow_buffer(c, c->need + READ_CHUNK, 0) == 0) charge_extra(c);
+  }
+  /* The frame and a chunk after it (the rest of the frame past its big
+   * bin, usually in the same write), or one doubling. */
+  size_t whole = c->need + READ_CHUNK, ncap;
+  if (c->phys >= c->need) {
+    ncap = c->phys < whole ? c->phys : whole;
+  } else {
+    ncap = c->cap * 2;
+    if (ncap < c->len + READ_CHUNK) ncap = c->len + READ_CHUNK;
+    if (ncap > whole) ncap = whole;
+  }
+  if (ncap < c->cap) ncap = c->cap;
+  if (ncap - c->len < READER_MIN_REST) return; /* the loop's next read grows it */
+  gkcd_budget *b = set->budget;
+  if (ncap > c->cap && !budget_input_fits(b, ncap - c->cap)) {
+    if (set->overdraft && set->overdraft != c) return; /* reserve() will wait for memory */
+    set->overdraft = c;
+  }
+  if (ncap > c->phys && grow_buffer(c, ncap, 1) != 0) return; /* reserve() will say so */
+  budget_take(b, BUDGET_INPUT, ncap - c->cap);
+  c->cap = ncap;
+  charge_extra(c);
+  reader_task *t = &c->rt;
+  t->fd = c->fd;
+  t->buf = c->buf;
+  t->len = c->len;
+  t->want = c->need < c->cap ? c->need : c->cap;
+  t->cap = c->cap;
+  t->write = 0;
+  t->done = on_reader_done;
+  if (reader_submit(&set->readers, t, &c->wt) != 0) return; /* read on the loop, as before */
+  c->rbusy = 1;
+  c->refs++; /* c lives until the reader is back */
+  watch(c);
+}
+
+/* The reader is back and has let go of c's socket and buffer: what it
+ * received is c's, and c goes on as on_poll does after a read (or closes,
+ * when conn_close was waiting for it). */
+static void on_reader_done(reader_task *t) {
+  gkcd_conn *c = (gkcd_conn *)((char *)t - offsetof(gkcd_conn, rt));
+  gkcd_conns *set = c->set;
+  c->rbusy = 0;
+  size_t got = t->len - c->len;
+  c->len = t->len;
+  if (t->fds_closed)
+    log_warn("connection %llu: descriptors were dropped (more than %d in one message or while"
+             " receiving one request)", (unsigned long long)c->id, READER_MAX_FDS);
+  for (int i = 0; i < t->nfds; i++) {
+    if (!c->closing && c->nfds < CONN_MAX_FDS) {
+      c->fds[c->nfds++] = t->fds[i];
+    } else {
+      if (!c->closing)
+        log_warn("connection %llu: more than %d descriptors waiting; closing the extra one",
+                 (unsigned long long)c->id, CONN_MAX_FDS);
+      close(t->fds[i]);
+    }
+  }
+  t->nfds = 0;
+  if (c->closing) { /* conn_close waited for the reader (and the writer?) */
+    if (!c->wbusy) finish_close(c);
+    conn_unref(c);
+    return;
+  }
+  if (got) c->last_active_ms = uv_now(set->loop);
+  if (t->status == READER_ERROR) {
+    log_debug("connection %llu: read: %s", (unsigned long long)c->id, strerror(t->err));
+    conn_close(c);
+    conn_unref(c);
+    return;
+  }
+  if (t->status == READER_EOF) {
+    log_debug("connection %llu: peer finished sending", (unsigned long long)c->id);
+    c->peer_closed = 1;
+    c->reading = 0;
+  }
+  /* READER_CANCELLED without closing: a deadline's answer is on its way
+   * (timeout_close); close_when_flushed keeps the frame from being taken. */
+  watch(c);
+  parse_frames(c);
+  if (!c->closing) {
+    conn_update_reading(c);
+    close_if_done(c);
+  }
+  conn_unref(c);
+}
+
+/* --- writing off the loop ------------------------------------------------ */
+
+static void on_writer_done(reader_task *t);
+
+/* Hands the sending of the big body at the head of c's replies (what is
+ * left of it: WRITER_MIN_REST or more) to a writer thread (reader.h), as
+ * hand_off does the receiving of a big frame: one copy of 256 MiB per
+ * download was the loop's, and with it every other connection's wait.
+ * Until it is back (on_writer_done) the loop sends nothing on c's socket
+ * and leaves that body alone; replies queued meanwhile go after it.  1 when
+ * it went. */
+static int hand_off_write(gkcd_conn *c) {
+  gkcd_conns *set = c->set;
+  if (c->wbusy || c->closing || !set->readers.started || !c->npend) return 0;
+  const uv_buf_t *h = &c->pend[0];
+  if (h->len - c->pend_off < WRITER_MIN_REST) return 0;
+  reader_task *t = &c->wt;
+  t->fd = c->fd;
+  t->buf = (unsigned char *)h->base;
+  t->len = c->pend_off;
+  t->want = t->cap = h->len;
+  t->write = 1;
+  t->done = on_writer_done;
+  if (reader_submit(&set->readers, t, &c->rt) != 0) return 0; /* written on the loop, as before */
+  c->wbusy = 1;
+  c->wprog = c->pend_off;
+  c->refs++; /* c lives until the writer is back */
+  return 1;
+}
+
+/* The writer is back and has let go of the body: its bytes sent are
+ * accounted as write_pending's are, and c goes on writing (or closes, when
+ * conn_close was waiting for it). */
+static void on_writer_done(reader_task *t) {
+  gkcd_conn *c = (gkcd_conn *)((char *)t - offsetof(gkcd_conn, wt));
+  c->wbusy = 0;
+  size_t written = t->len - c->pend_off;
+  wrote(c, written);
+  if (written) account_written(c, written);
+  if (c->closing) {
+    if (!c->rbusy) finish_close(c);
+    conn_unref(c);
+    return;
+  }
+  if (t->status == READER_ERROR) {
+    log_debug("connection %llu: write: %s", (unsigned long long)c->id, strerror(t->err));
+    conn_close(c);
+    conn_unref(c);
+    return;
+  }
+  write_pending(c); /* the rest; then reading, and a close that waited for the replies */
+  conn_unref(c);
+}
+
+void conn_start_readers(gkcd_conns *set) { (void)reader_init(&set->readers, set->loop); }
+
+void conn_stop_readers(gkcd_conns *set) {
+  if (set->readers.loop) reader_stop(&set->readers);
 }
 
 /* --- accepting ----------------------------------------------------------- */
@@ -745,6 +1015,7 @@ void conn_accept(gkcd_conns *set, int fd) {
  * closes once that is out, or at once when its replies are what is stuck. */
 static void timeout_close(gkcd_conn *c, const char *msg) {
   log_info("connection %llu (pid %d): %s", (unsigned long long)c->id, c->pid, msg);
+  if (c->rbusy) reader_cancel(&c->rt); /* the request will not be served */
   if (c->npend) {
     conn_close(c);
     return;
@@ -769,6 +1040,13 @@ void conn_sweep(gkcd_conns *set) {
   for (gkcd_conn *c = set->head, *next; c; c = next) {
     next = c->next;
     if (c->closing) continue;
+    if (c->wbusy) { /* a writer's progress, as write_pending's would be seen */
+      size_t p = atomic_load_explicit(&c->wt.progress, memory_order_relaxed);
+      if (p != c->wprog) {
+        c->wprog = p;
+        c->send_since_ms = c->last_active_ms = now;
+      }
+    }
     if (send && c->npend && c->send_since_ms && now - c->send_since_ms >= send) {
       set->closed_send_timeout++;
       snprintf(msg, sizeof msg, "%zu reply bytes not read for %g s (--send-timeout); closing",
@@ -778,8 +1056,9 @@ void conn_sweep(gkcd_conns *set) {
                c->req_start_ms &&
                now - c->req_start_ms >= req) {
       set->closed_request_timeout++;
+      size_t got = c->rbusy ? atomic_load_explicit(&c->rt.progress, memory_order_relaxed) : c->len;
       snprintf(msg, sizeof msg, "a request took longer than %g s to arrive (--request-timeout;"
-               " %zu bytes of it received); closing", cfg->request_timeout_s, c->len);
+               " %zu bytes of it received); closing", cfg->request_timeout_s, got);
       timeout_close(c, msg);
     } else if (idle && !c->jobs && !c->npend && !c->len && now - c->last_active_ms >= idle) {
       set->closed_idle++;

@@ -11,7 +11,11 @@
  * thread; the answers come back down through conn_send.  The server wires
  * the hooks to rpc.c.
  *
- * Everything here belongs to the loop thread.
+ * Everything here belongs to the loop thread; the rest of a big frame is
+ * received by a reader thread (reader.h), which owns the connection's
+ * socket for reading and its input buffer meanwhile, and a big reply body
+ * is sent by one, which owns the socket for writing and that body (conn.c
+ * says how).
  */
 #ifndef GKCD_CONN_H
 #define GKCD_CONN_H
@@ -25,6 +29,7 @@
 #include "bufpool.h"
 #include "config.h"
 #include "proto_frame.h"
+#include "reader.h"
 #include "res_object.h"
 #include "scheduler.h"
 
@@ -72,6 +77,11 @@ struct gkcd_conn {
   int wait_mem;        /* not read: no memory budget to grow the input buffer */
   int mem_clock;       /* resumed after wait_mem: the request clock keeps running */
   int copy_wait;       /* a whole frame waits for input allowance to be copied out */
+  int rbusy;           /* rt is out: a reader receives into buf (its len, cap are the reader's) */
+  reader_task rt;      /* the rest of a big frame, received off the loop (reader.h) */
+  int wbusy;           /* wt is out: a writer sends pend[0]; the loop sends nothing */
+  reader_task wt;      /* a big reply body, sent off the loop */
+  size_t wprog;        /* wt's progress as the sweep last saw it (--send-timeout) */
   res_owner owns;      /* counts of the resident objects and regions it owns (the owner's) */
   unsigned char *buf;  /* received bytes not yet parsed into frames */
   size_t len, cap;     /* cap is charged to the memory budget (input) */
@@ -79,6 +89,7 @@ struct gkcd_conn {
   int pooled;          /* buf came from the pool: its bytes past cap are charged as pool_extra */
   size_t pool_extra;   /* charged to BUDGET_POOL for it */
   size_t need;         /* scanner's hint: rescan once len reaches it */
+  size_t pool_asked;   /* the need for which hand_off last asked the pool for a buffer */
   size_t jobs;         /* in flight, including those queued or held (counted by the owner) */
   uint64_t last_active_ms; /* uv_now of the last byte in or out */
   uint64_t req_start_ms;   /* when the partial request in buf began; 0: none */
@@ -113,6 +124,7 @@ struct gkcd_conns {
   int paused_full;     /* some connections are unread because the queues were full */
   int paused_mem;      /* some connections are unread for lack of memory budget */
   gkcd_conn *overdraft; /* may finish receiving a request past the budget */
+  reader_pool readers; /* receive big frames' rest off the loop (conn_start_readers) */
   int linger_fds[CONN_LINGER_MAX]; /* refused connections, closed by the sweep */
   uint64_t linger_ms[CONN_LINGER_MAX];
   int nlinger;
@@ -149,5 +161,12 @@ void conn_flush_all(gkcd_conns *set);
 void conn_sweep(gkcd_conns *set);
 /* Closes every lingering refused socket (shutdown). */
 void conn_linger_close_all(gkcd_conns *set);
+/* Sets up the reader threads' pool (reader.h; its threads start when
+ * frames need them), once loop is set; without it every frame is read on
+ * the loop. */
+void conn_start_readers(gkcd_conns *set);
+/* Stops the reader threads (shutdown, once every connection has closed:
+ * none then has a reader out). */
+void conn_stop_readers(gkcd_conns *set);
 
 #endif

@@ -57,6 +57,7 @@ void server_close(gkcd_server *srv) {
   uv_close((uv_handle_t *)&srv->sweep, NULL);
   notify_close(&srv->notify);
   http_stop(&srv->http);
+  conn_stop_readers(&srv->conns); /* every connection has closed, so no reader is out */
   /* A planned stop (systemctl stop/restart sends SIGTERM), drained: the
    * shared objects go to systemd's fd store while the devices still serve
    * copies.  SIGINT (an interactive stop) releases them. */
@@ -193,6 +194,7 @@ int server_start(gkcd_server *srv, uv_loop_t *loop, gkcd_backend **bes, int ndev
   res_init(&srv->res, &srv->devs, &srv->budget);
   srv->res.max_conn_pinned = srv->cfg.max_conn_pinned;
   srv->budget.limit = srv->cfg.memory_budget;
+  srv->budget.input_limit = budget_input_allowance(srv->budget.limit);
   /* Before the listening socket is taken (listen.c clears LISTEN_FDS) and
    * before anyone can connect: the shared objects a planned restart saved. */
   fdstore_restore(&srv->res, srv->cfg.restore_max_bytes);
@@ -209,6 +211,7 @@ int server_start(gkcd_server *srv, uv_loop_t *loop, gkcd_backend **bes, int ndev
   srv->conns.budget = &srv->budget;
   srv->conns.srv = srv;
   srv->conns.hooks = conn_wiring;
+  conn_start_readers(&srv->conns);
 
   if (listen_open(srv) != 0) return -1;
   struct stat st;

@@ -89,7 +89,7 @@ static void pack_memory(gkcd_server *srv, msgpack_packer *pk) {
   kv_u64(pk, "limit", srv->budget.limit);
   kv_u64(pk, "used", srv->budget.used);
   kv_u64(pk, "peak", srv->budget.peak);
-  kv_u64(pk, "input_limit", BUDGET_INPUT_CAP);
+  kv_u64(pk, "input_limit", srv->budget.input_limit);
   kv_u64(pk, "input_peak", srv->budget.input_peak);
   for (int k = 0; k < BUDGET_KINDS; k++) kv_u64(pk, budget_kind_name(k), srv->budget.by_kind[k]);
 }
@@ -147,7 +147,7 @@ void status_pack(gkcd_server *srv, msgpack_packer *pk) {
   char inst[17], shared[17];
   res_instance_hex(srv->res.instance, inst);
   res_instance_hex(srv->res.shared_instance, shared);
-  msgpack_pack_map(pk, 37);
+  msgpack_pack_map(pk, 38);
   proto_pack_cstr(pk, "version");
   proto_pack_cstr(pk, GKC_VERSION);
   proto_pack_cstr(pk, "instance");
@@ -184,6 +184,17 @@ void status_pack(gkcd_server *srv, msgpack_packer *pk) {
   kv_u64(pk, "splits", sched_splits(srv->sched));
   kv_dbl(pk, "split_overhead_us", sched_split_overhead_us(srv->sched));
   pack_memory(srv, pk);
+  /* Big frames received and big replies sent off the loop (reader.h). */
+  const reader_pool *rd = &srv->conns.readers;
+  proto_pack_cstr(pk, "readers");
+  msgpack_pack_map(pk, 7);
+  kv_u64(pk, "threads", (uint64_t)rd->nthreads);
+  kv_u64(pk, "receiving", rd->out - rd->out_writes);
+  kv_u64(pk, "sending", rd->out_writes);
+  kv_u64(pk, "frames", rd->tasks);
+  kv_u64(pk, "bytes", rd->bytes);
+  kv_u64(pk, "replies", rd->wtasks);
+  kv_u64(pk, "reply_bytes", rd->wbytes);
   proto_pack_cstr(pk, "resident");
   msgpack_pack_map(pk, 5);
   kv_u64(pk, "arrays", srv->res.live[RES_ARRAY]);

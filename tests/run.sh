@@ -41,7 +41,8 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
 
 # ThreadSanitizer over the end-to-end tests that drive the daemon's threads
 # hardest (pipelining, many connections, shutdown with work in flight,
-# resident objects freed while in use).  Left out: e2e_errors_*, e2e_service_* and
+# resident objects freed while in use, big frames received by reader
+# threads).  Left out: e2e_errors_*, e2e_service_* and
 # e2e_soak, which assert RSS and address-space figures that TSan's shadow
 # memory inflates.  OpenMP and OpenBLAS run one thread each: their own thread
 # pools are not instrumented, so TSan cannot see their barriers and would
@@ -62,7 +63,7 @@ run_tsan() {
   fi
   echo "=== tsan: ctest (threaded end-to-end tests)"
   OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 TSAN_OPTIONS=second_deadlock_stack=1 \
-    ctest --test-dir "$dir" --output-on-failure -j "$jobs" -R '^e2e_(lib|pipeline|lifecycle|resident_[a-z]+|async|cli|cli_batch|python|devices|partition)$'
+    ctest --test-dir "$dir" --output-on-failure -j "$jobs" -R '^(e2e_(lib|pipeline|lifecycle|resident_[a-z]+|async|cli|cli_batch|python|devices|partition|readers)|test_reader)$'
 }
 if [ ${#ctest_args[@]} -eq 0 ]; then
   run_tsan || status=1
