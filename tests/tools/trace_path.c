@@ -1,11 +1,11 @@
 /* trace_path.c: which functions of gkcd one request runs through, in order.
  *
  * Linked into a gkcd built with -finstrument-functions (tests/tools/
- * trace_path.sh builds one): every instrumented function's entry is
- * recorded, with its thread, while tracing is on.  SIGUSR1 turns it on,
- * SIGUSR2 off; at exit the entries go to $GKCD_TRACE_OUT as lines of
- * "sequence thread offset", offset from the executable's load address, for
- * addr2line to name.  A measuring tool, never in a shipped build.
+ * trace_path.sh builds one): every instrumented function's entry and exit
+ * is recorded, with its thread, while tracing is on.  SIGUSR1 turns it on,
+ * SIGUSR2 off; at exit the events go to $GKCD_TRACE_OUT as lines of
+ * "sequence thread offset e|x", offset from the executable's load address,
+ * for addr2line to name.  A measuring tool, never in a shipped build.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -22,6 +22,7 @@
 typedef struct {
   uintptr_t fn;
   unsigned long thread;
+  int exit; /* 0: entry, 1: exit */
 } trace_entry;
 
 static trace_entry g_trace[TRACE_MAX];
@@ -31,14 +32,15 @@ static volatile sig_atomic_t g_on;
 void __cyg_profile_func_enter(void *fn, void *site) __attribute__((no_instrument_function));
 void __cyg_profile_func_exit(void *fn, void *site) __attribute__((no_instrument_function));
 
-void __cyg_profile_func_enter(void *fn, void *site) {
-  (void)site;
+__attribute__((no_instrument_function)) static void record(void *fn, int exit) {
   if (!g_on) return;
   unsigned i = atomic_fetch_add(&g_next, 1);
-  if (i < TRACE_MAX) g_trace[i] = (trace_entry){(uintptr_t)fn, (unsigned long)pthread_self()};
+  if (i < TRACE_MAX) g_trace[i] = (trace_entry){(uintptr_t)fn, (unsigned long)pthread_self(), exit};
 }
 
-void __cyg_profile_func_exit(void *fn, void *site) { (void)fn, (void)site; }
+void __cyg_profile_func_enter(void *fn, void *site) { (void)site, record(fn, 0); }
+
+void __cyg_profile_func_exit(void *fn, void *site) { (void)site, record(fn, 1); }
 
 __attribute__((no_instrument_function)) static void on_sig(int sig) { g_on = sig == SIGUSR1; }
 
@@ -52,7 +54,8 @@ __attribute__((no_instrument_function)) static void dump(void) {
   unsigned n = atomic_load(&g_next);
   if (n > TRACE_MAX) n = TRACE_MAX;
   for (unsigned i = 0; i < n; i++)
-    fprintf(f, "%u %lu %#lx\n", i, g_trace[i].thread, (unsigned long)(g_trace[i].fn - base));
+    fprintf(f, "%u %lu %#lx %c\n", i, g_trace[i].thread, (unsigned long)(g_trace[i].fn - base),
+            g_trace[i].exit ? 'x' : 'e');
   fclose(f);
 }
 

@@ -4,7 +4,8 @@
 # -finstrument-functions and tests/tools/trace_path.c into build/trace,
 # starts it on a temporary socket, sends a warm-up sgemm, then traces one
 # sgemm (SIGUSR1 on, SIGUSR2 off) and prints the files in order, how many,
-# and how many hand-offs go back into a file already visited.
+# and how many hand-offs go back into a file already visited (two counts:
+# tests/tools/trace_path.py says which).
 #
 #   tests/tools/trace_path.sh [M N K]     (default 64 64 64)
 set -euo pipefail
@@ -42,33 +43,4 @@ c.close()
 PY
 kill -TERM $pid
 wait $pid || true
-python3 - "$dir/daemon/gkcd" "$tmp/trace" <<'PY'
-import os, subprocess, sys
-exe, trace = sys.argv[1], sys.argv[2]
-rows = [l.split() for l in open(trace)]
-offs = sorted({r[2] for r in rows})
-out = subprocess.run(["addr2line", "-f", "-e", exe] + offs, capture_output=True, text=True).stdout.split("\n")
-where = {}
-for i, o in enumerate(offs):
-    fn, loc = out[2 * i], out[2 * i + 1].split(":")[0]
-    where[o] = (fn, os.path.relpath(loc) if loc.startswith("/") else loc)
-seq, fns = [], []
-for r in rows:
-    fn, f = where[r[2]]
-    if not f.endswith(".c"):
-        continue  # inline helpers of headers: part of their caller's file
-    f = "/".join(f.split("/")[-2:])
-    if not seq or seq[-1] != f:
-        seq.append(f)
-        fns.append([fn])
-    else:
-        fns[-1].append(fn)
-seen, returns = set(), 0
-for i, f in enumerate(seq):
-    back = f in seen
-    returns += back
-    seen.add(f)
-    first = list(dict.fromkeys(fns[i]))
-    print(f"{i:3d} {'back ' if back else '     '}{f:28s} {', '.join(first[:6])}{' ...' if len(first) > 6 else ''}")
-print(f"files: {len(seen)}  hand-offs: {len(seq) - 1}  back into a file already visited: {returns}")
-PY
+python3 tests/tools/trace_path.py "$dir/daemon/gkcd" "$tmp/trace"

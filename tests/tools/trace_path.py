@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""Read a trace of gkcd (tests/tools/trace_path.c) and print the files one
+request ran through: trace_path.sh's second half.
+
+    trace_path.py GKCD TRACE
+
+Two counts, both printed:
+
+* entries: every function entered, by file, all threads in one sequence;
+  "back" is any entry into a file already seen (a helper's return to its
+  caller counts, and so does every call of log.c or args.c).  This is the
+  count daemon/README.md gave before 2026-11-29.
+
+* hand-offs: the request's path as calls.  Per thread, entries and exits
+  give each call's caller, so a hand-off is a call from a function of one
+  file into a function of another, or a thread's callback entered from the
+  event loop or a worker's queue (a root).  A return is not a hand-off.
+  Files whose functions called no other file of gkcd while traced are
+  helpers (log.c, args.c, ...): they count among the files, and calls into
+  them are listed, but re-entering one is not "back".  "Back" is a hand-off
+  into a file of the path (not a helper) that the request had already left:
+  the circles issue #24 asked to remove.
+"""
+import collections
+import os
+import subprocess
+import sys
+
+
+def load(exe, trace):
+    rows = [line.split() for line in open(trace)]
+    offs = sorted({r[2] for r in rows})
+    out = subprocess.run(["addr2line", "-f", "-e", exe] + offs, capture_output=True, text=True).stdout.split("\n")
+    where = {}
+    for i, o in enumerate(offs):
+        fn, loc = out[2 * i], out[2 * i + 1].split(":")[0]
+        loc = os.path.relpath(loc) if loc.startswith("/") else loc
+        # inline helpers of headers: part of their caller's file
+        where[o] = (fn, "/".join(loc.split("/")[-2:]) if loc.endswith(".c") else None)
+    return [(int(r[1]), where[r[2]], r[3] if len(r) > 3 else "e") for r in rows]
+
+
+def entries(events):
+    seq, fns = [], []
+    for _, (fn, f), kind in events:
+        if kind != "e" or f is None:
+            continue
+        if not seq or seq[-1] != f:
+            seq.append(f)
+            fns.append([fn])
+        else:
+            fns[-1].append(fn)
+    seen, back = set(), 0
+    for f in seq:
+        back += f in seen
+        seen.add(f)
+    return seq, fns, len(seen), back
+
+
+def handoffs(events):
+    """(caller file or None for a root, callee file, callee function) for
+    every call that crosses a file, in time order."""
+    stacks = collections.defaultdict(list)  # thread -> [file of each open frame]
+    calls, callers_of = [], collections.defaultdict(set)
+    for th, (fn, f), kind in events:
+        st = stacks[th]
+        if kind == "x":
+            if st:
+                st.pop()
+            continue
+        # the innermost open frame that has a file (header inlines do not)
+        caller = next((g for g in reversed(st) if g is not None), None)
+        st.append(f if f is not None else caller)
+        if f is None or f == caller:
+            continue
+        calls.append((caller, f, fn, th))
+        if caller is not None:
+            callers_of[caller].add(f)
+    return calls, callers_of
+
+
+def main():
+    exe, trace = sys.argv[1], sys.argv[2]
+    events = load(exe, trace)
+
+    seq, fns, nfiles, back = entries(events)
+    print("== entries (every function entered, by file)")
+    for i, f in enumerate(seq):
+        first = list(dict.fromkeys(fns[i]))
+        print(f"{i:3d} {f:28s} {', '.join(first[:6])}{' ...' if len(first) > 6 else ''}")
+    print(f"entries: files {nfiles}, changes of file {len(seq) - 1}, back into a file already seen {back}")
+
+    calls, callers_of = handoffs(events)
+    files = list(dict.fromkeys(f for _, f, _, _ in calls))
+    path = [f for f in files if callers_of.get(f)]  # files that called another
+    helpers = [f for f in files if not callers_of.get(f)]
+    print("\n== hand-offs (calls between files and thread roots; returns are not hand-offs)")
+    seen, left, nback, n = set(), set(), 0, 0
+    threads = {}
+    for caller, f, fn, th in calls:
+        t = threads.setdefault(th, len(threads))
+        if f in helpers:
+            continue
+        n += 1
+        is_back = f in seen
+        nback += is_back
+        seen.add(f)
+        src = caller or "(root)"
+        print(f"{n:3d} t{t} {'back ' if is_back else '     '}{src:24s} -> {f:24s} {fn}")
+    print(f"helpers (called, call no other file): {', '.join(helpers)}")
+    print(f"hand-offs: files {len(files)} ({len(path)} on the path, {len(helpers)} helpers), "
+          f"hand-offs {n}, back into a file already left {nback}")
+
+
+if __name__ == "__main__":
+    main()
