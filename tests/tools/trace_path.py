@@ -17,7 +17,8 @@ Two counts, both printed:
   event loop or a worker's queue (a root).  A return is not a hand-off.
   Files whose functions called no other file of gkcd while traced are
   helpers (log.c, args.c, ...): they count among the files, and calls into
-  them are listed, but re-entering one is not "back".  "Back" is a hand-off
+  them are listed, but re-entering one is not "back"; so are files that
+  call only helpers (args.c, which calls proto_rpc.c's map lookup).  "Back" is a hand-off
   into a file of the path (not a helper) that the request had already left:
   the circles issue #24 asked to remove.
 """
@@ -92,8 +93,16 @@ def main():
 
     calls, callers_of = handoffs(events)
     files = list(dict.fromkeys(f for _, f, _, _ in calls))
-    path = [f for f in files if callers_of.get(f)]  # files that called another
-    helpers = [f for f in files if not callers_of.get(f)]
+    # Helpers: files that call no other file, then files that call only
+    # helpers (args.c calls proto_rpc.c's proto_map_get and nothing else).
+    helpers = set()
+    while True:
+        more = {f for f in files if f not in helpers and callers_of.get(f, set()) <= helpers}
+        if not more:
+            break
+        helpers |= more
+    path = [f for f in files if f not in helpers]
+    helpers = [f for f in files if f in helpers]
     print("\n== hand-offs (calls between files and thread roots; returns are not hand-offs)")
     seen, left, nback, n = set(), set(), 0, 0
     threads = {}
@@ -107,7 +116,7 @@ def main():
         seen.add(f)
         src = caller or "(root)"
         print(f"{n:3d} t{t} {'back ' if is_back else '     '}{src:24s} -> {f:24s} {fn}")
-    print(f"helpers (called, call no other file): {', '.join(helpers)}")
+    print(f"helpers (call no file but helpers): {', '.join(helpers)}")
     print(f"hand-offs: files {len(files)} ({len(path)} on the path, {len(helpers)} helpers), "
           f"hand-offs {n}, back into a file already left {nback}")
 
