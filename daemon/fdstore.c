@@ -1,18 +1,24 @@
 /* fdstore.c: see fdstore.h.
  *
  * The manifest (memfd "gkc-manifest"), little-endian:
- *   header, 40 bytes: magic "GKCFDST1", u32 version (1), u32 count,
+ *   header, 40 bytes: magic "GKCFDST1", u32 version (2; 1 is read too), u32 count,
  *     u64 shared_instance, u64 total bytes saved, u32 objects' next id hint
  *     (unused, 0), u32 reserved (0)
- *   count entries of 72 bytes: u32 id, u32 kind (1 array, 2 matrix),
+ *   count entries of 88 bytes (72 in version 1, without the masks): u32 id,
+ *     u32 kind (1 array, 2 matrix),
  *     u32 dtype (0 f32, 1 i32, 2 f64: proto_dtypes.h; a matrix's is its values'), i32 uid,
  *     i32 rows, i32 cols, i64 nnz,
  *     u64 bytes (the object's), u64 saved (bytes in its memfd: a matrix's
  *     arrays and its spmv plan), u64 plan_off, i32 algo, i32 max_row,
- *     u32 crc32 of the saved bytes, i32 device
+ *     u32 crc32 of the saved bytes, i32 device,
+ *     u64 rep_mask (a replicated object's devices, else 0),
+ *     u64 part_mask (a partitioned matrix's devices, else 0)
  *   u32 crc32 of everything before it.
  * Object i's bytes are the memfd named "gkc-obj-<id>", exactly `saved`
- * long, sealed against any change.
+ * long, sealed against any change: a replicated object's one copy (they are
+ * equal, read-only), a partitioned matrix as the CSR it was made from (row
+ * blocks, halos and send lists are rebuilt from it: they depend on how many
+ * devices the next gkcd has).
  */
 #include "fdstore.h"
 
@@ -32,12 +38,14 @@
 #include "budget.h"
 #include "crc.h"
 #include "log.h"
+#include "part.h"
 #include "res_object.h"
 
 #define MAGIC "GKCFDST1"
-#define VERSION 1
+#define VERSION 2
 #define HEAD 40
-#define ENTRY 72
+#define ENTRY 88
+#define ENTRY_V1 72
 #define MANIFEST_NAME "gkc-manifest"
 #define OBJ_PREFIX "gkc-obj-"
 #define MAX_FDS 8192 /* what systemd passes at most that we look at */
@@ -50,6 +58,7 @@ typedef struct {
   int32_t algo, max_row;
   uint32_t crc;
   int32_t device;
+  uint64_t rep_mask, part_mask;
 } entry;
 
 /* Milliseconds on the monotonic clock: the save's and the restore's cost, logged. */
@@ -84,14 +93,17 @@ static void put_entry(unsigned char *p, const entry *e) {
   put64(p + 32, e->bytes), put64(p + 40, e->saved), put64(p + 48, e->plan_off);
   put32(p + 56, (uint32_t)e->algo), put32(p + 60, (uint32_t)e->max_row);
   put32(p + 64, e->crc), put32(p + 68, (uint32_t)e->device);
+  put64(p + 72, e->rep_mask), put64(p + 80, e->part_mask);
 }
 
-static void get_entry(const unsigned char *p, entry *e) {
+static void get_entry(const unsigned char *p, uint32_t version, entry *e) {
   e->id = get32(p), e->kind = get32(p + 4), e->dtype = get32(p + 8), e->uid = (int32_t)get32(p + 12);
   e->rows = (int32_t)get32(p + 16), e->cols = (int32_t)get32(p + 20), e->nnz = (int64_t)get64(p + 24);
   e->bytes = get64(p + 32), e->saved = get64(p + 40), e->plan_off = get64(p + 48);
   e->algo = (int32_t)get32(p + 56), e->max_row = (int32_t)get32(p + 60);
   e->crc = get32(p + 64), e->device = (int32_t)get32(p + 68);
+  e->rep_mask = version >= 2 ? get64(p + 72) : 0;
+  e->part_mask = version >= 2 ? get64(p + 80) : 0;
 }
 
 /* --- saving -------------------------------------------------------------------------------- */
@@ -138,7 +150,16 @@ static int fill_object(void *dst, void *arg) {
   obj_fill *f = arg;
   gkcd_backend *be = f->t->devs->dev[f->r->device].be;
   char msg[256] = "";
-  if (be->part->to_host(be, dst, f->r->ptr, f->e->saved, msg, sizeof msg) != 0) {
+  const gkcd_res *r = f->r;
+  int rc;
+  if (r->part) { /* the CSR it was made from, in a resident matrix's layout */
+    char *d = dst;
+    rc = part_to_csr(r->part, (int32_t *)d, (int32_t *)(d + ((size_t)r->rows + 1) * 4),
+                     (float *)(d + res_values_offset(r->rows, r->nnz, DT_F32)), msg, sizeof msg);
+  } else {
+    rc = be->part->to_host(be, dst, r->ptr, f->e->saved, msg, sizeof msg);
+  }
+  if (rc != 0) {
     log_warn("fd store: copying object %" PRIu32 " to the host: %s", f->r->id, msg);
     return -1;
   }
@@ -170,13 +191,32 @@ static int store(int fd, const char *name) {
   return 0;
 }
 
-/* The shared objects that can be saved: arrays and matrices on one device
- * whose backend can copy to the host. */
-static int savable(gkcd_residents *t, const gkcd_res *r) {
-  if (r->owner || r->released || r->kind == RES_REGION || r->part || r->copies || !r->ptr) return 0;
-  if (r->device < 0 || r->device >= t->devs->n) return 0;
-  gkcd_backend *be = t->devs->dev[r->device].be;
+/* Device d can give its objects' bytes back to the host. */
+static int readable(gkcd_residents *t, int d) {
+  if (d < 0 || d >= t->devs->n) return 0;
+  gkcd_backend *be = t->devs->dev[d].be;
   return be->part && be->part->to_host && !atomic_load(&be->lost);
+}
+
+/* The shared objects that can be saved: arrays and matrices whose
+ * device(s) can copy to the host (a replicated one's home copy; every
+ * block of a partitioned one, float32 as partitioning makes them). */
+static int savable(gkcd_residents *t, const gkcd_res *r) {
+  if (r->owner || r->released || r->kind == RES_REGION) return 0;
+  if (r->part) {
+    if (r->kind != RES_MATRIX || r->dtype != DT_F32) return 0;
+    for (int j = 0; j < r->part->plan.k; j++)
+      if (!readable(t, r->part->dev[j])) return 0;
+    return 1;
+  }
+  return r->ptr && readable(t, r->device);
+}
+
+/* What object r takes in its memfd: an array's bytes; a matrix's arrays and
+ * its spmv plan; a partitioned matrix's CSR. */
+static uint64_t saved_bytes(const gkcd_res *r) {
+  if (r->part) return res_values_offset(r->rows, r->nnz, DT_F32) + (uint64_t)r->nnz * 4;
+  return r->plan_off ? r->cap : r->bytes;
 }
 
 void fdstore_save(gkcd_residents *t, size_t max_bytes) {
@@ -186,7 +226,7 @@ void fdstore_save(gkcd_residents *t, size_t max_bytes) {
     for (gkcd_res *r = t->bucket[b]; r; r = r->next)
       if (!r->owner && r->kind != RES_REGION) {
         nshared++;
-        if (savable(t, r)) nsavable++, want += r->plan_off ? r->cap : r->bytes;
+        if (savable(t, r)) nsavable++, want += saved_bytes(r);
       }
   if (nshared == 0) return;
   const char *ns = getenv("NOTIFY_SOCKET");
@@ -201,8 +241,8 @@ void fdstore_save(gkcd_residents *t, size_t max_bytes) {
     return;
   }
   if (nsavable < nshared)
-    log_warn("fd store: %d shared object(s) are replicated, partitioned or on a lost device:"
-             " released, not saved", nshared - nsavable);
+    log_warn("fd store: %d shared object(s) are on a lost device: released, not saved",
+             nshared - nsavable);
   double t0 = now_ms();
   entry *es = calloc((size_t)nsavable + 1, sizeof *es);
   unsigned char *man = NULL;
@@ -216,7 +256,7 @@ void fdstore_save(gkcd_residents *t, size_t max_bytes) {
     for (gkcd_res *r = t->bucket[b]; r; r = r->next) {
       if (!savable(t, r) || n >= nsavable) continue;
       entry *e = &es[n];
-      e->saved = r->plan_off ? r->cap : r->bytes;
+      e->saved = saved_bytes(r);
       if (e->saved > max_bytes - total) {
         log_warn("fd store: object %" PRIu32 " (%" PRIu64 " bytes) would take the saved bytes"
                  " past --restore-max-bytes %zu: released", r->id, e->saved, max_bytes);
@@ -226,6 +266,8 @@ void fdstore_save(gkcd_residents *t, size_t max_bytes) {
       e->rows = r->rows, e->cols = r->cols, e->nnz = r->nnz, e->bytes = r->bytes;
       e->plan_off = r->plan_off, e->algo = r->algo, e->max_row = r->max_row;
       e->device = r->device;
+      e->rep_mask = r->copies ? r->rep_mask : 0;
+      if (r->part) e->part_mask = r->part->mask, e->bytes = e->saved, e->plan_off = 0;
       char name[32];
       snprintf(name, sizeof name, OBJ_PREFIX "%" PRIu32, r->id);
       obj_fill f = {t, r, e};
@@ -339,6 +381,11 @@ static int entry_ok(const entry *e, char *why, size_t whylen) {
     return snprintf(why, whylen, "array %" PRIu32 ": saved %" PRIu64 " of %" PRIu64 " bytes", e->id,
                     e->saved, e->bytes), -1;
   }
+  if (e->rep_mask && e->part_mask)
+    return snprintf(why, whylen, "object %" PRIu32 " is both replicated and partitioned", e->id), -1;
+  if (e->part_mask && (e->kind != RES_MATRIX || e->dtype != DT_F32 || e->plan_off || e->saved != e->bytes))
+    return snprintf(why, whylen, "object %" PRIu32 ": a partitioned object must be a float32 matrix"
+                    " saved as its CSR", e->id), -1;
   return 0;
 }
 
@@ -348,11 +395,15 @@ static int parse_manifest(const unsigned char *m, size_t len, entry **es, int *c
                           uint64_t *shared_instance, uint64_t *total, size_t max_bytes, char *why,
                           size_t whylen) {
   if (memcmp(m, MAGIC, 8) != 0) return snprintf(why, whylen, "it is not a gkcd manifest"), -1;
-  if (get32(m + 8) != VERSION)
-    return snprintf(why, whylen, "manifest version %" PRIu32 ", this gkcd reads %d", get32(m + 8),
+  /* Version 1 (before replicated and partitioned objects were saved): an
+   * upgrade restarts into a newer gkcd, which reads what the older saved. */
+  uint32_t version = get32(m + 8);
+  if (version != 1 && version != VERSION)
+    return snprintf(why, whylen, "manifest version %" PRIu32 ", this gkcd reads 1 to %d", version,
                     VERSION), -1;
+  size_t esize = version == 1 ? ENTRY_V1 : ENTRY;
   uint32_t n = get32(m + 12);
-  if (n > RES_MAX_SHARED || len != HEAD + (size_t)n * ENTRY + 4)
+  if (n > RES_MAX_SHARED || len != HEAD + (size_t)n * esize + 4)
     return snprintf(why, whylen, "the manifest names %" PRIu32 " objects in %zu bytes", n, len), -1;
   if (get32(m + len - 4) != crc_bytes(m, len - 4))
     return snprintf(why, whylen, "the manifest's checksum does not match (corrupt)"), -1;
@@ -362,7 +413,7 @@ static int parse_manifest(const unsigned char *m, size_t len, entry **es, int *c
   uint64_t sum = 0;
   for (uint32_t i = 0; i < n; i++) {
     entry *e = &(*es)[i];
-    get_entry(m + HEAD + (size_t)i * ENTRY, e);
+    get_entry(m + HEAD + (size_t)i * esize, version, e);
     if (entry_ok(e, why, whylen) != 0) goto bad;
     for (uint32_t j = 0; j < i; j++)
       if ((*es)[j].id == e->id) {
@@ -419,6 +470,106 @@ static void *map_object(passed *ps, int np, const entry *e, char *why, size_t wh
   return NULL;
 }
 
+/* The devices of mask this gkcd has and serves (a restart may come up with
+ * fewer than the one that saved). */
+static uint64_t present(const gkcd_residents *t, uint64_t mask) {
+  uint64_t live = 0;
+  for (int d = 0; d < t->devs->n && d < GKCD_MAX_DEVICES; d++)
+    if (!t->devs->dev[d].down) live |= 1ull << d;
+  return mask & live;
+}
+
+/* Memory on device d holding the n bytes at src: 0, or -1 with why. */
+static int to_device(gkcd_residents *t, int d, const entry *e, const void *src, void **ptr,
+                     size_t *cap, char *why, size_t whylen) {
+  gkcd_backend *be = t->devs->dev[d].be;
+  char msg[256] = "";
+  if (!be->part || !be->part->to_dev) {
+    snprintf(why, whylen, "the %s backend cannot copy objects back", be->name);
+    return -1;
+  }
+  if (be->res_alloc(be, e->saved, ptr, cap, msg, sizeof msg) != 0) {
+    snprintf(why, whylen, "object %" PRIu32 " on device %d: %s", e->id, d, msg);
+    return -1;
+  }
+  if (be->part->to_dev(be, *ptr, src, e->saved, msg, sizeof msg) != 0) {
+    be->res_free(be, *ptr, *cap);
+    snprintf(why, whylen, "object %" PRIu32 " on device %d: %s", e->id, d, msg);
+    return -1;
+  }
+  return 0;
+}
+
+/* An array or matrix on its device (device 0 when that one is gone), or a
+ * replicated one on each of its devices still here: 0 with *out, or -1. */
+static int bring_object(gkcd_residents *t, const entry *e, const void *src, gkcd_res **out,
+                        char *why, size_t whylen) {
+  uint64_t mask = present(t, e->rep_mask);
+  int home = e->device >= 0 && e->device < GKCD_MAX_DEVICES && present(t, 1ull << e->device)
+                 ? e->device : 0;
+  if (mask && !(mask & (1ull << home))) home = __builtin_ctzll(mask);
+  gkcd_copy *copies = mask ? calloc(GKCD_MAX_DEVICES, sizeof *copies) : NULL;
+  if (mask && !copies) return snprintf(why, whylen, "out of memory"), -1;
+  void *ptr = NULL;
+  size_t cap = 0;
+  for (int d = 0; d < GKCD_MAX_DEVICES; d++) {
+    if (!(mask ? mask & (1ull << d) : d == home)) continue;
+    if (to_device(t, d, e, src, &ptr, &cap, why, whylen) != 0) goto fail;
+    if (copies) copies[d] = (gkcd_copy){ptr, cap};
+  }
+  gkcd_res *r = res_add_id(t, (int)e->kind, NULL, e->id);
+  if (!r) {
+    snprintf(why, whylen, "object %" PRIu32 ": out of memory, or its id is taken", e->id);
+    goto fail;
+  }
+  r->device = home, r->bytes = e->bytes;
+  if (copies) {
+    r->copies = copies, r->rep_mask = mask;
+    r->ptr = copies[home].ptr, r->cap = copies[home].cap;
+  } else {
+    r->ptr = ptr, r->cap = cap;
+  }
+  *out = r;
+  return 0;
+fail:
+  if (copies) {
+    for (int d = 0; d < GKCD_MAX_DEVICES; d++)
+      if (copies[d].ptr) t->devs->dev[d].be->res_free(t->devs->dev[d].be, copies[d].ptr, copies[d].cap);
+    free(copies);
+  } else if (ptr) {
+    t->devs->dev[home].be->res_free(t->devs->dev[home].be, ptr, cap);
+  }
+  return -1;
+}
+
+/* A partitioned matrix cut again from its saved CSR over its devices still
+ * here (all on device 0 when none is): 0 with *out, or -1. */
+static int bring_part(gkcd_residents *t, const entry *e, const void *src, gkcd_res **out, char *why,
+                      size_t whylen) {
+  uint64_t mask = present(t, e->part_mask);
+  if (!mask) mask = 1;
+  const char *b = src;
+  gkcd_part *p = NULL;
+  part_build_fail fail;
+  int rc = part_build(mask, e->rows, e->cols, (const int32_t *)b,
+                      (const int32_t *)(b + ((size_t)e->rows + 1) * 4),
+                      (const float *)(b + res_values_offset(e->rows, e->nnz, DT_F32)), &p, &fail);
+  if (rc != 0) {
+    snprintf(why, whylen, "matrix %" PRIu32 ": %s%s%.200s", e->id, fail.what,
+             fail.device >= 0 ? " on a device: " : "", fail.msg);
+    return -1;
+  }
+  gkcd_res *r = res_add_id(t, RES_MATRIX, NULL, e->id);
+  if (!r) {
+    part_free(p);
+    snprintf(why, whylen, "object %" PRIu32 ": out of memory, or its id is taken", e->id);
+    return -1;
+  }
+  r->part = p, r->bytes = p->bytes, r->device = p->dev[0];
+  *out = r;
+  return 0;
+}
+
 /* Brings back every object of es (all checked), or none: 0 or -1 with why. */
 static int bring_back(gkcd_residents *t, passed *ps, int np, entry *es, int n, char *why,
                       size_t whylen) {
@@ -433,32 +584,11 @@ static int bring_back(gkcd_residents *t, passed *ps, int np, entry *es, int n, c
     if (!(maps[i] = map_object(ps, np, &es[i], why, whylen))) goto out;
   for (i = 0; i < n; i++) {
     entry *e = &es[i];
-    int d = e->device >= 0 && e->device < t->devs->n && !t->devs->dev[e->device].down ? e->device : 0;
-    gkcd_backend *be = t->devs->dev[d].be;
-    char msg[256] = "";
-    void *ptr = NULL;
-    size_t cap = 0;
-    if (!be->part || !be->part->to_dev) {
-      snprintf(why, whylen, "the %s backend cannot copy objects back", be->name);
+    gkcd_res *r = NULL;
+    if ((e->part_mask ? bring_part(t, e, maps[i], &r, why, whylen)
+                      : bring_object(t, e, maps[i], &r, why, whylen)) != 0)
       goto out;
-    }
-    if (be->res_alloc(be, e->saved, &ptr, &cap, msg, sizeof msg) != 0) {
-      snprintf(why, whylen, "object %" PRIu32 ": %s", e->id, msg);
-      goto out;
-    }
-    if (be->part->to_dev(be, ptr, maps[i], e->saved, msg, sizeof msg) != 0) {
-      be->res_free(be, ptr, cap);
-      snprintf(why, whylen, "object %" PRIu32 ": %s", e->id, msg);
-      goto out;
-    }
-    gkcd_res *r = res_add_id(t, (int)e->kind, NULL, e->id);
-    if (!r) {
-      be->res_free(be, ptr, cap);
-      snprintf(why, whylen, "object %" PRIu32 ": out of memory, or its id is taken", e->id);
-      goto out;
-    }
-    r->ptr = ptr, r->cap = cap, r->bytes = e->bytes, r->device = d, r->uid = e->uid;
-    r->dtype = (int)e->dtype;
+    r->uid = e->uid, r->dtype = (int)e->dtype;
     if (e->kind == RES_MATRIX) {
       r->rows = e->rows, r->cols = e->cols, r->nnz = e->nnz, r->max_row = e->max_row;
       r->algo = e->algo, r->plan_off = e->plan_off;
@@ -526,8 +656,15 @@ void fdstore_restore(gkcd_residents *t, size_t max_bytes) {
                parse_manifest(m, mlen, &es, &count, &shared_instance, &total, max_bytes, why,
                               sizeof why) == 0) {
       ps[manifest].used = 1;
-      if (!budget_fits(t->budget, total)) {
-        snprintf(why, sizeof why, "its %" PRIu64 " bytes do not fit in --memory-budget %zu", total,
+      uint64_t charge = 0; /* a replicated object's bytes on each of its devices */
+      for (int i = 0; i < count; i++) {
+        uint64_t copies = (uint64_t)__builtin_popcountll(present(t, es[i].rep_mask));
+        if (!copies) copies = 1;
+        charge = es[i].saved > (UINT64_MAX - charge) / copies ? UINT64_MAX
+                                                               : charge + es[i].saved * copies;
+      }
+      if (!budget_fits(t->budget, charge)) {
+        snprintf(why, sizeof why, "its %" PRIu64 " bytes do not fit in --memory-budget %zu", charge,
                  t->budget->limit);
       } else if (bring_back(t, ps, np, es, count, why, sizeof why) == 0) {
         t->shared_instance = shared_instance;

@@ -2,7 +2,8 @@
  * systemd's file-descriptor store (FileDescriptorStoreMax= in the unit).
  *
  * On SIGTERM, once drained, every shared array and matrix (upload or
- * csr_upload with shared: true; not replicated, not partitioned) is copied
+ * csr_upload with shared: true; a replicated one by its home copy, a
+ * partitioned one as the CSR it was made from) is copied
  * to the host into a sealed memfd handed to systemd (FDSTORE=1,
  * FDNAME=gkc-obj-ID), then a manifest memfd (FDNAME=gkc-manifest) naming
  * them: ids, kinds, sizes, dtypes, shapes, the uid that made each, a
@@ -12,7 +13,9 @@
  * (LISTEN_FDS, LISTEN_FDNAMES); before accepting, every size, count and id
  * is checked, then every checksum, and either every object comes back
  * (same ids, shared, the same shared_instance) or none does and the log
- * says why.  Either way the entries are removed from the store
+ * says why.  A replicated object comes back on each of its devices this
+ * gkcd has, a partitioned matrix cut again over them (part_build), either
+ * on device 0 when none of them is left.  Either way the entries are removed from the store
  * (FDSTOREREMOVE=1).  PROTOCOL.md, "Instances and restarts"; the format is
  * below in fdstore.c.
  *

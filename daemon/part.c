@@ -176,34 +176,39 @@ static void *copy_of(const gkcd_span *s) {
   return p;
 }
 
-void part_run_upload(gkcd_job *job) {
-  __typeof__(job->in.csr) *s = &job->in.csr;
-  int32_t *rp = copy_of(&s->row_ptr), *ci = copy_of(&s->col_idx);
-  float *v = copy_of(&s->values);
+int part_build(uint64_t mask, int32_t rows, int32_t cols, const int32_t *rp, const int32_t *ci,
+               const float *v, gkcd_part **out, part_build_fail *why) {
   char *stage = NULL;
   gkcd_part *p = calloc(1, sizeof *p);
-  if (!rp || !ci || !v || !p) goto oom;
+  *out = NULL;
+  why->device = -1, why->what = "partitioning the matrix", why->msg[0] = 0;
+  if (!p) return GKC_EOUT_OF_MEMORY;
   p->bad_diag = -1;
-  p->square = s->rows == s->cols;
-  p->mask = job->gang_mask;
-  int k = 0;
+  p->square = rows == cols;
+  p->mask = mask;
+  int k = 0, rc = 0;
   for (int d = 0; d < GKCD_MAX_DEVICES; d++)
     if (p->mask & (1ull << d)) p->dev[k++] = d;
-  double t0 = now_us();
-  if (part_plan_make(&p->plan, k, s->rows, s->cols, rp, ci)) goto oom;
+  if (part_plan_make(&p->plan, k, rows, cols, rp, ci)) {
+    rc = GKC_EOUT_OF_MEMORY;
+    goto fail;
+  }
   for (int j = 0; j < k; j++) {
     const part_block *b = &p->plan.b[j];
     size_t bytes = block_bytes(b, p->square);
     gkcd_backend *be = devices_backend(p->dev[j]);
-    char msg[200] = "";
-    int rc = be->res_alloc(be, bytes, &p->mem[j], &p->cap[j], msg, sizeof msg);
-    if (rc) {
+    why->device = p->dev[j];
+    if ((rc = be->res_alloc(be, bytes, &p->mem[j], &p->cap[j], why->msg, sizeof why->msg))) {
       p->mem[j] = NULL;
-      part_failed(job, p->dev[j], rc, "allocating its block", msg);
+      why->what = "allocating its block";
       goto fail;
     }
     p->bytes += bytes;
-    if (!(stage = calloc(1, bytes))) goto oom;
+    if (!(stage = calloc(1, bytes))) {
+      rc = GKC_EOUT_OF_MEMORY;
+      why->device = -1;
+      goto fail;
+    }
     memcpy(stage, b->row_ptr, off_ci(b));
     memcpy(stage + off_ci(b), b->col_idx, 4 * (size_t)b->nnz);
     memcpy(stage + off_v(b), v + rp[b->row0], 4 * (size_t)b->nnz);
@@ -220,24 +225,73 @@ void part_run_upload(gkcd_job *job) {
         dinv[i] = dg == 0 || !isfinite(dg) ? 0 : 1.0 / dg;
       }
     }
-    if ((rc = be->part->to_dev(be, p->mem[j], stage, bytes, msg, sizeof msg))) {
-      part_failed(job, p->dev[j], rc, "copying its block", msg);
+    if ((rc = be->part->to_dev(be, p->mem[j], stage, bytes, why->msg, sizeof why->msg))) {
+      why->what = "copying its block";
       goto fail;
     }
     free(stage);
     stage = NULL;
   }
   part_plan_drop_csr(&p->plan);
-  job->kernel_us = now_us() - t0;
-  job->part = p;
-  job->algo_name = "partitioned";
-  free(rp), free(ci), free(v);
-  return;
-oom:
-  job_fail(job, GKC_EOUT_OF_MEMORY, "out of memory partitioning the matrix");
+  *out = p;
+  return 0;
 fail:
   free(stage);
   part_free(p);
+  return rc;
+}
+
+int part_to_csr(const gkcd_part *p, int32_t *rp, int32_t *ci, float *v, char *msg, size_t msglen) {
+  int32_t row = 0;
+  int64_t at = 0;
+  rp[0] = 0;
+  for (int j = 0; j < p->plan.k; j++) {
+    const part_block *b = &p->plan.b[j];
+    size_t bytes = off_send(b);
+    gkcd_backend *be = devices_backend(p->dev[j]);
+    char *host = malloc(bytes ? bytes : 1);
+    if (!host) return snprintf(msg, msglen, "out of memory"), GKC_EOUT_OF_MEMORY;
+    int rc = be->part->to_host(be, host, p->mem[j], bytes, msg, msglen);
+    if (rc) {
+      free(host);
+      return rc;
+    }
+    const int32_t *brp = (const int32_t *)host, *bci = (const int32_t *)(host + off_ci(b));
+    const float *bv = (const float *)(host + off_v(b));
+    /* Local columns back to global ones: [0, ncols) are its own, from
+     * col0; the rest index its halo, whose global indices the plan keeps. */
+    for (int32_t i = 0; i < b->rows; i++, row++) {
+      for (int32_t t = brp[i]; t < brp[i + 1]; t++, at++) {
+        int32_t c = bci[t];
+        ci[at] = c < b->ncols ? b->col0 + c : b->halo[c - b->ncols];
+        v[at] = bv[t];
+      }
+      rp[row + 1] = (int32_t)at;
+    }
+    free(host);
+  }
+  return 0;
+}
+
+void part_run_upload(gkcd_job *job) {
+  __typeof__(job->in.csr) *s = &job->in.csr;
+  int32_t *rp = copy_of(&s->row_ptr), *ci = copy_of(&s->col_idx);
+  float *v = copy_of(&s->values);
+  if (!rp || !ci || !v) {
+    job_fail(job, GKC_EOUT_OF_MEMORY, "out of memory partitioning the matrix");
+  } else {
+    double t0 = now_us();
+    part_build_fail why;
+    int rc = part_build(job->gang_mask, s->rows, s->cols, rp, ci, v, &job->part, &why);
+    if (rc == 0) {
+      job->kernel_us = now_us() - t0;
+      job->algo_name = "partitioned";
+    } else if (why.device < 0) {
+      job_fail(job, rc, "out of memory partitioning the matrix");
+    } else {
+      part_failed(job, why.device, rc, why.what, why.msg);
+    }
+  }
   free(rp), free(ci), free(v);
 }
 

@@ -64,6 +64,24 @@ const double *part_dinv(const gkcd_part *p, int j); /* square only */
  * the job. */
 int part_gang_ready(gkcd_job *job);
 void part_run_upload(gkcd_job *job); /* csr_upload with `devices` */
+
+/* Why part_build failed: the device to name (-1: host memory), what it
+ * was doing there, and the backend's message. */
+typedef struct {
+  int device;
+  const char *what;
+  char msg[200];
+} part_build_fail;
+/* Cuts the host CSR (float32 values, checked) into blocks on the devices
+ * of mask and copies them there: csr_upload's work, and the fd store's
+ * when it brings a saved partitioned matrix back (fdstore.h).  Any thread;
+ * 0 with *out, or a gkc_error with why. */
+int part_build(uint64_t mask, int32_t rows, int32_t cols, const int32_t *rp, const int32_t *ci,
+               const float *v, gkcd_part **out, part_build_fail *why);
+/* The matrix p was made from, read back from its blocks: rp (rows + 1),
+ * ci and v (nnz each), global columns in their original order.  For the
+ * fd store's save; 0, or a gkc_error with msg. */
+int part_to_csr(const gkcd_part *p, int32_t *rp, int32_t *ci, float *v, char *msg, size_t msglen);
 void part_run_spmv(gkcd_job *job);   /* spmv on a partitioned matrix */
 
 /* Frees the blocks' memory and the plan (loop thread, or a worker when

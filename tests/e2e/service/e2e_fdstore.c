@@ -16,10 +16,16 @@
  *     descriptor of another name), or a manifest naming more than
  *     --restore-max-bytes, or objects without a manifest (a save cut
  *     short): a clear log line and a clean start;
- *  4. SIGINT, or no NOTIFY_SOCKET: nothing saved, the log says so.
+ *  4. SIGINT, or no NOTIFY_SOCKET: nothing saved, the log says so;
+ *  5. on three (CPU) devices, a replicated array and a matrix partitioned
+ *     over all three are saved and come back: the array byte for byte on
+ *     each device, the matrix's spmv bit for bit; restarted on two devices,
+ *     the array is on both and the matrix cut again over both, its spmv
+ *     unchanged; a manifest of version 1 (before the masks) still restores.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +38,7 @@
 #include <unistd.h>
 
 #include "fdstore_standin.h"
+#include "fixture.h"
 #include "gkc.h"
 #include "test.h"
 
@@ -40,9 +47,10 @@ static fs_notify S; /* the stand-in store: S.store is what it holds */
 
 /* Starts gkcd with the descriptors of pass (may be NULL) as systemd would
  * hand them over; notify: whether NOTIFY_SOCKET is set. */
-static pid_t spawn(const fs_set *pass, int notify, const char *max_bytes) {
+static pid_t spawn_on(const fs_set *pass, int notify, const char *max_bytes, const char *ndev) {
   char *argv[] = {getenv("GKCD_BIN"), "--socket", sock, "--backend", "cpu", "--threads", "1",
-                  "--restore-max-bytes", (char *)(max_bytes ? max_bytes : "1G"), NULL};
+                  "--restore-max-bytes", (char *)(max_bytes ? max_bytes : "1G"),
+                  ndev ? "--cpu-devices" : NULL, (char *)ndev, NULL};
   pid_t pid = fs_spawn(pass, notify ? notify_path : NULL, log_path, argv);
   ASSERT(pid > 0);
   for (int i = 0; i < 500; i++) {
@@ -53,6 +61,10 @@ static pid_t spawn(const fs_set *pass, int notify, const char *max_bytes) {
     usleep(20000);
   }
   TEST_FAIL("gkcd did not come up; see %s", log_path);
+}
+
+static pid_t spawn(const fs_set *pass, int notify, const char *max_bytes) {
+  return spawn_on(pass, notify, max_bytes, NULL);
 }
 
 static void drain_notify(void) { ASSERT_EQ(fs_notify_drain(&S), 0); }
@@ -112,6 +124,138 @@ static void refused(fs_set *pass, const char *extra, const char *why) {
   ASSERT_CONTAINS(log, why);
   ASSERT_CONTAINS(log, "starting clean");
   fs_set_clear(&S.store);
+}
+
+/* CRC-32 (zlib's), for a manifest the test writes itself. */
+static uint32_t crc32_of(const unsigned char *p, size_t n) {
+  uint32_t c = 0xffffffffu;
+  for (size_t i = 0; i < n; i++) {
+    c ^= p[i];
+    for (int k = 0; k < 8; k++) c = c >> 1 ^ (0xedb88320u & -(c & 1));
+  }
+  return ~c;
+}
+
+/* y = A x through gkcd for the resident matrix m; info (may be NULL). */
+static void spmv_of(gkc_conn *c, uint32_t m, const float *x, float *y, int n, gkc_info *info) {
+  gkc_spmv_args sp = GKC_SPMV_ARGS_INIT;
+  sp.use_matrix = 1, sp.matrix = m, sp.x = gkc_ref_mem(x, (size_t)n * 4);
+  gkc_out out = gkc_out_mem(y, (size_t)n * 4);
+  ASSERT_EQ(gkc_spmv_ref(c, &sp, &out, info), 0);
+}
+
+/* The replicated array h (n floats) is x on every device d < ndev: a sum
+ * run there from the handle, against x's sum in double. */
+static void replica_sums(gkc_conn *c, uint32_t h, const float *x, int n, int ndev) {
+  double want = 0, mag = 0;
+  for (int i = 0; i < n; i++) want += x[i], mag += fabs(x[i]);
+  for (int d = 0; d < ndev; d++) {
+    double got = 0;
+    gkc_info info;
+    ASSERT_EQ(gkc_set_device(c, d), 0);
+    ASSERT_EQ(gkc_reduce_ref(c, gkc_ref_handle(h, (size_t)n * 4), GKC_SUM, &got, NULL, NULL, &info), 0);
+    ASSERT_EQ(info.device, d);
+    ASSERT(fabs(got - want) <= 1e-12 * mag);
+  }
+  ASSERT_EQ(gkc_set_device(c, GKC_DEVICE_AUTO), 0);
+}
+
+/* Section 5: replicated and partitioned shared objects. */
+static void test_spread(const float *x, int n) {
+  fs_set_clear(&S.store);
+  pid_t pid = spawn_on(NULL, 1, NULL, "3");
+  gkc_conn *c;
+  ASSERT_EQ(gkc_connect(&c, sock), 0);
+  ASSERT_EQ(gkc_set_reconnect(c, 40, 50, 0), 0);
+  uint32_t rep, m;
+  gkc_placement everywhere = {GKC_DEVICE_AUTO, 1, 1};
+  ASSERT_EQ(gkc_upload_placed(c, gkc_ref_mem(x, (size_t)n * 4), GKC_F32, &everywhere, &rep, NULL), 0);
+  /* A random sparse matrix of n rows: a diagonal and 6 entries a row
+   * anywhere, so every block reads columns the others own (a halo). */
+  enum { PER = 7 };
+  int32_t *rp = malloc(((size_t)n + 1) * 4), *ci = malloc((size_t)n * PER * 4);
+  float *v = malloc((size_t)n * PER * 4), *y0 = malloc((size_t)n * 4), *y1 = malloc((size_t)n * 4);
+  ASSERT(rp && ci && v && y0 && y1);
+  uint64_t seed = test_seed();
+  rp[0] = 0;
+  for (int i = 0; i < n; i++) {
+    int32_t at = rp[i];
+    ci[at] = i, v[at] = 4.0f;
+    for (int k = 1; k < PER; k++) {
+      seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+      ci[at + k] = (int32_t)((seed >> 33) % (uint64_t)n);
+      v[at + k] = (float)((seed >> 20) & 0xfff) / 4096.0f - 0.5f;
+    }
+    rp[i + 1] = at + PER;
+  }
+  gkc_csr A = {n, n, (int64_t)n * PER, rp, ci, v};
+  ASSERT_EQ(gkc_csr_upload_partitioned(c, &A, GKC_DEVICES_ALL, 1, &m), 0);
+  gkc_info info;
+  spmv_of(c, m, x, y0, n, &info);
+  ASSERT_EQ(info.ndevices, 3);
+  stop(pid, SIGTERM);
+  ASSERT_CONTAINS(slurp(log_path), "saved 2 shared object(s)");
+  ASSERT_EQ(S.store.n, 3);
+  fs_set keep;
+  fs_set_copy(&keep, &S.store);
+
+  /* The same three devices: everything where it was. */
+  fs_set pass;
+  fs_set_copy(&pass, &keep);
+  fs_set_clear(&S.store);
+  pid = spawn_on(&pass, 1, NULL, "3");
+  fs_set_clear(&pass);
+  drain_notify();
+  ASSERT_CONTAINS(slurp(log_path), "restored 2 shared object(s)");
+  float *back = malloc((size_t)n * 4);
+  ASSERT(back);
+  ASSERT_EQ(gkc_download(c, rep, back, (size_t)n * 4), 0);
+  ASSERT(memcmp(back, x, (size_t)n * 4) == 0);
+  replica_sums(c, rep, x, n, 3);
+  spmv_of(c, m, x, y1, n, &info);
+  ASSERT_EQ(info.ndevices, 3);
+  ASSERT(memcmp(y0, y1, (size_t)n * 4) == 0); /* the same rows, summed in the same order */
+  stop(pid, SIGINT); /* an interactive stop: released, nothing saved */
+  ASSERT_EQ(S.store.n, 0);
+
+  /* Two devices now: the replica on both, the matrix cut again over both. */
+  fs_set_copy(&pass, &keep);
+  pid = spawn_on(&pass, 1, NULL, "2");
+  fs_set_clear(&pass);
+  drain_notify();
+  ASSERT_CONTAINS(slurp(log_path), "restored 2 shared object(s)");
+  replica_sums(c, rep, x, n, 2);
+  spmv_of(c, m, x, y1, n, &info);
+  ASSERT_EQ(info.ndevices, 2);
+  ASSERT(memcmp(y0, y1, (size_t)n * 4) == 0);
+  stop(pid, SIGINT);
+
+  /* What a gkcd before the masks saved (version 1, 72-byte entries): the
+   * same objects, restored as one-device ones. */
+  fs_set_copy(&pass, &keep);
+  int at = fs_set_find(&pass, "gkc-manifest");
+  static unsigned char m2[1 << 12], m1[1 << 12];
+  ssize_t len = pread(pass.fd[at], m2, sizeof m2, 0);
+  ASSERT_EQ(len, 40 + 2 * 88 + 4);
+  memcpy(m1, m2, 40);
+  m1[8] = 1;
+  for (int i = 0; i < 2; i++) memcpy(m1 + 40 + 72 * i, m2 + 40 + 88 * i, 72);
+  size_t len1 = 40 + 2 * 72 + 4;
+  uint32_t crc = crc32_of(m1, len1 - 4);
+  for (int i = 0; i < 4; i++) m1[len1 - 4 + (size_t)i] = (unsigned char)(crc >> (8 * i));
+  close(pass.fd[at]);
+  pass.fd[at] = memfd_with("gkc-manifest", m1, len1);
+  pid = spawn_on(&pass, 1, NULL, "3");
+  fs_set_clear(&pass);
+  drain_notify();
+  ASSERT_CONTAINS(slurp(log_path), "restored 2 shared object(s)");
+  ASSERT_EQ(gkc_download(c, rep, back, (size_t)n * 4), 0);
+  ASSERT(memcmp(back, x, (size_t)n * 4) == 0);
+  stop(pid, SIGINT);
+
+  fs_set_clear(&keep);
+  gkc_close(c);
+  free(rp), free(ci), free(v), free(y0), free(y1), free(back);
 }
 
 int main(void) {
@@ -241,6 +385,8 @@ int main(void) {
   stop(pid, SIGTERM);
   ASSERT_CONTAINS(slurp(log_path), "not under systemd (no NOTIFY_SOCKET): releasing 1 shared");
   ASSERT_EQ(S.store.n, 0);
+
+  test_spread(x, N);
 
   free(x);
   free(back);
