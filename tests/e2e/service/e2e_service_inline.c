@@ -146,6 +146,40 @@ static void test_sequence(void) {
   STOP_DAEMON(&f);
 }
 
+/* An input buffer grows by doubling (within twice what the peer sent), but
+ * never past its frame and a read chunk once the frame's length is known:
+ * a 16 MiB frame doubled to 32 MiB left a buffer the pool could not give
+ * the next 16 MiB frame (more than a quarter too big), so each such
+ * request faulted in fresh memory again. */
+static void test_frame_sized(void) {
+  fixture f;
+  const char *const args[] = {"--memory-budget", "1G", NULL};
+  fixture_start(&f, args, NULL);
+  gkc_conn *ci = open_conn(&f, 0);
+  rr_conn rc;
+  rr_open(&rc, &f);
+  rr_ctx = "an input buffer the size of its frame";
+  const size_t n = 4 * MiB; /* floats: 16 MiB of them */
+  float *x = ramp(n, 4242);
+  double want = 0;
+  for (size_t i = 0; i < n; i++) want += x[i];
+  for (int k = 0; k < 3; k++) {
+    double v = NAN;
+    int r = gkc_reduce(ci, x, n, GKC_SUM, &v, NULL, NULL);
+    CHECK(r == 0 && fabs(v - want) <= 1e-9 * (double)n, "reduce %d: %d %.17g, want %.17g (%s)", k, r, v, want,
+          r ? gkc_errmsg(ci) : "");
+  }
+  /* The frame: the array's 16 MiB and a header of a few dozen bytes; one
+   * read chunk (64 KiB) past it at most. */
+  double peak = status_on(&rc, "memory.input_peak");
+  CHECK(peak >= (double)(n * 4) && peak <= (double)(n * 4) + 64 * 1024 + 256,
+        "memory.input_peak = %.0f for 16 MiB frames (doubled past the frame: 32 MiB)", peak);
+  free(x);
+  rr_close(&rc);
+  gkc_close(ci);
+  STOP_DAEMON(&f);
+}
+
 /* ------------------------------------------------------------------------ */
 /* 2, 4. several connections at once                                         */
 
@@ -355,6 +389,7 @@ int main(void) {
   svc_init();
   double t0 = rr_now_s();
   SECTION(test_sequence());
+  SECTION(test_frame_sized());
   SECTION(test_interleaved());
   SECTION(test_small_budget());
   SECTION(test_dies_mid_frame());
