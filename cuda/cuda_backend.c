@@ -252,9 +252,14 @@ static int cuda_part_open(gkcd_backend **out, const gkcd_config *cfg, cuda_gpu *
   for (int a = 1; a < GKCU_REDUCE_NALGO; a++) reduce_algos[a - 1] = gkcu_reduce_algo_name(a);
   for (int a = 1; a < GKCU_SPMV_NALGO; a++) spmv_algos[a - 1] = gkcu_spmv_algo_name(a);
   be->name = "cuda";
-  /* No float64 kernels yet: gkcd refuses f64 requests before queueing them
-   * (backend.h, rpc.c), so no run below ever sees an f64 operand. */
+  /* float64 where the kernels take it: solve's b, x0 and x (gkcu_solve.h:
+   * its vectors are double on the device anyway), and the resident arrays
+   * that hold them (upload and download copy bytes).  gkcd refuses every
+   * other f64 request before queueing it (backend.h, rpc.c), so no other
+   * run below ever sees an f64 operand; a float64 matrix never gets here
+   * (csr_upload is refused). */
   be->f64 = 0;
+  be->f64_methods = 1ull << PROTO_M_SOLVE | 1ull << PROTO_M_UPLOAD | 1ull << PROTO_M_DOWNLOAD;
   /* A start for the cost model: compute and memory rates measured on the
    * bulk lane's first stream (datasheet figures of an H100/H200 if that
    * fails); pinned PCIe ~20 GB/s, launch and hand-off ~15 us.  It corrects

@@ -64,8 +64,8 @@ static void *take(cuda_impl *impl, gkcd_job *job, temps *t, size_t bytes) {
 }
 
 /* A span on the device: itself when resident, else a copy. */
-static const float *on_device(cuda_impl *impl, cuda_slot *s, gkcd_job *job, temps *t,
-                              const gkcd_span *sp, const char *what) {
+static const void *on_device(cuda_impl *impl, cuda_slot *s, gkcd_job *job, temps *t,
+                             const gkcd_span *sp, const char *what) {
   if (sp->where == SPAN_RES) return sp->ptr;
   void *d = take(impl, job, t, sp->bytes);
   if (!d) return NULL;
@@ -83,9 +83,17 @@ static const float *on_device(cuda_impl *impl, cuda_slot *s, gkcd_job *job, temp
 void cuda_solve_run(cuda_impl *impl, cuda_slot *s, gkcd_job *job) {
   __typeof__(job->in.solve) *v = &job->in.solve;
   temps t = {{0}, {0}, 0};
-  float *x = NULL;
+  void *x = NULL;
   int x_new = 0; /* OUT_RES_NEW allocated here */
   double t0 = now_us();
+  /* float64 b, x0 and x (b.dtype says for all three); the matrix's values
+   * float32: the CUDA kernels read no float64 matrix (cuda_backend.c lets
+   * no f64 csr_upload through, so this is a check, not a path). */
+  if (v->values_dtype != DT_F32) {
+    job_fail(job, GKC_EINVALID_ARGUMENT, "argument 'matrix': float64 values do not run on the"
+             " CUDA backend yet");
+    goto out;
+  }
   size_t wb = gkcu_solve_work_bytes(v->method, v->n, v->max_iter, v->history, v->fp32);
   if (!wb) {
     job_fail(job, GKC_ETOO_LARGE, "solve: the workspace for n = %" PRId32 " overflows", v->n);
@@ -93,9 +101,9 @@ void cuda_solve_run(cuda_impl *impl, cuda_slot *s, gkcd_job *job) {
   }
   void *work = take(impl, job, &t, wb);
   if (!work) goto out;
-  const float *b = on_device(impl, s, job, &t, &v->b, "copying b to the device");
+  const void *b = on_device(impl, s, job, &t, &v->b, "copying b to the device");
   if (!b) goto out;
-  const float *x0 = NULL;
+  const void *x0 = NULL;
   if (v->x0.ptr && !(x0 = on_device(impl, s, job, &t, &v->x0, "copying x0 to the device")))
     goto out;
   if (job->out_kind == OUT_RES) {
@@ -122,7 +130,8 @@ void cuda_solve_run(cuda_impl *impl, cuda_slot *s, gkcd_job *job) {
       .col_idx = v->col_idx, .values = v->values, .b = b, .x0 = x0, .x = x,
       .rtol = v->rtol, .atol = v->atol, .max_iter = v->max_iter, .history = job->history,
       .poll = poll_job, .poll_arg = job, .poll_ms = SOLVE_POLL_MS,
-      .work = work, .work_bytes = wb, .fp32 = v->fp32, .max_row = v->max_row};
+      .work = work, .work_bytes = wb, .fp32 = v->fp32, .max_row = v->max_row,
+      .io_f64 = v->b.dtype == DT_F64};
   gkcu_solve_result res;
   int rc = gkcu_solve(s->ctx, &a, &res);
   if (rc == GKCU_SOLVE_EZERO_DIAG) {

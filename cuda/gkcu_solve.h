@@ -19,7 +19,15 @@
  * float64 by ~6e-8 relative per step: the iteration counts of well-
  * conditioned problems stay, the history no longer tracks a float64
  * solver's to 1e-6, and the recurrence's residual drifts from b - A x.
- * The residual reported is always recomputed from the float32 x returned.
+ * The residual reported is always recomputed from the x returned.
+ *
+ * b, x0 and x come as float32 or float64 (io_f64: the request's dtype).  A
+ * float64 x (without fp32) is held to the tolerance itself, as
+ * cpu_solve.h's: "converged" means ||b - A x|| <= max(rtol ||b||, atol) for
+ * the x returned, the iteration starting again from the true residual when
+ * the recurrence's has drifted below it (at most a few times, within
+ * max_iter).  A float32 x is rounded after the solve, so its true residual
+ * may end above a tight rtol.
  *
  * The iteration never comes back to the host: every kernel that ends in a
  * dot product computes it in the same pass as the vector it reads or
@@ -73,9 +81,11 @@ typedef struct {
   int64_t nnz;
   const int32_t *row_ptr, *col_idx; /* device; validated when uploaded */
   const float *values;
-  const float *b;    /* device, n floats */
-  const float *x0;   /* device, n floats, or NULL: start from zero */
-  float *x;          /* device, n floats: the result; may be x0 itself */
+  /* b, x0 and x: the request's vectors, float32, or float64 with io_f64 */
+  const void *b;     /* device, n values */
+  const void *x0;    /* device, n values, or NULL: start from zero */
+  void *x;           /* device, n values: the result; may be x0 itself */
+  int io_f64;        /* 1: b, x0 and x are double; 0: float */
   double rtol, atol; /* stop when ||r|| <= max(rtol ||b||, atol) */
   int64_t max_iter;  /* >= 1 */
   double *history;   /* host, room for max_iter doubles, or NULL */
@@ -93,7 +103,7 @@ typedef struct {
 typedef struct {
   int64_t iterations;
   int reason;        /* GKCU_SOLVE_* */
-  double residual;   /* ||b - A x|| / ||b|| in double, of the float32 x written */
+  double residual;   /* ||b - A x|| / ||b|| in double, of the x written */
   int32_t bad_row;   /* GKCU_SOLVE_EZERO_DIAG: the first row with a zero diagonal */
   const char *how;   /* "while", "unrolled", "stream": what ran the loop */
   double loop_us;    /* wall time of the iteration loop */

@@ -190,7 +190,8 @@ __device__ void reduce_finish(state *st, double *part, int stage, int pcg, doubl
   }
 }
 
-/* y = A in (or b - A in when b), row sums in double, W threads per row
+/* y = A in (or b - A in when b or b64: the request's float32 or float64 b),
+ * row sums in double, W threads per row
  * (W = 1: a thread per row); out[i] = y rounded to V unless out is NULL;
  * d0 += u0*y, d1 += u1*y where u0, u1 are a0[i], a1[i], or y itself when
  * NULL (nd = 1: d1 not wanted), y as stored (the dots describe the vectors
@@ -200,8 +201,8 @@ template <int W, typename TI, typename V>
 __global__ void __launch_bounds__(NT)
     k_spmv(int n, const int *__restrict__ rp, const int *__restrict__ ci,
            const float *__restrict__ va, const TI *__restrict__ in, V *out,
-           const float *__restrict__ b, const V *a0, const V *a1, int nd, state *st,
-           double *part, int stage) {
+           const float *__restrict__ b, const double *__restrict__ b64, const V *a0, const V *a1,
+           int nd, state *st, double *part, int stage) {
   /* CG: the previous iteration's k_cg_p, which used x_pending, is done */
   if (stage == S_CG_PQ && blockIdx.x == 0 && threadIdx.x == 0) st->x_pending = 0;
   if (stage != S_RES && stage != S_FINAL && st->reason >= 0) return;
@@ -220,7 +221,7 @@ __global__ void __launch_bounds__(NT)
 #pragma unroll
     for (int o = W / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
     if (row < n && sub == 0) {
-      double y = b ? (double)b[row] - s : s;
+      double y = b64 ? b64[row] - s : b ? (double)b[row] - s : s;
       if (out) {
         const V yv = (V)y;
         out[row] = yv;
@@ -233,8 +234,9 @@ __global__ void __launch_bounds__(NT)
   reduce_finish(st, part, stage, 0, d0, d1);
 }
 
-/* d0 = b.b of a float vector. */
-__global__ void __launch_bounds__(NT) k_norm2f(int n, const float *__restrict__ b, state *st,
+/* d0 = b.b of b (float32 or float64). */
+template <typename TB>
+__global__ void __launch_bounds__(NT) k_norm2f(int n, const TB *__restrict__ b, state *st,
                                                double *part) {
   double d0 = 0;
   for (long long i = (long long)blockIdx.x * NT + threadIdx.x; i < n; i += (long long)gridDim.x * NT)
@@ -245,15 +247,16 @@ __global__ void __launch_bounds__(NT) k_norm2f(int n, const float *__restrict__ 
 #define GRID_LOOP(i, n) \
   for (long long i = (long long)blockIdx.x * NT + threadIdx.x; i < (n); i += (long long)gridDim.x * NT)
 
-/* x = x0 (0 when x0 is NULL) */
-template <typename V>
-__global__ void k_init_x(int n, const float *x0, V *x) {
+/* x = x0 (0 when x0 is NULL), x0 of the request's type TX */
+template <typename TX, typename V>
+__global__ void k_init_x(int n, const TX *x0, V *x) {
   GRID_LOOP(i, n) x[i] = x0 ? (V)x0[i] : (V)0;
 }
 
-template <typename V>
-__global__ void k_to_float(int n, const V *__restrict__ x, float *y) {
-  GRID_LOOP(i, n) y[i] = (float)x[i];
+/* The x returned, in the request's type TO (float32 or float64). */
+template <typename V, typename TO>
+__global__ void k_store_x(int n, const V *__restrict__ x, TO *y) {
+  GRID_LOOP(i, n) y[i] = (TO)x[i];
 }
 
 /* PCG: dinv = 1 / diag(A) (repeated entries add up); the first row whose

@@ -50,8 +50,10 @@ struct gkcd_backend {
   cost_rates rates;
   /* Whether its kernels take float64 arrays (dtype "f64"; PROTOCOL.md):
    * 0 (the default) has rpc.c refuse any request naming one, before it is
-   * queued, with invalid_argument naming the argument. */
+   * queued, with invalid_argument naming the argument, except for the
+   * methods of f64_methods (bit 1 << PROTO_M_*: those that do). */
   int f64;
+  uint64_t f64_methods;
   /* Workers of the latency lane (0: one); the bulk lane has --threads. */
   int latency_workers;
   /* The backend's half of the method table (method.h): per method

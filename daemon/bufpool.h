@@ -18,7 +18,9 @@
  *    pool for the difference first (bufpool_reclaim, registered as the
  *    budget's reclaim hook), so a cached buffer never makes a request wait;
  *  - a buffer idle for BUFPOOL_IDLE_MS is freed (bufpool_trim, from the
- *    sweep), so an idle gkcd holds none;
+ *    sweep), so an idle gkcd holds none; with every slot taken, the one
+ *    idle longest makes room for a buffer given back (the sizes in use now
+ *    are kept, not those of a while ago);
  *  - a buffer handed out is plain malloc'd memory: whoever holds it may
  *    free() it, or give it back with bufpool_put;
  *  - bufpool_get hands out a buffer only if it is at most a quarter (plus
@@ -66,7 +68,7 @@ typedef struct bufpool {
   uint64_t (*now_ms)(void *arg); /* the loop's clock, for the idle time */
   void *now_arg;
   /* Counters (under mu), for status. */
-  uint64_t hits, misses, kept, dropped, reclaimed;
+  uint64_t hits, misses, kept, dropped, reclaimed, evicted;
 } bufpool;
 
 /* Empty; budget may be NULL.  Registers bufpool_reclaim as the budget's

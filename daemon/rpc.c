@@ -20,6 +20,7 @@
 #include "part.h"
 #include "split.h"
 #include "proto_errors.h"
+#include "proto_methods.h"
 #include "proto_rpc.h"
 #include "server.h"
 
@@ -188,9 +189,16 @@ static int submit(gkcd_conn *c, const gkcd_method *row, const proto_request *req
   if (rc == 0) rc = row->parse(&r, srv->cfg.max_request_bytes);
   /* The one place a backend without float64 kernels turns f64 away, before
    * anything is queued: every row notes its first f64 argument. */
-  if (rc == 0 && job->f64_arg[0] && !srv->be->f64) {
-    snprintf(msg, msglen, "argument '%s' is float64 (f64): gkcd's %s backend serves f64 not yet"
-             " (the CPU backend does); send float32 (f32)", job->f64_arg, srv->be->name);
+  if (rc == 0 && job->f64_arg[0] && !srv->be->f64 &&
+      !(srv->be->f64_methods & (1ull << job->method))) {
+    char some[120] = "";
+    size_t at = 0;
+    for (int m = 0; m < PROTO_M_COUNT && at < sizeof some; m++)
+      if (srv->be->f64_methods & (1ull << m))
+        at += (size_t)snprintf(some + at, sizeof some - at, "%s%s", at ? ", " : "", proto_method_name(m));
+    snprintf(msg, msglen, "argument '%s' is float64 (f64): gkcd's %s backend serves f64 %s%s%s"
+             " (the CPU backend serves it everywhere); send float32 (f32)", job->f64_arg,
+             srv->be->name, some[0] ? "only to " : "not yet", some, some[0] ? " so far" : "");
     rc = GKC_EINVALID_ARGUMENT;
   }
   if (r.fd >= 0) close(r.fd); /* refused before the job took it */

@@ -178,7 +178,7 @@ static cpu_out run_cpu(const gpu_csr *A, int method, const float *b, double rtol
   o.x = malloc((size_t)A->rows * 4);
   o.hist = malloc((size_t)max_iter * 8);
   ASSERT(o.x && o.hist);
-  cpu_solve_opts opt = {method, rtol, 0, max_iter, o.hist, NULL, NULL, 0, fp32};
+  cpu_solve_opts opt = {.method = method, .rtol = rtol, .max_iter = max_iter, .history = o.hist, .fp32 = fp32};
   ASSERT_EQ(cpu_solve(A->rows, A->row_ptr, A->col_idx, A->values, b, NULL, o.x, &opt, &o.r), 0);
   return o;
 }
@@ -459,6 +459,101 @@ static void test_fp32(gpu_rng *rng, int short_run) {
   free(b), gpu_csr_free(&L);
 }
 
+/* float64 b, x0 and x (io_f64): the x returned, in double, is held to the
+ * tolerance by its own residual, recomputed here in long double; x0 is
+ * read as double.  With a tolerance near the float64 floor of a
+ * conditioned problem (the 512^2 Laplacian at 1e-12) a converged solve
+ * still meets it (restarting from the true residual if the recurrence's
+ * drifted), or says max_iter. */
+static void solve_f64(const char *name, const gpu_csr *A, int method, const double *b,
+                      const double *x0, double rtol, int must_converge) {
+  dmat d = upload(A);
+  int32_t n = A->rows;
+  int64_t max_iter = 200000;
+  size_t wb = gkcu_solve_work_bytes(method, n, max_iter, 0, 0);
+  ASSERT(wb > 0);
+  void *work;
+  double *db, *dx0 = NULL, *dx;
+  CUDA_OK(cudaMalloc(&work, wb));
+  CUDA_OK(cudaMalloc((void **)&db, (size_t)n * 8));
+  CUDA_OK(cudaMalloc((void **)&dx, (size_t)n * 8));
+  CUDA_OK(cudaMemcpy(db, b, (size_t)n * 8, cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemset(dx, 0xff, (size_t)n * 8));
+  if (x0) {
+    CUDA_OK(cudaMalloc((void **)&dx0, (size_t)n * 8));
+    CUDA_OK(cudaMemcpy(dx0, x0, (size_t)n * 8, cudaMemcpyHostToDevice));
+  }
+  gkcu_solve_args a = {.method = method, .n = n, .nnz = A->nnz, .row_ptr = d.rp,
+                       .col_idx = d.ci, .values = d.va, .b = db, .x0 = dx0, .x = dx,
+                       .rtol = rtol, .atol = 0, .max_iter = max_iter, .work = work,
+                       .work_bytes = wb, .io_f64 = 1};
+  gkcu_solve_result r;
+  int rc = gkcu_solve(ctx, &a, &r);
+  if (rc < 0) TEST_FAIL("gkcu_solve f64 (%s): %s", how, gkcu_ctx_errmsg(ctx));
+  double *x = malloc((size_t)n * 8);
+  ASSERT(x);
+  CUDA_OK(cudaMemcpy(x, dx, (size_t)n * 8, cudaMemcpyDeviceToHost));
+  long double rr = 0, bb = 0, mm = 0;
+  int32_t max_row = 0;
+  for (int32_t i = 0; i < n; i++) {
+    long double sum = 0, mag = fabsl((long double)b[i]);
+    for (int32_t j = A->row_ptr[i]; j < A->row_ptr[i + 1]; j++) {
+      sum += (long double)A->values[j] * x[A->col_idx[j]];
+      mag += fabsl((long double)A->values[j] * x[A->col_idx[j]]);
+    }
+    if (A->row_ptr[i + 1] - A->row_ptr[i] > max_row) max_row = A->row_ptr[i + 1] - A->row_ptr[i];
+    rr += ((long double)b[i] - sum) * ((long double)b[i] - sum), bb += (long double)b[i] * b[i];
+    mm += mag * mag;
+  }
+  double res = (double)(sqrtl(rr) / sqrtl(bb));
+  /* What gkcd's float64 b - A x can be off by: each row's sum within
+   * (terms + 1) u of |b_i| + sum |a_ij x_j| (u = 2^-53), so the norm within
+   * (max_row + 1) u || |b| + |A| |x| ||, relative to ||b||.  Near the
+   * float64 floor (7e-13 on the 512^2 Laplacian) that is most of the
+   * residual: 1e-6 relative alone failed there (6e-6 apart). */
+  double slack = (double)(max_row + 1) * 0x1p-53 * (double)(sqrtl(mm) / sqrtl(bb));
+  const char *m = method_names[method];
+  CHECK(rc == 0, "%s %s f64: rc %d", name, m, rc);
+  CHECK(!must_converge || r.reason == GKCU_SOLVE_CONVERGED, "%s %s f64: %s after %lld iterations",
+        name, m, reason_names[r.reason], (long long)r.iterations);
+  CHECK(r.reason == GKCU_SOLVE_CONVERGED || r.reason == GKCU_SOLVE_MAX_ITER, "%s %s f64: %s", name, m,
+        reason_names[r.reason]);
+  CHECK(r.reason != GKCU_SOLVE_CONVERGED || res <= rtol, "%s %s f64: converged, true residual %.3g > %.3g",
+        name, m, res, rtol);
+  CHECK(fabs(r.residual - res) <= 1e-6 * res + slack, "%s %s f64: residual %.9g reported, %.9g true"
+        " (allowed %.3g)", name, m, r.residual, res, 1e-6 * res + slack);
+  printf("  %-24s %-8s f64 rtol %.0e: %s, %lld iterations, true residual %.3g\n", name, m, rtol,
+         reason_names[r.reason], (long long)r.iterations, res);
+  free(x);
+  cudaFree(work), cudaFree(db), cudaFree(dx), cudaFree(dx0);
+  dmat_free(&d);
+}
+
+static double *random_vec64(int32_t n, gpu_rng *rng) {
+  double *b = malloc((size_t)n * 8);
+  ASSERT(b);
+  for (int32_t i = 0; i < n; i++) b[i] = gpu_rng_float(rng, -1, 1) + 1e-9 * gpu_rng_float(rng, -1, 1);
+  return b;
+}
+
+static void test_f64(gpu_rng *rng, int short_run) {
+  int32_t n = short_run ? 2500 : 30000;
+  gpu_csr A = {0}, N = {0};
+  random_matrix(&A, n, 4, 0, rng);
+  random_matrix(&N, n, 4, 1, rng);
+  double *b = random_vec64(n, rng), *x0 = random_vec64(n, rng);
+  for (int m = 0; m < 3; m++) solve_f64("random spd", &A, m, b, NULL, 1e-10, 1);
+  solve_f64("random spd, x0", &A, GKCU_SOLVE_CG, b, x0, 1e-10, 1);
+  solve_f64("random nonsymmetric", &N, GKCU_SOLVE_BICGSTAB, b, x0, 1e-10, 1);
+  free(b), free(x0), gpu_csr_free(&A), gpu_csr_free(&N);
+  gpu_csr L = {0};
+  ASSERT_EQ(gpu_csr_stencil2d(&L, short_run ? 128 : 512), 0);
+  b = random_vec64(L.rows, rng);
+  for (int m = 0; m < 2; m++) solve_f64("laplacian 2-D", &L, m, b, NULL, 1e-10, 1);
+  solve_f64("laplacian 2-D, near eps", &L, GKCU_SOLVE_CG, b, NULL, 1e-12, 0);
+  free(b), gpu_csr_free(&L);
+}
+
 /* GKC_GPU_TEST_SOLVE_PARTS: unset or empty runs every part. */
 static int part_wanted(const char *part) {
   const char *only = getenv("GKC_GPU_TEST_SOLVE_PARTS");
@@ -494,6 +589,7 @@ int main(void) {
     if (part_wanted("outcomes")) test_outcomes(&rng);
     if (part_wanted("poll")) test_poll(&rng, short_run);
     if (!fp32_done && part_wanted("fp32")) test_fp32(&rng, short_run), fp32_done = 1;
+    if (part_wanted("f64")) test_f64(&rng, short_run);
   }
   gkcu_ctx_destroy(ctx);
   cudaStreamDestroy(st);

@@ -254,6 +254,54 @@ static void test_put_any(void) {
   bufpool_destroy(&p);
 }
 
+/* Every slot taken: the buffer idle longest makes room for one given back,
+ * when the byte bound allows; its charge goes at the next sync. */
+static void test_evict_oldest(void) {
+  bufpool p;
+  fresh_budget(1024 * MiB);
+  ASSERT_EQ(bufpool_init(&p, &g_budget, 1024 * MiB, clock_ms, NULL), 0);
+  g_now = 1000;
+  for (int i = 0; i < BUFPOOL_MAX_BUFS; i++, g_now++) bufpool_put(&p, filled(MiB + (size_t)i * 4096, 0));
+  ASSERT_EQ(p.n, BUFPOOL_MAX_BUFS);
+  g_now += 50;
+  bufpool_put(&p, filled(3 * MiB, 7)); /* a size in use now */
+  ASSERT_EQ(p.n, BUFPOOL_MAX_BUFS);
+  ASSERT_EQ(p.evicted, 1);
+  ASSERT_EQ(p.dropped, 0);
+  uint64_t oldest = UINT64_MAX;
+  for (int i = 0; i < p.n; i++)
+    if (p.idle[i].since_ms < oldest) oldest = p.idle[i].since_ms;
+  ASSERT_EQ(oldest, 1001); /* the one put at 1000 went */
+  bufpool_sync(&p);
+  ASSERT_EQ(g_budget.by_kind[BUDGET_POOL], p.idle_bytes);
+  int pooled = 0;
+  void *q = bufpool_get(&p, 3 * MiB, NULL, &pooled);
+  ASSERT(pooled && ((unsigned char *)q)[0] == 7);
+  bufpool_put(&p, q);
+  /* From a worker too (put_any), within the room the loop last saw. */
+  g_now += 50;
+  bufpool_sync(&p);
+  bufpool_put_any(&p, filled(5 * MiB, 0));
+  ASSERT_EQ(p.n, BUFPOOL_MAX_BUFS);
+  ASSERT_EQ(p.evicted, 2);
+  bufpool_sync(&p);
+  ASSERT_EQ(g_budget.by_kind[BUDGET_POOL], p.idle_bytes);
+  bufpool_destroy(&p);
+  ASSERT_EQ(g_budget.by_kind[BUDGET_POOL], 0);
+  /* Not past the byte bound: 16 MiB idle of 16.5 allowed, a 2 MiB buffer
+   * would need more than the 1 MiB the oldest frees: dropped. */
+  fresh_budget(1024 * MiB);
+  ASSERT_EQ(bufpool_init(&p, &g_budget, 16 * MiB + MiB / 2, clock_ms, NULL), 0);
+  for (int i = 0; i < BUFPOOL_MAX_BUFS; i++, g_now++) bufpool_put(&p, filled(MiB, 0));
+  size_t idle = p.idle_bytes;
+  bufpool_put(&p, filled(2 * MiB, 0));
+  ASSERT_EQ(p.evicted, 0);
+  ASSERT_EQ(p.dropped, 1);
+  ASSERT_EQ(p.idle_bytes, idle);
+  bufpool_destroy(&p);
+  ASSERT_EQ(g_budget.by_kind[BUDGET_POOL], 0);
+}
+
 int main(void) {
   test_small_buffers_pass_through();
   test_reuse_and_fit();
@@ -262,6 +310,7 @@ int main(void) {
   test_idle_trim();
   test_threads();
   test_put_any();
+  test_evict_oldest();
   printf("test_bufpool: ok\n");
   return 0;
 }

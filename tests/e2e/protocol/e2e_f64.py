@@ -10,9 +10,12 @@ recomputed here, meets it; batch steps on float64 handles; every refusal
 naming the argument and both dtypes (mixed dtypes, float64 to sgemm and
 reduce, a bad dtype string); float32 requests unchanged.
 
-On the CUDA backend (GKC_TEST_BACKEND=cuda, ctest -L gpu): every float64
-request is refused before it runs, naming the argument, and saying the
-backend serves f64 not yet, while the same request in float32 still works.
+On the CUDA backend (GKC_TEST_BACKEND=cuda, ctest -L gpu): upload and
+download of float64 arrays byte for byte; solve with float64 b, x0 and x
+(a float32 matrix) to rtol 1e-10 by the true residual of the x returned,
+recomputed here in float64, by value and from handles; every other float64
+request refused before it runs, naming the argument and the methods the
+backend serves f64 to, while the same request in float32 still works.
 Exits 0 when all pass, 77 when msgpack or numpy is missing.
 """
 import os
@@ -183,30 +186,56 @@ def test_refusals(c, rng):
     ok(c, "release", {"handle": h64}), ok(c, "release", {"handle": h32})
 
 
-def test_cuda_refuses(c, rng):
-    """The CUDA backend serves f64 not yet: refused before queueing."""
+def test_cuda(c, rng):
+    """The CUDA backend: f64 for solve and the arrays it reads and writes."""
     x = rng.standard_normal(64)
-    want = ["float64 (f64)", "cuda backend serves f64 not yet"]
-    expect_error(c, "upload", {"data": f64b(x), "dtype": "f64"}, ["'data'"] + want)
+    h = ok(c, "upload", {"data": f64b(x), "dtype": "f64"})["handle"]
+    got = ok(c, "download", {"handle": h})["data"]
+    check(got == f64b(x), "cuda float64 upload/download byte for byte")
+    ok(c, "release", {"handle": h})
+    want = ["float64 (f64)", "cuda backend serves f64 only to", "solve"]
     expect_error(c, "dot", {"x": f64b(x), "y": f64b(x), "dtype": "f64"}, ["'x'"] + want)
     expect_error(c, "axpby", {"x": f64b(x), "y": f64b(x), "dtype": "f64"}, ["'x'"] + want)
     expect_error(c, "nrm2", {"x": f64b(x), "dtype": "f64"}, ["'x'"] + want)
-    rp, ci, v = laplacian(8)
-    expect_error(c, "csr_upload", {"rows": 64, "cols": 64, "row_ptr": np.asarray(rp, "<i4").tobytes(),
+    k = 48
+    rp, ci, v = laplacian(k)
+    n = k * k
+    expect_error(c, "csr_upload", {"rows": n, "cols": n, "row_ptr": np.asarray(rp, "<i4").tobytes(),
                                    "col_idx": np.asarray(ci, "<i4").tobytes(), "values": f64b(v),
                                    "dtype": "f64"}, ["'values'"] + want)
-    m = ok(c, "csr_upload", {"rows": 64, "cols": 64, "row_ptr": np.asarray(rp, "<i4").tobytes(),
+    m = ok(c, "csr_upload", {"rows": n, "cols": n, "row_ptr": np.asarray(rp, "<i4").tobytes(),
                              "col_idx": np.asarray(ci, "<i4").tobytes(), "values": f32b(v)})["matrix"]
-    expect_error(c, "solve", {"matrix": m, "b": f64b(np.ones(64)), "dtype": "f64"}, ["'b'"] + want)
-    expect_error(c, "spmv", {"matrix": m, "x": f64b(x), "dtype": "f64"}, ["'x'"] + want)
-    r = ok(c, "solve", {"matrix": m, "b": f32b(np.ones(64)), "rtol": 1e-6})  # float32 still served
-    check(r["converged"], "cuda float32 solve still served")
+    expect_error(c, "spmv", {"matrix": m, "x": f64b(rng.standard_normal(n)), "dtype": "f64"},
+                 ["'x'"] + want)
+    b = rng.standard_normal(n)
+    x0 = rng.standard_normal(n)
+    hb = ok(c, "upload", {"data": f64b(b), "dtype": "f64"})["handle"]
+    for method in ("cg", "pcg", "bicgstab"):
+        for args in ({"b": f64b(b), "dtype": "f64"}, {"b": H(hb)},
+                     {"b": f64b(b), "x0": f64b(x0), "dtype": "f64"}):
+            r = ok(c, "solve", dict(args, matrix=m, rtol=1e-10, method=method))
+            xs = np.frombuffer(r["x"], "<f8")
+            res = np.linalg.norm(b - matvec(rp, ci, v, xs)) / np.linalg.norm(b)
+            check(r["converged"] and len(xs) == n and res <= 1e-10,
+                  f"cuda f64 {method} {sorted(args)}: true residual {res:.3g}")
+            check(abs(res - r["residual"]) <= 1e-6 * res + 1e-300,
+                  f"cuda f64 {method}: residual reported {r['residual']:.6g} against {res:.6g}")
+    # x into a new float64 handle, downloaded
+    r = ok(c, "solve", {"matrix": m, "b": H(hb), "rtol": 1e-10, "out": {"x": "handle"}})
+    hx = r["x"]["handle"]
+    xs = np.frombuffer(ok(c, "download", {"handle": hx})["data"], "<f8")
+    res = np.linalg.norm(b - matvec(rp, ci, v, xs)) / np.linalg.norm(b)
+    check(r["converged"] and res <= 1e-10, f"cuda f64 solve into a handle: {res:.3g}")
+    ok(c, "release", {"handle": hx}), ok(c, "release", {"handle": hb})
+    # float32 as before: x rounded to float32, its residual reported as it is
+    r = ok(c, "solve", {"matrix": m, "b": f32b(np.ones(n)), "rtol": 1e-6})
+    check(r["converged"] and len(r["x"]) == 4 * n, "cuda float32 solve still served")
     ok(c, "release", {"matrix": m})
 
 
 def main():
     if ec.test_backend() == "cuda":
-        return ec.run("e2e_f64", (test_cuda_refuses,))
+        return ec.run("e2e_f64", (test_cuda,))
     return ec.run("e2e_f64", (test_vectors, test_spmv, test_solve, test_batch, test_refusals))
 
 
