@@ -90,6 +90,7 @@ typedef struct {
   atomic_int *stop;
   int served, bad;
   double served_after_warmup; /* counted once the others are all busy too */
+  double max_worker_ms;       /* the longest of its jobs then (worker_us) */
   atomic_int *warm;
   uint64_t seed;
 } client;
@@ -118,7 +119,11 @@ static void *client_main(void *vp) {
     const msgpack_object *cb = rr_result_bin(&r, "c", (size_t)N * N * 4);
     if (cb && rr_sgemm_entries_ok(cb->via.bin.ptr, w->a, w->b, N, N, N, 1.0 + r.msgid % 7, 4, why, sizeof why)) {
       w->served++;
-      if (atomic_load(w->warm)) w->served_after_warmup++;
+      if (atomic_load(w->warm)) {
+        w->served_after_warmup++;
+        double ms = res_num(&r, "worker_us") / 1e3;
+        if (ms > w->max_worker_ms) w->max_worker_ms = ms;
+      }
     } else {
       w->bad++;
       fprintf(stderr, "fairness client depth %d: %s %s\n", w->depth, rr_reply_desc(&r), why);
@@ -152,7 +157,8 @@ static void test_fairness(void) {
   /* Connection ids are given in accept order: open them one by one. */
   uint64_t first_id = (uint64_t)status_num(&f, "connections", 0, NULL); /* placeholder, set below */
   for (int i = 0; i < NC; i++) {
-    w[i] = (client){&f, {0}, depths[i], a, b, &stop, 0, 0, 0, &warm, test_rand_u64(&rr_rng)};
+    w[i] = (client){.f = &f, .depth = depths[i], .a = a, .b = b, .stop = &stop, .warm = &warm,
+                    .seed = test_rand_u64(&rr_rng)};
     rr_open(&w[i].conn, &f);
     CHECK(rr_ping(&w[i].conn, 5000, NULL, 0), "client %d: no ping", i);
     rr_reply r;
@@ -205,15 +211,18 @@ static void test_fairness(void) {
    * so 10% needs some 60+ jobs per client whatever one job costs.  2.5 s
    * was enough on a quiet machine (~12 ms a job under ASan) but not beside
    * other tests (30-46 ms a job: ~25 jobs a client, and 11-15% apart). */
-  double t_window = rr_now_s(), least = 0;
+  double t_window = rr_now_s(), least = 0, least_ms = 0;
   do {
     rr_sleep_ms(250);
     served_ms(&f, first_id, NC, ms1, n1);
-    least = 1e30;
-    for (int i = 0; i < NC; i++)
+    least = least_ms = 1e30;
+    for (int i = 0; i < NC; i++) {
       if (!(n1[i] - n0[i] >= least)) least = n1[i] - n0[i];
-  } while (!(least >= 100) && rr_now_s() - t_window < 30);
-  fprintf(stderr, "window: %.1f s, at least %.0f jobs a client\n", rr_now_s() - t_window, least);
+      if (!(ms1[i] - ms0[i] >= least_ms)) least_ms = ms1[i] - ms0[i];
+    }
+  } while (!(least >= 100 && least_ms >= 2000) && rr_now_s() - t_window < 30);
+  fprintf(stderr, "window: %.1f s, at least %.0f jobs and %.0f ms of work a client\n",
+          rr_now_s() - t_window, least, least_ms);
   atomic_store(&stop, 1);
   for (int i = 0; i < NC; i++) pthread_join(th[i], NULL);
 
@@ -233,11 +242,28 @@ static void test_fairness(void) {
   }
   fprintf(stderr, "served while all were busy (ms of work, jobs):");
   for (int i = 0; i < NC; i++)
-    fprintf(stderr, " depth %d: %.0f ms %.1f%% %.0f jobs;", w[i].depth, ms1[i] - ms0[i],
-            100 * (ms1[i] - ms0[i]) / total, w[i].served_after_warmup);
+    fprintf(stderr, " depth %d: %.0f ms %.1f%% %.0f jobs (longest %.1f ms);", w[i].depth,
+            ms1[i] - ms0[i], 100 * (ms1[i] - ms0[i]) / total, w[i].served_after_warmup,
+            w[i].max_worker_ms);
   fprintf(stderr, "\n");
-  CHECK(least >= 100, "only %.0f requests served to one client in 30 s", least);
-  CHECK(hi <= 1.10 * lo, "shares of the work differ by more than 10%%: %.0f ms vs %.0f ms", lo, hi);
+  CHECK(least >= 100 && least_ms >= 2000, "only %.0f requests (%.0f ms of work) served to one client in 30 s",
+        least, least_ms);
+  /* Fair queuing charges each job's measured time once it ends, so at any
+   * moment a client may be ahead by what its jobs in flight will cost: two
+   * running and one primed at each end of the window.  On a quiet machine
+   * that is a few ms in ~1 s shares (the 10% decides); on one loaded by
+   * other builds a single job descheduled for 100 ms near the window's end
+   * is not yet made up for (Debug beside deb_packages: 261 vs 421 ms with
+   * 10% alone, in 0.3 s shares).  So the window holds 2 s of work a
+   * client at least, and the slack is 3 of the longest job, but never more
+   * than a quarter of a share: one FIFO (8:4:2:1) fails either way. */
+  double longest = 0;
+  for (int i = 0; i < NC; i++)
+    if (w[i].max_worker_ms > longest) longest = w[i].max_worker_ms;
+  double slack = 3 * longest < 0.25 * lo ? 3 * longest : 0.25 * lo;
+  CHECK(hi <= 1.10 * lo + slack,
+        "shares of the work differ by more than 10%% and %.0f ms (the longest job %.0f ms): %.0f ms vs %.0f ms",
+        slack, longest, lo, hi);
   free(a);
   free(b);
   int st = fixture_stop(&f, SIGTERM);
