@@ -439,6 +439,9 @@ static int replay_hook(gkc_conn *c, gkc__req *r, int status) {
   if ((c->rc_flags & GKC_RECONNECT_IDEMPOTENT) && idempotent(r)) {
     char lost[sizeof c->errmsg];
     snprintf(lost, sizeof lost, "%s", c->errmsg);
+    /* A big result half received straight into out (gkc_wire.c) comes
+     * whole again: its reply must not be read as already delivered. */
+    r->delivered = 0;
     if (gkc__revive(c) == 0 && c->fd >= 0) return 1;
     char failed[sizeof c->errmsg];
     snprintf(failed, sizeof failed, "%s", c->errmsg);
