@@ -21,7 +21,9 @@
  *     GKC_ESTALE_HANDLE; the upload ends with GKC_EIO saying it was not
  *     sent again.  Without the opt-in the reduce ends like the upload;
  *     with no gkcd to come back, the held reduce ends saying it could not
- *     be sent again.
+ *     be sent again; a callback of the lost upload that sends a request
+ *     connects again, the held reduce going first; driven by the libuv
+ *     adapter, which follows the new descriptor.
  */
 #include <pthread.h>
 #include <signal.h>
@@ -34,6 +36,7 @@
 #include "fixture.h"
 #include "gkc.h"
 #include "gkc_async.h"
+#include "gkc_uv.h"
 #include "test.h"
 
 static char sock[300];
@@ -564,6 +567,105 @@ static void test_async_in_flight_no_gkcd(void) {
   ASSERT_EQ(r.calls, 1);
 }
 
+/* The upload's callback, lost in flight: a request from there connects
+ * again (the context has not yet), the held reduce going out first. */
+typedef struct {
+  seen up, next;
+  int next_rc;
+  float *x;
+} from_cb;
+
+static void on_lost_upload(gkc_async *ac, const gkc_result *res, void *ud) {
+  from_cb *f = ud;
+  on_seen(ac, res, &f->up);
+  gkc_reduce_args r = GKC_REDUCE_ARGS_INIT;
+  r.x = gkc_ref_mem(f->x, 20 * 4);
+  f->next_rc = gkc_async_reduce(ac, &r, on_seen, &f->next);
+}
+
+static void test_async_in_flight_callback_first(void) {
+  fixture f;
+  fixture_start(&f, one_worker, hold_reduce);
+  gkc_async *ac;
+  ASSERT_EQ(gkc_async_connect(&ac, sock), 0);
+  ASSERT_EQ(gkc_async_set_reconnect(ac, 40, 50, GKC_RECONNECT_IDEMPOTENT), 0);
+  double s1, s2, s3, su;
+  float *x1 = fresh(16, &s1), *x2 = fresh(24, &s2), *xu = fresh(8, &su);
+  from_cb cb = {.next_rc = 1};
+  cb.x = fresh(20, &s3);
+  seen r1 = {0}, r2 = {0};
+  reduce_of(ac, gkc_ref_mem(x1, 16 * 4), &r1);
+  gkc_upload_args uu = {gkc_ref_mem(xu, 8 * 4), GKC_F32, 0};
+  ASSERT_EQ(gkc_async_upload(ac, &uu, on_lost_upload, &cb), 0);
+  reduce_of(ac, gkc_ref_mem(x2, 24 * 4), &r2);
+  ping_through(ac);
+  ASSERT_EQ(r1.calls + cb.up.calls + r2.calls, 0);
+  fixture_stop(&f, SIGKILL);
+  start(&f, NULL);
+  seen *w[] = {&r1, &cb.up, &r2, &cb.next};
+  wait_all(ac, w, 4, 0);
+  ASSERT_EQ(cb.up.status, GKC_EIO);
+  ASSERT_CONTAINS(cb.up.msg, "upload was in flight");
+  ASSERT_EQ(cb.next_rc, 0);
+  ASSERT_EQ(cb.next.status, 0);
+  ASSERT_EQ(cb.next.value, s3);
+  ASSERT_EQ(r1.status, 0);
+  ASSERT_EQ(r1.value, s1);
+  ASSERT_EQ(r2.status, 0);
+  ASSERT_EQ(r2.value, s2);
+  ASSERT(r1.msgid < cb.next.msgid); /* held first, then the callback's */
+  ASSERT(r1.msgid < r2.msgid);
+  ASSERT_EQ(gkc_async_reconnects(ac), 1); /* one new connection for all */
+  ping_through(ac);
+  ASSERT_EQ(r1.calls + cb.up.calls + r2.calls + cb.next.calls, 4);
+  free(x1), free(x2), free(xu), free(cb.x);
+  gkc_async_close(ac);
+  fixture_stop(&f, SIGTERM);
+}
+
+/* A hang (the adapter watching a dead descriptor) fails instead. */
+static void on_watchdog(uv_timer_t *t) {
+  (void)t;
+  TEST_FAIL("the libuv loop got no reply for 60 s after gkcd was restarted");
+}
+
+static void test_async_in_flight_uv(void) {
+  fixture f;
+  fixture_start(&f, one_worker, hold_reduce);
+  uv_loop_t loop;
+  ASSERT_EQ(uv_loop_init(&loop), 0);
+  uv_timer_t dog;
+  ASSERT_EQ(uv_timer_init(&loop, &dog), 0);
+  ASSERT_EQ(uv_timer_start(&dog, on_watchdog, 60000, 0), 0);
+  uv_unref((uv_handle_t *)&dog);
+  gkc_async *ac;
+  ASSERT_EQ(gkc_async_connect(&ac, sock), 0);
+  ASSERT_EQ(gkc_async_set_reconnect(ac, 40, 50, GKC_RECONNECT_IDEMPOTENT), 0);
+  ASSERT_EQ(gkc_async_attach_uv(ac, &loop), 0);
+  double sr;
+  float *xr = fresh(16, &sr);
+  seen r = {0}, p = {0};
+  reduce_of(ac, gkc_ref_mem(xr, 16 * 4), &r);
+  ASSERT_EQ(gkc_async_ping(ac, on_seen, &p), 0);
+  while (p.calls == 0) uv_run(&loop, UV_RUN_ONCE);
+  ASSERT_EQ(r.calls, 0);
+  fixture_stop(&f, SIGKILL);
+  start(&f, NULL);
+  while (r.calls == 0) uv_run(&loop, UV_RUN_ONCE);
+  ASSERT_EQ(r.status, 0);
+  ASSERT_EQ(r.value, sr);
+  ASSERT_EQ(gkc_async_reconnects(ac), 1);
+  ASSERT(gkc_async_fd(ac) >= 0);
+  gkc_async_close(ac);
+  uv_close((uv_handle_t *)&dog, NULL);
+  /* Every handle, the old descriptor's watcher among them, is gone. */
+  ASSERT_EQ(uv_run(&loop, UV_RUN_DEFAULT), 0);
+  ASSERT_EQ(uv_loop_close(&loop), 0);
+  ASSERT_EQ(r.calls, 1);
+  free(xr);
+  fixture_stop(&f, SIGTERM);
+}
+
 int main(void) {
   const char *tmp = getenv("TMPDIR");
   snprintf(dir, sizeof dir, "%s/gkc-reconnect-XXXXXX", tmp && *tmp ? tmp : "/tmp");
@@ -586,6 +688,8 @@ int main(void) {
     test_async_in_flight_resent();
     test_async_in_flight_not_resent();
     test_async_in_flight_no_gkcd();
+    test_async_in_flight_callback_first();
+    test_async_in_flight_uv();
   } else {
     fprintf(stderr, "  async in flight: skipped (a build without GKC_FAULT_INJECTION)\n");
   }
