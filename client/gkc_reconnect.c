@@ -574,6 +574,10 @@ int gkc__resend(gkc_conn *c) {
         lose_unsent(c, why, "no connection was made again (reconnecting is off)");
     }
   }
+  /* What the context says happened (gkc_async_errmsg), whatever the
+   * callbacks' messages below leave in errmsg. */
+  char said[sizeof c->errmsg];
+  snprintf(said, sizeof said, "%s", c->errmsg);
   /* Re-read every time: a callback may close the context (which ends the
    * rest as cancelled, through here) or hold more. */
   char msg[sizeof c->errmsg];
@@ -592,5 +596,6 @@ int gkc__resend(gkc_conn *c) {
                "memory for the reason)", r->method);
     end_held(c, r, status, msg);
   }
+  snprintf(c->errmsg, sizeof c->errmsg, "%s", said);
   return rc;
 }

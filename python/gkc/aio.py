@@ -157,7 +157,7 @@ class AsyncConnection(Api):
                       fd: Optional[int] = None) -> Any:
         try:
             return await self._invoke_once(method, params, decode, fd)
-        except errors.ConnectionFailed as e:  # type: ignore[misc]
+        except errors.ConnectionFailed as e:
             if not getattr(e, "in_flight", False):
                 raise
             lost = e
@@ -170,9 +170,9 @@ class AsyncConnection(Api):
             raise _reconnect.not_sent_again(lost, method, self._policy) from None
         try:
             return await self._invoke_once(method, params, decode, None)
-        except errors.ConnectError as e:  # type: ignore[misc]
+        except errors.ConnectError as e:
             raise _reconnect.could_not_resend(lost, method, e) from None
-        except errors.ConnectionFailed as e:  # type: ignore[misc]
+        except errors.ConnectionFailed as e:
             if getattr(e, "in_flight", False):  # lost again: at most once
                 raise _reconnect.not_sent_again(e, method, self._policy, resent=True) from None
             raise
@@ -198,7 +198,7 @@ class AsyncConnection(Api):
                 await self._send(frame, sending)
                 err, res = await fut
             except BaseException as e:
-                if isinstance(e, errors.ConnectionFailed):  # type: ignore[attr-defined]
+                if isinstance(e, errors.ConnectionFailed):
                     e.staged = staged is not None  # type: ignore[attr-defined]
                 if staged is not None and not self.closed and (fut.cancelled() or not fut.done()):
                     # Cancelled before the reply: gkcd may still read or
