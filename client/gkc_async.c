@@ -56,7 +56,7 @@ int gkc_async_connect(gkc_async **out, const char *socket_path) {
   ac->c.nonblock = 1;
   ac->c.before_close = before_close;
   gkc__reconnect_init(&ac->c);
-  ac->c.replay = NULL; /* a callback always hears of a request lost in flight */
+  gkc__reconnect_async(&ac->c); /* requests lost in flight: held to send again, or ended */
   ac->max_requests = DEFAULT_MAX_REQUESTS;
   ac->max_bytes = DEFAULT_MAX_BYTES;
   /* Connecting a Unix socket does not wait for the server's accept (the
@@ -77,6 +77,7 @@ void gkc_async_close(gkc_async *ac) {
   ac->closing = 1;
   ac->depth++; /* the cancellation callbacks below may call close again */
   gkc__cancel(&ac->c);
+  gkc__resend(&ac->c); /* requests held to be sent again: cancelled too */
   ac->depth--;
   if (ac->depth == 0) destroy(ac);
 }
@@ -89,8 +90,11 @@ static int leave(gkc_async *ac) {
 }
 
 const char *gkc_async_errmsg(const gkc_async *ac) { return ac ? ac->c.errmsg : "out of memory"; }
-/* The arena's own requests have no callback to wait for. */
-static size_t pending(const gkc_async *ac) { return ac->c.npending - ac->c.internal_pending; }
+/* The arena's own requests have no callback to wait for; those held to be
+ * sent again on a new connection do. */
+static size_t pending(const gkc_async *ac) {
+  return ac->c.npending - ac->c.internal_pending + ac->c.nheld;
+}
 size_t gkc_async_pending(const gkc_async *ac) { return pending(ac); }
 int gkc_async_fd(const gkc_async *ac) { return ac->c.fd; }
 int gkc_async_want_write(const gkc_async *ac) { return gkc__want_write(&ac->c); }
@@ -137,9 +141,21 @@ void gkc_async_set_hooks(gkc_async *ac, const gkc_async_hooks *hooks, void *data
   update(ac);
 }
 
+/* The end of a library frame that may have broken the connection: the
+ * requests held to be sent again go out on a new one (gkc__resend), before
+ * the loop runs again.  rc is the frame's result; when the connection is
+ * back, the loop goes on as if nothing broke (each lost request's
+ * callback has said what became of it). */
+static int resend(gkc_async *ac, int rc) {
+  if (!ac->c.held) return rc;
+  int r2 = gkc__resend(&ac->c);
+  if (r2) return r2;
+  return ac->c.fd >= 0 ? 0 : rc;
+}
+
 int gkc_async_handle_write(gkc_async *ac) {
   ac->depth++;
-  int rc = gkc__flush(&ac->c);
+  int rc = resend(ac, gkc__flush(&ac->c));
   if (leave(ac)) return GKC_ECANCELLED;
   update(ac);
   return rc;
@@ -147,7 +163,7 @@ int gkc_async_handle_write(gkc_async *ac) {
 
 int gkc_async_handle_read(gkc_async *ac) {
   ac->depth++;
-  int rc = gkc__read(&ac->c);
+  int rc = resend(ac, gkc__read(&ac->c));
   if (leave(ac)) return GKC_ECANCELLED;
   update(ac);
   return rc;
@@ -159,8 +175,10 @@ int gkc_async_poll(gkc_async *ac, int timeout_ms) {
   int n = poll(&p, 1, timeout_ms);
   if (n < 0 && errno != EINTR) {
     ac->depth++; /* breaking runs callbacks */
-    int rc = gkc__break(&ac->c, GKC_EIO, "poll: %s", strerror(errno));
-    return leave(ac) ? GKC_ECANCELLED : rc;
+    int rc = resend(ac, gkc__break(&ac->c, GKC_EIO, "poll: %s", strerror(errno)));
+    if (leave(ac)) return GKC_ECANCELLED;
+    update(ac);
+    return rc < 0 ? rc : (int)pending(ac);
   }
   if (n <= 0) return (int)pending(ac);
   int rc = 0;
@@ -178,6 +196,9 @@ int gkc_async_poll(gkc_async *ac, int timeout_ms) {
 /* A request's end: the caller's callback, then the request's memory. */
 static void async_done(gkc_conn *c, gkc__req *r, gkc_result *res) {
   gkc_async *ac = of(c);
+  /* Lost in flight: the reconnect policy may keep it to send again (its
+   * callback then runs later, still once), or says so in the message. */
+  if (res->status && c->hold && c->hold(c, r, res->status)) return;
   char msg[sizeof c->errmsg];
   snprintf(msg, sizeof msg, "%s", res->errmsg);
   res->errmsg = msg; /* the callback's own requests may rewrite c->errmsg */
@@ -193,6 +214,7 @@ static void async_done(gkc_conn *c, gkc__req *r, gkc_result *res) {
   r->cb(ac, res, r->userdata);
   ac->depth--; /* the frame that called us frees a closed context */
   free((char *)res->status_json);
+  free(r->lost_msg);
   free(r);
 }
 
@@ -223,6 +245,7 @@ static int submit(gkc_async *ac, gkc__req *r, int rc) {
     free(r);
     return rc;
   }
+  r->epoch = ac->c.epoch; /* how its loss is told from an answer (gkc_reconnect.c) */
   update(ac);
   return 0;
 }

@@ -41,10 +41,10 @@
  * may issue new requests, and may close its own context; the context is
  * then freed when the library returns to the loop's call (handle_read etc.
  * return GKC_ECANCELLED to say so, after which the context must not be
- * used).  When gkcd goes away or the connection breaks, every pending
- * request fails once (GKC_EIO, or the code gkcd gave), the descriptor is
- * closed, and later calls return GKC_EIO: close the context and connect
- * again.
+ * used).  When gkcd goes away or the connection breaks, the descriptor is
+ * closed and every pending request fails once (GKC_EIO, or the code gkcd
+ * gave), unless it is sent again (gkc_async_set_reconnect); the next
+ * request call connects again.
  *
  * gkcd's notifications: before it closes a connection on its own, gkcd may
  * send one msgpack-rpc notification [2, "error", [{"code", "message"}]]
@@ -242,11 +242,22 @@ GKC_API int gkc_async_shm_reserve(gkc_async *ac, size_t bytes);
 GKC_API void gkc_async_set_limits(gkc_async *ac, size_t max_requests, uint64_t max_bytes);
 
 /* As gkc_set_reconnect (gkc.h, "reconnecting"): a call on a context whose
- * connection gkcd closed connects again first.  Every request pending when
- * the connection broke has had its callback, once, with GKC_EIO (or is
- * sent again, with GKC_RECONNECT_IDEMPOTENT: not in this version for async
- * contexts, whose callbacks always report the loss).  Reconnecting waits
- * for the connect and for one ping of the new gkcd (at most 2 s), inside
+ * connection gkcd closed connects again first.  A request pending when the
+ * connection broke is never sent again silently: its callback runs once
+ * with GKC_EIO, the message saying that this method was in flight and was
+ * not sent again.  With GKC_RECONNECT_IDEMPOTENT, a request that gives the
+ * same result run twice (gkc.h's list: ping, status, metrics, reduce, dot,
+ * nrm2, download, and sgemm, spmv, axpby, solve returning their result
+ * into memory; sent inline, not through the arena, without a descriptor)
+ * is instead sent once more on a new connection, made before the library
+ * returns to the loop (or by a request call from a callback, whichever is
+ * first): the held requests go first, in the order they were first sent,
+ * each at most once, and each callback still runs exactly once, with the
+ * new gkcd's answer.  One naming an object that did not survive ends with
+ * GKC_ESTALE_HANDLE, as a new call would; when no connection can be made,
+ * each ends with GKC_EIO saying it could not be sent again.  Until their
+ * callbacks, held requests count in gkc_async_pending.  Reconnecting waits
+ * for the connect and for one ping of the new gkcd (at most 5 s), inside
  * the call.  The descriptor changes: gkc_async_fd says the new one, the
  * hooks' update says what to watch, and gkc_async_reconnects counts the
  * changes (the libuv adapter follows them by itself). */
@@ -260,10 +271,11 @@ GKC_API unsigned gkc_async_reconnects(const gkc_async *ac);
 GKC_API int gkc_async_fd(const gkc_async *ac);
 GKC_API int gkc_async_want_write(const gkc_async *ac);
 /* Call when the descriptor is readable (resp. writable).  They run the
- * callbacks of replies that arrived.  Return 0; a negative gkc_error when
- * the connection broke (its pending requests have failed, the descriptor
- * is closed); or GKC_ECANCELLED when a callback closed the context, which
- * is then freed. */
+ * callbacks of replies that arrived.  Return 0 (also when the connection
+ * broke and was made again at once to send requests again: see
+ * gkc_async_set_reconnect); a negative gkc_error when the connection broke
+ * (its pending requests have failed, the descriptor is closed); or
+ * GKC_ECANCELLED when a callback closed the context, which is then freed. */
 GKC_API int gkc_async_handle_read(gkc_async *ac);
 GKC_API int gkc_async_handle_write(gkc_async *ac);
 

@@ -115,6 +115,14 @@ struct gkc__req {
    * delivered says how many bytes went there. */
   const char *direct_key;
   size_t delivered;
+  /* Async, lost in flight (gkc_reconnect.c): resent once it has been sent
+   * again on a new connection (never a second time); lost_status, when
+   * it could not be, with lost_msg (malloc'd, NULL when out of memory)
+   * saying why, until it is ended. */
+  int resent;
+  int lost_status;
+  char *lost_msg;
+  unsigned epoch; /* async: the connection it was sent on (gkc_conn.epoch then) */
 };
 
 /* The result target a request's pack function packs. */
@@ -180,6 +188,14 @@ struct gkc_conn {
   char stale_msg[400];
   int (*replay)(gkc_conn *c, gkc__req *r, int status);
   void (*on_reconnect)(gkc_conn *c);
+  /* Async contexts: a request that failed is offered to hold before its
+   * callback runs.  1: lost in flight and kept to be sent again, on the
+   * held list (msgid order, chained by next, counted in nheld and in what
+   * gkc_async_pending reports); 0: it ends now, and when it was lost in
+   * flight c->errmsg then says that it was not sent again. */
+  int (*hold)(gkc_conn *c, gkc__req *r, int status);
+  gkc__req *held;
+  size_t nheld;
 };
 
 /* --- the core (gkc_wire.c) ------------------------------------------------------- */
@@ -227,8 +243,20 @@ void gkc__reconnect_init(gkc_conn *c);
 int gkc__live(gkc_conn *c);
 /* Connects again when the connection is gone (not closed by its owner) and
  * the policy allows; 0 when the connection is up (or was never to be
- * revived: the call then fails as it always did). */
+ * revived: the call then fails as it always did).  The held requests are
+ * sent again first, in their order; those that cannot be (a stale object,
+ * or no connection) stay held, marked lost, for gkc__resend to end. */
 int gkc__revive(gkc_conn *c);
+/* An async context's policy for requests lost in flight (after
+ * gkc__reconnect_init): with GKC_RECONNECT_IDEMPOTENT, an idempotent one
+ * is held to be sent again, once; every other one is ended saying that it
+ * was not sent again. */
+void gkc__reconnect_async(gkc_conn *c);
+/* After a library frame of an async context that may have broken the
+ * connection: connects again when requests are held (which sends them
+ * again), then ends, each with its own error, the held ones that could not
+ * be sent again.  0, or the error of connecting again. */
+int gkc__resend(gkc_conn *c);
 /* A reply made an object (reply: its result map, for the instances). */
 void gkc__obj_made(gkc_conn *c, int kind, uint32_t id, int shared, const msgpack_object *reply);
 /* A release succeeded. */

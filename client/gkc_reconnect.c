@@ -50,6 +50,9 @@ struct gkc__objs {
 /* --- the policy ----------------------------------------------------------------------- */
 
 static int replay_hook(gkc_conn *c, gkc__req *r, int status);
+static int hold_hook(gkc_conn *c, gkc__req *r, int status);
+static void send_held(gkc_conn *c);
+static void lose_unsent(gkc_conn *c, const char *why, const char *failed);
 
 /* $GKC_RECONNECT: "off" | "0" | "TRIES[,BACKOFF_MS[,idempotent]]"; a value
  * that does not parse leaves the defaults (a library cannot complain at
@@ -86,6 +89,11 @@ void gkc__reconnect_init(gkc_conn *c) {
   c->rc_flags = 0;
   from_env(c);
   c->replay = replay_hook;
+}
+
+void gkc__reconnect_async(gkc_conn *c) {
+  c->replay = NULL; /* no caller waits inside the call: gkc__run never runs */
+  c->hold = hold_hook;
 }
 
 int gkc_set_reconnect(gkc_conn *c, int tries, int backoff_ms, int flags) {
@@ -358,15 +366,24 @@ int gkc__revive(gkc_conn *c) {
     char last[sizeof c->errmsg];
     snprintf(last, sizeof last, "%s", c->errmsg);
     snprintf(c->dead_msg, sizeof c->dead_msg, "%.200s", why);
-    return gkc__fail(c, GKC_ECONNECT, "the connection to gkcd was lost (%.150s) and %d attempt%s"
-                     " to connect again over %.1f s failed; the last: %.200s", why, c->rc_tries,
-                     c->rc_tries == 1 ? "" : "s", (double)(gkc__now_ns() - t0) / 1e9, last);
+    rc = gkc__fail(c, GKC_ECONNECT, "the connection to gkcd was lost (%.150s) and %d attempt%s"
+                   " to connect again over %.1f s failed; the last: %.200s", why, c->rc_tries,
+                   c->rc_tries == 1 ? "" : "s", (double)(gkc__now_ns() - t0) / 1e9, last);
+    /* Marked now, not tried again at the frame's end: one round of
+     * attempts is what the policy allows. */
+    char failed[sizeof c->errmsg];
+    snprintf(failed, sizeof failed, "%s", c->errmsg);
+    lose_unsent(c, why, failed);
+    snprintf(c->errmsg, sizeof c->errmsg, "%s", failed);
+    return rc;
   }
   c->epoch++;
   c->dead_msg[0] = 0;
-  c->errmsg[0] = 0;
   mark_stale(c, old_instance);
   if (c->on_reconnect) c->on_reconnect(c);
+  /* Before any new request: what was in flight goes first, in its order. */
+  send_held(c);
+  c->errmsg[0] = 0;
   return 0;
 }
 
@@ -403,6 +420,17 @@ static int idempotent(const gkc__req *r) {
   return 0;
 }
 
+/* The message of a request lost in flight and not sent again; lost: how
+ * the connection was lost. */
+static void not_sent_again(gkc_conn *c, const gkc__req *r, const char *lost) {
+  char why[sizeof c->errmsg];
+  snprintf(why, sizeof why, "%s", lost);
+  gkc__fail(c, GKC_EIO, "%.300s: this %s was in flight and may or may not have run; it was not"
+            " sent again%s", why, r->method,
+            r->resent ? " (it had been sent again once already, after an earlier loss)"
+                      : " (the next call connects again)");
+}
+
 /* gkc__run's hook: r failed with status; 1 when it is to be sent once more
  * on a connection made again (made here), 0 when its failure stands (its
  * message then says it was not sent again). */
@@ -411,6 +439,9 @@ static int replay_hook(gkc_conn *c, gkc__req *r, int status) {
   if ((c->rc_flags & GKC_RECONNECT_IDEMPOTENT) && idempotent(r)) {
     char lost[sizeof c->errmsg];
     snprintf(lost, sizeof lost, "%s", c->errmsg);
+    /* A big result half received straight into out (gkc_wire.c) comes
+     * whole again: its reply must not be read as already delivered. */
+    r->delivered = 0;
     if (gkc__revive(c) == 0 && c->fd >= 0) return 1;
     char failed[sizeof c->errmsg];
     snprintf(failed, sizeof failed, "%s", c->errmsg);
@@ -418,9 +449,153 @@ static int replay_hook(gkc_conn *c, gkc__req *r, int status) {
               lost, r->method, failed);
     return 0;
   }
-  char lost[sizeof c->errmsg];
-  snprintf(lost, sizeof lost, "%s", c->errmsg);
-  gkc__fail(c, GKC_EIO, "%.300s: this %s was in flight and may or may not have run; it was not"
-            " sent again (the next call connects again)", lost, r->method);
+  not_sent_again(c, r, c->errmsg);
   return 0;
+}
+
+/* --- the same for an async context's requests ------------------------------------------
+ *
+ * Many requests may be in flight there, each with a callback that must run
+ * exactly once.  A request lost with its connection is offered to
+ * hold_hook before its callback would run (the context's done hook asks):
+ * with GKC_RECONNECT_IDEMPOTENT, an idempotent one that was not sent again
+ * before is kept on c->held, in msgid order, and its callback waits.  The
+ * connection is made again by the first of: a new request call (from a
+ * callback of a request that failed), or gkc__resend, which the context
+ * runs before it returns to the loop.  gkc__revive then sends every held
+ * request again, in order, before anything new.  One that cannot be sent
+ * (it names an object that did not survive, or no connection could be
+ * made) stays held, marked lost with its own error, and gkc__resend runs
+ * its callback: never from inside a request call. */
+
+static void held_push(gkc_conn *c, gkc__req *r) {
+  gkc__req **p = &c->held;
+  while (*p) p = &(*p)->next;
+  r->next = NULL;
+  *p = r;
+  c->nheld++;
+}
+
+/* r will end with status and msg (copied; without memory, its end says less). */
+static void lose(gkc__req *r, int status, const char *msg) {
+  r->lost_status = status;
+  free(r->lost_msg);
+  r->lost_msg = strdup(msg);
+}
+
+static int hold_hook(gkc_conn *c, gkc__req *r, int status) {
+  /* Lost in flight: GKC_EIO, and the connection it went out on is gone
+   * (closed, or already made again by a callback of another lost request).
+   * Anything else is an answer, or the context being closed. */
+  if (status != GKC_EIO || c->cancelling || r->internal || r->lost_status) return 0;
+  if (c->fd >= 0 && r->epoch == c->epoch) return 0;
+  if (c->rc_tries <= 0) return 0; /* reconnecting off: the loss is reported as it always was */
+  if ((c->rc_flags & GKC_RECONNECT_IDEMPOTENT) && !r->resent && idempotent(r)) {
+    held_push(c, r);
+    return 1;
+  }
+  not_sent_again(c, r, c->errmsg);
+  return 0;
+}
+
+/* On a connection just made: every held request not yet lost is sent again
+ * (its latency still counts from its first call). */
+static void send_held(gkc_conn *c) {
+  gkc__req *list = c->held;
+  c->held = NULL;
+  c->nheld = 0;
+  char keep[sizeof c->errmsg];
+  snprintf(keep, sizeof keep, "%s", c->errmsg);
+  while (list) {
+    gkc__req *r = list;
+    list = r->next;
+    r->next = NULL;
+    if (!r->lost_status) {
+      uint64_t t0 = r->t0_ns;
+      r->resent = 1;
+      r->delivered = 0; /* a big result half received into out: all of it comes again */
+      /* Unbounded: it was within the context's bounds when it was first sent. */
+      int rc = gkc__submit(c, r, 0, 0);
+      if (rc == 0) {
+        r->t0_ns = t0;
+        r->epoch = c->epoch;
+        continue;
+      }
+      lose(r, rc, c->errmsg); /* a stale object (gkc__pack_id), or out of memory */
+    }
+    held_push(c, r);
+  }
+  snprintf(c->errmsg, sizeof c->errmsg, "%s", keep);
+}
+
+/* No connection for the held requests: each not yet lost is, naming how
+ * the connection was lost (why) and why none was made again (failed). */
+static void lose_unsent(gkc_conn *c, const char *why, const char *failed) {
+  char msg[sizeof c->errmsg];
+  for (gkc__req *r = c->held; r; r = r->next) {
+    if (r->lost_status) continue;
+    snprintf(msg, sizeof msg, "%.200s; this %s was in flight and could not be sent again: %.250s",
+             why, r->method, failed);
+    lose(r, GKC_EIO, msg);
+  }
+}
+
+static int has_unsent(const gkc_conn *c) {
+  for (const gkc__req *r = c->held; r; r = r->next)
+    if (!r->lost_status) return 1;
+  return 0;
+}
+
+/* Runs r's callback (through its done hook) with status and msg. */
+static void end_held(gkc_conn *c, gkc__req *r, int status, const char *msg) {
+  snprintf(c->errmsg, sizeof c->errmsg, "%s", msg);
+  if (r->end) r->end(c, r, status);
+  r->end = NULL;
+  gkc_result res;
+  gkc__result_init(&res);
+  res.status = status;
+  res.errmsg = c->errmsg;
+  res.method = r->method;
+  res.msgid = r->msgid;
+  res.latency_us = (double)(gkc__now_ns() - r->t0_ns) / 1e3;
+  r->done(c, r, &res);
+}
+
+int gkc__resend(gkc_conn *c) {
+  int rc = 0;
+  if (c->held && !c->cancelling && has_unsent(c)) {
+    if (c->fd >= 0) {
+      send_held(c); /* made again by a callback after these were held */
+    } else {
+      char why[sizeof c->dead_msg];
+      snprintf(why, sizeof why, "%s", c->dead_msg);
+      rc = gkc__revive(c);
+      if (rc == 0 && c->fd < 0) /* the policy changed meanwhile, or the context is closing */
+        lose_unsent(c, why, "no connection was made again (reconnecting is off)");
+    }
+  }
+  /* What the context says happened (gkc_async_errmsg), whatever the
+   * callbacks' messages below leave in errmsg. */
+  char said[sizeof c->errmsg];
+  snprintf(said, sizeof said, "%s", c->errmsg);
+  /* Re-read every time: a callback may close the context (which ends the
+   * rest as cancelled, through here) or hold more. */
+  char msg[sizeof c->errmsg];
+  while (c->held && (c->cancelling || c->held->lost_status)) {
+    gkc__req *r = c->held;
+    c->held = r->next;
+    c->nheld--;
+    r->next = NULL;
+    int status = c->cancelling ? GKC_ECANCELLED : r->lost_status;
+    if (c->cancelling)
+      snprintf(msg, sizeof msg, "cancelled: the connection was closed before the reply arrived");
+    else if (r->lost_msg)
+      snprintf(msg, sizeof msg, "%s", r->lost_msg);
+    else
+      snprintf(msg, sizeof msg, "this %s was in flight and could not be sent again (out of "
+               "memory for the reason)", r->method);
+    end_held(c, r, status, msg);
+  }
+  snprintf(c->errmsg, sizeof c->errmsg, "%s", said);
+  return rc;
 }

@@ -12,8 +12,10 @@ restarts"):
   unless the caller opted in (``reconnect=(tries, backoff_ms, True)`` or
   ``GKC_RECONNECT=...,idempotent``) and the call gives the same result run
   twice (``IDEMPOTENT``, its result returned as bytes, sent inline without
-  a descriptor): then it is sent once more on the new connection (blocking
-  connections);
+  a descriptor): then it is sent once more on the new connection, blocking
+  and asyncio connections alike (on one of :mod:`gkc.aio`, every such call
+  that was in flight is sent again, in the order they were first sent, each
+  at most once; the others raise);
 - after connecting again, the new gkcd is asked its instances (one ping
   before anything else); every object of the old connection (regions,
   private arrays and matrices) and every shared one whose instance's
@@ -103,6 +105,29 @@ def resendable(pol: Policy, method: str, params: Any, staged: bool, fd: bool) ->
     if not isinstance(params, dict) or "out" in params:
         return False
     return not any(isinstance(v, dict) and "region" in v for v in params.values())
+
+
+def lost(message: str) -> errors.Error:
+    """The error of the requests in flight when the connection broke under
+    them (marked ``in_flight``: what may make one resendable)."""
+    e = errors.ConnectionFailed(message)  # type: ignore[attr-defined]
+    e.in_flight = True  # type: ignore[attr-defined]
+    return e
+
+
+def not_sent_again(e: errors.Error, method: str, pol: Policy, resent: bool = False) -> errors.Error:
+    """What a call lost in flight raises when it is not sent (again)."""
+    how = (" (it had been sent again once already, after an earlier loss)" if resent
+           else " (the next call connects again)" if pol.tries else "")
+    return type(e)(f"{e.message}: this {method} was in flight and may or may not have run; it was "
+                   f"not sent again{how}", code=e.code)
+
+
+def could_not_resend(e: errors.Error, method: str, why: BaseException) -> errors.Error:
+    """What a call lost in flight raises when connecting again, to send it
+    once more, failed."""
+    return type(e)(f"{e.message}; this {method} was in flight and could not be sent again: {why}",
+                   code=e.code)
 
 
 def instances(res: Any) -> Tuple[str, str]:

@@ -10,6 +10,13 @@ answers.  gkcd reads at most ``max-conn-requests`` requests of a connection
 at once; the rest wait in the socket, so any number may be awaited together.
 Big arrays go through the connection's shared-memory arena as on a blocking
 connection (the same ``shm*`` keywords; gkc._arena).
+
+Restarts (gkc._reconnect): when gkcd goes away, every call in flight raises
+``gkc.ConnectionFailed`` saying it was not sent again, and the next call
+connects again; with ``reconnect=(tries, backoff_ms, True)`` (or
+``GKC_RECONNECT=...,idempotent``) each one that gives the same result run
+twice is instead sent once more on the new connection, in the order the
+calls were first sent, and returns its result.
 """
 from __future__ import annotations
 
@@ -87,7 +94,9 @@ class AsyncConnection(Api):
     def _fail_pending(self, e: errors.Error) -> None:
         for fut in self._pending.values():
             if not fut.done():
-                fut.set_exception(type(e)(e.message, code=e.code))
+                err = type(e)(e.message, code=e.code)
+                err.in_flight = getattr(e, "in_flight", False)  # type: ignore[attr-defined]
+                fut.set_exception(err)
         self._pending.clear()
 
     async def _read(self) -> None:
@@ -95,8 +104,7 @@ class AsyncConnection(Api):
             while True:
                 n = await self._loop.sock_recv_into(self._sock, self._rpc.buffer())
                 if not n:
-                    raise closed_error("gkcd closed the connection: the requests in flight were"
-                                       " not sent again")
+                    raise _reconnect.lost("gkcd closed the connection")
                 replies, ended = self._rpc.received(n)
                 for mid, err, res in replies:
                     fut = self._pending.pop(mid, None)
@@ -110,7 +118,7 @@ class AsyncConnection(Api):
         except errors.Error as e:
             self._broken = e
         except OSError as e:
-            self._broken = closed_error(f"receiving from gkcd: {e.strerror or e}")
+            self._broken = _reconnect.lost(f"receiving from gkcd: {e.strerror or e}")
         self._fail_pending(self._broken)
 
     async def _revive(self) -> None:
@@ -147,6 +155,30 @@ class AsyncConnection(Api):
 
     async def _invoke(self, method: str, params: Dict[str, Any], decode: Decode,
                       fd: Optional[int] = None) -> Any:
+        try:
+            return await self._invoke_once(method, params, decode, fd)
+        except errors.ConnectionFailed as e:
+            if not getattr(e, "in_flight", False):
+                raise
+            lost = e
+        # Lost in flight when gkcd went away.  Every caller whose request
+        # was pending wakes here in the order the requests were sent (the
+        # reader failed them so), so the ones the policy lets go again are
+        # sent again in that order, after one reconnect for all (_revive).
+        if not _reconnect.resendable(self._policy, method, params, getattr(lost, "staged", False),
+                                     fd is not None):
+            raise _reconnect.not_sent_again(lost, method, self._policy) from None
+        try:
+            return await self._invoke_once(method, params, decode, None)
+        except errors.ConnectError as e:
+            raise _reconnect.could_not_resend(lost, method, e) from None
+        except errors.ConnectionFailed as e:
+            if getattr(e, "in_flight", False):  # lost again: at most once
+                raise _reconnect.not_sent_again(e, method, self._policy, resent=True) from None
+            raise
+
+    async def _invoke_once(self, method: str, params: Dict[str, Any], decode: Decode,
+                           fd: Optional[int] = None) -> Any:
         staged: Optional[Staged] = None
         try:
             await self._revive()
@@ -165,7 +197,9 @@ class AsyncConnection(Api):
                 sending, fd = fd, None
                 await self._send(frame, sending)
                 err, res = await fut
-            except BaseException:
+            except BaseException as e:
+                if isinstance(e, errors.ConnectionFailed):
+                    e.staged = staged is not None  # type: ignore[attr-defined]
                 if staged is not None and not self.closed and (fut.cancelled() or not fut.done()):
                     # Cancelled before the reply: gkcd may still read or
                     # write those slices.

@@ -23,13 +23,14 @@ class Restartable:
         self.proc = None
         self.start()
 
-    def start(self, fault=None):
+    def start(self, fault=None, args=()):
         env = dict(os.environ)
         env.pop("GKCD_FAULT", None)
         if fault:
             env["GKCD_FAULT"] = fault
         self.proc = subprocess.Popen([os.environ["GKCD_BIN"], "--socket", self.sock, "--backend",
-                                      "cpu", "--threads", "1"], stderr=subprocess.DEVNULL, env=env)
+                                      "cpu", "--threads", "1", *args], stderr=subprocess.DEVNULL,
+                                     env=env)
         deadline = time.monotonic() + 20
         while True:
             try:
@@ -201,3 +202,109 @@ def test_idempotent_opt_in_from_the_environment(monkeypatch):
     assert not _reconnect.resendable(p, "axpby", {"x": b"", "out": {"handle": 4}}, False, False)
     assert not _reconnect.resendable(p, "upload", {"data": b""}, False, False)
     assert not _reconnect.resendable(p, "reduce", {"x": b""}, True, False)
+
+
+# One worker, one lane: a reduce held by the fault (60 s, far past the test)
+# keeps everything queued behind it unanswered until gkcd is killed.
+ONE_WORKER = ("--latency-sms", "0")
+HOLD_REDUCE = "reduce:delay=60000"
+
+
+async def _sent_and_read(c, n):
+    """Waits until n calls are pending on c, then for a ping: gkcd has then
+    read all of them (it reads a connection's requests in order and answers
+    ping at once)."""
+    for _ in range(1000):
+        if len(c._pending) >= n:
+            break
+        await asyncio.sleep(0)
+    assert len(c._pending) == n
+    await c.ping()
+
+
+def test_aio_calls_in_flight_sent_again_when_asked(daemon, rng):
+    """gkc.aio with reconnect=(tries, backoff_ms, True): reduces in flight
+    when gkcd is killed are sent again to the new one and return their own
+    sums; one naming a handle of the dead gkcd raises StaleHandle; an
+    upload in flight raises ConnectionFailed saying it was not sent again."""
+    from conftest import fault_injection
+    if not fault_injection():
+        pytest.skip("gkcd built without GKC_FAULT_INJECTION: no way to hold a request")
+    xa = rng.integers(0, 1000, 16).astype(np.float32)
+    xb = rng.integers(0, 1000, 24).astype(np.float32)
+    xh = rng.integers(0, 1000, 32).astype(np.float32)
+
+    async def main():
+        async with gkc.aio.connect(daemon.sock, reconnect=(40, 50, True)) as c:
+            daemon.kill()
+            daemon.start(fault=HOLD_REDUCE, args=ONE_WORKER)
+            await c.ping()  # connects again: nothing was in flight
+            assert c.reconnects == 1
+            h = await c.upload(xh)
+            calls = [asyncio.ensure_future(c.reduce(h)), asyncio.ensure_future(c.reduce(xa)),
+                     asyncio.ensure_future(c.upload(xa)), asyncio.ensure_future(c.reduce(xb))]
+            await _sent_and_read(c, 4)
+            assert not any(t.done() for t in calls)  # all four held in gkcd
+            daemon.kill()
+            daemon.start()
+            rh, ra, u, rb = await asyncio.gather(*calls, return_exceptions=True)
+            assert c.reconnects == 2
+            assert ra == float(xa.sum()) and rb == float(xb.sum())
+            assert isinstance(rh, gkc.StaleHandle) and f"array handle {h.id} is stale" in str(rh)
+            assert isinstance(u, gkc.ConnectionFailed)
+            assert "upload was in flight" in str(u) and "not sent again" in str(u)
+            assert not c._pending
+            assert await c.reduce(xb) == float(xb.sum())
+
+    asyncio.run(main())
+
+
+def test_aio_calls_in_flight_not_sent_again_without_opt_in(daemon, rng):
+    from conftest import fault_injection
+    if not fault_injection():
+        pytest.skip("gkcd built without GKC_FAULT_INJECTION: no way to hold a request")
+    x = rng.integers(0, 1000, 16).astype(np.float32)
+
+    daemon.kill()
+    daemon.start(fault=HOLD_REDUCE, args=ONE_WORKER)
+
+    async def main():
+        async with gkc.aio.connect(daemon.sock, reconnect=(40, 50)) as c:
+            calls = [asyncio.ensure_future(c.reduce(x)), asyncio.ensure_future(c.upload(x))]
+            await _sent_and_read(c, 2)
+            assert not any(t.done() for t in calls)
+            daemon.kill()
+            daemon.start()
+            r, u = await asyncio.gather(*calls, return_exceptions=True)
+            assert isinstance(r, gkc.ConnectionFailed) and isinstance(u, gkc.ConnectionFailed)
+            assert "reduce was in flight" in str(r) and "not sent again" in str(r)
+            assert "upload was in flight" in str(u) and "not sent again" in str(u)
+            assert c.reconnects == 0  # nothing was sent again
+            assert await c.reduce(x) == float(x.sum())  # the next call connects again
+            assert c.reconnects == 1
+
+    asyncio.run(main())
+
+
+def test_aio_call_in_flight_with_no_gkcd_to_come_back(daemon, rng):
+    from conftest import fault_injection
+    if not fault_injection():
+        pytest.skip("gkcd built without GKC_FAULT_INJECTION: no way to hold a request")
+    x = rng.integers(0, 1000, 16).astype(np.float32)
+
+    daemon.kill()
+    daemon.start(fault=HOLD_REDUCE, args=ONE_WORKER)
+
+    async def main():
+        async with gkc.aio.connect(daemon.sock, reconnect=(2, 10, True)) as c:
+            call = asyncio.ensure_future(c.reduce(x))
+            await _sent_and_read(c, 1)
+            assert not call.done()
+            daemon.kill()  # and none comes back
+            with pytest.raises(gkc.ConnectionFailed, match="reduce was in flight and could not be "
+                               "sent again.*2 attempt"):
+                await call
+            assert c.reconnects == 0
+
+    asyncio.run(main())
+    daemon.start()  # for the fixture's close
