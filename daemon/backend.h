@@ -52,6 +52,10 @@ struct gkcd_backend {
    * 0 (the default) has rpc.c refuse any request naming one, before it is
    * queued, with invalid_argument naming the argument. */
   int f64;
+  /* Whether its solve takes the preconditioners beyond pcg's Jacobi
+   * (precond "amg", and "jacobi" with bicgstab): 0 (the default) has
+   * rpc.c refuse them before anything is queued, with invalid_argument. */
+  int amg;
   /* Workers of the latency lane (0: one); the bulk lane has --threads. */
   int latency_workers;
   /* The backend's half of the method table (method.h): per method
