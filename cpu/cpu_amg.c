@@ -381,7 +381,9 @@ static void smooth(const cpu_amg *h, level *L, const double *b, double *x, int z
   const csr *A = &L->A;
   int32_t n = A->n;
   int nth = threads(h, n);
-  if (h->smoother == CPU_AMG_SMOOTHER_L1_JACOBI) {
+  /* Chebyshev needs rho; a level whose estimate came out 0 (no finite
+   * spectrum to find) is smoothed by l1-Jacobi instead. */
+  if (h->smoother == CPU_AMG_SMOOTHER_L1_JACOBI || !(L->rho > 0)) {
     if (zero) {
 #pragma omp parallel for num_threads(nth) schedule(static)
       for (int32_t i = 0; i < n; i++) x[i] = L->dl1inv[i] * b[i];

@@ -262,9 +262,12 @@ static void run_solve(gkcd_backend *be, gkcd_job *job) {
   }
   void *x = out_buffer(be, job);
   if (!x) goto out;
-  /* A virtual device's pool (--cpu-device-memory) bounds the AMG
-   * hierarchy too: it may take what the pool has left when the solve
-   * starts (it is built per solve and freed after it). */
+  /* precond amg: cpu_solve builds the AMG hierarchy for this solve and
+   * frees it after; it is not yet kept with the resident matrix for later
+   * solves (that needs it in res_object with its bytes in the budget, and
+   * scratch vectors per solve so that two solves can share it: issue #27's
+   * next step).  A virtual device's pool (--cpu-device-memory) bounds it:
+   * it may take what the pool has left when the solve starts. */
   size_t left = 0;
   if (impl->mem_limit) {
     size_t used = atomic_load(&impl->mem_used);
