@@ -3,18 +3,18 @@
  * The smoother: Chebyshev of degree 2 in D^-1 A on [1.1 rho / 5, 1.1 rho]
  * by default, or l1-Jacobi, x += D_l1^-1 (b - A x) with D_l1 =
  * diag(sum_j |a_ij|) (no eigenvalue estimate, but on a Laplacian only
- * Jacobi damped by 1/2).  Measured on this 2-core VM (-O2, 2 threads),
- * CG to rtol 1e-8 from a random b, setup apart:
+ * Jacobi damped by 1/2).  Measured on this 2-core VM (-O2, 2 threads,
+ * best of 6), CG to rtol 1e-8 from a random b, setup apart:
  *
- *   2-D 5-point 512^2:  l1-Jacobi 20 iterations 210 ms; Chebyshev(2) 12, 205 ms
- *   3-D 7-point 64^3:   l1-Jacobi 32 iterations 530 ms; Chebyshev(2) 20, 540 ms
+ *   2-D 5-point 512^2:  l1-Jacobi 17 iterations 142 ms; Chebyshev(2) 8, 107 ms
+ *   3-D 7-point 64^3:   l1-Jacobi 16 iterations 180 ms; Chebyshev(2) 9, 170 ms
  *
- * Chebyshev costs one more product with A per smoothing step, which its
- * 40% fewer iterations pay back: iterations * cost come out even on one
- * VM, and fewer iterations mean fewer global dot products (the
- * synchronisations that grow with threads), so Chebyshev is the default.
- * The V-cycle's two-grid error factor on the 2-D Laplacian: 0.17 with
- * Chebyshev, 0.60 with l1-Jacobi.
+ * Chebyshev costs one more product with A per smoothing step (about 1.6x
+ * the time per iteration), which its halved iteration count more than
+ * pays back: fewer iterations * cost on both, and fewer global dot
+ * products (the synchronisations that grow with threads).  So Chebyshev
+ * is the default.  The V-cycle's two-grid error factor on the 2-D
+ * Laplacian: 0.17 with Chebyshev, 0.60 with l1-Jacobi.
  */
 #include "cpu_amg.h"
 
@@ -264,15 +264,22 @@ static int32_t aggregate(const csr *A, const double *dinv, double theta, int32_t
     na++;
   }
   int32_t pass1 = na;
-  for (int32_t i = 0; i < n; i++) { /* pass 2: join a pass-1 neighbour's aggregate */
+  /* pass 2: join the aggregate of the strongest pass-1 neighbour, ties to
+   * the lowest column: not the first one in the row, which would make the
+   * result hang on the order of the row's entries (a 3-D Laplacian with
+   * its diagonal first, then x, y, z neighbours, joined x ones first and
+   * took 19 iterations of PCG instead of 9 in sorted order). */
+  for (int32_t i = 0; i < n; i++) {
     if (agg[i] >= 0) continue;
+    int32_t best = -1, bj = 0;
+    double bs = 0;
     for (int32_t t = A->rp[i]; t < A->rp[i + 1]; t++) {
       int32_t j = A->ci[t];
-      if (STRONG(i, t) && agg[j] >= 0 && agg[j] < pass1) {
-        agg[i] = agg[j];
-        break;
-      }
+      if (!STRONG(i, t) || agg[j] < 0 || agg[j] >= pass1) continue;
+      double sj = fabs(A->v[t]) * sqrt(fabs(dinv[j]));
+      if (best < 0 || sj > bs || (sj == bs && j < bj)) best = agg[j], bj = j, bs = sj;
     }
+    agg[i] = best;
   }
   for (int32_t i = 0; i < n; i++) { /* pass 3: what is left, with its free neighbours */
     if (agg[i] >= 0) continue;
