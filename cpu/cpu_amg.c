@@ -3,7 +3,7 @@
  * The smoother: Chebyshev of degree 2 in D^-1 A on [1.1 rho / 5, 1.1 rho]
  * by default, or l1-Jacobi, x += D_l1^-1 (b - A x) with D_l1 =
  * diag(sum_j |a_ij|) (no eigenvalue estimate, but on a Laplacian only
- * Jacobi damped by 1/2).  Measured on this 2-core VM (-O2, 2 threads,
+ * Jacobi damped by 1/2).  Measured on this 2-core VM (gcc -O2, 2 threads,
  * best of 6), CG to rtol 1e-8 from a random b, setup apart:
  *
  *   2-D 5-point 512^2:  l1-Jacobi 17 iterations 142 ms; Chebyshev(2) 8, 107 ms
