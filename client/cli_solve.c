@@ -12,6 +12,7 @@
 typedef struct {
   const char *matrix, *b_path, *x0_path, *out_path;
   int method; /* gkc_solve_method */
+  int precond; /* gkc_solve_precond */
   double rtol, atol;
   int64_t max_iter; /* 0: gkcd's default */
   int history;
@@ -42,6 +43,10 @@ static void usage(FILE *f) {
           "  --method NAME     cg (A symmetric positive definite; the default), pcg (CG\n"
           "                    with the Jacobi preconditioner; A's diagonal nonzero) or\n"
           "                    bicgstab (any nonsingular A)\n"
+          "  --precond none|jacobi|amg  the preconditioner of cg and bicgstab: none (the\n"
+          "                    default), jacobi (diag(A)^-1) or amg (smoothed-aggregation\n"
+          "                    algebraic multigrid, one V-cycle; CPU backend only; far\n"
+          "                    fewer iterations on Laplacian-like A).  pcg is cg with jacobi\n"
           "  --rtol T          stop when ||b - A x|| <= max(T * ||b||, atol) (default 1e-6)\n"
           "  --atol T          absolute tolerance (default 0)\n"
           "  --max-iter N      iterations at most, 1 to 10^8 (default: gkcd's, min(10 n, 10^8))\n"
@@ -65,7 +70,7 @@ static void usage(FILE *f) {
 
 static int parse(cli_globals *g, solve_job *s, int argc, char **argv) {
   enum { O_MATRIX = CLI_O_FIRST, O_B, O_X0, O_METHOD, O_RTOL, O_ATOL, O_MAX_ITER, O_HISTORY,
-         O_DEVICES, O_PRECISION, O_DTYPE };
+         O_DEVICES, O_PRECISION, O_DTYPE, O_PRECOND };
   static const struct option opts[] = {
       CLI_COMMON_OPTIONS,
       {"matrix", required_argument, 0, O_MATRIX}, {"b", required_argument, 0, O_B},
@@ -76,6 +81,7 @@ static int parse(cli_globals *g, solve_job *s, int argc, char **argv) {
       {"devices", required_argument, 0, O_DEVICES},
       {"precision", required_argument, 0, O_PRECISION},
       {"dtype", required_argument, 0, O_DTYPE},
+      {"precond", required_argument, 0, O_PRECOND},
       {0, 0, 0, 0}};
   int o, rc;
   cli_getopt_begin();
@@ -91,6 +97,10 @@ static int parse(cli_globals *g, solve_job *s, int argc, char **argv) {
       case O_METHOD:
         if ((s->method = gkc_solve_method_parse(optarg)) < 0)
           return cli_bad_value(g, "--method", optarg, "expected cg, pcg or bicgstab");
+        break;
+      case O_PRECOND:
+        if ((s->precond = gkc_solve_precond_parse(optarg)) < 0)
+          return cli_bad_value(g, "--precond", optarg, "expected none, jacobi or amg");
         break;
       case O_RTOL:
         if (cli_parse_double(optarg, &s->rtol) || s->rtol < 0)
@@ -304,6 +314,7 @@ static int run(cli_globals *g, int argc, char **argv) {
   a.b = gkc_ref_as(gkc_ref_mem(s.b, nb), dt);
   if (s.x0) a.x0 = gkc_ref_as(gkc_ref_mem(s.x0, nb), dt);
   a.method = (gkc_solve_method)s.method;
+  a.precond = (gkc_solve_precond)s.precond;
   a.rtol = s.rtol, a.atol = s.atol, a.max_iter = s.max_iter;
   a.history = s.hist, a.history_cap = s.hist_cap;
   a.fp32 = s.fp32;
@@ -326,6 +337,11 @@ static int run(cli_globals *g, int argc, char **argv) {
   cli_out_str(&o, "b", "b", s.b_path ? s.b_path : "A * ones");
   cli_out_str(&o, "dtype", "dtype", s.f64 ? "float64" : "float32");
   cli_out_str(&o, "method", "method", res.method);
+  cli_out_str(&o, "precond", "precond", res.precond);
+  if (res.levels > 0) {
+    cli_out_int(&o, "levels", "AMG levels", res.levels);
+    cli_out_us(&o, "amg_setup_us", "AMG setup", res.amg_setup_us);
+  }
   cli_out_num(&o, "rtol", "rtol", s.rtol, "%g");
   if (s.atol > 0) cli_out_num(&o, "atol", "atol", s.atol, "%g");
   cli_out_int(&o, "iterations", "iterations", res.iterations);
@@ -372,5 +388,5 @@ done:
   return rc;
 }
 
-const cli_cmd cli_solve_cmd = {"solve", "solve A x = b by cg, pcg or bicgstab, inside gkcd",
+const cli_cmd cli_solve_cmd = {"solve", "solve A x = b by cg, pcg or bicgstab (precond none, jacobi, amg), inside gkcd",
                                usage, run};

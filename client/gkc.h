@@ -622,12 +622,22 @@ GKC_API int gkc_release_matrix(gkc_conn *c, uint32_t matrix);
  * last x, converged 0 and the reason.  Errors (GKC_EINVALID_ARGUMENT, before
  * any iteration) are a matrix that is not a square resident one, b or x0 of
  * the wrong length, a negative or non-finite tolerance, max_iter outside
- * [1, 10^8], pcg on a zero diagonal entry; gkc_errmsg names the argument. */
+ * [1, 10^8], pcg (or precond jacobi) on a zero diagonal entry, amg on a zero
+ * diagonal or an empty row, pcg with a precond other than jacobi, amg on
+ * the CUDA backend; gkc_errmsg names the argument.  GKC_EOUT_OF_MEMORY:
+ * the AMG hierarchy did not fit (the matrix stays usable). */
 typedef enum {
   GKC_SOLVE_CG = 0,      /* conjugate gradients: A symmetric positive definite */
   GKC_SOLVE_PCG = 1,     /* CG with the Jacobi preconditioner diag(A)^-1 */
   GKC_SOLVE_BICGSTAB = 2 /* BiCGSTAB: any nonsingular A */
 } gkc_solve_method;
+
+/* The preconditioner of CG and BiCGSTAB (PROTOCOL.md, "solve", precond). */
+typedef enum {
+  GKC_PRECOND_NONE = 0,   /* none; with GKC_SOLVE_PCG: its Jacobi (nothing is sent) */
+  GKC_PRECOND_JACOBI = 1, /* diag(A)^-1 */
+  GKC_PRECOND_AMG = 2     /* smoothed-aggregation AMG, one V-cycle (CPU backend only) */
+} gkc_solve_precond;
 
 typedef struct {
   uint32_t matrix;   /* a resident square matrix of n rows */
@@ -645,8 +655,9 @@ typedef struct {
   int fp32;          /* nonzero: precision "fp32": float32 vectors (dots and
                       * scalars still float64): less memory traffic per
                       * iteration, more iterations at tight tolerances */
+  gkc_solve_precond precond; /* GKC_PRECOND_NONE (the default), _JACOBI or _AMG */
 } gkc_solve_args;
-#define GKC_SOLVE_ARGS_INIT {0, {0}, {0}, GKC_SOLVE_CG, 1e-6, 0.0, 0, NULL, 0, 0, 0}
+#define GKC_SOLVE_ARGS_INIT {0, {0}, {0}, GKC_SOLVE_CG, 1e-6, 0.0, 0, NULL, 0, 0, 0, GKC_PRECOND_NONE}
 
 typedef struct {
   int64_t iterations; /* iterations run */
@@ -656,6 +667,9 @@ typedef struct {
   char method[16];    /* the method that ran */
   size_t history_len; /* entries gkcd sent (= iterations when history was asked
                        * for, 0 otherwise); min(history_len, history_cap) copied */
+  char precond[16];   /* the preconditioner that ran: "none", "jacobi", "amg" */
+  int levels;         /* precond amg: the levels of its hierarchy (else 0) */
+  double amg_setup_us; /* precond amg: the time gkcd took to build it (else 0) */
 } gkc_solve_result;
 
 /* Blocking solve; *result (not NULL) and info (may be NULL) are filled on success. */
@@ -665,6 +679,10 @@ GKC_API int gkc_solve(gkc_conn *c, const gkc_solve_args *args, gkc_out *out,
 GKC_API const char *gkc_solve_method_name(gkc_solve_method m);
 /* The method named s, or -1. */
 GKC_API int gkc_solve_method_parse(const char *s);
+/* "none", "jacobi", "amg"; NULL for another value. */
+GKC_API const char *gkc_solve_precond_name(gkc_solve_precond p);
+/* The preconditioner named s, or -1. */
+GKC_API int gkc_solve_precond_parse(const char *s);
 
 /* gkc_batch runs up to GKC_BATCH_MAX_STEPS vector operations on resident
  * arrays, in order, as one request (PROTOCOL.md, "batch"): a user's own

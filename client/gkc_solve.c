@@ -32,11 +32,33 @@ int gkc_solve_method_parse(const char *s) {
   return -1;
 }
 
+static const char *const precond_names[] = {"none", "jacobi", "amg"};
+#define NPRECONDS (int)(sizeof precond_names / sizeof precond_names[0])
+
+const char *gkc_solve_precond_name(gkc_solve_precond p) {
+  return (int)p >= 0 && (int)p < NPRECONDS ? precond_names[p] : NULL;
+}
+
+int gkc_solve_precond_parse(const char *s) {
+  for (int i = 0; s && i < NPRECONDS; i++)
+    if (strcmp(s, precond_names[i]) == 0) return i;
+  return -1;
+}
+
+/* precond goes on the wire unless it is the method's own default (pcg's
+ * jacobi is its alias; GKC_PRECOND_NONE with pcg means "its default"), so
+ * that a request without one reads as it did before precond existed. */
+static int sends_precond(const gkc_solve_args *a) {
+  return a->precond != GKC_PRECOND_NONE && !(a->method == GKC_SOLVE_PCG &&
+                                             a->precond == GKC_PRECOND_JACOBI);
+}
+
 static void pack_solve(msgpack_packer *pk, const gkc__req *r) {
   const gkc_solve_args *a = &r->a.solve;
   int x0 = GKC_REF_KIND(a->x0.kind) != GKC_REF_NONE;
   msgpack_pack_map(pk, 6 + x0 + (a->max_iter > 0) + (a->deadline_ms > 0) + (a->fp32 != 0) +
-                          gkc__out_keys(gkc__wire_out(r)) + gkc__dtype_keys(r));
+                          sends_precond(a) + gkc__out_keys(gkc__wire_out(r)) + gkc__dtype_keys(r));
+  if (sends_precond(a)) proto_pack_cstr(pk, "precond"), proto_pack_cstr(pk, precond_names[a->precond]);
   gkc__pack_dtype(pk, r); /* b's, x0's and x's */
   proto_pack_cstr(pk, "matrix"), gkc__pack_id(pk, a->matrix);
   proto_pack_cstr(pk, "method"), proto_pack_cstr(pk, method_names[a->method]);
@@ -79,6 +101,12 @@ static int take_solve(gkc_conn *c, const msgpack_object *r, gkc__req *req, gkc_r
   s->converged = o->via.boolean;
   gkc__get_str(r, "reason", s->reason, sizeof s->reason);
   gkc__get_str(r, "method", s->method, sizeof s->method);
+  gkc__get_str(r, "precond", s->precond, sizeof s->precond);
+  if ((o = proto_map_get(r, "levels")) && o->type == MSGPACK_OBJECT_POSITIVE_INTEGER)
+    s->levels = (int)o->via.u64;
+  if ((o = proto_map_get(r, "amg_setup_us")) &&
+      (o->type == MSGPACK_OBJECT_FLOAT64 || o->type == MSGPACK_OBJECT_FLOAT32))
+    s->amg_setup_us = o->via.f64;
   s->history_len = 0;
   o = proto_map_get(r, "history");
   if (a->history) {
@@ -103,6 +131,9 @@ int gkc__prep_solve(gkc_conn *c, gkc__req *r, const gkc_solve_args *a, gkc_out *
   if (!gkc_solve_method_name(a->method))
     return gkc__fail(c, GKC_EINVALID_ARGUMENT, "method %d is not GKC_SOLVE_CG, GKC_SOLVE_PCG or "
                      "GKC_SOLVE_BICGSTAB", (int)a->method);
+  if (!gkc_solve_precond_name(a->precond))
+    return gkc__fail(c, GKC_EINVALID_ARGUMENT, "precond %d is not GKC_PRECOND_NONE, "
+                     "GKC_PRECOND_JACOBI or GKC_PRECOND_AMG", (int)a->precond);
   if (a->max_iter < 0)
     return gkc__fail(c, GKC_EINVALID_ARGUMENT, "max_iter must be >= 1 (0: gkcd's default), got "
                      "%lld", (long long)a->max_iter);

@@ -262,24 +262,52 @@ static void run_solve(gkcd_backend *be, gkcd_job *job) {
   }
   void *x = out_buffer(be, job);
   if (!x) goto out;
+  /* precond amg: cpu_solve builds the AMG hierarchy for this solve and
+   * frees it after; it is not yet kept with the resident matrix for later
+   * solves (that needs it in res_object with its bytes in the budget, and
+   * scratch vectors per solve so that two solves can share it: issue #27's
+   * next step).  A virtual device's pool (--cpu-device-memory) bounds it:
+   * it may take what the pool has left when the solve starts. */
+  size_t left = 0;
+  if (impl->mem_limit) {
+    size_t used = atomic_load(&impl->mem_used);
+    left = used < impl->mem_limit ? impl->mem_limit - used : 1;
+  }
   cpu_solve_opts o = {s->method, s->rtol, s->atol, s->max_iter, job->history, poll_job, job,
-                      impl->nthreads, s->fp32, s->values_dtype == DT_F64, s->b.dtype == DT_F64};
+                      impl->nthreads, s->fp32, s->values_dtype == DT_F64, s->b.dtype == DT_F64,
+                      s->precond, left};
   cpu_solve_result res;
   double t0 = now_us();
   int rc = cpu_solve(s->n, s->row_ptr, s->col_idx, s->values, b, x0, x, &o, &res);
   job->kernel_us = now_us() - t0;
+  /* what divides by the diagonal, as the request named it */
+  const char *who = s->method_asked == SOLVE_PCG ? "argument 'method': pcg"
+                    : s->precond == SOLVE_PRECOND_AMG ? "argument 'precond': amg"
+                                                      : "argument 'precond': jacobi";
   if (rc == CPU_SOLVE_ENOMEM) {
     job_fail(job, GKC_EOUT_OF_MEMORY, "cannot allocate the solver's vectors (%" PRId32 " rows)",
              s->n);
+  } else if (rc == CPU_SOLVE_EAMG_NOMEM) {
+    job_fail(job, GKC_EOUT_OF_MEMORY, "argument 'precond': cannot allocate the AMG hierarchy of"
+             " matrix (%" PRId32 " rows, %" PRId64 " entries)%s", s->n, s->nnz,
+             impl->mem_limit ? ": over what the device's memory has left" : "");
+  } else if (rc == CPU_SOLVE_EAMG_TOO_LARGE) {
+    job_fail(job, GKC_EOUT_OF_MEMORY, "argument 'precond': a coarse level of the AMG hierarchy"
+             " would hold over 2^31 - 1 entries");
   } else if (rc == CPU_SOLVE_EZERO_DIAG) {
-    job_fail(job, GKC_EINVALID_ARGUMENT, "argument 'method': pcg divides by the diagonal, and"
-             " row %" PRId32 " of the matrix has a zero (or non-finite) diagonal entry", res.bad_row);
+    job_fail(job, GKC_EINVALID_ARGUMENT, "%s divides by the diagonal, and row %" PRId32
+             " of the matrix has a zero (or non-finite) diagonal entry", who, res.bad_row);
+  } else if (rc == CPU_SOLVE_EEMPTY_ROW) {
+    job_fail(job, GKC_EINVALID_ARGUMENT, "%s needs an entry in every row, and row %" PRId32
+             " of the matrix is empty", who, res.bad_row);
   } else if (res.reason == CPU_SOLVE_CANCELLED) {
     job_fail(job, GKC_ECANCELLED, "cancelled after %" PRId64 " iterations", res.iterations);
   } else {
     job->iterations = res.iterations;
     job->reason = res.reason;
     job->value = res.residual;
+    job->amg_levels = res.levels;
+    job->amg_setup_us = res.amg_setup_us;
     job->algo_name = solve_algos[0];
   }
 out:
@@ -459,6 +487,7 @@ static gkcd_backend *make_backend(cpu_impl *impl, const cost_rates *rates) {
   if (!be) return NULL;
   be->name = "cpu";
   be->f64 = 1; /* every method on float64 but sgemm and reduce, which the rows refuse */
+  be->amg = 1; /* cpu_solve's preconditioners: none, jacobi, amg with cg and bicgstab */
   be->rates = *rates;
   be->latency_workers = 1;
   be->algos[PROTO_M_SGEMM] = sgemm_algos;

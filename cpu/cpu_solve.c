@@ -5,6 +5,8 @@
  * same pass. */
 #include "cpu_solve.h"
 
+#include "cpu_amg.h"
+
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -90,6 +92,27 @@ static double jacobi(const mat *A, const double *dinv, const double *r, double *
   return s;
 }
 
+/* The preconditioner: Jacobi's inverse diagonal, an AMG hierarchy, or
+ * neither (M = I). */
+typedef struct {
+  const double *dinv;
+  cpu_amg *amg;
+} prec;
+
+/* z = M^-1 r (stored), returns r.z; M = I: z is not written, r.r returned. */
+static double precondition(const mat *A, const prec *M, const double *r, double *z) {
+  if (M->dinv) return jacobi(A, M->dinv, r, z);
+  if (!M->amg) return dot(A, r, r);
+  cpu_amg_apply(M->amg, r, z);
+  double s = 0;
+#pragma omp parallel for num_threads(threads(A)) reduction(+ : s) schedule(static)
+  for (int32_t i = 0; i < A->n; i++) {
+    z[i] = st(A, z[i]);
+    s += r[i] * z[i];
+  }
+  return s;
+}
+
 /* The inverse diagonal (repeated entries add up); the first row whose
  * diagonal is zero or not finite, or -1. */
 static int32_t inv_diag(const mat *A, double *dinv) {
@@ -123,11 +146,12 @@ static int poll(run *s) {
   return s->it > 0 && s->o->poll ? s->o->poll(s->o->poll_arg) : 0;
 }
 
-/* CG and PCG (dinv NULL: plain CG).  r holds b - A x0 on entry. */
-static int cg(run *s, const double *dinv, double *x, double *r, double *p, double *q, double *z) {
+/* CG, preconditioned unless M is empty.  r holds b - A x0 on entry. */
+static int cg(run *s, const prec *M, double *x, double *r, double *p, double *q, double *z) {
   const mat *A = s->A;
-  double rz = dinv ? jacobi(A, dinv, r, z) : dot(A, r, r);
-  memcpy(p, dinv ? z : r, (size_t)A->n * sizeof *p);
+  int pre = M->dinv || M->amg;
+  double rz = precondition(A, M, r, z);
+  memcpy(p, pre ? z : r, (size_t)A->n * sizeof *p);
   while (s->it < s->o->max_iter) {
     int why = poll(s);
     if (why) return why;
@@ -138,20 +162,24 @@ static int cg(run *s, const double *dinv, double *x, double *r, double *p, doubl
     double alpha = rz / pq;
     double rr = update_xr(A, alpha, p, q, x, r);
     if ((why = record(s, sqrt(rr))) >= 0) return why;
-    double rz_new = dinv ? jacobi(A, dinv, r, z) : rr;
+    double rz_new = pre ? precondition(A, M, r, z) : rr;
     if (!isfinite(rz_new)) return CPU_SOLVE_NON_FINITE;
     if (rz_new <= 0) return CPU_SOLVE_BREAKDOWN;
-    xpby(A, dinv ? z : r, rz_new / rz, p);
+    xpby(A, pre ? z : r, rz_new / rz, p);
     rz = rz_new;
   }
   return CPU_SOLVE_MAX_ITER;
 }
 
-/* BiCGSTAB.  r holds b - A x0 on entry; w is scratch for 5 vectors. */
-static int bicgstab(run *s, double *x, double *r, double *w) {
+/* BiCGSTAB, right preconditioned by M unless it is empty (phat = M^-1 p and
+ * shat = M^-1 s stand for p and s where they multiply A or update x).  r
+ * holds b - A x0 on entry; w is scratch for 5 vectors, 7 with M. */
+static int bicgstab(run *s, const prec *M, double *x, double *r, double *w) {
   const mat *A = s->A;
   size_t n = (size_t)A->n;
   double *rhat = w, *p = w + n, *v = w + 2 * n, *sv = w + 3 * n, *t = w + 4 * n;
+  int pre = M->dinv || M->amg;
+  double *ph = pre ? w + 5 * n : p, *sh = pre ? w + 6 * n : sv;
   memcpy(rhat, r, n * sizeof *r);
   double rhat_n = sqrt(dot(A, rhat, rhat)), rho_prev = 1, alpha = 1, omega = 1;
   int first = 1; /* p = r: on the first iteration of this call (a restart too) */
@@ -171,7 +199,8 @@ static int bicgstab(run *s, double *x, double *r, double *w) {
 #pragma omp parallel for num_threads(threads(A)) schedule(static)
       for (int32_t i = 0; i < A->n; i++) p[i] = st(A, r[i] + beta * (p[i] - omega * v[i]));
     }
-    spmv(A, p, v);
+    if (pre) precondition(A, M, p, ph);
+    spmv(A, ph, v);
     double rv = dot(A, rhat, v);
     if (!isfinite(rv)) return CPU_SOLVE_NON_FINITE;
     if (fabs(rv) <= tiny * rhat_n * sqrt(dot(A, v, v))) return CPU_SOLVE_BREAKDOWN;
@@ -184,11 +213,12 @@ static int bicgstab(run *s, double *x, double *r, double *w) {
     }
     if (sqrt(ss) <= s->tol) { /* converged half way: x += alpha p */
 #pragma omp parallel for num_threads(threads(A)) schedule(static)
-      for (int32_t i = 0; i < A->n; i++) x[i] = st(A, x[i] + alpha * p[i]);
+      for (int32_t i = 0; i < A->n; i++) x[i] = st(A, x[i] + alpha * ph[i]);
       memcpy(r, sv, n * sizeof *r);
       return record(s, sqrt(ss));
     }
-    spmv(A, sv, t);
+    if (pre) precondition(A, M, sv, sh);
+    spmv(A, sh, t);
     double tt = dot(A, t, t), ts = dot(A, t, sv);
     if (!isfinite(tt) || !isfinite(ts)) return CPU_SOLVE_NON_FINITE;
     if (tt == 0) return CPU_SOLVE_BREAKDOWN;
@@ -196,7 +226,7 @@ static int bicgstab(run *s, double *x, double *r, double *w) {
     double rr = 0;
 #pragma omp parallel for num_threads(threads(A)) reduction(+ : rr) schedule(static)
     for (int32_t i = 0; i < A->n; i++) {
-      x[i] = st(A, x[i] + (alpha * p[i] + omega * sv[i]));
+      x[i] = st(A, x[i] + (alpha * ph[i] + omega * sh[i]));
       r[i] = st(A, sv[i] - omega * t[i]);
       rr += r[i] * r[i];
     }
@@ -216,21 +246,62 @@ static double residual(const mat *A, const double *b, const double *x, double *r
   return sqrt(dot(A, r, r));
 }
 
+static double now_us(void) {
+  return omp_get_wtime() * 1e6;
+}
+
+/* The AMG hierarchy for A in M->amg, timed and described in res. */
+static int amg_build(const mat *A, const cpu_solve_opts *o, prec *M, cpu_solve_result *res) {
+  cpu_amg_opts ao = CPU_AMG_OPTS_INIT;
+  ao.nthreads = o->nthreads;
+  ao.max_bytes = o->amg_max_bytes;
+  double t0 = now_us();
+  int rc = cpu_amg_setup(A->n, A->rp, A->ci, A->vd ? (const void *)A->vd : (const void *)A->v,
+                         A->vd != NULL, &ao, &M->amg, &res->bad_row);
+  res->amg_setup_us = now_us() - t0;
+  switch (rc) {
+    case 0: break;
+    case CPU_AMG_EEMPTY_ROW: return CPU_SOLVE_EEMPTY_ROW;
+    case CPU_AMG_EZERO_DIAG: return CPU_SOLVE_EZERO_DIAG;
+    case CPU_AMG_ETOO_LARGE: return CPU_SOLVE_EAMG_TOO_LARGE;
+    default: return CPU_SOLVE_EAMG_NOMEM;
+  }
+  res->levels = cpu_amg_levels(M->amg);
+  res->amg_bytes = cpu_amg_bytes(M->amg);
+  return 0;
+}
+
 int cpu_solve(int32_t n, const int32_t *row_ptr, const int32_t *col_idx, const void *values,
               const void *b, const void *x0, void *xout, const cpu_solve_opts *o,
               cpu_solve_result *res) {
   mat A = {n, row_ptr, col_idx, o->values_f64 ? NULL : values, o->values_f64 ? values : NULL,
            o->nthreads, o->fp32};
-  size_t nv = o->method == CPU_BICGSTAB ? 8 : o->method == CPU_PCG ? 7 : 5;
+  int method = o->method == CPU_PCG ? CPU_CG : o->method;
+  int pc = o->method == CPU_PCG ? CPU_PRECOND_JACOBI : o->precond;
+  /* b, x, r, then CG's p, q (z with M, dinv with Jacobi) or BiCGSTAB's 5
+   * (phat and shat with M, dinv with Jacobi) */
+  size_t nv = 3 + (method == CPU_BICGSTAB ? 5 : 2) +
+              (pc != CPU_PRECOND_NONE ? (method == CPU_BICGSTAB ? 2 : 1) : 0) +
+              (pc == CPU_PRECOND_JACOBI);
+  memset(res, 0, sizeof *res);
+  res->bad_row = -1;
   double *w = malloc(nv * (size_t)n * sizeof *w);
   if (!w) return CPU_SOLVE_ENOMEM;
   double *bd = w, *x = w + n, *r = w + 2 * (size_t)n, *rest = w + 3 * (size_t)n;
-  memset(res, 0, sizeof *res);
-  res->bad_row = -1;
-  double *dinv = o->method == CPU_PCG ? rest + 2 * (size_t)n : NULL;
-  if (dinv && (res->bad_row = inv_diag(&A, dinv)) >= 0) {
-    free(w);
-    return CPU_SOLVE_EZERO_DIAG;
+  prec M = {0};
+  if (pc == CPU_PRECOND_JACOBI) {
+    double *dinv = w + (nv - 1) * (size_t)n;
+    if ((res->bad_row = inv_diag(&A, dinv)) >= 0) {
+      free(w);
+      return CPU_SOLVE_EZERO_DIAG;
+    }
+    M.dinv = dinv;
+  } else if (pc == CPU_PRECOND_AMG) {
+    int rc = amg_build(&A, o, &M, res);
+    if (rc) {
+      free(w);
+      return rc;
+    }
   }
   const float *bf = b, *x0f = x0;
   const double *bdd = b, *x0d = x0;
@@ -258,8 +329,8 @@ int cpu_solve(int32_t n, const int32_t *row_ptr, const int32_t *col_idx, const v
       if (!isfinite(rn)) why = CPU_SOLVE_NON_FINITE;
       else if (rn <= s.tol) why = CPU_SOLVE_CONVERGED; /* by b - A x itself */
       else if (s.it >= o->max_iter) why = CPU_SOLVE_MAX_ITER;
-      else if (o->method == CPU_BICGSTAB) why = bicgstab(&s, x, r, rest);
-      else why = cg(&s, dinv, x, r, rest, rest + n, rest + 2 * (size_t)n + (dinv ? n : 0));
+      else if (method == CPU_BICGSTAB) why = bicgstab(&s, &M, x, r, rest);
+      else why = cg(&s, &M, x, r, rest, rest + n, rest + 2 * (size_t)n);
       /* The solvers stop on their recurrence's residual: check it once more. */
       if (rn <= s.tol || why != CPU_SOLVE_CONVERGED || !exact) break;
     }
@@ -276,6 +347,7 @@ int cpu_solve(int32_t n, const int32_t *row_ptr, const int32_t *col_idx, const v
     for (int32_t i = 0; i < n; i++) ((float *)xout)[i] = (float)x[i];
   res->iterations = s.it;
   res->reason = why;
+  cpu_amg_free(M.amg);
   free(w);
   return 0;
 }

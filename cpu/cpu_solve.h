@@ -4,6 +4,13 @@
  *   CPU_PCG       CG preconditioned by Jacobi: M = diag(A)^-1
  *   CPU_BICGSTAB  BiCGSTAB (van der Vorst 1992), for nonsymmetric A
  *
+ * CG and BiCGSTAB take a preconditioner M (opts.precond): none, Jacobi
+ * (M^-1 = diag(A)^-1) or one V-cycle of smoothed-aggregation AMG
+ * (cpu_amg.h), its hierarchy built here for the solve and freed after it.
+ * CG applies M^-1 to the residual (Saad algorithm 9.1); BiCGSTAB is right
+ * preconditioned (Saad algorithm 7.7 on A M^-1, x recovered as it goes),
+ * so both stop on the true residual's recurrence, not a preconditioned one.
+ *
  * A's values, b and x0 come as float32 or float64 (the wire's formats;
  * opts say which), all exact in double; the iteration runs in double (x, r, p, ... in double, OpenMP over rows),
  * so iteration counts are those of a float64 solver on the same numbers,
@@ -31,9 +38,13 @@
 #ifndef CPU_SOLVE_H
 #define CPU_SOLVE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 enum { CPU_CG = 0, CPU_PCG = 1, CPU_BICGSTAB = 2 };
+/* The preconditioner (CPU_PCG is CPU_CG with CPU_PRECOND_JACOBI whatever
+ * precond says). */
+enum { CPU_PRECOND_NONE = 0, CPU_PRECOND_JACOBI = 1, CPU_PRECOND_AMG = 2 };
 /* Why it stopped (the same order as SOLVE_REASON_MAP in daemon/job.h). */
 enum {
   CPU_SOLVE_CONVERGED = 0,
@@ -43,8 +54,17 @@ enum {
   CPU_SOLVE_DEADLINE,
   CPU_SOLVE_CANCELLED
 };
-/* cpu_solve's failures. */
-enum { CPU_SOLVE_ENOMEM = -1, CPU_SOLVE_EZERO_DIAG = -2 };
+/* cpu_solve's failures: out of memory for the vectors; a zero or non-finite
+ * diagonal entry (Jacobi, AMG) or an empty row (AMG) in row bad_row; the
+ * AMG hierarchy out of memory (or over amg_max_bytes), or a coarse matrix
+ * over 2^31 - 1 entries. */
+enum {
+  CPU_SOLVE_ENOMEM = -1,
+  CPU_SOLVE_EZERO_DIAG = -2,
+  CPU_SOLVE_EEMPTY_ROW = -3,
+  CPU_SOLVE_EAMG_NOMEM = -4,
+  CPU_SOLVE_EAMG_TOO_LARGE = -5
+};
 
 typedef struct {
   int method;        /* CPU_CG, CPU_PCG, CPU_BICGSTAB */
@@ -59,19 +79,24 @@ typedef struct {
   int fp32;          /* 1: vectors rounded to float32 as stored (see above) */
   int values_f64;    /* A's values are double (else float) */
   int vec_f64;       /* b, x0 and x are double (else float) */
+  int precond;       /* CPU_PRECOND_* */
+  size_t amg_max_bytes; /* the AMG hierarchy may take at most this much; 0: no limit */
 } cpu_solve_opts;
 
 typedef struct {
   int64_t iterations;
   int reason;        /* CPU_SOLVE_* */
   double residual;   /* ||b - A x|| / ||b|| of the x returned */
-  int32_t bad_row;   /* CPU_SOLVE_EZERO_DIAG: the row whose diagonal is zero */
+  int32_t bad_row;   /* CPU_SOLVE_EZERO_DIAG, _EEMPTY_ROW: the row */
+  int levels;        /* AMG: the hierarchy's levels (else 0) */
+  double amg_setup_us; /* AMG: the time its setup took */
+  size_t amg_bytes;  /* AMG: the bytes the hierarchy held */
 } cpu_solve_result;
 
 /* Solves A x = b (A n x n), starting from x0 (NULL: zero), writing x.  x may
  * be x0 itself; b may overlap x (it is read before x is written).  0, or
- * CPU_SOLVE_ENOMEM, or CPU_SOLVE_EZERO_DIAG (pcg: a zero or non-finite
- * diagonal entry, before any iteration; x is not written). */
+ * one of the failures above, found before any iteration (x is then not
+ * written). */
 int cpu_solve(int32_t n, const int32_t *row_ptr, const int32_t *col_idx, const void *values,
               const void *b, const void *x0, void *x, const cpu_solve_opts *o,
               cpu_solve_result *res);

@@ -260,6 +260,7 @@ static int cuda_part_open(gkcd_backend **out, const gkcd_config *cfg, cuda_gpu *
    * (csr_upload is refused). */
   be->f64 = 0;
   be->f64_methods = 1ull << PROTO_M_SOLVE | 1ull << PROTO_M_UPLOAD | 1ull << PROTO_M_DOWNLOAD;
+  be->amg = 0; /* solve precond amg (and jacobi with bicgstab): CPU only, refused in rpc.c */
   /* A start for the cost model: compute and memory rates measured on the
    * bulk lane's first stream (datasheet figures of an H100/H200 if that
    * fails); pinned PCIe ~20 GB/s, launch and hand-off ~15 us.  It corrects

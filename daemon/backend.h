@@ -54,6 +54,10 @@ struct gkcd_backend {
    * methods of f64_methods (bit 1 << PROTO_M_*: those that do). */
   int f64;
   uint64_t f64_methods;
+  /* Whether its solve takes the preconditioners beyond pcg's Jacobi
+   * (precond "amg", and "jacobi" with bicgstab): 0 (the default) has
+   * rpc.c refuse them before anything is queued, with invalid_argument. */
+  int amg;
   /* Workers of the latency lane (0: one); the bulk lane has --threads. */
   int latency_workers;
   /* The backend's half of the method table (method.h): per method

@@ -46,6 +46,8 @@ enum {
 /* solve: the Krylov method, and why the iteration stopped.  The names are
  * the wire strings of the `method` argument and the `reason` result. */
 #define SOLVE_METHOD_MAP(XX) XX(CG, "cg") XX(PCG, "pcg") XX(BICGSTAB, "bicgstab")
+/* ... and the `precond` argument's values (pcg is cg with jacobi). */
+#define SOLVE_PRECOND_MAP(XX) XX(NONE, "none") XX(JACOBI, "jacobi") XX(AMG, "amg")
 #define SOLVE_REASON_MAP(XX)                                                      \
   XX(CONVERGED, "converged") XX(MAX_ITER, "max_iter") XX(BREAKDOWN, "breakdown") \
   XX(NON_FINITE, "non_finite") XX(DEADLINE, "deadline") XX(CANCELLED, "cancelled")
@@ -54,6 +56,12 @@ enum {
   SOLVE_METHOD_MAP(SOLVE__M)
 #undef SOLVE__M
   SOLVE_NMETHODS
+};
+enum {
+#define SOLVE__P(name, str) SOLVE_PRECOND_##name,
+  SOLVE_PRECOND_MAP(SOLVE__P)
+#undef SOLVE__P
+  SOLVE_NPRECONDS
 };
 enum {
 #define SOLVE__R(name, str) SOLVE_R_##name,
@@ -156,7 +164,9 @@ struct gkcd_job {
       gkcd_span b, x0;   /* x0.ptr NULL: start from zero; b.dtype: b's, x0's and x's */
       double rtol, atol;
       int64_t max_iter;
-      int method;        /* SOLVE_* */
+      int method;        /* SOLVE_*: what runs (cg with precond jacobi runs as SOLVE_PCG) */
+      int method_asked;  /* SOLVE_*: what the request named, for the reply */
+      int precond;       /* SOLVE_PRECOND_* (SOLVE_PCG: jacobi) */
       int history;       /* return the residual of every iteration */
       int fp32;          /* precision "fp32": float32 vectors, float64 dots and scalars */
     } solve;
@@ -183,6 +193,8 @@ struct gkcd_job {
   const char *algo_name; /* static string: the algo that ran */
   int64_t iterations; /* solve: iterations run */
   int reason;         /* solve: SOLVE_R_* */
+  int amg_levels;     /* solve with precond amg: the hierarchy's levels */
+  double amg_setup_us; /* ... and the time its setup took */
   double *history;    /* solve: iterations relative residuals when asked for
                        * (malloc'd by the backend, also in priv[1], which frees it) */
   int algo_used;      /* csr_upload: the spmv algo index auto will use */

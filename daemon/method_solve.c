@@ -4,8 +4,9 @@
  * Everything a solve can be refused for is found here, on the loop, before
  * anything runs: the matrix must be resident and square, b and x0 as long
  * as it, the tolerances finite and non-negative, max_iter within range, the
- * method known.  (pcg's zero-diagonal check reads the matrix, so the backend
- * makes it, still before the first iteration.)
+ * method and precond known.  (The zero-diagonal and empty-row checks of
+ * jacobi and amg read the matrix, so the backend makes them, still before
+ * the first iteration.)
  */
 #include <inttypes.h>
 #include <math.h>
@@ -22,6 +23,11 @@
 static const char *const method_names[] = {
 #define SOLVE__NAME(name, str) str,
     SOLVE_METHOD_MAP(SOLVE__NAME)
+#undef SOLVE__NAME
+};
+static const char *const precond_names[] = {
+#define SOLVE__NAME(name, str) str,
+    SOLVE_PRECOND_MAP(SOLVE__NAME)
 #undef SOLVE__NAME
 };
 static const char *const reason_names[] = {
@@ -54,10 +60,45 @@ static int parse_tol(args_ctx *a, const char *key, double *out) {
   return 0;
 }
 
+/* precond: none (cg, bicgstab) or jacobi (pcg) by default.  pcg is cg
+ * with jacobi, so cg with jacobi runs as pcg (both backends know it) and
+ * pcg with anything else names both arguments. */
+static int parse_precond(args_ctx *a, __typeof__(((gkcd_job *)0)->in.solve) *s, int part,
+                         uint32_t matrix) {
+  int pcg = s->method == SOLVE_PCG;
+  const char *name = pcg ? "jacobi" : "none";
+  size_t len = strlen(name);
+  int rc;
+  if ((rc = args_str(a, "precond", 0, &name, &len))) return rc;
+  s->precond = -1;
+  for (int i = 0; i < SOLVE_NPRECONDS; i++)
+    if (strlen(precond_names[i]) == len && !memcmp(precond_names[i], name, len)) s->precond = i;
+  char echo[40];
+  if (s->precond < 0) {
+    snprintf(a->msg, a->msglen, "argument 'precond': '%s' is not one of none, jacobi, amg",
+             proto_echo(echo, sizeof echo, name, len, 32));
+    return GKC_EINVALID_ARGUMENT;
+  }
+  if (pcg && s->precond != SOLVE_PRECOND_JACOBI) {
+    snprintf(a->msg, a->msglen, "argument 'precond': '%s' conflicts with argument 'method': pcg"
+             " is cg with precond jacobi; use method cg with precond %s",
+             precond_names[s->precond], precond_names[s->precond]);
+    return GKC_EINVALID_ARGUMENT;
+  }
+  if (part && s->precond == SOLVE_PRECOND_AMG) {
+    snprintf(a->msg, a->msglen, "argument 'precond': amg does not run on a partitioned matrix"
+             " (matrix %" PRIu32 ") for now; use jacobi, or upload it to one device", matrix);
+    return GKC_EINVALID_ARGUMENT;
+  }
+  s->method_asked = s->method;
+  if (s->method == SOLVE_CG && s->precond == SOLVE_PRECOND_JACOBI) s->method = SOLVE_PCG;
+  return 0;
+}
+
 static int parse(refs_ctx *r, size_t max) {
   static const char *const keys[] = {"matrix", "b",  "x0",      "method",      "rtol", "atol",
                                      "max_iter", "history", "precision", "deadline_ms", "out",
-                                     "dtype", NULL};
+                                     "dtype", "precond", NULL};
   static const char *const arrays[] = {"b", "x0", NULL};
   args_ctx *a = r->a;
   gkcd_job *job = r->job;
@@ -105,6 +146,7 @@ static int parse(refs_ctx *r, size_t max) {
              proto_echo(echo, sizeof echo, name, len, 32));
     return GKC_EINVALID_ARGUMENT;
   }
+  if ((rc = parse_precond(a, s, job->part != NULL, m->id))) return rc;
   const char *prec = "fp64";
   size_t plen = 4;
   if ((rc = args_str(a, "precision", 0, &prec, &plen))) return rc;
@@ -157,10 +199,15 @@ static int parse(refs_ctx *r, size_t max) {
 
 static void pack(msgpack_packer *pk, const gkcd_job *job, double server_us, uint32_t new_id) {
   int copies = methods_timing_extra(job);
-  int hist = job->in.solve.history;
-  msgpack_pack_map(pk, METHODS_TIMING_KEYS + 6 + copies + hist);
+  int hist = job->in.solve.history, amg = job->in.solve.precond == SOLVE_PRECOND_AMG;
+  msgpack_pack_map(pk, METHODS_TIMING_KEYS + 7 + 2 * amg + copies + hist);
   methods_pack_timing(pk, job, server_us);
-  proto_pack_cstr(pk, "method"), proto_pack_cstr(pk, solve_method_name(job->in.solve.method));
+  proto_pack_cstr(pk, "method"), proto_pack_cstr(pk, solve_method_name(job->in.solve.method_asked));
+  proto_pack_cstr(pk, "precond"), proto_pack_cstr(pk, precond_names[job->in.solve.precond]);
+  if (amg) {
+    proto_pack_cstr(pk, "levels"), msgpack_pack_int(pk, job->amg_levels);
+    proto_pack_cstr(pk, "amg_setup_us"), msgpack_pack_double(pk, job->amg_setup_us);
+  }
   proto_pack_cstr(pk, "iterations"), msgpack_pack_int64(pk, job->iterations);
   proto_pack_cstr(pk, "residual"), msgpack_pack_double(pk, job->value);
   proto_pack_cstr(pk, "converged");
@@ -188,8 +235,12 @@ static void pack(msgpack_packer *pk, const gkcd_job *job, double server_us, uint
 static void work(const gkcd_job *job, method_work *w) {
   const __typeof__(job->in.solve) *s = &job->in.solve;
   double it = (double)(s->max_iter < 10000 ? s->max_iter : 10000);
-  w->flops = it * (2.0 * (double)s->nnz + 12.0 * s->n);
-  w->bytes = it * (8.0 * (double)s->nnz + 40.0 * s->n);
+  /* AMG: far fewer iterations (tens), each a V-cycle of about six
+   * products with A's size (smoothing, residual, transfers, coarse levels) */
+  double per = s->precond == SOLVE_PRECOND_AMG ? 7.0 : 1.0;
+  if (s->precond == SOLVE_PRECOND_AMG && it > 100) it = 100;
+  w->flops = it * per * (2.0 * (double)s->nnz + 12.0 * s->n);
+  w->bytes = it * per * (8.0 * (double)s->nnz + 40.0 * s->n);
   w->xfer = methods_host_bytes(&s->b) + methods_host_bytes(&s->x0) +
             (double)proto_dtype_size(s->b.dtype) * s->n;
 }

@@ -201,6 +201,13 @@ static int submit(gkcd_conn *c, const gkcd_method *row, const proto_request *req
              srv->be->name, some[0] ? "only to " : "not yet", some, some[0] ? " so far" : "");
     rc = GKC_EINVALID_ARGUMENT;
   }
+  if (rc == 0 && job->method == PROTO_M_SOLVE && !srv->be->amg &&
+      (job->in.solve.precond == SOLVE_PRECOND_AMG ||
+       (job->in.solve.precond == SOLVE_PRECOND_JACOBI && job->in.solve.method == SOLVE_BICGSTAB))) {
+    snprintf(msg, msglen, "argument 'precond': %s runs on the CPU backend only for now",
+             job->in.solve.precond == SOLVE_PRECOND_AMG ? "amg" : "jacobi with bicgstab");
+    rc = GKC_EINVALID_ARGUMENT;
+  }
   if (r.fd >= 0) close(r.fd); /* refused before the job took it */
   /* Every request that creates an object (upload, csr_upload, out "handle")
    * counts against the limits on objects. */

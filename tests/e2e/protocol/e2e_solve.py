@@ -21,6 +21,13 @@ exists (SOURCES.md: 1138_bus and bcsstk13; tests/data holds none), it checks:
 - history: one entry per iteration, and each equals the float64 residual
   of SciPy's iterate at that step (callback), where it is above 1e-6.
 
+precond (none, jacobi, amg; issue #27): float64 true residuals within rtol,
+AMG's iterations far below Jacobi's, the reply's precond/levels/amg_setup_us,
+BiCGSTAB right preconditioned, an indefinite matrix's breakdown, a zero
+diagonal and an empty row named, pcg + amg refused, an AMG hierarchy out
+of memory on a small CPU device (the matrix still usable), the CLI's
+--precond; on the CUDA backend that amg is refused.
+
 And: breakdown on an indefinite matrix, NaN in b (non_finite), max_iter,
 x0 (in place, by handle), out as a handle, a deadline that stops a long
 solve, and every validation error.  Exits 0 when all pass, 77 when msgpack,
@@ -415,10 +422,185 @@ def test_validation(c, rng):
         d.stop()
 
 
+# --------------------------------------------------------------------------
+# precond (issue #27): none, jacobi, amg
+
+def f64b(a):
+    return np.ascontiguousarray(a, dtype="<f8").tobytes()
+
+
+def weighted_laplacian2d(k, rng):
+    """The 5-point Laplacian of a k x k grid with random edge weights in
+    [0.5, 1.5) (Dirichlet boundary): SPD, Jacobi-PCG needs O(k) iterations,
+    AMG-PCG a few tens whatever k."""
+    n = k * k
+    idx = np.arange(n).reshape(k, k)
+    rows, cols, vals = [], [], []
+    for a, b in ((idx[:, :-1], idx[:, 1:]), (idx[:-1, :], idx[1:, :])):
+        w = rng.uniform(0.5, 1.5, a.size)
+        rows += [a.ravel(), b.ravel()]
+        cols += [b.ravel(), a.ravel()]
+        vals += [-w, -w]
+    off = sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
+                        shape=(n, n))
+    deg = -np.asarray(off.sum(axis=1)).ravel()
+    return f32_round(off + sp.diags(deg + 0.01 * deg.mean()))
+
+
+def test_precond(c, rng):
+    rtol = 1e-8
+    A = weighted_laplacian2d(96, rng)
+    n = A.shape[0]
+    mat = csr_upload(c, A)
+    b = rng.uniform(-1, 1, n)
+    base = {"matrix": mat, "b": f64b(b), "dtype": "f64", "rtol": rtol}
+    if BACKEND != "cpu":
+        # The CUDA backend has no AMG (and no preconditioned BiCGSTAB): refused
+        # before it is queued, naming the argument.
+        # (float32 b: the CUDA backend refuses f64 first)
+        b32 = {"matrix": mat, "b": f32b(b), "rtol": 1e-6}
+        err(c, dict(b32, precond="amg"), "argument 'precond': amg runs on the CPU backend only")
+        err(c, dict(b32, method="bicgstab", precond="jacobi"), "'precond'", "CPU backend only")
+        r = ok(c, "solve", dict(b32, precond="jacobi"))
+        check(r["converged"] and r["precond"] == "jacobi", "cuda: cg + jacobi runs as pcg")
+        return
+    its = {}
+    for pc in ("none", "jacobi", "amg"):
+        r = ok(c, "solve", dict(base, precond=pc))
+        x = np.frombuffer(r["x"], dtype="<f8")
+        tr = true_residual(A, b, x)
+        its[pc] = r["iterations"]
+        check(r["converged"] and r["method"] == "cg" and r["precond"] == pc,
+              f"cg + {pc}: {r['reason']}, method {r['method']}, precond {r.get('precond')}")
+        check(tr <= rtol, f"cg + {pc}: true residual {tr:.3e} over rtol {rtol}")
+        check(abs(tr - r["residual"]) <= 1e-6 * tr, f"cg + {pc}: reported residual")
+        if pc == "amg":
+            check(r["levels"] >= 2 and r["amg_setup_us"] > 0,
+                  f"amg: levels {r.get('levels')}, setup {r.get('amg_setup_us')} us")
+        else:
+            check("levels" not in r and "amg_setup_us" not in r, f"{pc}: no AMG fields")
+    # Jacobi-PCG on a 96^2 grid: ~300 iterations (O(k)); AMG: ~10-15.
+    check(its["amg"] * 4 < its["jacobi"], f"amg {its['amg']} vs jacobi {its['jacobi']} iterations")
+    # pcg is cg + jacobi: the same iterations, alone or with its own precond
+    for extra in ({}, {"precond": "jacobi"}):
+        r = ok(c, "solve", dict(base, method="pcg", **extra))
+        check(r["iterations"] == its["jacobi"] and r["method"] == "pcg" and
+              r["precond"] == "jacobi", f"pcg {extra}: {r['iterations']} vs {its['jacobi']}")
+    # BiCGSTAB, right preconditioned, on a nonsymmetric matrix
+    N = f32_round(A + 0.3 * sp.diags(rng.uniform(0, 1, n - 1), -1))
+    nm = csr_upload(c, N)
+    bits = {}
+    for pc in ("jacobi", "amg"):
+        r = ok(c, "solve", dict(base, matrix=nm, method="bicgstab", precond=pc))
+        x = np.frombuffer(r["x"], dtype="<f8")
+        bits[pc] = r["iterations"]
+        check(r["converged"] and true_residual(N, b, x) <= rtol,
+              f"bicgstab + {pc}: {r['reason']}, true residual {true_residual(N, b, x):.3e}")
+    check(bits["amg"] * 2 < bits["jacobi"], f"bicgstab: amg {bits['amg']} vs jacobi {bits['jacobi']}")
+    # float32 vectors: converged, the residual that of the float32 x
+    r = ok(c, "solve", {"matrix": mat, "b": f32b(b), "precond": "amg", "rtol": 1e-6})
+    x = np.frombuffer(r["x"], dtype="<f4").astype(np.float64)
+    check(r["converged"] and abs(true_residual(A, b.astype(np.float32).astype(np.float64), x)
+                                 - r["residual"]) <= 1e-6 * r["residual"], "amg, float32 vectors")
+    # Bad input.  Indefinite ([[1, 2], [2, 1]] blocks, b along the -1
+    # eigenvector): CG + AMG breaks down, a result, not a crash.
+    ind = csr_upload(c, sp.block_diag([np.array([[1.0, 2.0], [2.0, 1.0]])] * 50))
+    bi = np.array([1.0, -1.0] * 50, dtype=np.float32)
+    r = ok(c, "solve", {"matrix": ind, "b": f32b(bi), "precond": "amg"})
+    check(r["reason"] == "breakdown" and not r["converged"], f"indefinite cg + amg: {r['reason']}")
+    # A zero diagonal entry and an empty row, named by row
+    row = int(rng.integers(1, n - 1))
+    Z = sp.lil_matrix(A)
+    Z[row, row] = 0.0
+    zm = csr_upload(c, Z.tocsr())
+    err(c, dict(base, matrix=zm, precond="amg"), "'precond'", "amg", f"row {row}", "diagonal")
+    err(c, dict(base, matrix=zm, precond="jacobi"), "'precond'", "jacobi", f"row {row}")
+    E = sp.lil_matrix(A)
+    E[row, :] = 0.0
+    E = E.tocsr()
+    E.eliminate_zeros()
+    em = csr_upload(c, E)
+    err(c, dict(base, matrix=em, precond="amg"), "'precond'", f"row {row}", "empty")
+    # Arguments
+    err(c, dict(base, method="pcg", precond="amg"), "'precond'", "'method'", "pcg", "amg")
+    err(c, dict(base, method="pcg", precond="none"), "'precond'", "'method'", "pcg")
+    err(c, dict(base, precond="ilu"), "'precond'", "ilu", "none, jacobi, amg")
+    err(c, dict(base, precond=2), "'precond'")
+    # The matrix is still usable after all that
+    r = ok(c, "solve", dict(base, precond="amg"))
+    check(r["converged"] and r["iterations"] == its["amg"], "amg again: same iterations")
+    test_precond_memory(A, b, rng)
+    test_precond_cli(A, rng)
+
+
+def test_precond_memory(A, b, rng):
+    """A hierarchy that does not fit: out_of_memory, and the matrix stays
+    usable.  Two CPU virtual devices of 1 MiB each: A (96^2, ~46k entries,
+    float32: ~0.4 MB) fits on one, its hierarchy (A again in double, the
+    coarse levels, the vectors: over 1 MB) does not."""
+    d = ep.Daemon(["--threads", "1", "--cpu-devices", "2",
+                   "--cpu-device-memory", str(1 << 20)]).wait_ready()
+    try:
+        c2 = ep.Conn(d.sock)
+        m = csr_upload(c2, A)
+        base = {"matrix": m, "b": f64b(b), "dtype": "f64", "rtol": 1e-8}
+        err(c2, dict(base, precond="amg"), "'precond'", "AMG", code="out_of_memory")
+        r = ok(c2, "solve", dict(base, precond="jacobi"))
+        check(r["converged"] and true_residual(A, b, np.frombuffer(r["x"], dtype="<f8")) <= 1e-8,
+              "after an AMG out of memory the matrix still solves")
+        err(c2, dict(base, precond="amg"), "'precond'", code="out_of_memory")
+        c2.close()
+    finally:
+        check(d.stop() == 0, "gkcd (2 small devices) exited 0")
+
+
+def test_precond_cli(A, rng):
+    """gkc solve --precond: in its --help, and a solve with each value."""
+    gkc = os.environ.get("GKC_BIN")
+    if not gkc:
+        print("  (no GKC_BIN: the CLI's --precond not tested)")
+        return
+    import json
+    import subprocess
+    import tempfile
+    import scipy.io
+    h = subprocess.run([gkc, "solve", "--help"], capture_output=True, text=True)
+    check("--precond none|jacobi|amg" in h.stdout + h.stderr, "gkc solve --help lists --precond")
+    d = ep.Daemon(["--threads", "2"]).wait_ready()
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "A.mtx")
+            scipy.io.mmwrite(path, A)
+            its = {}
+            for pc in ("none", "jacobi", "amg"):
+                p = subprocess.run([gkc, "--socket", d.sock, "--json", "solve", "--matrix", path,
+                                    "--precond", pc, "--rtol", "1e-8", "--dtype", "f64"],
+                                   capture_output=True, text=True, timeout=300)
+                check(p.returncode == 0, f"gkc solve --precond {pc}: exit {p.returncode} {p.stderr}")
+                if p.returncode:
+                    continue
+                out = json.loads(p.stdout)
+                its[pc] = out["iterations"]
+                check(out["converged"] and out["precond"] == pc and out["residual"] <= 1e-8,
+                      f"gkc solve --precond {pc}: {out}")
+                check(("levels" in out) == (pc == "amg"), f"gkc solve --precond {pc}: levels")
+            if len(its) == 3:
+                check(its["amg"] * 4 < its["jacobi"], f"gkc solve: amg {its['amg']}, jacobi {its['jacobi']}")
+            p = subprocess.run([gkc, "--socket", d.sock, "solve", "--matrix", path, "--precond", "ilu"],
+                               capture_output=True, text=True)
+            check(p.returncode == 2 and "--precond" in p.stderr, f"--precond ilu: {p.returncode} {p.stderr}")
+            p = subprocess.run([gkc, "--socket", d.sock, "solve", "--matrix", path, "--method", "pcg",
+                                "--precond", "amg"], capture_output=True, text=True)
+            check(p.returncode != 0 and "precond" in p.stderr, f"--method pcg --precond amg: {p.stderr}")
+    finally:
+        check(d.stop() == 0, "gkcd (CLI) exited 0")
+
+
 def main():
     global BACKEND
     BACKEND = ec.test_backend()
-    return ec.run("e2e_solve", (test_random, test_shared, test_outcomes, test_fp32, test_validation))
+    return ec.run("e2e_solve", (test_random, test_shared, test_outcomes, test_fp32, test_validation,
+                                        test_precond))
 
 
 if __name__ == "__main__":

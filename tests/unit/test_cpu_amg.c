@@ -1,0 +1,389 @@
+/* test_cpu_amg.c: smoothed-aggregation AMG (cpu_amg.h) on its own and as
+ * cpu_solve's preconditioner, on fresh random inputs each run (random
+ * edge weights, right-hand sides, solutions).  A failure prints the seed;
+ * GKC_TEST_SEED=<seed> replays it. */
+#include "cpu_amg.h"
+#include "cpu_solve.h"
+#include "test.h"
+
+#include <stdint.h>
+#include <time.h>
+
+static uint64_t g_seed, g_rng;
+static int g_passed;
+
+static uint64_t next_u64(void) { /* splitmix64 */
+  uint64_t z = (g_rng += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+/* uniform in [lo, hi) */
+static double rand_double(double lo, double hi) {
+  return lo + (hi - lo) * (double)(next_u64() >> 11) * 0x1p-53;
+}
+
+static void report_seed(void) {
+  if (!g_passed) fprintf(stderr, "seed %" PRIu64 " (replay: GKC_TEST_SEED=%" PRIu64 ")\n", g_seed, g_seed);
+}
+
+static void seed_rng(void) {
+  const char *env = getenv("GKC_TEST_SEED");
+  if (env && *env) {
+    g_seed = strtoull(env, NULL, 10);
+  } else {
+    FILE *f = fopen("/dev/urandom", "rb");
+    if (!f || fread(&g_seed, sizeof g_seed, 1, f) != 1) g_seed = (uint64_t)time(NULL) ^ (uint64_t)clock();
+    if (f) fclose(f);
+  }
+  g_rng = g_seed;
+  atexit(report_seed);
+}
+
+static void *xmalloc(size_t n) {
+  void *p = malloc(n ? n : 1);
+  ASSERT(p != NULL);
+  return p;
+}
+
+/* A square CSR matrix in double. */
+typedef struct {
+  int32_t n;
+  int32_t *rp, *ci;
+  double *v;
+} mat;
+
+static void mat_free(mat *A) { free(A->rp), free(A->ci), free(A->v); }
+
+/* The graph Laplacian of a k^dims grid (dims 2: 5-point, 3: 7-point) with
+ * Dirichlet boundaries (the diagonal counts the missing neighbours too),
+ * each edge weighted 1 (weight_lo = weight_hi = 1) or uniformly in
+ * [lo, hi): SPD for any positive weights.  shift is added to the diagonal
+ * (negative: indefinite once it passes the smallest eigenvalue). */
+static mat grid(int32_t k, int dims, double lo, double hi, double shift) {
+  int32_t n = dims == 2 ? k * k : k * k * k;
+  int per = 2 * dims + 1;
+  mat A = {n, xmalloc(((size_t)n + 1) * 4), xmalloc((size_t)n * per * 4),
+           xmalloc((size_t)n * per * 8)};
+  /* edge weights per node and direction (to the +1 neighbour), symmetric */
+  double *w = xmalloc((size_t)n * dims * sizeof *w);
+  for (size_t i = 0; i < (size_t)n * dims; i++) w[i] = lo == hi ? lo : rand_double(lo, hi);
+  int32_t stride[3] = {1, k, k * k};
+  int32_t t = 0;
+  for (int32_t i = 0; i < n; i++) {
+    int32_t c[3] = {i % k, (i / k) % k, dims == 3 ? i / (k * k) : 0};
+    A.rp[i] = t;
+    int32_t diag_at = t++;
+    double d = shift;
+    for (int a = 0; a < dims; a++) {
+      /* the -1 neighbour's edge is its own +1 edge; at the boundary the
+       * missing edge weighs as its +1 twin would */
+      double wm = c[a] > 0 ? w[(size_t)(i - stride[a]) * dims + a] : w[(size_t)i * dims + a];
+      double wp = w[(size_t)i * dims + a];
+      d += wm + wp;
+      if (c[a] > 0) A.ci[t] = i - stride[a], A.v[t++] = -wm;
+      if (c[a] < k - 1) A.ci[t] = i + stride[a], A.v[t++] = -wp;
+    }
+    A.ci[diag_at] = i, A.v[diag_at] = d;
+  }
+  A.rp[n] = t;
+  free(w);
+  return A;
+}
+
+static void spmv(const mat *A, const double *x, double *y) {
+  for (int32_t i = 0; i < A->n; i++) {
+    double s = 0;
+    for (int32_t t = A->rp[i]; t < A->rp[i + 1]; t++) s += A->v[t] * x[A->ci[t]];
+    y[i] = s;
+  }
+}
+
+static double norm(const double *x, int32_t n) {
+  double s = 0;
+  for (int32_t i = 0; i < n; i++) s += x[i] * x[i];
+  return sqrt(s);
+}
+
+/* ||b - A x|| / ||b|| in double */
+static double true_residual(const mat *A, const double *b, const double *x) {
+  double *r = xmalloc((size_t)A->n * 8);
+  spmv(A, x, r);
+  for (int32_t i = 0; i < A->n; i++) r[i] = b[i] - r[i];
+  double q = norm(r, A->n) / norm(b, A->n);
+  free(r);
+  return q;
+}
+
+static double *rand_vec(int32_t n) {
+  double *v = xmalloc((size_t)n * 8);
+  for (int32_t i = 0; i < n; i++) v[i] = rand_double(-1, 1);
+  return v;
+}
+
+static cpu_amg *setup(const mat *A, cpu_amg_opts *o) {
+  cpu_amg *h;
+  int32_t bad;
+  ASSERT_EQ(cpu_amg_setup(A->n, A->rp, A->ci, A->v, 1, o, &h, &bad), 0);
+  return h;
+}
+
+/* Every level is smaller than the one above: the first by at least 3
+ * (aggregates of a 5- or 7-point stencil hold a node and its strong
+ * neighbours, about 5 or 7 of them; measured 6 and 8), the others by the
+ * tenth below which setup stops coarsening (their denser operators have
+ * more weak entries, and pass 3 makes smaller aggregates: 3-D measured
+ * about 2 there); the last within the coarse size; P is rows_l x
+ * rows_{l+1} with an entry in every row. */
+static void test_hierarchy(int dims, int32_t k) {
+  mat A = grid(k, dims, 0.5, 1.5, 0);
+  cpu_amg_opts o = CPU_AMG_OPTS_INIT;
+  cpu_amg *h = setup(&A, &o);
+  int nl = cpu_amg_levels(h);
+  ASSERT(nl >= 2);
+  cpu_amg_level_info li, next;
+  cpu_amg_level(h, 0, &li);
+  ASSERT_EQ(li.rows, A.n);
+  ASSERT_EQ(li.nnz, A.rp[A.n]);
+  for (int l = 0; l + 1 < nl; l++) {
+    cpu_amg_level(h, l, &li);
+    cpu_amg_level(h, l + 1, &next);
+    printf("%d-D %d: level %d: %d rows, %lld entries, rho %.3f\n", dims, k, l, li.rows,
+           (long long)li.nnz, li.rho);
+    if (l == 0) ASSERT(next.rows * 3 <= li.rows);
+    else ASSERT(next.rows * 10 <= li.rows * 9);
+    ASSERT_EQ(li.p_rows, li.rows);
+    ASSERT_EQ(li.p_cols, next.rows);
+    ASSERT(li.p_nnz >= li.p_rows);
+    /* D^-1 A of a weighted Laplacian: spectrum in (0, 2] */
+    ASSERT(li.rho > 0.5 && li.rho <= 2.0 + 1e-9);
+  }
+  cpu_amg_level(h, nl - 1, &li);
+  ASSERT(li.rows <= 500);
+  ASSERT_EQ(li.p_rows, 0);
+  ASSERT(cpu_amg_bytes(h) > (size_t)A.rp[A.n] * 12);
+  cpu_amg_free(h);
+  mat_free(&A);
+}
+
+/* The V-cycle as a stationary iteration, x += M^-1 (b - A x), on the 2-D
+ * Laplacian 128^2: the error's A-norm must shrink by a factor per cycle.
+ * Measured (every cycle of 6, random x*): Chebyshev(2) 0.06-0.20,
+ * l1-Jacobi (on a Laplacian, Jacobi damped by 1/2: weak smoothing) 0.22
+ * rising to 0.60.  The bounds, 0.4 and 0.7, leave room for the random
+ * start, yet a cycle that barely works (a wrong P or R, a smoother that
+ * does not smooth: factors near 1) fails them. */
+static void test_vcycle(int smoother) {
+  double bound = smoother == CPU_AMG_SMOOTHER_CHEBYSHEV ? 0.4 : 0.7;
+  mat A = grid(128, 2, 1, 1, 0);
+  int32_t n = A.n;
+  cpu_amg_opts o = CPU_AMG_OPTS_INIT;
+  o.smoother = smoother;
+  cpu_amg *h = setup(&A, &o);
+  double *xs = rand_vec(n), *b = xmalloc((size_t)n * 8), *x = xmalloc((size_t)n * 8);
+  double *r = xmalloc((size_t)n * 8), *z = xmalloc((size_t)n * 8), *e = xmalloc((size_t)n * 8);
+  spmv(&A, xs, b);
+  memset(x, 0, (size_t)n * 8);
+  double prev = 0;
+  for (int c = 0; c <= 6; c++) {
+    for (int32_t i = 0; i < n; i++) e[i] = xs[i] - x[i];
+    spmv(&A, e, r);
+    double ea = 0;
+    for (int32_t i = 0; i < n; i++) ea += e[i] * r[i];
+    ea = sqrt(ea);
+    if (c > 0) {
+      double f = ea / prev;
+      printf("V-cycle %d, smoother %d: error factor %.3f\n", c, smoother, f);
+      if (!(f < bound)) TEST_FAIL("V-cycle %d (smoother %d): error factor %.3f", c, smoother, f);
+    }
+    prev = ea;
+    spmv(&A, x, r);
+    for (int32_t i = 0; i < n; i++) r[i] = b[i] - r[i];
+    cpu_amg_apply(h, r, z);
+    for (int32_t i = 0; i < n; i++) x[i] += z[i];
+  }
+  free(xs), free(b), free(x), free(r), free(z), free(e);
+  cpu_amg_free(h);
+  mat_free(&A);
+}
+
+static cpu_solve_result solve(const mat *A, int method, int precond, const double *b, double *x,
+                              double rtol) {
+  cpu_solve_opts o = {method, rtol, 0, 10 * (int64_t)A->n, NULL, NULL, NULL, 0, 0, 1, 1, precond, 0};
+  cpu_solve_result r;
+  ASSERT_EQ(cpu_solve(A->n, A->rp, A->ci, A->v, b, NULL, x, &o, &r), 0);
+  return r;
+}
+
+/* CG + AMG against CG + Jacobi on a 2-D Laplacian of 256^2 with random
+ * weights and b, to rtol 1e-8 in float64.  Jacobi-PCG needs O(k) = ~850
+ * iterations there, AMG-PCG a nearly mesh-independent ~10 (3-D 32^3: 131
+ * and 14): a quarter of Jacobi's is a loose bound that any working
+ * hierarchy meets and a broken one (a V-cycle that does not reduce the
+ * smooth error) does not.
+ * The x returned must hold the tolerance itself (float64). */
+static void test_pcg(int dims, int32_t k) {
+  const double rtol = 1e-8;
+  mat A = grid(k, dims, 0.5, 1.5, 0);
+  double *b = rand_vec(A.n), *x = xmalloc((size_t)A.n * 8);
+  cpu_solve_result rj = solve(&A, CPU_CG, CPU_PRECOND_JACOBI, b, x, rtol);
+  ASSERT_EQ(rj.reason, CPU_SOLVE_CONVERGED);
+  ASSERT_EQ(rj.levels, 0);
+  cpu_solve_result ra = solve(&A, CPU_CG, CPU_PRECOND_AMG, b, x, rtol);
+  ASSERT_EQ(ra.reason, CPU_SOLVE_CONVERGED);
+  ASSERT(ra.levels >= 2);
+  ASSERT(ra.amg_setup_us > 0);
+  if (!(ra.iterations * 4 < rj.iterations))
+    TEST_FAIL("%d-D %d: AMG-PCG %" PRId64 " iterations, Jacobi-PCG %" PRId64, dims, k,
+              ra.iterations, rj.iterations);
+  double tr = true_residual(&A, b, x);
+  if (!(tr <= rtol)) TEST_FAIL("AMG-PCG: true residual %.3e over %.0e", tr, rtol);
+  ASSERT_NEAR(ra.residual, tr, 1e-6 * tr);
+  /* pcg as a method is cg + Jacobi */
+  cpu_solve_result rp = solve(&A, CPU_PCG, CPU_PRECOND_NONE, b, x, rtol);
+  ASSERT_EQ(rp.iterations, rj.iterations);
+  printf("%d-D %d^%d: Jacobi-PCG %" PRId64 " iterations, AMG-PCG %" PRId64 " (%d levels, setup %.0f us)\n",
+         dims, k, dims, rj.iterations, ra.iterations, ra.levels, ra.amg_setup_us);
+  free(b), free(x);
+  mat_free(&A);
+}
+
+/* BiCGSTAB, right preconditioned, on a nonsymmetric convection-diffusion
+ * matrix (the Laplacian with a random upwind convection term): AMG and
+ * Jacobi converge, the x returned within rtol, AMG in fewer iterations. */
+static void test_bicgstab(void) {
+  const double rtol = 1e-8;
+  mat A = grid(96, 2, 1, 1, 0);
+  for (int32_t i = 0; i < A.n; i++)
+    for (int32_t t = A.rp[i]; t < A.rp[i + 1]; t++)
+      if (A.ci[t] == i - 1) {
+        double c = rand_double(0, 0.5);
+        A.v[t] -= c; /* upwind: more weight from the left neighbour */
+        for (int32_t u = A.rp[i]; u < A.rp[i + 1]; u++)
+          if (A.ci[u] == i) A.v[u] += c;
+      }
+  double *b = rand_vec(A.n), *x = xmalloc((size_t)A.n * 8);
+  cpu_solve_result rn = solve(&A, CPU_BICGSTAB, CPU_PRECOND_NONE, b, x, rtol);
+  cpu_solve_result rj = solve(&A, CPU_BICGSTAB, CPU_PRECOND_JACOBI, b, x, rtol);
+  ASSERT_EQ(rj.reason, CPU_SOLVE_CONVERGED);
+  ASSERT(true_residual(&A, b, x) <= rtol);
+  cpu_solve_result ra = solve(&A, CPU_BICGSTAB, CPU_PRECOND_AMG, b, x, rtol);
+  ASSERT_EQ(ra.reason, CPU_SOLVE_CONVERGED);
+  ASSERT(true_residual(&A, b, x) <= rtol);
+  ASSERT(ra.iterations * 2 < rj.iterations);
+  printf("bicgstab 96^2 convection: none %" PRId64 " (%d), Jacobi %" PRId64 ", AMG %" PRId64 "\n",
+         rn.iterations, rn.reason, rj.iterations, ra.iterations);
+  free(b), free(x);
+  mat_free(&A);
+}
+
+/* The bad inputs: an empty row and a zero diagonal are named; a hierarchy
+ * over its byte limit is out of memory, x untouched; an indefinite matrix
+ * gives CG + AMG a breakdown, not a crash. */
+static void test_errors(void) {
+  mat A = grid(40, 2, 0.5, 1.5, 0);
+  int32_t n = A.n, bad;
+  cpu_amg *h;
+  cpu_amg_opts o = CPU_AMG_OPTS_INIT;
+  int32_t row = (int32_t)(next_u64() % (uint64_t)n);
+  /* zero diagonal at row */
+  double keep = 0;
+  for (int32_t t = A.rp[row]; t < A.rp[row + 1]; t++)
+    if (A.ci[t] == row) keep = A.v[t], A.v[t] = 0;
+  ASSERT_EQ(cpu_amg_setup(n, A.rp, A.ci, A.v, 1, &o, &h, &bad), CPU_AMG_EZERO_DIAG);
+  ASSERT_EQ(bad, row);
+  ASSERT(h == NULL);
+  double *b = rand_vec(n), *x = xmalloc((size_t)n * 8);
+  cpu_solve_opts so = {CPU_CG, 1e-8, 0, 1000, NULL, NULL, NULL, 0, 0, 1, 1, CPU_PRECOND_AMG, 0};
+  cpu_solve_result r;
+  ASSERT_EQ(cpu_solve(n, A.rp, A.ci, A.v, b, NULL, x, &so, &r), CPU_SOLVE_EZERO_DIAG);
+  ASSERT_EQ(r.bad_row, row);
+  for (int32_t t = A.rp[row]; t < A.rp[row + 1]; t++)
+    if (A.ci[t] == row) A.v[t] = keep;
+  /* an empty row: row_ptr repeated (its entries moved to the next row) */
+  int32_t *rp2 = xmalloc(((size_t)n + 1) * 4);
+  memcpy(rp2, A.rp, ((size_t)n + 1) * 4);
+  int32_t er = 1 + (int32_t)(next_u64() % (uint64_t)(n - 1));
+  rp2[er] = rp2[er + 1];
+  ASSERT_EQ(cpu_amg_setup(n, rp2, A.ci, A.v, 1, &o, &h, &bad), CPU_AMG_EEMPTY_ROW);
+  ASSERT_EQ(bad, er);
+  ASSERT_EQ(cpu_solve(n, rp2, A.ci, A.v, b, NULL, x, &so, &r), CPU_SOLVE_EEMPTY_ROW);
+  ASSERT_EQ(r.bad_row, er);
+  free(rp2);
+  /* out of memory: every limit below what the hierarchy needs fails cleanly */
+  h = setup(&A, &o);
+  size_t need = cpu_amg_bytes(h);
+  cpu_amg_free(h);
+  for (int i = 0; i < 20; i++) {
+    o.max_bytes = 1 + next_u64() % need;
+    ASSERT_EQ(cpu_amg_setup(n, A.rp, A.ci, A.v, 1, &o, &h, &bad), CPU_AMG_ENOMEM);
+    ASSERT(h == NULL);
+  }
+  so.amg_max_bytes = need / 2;
+  for (int32_t i = 0; i < n; i++) x[i] = 12345;
+  ASSERT_EQ(cpu_solve(n, A.rp, A.ci, A.v, b, NULL, x, &so, &r), CPU_SOLVE_EAMG_NOMEM);
+  ASSERT(x[0] == 12345 && x[n - 1] == 12345);
+  mat_free(&A);
+  /* indefinite: 2x2 blocks [[1, 2], [2, 1]] (eigenvalues 3 and -1), b in
+   * the -1 eigenvector's direction: M^-1 b is along it too, so p.Ap < 0 */
+  mat B = {100, xmalloc(101 * 4), xmalloc(200 * 4), xmalloc(200 * 8)};
+  for (int32_t i = 0; i < 100; i++) {
+    B.rp[i] = 2 * i;
+    B.ci[2 * i] = i, B.v[2 * i] = 1;
+    B.ci[2 * i + 1] = i ^ 1, B.v[2 * i + 1] = 2;
+    b[i] = i % 2 ? -1 : 1;
+  }
+  B.rp[100] = 200;
+  cpu_solve_result rb = solve(&B, CPU_CG, CPU_PRECOND_AMG, b, x, 1e-8);
+  ASSERT_EQ(rb.reason, CPU_SOLVE_BREAKDOWN);
+  /* and a shifted Laplacian, indefinite with a positive diagonal */
+  mat S = grid(64, 2, 1, 1, -0.5);
+  double *bs = rand_vec(S.n), *xs = xmalloc((size_t)S.n * 8);
+  cpu_solve_result rs = solve(&S, CPU_CG, CPU_PRECOND_AMG, bs, xs, 1e-8);
+  ASSERT(rs.reason == CPU_SOLVE_BREAKDOWN || rs.reason == CPU_SOLVE_NON_FINITE);
+  free(bs), free(xs);
+  mat_free(&S);
+  free(b), free(x);
+  mat_free(&B);
+}
+
+/* float32 values (the resident matrix's usual dtype): the same hierarchy
+ * sizes as the same numbers in double. */
+static void test_float_values(void) {
+  mat A = grid(64, 2, 1, 1, 0);
+  float *vf = xmalloc((size_t)A.rp[A.n] * 4);
+  for (int32_t t = 0; t < A.rp[A.n]; t++) vf[t] = (float)A.v[t];
+  cpu_amg_opts o = CPU_AMG_OPTS_INIT;
+  cpu_amg *h, *hd = setup(&A, &o);
+  int32_t bad;
+  ASSERT_EQ(cpu_amg_setup(A.n, A.rp, A.ci, vf, 0, &o, &h, &bad), 0);
+  ASSERT_EQ(cpu_amg_levels(h), cpu_amg_levels(hd));
+  for (int l = 0; l < cpu_amg_levels(h); l++) {
+    cpu_amg_level_info a, d;
+    cpu_amg_level(h, l, &a);
+    cpu_amg_level(hd, l, &d);
+    ASSERT_EQ(a.rows, d.rows);
+    ASSERT_EQ(a.nnz, d.nnz);
+  }
+  cpu_amg_free(h);
+  cpu_amg_free(hd);
+  free(vf);
+  mat_free(&A);
+}
+
+int main(void) {
+  seed_rng();
+  test_hierarchy(2, 128);
+  test_hierarchy(3, 24);
+  test_vcycle(CPU_AMG_SMOOTHER_L1_JACOBI);
+  test_vcycle(CPU_AMG_SMOOTHER_CHEBYSHEV);
+  test_pcg(2, 256);
+  test_pcg(3, 32);
+  test_bicgstab();
+  test_errors();
+  test_float_values();
+  g_passed = 1;
+  printf("test_cpu_amg: all passed\n");
+  return 0;
+}
