@@ -246,6 +246,12 @@ static void run_copy(gkcd_backend *be, gkcd_job *job) {
 /* cpu_solve's poll: the job's cancel flag and deadline (job.h). */
 static int poll_job(void *job) { return job_poll(job); }
 
+/* be->precond_free: a hierarchy cpu_solve built (cpu_amg.h). */
+static void free_amg(gkcd_backend *be, void *h) {
+  (void)be;
+  cpu_amg_free(h);
+}
+
 static void run_solve(gkcd_backend *be, gkcd_job *job) {
   cpu_impl *impl = be->impl;
   __typeof__(job->in.solve) *s = &job->in.solve;
@@ -262,12 +268,11 @@ static void run_solve(gkcd_backend *be, gkcd_job *job) {
   }
   void *x = out_buffer(be, job);
   if (!x) goto out;
-  /* precond amg: cpu_solve builds the AMG hierarchy for this solve and
-   * frees it after; it is not yet kept with the resident matrix for later
-   * solves (that needs it in res_object with its bytes in the budget, and
-   * scratch vectors per solve so that two solves can share it: issue #27's
-   * next step).  A virtual device's pool (--cpu-device-memory) bounds it:
-   * it may take what the pool has left when the solve starts. */
+  /* precond amg: the matrix's hierarchy when the daemon lent it
+   * (s->amg), else cpu_solve builds one and hands it back for the matrix to
+   * keep (job->amg_built: rpc.c decides, on the loop).  A virtual device's
+   * pool (--cpu-device-memory) bounds a new one: it may take what the pool
+   * has left when the solve starts. */
   size_t left = 0;
   if (impl->mem_limit) {
     size_t used = atomic_load(&impl->mem_used);
@@ -275,11 +280,14 @@ static void run_solve(gkcd_backend *be, gkcd_job *job) {
   }
   cpu_solve_opts o = {s->method, s->rtol, s->atol, s->max_iter, job->history, poll_job, job,
                       impl->nthreads, s->fp32, s->values_dtype == DT_F64, s->b.dtype == DT_F64,
-                      s->precond, left};
+                      s->precond, left, s->amg, job->amg_matrix != NULL};
   cpu_solve_result res;
   double t0 = now_us();
   int rc = cpu_solve(s->n, s->row_ptr, s->col_idx, s->values, b, x0, x, &o, &res);
   job->kernel_us = now_us() - t0;
+  /* whatever the outcome: the loop keeps it with the matrix or frees it */
+  job->amg_built = res.amg_built;
+  job->amg_built_bytes = res.amg_bytes;
   /* what divides by the diagonal, as the request named it */
   const char *who = s->method_asked == SOLVE_PCG ? "argument 'method': pcg"
                     : s->precond == SOLVE_PRECOND_AMG ? "argument 'precond': amg"
@@ -488,6 +496,7 @@ static gkcd_backend *make_backend(cpu_impl *impl, const cost_rates *rates) {
   be->name = "cpu";
   be->f64 = 1; /* every method on float64 but sgemm and reduce, which the rows refuse */
   be->amg = 1; /* cpu_solve's preconditioners: none, jacobi, amg with cg and bicgstab */
+  be->precond_free = free_amg;
   be->rates = *rates;
   be->latency_workers = 1;
   be->algos[PROTO_M_SGEMM] = sgemm_algos;

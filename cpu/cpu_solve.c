@@ -296,6 +296,10 @@ int cpu_solve(int32_t n, const int32_t *row_ptr, const int32_t *col_idx, const v
       return CPU_SOLVE_EZERO_DIAG;
     }
     M.dinv = dinv;
+  } else if (pc == CPU_PRECOND_AMG && o->amg) { /* built before for this A */
+    M.amg = o->amg;
+    res->levels = cpu_amg_levels(M.amg);
+    res->amg_bytes = cpu_amg_bytes(M.amg);
   } else if (pc == CPU_PRECOND_AMG) {
     int rc = amg_build(&A, o, &M, res);
     if (rc) {
@@ -347,7 +351,10 @@ int cpu_solve(int32_t n, const int32_t *row_ptr, const int32_t *col_idx, const v
     for (int32_t i = 0; i < n; i++) ((float *)xout)[i] = (float)x[i];
   res->iterations = s.it;
   res->reason = why;
-  cpu_amg_free(M.amg);
+  if (M.amg && M.amg != o->amg) { /* built here: the caller's to keep, or gone */
+    if (o->amg_keep) res->amg_built = M.amg;
+    else cpu_amg_free(M.amg);
+  }
   free(w);
   return 0;
 }

@@ -6,7 +6,9 @@
  *
  * CG and BiCGSTAB take a preconditioner M (opts.precond): none, Jacobi
  * (M^-1 = diag(A)^-1) or one V-cycle of smoothed-aggregation AMG
- * (cpu_amg.h), its hierarchy built here for the solve and freed after it.
+ * (cpu_amg.h), its hierarchy built here for the solve (and freed after
+ * it, or handed back to be kept with the matrix: amg_keep), or one built
+ * before for the same matrix (opts.amg).
  * CG applies M^-1 to the residual (Saad algorithm 9.1); BiCGSTAB is right
  * preconditioned (Saad algorithm 7.7 on A M^-1, x recovered as it goes),
  * so both stop on the true residual's recurrence, not a preconditioned one.
@@ -40,6 +42,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "cpu_amg.h"
 
 enum { CPU_CG = 0, CPU_PCG = 1, CPU_BICGSTAB = 2 };
 /* The preconditioner (CPU_PCG is CPU_CG with CPU_PRECOND_JACOBI whatever
@@ -81,6 +85,11 @@ typedef struct {
   int vec_f64;       /* b, x0 and x are double (else float) */
   int precond;       /* CPU_PRECOND_* */
   size_t amg_max_bytes; /* the AMG hierarchy may take at most this much; 0: no limit */
+  /* AMG: a hierarchy of this A built before (used, not freed; one solve
+   * at a time), or NULL to build one; with amg_keep, one built here goes
+   * to res->amg_built instead of being freed. */
+  cpu_amg *amg;
+  int amg_keep;
 } cpu_solve_opts;
 
 typedef struct {
@@ -89,8 +98,9 @@ typedef struct {
   double residual;   /* ||b - A x|| / ||b|| of the x returned */
   int32_t bad_row;   /* CPU_SOLVE_EZERO_DIAG, _EEMPTY_ROW: the row */
   int levels;        /* AMG: the hierarchy's levels (else 0) */
-  double amg_setup_us; /* AMG: the time its setup took */
+  double amg_setup_us; /* AMG: the time its setup took (0 when opts.amg was given) */
   size_t amg_bytes;  /* AMG: the bytes the hierarchy held */
+  cpu_amg *amg_built; /* AMG with amg_keep: the hierarchy built here, now the caller's */
 } cpu_solve_result;
 
 /* Solves A x = b (A n x n), starting from x0 (NULL: zero), writing x.  x may

@@ -58,6 +58,9 @@ struct gkcd_backend {
    * (precond "amg", and "jacobi" with bicgstab): 0 (the default) has
    * rpc.c refuse them before anything is queued, with invalid_argument. */
   int amg;
+  /* Frees an AMG hierarchy its solve built and a resident matrix kept
+   * (gkcd_res.precond); any thread.  Set when amg is. */
+  void (*precond_free)(gkcd_backend *be, void *h);
   /* Workers of the latency lane (0: one); the bulk lane has --threads. */
   int latency_workers;
   /* The backend's half of the method table (method.h): per method

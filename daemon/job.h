@@ -167,6 +167,7 @@ struct gkcd_job {
       int method;        /* SOLVE_*: what runs (cg with precond jacobi runs as SOLVE_PCG) */
       int method_asked;  /* SOLVE_*: what the request named, for the reply */
       int precond;       /* SOLVE_PRECOND_* (SOLVE_PCG: jacobi) */
+      void *amg;         /* amg: the matrix's hierarchy, lent to this solve, or NULL */
       int history;       /* return the residual of every iteration */
       int fp32;          /* precision "fp32": float32 vectors, float64 dots and scalars */
     } solve;
@@ -194,7 +195,13 @@ struct gkcd_job {
   int64_t iterations; /* solve: iterations run */
   int reason;         /* solve: SOLVE_R_* */
   int amg_levels;     /* solve with precond amg: the hierarchy's levels */
-  double amg_setup_us; /* ... and the time its setup took */
+  double amg_setup_us; /* ... and the time its setup took (0: the matrix's was lent) */
+  /* precond amg: the resident matrix whose hierarchy was lent
+   * (in.solve.amg) or is to keep the one built (the loop settles both when
+   * the job goes, rpc.c) */
+  struct gkcd_res *amg_matrix;
+  void *amg_built;    /* a hierarchy built by the solve, for the matrix to keep */
+  size_t amg_built_bytes;
   double *history;    /* solve: iterations relative residuals when asked for
                        * (malloc'd by the backend, also in priv[1], which frees it) */
   int algo_used;      /* csr_upload: the spmv algo index auto will use */

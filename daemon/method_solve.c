@@ -194,19 +194,31 @@ static int parse(refs_ctx *r, size_t max) {
       (rc = refs_array(r, "x0", 0, xb, 0, REFS_FLOAT, what, &s->x0)))
     return rc;
   job->out_bytes = xb;
-  return refs_out(r, "x", xb, dt);
+  if ((rc = refs_out(r, "x", xb, dt))) return rc;
+  /* amg: the matrix's hierarchy when it has one no other solve holds
+   * (its scratch vectors are its own), else this solve builds one for the
+   * matrix to keep.  Lent last, once the request is valid; rpc.c's
+   * job_free gives it back, whatever became of the job. */
+  if (s->precond == SOLVE_PRECOND_AMG) {
+    job->amg_matrix = m;
+    if (m->precond && !m->precond_busy) s->amg = m->precond, m->precond_busy = 1;
+  }
+  return 0;
 }
 
 static void pack(msgpack_packer *pk, const gkcd_job *job, double server_us, uint32_t new_id) {
   int copies = methods_timing_extra(job);
   int hist = job->in.solve.history, amg = job->in.solve.precond == SOLVE_PRECOND_AMG;
-  msgpack_pack_map(pk, METHODS_TIMING_KEYS + 7 + 2 * amg + copies + hist);
+  msgpack_pack_map(pk, METHODS_TIMING_KEYS + 7 + 3 * amg + copies + hist);
   methods_pack_timing(pk, job, server_us);
   proto_pack_cstr(pk, "method"), proto_pack_cstr(pk, solve_method_name(job->in.solve.method_asked));
   proto_pack_cstr(pk, "precond"), proto_pack_cstr(pk, precond_names[job->in.solve.precond]);
   if (amg) {
     proto_pack_cstr(pk, "levels"), msgpack_pack_int(pk, job->amg_levels);
     proto_pack_cstr(pk, "amg_setup_us"), msgpack_pack_double(pk, job->amg_setup_us);
+    /* the matrix's hierarchy, built by an earlier solve: no setup this time */
+    proto_pack_cstr(pk, "amg_reused");
+    job->in.solve.amg ? msgpack_pack_true(pk) : msgpack_pack_false(pk);
   }
   proto_pack_cstr(pk, "iterations"), msgpack_pack_int64(pk, job->iterations);
   proto_pack_cstr(pk, "residual"), msgpack_pack_double(pk, job->value);

@@ -56,6 +56,10 @@ struct gkcd_res {
                       * copies[device]); read-only, so never an `out` */
   struct gkcd_part *part; /* matrix partitioned by rows over several devices (part.h), or
                            * NULL; ptr is then NULL and device its first device */
+  void *precond;    /* matrix: its AMG hierarchy, kept from the first solve that built
+                     * one (the backend's; freed with the matrix), or NULL */
+  size_t precond_bytes; /* its bytes, in the budget as resident */
+  int precond_busy; /* lent to a solve now (one at a time: its scratch is its own) */
   gkcd_res *next;   /* hash chain */
 };
 

@@ -133,6 +133,12 @@ void res_unref(gkcd_residents *t, gkcd_res *r) {
       dev[r->device].be->res_free(dev[r->device].be, r->ptr, r->cap);
     }
     budget_give(t->budget, BUDGET_RESIDENT, res_charge(r));
+    if (r->precond) { /* the AMG hierarchy a solve built for it */
+      gkcd_backend *be = dev[r->device].be;
+      if (be->precond_free) be->precond_free(be, r->precond);
+      budget_give(t->budget, BUDGET_RESIDENT, r->precond_bytes);
+      t->precond_bytes -= r->precond_bytes;
+    }
   }
   free(r);
 }

@@ -36,6 +36,7 @@ typedef struct gkcd_residents {
    * them know they survived.  PROTOCOL.md, "Instances". */
   uint64_t instance, shared_instance;
   uint64_t restored, restored_bytes; /* objects and bytes brought back at start */
+  uint64_t precond_bytes;        /* AMG hierarchies kept with matrices (gkcd_res.precond) */
   uint64_t live[4];              /* by kind */
   int n_shared;                  /* shared objects, owned by nobody */
   gkcd_devices *devs;            /* where arrays and matrices live; dev[0] pins regions */

@@ -84,7 +84,30 @@ static void count_event(gkcd_server *srv) {
 
 /* Frees the job and what it holds: its request bytes, its result, its
  * references to resident objects. */
+/* A solve's AMG hierarchy, before the job lets go of its matrix: the
+ * matrix's own given back (another solve may have it now), or one this
+ * solve built kept with the matrix, when it has none and the budget has
+ * room (the bytes count as resident until the matrix goes), else freed. */
+static void amg_settle(gkcd_server *srv, gkcd_job *job) {
+  gkcd_res *m = job->amg_matrix;
+  if (!m) return;
+  if (job->in.solve.amg) m->precond_busy = 0;
+  void *h = job->amg_built;
+  job->amg_built = NULL;
+  if (!h) return;
+  gkcd_backend *be = srv->devs.dev[m->device].be;
+  if (!m->released && !m->precond && budget_fits(&srv->budget, job->amg_built_bytes)) {
+    m->precond = h;
+    m->precond_bytes = job->amg_built_bytes;
+    budget_take(&srv->budget, BUDGET_RESIDENT, m->precond_bytes);
+    srv->res.precond_bytes += m->precond_bytes;
+  } else if (be->precond_free) {
+    be->precond_free(be, h);
+  }
+}
+
 static void job_free(gkcd_server *srv, gkcd_job *job) {
+  amg_settle(srv, job);
   move_free(job);   /* operands copied from other devices (before the objects go) */
   split_free(job);  /* parts, and copies a replicate made that nobody adopted */
   if (job->row && job->row->makes == RES_MATRIX && !job->part_adopted) part_free(job->part);

@@ -196,12 +196,13 @@ void status_pack(gkcd_server *srv, msgpack_packer *pk) {
   kv_u64(pk, "replies", rd->wtasks);
   kv_u64(pk, "reply_bytes", rd->wbytes);
   proto_pack_cstr(pk, "resident");
-  msgpack_pack_map(pk, 5);
+  msgpack_pack_map(pk, 6);
   kv_u64(pk, "arrays", srv->res.live[RES_ARRAY]);
   kv_u64(pk, "matrices", srv->res.live[RES_MATRIX]);
   kv_u64(pk, "regions", srv->res.live[RES_REGION]);
   kv_u64(pk, "region_bytes", srv->res.pinned); /* every connection's, registered */
   kv_u64(pk, "bytes", srv->budget.by_kind[BUDGET_RESIDENT]);
+  kv_u64(pk, "precond_bytes", srv->res.precond_bytes); /* AMG hierarchies, within bytes */
   proto_pack_cstr(pk, "restored"); /* shared objects brought back from systemd's fd store */
   msgpack_pack_map(pk, 2);
   kv_u64(pk, "objects", srv->res.restored);

@@ -475,10 +475,23 @@ def test_precond(c, rng):
         check(tr <= rtol, f"cg + {pc}: true residual {tr:.3e} over rtol {rtol}")
         check(abs(tr - r["residual"]) <= 1e-6 * tr, f"cg + {pc}: reported residual")
         if pc == "amg":
-            check(r["levels"] >= 2 and r["amg_setup_us"] > 0,
-                  f"amg: levels {r.get('levels')}, setup {r.get('amg_setup_us')} us")
+            check(r["levels"] >= 2 and r["amg_setup_us"] > 0 and r["amg_reused"] is False,
+                  f"amg: levels {r.get('levels')}, setup {r.get('amg_setup_us')} us, built here")
         else:
-            check("levels" not in r and "amg_setup_us" not in r, f"{pc}: no AMG fields")
+            check("levels" not in r and "amg_setup_us" not in r and "amg_reused" not in r,
+                  f"{pc}: no AMG fields")
+    # The hierarchy stays with the matrix: the next amg solve reuses it (no
+    # setup), with the same iterations; its bytes are resident, in status.
+    kept = ok(c, "status", {})["resident"]
+    check(kept["precond_bytes"] > 0 and kept["bytes"] >= kept["precond_bytes"],
+          f"status resident after an amg solve: {kept}")
+    r = ok(c, "solve", dict(base, precond="amg"))
+    check(r["amg_reused"] is True and r["amg_setup_us"] == 0 and r["iterations"] == its["amg"]
+          and r["converged"], f"amg again: reused {r.get('amg_reused')}, setup {r.get('amg_setup_us')},"
+          f" {r['iterations']} iterations against {its['amg']}")
+    check(true_residual(A, b, np.frombuffer(r["x"], dtype="<f8")) <= rtol, "amg reused: true residual")
+    check(ok(c, "status", {})["resident"]["precond_bytes"] == kept["precond_bytes"],
+          "a reused hierarchy is not counted twice")
     # Jacobi-PCG on a 96^2 grid: ~300 iterations (O(k)); AMG: ~10-15.
     check(its["amg"] * 4 < its["jacobi"], f"amg {its['amg']} vs jacobi {its['jacobi']} iterations")
     # pcg is cg + jacobi: the same iterations, alone or with its own precond
@@ -529,8 +542,47 @@ def test_precond(c, rng):
     # The matrix is still usable after all that
     r = ok(c, "solve", dict(base, precond="amg"))
     check(r["converged"] and r["iterations"] == its["amg"], "amg again: same iterations")
+    # Released with its matrix: the hierarchy's bytes leave the budget.
+    before = ok(c, "status", {})["resident"]
+    m2 = csr_upload(c, A)
+    r = ok(c, "solve", dict(base, matrix=m2, precond="amg"))
+    check(r["amg_reused"] is False, "a new matrix builds its own hierarchy")
+    mid = ok(c, "status", {})["resident"]
+    check(mid["precond_bytes"] > before["precond_bytes"], f"kept: {before} -> {mid}")
+    ok(c, "release", {"matrix": m2})
+    after = ok(c, "status", {})["resident"]
+    check(after["precond_bytes"] == before["precond_bytes"] and after["bytes"] == before["bytes"],
+          f"released with its matrix: {before} -> {after}")
+    test_precond_shared_use(A, b)
     test_precond_memory(A, b, rng)
     test_precond_cli(A, rng)
+
+
+def test_precond_shared_use(A, b):
+    """Two amg solves of one matrix at once (two workers, pipelined on one
+    connection): each right, one hierarchy kept; the next reuses it."""
+    d = ep.Daemon(["--threads", "2"]).wait_ready()
+    try:
+        c2 = ep.Conn(d.sock)
+        m = csr_upload(c2, A)
+        base = {"matrix": m, "b": f64b(b), "dtype": "f64", "rtol": 1e-8, "precond": "amg"}
+        ids = [c2.send_req("solve", base) for _ in range(4)]
+        rs = []
+        for _ in ids:
+            rep = c2.reply()
+            check(rep[0] == 1 and rep[1] in ids and rep[2] is None, f"pipelined amg solve: {rep[2]}")
+            rs.append(rep[3])
+        for r in rs:
+            check(r["converged"] and true_residual(A, b, np.frombuffer(r["x"], dtype="<f8")) <= 1e-8,
+                  f"pipelined amg solve: {r['reason']}")
+        one = ok(c2, "status", {})["resident"]["precond_bytes"]
+        check(one > 0, "one hierarchy kept after the pipelined solves")
+        r = ok(c2, "solve", base)
+        check(r["amg_reused"] is True, "reused after the pipelined solves")
+        check(ok(c2, "status", {})["resident"]["precond_bytes"] == one, "still one hierarchy")
+        c2.close()
+    finally:
+        check(d.stop() == 0, "gkcd (two workers) exited 0")
 
 
 def test_precond_memory(A, b, rng):
