@@ -95,7 +95,7 @@ typedef struct {
 
 static outcome run_gkc(const char *solver, const csr *A, const double *b, double *x, int method,
                        int precond, double rtol) {
-  cpu_solve_opts o = {method, rtol, 0, 100000, NULL, NULL, NULL, 0, 0, 1, 1, precond, 0};
+  cpu_solve_opts o = {method, rtol, 0, 100000, NULL, NULL, NULL, 0, 0, 1, 1, precond, 0, NULL, 0};
   cpu_solve_result r;
   double t0 = now_ms();
   int rc = cpu_solve(A->n, A->rp, A->ci, A->v, b, NULL, x, &o, &r);

@@ -341,6 +341,7 @@ static int run(cli_globals *g, int argc, char **argv) {
   if (res.levels > 0) {
     cli_out_int(&o, "levels", "AMG levels", res.levels);
     cli_out_us(&o, "amg_setup_us", "AMG setup", res.amg_setup_us);
+    cli_out_bool(&o, "amg_reused", "AMG hierarchy reused", res.amg_reused);
   }
   cli_out_num(&o, "rtol", "rtol", s.rtol, "%g");
   if (s.atol > 0) cli_out_num(&o, "atol", "atol", s.atol, "%g");

@@ -670,6 +670,8 @@ typedef struct {
   char precond[16];   /* the preconditioner that ran: "none", "jacobi", "amg" */
   int levels;         /* precond amg: the levels of its hierarchy (else 0) */
   double amg_setup_us; /* precond amg: the time gkcd took to build it (else 0) */
+  int amg_reused;      /* precond amg: the matrix's hierarchy, kept from an earlier
+                        * solve, was used (no setup: amg_setup_us 0) */
 } gkc_solve_result;
 
 /* Blocking solve; *result (not NULL) and info (may be NULL) are filled on success. */

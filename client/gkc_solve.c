@@ -107,6 +107,8 @@ static int take_solve(gkc_conn *c, const msgpack_object *r, gkc__req *req, gkc_r
   if ((o = proto_map_get(r, "amg_setup_us")) &&
       (o->type == MSGPACK_OBJECT_FLOAT64 || o->type == MSGPACK_OBJECT_FLOAT32))
     s->amg_setup_us = o->via.f64;
+  if ((o = proto_map_get(r, "amg_reused")) && o->type == MSGPACK_OBJECT_BOOLEAN)
+    s->amg_reused = o->via.boolean;
   s->history_len = 0;
   o = proto_map_get(r, "history");
   if (a->history) {

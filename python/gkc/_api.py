@@ -144,8 +144,9 @@ class SolveResult:
     a float64 NumPy array, or None unless asked for), ``method``,
     ``precond`` (``none``, ``jacobi``, ``amg``), ``levels`` and
     ``amg_setup_us`` (with ``amg``: its hierarchy's levels and the
-    microseconds gkcd took to build it; else 0) and ``info`` (algo and
-    timings)."""
+    microseconds gkcd took to build it; else 0), ``amg_reused`` (True when
+    the matrix's hierarchy, kept from an earlier solve, was used: no setup)
+    and ``info`` (algo and timings)."""
 
     def __init__(self, x: Any, res: Dict[str, Any]) -> None:
         self.x = x
@@ -157,6 +158,7 @@ class SolveResult:
         self.precond = str(res.get("precond", ""))
         self.levels = int(res.get("levels", 0))
         self.amg_setup_us = float(res.get("amg_setup_us", 0.0))
+        self.amg_reused = bool(res.get("amg_reused", False))
         h = res.get("history")
         self.history = None if h is None else np.frombuffer(h, dtype="<f8").copy()
         self.info = {k: v for k, v in res.items() if k not in ("x", "history")}

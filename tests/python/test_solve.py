@@ -253,3 +253,27 @@ def test_asyncio_solves_and_batch_in_flight(gkcd, rng):
         assert r.residual == pytest.approx(rel_residual(A, b, r.x), rel=1e-9)
     assert len(solves[-1].history) == solves[-1].iterations
     assert bres[d] == pytest.approx(float(f32(bs[0]) @ f32(bs[0])), rel=1e-6)
+
+
+def test_amg_kept_with_the_matrix(conn, rng):
+    """precond='amg': the first solve of a resident matrix builds the
+    hierarchy, the next reuse it (no setup), each x within rtol by its
+    float64 residual; the hierarchy's bytes show in status until release."""
+    k = 48
+    t = sp.diags([-1.0, 2.0, -1.0], [-1, 0, 1], (k, k))
+    A = (sp.kron(sp.identity(k), t) + sp.kron(t, sp.identity(k))).tocsr().astype(np.float32)
+    b = rng.standard_normal(k * k)
+    M = conn.csr_upload(A)
+    before = conn.status()["resident"]["precond_bytes"]
+    first = conn.solve(M, b, rtol=1e-9, precond="amg")
+    again = conn.solve(M, b, rtol=1e-9, precond="amg")
+    A64 = A.astype(np.float64)
+    for r in (first, again):
+        assert r.converged and r.x.dtype == np.float64
+        assert np.linalg.norm(b - A64 @ r.x) / np.linalg.norm(b) <= 1e-9
+    assert first.precond == "amg" and first.levels >= 2
+    assert not first.amg_reused and first.amg_setup_us > 0
+    assert again.amg_reused and again.amg_setup_us == 0 and again.iterations == first.iterations
+    assert conn.status()["resident"]["precond_bytes"] > before
+    M.release()
+    assert conn.status()["resident"]["precond_bytes"] == before

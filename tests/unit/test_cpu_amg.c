@@ -210,7 +210,7 @@ static void test_vcycle(int smoother) {
 
 static cpu_solve_result solve(const mat *A, int method, int precond, const double *b, double *x,
                               double rtol) {
-  cpu_solve_opts o = {method, rtol, 0, 10 * (int64_t)A->n, NULL, NULL, NULL, 0, 0, 1, 1, precond, 0};
+  cpu_solve_opts o = {method, rtol, 0, 10 * (int64_t)A->n, NULL, NULL, NULL, 0, 0, 1, 1, precond, 0, NULL, 0};
   cpu_solve_result r;
   ASSERT_EQ(cpu_solve(A->n, A->rp, A->ci, A->v, b, NULL, x, &o, &r), 0);
   return r;
@@ -295,7 +295,7 @@ static void test_errors(void) {
   ASSERT_EQ(bad, row);
   ASSERT(h == NULL);
   double *b = rand_vec(n), *x = xmalloc((size_t)n * 8);
-  cpu_solve_opts so = {CPU_CG, 1e-8, 0, 1000, NULL, NULL, NULL, 0, 0, 1, 1, CPU_PRECOND_AMG, 0};
+  cpu_solve_opts so = {CPU_CG, 1e-8, 0, 1000, NULL, NULL, NULL, 0, 0, 1, 1, CPU_PRECOND_AMG, 0, NULL, 0};
   cpu_solve_result r;
   ASSERT_EQ(cpu_solve(n, A.rp, A.ci, A.v, b, NULL, x, &so, &r), CPU_SOLVE_EZERO_DIAG);
   ASSERT_EQ(r.bad_row, row);

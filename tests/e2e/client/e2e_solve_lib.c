@@ -286,6 +286,21 @@ static void test_refs_and_outs(gkc_conn *c) {
   ASSERT_EQ(gkc_download(c, hx, x, nb), 0);
   check_x("x0 in place", &A, b, x, &res, 1e-6);
 
+  /* precond amg: the first solve builds the matrix's hierarchy, the next
+   * reuses it (no setup), with the same iterations. */
+  gkc_solve_args sa = GKC_SOLVE_ARGS_INIT;
+  sa.matrix = mat, sa.b = gkc_ref_region(reg, 0, nb), sa.rtol = 1e-7, sa.precond = GKC_PRECOND_AMG;
+  gkc_solve_result ra, rb;
+  out = gkc_out_mem(x, nb);
+  if (gkc_solve(c, &sa, &out, &ra, NULL)) TEST_FAIL("amg: %s", gkc_errmsg(c));
+  check_x("amg, built", &A, b, x, &ra, 1e-7);
+  out = gkc_out_mem(x, nb);
+  if (gkc_solve(c, &sa, &out, &rb, NULL)) TEST_FAIL("amg again: %s", gkc_errmsg(c));
+  check_x("amg, reused", &A, b, x, &rb, 1e-7);
+  ASSERT_STR_EQ(ra.precond, "amg");
+  ASSERT(ra.levels >= 1 && !ra.amg_reused && ra.amg_setup_us > 0);
+  ASSERT(rb.amg_reused && rb.amg_setup_us == 0 && rb.iterations == ra.iterations && rb.levels == ra.levels);
+
   /* x0 from a poor guess in memory, into memory, history cut short, max_iter. */
   float *x0 = rand_vec(n), *xm = malloc(nb);
   double hist[4] = {-1, -1, -1, -1};
