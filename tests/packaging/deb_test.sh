@@ -125,7 +125,10 @@ C
 out=$(cc "$tmp/hello.c" -o "$tmp/hello" $(pkg-config --cflags --libs gkc) 2>&1 && "$tmp/hello" "$tmp/gkcd.sock" 2>&1) &&
   ok "a program built with pkg-config gkc links /usr's libgkc.so.2 and computes" ||
   fail "pkg-config build against libgkc-dev" "$out"
-ldd "$tmp/hello" | grep -Eq "libgkc.so.2 => (/usr)?/lib/" || fail "hello does not use the packaged libgkc.so.2" "$(ldd "$tmp/hello")"
+# ldd's output first, then grep: under pipefail `ldd | grep -q` fails when
+# grep, done at its first match, leaves ldd writing into a closed pipe.
+libs=$(ldd "$tmp/hello")
+grep -Eq "libgkc.so.2 => (/usr)?/lib/" <<<"$libs" || fail "hello does not use the packaged libgkc.so.2" "$libs"
 kill "$pid"; wait "$pid" || fail "gkcd exit status"
 pid=
 out=$(timeout 30 /usr/sbin/gkcd --socket "$tmp/cuda.sock" --backend cuda 2>&1) && fail "--backend cuda without gkcd-cuda ran" "$out"

@@ -5,11 +5,17 @@
  * afterwards), descriptors sent with the bytes, a task submitted again from
  * its done hook, a body sent while another thread receives on the same
  * socket, a send cancelled and one failing, and the pool stopped and the
- * loop closed with nothing left.  Every task comes back exactly once.  No
- * check reads a time. */
+ * loop closed with nothing left.  Every task comes back exactly once.  The
+ * threads run with SIGINT and SIGTERM blocked, though started from a
+ * thread that has them unblocked (gkcd's loop thread).  No check reads a
+ * time. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -301,13 +307,51 @@ static void test_write(uv_loop_t *loop, reader_pool *pool) {
   free(body), free(got), free(src), free(dst);
 }
 
+/* Every gkcd-reader thread of this process blocks SIGINT and SIGTERM
+ * (/proc/self/task/T/status, SigBlk); how many there are. */
+static int readers_block_stop_signals(void) {
+  DIR *d = opendir("/proc/self/task");
+  ASSERT(d);
+  int n = 0;
+  for (struct dirent *e; (e = readdir(d));) {
+    if (e->d_name[0] == '.') continue;
+    char path[64], comm[32] = "", line[256];
+    snprintf(path, sizeof path, "/proc/self/task/%.20s/comm", e->d_name);
+    FILE *f = fopen(path, "r");
+    if (!f) continue; /* a thread that has just gone */
+    if (!fgets(comm, sizeof comm, f)) comm[0] = 0;
+    fclose(f);
+    if (strncmp(comm, "gkcd-reader", 11) != 0) continue;
+    snprintf(path, sizeof path, "/proc/self/task/%.20s/status", e->d_name);
+    ASSERT((f = fopen(path, "r")));
+    unsigned long long blk = 0;
+    int found = 0;
+    while (fgets(line, sizeof line, f))
+      if (sscanf(line, "SigBlk: %llx", &blk) == 1) found = 1;
+    fclose(f);
+    ASSERT(found);
+    if (!(blk & (1ull << (SIGINT - 1))) || !(blk & (1ull << (SIGTERM - 1))))
+      TEST_FAIL("reader thread %s has SIGINT or SIGTERM unblocked (SigBlk %llx)", e->d_name, blk);
+    n++;
+  }
+  closedir(d);
+  return n;
+}
+
 int main(void) {
+  /* As gkcd's loop thread: SIGINT and SIGTERM unblocked where the threads start. */
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGINT);
+  sigaddset(&stop, SIGTERM);
+  ASSERT_EQ(pthread_sigmask(SIG_UNBLOCK, &stop, NULL), 0);
   uv_loop_t loop;
   ASSERT_EQ(uv_loop_init(&loop), 0);
   reader_pool pool;
   ASSERT_EQ(reader_init(&pool, &loop), 0);
   ASSERT_EQ(uv_run(&loop, UV_RUN_NOWAIT), 0); /* no thread, nothing keeping the loop */
   test_many(&loop, &pool);
+  ASSERT(readers_block_stop_signals() >= 1);
   test_eof(&loop, &pool);
   test_cancel(&loop, &pool);
   test_fds(&loop, &pool);
