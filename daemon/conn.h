@@ -17,6 +17,7 @@
  * is sent by one, which owns the socket for writing and that body (conn.c
  * says how).
  */
+/* Implemented in: conn.c, conn_admit.c (accepting, refusing, the deadlines) */
 #ifndef GKCD_CONN_H
 #define GKCD_CONN_H
 
