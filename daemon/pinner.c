@@ -1,12 +1,12 @@
 /* pinner.c: see pinner.h. */
 #include "pinner.h"
 
-#include <signal.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <time.h>
 
 #include "log.h"
+#include "threads.h"
 
 static void *main_loop(void *arg) {
   gkcd_pinner *p = arg;
@@ -69,17 +69,8 @@ static void push(gkcd_pinner *p, pin_task *t) {
 static region_pin *make(gkcd_pinner *p, void *ptr, size_t bytes, int ready) {
   if (!p->be || !p->be->region_pin || p->stopping) return NULL;
   if (!p->started) {
-    /* Possibly from the loop thread, which runs with SIGINT and SIGTERM
-     * unblocked: the pinner starts with them blocked, as every other
-     * thread (a late SIGTERM during teardown must not meet it, reader.c). */
-    sigset_t stop, old;
-    sigemptyset(&stop);
-    sigaddset(&stop, SIGINT);
-    sigaddset(&stop, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &stop, &old);
-    int err = pthread_create(&p->thread, NULL, main_loop, p);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (err != 0) {
+    /* Possibly from the loop thread: SIGINT and SIGTERM blocked (threads.h). */
+    if (thread_start(&p->thread, main_loop, p) != 0) {
       log_warn("cannot start the thread that registers regions: they are copied through the"
                " pinned ring");
       return NULL;

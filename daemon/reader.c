@@ -14,7 +14,6 @@
  * at once, so no later entry of the same batch may still point at it.
  */
 #include <errno.h>
-#include <signal.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -25,6 +24,7 @@
 #include "reader.h"
 
 #include "log.h"
+#include "threads.h"
 
 #define PUMP_RECVS 16
 #define BATCH 16
@@ -263,19 +263,9 @@ int reader_init(reader_pool *p, uv_loop_t *loop) {
 
 static int start_thread(reader_pool *p) {
   reader_thread *th = &p->th[p->nthreads];
-  /* Started by the loop thread, which runs with SIGINT and SIGTERM
-   * unblocked (main.c): a reader inheriting that would take a late SIGTERM
-   * during teardown, once libuv has given it its default action back, and
-   * gkcd would die of it (e2e_lifecycle: "killed by signal 15" after "all
-   * requests answered").  Readers start with both blocked, as every other
-   * thread. */
-  sigset_t stop, old;
-  sigemptyset(&stop);
-  sigaddset(&stop, SIGINT);
-  sigaddset(&stop, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop, &old);
-  int err = pthread_create(&th->tid, NULL, thread_main, th);
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  /* Started from the loop thread: with SIGINT and SIGTERM blocked all the
+   * same (threads.h; e2e_lifecycle saw "killed by signal 15" without). */
+  int err = thread_start(&th->tid, thread_main, th);
   if (err) {
     log_warn("reader: cannot start a thread: %s", strerror(err));
     errno = err;
