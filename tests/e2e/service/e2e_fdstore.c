@@ -253,6 +253,26 @@ static void test_spread(const float *x, int n) {
   ASSERT(memcmp(back, x, (size_t)n * 4) == 0);
   stop(pid, SIGINT);
 
+  /* Masks that cannot be, under a right checksum: the save refused whole
+   * and a clean start (a matrix both replicated and partitioned; an array
+   * said to be partitioned). */
+  const char *whys[2] = {"both replicated and partitioned", "a partitioned object must be a float32 matrix"};
+  for (int k = 0; k < 2; k++) {
+    memcpy(m1, m2, (size_t)len);
+    for (int i = 0; i < 2; i++) {
+      unsigned char *e = m1 + 40 + 88 * i;
+      if (k == 0 && e[4] == 2) e[72] = 1;                /* the matrix: a rep_mask too */
+      if (k == 1 && e[4] == 1) memset(e + 72, 0, 8), e[80] = 1; /* the array: a part_mask */
+    }
+    crc = crc32_of(m1, (size_t)len - 4);
+    for (int i = 0; i < 4; i++) m1[len - 4 + i] = (unsigned char)(crc >> (8 * i));
+    fs_set_copy(&pass, &keep);
+    at = fs_set_find(&pass, "gkc-manifest");
+    close(pass.fd[at]);
+    pass.fd[at] = memfd_with("gkc-manifest", m1, (size_t)len);
+    refused(&pass, NULL, whys[k]);
+  }
+
   fs_set_clear(&keep);
   gkc_close(c);
   free(rp), free(ci), free(v), free(y0), free(y1), free(back);
