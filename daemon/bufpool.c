@@ -208,3 +208,6 @@ size_t bufpool_reclaim(void *pool, size_t want) {
   pthread_mutex_unlock(&p->mu);
   return freed - uncharged;
 }
+
+void *bufpool_out_alloc(void *pool, size_t bytes) { return bufpool_get(pool, bytes, NULL, NULL); }
+void bufpool_out_give(void *pool, void *p) { bufpool_put_any(pool, p); }

@@ -102,4 +102,10 @@ void bufpool_trim(bufpool *p);
  * the caller (budget.c) takes off BUDGET_POOL itself.  Loop. */
 size_t bufpool_reclaim(void *pool, size_t want);
 
+/* job_set_out_alloc's pair (job.h), pool being a bufpool: the workers'
+ * result buffers come from the pool (bufpool_get) and go back to it
+ * (bufpool_put_any), with no layer in between. */
+void *bufpool_out_alloc(void *pool, size_t bytes);
+void bufpool_out_give(void *pool, void *p);
+
 #endif

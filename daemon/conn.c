@@ -152,7 +152,7 @@ static void free_pending(gkcd_conn *c) {
   bytes -= c->pend_off;
   c->npend = c->pend_off = 0;
   budget_give(c->set->budget, BUDGET_REPLIES, bytes);
-  c->sc.reply_queued -= bytes;
+  c->unwritten -= bytes;
 }
 
 static void on_closed(uv_handle_t *h) {
@@ -192,7 +192,7 @@ void conn_close(gkcd_conn *c) {
   c->reading = 0;
   /* What it holds goes now, not when its last job returns: queued jobs are
    * dropped, unwritten replies and unparsed input freed. */
-  sched_drop_client(c->set->sched, &c->sc);
+  c->set->hooks.closing(c);
   if (c->rbusy || c->wbusy) {
     /* A reader owns the socket and the input buffer, a writer the reply it
      * sends: they go once both have let go (on_reader_done,
@@ -268,12 +268,12 @@ static void wrote(gkcd_conn *c, size_t w) {
 /* The charges of written bytes go; the clocks see the progress. */
 static void account_written(gkcd_conn *c, size_t written) {
   gkcd_conns *set = c->set;
-  c->sc.reply_queued -= written;
+  c->unwritten -= written;
   budget_give(set->budget, BUDGET_REPLIES, written);
-  if (c->closing) return; /* its client is off the scheduler already */
+  if (c->closing) return; /* its owner let go of it already */
   c->last_active_ms = uv_now(set->loop);
   c->send_since_ms = c->npend ? c->last_active_ms : 0;
-  sched_client_drained(set->sched, &c->sc);
+  if (c->held) set->hooks.drained(c);
 }
 
 static int hand_off_write(gkcd_conn *c);
@@ -335,7 +335,7 @@ static int pend(gkcd_conn *c, void *p, size_t len) {
     c->pend_cap = ncap;
   }
   c->pend[c->npend++] = uv_buf_init(p, (unsigned)len);
-  c->sc.reply_queued += len;
+  c->unwritten += len;
   budget_take(c->set->budget, BUDGET_REPLIES, len);
   if (!c->send_since_ms) c->send_since_ms = uv_now(c->set->loop);
   return 0;
@@ -530,8 +530,7 @@ static int read_some(gkcd_conn *c) {
 static int may_take_frames(const gkcd_conn *c) {
   const gkcd_conns *set = c->set;
   return !c->closing && !c->wait_mem && !c->copy_wait && !c->close_when_flushed && c->jobs < set->cfg->max_conn_requests &&
-         c->sc.reply_queued + c->sc.reply_predicted < set->cfg->max_conn_reply_bytes &&
-         sched_client_open(&c->sc) && !sched_full(set->sched);
+         c->unwritten + c->expected < set->cfg->max_conn_reply_bytes && !c->held && !set->full;
 }
 
 /* A frame that will never be completed: the peer stopped sending in the
@@ -661,7 +660,7 @@ void conn_update_reading(gkcd_conn *c) {
     if (c->closing) return;
     want = may_take_frames(c);
   }
-  if (!want && !c->closing && sched_full(c->set->sched)) c->set->paused_full = 1;
+  if (!want && !c->closing && c->set->full) c->set->paused_full = 1;
   /* A client with replies waiting may be stuck writing to us, unable to
    * read them until its write completes: keep reading it (into the input
    * allowance, without parsing) so that neither side waits for the other. */
@@ -679,16 +678,30 @@ void conn_update_reading(gkcd_conn *c) {
   watch(c);
 }
 
+void conn_hold(gkcd_conn *c, int held) {
+  if (c->held == held) return;
+  c->held = held;
+  if (!held && !c->closing) {
+    c->wake = 1;
+    c->set->paused_held = 1;
+  }
+}
+
+void conn_set_full(gkcd_conns *set, int full) { set->full = full; }
+
 void conn_resume_paused(gkcd_conns *set) {
-  if (!set->sched) return; /* shutting down: no connection is left */
-  int full = set->paused_full && !sched_full(set->sched);
+  int full = set->paused_full && !set->full;
   int mem = set->paused_mem && (budget_input_fits(set->budget, READ_CHUNK) || !set->overdraft);
-  if (!full && !mem) return;
+  int held = set->paused_held;
+  if (!full && !mem && !held) return;
   if (full) set->paused_full = 0;
   if (mem) set->paused_mem = 0;
+  set->paused_held = 0;
   for (gkcd_conn *c = set->head, *next; c; c = next) {
     next = c->next;
-    if (c->closing) continue;
+    int woken = c->wake;
+    c->wake = 0;
+    if (c->closing || (!full && !mem && !woken)) continue;
     if (mem && c->wait_mem) {
       c->wait_mem = 0;
       c->mem_clock = 1;

@@ -9,7 +9,14 @@
  * complete frame, every frame it must reject and every connection that
  * closes goes to a hook the owner installed (conn_hooks), on the loop
  * thread; the answers come back down through conn_send.  The server wires
- * the hooks to rpc.c.
+ * the hooks to rpc.c and the scheduler.
+ *
+ * Back-pressure needs the owner's word (is this client's next request
+ * held? are the queues full?), which conn does not ask for: the owner
+ * tells it when that changes (conn_hold, conn_set_full), and keeps the
+ * counts conn weighs beside its own (jobs, expected).  Whatever the owner
+ * keeps per connection lives in the connection's owner area (conn_owner),
+ * sized by the owner, so conn needs none of its types.
  *
  * Everything here belongs to the loop thread; the rest of a big frame is
  * received by a reader thread (reader.h), which owns the connection's
@@ -31,8 +38,6 @@
 #include "config.h"
 #include "proto_frame.h"
 #include "reader.h"
-#include "res_object.h"
-#include "scheduler.h"
 
 typedef struct gkcd_conn gkcd_conn;
 typedef struct gkcd_conns gkcd_conns;
@@ -52,6 +57,14 @@ typedef struct conn_hooks {
    * scanner got): answer msg, a parse error, since the client may still
    * read. */
   void (*truncated)(gkcd_conn *c, const proto_frame_info *info, const char *msg);
+  /* c was accepted (its id and peer known; conn_owner(c) zeroed): the
+   * owner sets up what it keeps for it. */
+  void (*accepted)(gkcd_conn *c);
+  /* c starts closing (conn_close): its queued work may go now. */
+  void (*closing)(gkcd_conn *c);
+  /* Some of c's replies were written while c was held (conn_hold): its
+   * held request may go on. */
+  void (*drained)(gkcd_conn *c);
   /* c's handle has closed and c is off the list: what the owner keeps for
    * it goes now.  c's memory goes after the hook, with its last reference. */
   void (*closed)(gkcd_conn *c);
@@ -83,7 +96,6 @@ struct gkcd_conn {
   int wbusy;           /* wt is out: a writer sends pend[0]; the loop sends nothing */
   reader_task wt;      /* a big reply body, sent off the loop */
   size_t wprog;        /* wt's progress as the sweep last saw it (--send-timeout) */
-  res_owner owns;      /* counts of the resident objects and regions it owns (the owner's) */
   unsigned char *buf;  /* received bytes not yet parsed into frames */
   size_t len, cap;     /* cap is charged to the memory budget (input) */
   size_t phys;         /* buf's true size, >= cap */
@@ -92,16 +104,20 @@ struct gkcd_conn {
   size_t need;         /* scanner's hint: rescan once len reaches it */
   size_t pool_asked;   /* the need for which hand_off last asked the pool for a buffer */
   size_t jobs;         /* in flight, including those queued or held (counted by the owner) */
+  size_t expected;     /* reply bytes its admitted jobs are predicted to add (the owner's) */
+  size_t unwritten;    /* reply bytes queued here and not yet taken by the socket */
+  int held;            /* the owner holds one of its requests: take no frames (conn_hold) */
+  int wake;            /* released from held: to be looked at again (conn_resume_paused) */
   uint64_t last_active_ms; /* uv_now of the last byte in or out */
   uint64_t req_start_ms;   /* when the partial request in buf began; 0: none */
   uint64_t send_since_ms;  /* replies pending and the socket took none since */
-  sched_client sc;     /* its queues in the scheduler; sc.reply_queued: unwritten bytes */
   /* Replies collected during one loop iteration, written together. */
   uv_buf_t *pend;
   size_t npend, pend_cap;
   gkcd_conn *next_dirty;
   int dirty;
   gkcd_conn *prev, *next;
+  max_align_t owner[]; /* the owner's, gkcd_conns.owner_size bytes (conn_owner) */
 };
 
 /* Every connection, and what they share. */
@@ -112,7 +128,8 @@ struct gkcd_conns {
   const proto_limits *limits; /* what the frame scanner accepts */
   gkcd_budget *budget;        /* input and replies are charged to it */
   bufpool *pool;              /* big input buffers come from it, big replies go back to it; may be NULL */
-  gkcd_sched *sched;          /* back-pressure; NULL once the scheduler is gone */
+  size_t owner_size;          /* bytes of each connection's owner area */
+  int full;                   /* the owner's queues are full: take no frames (conn_set_full) */
   gid_t socket_gid;           /* allowed when no group is configured */
   struct gkcd_server *srv;    /* handed to each connection (c->srv) */
   conn_hooks hooks;
@@ -124,6 +141,7 @@ struct gkcd_conns {
   gkcd_conn *dirty;    /* connections with replies to write */
   int paused_full;     /* some connections are unread because the queues were full */
   int paused_mem;      /* some connections are unread for lack of memory budget */
+  int paused_held;     /* some connections were released from held (conn_hold) */
   gkcd_conn *overdraft; /* may finish receiving a request past the budget */
   reader_pool readers; /* receive big frames' rest off the loop (conn_start_readers) */
   int linger_fds[CONN_LINGER_MAX]; /* refused connections, closed by the sweep */
@@ -133,6 +151,17 @@ struct gkcd_conns {
   uint64_t refused_slots;     /* of refused: no slot (max-connections, max-conn-per-user) */
   uint64_t closed_send_timeout, closed_request_timeout, closed_idle;
 };
+
+/* The owner's area of c (gkcd_conns.owner_size bytes, zeroed at accept). */
+static inline void *conn_owner(gkcd_conn *c) { return c->owner; }
+/* The owner holds one of c's requests (held 1: take no more frames from c,
+ * and call the drained hook as its replies are written) or no longer does
+ * (0: c is looked at again by the next conn_resume_paused, or at once by a
+ * conn_update_reading).  Only records: safe inside the frame hook. */
+void conn_hold(gkcd_conn *c, int held);
+/* The owner's queues are full (1: no connection's frames are taken) or no
+ * longer (0: those paused resume at the next conn_resume_paused). */
+void conn_set_full(gkcd_conns *set, int full);
 
 /* Takes a freshly accepted descriptor: refused (and closed, or kept open a
  * moment to say why) or served. */
@@ -151,8 +180,8 @@ void conn_update_reading(gkcd_conn *c);
 /* From now on each connection closes once it has no job in flight and no
  * reply to write; those idle now close at once. */
 void conn_drain(gkcd_conns *set);
-/* Resumes the connections paused for full queues or memory once that has
- * passed (part of the uv_check callback). */
+/* Resumes the connections paused for full queues, memory or a held
+ * request once that has passed (part of the uv_check callback). */
 void conn_resume_paused(gkcd_conns *set);
 /* Writes what every connection collected (the uv_check callback). */
 void conn_flush_all(gkcd_conns *set);

@@ -107,7 +107,7 @@ void conn_accept(gkcd_conns *set, int fd) {
     refuse(set, fd, GKC_ETOO_MANY_CONNECTIONS, msg);
     return;
   }
-  gkcd_conn *c = calloc(1, sizeof *c);
+  gkcd_conn *c = calloc(1, sizeof *c + set->owner_size);
   int rc = c ? uv_poll_init(set->loop, &c->poll, fd) : UV_ENOMEM;
   if (rc) {
     log_err("accepting a connection: %s", uv_strerror(rc));
@@ -123,7 +123,7 @@ void conn_accept(gkcd_conns *set, int fd) {
   c->pid = (int)cr.pid;
   c->uid = (int)cr.uid;
   c->id = ++set->next_id;
-  sched_client_init(set->sched, &c->sc, c->id, c->uid);
+  set->hooks.accepted(c);
   c->last_active_ms = uv_now(set->loop);
   c->next = set->head;
   if (set->head) set->head->prev = c;
@@ -174,7 +174,7 @@ void conn_sweep(gkcd_conns *set) {
     if (send && c->npend && c->send_since_ms && now - c->send_since_ms >= send) {
       set->closed_send_timeout++;
       snprintf(msg, sizeof msg, "%zu reply bytes not read for %g s (--send-timeout); closing",
-               c->sc.reply_queued, cfg->send_timeout_s);
+               c->unwritten, cfg->send_timeout_s);
       timeout_close(c, msg);
     } else if (req && c->len && ((c->reading && c->taking) || c->wait_mem) && !c->close_when_flushed &&
                c->req_start_ms &&

@@ -113,7 +113,7 @@ static void job_free(gkcd_server *srv, gkcd_job *job) {
   if (job->row && job->row->makes == RES_MATRIX && !job->part_adopted) part_free(job->part);
   for (int i = 0; i < job->nres; i++) res_unref(&srv->res, job->res[i]);
   if (job->reg_fd >= 0) close(job->reg_fd);
-  if (job->pin_charge) res_unpin(&srv->res, &job->conn->owns, job->pin_charge);
+  if (job->pin_charge) res_unpin(&srv->res, &client_of(job->conn)->owns, job->pin_charge);
   free(job->priv[0]);
   free(job->priv[1]);
   free(job->out);
@@ -128,7 +128,7 @@ static uint32_t adopt(gkcd_server *srv, gkcd_job *job) {
   if (kind < 0 && job->out_kind == OUT_RES_NEW) kind = RES_ARRAY;
   if (kind < 0) return 0;
   gkcd_conn *c = job->conn;
-  gkcd_res *r = c->closing ? NULL : res_add(&srv->res, kind, job->shared ? NULL : &c->owns);
+  gkcd_res *r = c->closing ? NULL : res_add(&srv->res, kind, job->shared ? NULL : &client_of(c)->owns);
   if (!r) { /* nobody can use it any more (or no memory to track it) */
     if (kind == RES_REGION) {
       gkcd_backend *be = srv->devs.dev[0].be; /* the pinner's, portable */
@@ -201,7 +201,7 @@ static int submit(gkcd_conn *c, const gkcd_method *row, const proto_request *req
   /* A region's memfd came as ancillary data with its bytes: the oldest
    * descriptor not yet taken is this request's. */
   int fd = row->makes == RES_REGION ? conn_take_fd(c) : -1;
-  refs_ctx r = {.a = &a, .res = &srv->res, .asker = &c->owns, .devs = &srv->devs, .fd = fd,
+  refs_ctx r = {.a = &a, .res = &srv->res, .asker = &client_of(c)->owns, .devs = &srv->devs, .fd = fd,
                 .job = job};
   int rc = methods_deadline(&a, job);
   if (rc == 0 && row->where == METHOD_BACKEND && !srv->be->run[row->id]) {
@@ -235,9 +235,9 @@ static int submit(gkcd_conn *c, const gkcd_method *row, const proto_request *req
   /* Every request that creates an object (upload, csr_upload, out "handle")
    * counts against the limits on objects. */
   if (rc == 0 && job->out_kind == OUT_RES_NEW)
-    rc = res_room(&srv->res, job->shared ? NULL : &c->owns, RES_ARRAY, msg, msglen);
+    rc = res_room(&srv->res, job->shared ? NULL : &client_of(c)->owns, RES_ARRAY, msg, msglen);
   job->conn = c;
-  job->client = &c->sc;
+  job->client = &client_of(c)->sc;
   job->msgid = req->msgid;
   job->frame_bytes = frame_len;
   job->t_start_ns = now_ns();
@@ -271,7 +271,7 @@ static void answer(gkcd_conn *c, const gkcd_method *row, const proto_request *re
     return;
   }
   if (row->no_args) metrics_count(&srv->metrics, req->method, 0);
-  method_env env = {srv, srv->be->name, status_cb, metrics_cb, &srv->res, &c->owns};
+  method_env env = {srv, srv->be->name, status_cb, metrics_cb, &srv->res, &client_of(c)->owns};
   msgpack_sbuffer sb;
   msgpack_packer pk;
   result_begin(&sb, &pk, req->msgid);

@@ -45,7 +45,9 @@ struct gkcd_sched {
   double handoff_us;     /* per part of a split: measured, then refined (split.h) */
   uint64_t splits;
   sched_done_cb done;
+  sched_gate_cb gate;
   void *arg;
+  int full_said;                 /* what the gate hook last said of the queues */
   int nlanes;
   lane lanes[SCHED_MAX_LANES];
   gkcd_job *mem_head, *mem_tail; /* waiting for memory, oldest first */
@@ -384,7 +386,7 @@ static void take_work(gkcd_sched *s, gkcd_job *job) {
 static void admit(gkcd_sched *s, gkcd_job *job) {
   sched_client *c = job->client;
   job->reply_charge = reply_bytes(job);
-  c->reply_predicted += job->reply_charge;
+  *c->expected += job->reply_charge;
   if (!s->mem_head && budget_fits(s->budget, job->frame_charge + result_bytes(job))) {
     take_work(s, job);
     enqueue(s, job);
@@ -403,8 +405,24 @@ static void admit(gkcd_sched *s, gkcd_job *job) {
  * outstanding may always have one: a single result larger than the limit
  * is refused as too_large elsewhere only when it exceeds the request limit. */
 static int must_hold(const gkcd_sched *s, const sched_client *c, const gkcd_job *job) {
-  size_t out = c->reply_queued + c->reply_predicted;
+  size_t out = *c->unwritten + *c->expected;
   return out > 0 && out + reply_bytes(job) > s->cfg->max_conn_reply_bytes;
+}
+
+/* The gate hook, told what changed: c's own gate (held or not), or the
+ * queues' (full or not). */
+static void gate_client(gkcd_sched *s, sched_client *c) {
+  int shut = c->held != NULL;
+  if (shut == c->gate_shut) return;
+  c->gate_shut = shut;
+  if (s->gate) s->gate(c, !shut, s->arg);
+}
+
+static void gate_queues(gkcd_sched *s) {
+  int full = sched_full(s);
+  if (full == s->full_said) return;
+  s->full_said = full;
+  if (s->gate) s->gate(NULL, !full, s->arg);
 }
 
 int sched_submit(gkcd_sched *s, gkcd_job *job, char *msg, size_t msglen) {
@@ -472,9 +490,11 @@ int sched_submit(gkcd_sched *s, gkcd_job *job, char *msg, size_t msglen) {
     }
     c->held = job;
     s->n.held++;
+    gate_client(s, c); /* the connection stops reading once one is held */
     return 0;
   }
   admit(s, job);
+  gate_queues(s);
   return 0;
 }
 
@@ -533,7 +553,7 @@ void sched_finished(gkcd_sched *s, gkcd_job *job) {
     job->dispatched = 0;
   }
   uncolocate(s, job);
-  c->reply_predicted -= job->reply_charge;
+  *c->expected -= job->reply_charge;
   job->reply_charge = 0;
   if (job->out_charge) budget_give(s->budget, BUDGET_JOBS, job->out_charge);
   if (job->frame_charge) budget_give(s->budget, job->frame_is_work ? BUDGET_JOBS : BUDGET_INPUT, job->frame_charge);
@@ -572,6 +592,7 @@ void sched_drop_client(gkcd_sched *s, sched_client *c) {
   if (c->held) {
     cancel(s, c->held);
     c->held = NULL;
+    c->gate_shut = 0; /* its connection is closing: nobody to tell */
     n++;
   }
   if (c->on_held_list) {
@@ -583,6 +604,7 @@ void sched_drop_client(gkcd_sched *s, sched_client *c) {
     c->on_held_list = 0;
   }
   s->n.cancelled += n;
+  gate_queues(s);
 }
 
 /* --- the pump ------------------------------------------------------------ */
@@ -599,6 +621,7 @@ static int release_held(gkcd_sched *s) {
     if (c->held && !must_hold(s, c, c->held)) {
       gkcd_job *job = c->held;
       c->held = NULL;
+      gate_client(s, c);
       admit(s, job);
       moved++;
     }
@@ -639,6 +662,7 @@ void sched_pump(gkcd_sched *s) {
     }
     if (!moved) break;
   }
+  gate_queues(s);
 }
 
 /* Expiry: queued jobs past their deadline or --queue-wait are answered now,
@@ -741,12 +765,15 @@ void sched_destroy(gkcd_sched *s) {
   uv_close((uv_handle_t *)&s->timer, on_timer_closed);
 }
 
-void sched_client_init(gkcd_sched *s, sched_client *c, uint64_t id, int uid) {
+void sched_client_init(gkcd_sched *s, sched_client *c, uint64_t id, int uid, const size_t *unwritten,
+                       size_t *expected) {
   memset(c, 0, sizeof *c);
   c->id = id;
   c->uid = uid;
   c->weight = 1.0;
   c->home = -1;
+  c->unwritten = unwritten;
+  c->expected = expected;
   for (int i = 0; i < s->cfg->n_weights; i++)
     if (s->cfg->weight_uids[i] == (uid_t)uid) c->weight = s->cfg->weights[i];
 }
@@ -756,7 +783,7 @@ int sched_full(const gkcd_sched *s) {
          (s->mem_waiting > 0 && s->mem_waiting >= s->cfg->budget_queue);
 }
 
-int sched_client_open(const sched_client *c) { return c->held == NULL; }
+void sched_on_gate(gkcd_sched *s, sched_gate_cb gate) { s->gate = gate; }
 
 int sched_lane_for(const gkcd_sched *s, double cost_us) {
   return s->nlanes > 1 && cost_us < s->cfg->latency_us ? LANE_LATENCY : LANE_BULK;

@@ -67,8 +67,9 @@ typedef struct sched_client {
   gkcd_job *held;                 /* waiting for the client to read (step 1) */
   struct sched_client *next_held;
   int on_held_list;
-  size_t reply_queued;            /* its unwritten reply bytes (conn.c keeps this) */
-  size_t reply_predicted;         /* result bytes of its admitted jobs */
+  const size_t *unwritten;        /* its unwritten reply bytes (its connection's count) */
+  int gate_shut;                  /* what the gate hook last said: no new requests */
+  size_t *expected;               /* result bytes of its admitted jobs (its connection's count) */
   size_t mem_waiting;             /* its jobs in the memory FIFO */
   size_t running;                 /* dispatched and not yet back */
   gkcd_job *running_list;         /* those jobs, so a disconnect can cancel them */
@@ -82,6 +83,14 @@ typedef struct sched_client {
 /* Called from sched_pump for each job the scheduler finished itself
  * (job->err set: deadline_exceeded, busy, cancelled). */
 typedef void (*sched_done_cb)(gkcd_job *job, void *arg);
+
+/* The gate: the scheduler's say on whether new requests are taken, told
+ * when it changes (never asked for on every request): c != NULL, c's own
+ * (shut while one of its requests is held, step 1 above); c == NULL, every
+ * client's (shut while the queues are full).  open: 1 opened, 0 shut.  It
+ * is called from inside sched_submit, the pump and sched_drop_client: it
+ * must only record the change, not submit. */
+typedef void (*sched_gate_cb)(sched_client *c, int open, void *arg);
 
 /* Per-lane figures for status. */
 typedef struct {
@@ -99,7 +108,16 @@ int sched_create(gkcd_sched **out, uv_loop_t *loop, const gkcd_config *cfg, gkcd
                  sched_done_cb done, void *arg);
 void sched_destroy(gkcd_sched *s);
 
-void sched_client_init(gkcd_sched *s, sched_client *c, uint64_t id, int uid);
+/* The gate hook (arg: sched_create's), before the first client. */
+void sched_on_gate(gkcd_sched *s, sched_gate_cb gate);
+
+/* unwritten: the client's count of reply bytes not yet written, kept by
+ * its transport, which the scheduler reads (and is told through
+ * sched_client_drained when it falls while c is held); expected: where the
+ * scheduler keeps the result bytes of c's admitted jobs, for the transport
+ * to weigh beside it. */
+void sched_client_init(gkcd_sched *s, sched_client *c, uint64_t id, int uid, const size_t *unwritten,
+                       size_t *expected);
 
 /* Takes a validated job (job->client and its arguments set).  0: the scheduler owns
  * it now.  Otherwise an error code with msg filled, and the caller still
@@ -113,7 +131,8 @@ void sched_finished(gkcd_sched *s, gkcd_job *job);
  * cancelled through the done hook at the next pump, and counted). */
 void sched_drop_client(gkcd_sched *s, sched_client *c);
 
-/* The client's unwritten reply bytes fell: a held job may go on. */
+/* The client's unwritten reply bytes fell while its gate was shut: a held
+ * job may go on, the gate may open. */
 void sched_client_drained(gkcd_sched *s, sched_client *c);
 
 /* Admits, expires and dispatches what it can; runs the done hook for what
@@ -122,8 +141,6 @@ void sched_pump(gkcd_sched *s);
 
 /* 1 while new requests should be left unread (queues full). */
 int sched_full(const gkcd_sched *s);
-/* 1 while c may send more requests (nothing held). */
-int sched_client_open(const sched_client *c);
 
 /* The lane a job of predicted cost_us goes to. */
 int sched_lane_for(const gkcd_sched *s, double cost_us);

@@ -145,16 +145,41 @@ static void on_truncated(gkcd_conn *c, const proto_frame_info *info, const char 
  * drain may be over. */
 static void on_conn_closed(gkcd_conn *c) {
   gkcd_server *srv = c->srv;
-  res_drop_owner(&srv->res, &c->owns);
+  res_drop_owner(&srv->res, &client_of(c)->owns);
   server_maybe_finish(srv);
+}
+
+/* A connection accepted: its client in the scheduler, which reads the
+ * connection's unwritten reply bytes and keeps its expected ones. */
+static void on_conn_accepted(gkcd_conn *c) {
+  gkcd_client *cl = client_of(c);
+  cl->conn = c;
+  sched_client_init(c->srv->sched, &cl->sc, c->id, c->uid, &c->unwritten, &c->expected);
+}
+
+/* A connection closing: its queued and held requests go (answered
+ * cancelled at the next pump). */
+static void on_conn_closing(gkcd_conn *c) {
+  if (c->srv->sched) sched_drop_client(c->srv->sched, &client_of(c)->sc);
+}
+
+/* A held connection's replies went out: its held request may go on. */
+static void on_conn_drained(gkcd_conn *c) {
+  if (c->srv->sched) sched_client_drained(c->srv->sched, &client_of(c)->sc);
+}
+
+/* The scheduler's gate (scheduler.h), passed on to the transport: a
+ * client's request held or released, the queues full or not. */
+static void on_gate(sched_client *sc, int open, void *arg) {
+  gkcd_server *srv = arg;
+  if (sc)
+    conn_hold(((gkcd_client *)sc)->conn, !open);
+  else
+    conn_set_full(&srv->conns, !open);
 }
 
 /* The pool's clock: the loop's. */
 static uint64_t loop_ms(void *loop) { return uv_now(loop); }
-
-/* Result buffers for the workers (job_out_alloc): from the pool. */
-static void *out_alloc(void *pool, size_t bytes) { return bufpool_get(pool, bytes, NULL, NULL); }
-static void out_give(void *pool, void *p) { bufpool_put_any(pool, p); }
 
 /* Every job's completion: rpc.c answers and frees it, but a big request's
  * bytes go back to the pool instead of to free(), for the next big request
@@ -174,6 +199,9 @@ static const conn_hooks conn_wiring = {
     .frame = rpc_handle_frame,
     .reject = rpc_reject_frame,
     .truncated = on_truncated,
+    .accepted = on_conn_accepted,
+    .closing = on_conn_closing,
+    .drained = on_conn_drained,
     .closed = on_conn_closed,
 };
 
@@ -211,6 +239,7 @@ int server_start(gkcd_server *srv, uv_loop_t *loop, gkcd_backend **bes, int ndev
   srv->conns.budget = &srv->budget;
   srv->conns.srv = srv;
   srv->conns.hooks = conn_wiring;
+  srv->conns.owner_size = sizeof(gkcd_client);
   conn_start_readers(&srv->conns);
 
   if (listen_open(srv) != 0) return -1;
@@ -220,7 +249,7 @@ int server_start(gkcd_server *srv, uv_loop_t *loop, gkcd_backend **bes, int ndev
   /* A quarter of the budget at most, and never in the way of work (bufpool.h). */
   if (bufpool_init(&srv->bufpool, &srv->budget, srv->cfg.memory_budget / 4, loop_ms, loop) != 0) return -1;
   srv->conns.pool = &srv->bufpool;
-  job_set_out_alloc(out_alloc, out_give, &srv->bufpool);
+  job_set_out_alloc(bufpool_out_alloc, bufpool_out_give, &srv->bufpool); /* workers' results */
   int workers[SCHED_MAX_LANES];
   int nlanes = lane_workers(srv, workers);
   if ((rc = pool_start(&srv->pool, loop, ndev, nlanes, workers, srv->cfg.spin_us, work_run, NULL,
@@ -230,7 +259,7 @@ int server_start(gkcd_server *srv, uv_loop_t *loop, gkcd_backend **bes, int ndev
     log_err("cannot start the scheduler and its worker threads (%d)", rc);
     return -1;
   }
-  srv->conns.sched = srv->sched;
+  sched_on_gate(srv->sched, on_gate);
   log_info("cost model starts from %.3g GFLOP/s, %.3g GB/s%s", be->rates.flops_per_us / 1e3,
            be->rates.bytes_per_us / 1e3, be->rates.host_bytes_per_us > 0 ? " (device memory)" : "");
   if (ndev > 1)

@@ -34,6 +34,16 @@
 
 typedef struct gkcd_server gkcd_server;
 
+/* What the server keeps per connection, in the connection's owner area
+ * (conn_owner): its queues in the scheduler and the objects it owns. */
+typedef struct gkcd_client {
+  sched_client sc;  /* first: the scheduler's gate hook names a client by it */
+  res_owner owns;
+  gkcd_conn *conn;
+} gkcd_client;
+
+static inline gkcd_client *client_of(gkcd_conn *c) { return (gkcd_client *)conn_owner(c); }
+
 struct gkcd_server {
   uv_loop_t *loop;
   gkcd_config cfg;

@@ -14,7 +14,7 @@ void server_maybe_finish(gkcd_server *srv) {
   finished = 1;
   pool_stop(srv->pool);
   sched_destroy(srv->sched);
-  srv->sched = srv->conns.sched = NULL; /* freed once its timer closes; nothing may pump it now */
+  srv->sched = NULL; /* freed once its timer closes; nothing may pump it now */
   conn_linger_close_all(&srv->conns);
   /* Closing the signal handles would give SIGTERM back its default action,
    * and a second signal during teardown would kill us with a non-zero

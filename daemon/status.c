@@ -56,7 +56,7 @@ static void pack_clients(gkcd_server *srv, msgpack_packer *pk) {
   double total = 0;
   size_t n = 0;
   for (gkcd_conn *c = srv->conns.head; c; c = c->next) {
-    total += c->sc.served_us;
+    total += client_of(c)->sc.served_us;
     n++;
   }
   if (n > STATUS_MAX_CLIENTS) n = STATUS_MAX_CLIENTS;
@@ -65,7 +65,7 @@ static void pack_clients(gkcd_server *srv, msgpack_packer *pk) {
   size_t packed = 0;
   for (int pass = 0; pass < 2; pass++)
     for (gkcd_conn *c = srv->conns.head; c && packed < n; c = c->next) {
-      const sched_client *sc = &c->sc;
+      const sched_client *sc = &client_of(c)->sc;
       size_t queued = sc->mem_waiting + (sc->held != NULL);
       for (int l = 0; l < SCHED_MAX_LANES; l++) queued += sc->queued[l];
       int busy = queued || sc->running;

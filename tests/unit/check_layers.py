@@ -37,6 +37,15 @@ mpi):
    macros only.  Where a function is defined comes from the objects' nm
    (--build), else from the sources (a definition at file scope).
 
+4. The transport is a floor (needs --build).  daemon/conn.c, conn_admit.c
+   and reader.c (the socket, frames and replies) may need symbols defined
+   only in themselves, the pieces below them (budget.c, bufpool.c, log.c,
+   threads.c) and proto/: everything else goes up through the hooks its
+   owner installs (conn.h), and back-pressure comes down as the owner's
+   word (conn_hold, conn_set_full), never asked for.  A call from them
+   into the scheduler or rpc.c closes no cycle (nothing calls back by
+   name), so check 2 alone would pass it.
+
 Each cycle is printed with the include lines or the symbols that make each
 of its edges, each misplaced definition with header, symbol and the file
 that defines it; the exit status is 1 when there is any, 2 on a usage
@@ -476,6 +485,24 @@ def check_calls(deps, defs, needs):
     return bad
 
 
+# --- 4. the transport --------------------------------------------------------
+
+TRANSPORT = ("daemon/conn.c", "daemon/conn_admit.c", "daemon/reader.c")
+TRANSPORT_MAY_USE = TRANSPORT + ("daemon/budget.c", "daemon/bufpool.c", "daemon/log.c",
+                                 "daemon/threads.c", "proto/")
+
+
+def check_transport(deps):
+    bad = 0
+    for src in TRANSPORT:
+        for d, names in sorted(deps.get(src, {}).items()):
+            if not d.startswith(TRANSPORT_MAY_USE):
+                bad += 1
+                print(f"{src}, the transport, needs what it must reach through its hooks:"
+                      f" {', '.join(names)} ({d})")
+    return bad
+
+
 # --- 3. headers and their definitions ----------------------------------------
 
 def implemented_in(root, header, text):
@@ -617,7 +644,9 @@ def main(argv):
             print(f"check_layers: no object of a product source under {a.build}: build it first",
                   file=sys.stderr)
             return 2
-        bad += check_calls(call_graph(needs, defs), defs, needs)
+        deps = call_graph(needs, defs)
+        bad += check_calls(deps, defs, needs)
+        bad += check_transport(deps)
     bad += check_headers(root, dirs, defs)
     return 1 if bad else 0
 
