@@ -52,7 +52,7 @@ set_target_properties(gkc_uv_shared PROPERTIES OUTPUT_NAME gkc_uv EXPORT_NAME gk
 set_target_properties(gkc_uv_static PROPERTIES OUTPUT_NAME gkc_uv EXPORT_NAME gkc_uv_static)
 
 include(CMakePackageConfigHelpers)
-# Components: the shared libraries (lib: libgkc2), everything to build
+# Components: the shared libraries (lib: libgkc3), everything to build
 # against them (dev: libgkc-dev); see cmake/Packaging.cmake.
 install(TARGETS gkc_shared gkc_static gkc_uv_shared gkc_uv_static EXPORT gkcTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT lib NAMELINK_COMPONENT dev

@@ -10,7 +10,7 @@
 #   gkcd-cuda    the CUDA backend module, ${libdir}/gkc/gkcd-cuda.so, which
 #                gkcd loads at start-up (daemon/cuda_module.h); depends on the
 #                CUDA runtime libraries.  Only from a build with CUDA.
-#   libgkc2      libgkc.so.2 and libgkc_uv.so.2 (SONAME 2, hence the name)
+#   libgkc3      libgkc.so.3 and libgkc_uv.so.3 (SONAME 3, hence the name)
 #   libgkc-dev   headers, static libraries, .so links, gkc.pc, CMake config,
 #                gkc.h(3)
 #   python3-gkc  the pure-Python package (Architecture: all)
@@ -34,7 +34,7 @@ endif()
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_RELEASE 1)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
-set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS ON) # libgkc2's shlibs, and ldconfig triggers
+set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS ON) # libgkc3's shlibs, and ldconfig triggers
 set(CPACK_DEBIAN_PACKAGE_HOMEPAGE "https://github.com/")
 set(_deb_ver "${PROJECT_VERSION}-${CPACK_DEBIAN_PACKAGE_RELEASE}")
 

@@ -15,7 +15,7 @@ src=$(cd "$1" && pwd)
 for t in dpkg dpkg-deb dpkg-shlibdeps cpack; do
   command -v $t >/dev/null || { echo "skip: $t not found"; exit 77; }
 done
-pkgs=(gkcd libgkc2 libgkc-dev python3-gkc)
+pkgs=(gkcd libgkc3 libgkc-dev python3-gkc)
 for p in "${pkgs[@]}" gkcd-cuda; do
   if dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q installed; then
     echo "skip: $p is already installed on this machine; not touching it"; exit 77
@@ -55,10 +55,10 @@ deps=$(dpkg-deb -f "$b"/gkcd_*.deb Depends)
 # pipefail then takes dpkg-deb's SIGPIPE for a failure.)
 contents=$(dpkg-deb -c "$b"/gkcd_*.deb)
 grep -q 'gkcd-cuda\.so' <<<"$contents" && fail "gkcd holds the CUDA module" "$contents"
-[[ $(dpkg-deb -f "$b"/libgkc-dev_*.deb Depends) == *"libgkc2 (="* ]] && ok "libgkc-dev depends on libgkc2" ||
+[[ $(dpkg-deb -f "$b"/libgkc-dev_*.deb Depends) == *"libgkc3 (="* ]] && ok "libgkc-dev depends on libgkc3" ||
   fail "libgkc-dev Depends"
-contents=$(dpkg-deb -c "$b"/libgkc2_*.deb)
-grep -q '/libgkc\.so\.2 -> ' <<<"$contents" && ok "libgkc2 holds libgkc.so.2" || fail "libgkc2 contents" "$contents"
+contents=$(dpkg-deb -c "$b"/libgkc3_*.deb)
+grep -q '/libgkc\.so\.3 -> ' <<<"$contents" && ok "libgkc3 holds libgkc.so.3" || fail "libgkc3 contents" "$contents"
 module=
 if [[ -n $cuda_deb ]]; then
   cdeps=$(dpkg-deb -f "$cuda_deb" Depends)
@@ -123,12 +123,12 @@ int main(int argc, char **argv) {
 }
 C
 out=$(cc "$tmp/hello.c" -o "$tmp/hello" $(pkg-config --cflags --libs gkc) 2>&1 && "$tmp/hello" "$tmp/gkcd.sock" 2>&1) &&
-  ok "a program built with pkg-config gkc links /usr's libgkc.so.2 and computes" ||
+  ok "a program built with pkg-config gkc links /usr's libgkc.so.3 and computes" ||
   fail "pkg-config build against libgkc-dev" "$out"
 # ldd's output first, then grep: under pipefail `ldd | grep -q` fails when
 # grep, done at its first match, leaves ldd writing into a closed pipe.
 libs=$(ldd "$tmp/hello")
-grep -Eq "libgkc.so.2 => (/usr)?/lib/" <<<"$libs" || fail "hello does not use the packaged libgkc.so.2" "$libs"
+grep -Eq "libgkc.so.3 => (/usr)?/lib/" <<<"$libs" || fail "hello does not use the packaged libgkc.so.3" "$libs"
 kill "$pid"; wait "$pid" || fail "gkcd exit status"
 pid=
 out=$(timeout 30 /usr/sbin/gkcd --socket "$tmp/cuda.sock" --backend cuda 2>&1) && fail "--backend cuda without gkcd-cuda ran" "$out"

@@ -46,11 +46,11 @@ check_prefix() {
     [ -e "$prefix/$f" ] || fail "$prefix/$f not installed"
   done
 
-  # libgkc's SONAME (the Debian package libgkc2 is named after it).
+  # libgkc's SONAME (the Debian package libgkc3 is named after it).
   local soname
   soname=$(readelf -d "$prefix/$libdir/libgkc.so" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
-  [ "$soname" = libgkc.so.2 ] && [ -e "$prefix/$libdir/libgkc.so.2" ] ||
-    fail "libgkc.so's SONAME is '$soname' (libgkc.so.2 expected), or no $prefix/$libdir/libgkc.so.2"
+  [ "$soname" = libgkc.so.3 ] && [ -e "$prefix/$libdir/libgkc.so.3" ] ||
+    fail "libgkc.so's SONAME is '$soname' (libgkc.so.3 expected), or no $prefix/$libdir/libgkc.so.3"
 
   # The CUDA backend module (a build with CUDA): installed in $libdir/gkc,
   # where the installed gkcd finds it relative to itself, whatever the prefix.
