@@ -20,7 +20,11 @@ Two counts, both printed:
   them are listed, but re-entering one is not "back"; so are files that
   call only helpers (args.c, which calls proto_rpc.c's map lookup).  "Back" is a hand-off
   into a file of the path (not a helper) that the request had already left:
-  the circles issue #24 asked to remove.
+  the circles issue #24 asked to remove.  A thread's first traced call
+  whose call site lies in a file of gkcd (a worker that was already
+  waiting in pool.c's loop when tracing began) is called from that file,
+  not a root: only calls from outside gkcd (libuv's loop, a thread's
+  start) are roots.
 """
 import collections
 import os
@@ -30,7 +34,7 @@ import sys
 
 def load(exe, trace):
     rows = [line.split() for line in open(trace)]
-    offs = sorted({r[2] for r in rows})
+    offs = sorted({r[2] for r in rows} | {r[4] for r in rows if len(r) > 4 and int(r[4], 16)})
     out = subprocess.run(["addr2line", "-f", "-e", exe] + offs, capture_output=True, text=True).stdout.split("\n")
     where = {}
     for i, o in enumerate(offs):
@@ -38,12 +42,13 @@ def load(exe, trace):
         loc = os.path.relpath(loc) if loc.startswith("/") else loc
         # inline helpers of headers: part of their caller's file
         where[o] = (fn, "/".join(loc.split("/")[-2:]) if loc.endswith(".c") else None)
-    return [(int(r[1]), where[r[2]], r[3] if len(r) > 3 else "e") for r in rows]
+    site = lambda r: where.get(r[4], (None, None))[1] if len(r) > 4 else None
+    return [(int(r[1]), where[r[2]], r[3] if len(r) > 3 else "e", site(r)) for r in rows]
 
 
 def entries(events):
     seq, fns = [], []
-    for _, (fn, f), kind in events:
+    for _, (fn, f), kind, _ in events:
         if kind != "e" or f is None:
             continue
         if not seq or seq[-1] != f:
@@ -63,14 +68,17 @@ def handoffs(events):
     every call that crosses a file, in time order."""
     stacks = collections.defaultdict(list)  # thread -> [file of each open frame]
     calls, callers_of = [], collections.defaultdict(set)
-    for th, (fn, f), kind in events:
+    for th, (fn, f), kind, site in events:
         st = stacks[th]
         if kind == "x":
             if st:
                 st.pop()
             continue
-        # the innermost open frame that has a file (header inlines do not)
+        # the innermost open frame that has a file (header inlines do not);
+        # with none open, the file the call came from, when it is gkcd's
         caller = next((g for g in reversed(st) if g is not None), None)
+        if caller is None and not st:
+            caller = site
         st.append(f if f is not None else caller)
         if f is None or f == caller:
             continue
