@@ -20,7 +20,7 @@
  * every product is fused into a lane's running sum (one rounding each,
  * at most L per lane), at most 5 shuffle adds combine the lanes, then
  * alpha*s and fma(beta, y, .) round once each: |y_r - ref_r| <= (L + 8) u m_r
- * in double; float32 y adds its one rounding, 2^-24 |ref_r|.  The
+ * in double; float32 y adds its one rounding, 2^-24 (|ref_r| + that).  The
  * reference sums in long double (64-bit or more mantissa): its own error,
  * L 2^-64 m_r, is below a hundredth of the bound.  Rows with nothing to sum
  * must come out exactly 0 (beta 0) or beta*y.  Keeps going after a
@@ -127,7 +127,10 @@ static void check_one(const gpu_csr *m, const double *v64, int vf, int xf, int a
     long double want = (long double)alpha * s + (beta_on ? (long double)beta * yin : 0);
     double m_r = (double)(fabsl((long double)alpha) * mag + fabsl((long double)beta * yin));
     double len = (double)(m->row_ptr[r + 1] - m->row_ptr[r]);
-    double tol = (len + 8.0) * U * m_r + (xf ? 0.0 : 0x1p-24 * fabs((double)want) * (1 + 1e-9));
+    /* float32 y: its rounding of the double result, 2^-24 (|ref| + the
+     * double's error) */
+    double tol = xf ? (len + 8.0) * U * m_r
+                    : (len + 8.0) * U * m_r * (1 + 0x1p-23) + 0x1p-24 * fabs((double)want);
     double got = xf ? ((double *)out)[r] : (double)((float *)out)[r];
     double err = fabs((double)((long double)got - want));
     if (tol > 0 && err / tol > worst) worst = err / tol;
