@@ -398,10 +398,10 @@ GKC_API int gkc_shm_state(const gkc_conn *c, gkc_shm_info *info);
  * protocol's table is.  Float arrays are float32 unless said otherwise:
  * float64 ones are taken by upload/download, csr upload (gkc_csr_f64),
  * spmv, dot, axpby, nrm2 and solve (and batch's dot, axpby and spmv steps,
- * on float64 handles), on gkcd's CPU backend; its CUDA backend takes them
- * for upload/download and solve (float32 matrix) and refuses the others
- * for now, as sgemm and reduce always do (GKC_EINVALID_ARGUMENT naming the
- * argument). */
+ * on float64 handles), on either of gkcd's backends, except solve on a
+ * float64 matrix, which the CUDA backend refuses for now (its solve takes
+ * float64 vectors with a float32 matrix); sgemm and reduce always refuse
+ * them (GKC_EINVALID_ARGUMENT naming the argument). */
 typedef enum { GKC_F32 = 0, GKC_I32 = 1, GKC_F64 = 2 } gkc_dtype;
 
 typedef enum {

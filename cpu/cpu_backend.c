@@ -495,6 +495,7 @@ static gkcd_backend *make_backend(cpu_impl *impl, const cost_rates *rates) {
   if (!be) return NULL;
   be->name = "cpu";
   be->f64 = 1; /* every method on float64 but sgemm and reduce, which the rows refuse */
+  be->f64_solve_matrix = 1;
   be->amg = 1; /* cpu_solve's preconditioners: none, jacobi, amg with cg and bicgstab */
   be->precond_free = free_amg;
   be->rates = *rates;

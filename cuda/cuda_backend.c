@@ -252,14 +252,20 @@ static int cuda_part_open(gkcd_backend **out, const gkcd_config *cfg, cuda_gpu *
   for (int a = 1; a < GKCU_REDUCE_NALGO; a++) reduce_algos[a - 1] = gkcu_reduce_algo_name(a);
   for (int a = 1; a < GKCU_SPMV_NALGO; a++) spmv_algos[a - 1] = gkcu_spmv_algo_name(a);
   be->name = "cuda";
-  /* float64 where the kernels take it: solve's b, x0 and x (gkcu_solve.h:
-   * its vectors are double on the device anyway), and the resident arrays
-   * that hold them (upload and download copy bytes).  gkcd refuses every
-   * other f64 request before queueing it (backend.h, rpc.c), so no other
-   * run below ever sees an f64 operand; a float64 matrix never gets here
-   * (csr_upload is refused). */
+  /* float64 where the kernels take it: dot, nrm2, axpby (gkcu_blas1.h),
+   * spmv with float32 or float64 values and vectors (gkcu_spmv_typed),
+   * csr_upload's float64 values, batch's dot, axpby and spmv steps (the
+   * rows refuse float64 to sgemm, reduce and their batch steps), solve's
+   * b, x0 and x (gkcu_solve.h: its vectors are double on the device
+   * anyway), and the resident arrays that hold them (upload and download
+   * copy bytes).  Not yet: solve on a float64 matrix (gkcu_solve reads
+   * float32 values), which rpc.c refuses before queueing; a partitioned
+   * matrix is float32 only on either backend (method_resident.c). */
   be->f64 = 0;
-  be->f64_methods = 1ull << PROTO_M_SOLVE | 1ull << PROTO_M_UPLOAD | 1ull << PROTO_M_DOWNLOAD;
+  be->f64_methods = 1ull << PROTO_M_SOLVE | 1ull << PROTO_M_UPLOAD | 1ull << PROTO_M_DOWNLOAD |
+                    1ull << PROTO_M_DOT | 1ull << PROTO_M_NRM2 | 1ull << PROTO_M_AXPBY |
+                    1ull << PROTO_M_SPMV | 1ull << PROTO_M_CSR_UPLOAD | 1ull << PROTO_M_BATCH;
+  be->f64_solve_matrix = 0;
   be->amg = 0; /* solve precond amg (and jacobi with bicgstab): CPU only, refused in rpc.c */
   /* A start for the cost model: compute and memory rates measured on the
    * bulk lane's first stream (datasheet figures of an H100/H200 if that

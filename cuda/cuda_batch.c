@@ -1,7 +1,8 @@
 /* cuda_batch.c: the CUDA backend's batch.
  *
  * It runs natively: each step is one of the gkcu launchers on the
- * resident arrays, on the slot's stream; the dots' and reduces' values and
+ * resident arrays (dot, axpby and spmv on float32 or float64 ones, as the
+ * step's dtype says), on the slot's stream; the dots' and reduces' values and
  * the axpbys' scalars stay on the device (gkcu_batch.h), so the host waits
  * once per batch unless an spmv or sgemm needs a value for its scalars.
  */
@@ -15,31 +16,32 @@
 #include "gkcu_reduce.h"
 #include "gkcu_sgemm.h"
 #include "gkcu_spmv.h"
+#include "res_object.h"
 
 const char *const cuda_batch_algos[] = {"gkcu", NULL};
 
-/* One step on the slot's stream; 0 or a gkc error (message in the ctx). */
-static int run_step(cuda_slot *s, gkcd_step *st, float alpha, float beta) {
+/* An spmv or sgemm step on the slot's stream, its scalars resolved on the
+ * host (a64, b64: in double; a float32 step takes them rounded, as
+ * batch_step_begin does); 0 or a gkc error (message in the ctx).  The
+ * other ops run from the loop below, their scalars on the device. */
+static int run_step(cuda_slot *s, gkcd_step *st, double a64, double b64) {
   gkcu_ctx *ctx = s->ctx;
   cudaStream_t str = s->stream;
+  float alpha = (float)a64, beta = (float)b64;
   switch (st->op) {
-    case BATCH_DOT: return gkcu_dot(ctx, st->n, st->x, st->y, &st->value);
-    case BATCH_REDUCE:
-      return gkcu_reduce(ctx, gkcu_reduce_pick(ctx, st->n), st->sub, st->x, st->n, &st->value);
-    case BATCH_AXPBY:
-      if (st->out == st->x && st->x != st->y) /* out = beta*y + alpha*out */
-        return gkcu_axpby(ctx, st->n, beta, st->y, alpha, st->out);
-      if (st->out != st->y &&
+    case BATCH_SPMV: {
+      if (b64 != 0 && st->out != st->y &&
           cudaMemcpyAsync(st->out, st->y, st->out_bytes, cudaMemcpyDeviceToDevice, str) != cudaSuccess)
         return GKC_EDEVICE_ERROR;
-      return gkcu_axpby(ctx, st->n, alpha, st->x, beta, st->out);
-    case BATCH_SPMV:
-      if (beta != 0.0f && st->out != st->y &&
-          cudaMemcpyAsync(st->out, st->y, st->out_bytes, cudaMemcpyDeviceToDevice, str) != cudaSuccess)
-        return GKC_EDEVICE_ERROR;
-      return gkcu_spmv_planned(ctx, gkcu_spmv_pick_hint(ctx, st->m, st->k, st->nnz, st->max_row),
-                               st->m, st->k, st->nnz, st->row_ptr, st->col_idx, st->values, alpha,
-                               st->x, beta, st->out, st->plan);
+      int algo = gkcu_spmv_pick_hint(ctx, st->m, st->k, st->nnz, st->max_row);
+      if (st->dtype == DT_F64 || st->values_dtype == DT_F64) /* as cuda_spmv.c */
+        return gkcu_spmv_typed(ctx, gkcu_spmv_typed_algo(algo), st->m, st->k, st->nnz, st->row_ptr,
+                               st->col_idx, st->values, st->values_dtype == DT_F64,
+                               st->dtype == DT_F64 ? a64 : alpha, st->x, st->dtype == DT_F64,
+                               st->dtype == DT_F64 ? b64 : beta, st->out, st->max_row);
+      return gkcu_spmv_planned(ctx, algo, st->m, st->k, st->nnz, st->row_ptr, st->col_idx,
+                               st->values, alpha, st->x, beta, st->out, st->plan);
+    }
     case BATCH_SGEMM: {
       int32_t n = (int32_t)st->n;
       if (beta != 0.0f && st->out != st->c &&
@@ -118,7 +120,8 @@ void cuda_batch_run(cuda_impl *impl, cuda_slot *s, gkcd_job *job) {
     gkcu_ctx *ctx = s->ctx;
     switch (st->op) {
       case BATCH_DOT:
-        rc = gkcu_dot_async(ctx, st->n, st->x, st->y, &ds->vals[i]);
+        rc = st->dtype == DT_F64 ? gkcu_dot_f64_async(ctx, st->n, st->x, st->y, &ds->vals[i])
+                                 : gkcu_dot_async(ctx, st->n, st->x, st->y, &ds->vals[i]);
         pending = 1;
         break;
       case BATCH_REDUCE:
@@ -127,8 +130,12 @@ void cuda_batch_run(cuda_impl *impl, cuda_slot *s, gkcd_job *job) {
         pending = 1;
         break;
       case BATCH_AXPBY:
-        rc = gkcu_axpby_ref(ctx, i, st->n, dev_scalar(&st->alpha), st->x, dev_scalar(&st->beta),
-                            st->y, st->out, ds);
+        if (st->dtype == DT_F64)
+          rc = gkcu_axpby_ref_f64(ctx, i, st->n, dev_scalar(&st->alpha), st->x,
+                                  dev_scalar(&st->beta), st->y, st->out, ds);
+        else
+          rc = gkcu_axpby_ref(ctx, i, st->n, dev_scalar(&st->alpha), st->x, dev_scalar(&st->beta),
+                              st->y, st->out, ds);
         may_fail |= refers(&st->alpha) || refers(&st->beta);
         break;
       default: {
@@ -137,8 +144,8 @@ void cuda_batch_run(cuda_impl *impl, cuda_slot *s, gkcd_job *job) {
           pending = may_fail = 0;
           if ((failed = hs->fail_step >= 0)) break;
         }
-        float alpha, beta;
-        if (batch_step_begin(job, i, 0, &alpha, &beta)) goto done;
+        double alpha, beta;
+        if (batch_step_begin64(job, i, 0, &alpha, &beta)) goto done;
         rc = run_step(s, st, alpha, beta);
       }
     }

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "method.h"
+#include "res_object.h"
 
 /* Copies between the request, the pinned stage and the result are most of
  * the daemon's own time on big requests (one core moves ~10 GB/s, and a
@@ -45,6 +46,8 @@ void cuda_layout_plan_into(cuda_layout *l, const gkcd_span *const in[], int nin)
   memset(l, 0, sizeof *l);
   size_t at = 0;
   for (int i = 0; i < nin; i++) {
+    size_t a = in[i]->dtype == DT_F64 ? 8 : 4; /* res_values_offset's padding */
+    at = (at + a - 1) / a * a;
     l->in[i] = in[i];
     l->off[i] = at;
     at += in[i]->bytes;

@@ -64,7 +64,8 @@ static inline const float *cuda_layout_f32(const cuda_layout *l, int i) {
  * inputs than a layout holds (a bug: the caller fails the job). */
 int cuda_layout_plan(gkcd_job *job, int copy_only, cuda_layout *l);
 /* Uploads: the nin inputs are copied straight into the new resident
- * array, one after the other. */
+ * array, one after the other, each at its elements' alignment (a float64
+ * matrix's values 8-byte aligned, at res_values_offset). */
 void cuda_layout_plan_into(cuda_layout *l, const gkcd_span *const in[], int nin);
 /* Enqueues the host-to-device copies into base (the temporary, or for an
  * upload the new array) on s's stream and fills l->dev; inputs in pinned

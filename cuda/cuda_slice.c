@@ -73,3 +73,28 @@ int slice_spmv(gkcu_ctx *ctx, const slice_budget *sb, int algo, int32_t rows, in
   *nslices = count;
   return 0;
 }
+
+int slice_spmv_typed(gkcu_ctx *ctx, const slice_budget *sb, int algo, int32_t rows, int32_t cols,
+                     int64_t nnz, const int32_t *row_ptr, const int32_t *col_idx,
+                     const void *values, int values_f64, double alpha, const void *x, int xy_f64,
+                     double beta, void *y, int32_t max_row, int *nslices) {
+  int32_t per = slice_spmv_rows(sb, rows, cols, nnz);
+  *nslices = 1;
+  if (per >= rows || (max_row > 1024 && max_row > 32.0 * (double)nnz / rows))
+    return gkcu_spmv_typed(ctx, algo, rows, cols, nnz, row_ptr, col_idx, values, values_f64, alpha,
+                           x, xy_f64, beta, y, max_row);
+  size_t es = xy_f64 ? 8 : 4;
+  int count = 0;
+  for (int32_t r0 = 0; r0 < rows; r0 += per) {
+    int32_t n_r = rows - r0 > per ? per : rows - r0;
+    /* as slice_spmv: the mean only tunes the width */
+    int64_t est = nnz ? nnz / rows * n_r + 1 : 0;
+    if (est > nnz) est = nnz;
+    int rc = gkcu_spmv_typed(ctx, algo, n_r, cols, est, row_ptr + r0, col_idx, values, values_f64,
+                             alpha, x, xy_f64, beta, (char *)y + (size_t)r0 * es, max_row);
+    if (rc) return rc;
+    count++;
+  }
+  *nslices = count;
+  return 0;
+}

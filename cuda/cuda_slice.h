@@ -57,6 +57,14 @@ int slice_spmv(gkcu_ctx *ctx, const slice_budget *sb, int algo, int32_t rows, in
                int64_t nnz, const int32_t *row_ptr, const int32_t *col_idx, const float *values,
                float alpha, const float *x, float beta, float *y, const void *plan, int *nslices);
 
+/* The same for gkcu_spmv_typed (float64 operands), in row slices
+ * whatever the algo (it runs scalar or vector), unless a row is long
+ * (max_row > 1024 and > 32x the mean: run whole, as above). */
+int slice_spmv_typed(gkcu_ctx *ctx, const slice_budget *sb, int algo, int32_t rows, int32_t cols,
+                     int64_t nnz, const int32_t *row_ptr, const int32_t *col_idx,
+                     const void *values, int values_f64, double alpha, const void *x, int xy_f64,
+                     double beta, void *y, int32_t max_row, int *nslices);
+
 #ifdef __cplusplus
 }
 #endif

@@ -7,8 +7,9 @@
  * reduce (written there by gkcu_dot_async / gkcu_reduce_async), and a
  * failure record.  gkcu_axpby_ref resolves its alpha and beta from vals in
  * every thread (scale * vals[num] / vals[den] in double, then float32, as
- * the daemon's batch_scalar does on the host); when one comes out NaN,
- * infinite or beyond float32's range, the kernel writes nothing and records
+ * the daemon's batch_scalar does on the host; kept in double on float64
+ * vectors); when one comes out NaN, infinite or (float32) beyond float32's
+ * range, the kernel writes nothing and records
  * the step, which scalar, and its value.  Every gkcu_axpby_ref of a later
  * step finds that record and writes nothing either, so after one failure
  * no later axpby writes, as the protocol promises; the caller must check
@@ -29,7 +30,7 @@ extern "C" {
 /* The device state of one batch; zero it (gkcu_batch_state_init) first. */
 typedef struct {
   double vals[GKCU_BATCH_MAX_STEPS];
-  int fail_step;     /* -1, or the first step whose scalar was not finite float32 */
+  int fail_step;     /* -1, or the first step whose scalar was not finite (float32) */
   int fail_which;    /* 'a' (alpha) or 'b' (beta) */
   double fail_value; /* what it came to (double) */
 } gkcu_batch_state;
@@ -51,6 +52,11 @@ int gkcu_batch_state_init(gkcu_ctx *ctx, gkcu_batch_state *d_state);
  * Enqueues and returns. */
 int gkcu_axpby_ref(gkcu_ctx *ctx, int step, int64_t n, gkcu_bscalar alpha, const float *x,
                    gkcu_bscalar beta, const float *y, float *out, gkcu_batch_state *d_state);
+/* The same on float64 vectors (8-byte aligned): alpha and beta stay
+ * double and fail only when not finite; the sum is fma(alpha, x, beta*y)
+ * in double, as gkcu_axpby_f64. */
+int gkcu_axpby_ref_f64(gkcu_ctx *ctx, int step, int64_t n, gkcu_bscalar alpha, const double *x,
+                       gkcu_bscalar beta, const double *y, double *out, gkcu_batch_state *d_state);
 
 #ifdef __cplusplus
 }

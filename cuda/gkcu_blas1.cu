@@ -1,8 +1,9 @@
 /* gkcu_blas1.cu: dot, nrm2 and axpby on float32 device vectors, and their cuBLAS
- * twins (see gkcu_blas1.h). */
+ * twins (see gkcu_blas1.h; float64: gkcu_blas1_f64.cu). */
 #include <stdint.h>
 
 #include "gkcu_blas1.h"
+#include "gkcu_blas1_sum.cuh"
 #include "gkcu_internal.h"
 
 namespace {
@@ -15,7 +16,8 @@ namespace {
 constexpr int kDotTicket = 1;
 static_assert(kDotTicket < GKCU__NTICKETS, "ticket index");
 
-constexpr int NT = 256;         /* threads per block, both kernels */
+using gkblas1::grid_sum;
+using gkblas1::NT; /* threads per block, both kernels */
 constexpr int UNROLL = 2;       /* 128-bit loads in flight per vector per thread */
 constexpr int BLOCKS_PER_SM = 8; /* axpby: 2048 threads per multiprocessor, <= 32 registers */
 /* dot: at 32 registers (8 blocks) the float4 kernel spilled 8 bytes; at 40
@@ -35,61 +37,6 @@ __device__ __forceinline__ double dot4(float4 a, float4 b) {
   double p = fma((double)a.x, (double)b.x, (double)a.y * (double)b.y);
   double q = fma((double)a.z, (double)b.z, (double)a.w * (double)b.w);
   return p + q;
-}
-
-__device__ __forceinline__ double warp_sum(double v) {
-#pragma unroll
-  for (int off = 16; off > 0; off >>= 1) v += __shfl_down_sync(0xffffffffu, v, off);
-  return v;
-}
-
-/* Whole-block sum, valid in thread 0; ends with a barrier so that the
- * shared slots can be reused. */
-__device__ __forceinline__ double block_sum(double v) {
-  __shared__ double warp_vals[NT / 32];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  v = warp_sum(v);
-  if (lane == 0) warp_vals[warp] = v;
-  __syncthreads();
-  if (warp == 0) {
-    v = lane < NT / 32 ? warp_vals[lane] : 0.0;
-    v = warp_sum(v);
-  }
-  __syncthreads();
-  return v;
-}
-
-/* The end of dot_kernel and nrm2_kernel: each thread's acc summed over the
- * grid into *out (its square root with ROOT).  A block sum; with one block
- * the result is written directly, else the block that draws the last ticket
- * adds the partials in block order (the same order every run), writes *out
- * and resets the ticket.  Every thread of the block calls it. */
-template <bool ROOT>
-__device__ __forceinline__ void grid_sum(double acc, double *__restrict__ partials,
-                                         unsigned int *ticket, double *out) {
-  const int tid = threadIdx.x;
-  acc = block_sum(acc);
-  if (gridDim.x == 1) {
-    if (tid == 0) *out = ROOT ? sqrt(acc) : acc;
-    return;
-  }
-  __shared__ bool is_last;
-  if (tid == 0) {
-    partials[blockIdx.x] = acc;
-    __threadfence(); /* partial visible before the ticket is drawn */
-    unsigned int t = atomicAdd(ticket, 1u);
-    is_last = (t == gridDim.x - 1);
-  }
-  __syncthreads();
-  if (!is_last) return;
-  __threadfence();
-  acc = 0.0;
-  for (int j = tid; j < (int)gridDim.x; j += NT) acc += __ldcg(&partials[j]);
-  acc = block_sum(acc);
-  if (tid == 0) {
-    *out = ROOT ? sqrt(acc) : acc;
-    *ticket = 0u;
-  }
 }
 
 /* VEC: x + head and y + head are both 16-byte aligned; the body is read as

@@ -1,6 +1,6 @@
 /* gkcu_blas1.h: the vector operations an iterative solver needs between
- * spmv calls (protocol methods `dot`, `nrm2` and `axpby`), on float32
- * vectors that stay on the GPU.
+ * spmv calls (protocol methods `dot`, `nrm2` and `axpby`), on float32 or
+ * float64 vectors that stay on the GPU.
  *
  * dot     sum x[i]*y[i] as a double.  Each product of two floats is exact in
  *         double and is accumulated in double per thread (128-bit loads
@@ -28,15 +28,41 @@
  *         same pointer) is allowed; x and y overlapping otherwise is
  *         GKC_EINVALID_ARGUMENT.
  *
- * All take any n >= 1 and any 4-byte aligned device pointers, enqueue on
- * the context's stream and return without waiting (except gkcu_dot and
- * gkcu_nrm2, which wait for their result like gkcu_reduce).  Errors as in gkcu.h.
+ * The *_f64 functions do the same on float64 vectors (gkcu_blas1_f64.cu):
+ *
+ * dot_f64   sum x[i]*y[i] in double, each product fused into the running
+ *           sum (one rounding per element), 128-bit loads (two doubles)
+ *           where x and y share their offset from 16-byte alignment; the
+ *           grid's partials added as dot's.  |error| <= D u sum|x[i]*y[i]|,
+ *           u = 2^-53, D the depth of the summation (test_gpu_blas1_f64.c
+ *           derives it).  Nothing is rescaled: like the CPU's, a sum that
+ *           overflows is Inf.
+ * nrm2_f64  sqrt(sum x[i]^2) in one pass without overflow or underflow:
+ *           the squares of the entries in [2^-511, 2^486] (every square a
+ *           normal double) are summed as they are, the entries above
+ *           scaled by 2^-538 and those below by 2^600 first (exact, powers
+ *           of two) into two other sums, which are combined at the end
+ *           (Blue's algorithm, as LAPACK's dnrm2).  When every entry is
+ *           in range (the common case) the result is the plain sum's root,
+ *           as cpu_nrm2_f64 computes it; otherwise what the CPU gets by
+ *           rescaling by the largest entry, up to rounding, without a
+ *           second pass.  NaN anywhere gives NaN, else an infinite entry
+ *           gives Inf.
+ * axpby_f64 y = alpha*x + beta*y as fma(alpha, x, beta*y) in double, with
+ *           axpby's zero-coefficient and x == y rules: |error| <=
+ *           2u (|alpha*x| + |beta*y|) per element.
+ *
+ * All take any n >= 1 and any 4-byte aligned device pointers (8-byte for
+ * float64), enqueue on the context's stream and return without waiting
+ * (except gkcu_dot, gkcu_nrm2 and their _f64 twins, which wait for their
+ * result like gkcu_reduce).  Errors as in gkcu.h.
  *
  * The *_cublas twins do the same through cuBLAS, for the benchmarks:
  * cublasSdot (float accumulation; its result is a float) and
  * cublasSscal + cublasSaxpy (with the same zero-coefficient and x == y
  * semantics as gkcu_axpby, arranged around the two calls).
  */
+/* Implemented in: gkcu_blas1.cu (float32, cuBLAS), gkcu_blas1_f64.cu */
 #ifndef GKCU_BLAS1_H
 #define GKCU_BLAS1_H
 
@@ -61,6 +87,13 @@ int gkcu_nrm2(gkcu_ctx *ctx, int64_t n, const float *x, double *result);
 
 /* y[i] = alpha*x[i] + beta*y[i], i < n. */
 int gkcu_axpby(gkcu_ctx *ctx, int64_t n, float alpha, const float *x, float beta, float *y);
+
+/* float64 x and y (8-byte aligned): as the float32 functions above. */
+int gkcu_dot_f64_async(gkcu_ctx *ctx, int64_t n, const double *x, const double *y, double *d_result);
+int gkcu_dot_f64(gkcu_ctx *ctx, int64_t n, const double *x, const double *y, double *result);
+int gkcu_nrm2_f64_async(gkcu_ctx *ctx, int64_t n, const double *x, double *d_result);
+int gkcu_nrm2_f64(gkcu_ctx *ctx, int64_t n, const double *x, double *result);
+int gkcu_axpby_f64(gkcu_ctx *ctx, int64_t n, double alpha, const double *x, double beta, double *y);
 
 /* cublasSdot into the device float *d_result (device pointer mode for the
  * call; the context's handle is put back to host mode afterwards). */

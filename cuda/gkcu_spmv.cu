@@ -79,22 +79,6 @@ int run_scalar(gkcu_ctx *ctx, int rows, const int *rp, const int *ci, const floa
   return 0;
 }
 
-/* Group width, from the lab runs in bench/RESULTS.md: the power of two
- * nearest (in log scale) to the larger of
- *   - mean row length / 6: on big matrices a thread should take several
- *     nonzeros of its row (5-point stencil: 2; 27-point: 4), and
- *   - device threads / rows: small matrices need wide groups to fill the
- *     chip at all (bcsstk13, 2003 rows: 32),
- * clamped to 2..32. */
-int vector_width(int sm_count, int rows, long long nnz) {
-  double by_len = (double)nnz / (double)rows / 6.0;
-  double by_fill = (double)sm_count * 2048.0 / (double)rows;
-  double want = by_len > by_fill ? by_len : by_fill;
-  int w = 2;
-  while (w < 32 && want > w * 1.41421356) w *= 2;
-  return w;
-}
-
 int run_vector(gkcu_ctx *ctx, int w, int rows, const int *rp, const int *ci, const float *v,
                float alpha, const float *x, float beta, float *y) {
   unsigned int b = capped_blocks(ctx, (size_t)rows * w, 32);

@@ -21,7 +21,17 @@
  *   cusparse  cusparseSpMV (CSR, default algorithm), its buffer in scratch
  *   auto      gkcu_spmv_pick()'s choice
  *
- * Implemented in: gkcu_spmv.cu, gkcu_spmv_balanced.cu
+ * Float64 operands (gkcu_spmv_typed): A's values float32 or float64, x and
+ * y float32 or float64, in any of the four pairs.  Each row is summed in
+ * double, every product fused into the sum, and y[r] is rounded to its
+ * dtype once, from fma(beta, y[r], alpha*sum) in double.  One kernel,
+ * templated on both dtypes: one thread per row (algo scalar) or a group
+ * of lanes per row (every other algo: the vector rung's width rule, or 32
+ * lanes when the longest row is long, > 1024 and > 32x the mean, where
+ * the float32 auto rule would have picked balanced or cuSPARSE, which
+ * have no float64 kernels here: a long row costs its length / 32 steps).
+ *
+ * Implemented in: gkcu_spmv.cu, gkcu_spmv_balanced.cu, gkcu_spmv_typed.cu
  */
 #ifndef GKCU_SPMV_H
 #define GKCU_SPMV_H
@@ -76,6 +86,17 @@ int gkcu_spmv_plan(gkcu_ctx *ctx, int32_t rows, int64_t nnz, const int32_t *row_
 int gkcu_spmv_planned(gkcu_ctx *ctx, int algo, int32_t rows, int32_t cols, int64_t nnz,
                       const int32_t *row_ptr, const int32_t *col_idx, const float *values,
                       float alpha, const float *x, float beta, float *y, const void *plan);
+
+/* Float64 operands (above): values float64 when values_f64, else float32;
+ * x and y float64 when xy_f64, else float32; float64 arrays 8-byte
+ * aligned.  max_row: the longest row, or -1 when not known.  The algo
+ * that runs is gkcu_spmv_typed_algo(algo): GKCU_SPMV_SCALAR or
+ * GKCU_SPMV_VECTOR.  Enqueues and returns; errors as gkcu_spmv's. */
+int gkcu_spmv_typed_algo(int algo);
+int gkcu_spmv_typed(gkcu_ctx *ctx, int algo, int32_t rows, int32_t cols, int64_t nnz,
+                    const int32_t *row_ptr, const int32_t *col_idx, const void *values,
+                    int values_f64, double alpha, const void *x, int xy_f64, double beta, void *y,
+                    int32_t max_row);
 
 #ifdef __cplusplus
 }

@@ -1,9 +1,10 @@
-/* gkcu_spmv_int.h: what the two spmv files share (C++, cuda/ only, never
+/* gkcu_spmv_int.h: what the spmv files share (C++, cuda/ only, never
  * installed): gkcu_spmv.cu has the ladder's first rungs, cuSPARSE, the
  * argument checks and the public entry points; gkcu_spmv_balanced.cu the
  * merge-path rung (kernels, shapes, plans and its lab entry points).
  *
- * Implemented in: gkcu_spmv_balanced.cu
+ * Implemented in: gkcu_spmv_balanced.cu (gkcu_spmv_typed.cu, float64
+ * operands, uses vector_width and nothing else)
  */
 #ifndef GKCU_SPMV_INT_H
 #define GKCU_SPMV_INT_H
@@ -31,6 +32,23 @@ inline int check_args(gkcu_ctx *ctx, int rows, int cols, long long nnz, const in
   GKCU__CHECK_ARG(ctx, rp != NULL && x != NULL && y != NULL);
   GKCU__CHECK_ARG(ctx, nnz == 0 || (ci != NULL && v != NULL));
   return 0;
+}
+
+/* The vector rung's group width (also the float64 kernels' of
+ * gkcu_spmv_typed.cu), from the lab runs in bench/RESULTS.md: the power of two
+ * nearest (in log scale) to the larger of
+ *   - mean row length / 6: on big matrices a thread should take several
+ *     nonzeros of its row (5-point stencil: 2; 27-point: 4), and
+ *   - device threads / rows: small matrices need wide groups to fill the
+ *     chip at all (bcsstk13, 2003 rows: 32),
+ * clamped to 2..32. */
+inline int vector_width(int sm_count, int rows, long long nnz) {
+  double by_len = (double)nnz / (double)rows / 6.0;
+  double by_fill = (double)sm_count * 2048.0 / (double)rows;
+  double want = by_len > by_fill ? by_len : by_fill;
+  int w = 2;
+  while (w < 32 && want > w * 1.41421356) w *= 2;
+  return w;
 }
 
 /* The balanced shape the public entry points use for rows x nnz (a plan

@@ -54,6 +54,10 @@ struct gkcd_backend {
    * methods of f64_methods (bit 1 << PROTO_M_*: those that do). */
   int f64;
   uint64_t f64_methods;
+  /* Whether its solve takes a float64 matrix (a csr_upload with dtype
+   * f64): 0 (the default) has rpc.c refuse such a solve, before it is
+   * queued, with invalid_argument naming 'matrix'. */
+  int f64_solve_matrix;
   /* Whether its solve takes the preconditioners beyond pcg's Jacobi
    * (precond "amg", and "jacobi" with bicgstab): 0 (the default) has
    * rpc.c refuse them before anything is queued, with invalid_argument. */

@@ -68,8 +68,5 @@ int batch_step_begin(gkcd_job *job, int i, int stop, float *alpha, float *beta) 
 }
 
 void batch_fail_scalar(gkcd_job *job, int i, int which, double value) {
-  job_fail(job, GKC_EINVALID_ARGUMENT, "step %d (%s): argument '%s' came out as %g, not a"
-           " finite float32 (a division by zero?); steps 0 to %d ran and their outputs are"
-           " written", i, batch_op_name(job->in.batch.steps[i].op),
-           which == 'a' ? "alpha" : "beta", value, i - 1);
+  fail_scalar(job, i, which, value);
 }

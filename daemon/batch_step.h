@@ -26,8 +26,9 @@ int batch_step_begin(gkcd_job *job, int i, int stop, float *alpha, float *beta);
  * within the float32 range, one of float64 arrays only finite. */
 int batch_step_begin64(gkcd_job *job, int i, int stop, double *alpha, double *beta);
 /* Fails job for step i's alpha (which 'a') or beta ('b') coming out as
- * value, not a finite float32: batch_step_begin's message, for a backend
- * that resolved the scalar itself (the CUDA backend, on the device). */
+ * value, not what the step takes (a finite float32, or for float64 arrays
+ * a finite number): batch_step_begin's message, for a backend that
+ * resolved the scalar itself (the CUDA backend, on the device). */
 void batch_fail_scalar(gkcd_job *job, int i, int which, double value);
 /* The wire name of a batch op (BATCH_*). */
 const char *batch_op_name(int op);

@@ -22,6 +22,7 @@
 #include "proto_errors.h"
 #include "proto_methods.h"
 #include "proto_rpc.h"
+#include "res_object.h"
 #include "server.h"
 
 static uint64_t now_ns(void) {
@@ -229,6 +230,13 @@ static int submit(gkcd_conn *c, const gkcd_method *row, const proto_request *req
        (job->in.solve.precond == SOLVE_PRECOND_JACOBI && job->in.solve.method == SOLVE_BICGSTAB))) {
     snprintf(msg, msglen, "argument 'precond': %s runs on the CPU backend only for now",
              job->in.solve.precond == SOLVE_PRECOND_AMG ? "amg" : "jacobi with bicgstab");
+    rc = GKC_EINVALID_ARGUMENT;
+  }
+  if (rc == 0 && job->method == PROTO_M_SOLVE && !srv->be->f64_solve_matrix &&
+      job->in.solve.values_dtype == DT_F64) {
+    snprintf(msg, msglen, "argument 'matrix': its values are float64 (f64), and solve on gkcd's %s"
+             " backend takes float32 (f32) matrix values only so far (b, x0 and x may be float64):"
+             " upload the matrix with dtype \"f32\" (the CPU backend takes both)", srv->be->name);
     rc = GKC_EINVALID_ARGUMENT;
   }
   if (r.fd >= 0) close(r.fd); /* refused before the job took it */

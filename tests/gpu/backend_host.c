@@ -47,6 +47,12 @@ int batch_step_begin(gkcd_job *job, int i, int stop, float *alpha, float *beta) 
   exit(1);
 }
 
+int batch_step_begin64(gkcd_job *job, int i, int stop, double *alpha, double *beta) {
+  (void)job, (void)i, (void)stop, (void)alpha, (void)beta;
+  fprintf(stderr, "FAIL: no batch runs here\n");
+  exit(1);
+}
+
 const char *batch_op_name(int op) {
   (void)op;
   fprintf(stderr, "FAIL: no batch runs here\n");

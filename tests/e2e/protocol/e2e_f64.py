@@ -10,14 +10,22 @@ recomputed here, meets it; batch steps on float64 handles; every refusal
 naming the argument and both dtypes (mixed dtypes, float64 to sgemm and
 reduce, a bad dtype string); float32 requests unchanged.
 
-On the CUDA backend (GKC_TEST_BACKEND=cuda, ctest -L gpu): upload and
-download of float64 arrays byte for byte; solve with float64 b, x0 and x
-(a float32 matrix) to rtol 1e-10 by the true residual of the x returned,
-recomputed here in float64, by value and from handles; every other float64
-request refused before it runs, naming the argument and the methods the
-backend serves f64 to, while the same request in float32 still works.
+On the CUDA backend (GKC_TEST_BACKEND=cuda, ctest -L gpu): the same
+vectors, spmv, batch and refusal tests, and beyond them: dot, nrm2 and
+axpby on 100003 elements (scalars beyond float32's range; nrm2 of entries
+near 2^600 and 2^-600, whose squares over- and underflow, of NaN and of
+Inf); spmv with every pair of float32/float64 matrix values and vectors,
+by value and resident, on a matrix with a long row, each algo named (what
+ran: scalar or vector); csr_upload of float64 values whose offset needs
+padding; solve with float64 b, x0 and x (a float32 matrix) to rtol 1e-10
+by the true residual of the x returned, recomputed here in float64, by
+value and from handles; solve on a float64 matrix refused before it runs,
+naming 'matrix'.  On both: a float64 CG iteration per batch (spmv, dot,
+axpby on float64 handles, a float64 matrix) following NumPy's float64 CG
+to 1e-9, and a batch scalar that divides by zero.
 Exits 0 when all pass, 77 when msgpack or numpy is missing.
 """
+import math
 import os
 import sys
 
@@ -187,27 +195,23 @@ def test_refusals(c, rng):
 
 
 def test_cuda(c, rng):
-    """The CUDA backend: f64 for solve and the arrays it reads and writes."""
+    """The CUDA backend: float64 everywhere but solve on a float64 matrix."""
     x = rng.standard_normal(64)
     h = ok(c, "upload", {"data": f64b(x), "dtype": "f64"})["handle"]
     got = ok(c, "download", {"handle": h})["data"]
     check(got == f64b(x), "cuda float64 upload/download byte for byte")
     ok(c, "release", {"handle": h})
-    want = ["float64 (f64)", "cuda backend serves f64 only to", "solve"]
-    expect_error(c, "dot", {"x": f64b(x), "y": f64b(x), "dtype": "f64"}, ["'x'"] + want)
-    expect_error(c, "axpby", {"x": f64b(x), "y": f64b(x), "dtype": "f64"}, ["'x'"] + want)
-    expect_error(c, "nrm2", {"x": f64b(x), "dtype": "f64"}, ["'x'"] + want)
     k = 48
     rp, ci, v = laplacian(k)
     n = k * k
-    expect_error(c, "csr_upload", {"rows": n, "cols": n, "row_ptr": np.asarray(rp, "<i4").tobytes(),
-                                   "col_idx": np.asarray(ci, "<i4").tobytes(), "values": f64b(v),
-                                   "dtype": "f64"}, ["'values'"] + want)
+    m64 = csr64(c, rp, ci, v, n)
+    b = rng.standard_normal(n)
+    expect_error(c, "solve", {"matrix": m64, "b": f64b(b), "dtype": "f64"},
+                 ["'matrix'", "float64 (f64)", "float32 (f32) matrix values only"])
+    expect_error(c, "solve", {"matrix": m64, "b": f32b(b)}, ["'matrix'", "float64 (f64)"])
+    ok(c, "release", {"matrix": m64})
     m = ok(c, "csr_upload", {"rows": n, "cols": n, "row_ptr": np.asarray(rp, "<i4").tobytes(),
                              "col_idx": np.asarray(ci, "<i4").tobytes(), "values": f32b(v)})["matrix"]
-    expect_error(c, "spmv", {"matrix": m, "x": f64b(rng.standard_normal(n)), "dtype": "f64"},
-                 ["'x'"] + want)
-    b = rng.standard_normal(n)
     x0 = rng.standard_normal(n)
     hb = ok(c, "upload", {"data": f64b(b), "dtype": "f64"})["handle"]
     for method in ("cg", "pcg", "bicgstab"):
@@ -237,10 +241,189 @@ def test_cuda(c, rng):
     ok(c, "release", {"matrix": m})
 
 
+def depth(n):
+    """How deep a float64 sum of n terms goes in the backend: the GPU's grid
+    never has fewer than 1536 threads once n >= 2^14 (each thread's share,
+    then ~30 levels of shuffles, blocks and partials); the CPU's OpenMP
+    loop sums a thread's share, n at most."""
+    return n / 1536 + 42 if ec.test_backend() == "cuda" else n + 2
+
+
+def exact_dot(x, y):
+    """x . y within u sum|x y| (math.fsum of the rounded products)."""
+    return math.fsum(x * y)
+
+
+def test_big_vectors(c, rng):
+    """dot, nrm2, axpby on float64 vectors large enough for many blocks."""
+    n = 100003
+    x, y = rng.standard_normal(n), rng.standard_normal(n)
+    cuda = ec.test_backend() == "cuda"
+    r = ok(c, "dot", {"x": f64b(x), "y": f64b(y), "dtype": "f64"})
+    want = exact_dot(x, y)
+    check(abs(r["value"] - want) <= (depth(n) + 1) * EPS64 * (np.abs(x) @ np.abs(y)) and
+          (r["algo"] == "gkcu" or not cuda), f"dot n={n}: {r['value']!r} vs {want!r}")
+    norm = math.sqrt(math.fsum(x * x))  # within 1.5 u
+    for scale in (1.0, 2.0 ** 600, 2.0 ** -600):
+        xs = x * scale  # exact: a power of two, no entry leaves the normal range
+        want = norm * scale
+        r = ok(c, "nrm2", {"x": f64b(xs), "dtype": "f64"})
+        # the sum's relative error halved by the root, a few roundings more
+        # (the CPU's rescaling divides each entry by the largest: one more)
+        tol = (depth(n) / 2 + 6) * EPS64 * want
+        check(abs(r["value"] - want) <= tol, f"nrm2 of x * {scale:g}: {r['value']!r} vs {want!r}")
+    for bad, want in ((np.nan, "nan"), (np.inf, "inf")):
+        xs = x.copy()
+        xs[77] = bad
+        r = ok(c, "nrm2", {"x": f64b(xs), "dtype": "f64"})
+        check(str(r["value"]) == want, f"nrm2 with {want}: {r['value']!r}")
+    alpha, beta = 3e200, -2e-200
+    r = ok(c, "axpby", {"x": f64b(x), "y": f64b(y), "alpha": alpha, "beta": beta, "dtype": "f64"})
+    z = np.frombuffer(r["y"], "<f8")
+    scale = np.abs(alpha * x) + np.abs(beta * y)
+    check(np.all(np.abs(z - (alpha * x + beta * y)) <= 3 * EPS64 * scale),
+          "axpby with scalars beyond float32's range")
+    r = ok(c, "axpby", {"x": f64b(x), "y": f64b(np.full(n, np.nan)), "alpha": 0.5, "beta": 0.0,
+                        "dtype": "f64"})
+    check(np.array_equal(np.frombuffer(r["y"], "<f8"), 0.5 * x), "axpby beta 0: y (NaN) not read")
+
+
+def skewed_csr(rng, n, long_len):
+    """n x n, random rows of 0..6 entries and row 3 of long_len (a long row:
+    the GPU runs 32 lanes per row on it)."""
+    rp, ci, v = [0], [], []
+    for i in range(n):
+        k = long_len if i == 3 else int(rng.integers(0, 7))
+        cols = np.sort(rng.choice(n, size=min(k, n), replace=False))
+        ci.extend(cols.tolist()), v.extend(rng.standard_normal(len(cols)).tolist())
+        rp.append(len(ci))
+    return np.array(rp), np.array(ci), np.array(v)
+
+
+def test_spmv_pairs(c, rng):
+    """Every pair of float32/float64 values and vectors; y rounded once."""
+    cuda = ec.test_backend() == "cuda"
+    n = 3001  # (n + 1 + nnz) * 4 is odd in 8-byte units for some draws: padded values
+    rp, ci, v = skewed_csr(rng, n, 2500)
+    nnz = len(ci)
+    rows_len = np.diff(rp)
+    v32 = v.astype(np.float32).astype(np.float64)
+    mats = {"f64": csr64(c, rp, ci, v, n),
+            "f32": ok(c, "csr_upload", {"rows": n, "cols": n, "row_ptr": np.asarray(rp, "<i4").tobytes(),
+                                        "col_idx": np.asarray(ci, "<i4").tobytes(),
+                                        "values": f32b(v)})["matrix"]}
+    r = ok(c, "csr_upload", {"rows": n, "cols": n, "row_ptr": np.asarray(rp, "<i4").tobytes(),
+                             "col_idx": np.asarray(ci, "<i4").tobytes(), "values": f64b(v),
+                             "dtype": "f64"})
+    check((r["algo"] in ("scalar", "vector") or not cuda) and r["nnz"] == nnz, f"csr_upload f64: {r}")
+    ok(c, "release", {"matrix": r["matrix"]})
+    for vdt, m in mats.items():
+        vals = v if vdt == "f64" else v32
+        for xdt in ("f64", "f32"):
+            x = rng.standard_normal(n)
+            y = rng.standard_normal(n)
+            if xdt == "f32":
+                x, y = x.astype(np.float32).astype(np.float64), y.astype(np.float32).astype(np.float64)
+            enc = f64b if xdt == "f64" else f32b
+            alpha, beta = (0.75, -1.25)
+            for algo in ("auto", "scalar", "vector", "balanced") if cuda else ("auto",):
+                r = ok(c, "spmv", {"matrix": m, "x": enc(x), "y": enc(y), "alpha": alpha, "beta": beta,
+                                   "algo": algo, "dtype": xdt})
+                got = np.frombuffer(r["y"], "<f8" if xdt == "f64" else "<f4").astype(np.float64)
+                want = alpha * matvec(rp, ci, vals, x) + beta * y
+                mag = abs(alpha) * matvec(rp, ci, np.abs(vals), np.abs(x)) + abs(beta * y)
+                # the backend's bound, (L + 8) u of the row's magnitude, plus
+                # NumPy's own row sums' (L u); a float32 y's rounding on top
+                tol = (2 * rows_len + 8) * EPS64 * mag * (1 + 2.0 ** -23) + \
+                    (np.abs(want) * 2.0 ** -24 if xdt == "f32" else 0)
+                if cuda and xdt == "f32" and vdt == "f32":  # the float32 kernels sum in float32
+                    tol = (rows_len + 8) * 2.0 ** -24 * mag + np.abs(want) * 2.0 ** -24
+                ran = "scalar" if algo == "scalar" else "vector"
+                check(len(got) == n and np.all(np.abs(got - want) <= tol) and
+                      (r["algo"] == ran or (xdt == "f32" and vdt == "f32") or not cuda),
+                      f"spmv values {vdt}, x {xdt}, algo {algo} (ran {r['algo']}): worst "
+                      f"{np.max(np.abs(got - want) / np.maximum(tol, 1e-300)):.3g} of the bound")
+    # by value, float64 throughout
+    x = rng.standard_normal(n)
+    r = ok(c, "spmv", {"rows": n, "cols": n, "row_ptr": np.asarray(rp, "<i4").tobytes(),
+                       "col_idx": np.asarray(ci, "<i4").tobytes(), "values": f64b(v), "x": f64b(x),
+                       "alpha": 1e-300, "dtype": "f64"})
+    got = np.frombuffer(r["y"], "<f8")
+    want = 1e-300 * matvec(rp, ci, v, x)
+    check(np.all(np.abs(got - want) <= (2 * rows_len + 8) * EPS64 * 1e-300 * matvec(rp, ci, np.abs(v), np.abs(x))
+                 + 1e-320), "spmv by value f64, alpha below float32's range")
+    for m in mats.values():
+        ok(c, "release", {"matrix": m})
+
+
+def test_batch_cg(c, rng):
+    """A float64 CG iteration per batch on a float64 Laplacian: each batch's
+    spmv, dots and axpbys in float64 on the device, alpha and beta from the
+    dots on the device; it follows NumPy's float64 CG to 1e-9."""
+    k = 20
+    rp, ci, v = laplacian(k)
+    n = k * k
+    A = np.zeros((n, n))
+    for i in range(n):
+        A[i, ci[rp[i]:rp[i + 1]]] = v[rp[i]:rp[i + 1]]
+    m = csr64(c, rp, ci, v, n)
+    b = rng.standard_normal(n)
+    up = lambda a: ok(c, "upload", {"data": f64b(a), "dtype": "f64"})["handle"]  # noqa: E731
+    hx, hr, hp, hq = up(np.zeros(n)), up(b), up(b), up(np.zeros(n))
+    rz = float(b @ b)
+    x64, r64, p64, rz64 = np.zeros(n), b.copy(), b.copy(), b @ b
+    for it in range(25):
+        r = ok(c, "batch", {"steps": [
+            {"op": "spmv", "matrix": m, "x": H(hp), "out": hq},
+            {"op": "dot", "x": H(hp), "y": H(hq)},
+            {"op": "axpby", "x": H(hp), "y": H(hx), "alpha": {"over": 1, "scale": rz}},
+            {"op": "axpby", "x": H(hq), "y": H(hr), "alpha": {"over": 1, "scale": -rz}},
+            {"op": "dot", "x": H(hr), "y": H(hr)},
+            {"op": "axpby", "x": H(hr), "y": H(hp), "alpha": 1.0,
+             "beta": {"step": 4, "scale": 1.0 / rz}},
+        ]})
+        rz = r["results"][4]["value"]
+        q64 = A @ p64
+        a64 = rz64 / (p64 @ q64)
+        x64 += a64 * p64
+        r64 -= a64 * q64
+        rz_new = r64 @ r64
+        p64 = r64 + rz_new / rz64 * p64
+        rz64 = rz_new
+        rel = abs(np.sqrt(rz) - np.sqrt(rz64)) / np.sqrt(rz64)
+        if not check(rel < 1e-9, f"float64 batch CG iteration {it}: ||r|| {np.sqrt(rz):.15e} vs "
+                     f"{np.sqrt(rz64):.15e}"):
+            break
+    xs = np.frombuffer(ok(c, "download", {"handle": hx})["data"], "<f8")
+    check(np.linalg.norm(xs - x64) <= 1e-9 * np.linalg.norm(x64), "float64 batch CG x follows NumPy's")
+    # a scalar dividing by zero: the step fails, its output unwritten, named "number"
+    hz = up(np.zeros(n))
+    before = ok(c, "download", {"handle": hp})["data"]
+    expect_error(c, "batch", {"steps": [{"op": "dot", "x": H(hz), "y": H(hz)},
+                                        {"op": "axpby", "x": H(hx), "y": H(hp), "beta": {"over": 0}}]},
+                 ["step 1 (axpby)", "'beta'", "not a finite number", "steps 0 to 0 ran"])
+    check(ok(c, "download", {"handle": hp})["data"] == before, "the failing float64 step wrote nothing")
+    # a float32 matrix with float64 vectors in a batch spmv
+    m32 = ok(c, "csr_upload", {"rows": n, "cols": n, "row_ptr": np.asarray(rp, "<i4").tobytes(),
+                               "col_idx": np.asarray(ci, "<i4").tobytes(), "values": f32b(v)})["matrix"]
+    xv = rng.standard_normal(n)
+    hxv = up(xv)
+    ok(c, "batch", {"steps": [{"op": "spmv", "matrix": m32, "x": H(hxv), "out": hq, "alpha": 1e-200}]})
+    got = np.frombuffer(ok(c, "download", {"handle": hq})["data"], "<f8")
+    want = 1e-200 * (A @ xv)
+    check(np.all(np.abs(got - want) <= 24 * EPS64 * 1e-200 * (np.abs(A) @ np.abs(xv))),
+          "batch spmv, float32 matrix, float64 vectors, alpha beyond float32's range")
+    for hh in (hx, hr, hp, hq, hz, hxv):
+        ok(c, "release", {"handle": hh})
+    ok(c, "release", {"matrix": m}), ok(c, "release", {"matrix": m32})
+
+
 def main():
     if ec.test_backend() == "cuda":
-        return ec.run("e2e_f64", (test_cuda,))
-    return ec.run("e2e_f64", (test_vectors, test_spmv, test_solve, test_batch, test_refusals))
+        return ec.run("e2e_f64", (test_vectors, test_spmv, test_batch, test_batch_cg, test_refusals,
+                                  test_cuda, test_big_vectors, test_spmv_pairs))
+    return ec.run("e2e_f64", (test_vectors, test_spmv, test_solve, test_batch, test_batch_cg,
+                              test_refusals, test_big_vectors, test_spmv_pairs))
 
 
 if __name__ == "__main__":
