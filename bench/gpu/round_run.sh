@@ -28,6 +28,10 @@
 #             restart (the stand-in descriptor store), back and checked
 #   mpi       bench/gpu/mpi_scaling_gpu.sh: mpi_cg strong and weak scaling on
 #             256^3, both CG variants, against gkcd's own solve
+#   amg       bench/gpu/amg_solve.py: CG with precond none/jacobi/amg on the
+#             2-D 2048^2 and 3-D 160^3 Laplacians, float64, against CuPy's cg
+#   f64       bench/gpu/bench_f64 (float64 kernels beside float32 and the
+#             vendor's float64) and f64_solve.py (2048^2 against CuPy's cg)
 # Logs in $OUT/round_logs.tgz; a summary last.
 set -u
 OUT=${OUT:-/tmp/gkc-out}
@@ -191,6 +195,21 @@ if has inline && [ -x "$B/bench/bench_inline" ]; then
   summary+=("inline rc=$?")
   stop_gkcd
   cat "$L/inline.md"
+fi
+
+if has amg; then
+  S=$SECONDS
+  timeout 240 python3 bench/gpu/amg_solve.py --build "$B" --gkcd-args "--devices 0" \
+    --json "$OUT/amg.json" > "$L/amg.md" 2> "$L/amg.log"
+  summary+=("amg rc=$? ($((SECONDS - S)) s)")
+  cat "$L/amg.md"; tail -5 "$L/amg.log"
+fi
+
+if has f64; then
+  S=$SECONDS
+  [ -x "$B/bench/gpu/bench_f64" ] && timeout 90 "$B/bench/gpu/bench_f64" --reps 30 > "$L/bench_f64.md" 2>&1
+  summary+=("bench_f64 rc=$? ($((SECONDS - S)) s)")
+  cat "$L/bench_f64.md"
 fi
 
 printf '%s\n' "${summary[@]}"
