@@ -563,7 +563,57 @@ void cpu_amg_level(const cpu_amg *h, int l, cpu_amg_level_info *out) {
   if (l < h->nlev - 1) {
     out->p_rows = L->P.n, out->p_cols = L->P.m;
     out->p_nnz = L->P.rp[L->P.n];
-    out->rho = L->rho;
+  }
+  out->rho = L->rho;
+}
+
+int cpu_amg_matrix(const cpu_amg *h, int l, int which, cpu_amg_csr *out) {
+  memset(out, 0, sizeof *out);
+  if (l < 0 || l >= h->nlev || which < CPU_AMG_A || which > CPU_AMG_R) return -1;
+  if (which != CPU_AMG_A && l == h->nlev - 1) return -1;
+  const level *L = &h->lev[l];
+  const csr *m = which == CPU_AMG_A ? &L->A : which == CPU_AMG_P ? &L->P : &L->R;
+  out->rows = m->n, out->cols = m->m;
+  out->nnz = m->rp[m->n];
+  out->row_ptr = m->rp, out->col_idx = m->ci, out->values = m->v;
+  return 0;
+}
+
+const double *cpu_amg_dinv(const cpu_amg *h, int l) {
+  return l >= 0 && l < h->nlev ? h->lev[l].dinv : NULL;
+}
+
+const double *cpu_amg_dl1inv(const cpu_amg *h, int l) {
+  return l >= 0 && l < h->nlev ? h->lev[l].dl1inv : NULL;
+}
+
+void cpu_amg_cycle(const cpu_amg *h, cpu_amg_cycle_info *out) {
+  out->smoother = h->smoother;
+  out->cheb_degree = h->cheb_degree;
+  out->cheb_ratio = CHEB_RATIO;
+}
+
+int32_t cpu_amg_coarse_rows(const cpu_amg *h) { return h->lu ? h->nc : 0; }
+
+void cpu_amg_coarse_inverse(const cpu_amg *h, double *inv) {
+  int32_t n = h->nc;
+  int nth = h->nth > 0 ? h->nth : omp_get_max_threads();
+  /* column j = lu_solve(e_j), written transposed into the row-major inverse */
+#pragma omp parallel num_threads(n >= 64 ? nth : 1)
+  {
+    double *e = malloc((size_t)n * 2 * sizeof *e);
+#pragma omp for schedule(dynamic, 8)
+    for (int32_t j = 0; j < n; j++) {
+      if (!e) {
+        for (int32_t i = 0; i < n; i++) inv[(size_t)i * n + j] = NAN; /* seen as non_finite */
+        continue;
+      }
+      memset(e, 0, (size_t)n * sizeof *e);
+      e[j] = 1;
+      lu_solve(h, e, e + n);
+      for (int32_t i = 0; i < n; i++) inv[(size_t)i * n + j] = e[n + i];
+    }
+    free(e);
   }
 }
 
