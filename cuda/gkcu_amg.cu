@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gkcu_amg_int.h"
+#include "gkcu_amg.cuh"
 #include "gkcu_internal.h"
 
 namespace {

@@ -32,8 +32,9 @@
 #ifndef GKCU_AMG_CYCLE_CUH
 #define GKCU_AMG_CYCLE_CUH
 
-#include "gkcu_amg_int.h"
-#include "gkcu_solve_kern.cuh"
+/* gkcu_solve.cu includes gkcu_solve_kern.cuh (state, reduce_finish, NT,
+ * MAX_BLOCKS, GRID_LOOP) before this file, which is part of its module. */
+#include "gkcu_amg.cuh"
 
 namespace gks {
 

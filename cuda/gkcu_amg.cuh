@@ -1,7 +1,7 @@
-/* gkcu_amg_int.h: the device hierarchy of gkcu_amg.h as gkcu_amg.cu lays it
+/* gkcu_amg.cuh: the device hierarchy of gkcu_amg.h as gkcu_amg.cu lays it
  * out and gkcu_amg_cycle.cuh reads it (C++ only, never installed). */
-#ifndef GKCU_AMG_INT_H
-#define GKCU_AMG_INT_H
+#ifndef GKCU_AMG_CUH
+#define GKCU_AMG_CUH
 
 #include "gkcu_amg.h"
 
@@ -32,4 +32,4 @@ struct gkcu_amg {
   float *cinv; /* the coarsest level's dense inverse, row-major, or NULL */
 };
 
-#endif /* GKCU_AMG_INT_H */
+#endif /* GKCU_AMG_CUH */
