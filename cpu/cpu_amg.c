@@ -39,7 +39,7 @@ enum { DENSE_MAX = 2000 };
 #define CHEB_RATIO 5
 #endif
 /* Power iterations for rho(D^-1 A). */
-enum { POWER_ITERS = 15 };
+enum { POWER_ITERS = CPU_AMG_POWER_ITERS };
 /* Sums in setup are taken over this many fixed slices of the rows, in
  * parallel, then added in slice order: the same bits whatever the number
  * of threads (an OpenMP reduction adds its threads' parts in whatever
@@ -605,7 +605,7 @@ int cpu_amg_setup(int32_t n, const int32_t *row_ptr, const int32_t *col_idx, con
       agg = NULL;
       break;
     }
-    L->rho = spectral_radius(h, L);
+    L->rho = l == 0 && o->rho0 > 0 ? o->rho0 : spectral_radius(h, L);
     csr AP = {0};
     if ((rc = prolongator(h, L, agg, na, &L->P)) || (rc = transpose(h, &L->P, &L->R)) ||
         (rc = spgemm(h, &L->A, &L->P, &AP)) || (rc = spgemm(h, &L->R, &AP, &h->lev[l + 1].A))) {

@@ -50,6 +50,8 @@
 #include <stdint.h>
 
 #define CPU_AMG_MAX_LEVELS 10
+/* Power iterations for each level's rho(D^-1 A) (cpu_amg.c, spectral_radius). */
+#define CPU_AMG_POWER_ITERS 15
 
 enum { CPU_AMG_SMOOTHER_L1_JACOBI = 0, CPU_AMG_SMOOTHER_CHEBYSHEV = 1 };
 
@@ -69,10 +71,14 @@ typedef struct {
   int cheb_degree;     /* Chebyshev's degree; <= 0: 2 */
   int nthreads;        /* <= 0: all */
   size_t max_bytes;    /* the hierarchy may take at most this much; 0: no limit */
+  /* > 0: level 0's rho(D^-1 A), estimated elsewhere by the same power
+   * iterations (the CUDA backend runs them on the GPU, where the matrix
+   * is: the setup's largest pass over it); 0: estimated here. */
+  double rho0;
 } cpu_amg_opts;
 
 /* cpu_amg_opts with every default. */
-#define CPU_AMG_OPTS_INIT {0.08, CPU_AMG_MAX_LEVELS, 500, CPU_AMG_SMOOTHER_CHEBYSHEV, 2, 0, 0}
+#define CPU_AMG_OPTS_INIT {0.08, CPU_AMG_MAX_LEVELS, 500, CPU_AMG_SMOOTHER_CHEBYSHEV, 2, 0, 0, 0}
 
 /* One level, as cpu_amg_level describes it. */
 typedef struct {

@@ -9,7 +9,9 @@
  * Setup reads the matrix from the device (the resident copy is the only
  * one), so it costs a download of the matrix besides cpu_amg_setup, the
  * coarsest level's inverse and the upload; all of it is the setup time
- * reported.
+ * reported.  The finest level's spectral radius (15 products with A, the
+ * largest single step of the host setup) is estimated on the GPU first
+ * (gkcu_amg_rho) and handed to cpu_amg_setup (cpu_amg_opts.rho0).
  */
 #ifndef CUDA_AMG_H
 #define CUDA_AMG_H

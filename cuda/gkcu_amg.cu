@@ -1,7 +1,9 @@
 /* gkcu_amg.cu: gkcu_amg_upload (see gkcu_amg.h): one pass that lays the
  * hierarchy out in the caller's device memory (sizing and carving are the
  * same walk, so they cannot disagree), then the copies, double values
- * rounded to float32 on the host on the way. */
+ * rounded to float32 on the host on the way.  And gkcu_amg_rho, the
+ * finest level's power iterations for the host's setup. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -170,6 +172,123 @@ extern "C" int gkcu_amg_upload(gkcu_ctx *ctx, const gkcu_amg_desc *d, void *dev,
     return gkcu__cuda_fail(ctx, e, "amg: copying the hierarchy to the device");
   }
   *out = h;
+  return 0;
+}
+
+namespace {
+
+constexpr int RT = 256;  /* threads per block */
+constexpr int RB = 1024; /* blocks at most: the partial sums */
+
+/* Sums v over the block; thread 0 gets the total. */
+__device__ double rho_block_sum(double v) {
+  __shared__ double sh[RT / 32];
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = v;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    v = 0;
+    for (int i = 0; i < RT / 32; i++) v += sh[i];
+  }
+  return v;
+}
+
+/* |1 / a_ii| (0 where the diagonal is zero or not finite), the start u =
+ * S x (S = |D|^-1/2, x cpu_amg.c's fixed pseudo-random vector) and the
+ * blocks' parts of x.x. */
+__global__ void __launch_bounds__(RT) k_rho_start(int n, const int *__restrict__ rp,
+                                                  const int *__restrict__ ci,
+                                                  const float *__restrict__ va, double *dabs,
+                                                  double *u, double *part) {
+  double s = 0;
+  for (int i = blockIdx.x * RT + threadIdx.x; i < n; i += gridDim.x * RT) {
+    double d = 0;
+    for (int j = rp[i]; j < rp[i + 1]; j++)
+      if (ci[j] == i) d += (double)va[j];
+    const double da = d == 0 || !isfinite(d) ? 0.0 : fabs(1.0 / d);
+    const double x = (double)((unsigned)(i * 2654435761u) >> 8) / 16777216.0 + 0.5;
+    dabs[i] = da;
+    u[i] = x * sqrt(da);
+    s += x * x;
+  }
+  s = rho_block_sum(s);
+  if (threadIdx.x == 0) part[blockIdx.x] = s;
+}
+
+/* y = A u; the blocks' parts of sum |dinv| y^2 (= ||S A S x||^2). */
+__global__ void __launch_bounds__(RT) k_rho_apply(int n, const int *__restrict__ rp,
+                                                  const int *__restrict__ ci,
+                                                  const float *__restrict__ va,
+                                                  const double *__restrict__ dabs,
+                                                  const double *__restrict__ u, double *y,
+                                                  double *part) {
+  double s = 0;
+  for (int i = blockIdx.x * RT + threadIdx.x; i < n; i += gridDim.x * RT) {
+    double yi = 0;
+    for (int j = rp[i]; j < rp[i + 1]; j++) yi = fma((double)va[j], u[ci[j]], yi);
+    y[i] = yi;
+    s += dabs[i] * yi * yi;
+  }
+  s = rho_block_sum(s);
+  if (threadIdx.x == 0) part[blockIdx.x] = s;
+}
+
+/* The next u = |dinv| y / ||S y||. */
+__global__ void k_rho_scale(int n, const double *__restrict__ dabs, const double *__restrict__ y,
+                            double *u, double sc) {
+  for (int i = blockIdx.x * RT + threadIdx.x; i < n; i += gridDim.x * RT) u[i] = dabs[i] * y[i] * sc;
+}
+
+/* The blocks' parts, summed in block order on the host. */
+int sum_parts(gkcu_ctx *ctx, const double *part, int g, double *host, double *out) {
+  GKCU__TRY_CUDA(ctx, cudaMemcpyAsync(host, part, (size_t)g * sizeof(double),
+                                      cudaMemcpyDeviceToHost, ctx->stream));
+  GKCU__TRY_CUDA(ctx, cudaStreamSynchronize(ctx->stream));
+  double s = 0;
+  for (int i = 0; i < g; i++) s += host[i];
+  *out = s;
+  return 0;
+}
+
+}  // namespace
+
+extern "C" size_t gkcu_amg_rho_work_bytes(int32_t n) {
+  if (n < 1) return 0;
+  return 3 * up256((size_t)n * sizeof(double)) + up256(RB * sizeof(double));
+}
+
+extern "C" int gkcu_amg_rho(gkcu_ctx *ctx, int32_t n, const int32_t *rp, const int32_t *ci,
+                            const float *va, int iters, void *work, size_t work_bytes,
+                            double *rho) {
+  GKCU__CHECK_ARG(ctx, n >= 1 && rp && ci && va && rho && iters >= 0 && work &&
+                           ((uintptr_t)work & 255) == 0 &&
+                           work_bytes >= gkcu_amg_rho_work_bytes(n));
+  const size_t vb = up256((size_t)n * sizeof(double));
+  double *dabs = (double *)work, *u = (double *)((char *)work + vb),
+         *y = (double *)((char *)work + 2 * vb), *part = (double *)((char *)work + 3 * vb);
+  const int sms = ctx->sm_count > 0 ? ctx->sm_count : 1;
+  long long g = ((long long)n + RT - 1) / RT;
+  if (g > (long long)sms * 8) g = (long long)sms * 8;
+  if (g > RB) g = RB;
+  double host[RB], xx = 0, yy = 0, ratio = 0;
+  cudaStream_t s = ctx->stream;
+  k_rho_start<<<(int)g, RT, 0, s>>>(n, rp, ci, va, dabs, u, part);
+  GKCU__LAUNCHED(ctx, "k_rho_start");
+  int rc = sum_parts(ctx, part, (int)g, host, &xx);
+  if (rc) return rc;
+  for (int it = 0; it < iters; it++) {
+    k_rho_apply<<<(int)g, RT, 0, s>>>(n, rp, ci, va, dabs, u, y, part);
+    GKCU__LAUNCHED(ctx, "k_rho_apply");
+    if ((rc = sum_parts(ctx, part, (int)g, host, &yy))) return rc;
+    if (xx == 0 || yy == 0 || !isfinite(yy)) break;
+    ratio = sqrt(yy / xx);
+    k_rho_scale<<<(int)g, RT, 0, s>>>(n, dabs, y, u, 1 / sqrt(yy));
+    GKCU__LAUNCHED(ctx, "k_rho_scale");
+    xx = 1;
+  }
+  GKCU__TRY_CUDA(ctx, cudaStreamSynchronize(s)); /* the work is the caller's again */
+  *rho = ratio;
   return 0;
 }
 

@@ -80,6 +80,20 @@ size_t gkcu_amg_device_bytes(const gkcu_amg_desc *desc);
 int gkcu_amg_upload(gkcu_ctx *ctx, const gkcu_amg_desc *desc, void *dev, size_t dev_bytes,
                     gkcu_amg **out);
 
+/* Device bytes gkcu_amg_rho needs for n rows (0: n < 1 or overflow). */
+size_t gkcu_amg_rho_work_bytes(int32_t n);
+
+/* rho(D^-1 A) of the n x n matrix on the device (CSR, float32 values), by
+ * cpu_amg.c's power iterations (the same start, iters of them, the same
+ * normalisation; only the sums' order differs): what cpu_amg_opts.rho0
+ * takes, so that the setup's largest pass over the finest matrix runs
+ * where the matrix is.  A zero or non-finite diagonal entry counts as 0
+ * (the setup then names its row).  work: gkcu_amg_rho_work_bytes(n)
+ * bytes of device memory, 256-byte aligned.  0 with *rho set, or a
+ * negative gkc error (message in ctx). */
+int gkcu_amg_rho(gkcu_ctx *ctx, int32_t n, const int32_t *row_ptr, const int32_t *col_idx,
+                 const float *values, int iters, void *work, size_t work_bytes, double *rho);
+
 /* Levels, and the rows of level 0 (the matrix it was built for). */
 int gkcu_amg_levels(const gkcu_amg *h);
 int32_t gkcu_amg_rows(const gkcu_amg *h);

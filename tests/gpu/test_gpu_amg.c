@@ -23,6 +23,9 @@
  * Jacobi (right preconditioned, new on the GPU) against the CPU's, and
  * precision fp32.
  *
+ * The finest level's rho, estimated on the GPU for the host's setup
+ * (gkcu_amg_rho), against cpu_amg's own estimate.
+ *
  * Bad input: a zero diagonal and an empty row are refused by the setup,
  * naming the row; an indefinite matrix gives the reason breakdown; a
  * device allocation that fails gives out_of_memory with nothing left
@@ -37,6 +40,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "cpu_amg.h"
 #include "cpu_solve.h"
 #include "cuda_amg.h"
 #include "gkc_errors.h"
@@ -380,6 +384,37 @@ static void test_matrices(gpu_rng *rng, int short_run) {
   gpu_csr_free(&A);
 }
 
+/* gkcu_amg_rho (the finest level's power iterations, on the GPU) against
+ * cpu_amg's own estimate of the same matrix: the same iterations from the
+ * same start, the sums in another order, so the same value to ~1e-12. */
+static void test_rho(gpu_rng *rng) {
+  for (int k = 0; k < 2; k++) {
+    gpu_csr A = {0};
+    if (k) random_spd(&A, 20000, 4, rng);
+    else laplacian(&A, 200, 2, 0.5f, 1.5f, 0, rng);
+    cpu_amg_opts o = CPU_AMG_OPTS_INIT;
+    cpu_amg *h = NULL;
+    int32_t bad;
+    ASSERT_EQ(cpu_amg_setup(A.rows, A.row_ptr, A.col_idx, A.values, 0, &o, &h, &bad), 0);
+    cpu_amg_level_info li;
+    cpu_amg_level(h, 0, &li);
+    dmat d = upload(&A);
+    size_t wb = gkcu_amg_rho_work_bytes(A.rows);
+    void *w;
+    CUDA_OK(cudaMalloc(&w, wb));
+    double rho = 0;
+    ASSERT_EQ(gkcu_amg_rho(ctx, A.rows, d.rp, d.ci, d.va, CPU_AMG_POWER_ITERS, w, wb, &rho), 0);
+    CHECK(li.rho > 0 && fabs(rho - li.rho) <= 1e-9 * li.rho, "rho on the GPU %.15g, cpu_amg %.15g",
+          rho, li.rho);
+    printf("  rho(D^-1 A) of %s: GPU %.12f, CPU %.12f\n", k ? "random spd" : "laplacian 2-D", rho,
+           li.rho);
+    cudaFree(w);
+    dmat_free(&d);
+    cpu_amg_free(h);
+    gpu_csr_free(&A);
+  }
+}
+
 /* Precision fp32 (float32 Krylov vectors) with AMG: converged, near the
  * CPU's fp32. */
 static void test_fp32(gpu_rng *rng, int short_run) {
@@ -553,6 +588,7 @@ int main(void) {
     printf("%s:\n", how);
     test_matrices(&rng, short_run);
     if (k == 1) {
+      test_rho(&rng);
       test_fp32(&rng, short_run);
       test_suitesparse(&rng);
       test_errors(&rng);

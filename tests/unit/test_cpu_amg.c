@@ -490,9 +490,28 @@ static void test_threads_deterministic(void) {
       ASSERT(!memcmp(cpu_amg_dinv(h[0], l), cpu_amg_dinv(h[t], l), (size_t)a.rows * 8));
     }
   }
+  /* rho0 (level 0's rho estimated elsewhere, as the CUDA backend does on
+   * the GPU): taken as given; with the value the setup finds itself, the
+   * same hierarchy again; another value, another prolongator */
+  cpu_amg_level_info l0;
+  cpu_amg_level(h[0], 0, &l0);
+  for (int k = 0; k < 2; k++) {
+    cpu_amg_opts o = CPU_AMG_OPTS_INIT;
+    o.rho0 = k ? 1.5 * l0.rho : l0.rho;
+    cpu_amg *g = setup(&A, &o);
+    cpu_amg_level_info a;
+    cpu_amg_level(g, 0, &a);
+    ASSERT(a.rho == o.rho0);
+    cpu_amg_csr x, y;
+    ASSERT_EQ(cpu_amg_matrix(h[0], 0, CPU_AMG_P, &x), 0);
+    ASSERT_EQ(cpu_amg_matrix(g, 0, CPU_AMG_P, &y), 0);
+    ASSERT(x.nnz == y.nnz);
+    ASSERT(!memcmp(x.values, y.values, (size_t)x.nnz * 8) == !k);
+    cpu_amg_free(g);
+  }
   for (int t = 0; t < 3; t++) cpu_amg_free(h[t]);
   mat_free(&A);
-  printf("threads: 1, 2 and 3 build the same hierarchy (%d levels)\n", nl);
+  printf("threads: 1, 2 and 3 build the same hierarchy (%d levels); rho0 taken as given\n", nl);
 }
 
 int main(void) {
