@@ -529,7 +529,7 @@ int solve_t(gkcu_ctx *ctx, const gkcu_solve_args *a, gkcu_solve_result *res) {
     }
     if (why < 0) {
       /* the method's start, then the loop */
-      if (a->method == GKCU_SOLVE_CG) {
+      if (a->method == GKCU_SOLVE_CG && a->precond != GKCU_PRECOND_AMG) {
         TRY(cudaMemcpyAsync(v->p, v->r, (size_t)n * sizeof(V), cudaMemcpyDeviceToDevice, str));
         s0.rz = s0.rr;
       } else if (a->method == GKCU_SOLVE_BICGSTAB) {
