@@ -17,7 +17,7 @@
  *   the same x, bit for bit (the cycle's sums run in a fixed order).
  * Matrices: the 2-D 5-point and 3-D 7-point Laplacians with random edge
  * weights, random diagonally dominant SPD matrices, a nonsymmetric
- * perturbation of the 2-D one (bicgstab), and the SPD matrices of the
+ * perturbation of the 2-D one (bicgstab), and 1138_bus from the
  * SuiteSparse folder ($GKC_GPU_MATRICES, else $GKC_SHARED_MATRICES) when
  * given.  b: float64 and float32, fresh each run.  Also BiCGSTAB with
  * Jacobi (right preconditioned, new on the GPU) against the CPU's, and
@@ -440,7 +440,12 @@ static void test_suitesparse(gpu_rng *rng) {
     printf("no matrix folder given (GKC_GPU_MATRICES): SuiteSparse matrices skipped\n");
     return;
   }
-  static const char *const spd[] = {"1138_bus.mtx", "bcsstk13.mtx", "bcsstk33.mtx"};
+  /* 1138_bus: AMG-PCG converges (30 iterations here and on the CPU, and
+   * in a host emulation of the GPU's float32 cycle).  Not bcsstk13 or
+   * bcsstk33 (elasticity: scalar smoothed aggregation with the constant
+   * near-null space does not fit them; CG + AMG does not converge on the
+   * CPU either within 20000 iterations). */
+  static const char *const spd[] = {"1138_bus.mtx"};
   int found = 0;
   for (size_t i = 0; i < sizeof spd / sizeof *spd; i++) {
     char path[4096], err[256];
