@@ -624,7 +624,7 @@ GKC_API int gkc_release_matrix(gkc_conn *c, uint32_t matrix);
  * the wrong length, a negative or non-finite tolerance, max_iter outside
  * [1, 10^8], pcg (or precond jacobi) on a zero diagonal entry, amg on a zero
  * diagonal or an empty row, pcg with a precond other than jacobi, amg on
- * the CUDA backend; gkc_errmsg names the argument.  GKC_EOUT_OF_MEMORY:
+ * a partitioned matrix; gkc_errmsg names the argument.  GKC_EOUT_OF_MEMORY:
  * the AMG hierarchy did not fit (the matrix stays usable). */
 typedef enum {
   GKC_SOLVE_CG = 0,      /* conjugate gradients: A symmetric positive definite */

@@ -18,6 +18,7 @@
  */
 #include "cpu_amg.h"
 
+#include <limits.h>
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -38,7 +39,12 @@ enum { DENSE_MAX = 2000 };
 #define CHEB_RATIO 5
 #endif
 /* Power iterations for rho(D^-1 A). */
-enum { POWER_ITERS = 15 };
+enum { POWER_ITERS = CPU_AMG_POWER_ITERS };
+/* Sums in setup are taken over this many fixed slices of the rows, in
+ * parallel, then added in slice order: the same bits whatever the number
+ * of threads (an OpenMP reduction adds its threads' parts in whatever
+ * order they finish), so the hierarchy is the same on every machine. */
+enum { SLICES = 64 };
 
 typedef struct {
   int32_t n, m; /* rows, columns */
@@ -179,21 +185,64 @@ out:
   return rc;
 }
 
-/* T = A^T (a counting sort by column). */
+/* T = A^T: a counting sort by column, each column's entries in increasing
+ * row order.  On several threads each takes a block of rows and places
+ * its entries after those of the blocks above it (per-block column
+ * counts): the same T as one thread gives. */
 static int transpose(cpu_amg *h, const csr *A, csr *T) {
-  int32_t nnz = A->rp[A->n];
-  if (csr_alloc(h, T, A->m, A->n, nnz)) return CPU_AMG_ENOMEM;
-  memset(T->rp, 0, ((size_t)A->m + 1) * sizeof *T->rp);
-  for (int32_t t = 0; t < nnz; t++) T->rp[A->ci[t] + 1]++;
-  for (int32_t j = 0; j < A->m; j++) T->rp[j + 1] += T->rp[j];
-  for (int32_t i = 0; i < A->n; i++)
-    for (int32_t t = A->rp[i]; t < A->rp[i + 1]; t++) {
-      int32_t p = T->rp[A->ci[t]]++;
-      T->ci[p] = i;
-      T->v[p] = A->v[t];
+  int32_t nnz = A->rp[A->n], m = A->m;
+  if (csr_alloc(h, T, m, A->n, nnz)) return CPU_AMG_ENOMEM;
+  int nb = threads(h, A->n);
+  size_t cb = (size_t)nb * ((size_t)m + 1) * sizeof(int32_t);
+  int32_t *cnt = nb > 1 ? h_alloc(h, (size_t)nb * ((size_t)m + 1), sizeof *cnt) : NULL;
+  if (!cnt) { /* one thread (or no room for the counts) */
+    memset(T->rp, 0, ((size_t)m + 1) * sizeof *T->rp);
+    for (int32_t t = 0; t < nnz; t++) T->rp[A->ci[t] + 1]++;
+    for (int32_t j = 0; j < m; j++) T->rp[j + 1] += T->rp[j];
+    for (int32_t i = 0; i < A->n; i++)
+      for (int32_t t = A->rp[i]; t < A->rp[i + 1]; t++) {
+        int32_t p = T->rp[A->ci[t]]++;
+        T->ci[p] = i;
+        T->v[p] = A->v[t];
+      }
+    for (int32_t j = m; j > 0; j--) T->rp[j] = T->rp[j - 1];
+    T->rp[0] = 0;
+    return 0;
+  }
+#pragma omp parallel num_threads(nb)
+  {
+    int b = omp_get_thread_num(), tn = omp_get_num_threads();
+    int32_t lo = (int32_t)((int64_t)A->n * b / tn), hi = (int32_t)((int64_t)A->n * (b + 1) / tn);
+    int32_t *c = cnt + (size_t)b * ((size_t)m + 1);
+    memset(c, 0, ((size_t)m + 1) * sizeof *c);
+    for (int32_t t = A->rp[lo]; t < A->rp[hi]; t++) c[A->ci[t]]++;
+#pragma omp barrier
+    /* column j's start for block b: T's column start + the blocks above */
+#pragma omp for schedule(static)
+    for (int32_t j = 0; j < m; j++) {
+      int32_t run = 0;
+      for (int q = 0; q < tn; q++) {
+        int32_t *cq = cnt + (size_t)q * ((size_t)m + 1);
+        int32_t k = cq[j];
+        cq[j] = run;
+        run += k;
+      }
+      T->rp[j + 1] = run; /* the column's length, summed below */
     }
-  for (int32_t j = A->m; j > 0; j--) T->rp[j] = T->rp[j - 1];
-  T->rp[0] = 0;
+#pragma omp single
+    {
+      T->rp[0] = 0;
+      for (int32_t j = 0; j < m; j++) T->rp[j + 1] += T->rp[j];
+    }
+    for (int32_t i = lo; i < hi; i++)
+      for (int32_t t = A->rp[i]; t < A->rp[i + 1]; t++) {
+        int32_t j = A->ci[t], p = T->rp[j] + c[j]++;
+        T->ci[p] = i;
+        T->v[p] = A->v[t];
+      }
+  }
+  h->bytes -= cb;
+  free(cnt);
   return 0;
 }
 
@@ -201,8 +250,10 @@ static int transpose(cpu_amg *h, const csr *A, csr *T) {
  * not finite, or -1.  Below the finest level (strict 0) such a row, which
  * only an indefinite matrix gives (p^T A p = 0), is left out of smoothing
  * instead: the Krylov method then meets the indefiniteness and says so. */
-static int32_t diagonals(level *L, int strict) {
+static int32_t diagonals(const cpu_amg *h, level *L, int strict) {
   const csr *A = &L->A;
+  int32_t first = INT32_MAX;
+#pragma omp parallel for num_threads(threads(h, A->n)) schedule(static) reduction(min : first)
   for (int32_t i = 0; i < A->n; i++) {
     double d = 0, l1 = 0;
     for (int32_t t = A->rp[i]; t < A->rp[i + 1]; t++) {
@@ -210,36 +261,57 @@ static int32_t diagonals(level *L, int strict) {
       l1 += fabs(A->v[t]);
     }
     int bad = d == 0 || !isfinite(d) || !isfinite(l1);
-    if (bad && strict) return i;
+    if (bad && strict && i < first) first = i;
     L->dinv[i] = bad ? 0 : 1.0 / d;
     L->dl1inv[i] = bad ? 0 : 1.0 / l1;
   }
-  return -1;
+  return first == INT32_MAX ? -1 : first;
 }
 
 /* rho(D^-1 A), as the norm ratio ||B x|| / ||x|| of power iterations on
- * B = |D|^-1/2 A |D|^-1/2 (similar to D^-1 A when D > 0, and symmetric
- * when A is, so the ratio rises towards rho from below).  q and r are
- * scratch. */
+ * B = S A S, S = |D|^-1/2 (similar to D^-1 A when D > 0, and symmetric
+ * when A is, so the ratio rises towards rho from below).  It iterates on
+ * u = S x, A's input: y = A u, ||B x||^2 = sum |dinv| y^2, and the next
+ * u = |dinv| y / ||B x|| (x of norm 1).  q and r are scratch. */
 static double spectral_radius(const cpu_amg *h, const level *L) {
   const csr *A = &L->A;
-  int32_t n = A->n;
-  double *x = L->r, *y = L->q, ratio = 0;
-  for (int32_t i = 0; i < n; i++) /* a fixed pseudo-random start: the same hierarchy every time */
-    x[i] = (double)((uint32_t)(i * 2654435761u) >> 8) / 16777216.0 + 0.5;
-  for (int it = 0; it < POWER_ITERS; it++) {
-    double xx = 0, yy = 0;
-    for (int32_t i = 0; i < n; i++) x[i] *= sqrt(fabs(L->dinv[i]));
-    spmv(h, A, x, y, 0);
-    for (int32_t i = 0; i < n; i++) {
-      x[i] /= sqrt(fabs(L->dinv[i]));
-      y[i] *= sqrt(fabs(L->dinv[i]));
-      xx += x[i] * x[i], yy += y[i] * y[i];
+  const int32_t n = A->n;
+  const int nth = threads(h, n);
+  const double *dinv = L->dinv;
+  double *u = L->r, *y = L->q, ratio = 0, part[SLICES];
+  /* a fixed pseudo-random start: the same hierarchy every time */
+#pragma omp parallel for num_threads(nth) schedule(static)
+  for (int c = 0; c < SLICES; c++) {
+    double s = 0;
+    for (int32_t i = (int32_t)((int64_t)n * c / SLICES); i < (int32_t)((int64_t)n * (c + 1) / SLICES); i++) {
+      double x = (double)((uint32_t)(i * 2654435761u) >> 8) / 16777216.0 + 0.5;
+      u[i] = x * sqrt(fabs(dinv[i]));
+      s += x * x;
     }
+    part[c] = s;
+  }
+  double xx = 0;
+  for (int c = 0; c < SLICES; c++) xx += part[c];
+  for (int it = 0; it < POWER_ITERS; it++) {
+#pragma omp parallel for num_threads(nth) schedule(static)
+    for (int c = 0; c < SLICES; c++) {
+      double s = 0;
+      for (int32_t i = (int32_t)((int64_t)n * c / SLICES); i < (int32_t)((int64_t)n * (c + 1) / SLICES); i++) {
+        double yi = 0;
+        for (int32_t j = A->rp[i]; j < A->rp[i + 1]; j++) yi += A->v[j] * u[A->ci[j]];
+        y[i] = yi;
+        s += fabs(dinv[i]) * yi * yi;
+      }
+      part[c] = s;
+    }
+    double yy = 0;
+    for (int c = 0; c < SLICES; c++) yy += part[c];
     if (xx == 0 || yy == 0 || !isfinite(yy)) break;
     ratio = sqrt(yy / xx);
-    double s = 1 / sqrt(yy);
-    for (int32_t i = 0; i < n; i++) x[i] = y[i] * s;
+    double sc = 1 / sqrt(yy);
+#pragma omp parallel for num_threads(nth) schedule(static)
+    for (int32_t i = 0; i < n; i++) u[i] = fabs(dinv[i]) * y[i] * sc;
+    xx = 1;
   }
   return ratio;
 }
@@ -306,6 +378,7 @@ static int prolongator(cpu_amg *h, level *L, const int32_t *agg, int32_t na, csr
   }
   memset(size, 0, (size_t)na * sizeof *size);
   for (int32_t i = 0; i < n; i++) size[agg[i]]++;
+#pragma omp parallel for num_threads(threads(h, n)) schedule(static)
   for (int32_t i = 0; i < n; i++) {
     T.rp[i] = i;
     T.ci[i] = agg[i];
@@ -319,6 +392,7 @@ static int prolongator(cpu_amg *h, level *L, const int32_t *agg, int32_t na, csr
     double omega = L->rho > 0 ? 4.0 / 3.0 / L->rho : 0;
     /* A's diagonal entry puts column agg[i] in row i of A T, so T's entry
      * has its place there. */
+#pragma omp parallel for num_threads(threads(h, n)) schedule(static)
     for (int32_t i = 0; i < n; i++)
       for (int32_t t = P->rp[i]; t < P->rp[i + 1]; t++) {
         P->v[t] *= -omega * L->dinv[i];
@@ -470,7 +544,7 @@ static int level_prepare(cpu_amg *h, int l, int32_t *bad) {
   if (!w) return CPU_AMG_ENOMEM;
   L->dinv = w, L->dl1inv = w + n, L->r = w + 2 * n, L->d = w + 3 * n, L->q = w + 4 * n;
   if (l > 0) L->b = w + 5 * n, L->x = w + 6 * n;
-  if ((*bad = diagonals(L, l == 0)) >= 0) return CPU_AMG_EZERO_DIAG;
+  if ((*bad = diagonals(h, L, l == 0)) >= 0) return CPU_AMG_EZERO_DIAG;
   return 0;
 }
 
@@ -485,9 +559,12 @@ static int finest(cpu_amg *h, int32_t n, const int32_t *rp, const int32_t *ci, c
   csr *A = &h->lev[0].A;
   if (csr_alloc(h, A, n, n, rp[n])) return CPU_AMG_ENOMEM;
   memcpy(A->rp, rp, ((size_t)n + 1) * sizeof *rp);
-  memcpy(A->ci, ci, (size_t)rp[n] * sizeof *ci);
-  for (int32_t t = 0; t < rp[n]; t++)
-    A->v[t] = f64 ? ((const double *)values)[t] : (double)((const float *)values)[t];
+#pragma omp parallel for num_threads(threads(h, n)) schedule(static)
+  for (int32_t i = 0; i < n; i++)
+    for (int32_t t = rp[i]; t < rp[i + 1]; t++) {
+      A->ci[t] = ci[t];
+      A->v[t] = f64 ? ((const double *)values)[t] : (double)((const float *)values)[t];
+    }
   return 0;
 }
 
@@ -528,7 +605,7 @@ int cpu_amg_setup(int32_t n, const int32_t *row_ptr, const int32_t *col_idx, con
       agg = NULL;
       break;
     }
-    L->rho = spectral_radius(h, L);
+    L->rho = l == 0 && o->rho0 > 0 ? o->rho0 : spectral_radius(h, L);
     csr AP = {0};
     if ((rc = prolongator(h, L, agg, na, &L->P)) || (rc = transpose(h, &L->P, &L->R)) ||
         (rc = spgemm(h, &L->A, &L->P, &AP)) || (rc = spgemm(h, &L->R, &AP, &h->lev[l + 1].A))) {
@@ -563,7 +640,57 @@ void cpu_amg_level(const cpu_amg *h, int l, cpu_amg_level_info *out) {
   if (l < h->nlev - 1) {
     out->p_rows = L->P.n, out->p_cols = L->P.m;
     out->p_nnz = L->P.rp[L->P.n];
-    out->rho = L->rho;
+  }
+  out->rho = L->rho;
+}
+
+int cpu_amg_matrix(const cpu_amg *h, int l, int which, cpu_amg_csr *out) {
+  memset(out, 0, sizeof *out);
+  if (l < 0 || l >= h->nlev || which < CPU_AMG_A || which > CPU_AMG_R) return -1;
+  if (which != CPU_AMG_A && l == h->nlev - 1) return -1;
+  const level *L = &h->lev[l];
+  const csr *m = which == CPU_AMG_A ? &L->A : which == CPU_AMG_P ? &L->P : &L->R;
+  out->rows = m->n, out->cols = m->m;
+  out->nnz = m->rp[m->n];
+  out->row_ptr = m->rp, out->col_idx = m->ci, out->values = m->v;
+  return 0;
+}
+
+const double *cpu_amg_dinv(const cpu_amg *h, int l) {
+  return l >= 0 && l < h->nlev ? h->lev[l].dinv : NULL;
+}
+
+const double *cpu_amg_dl1inv(const cpu_amg *h, int l) {
+  return l >= 0 && l < h->nlev ? h->lev[l].dl1inv : NULL;
+}
+
+void cpu_amg_cycle(const cpu_amg *h, cpu_amg_cycle_info *out) {
+  out->smoother = h->smoother;
+  out->cheb_degree = h->cheb_degree;
+  out->cheb_ratio = CHEB_RATIO;
+}
+
+int32_t cpu_amg_coarse_rows(const cpu_amg *h) { return h->lu ? h->nc : 0; }
+
+void cpu_amg_coarse_inverse(const cpu_amg *h, double *inv) {
+  int32_t n = h->nc;
+  int nth = h->nth > 0 ? h->nth : omp_get_max_threads();
+  /* column j = lu_solve(e_j), written transposed into the row-major inverse */
+#pragma omp parallel num_threads(n >= 64 ? nth : 1)
+  {
+    double *e = malloc((size_t)n * 2 * sizeof *e);
+#pragma omp for schedule(dynamic, 8)
+    for (int32_t j = 0; j < n; j++) {
+      if (!e) {
+        for (int32_t i = 0; i < n; i++) inv[(size_t)i * n + j] = NAN; /* seen as non_finite */
+        continue;
+      }
+      memset(e, 0, (size_t)n * sizeof *e);
+      e[j] = 1;
+      lu_solve(h, e, e + n);
+      for (int32_t i = 0; i < n; i++) inv[(size_t)i * n + j] = e[n + i];
+    }
+    free(e);
   }
 }
 

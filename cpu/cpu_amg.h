@@ -50,6 +50,8 @@
 #include <stdint.h>
 
 #define CPU_AMG_MAX_LEVELS 10
+/* Power iterations for each level's rho(D^-1 A) (cpu_amg.c, spectral_radius). */
+#define CPU_AMG_POWER_ITERS 15
 
 enum { CPU_AMG_SMOOTHER_L1_JACOBI = 0, CPU_AMG_SMOOTHER_CHEBYSHEV = 1 };
 
@@ -69,10 +71,14 @@ typedef struct {
   int cheb_degree;     /* Chebyshev's degree; <= 0: 2 */
   int nthreads;        /* <= 0: all */
   size_t max_bytes;    /* the hierarchy may take at most this much; 0: no limit */
+  /* > 0: level 0's rho(D^-1 A), estimated elsewhere by the same power
+   * iterations (the CUDA backend runs them on the GPU, where the matrix
+   * is: the setup's largest pass over it); 0: estimated here. */
+  double rho0;
 } cpu_amg_opts;
 
 /* cpu_amg_opts with every default. */
-#define CPU_AMG_OPTS_INIT {0.08, CPU_AMG_MAX_LEVELS, 500, CPU_AMG_SMOOTHER_CHEBYSHEV, 2, 0, 0}
+#define CPU_AMG_OPTS_INIT {0.08, CPU_AMG_MAX_LEVELS, 500, CPU_AMG_SMOOTHER_CHEBYSHEV, 2, 0, 0, 0}
 
 /* One level, as cpu_amg_level describes it. */
 typedef struct {
@@ -80,7 +86,8 @@ typedef struct {
   int64_t nnz;              /* its entries */
   int32_t p_rows, p_cols;   /* its prolongator to the next level (0 x 0 on the last) */
   int64_t p_nnz;
-  double rho;               /* the estimate of rho(D^-1 A) (0 on the last) */
+  double rho;               /* the estimate of rho(D^-1 A) (0 on the last, unless it is
+                             * smoothed instead of factored: cpu_amg_coarse_rows 0) */
 } cpu_amg_level_info;
 
 typedef struct cpu_amg cpu_amg;
@@ -102,6 +109,51 @@ void cpu_amg_apply(cpu_amg *h, const double *r, double *z);
 int cpu_amg_levels(const cpu_amg *h);
 /* What level l (0: the finest) holds. */
 void cpu_amg_level(const cpu_amg *h, int l, cpu_amg_level_info *out);
+/* --- reading a built hierarchy (what the CUDA backend uploads) ------------ */
+
+/* One of the hierarchy's sparse matrices, owned by it (valid until
+ * cpu_amg_free): rows x cols in CSR, columns in no particular order. */
+typedef struct {
+  int32_t rows, cols;
+  int64_t nnz;
+  const int32_t *row_ptr, *col_idx;
+  const double *values;
+} cpu_amg_csr;
+
+enum { CPU_AMG_A = 0, CPU_AMG_P = 1, CPU_AMG_R = 2 };
+
+/* Level l's operator A_l, prolongator P_l (A_l's rows x A_{l+1}'s) or
+ * restriction R_l = P_l^T (which: CPU_AMG_*): 0 with *out set, or -1 when
+ * l is out of range or the level has none (P and R on the last level). */
+int cpu_amg_matrix(const cpu_amg *h, int l, int which, cpu_amg_csr *out);
+
+/* Level l's inverse diagonals, A_l's rows of them: 1 / a_ii (Chebyshev)
+ * and 1 / sum_j |a_ij| (l1-Jacobi); 0 for a row smoothing leaves out (see
+ * cpu_amg.c, diagonals()).  NULL when l is out of range. */
+const double *cpu_amg_dinv(const cpu_amg *h, int l);
+const double *cpu_amg_dl1inv(const cpu_amg *h, int l);
+
+/* How cpu_amg_apply smooths, for a cycle elsewhere to do the same: the
+ * smoother (CPU_AMG_SMOOTHER_*; a level whose rho is 0 gets l1-Jacobi
+ * whatever it says), Chebyshev's degree, and its interval on D^-1 A:
+ * [1.1 rho / cheb_ratio, 1.1 rho]. */
+typedef struct {
+  int smoother;
+  int cheb_degree;
+  double cheb_ratio;
+} cpu_amg_cycle_info;
+void cpu_amg_cycle(const cpu_amg *h, cpu_amg_cycle_info *out);
+
+/* The coarsest level's rows when it is solved exactly (dense LU), else 0:
+ * coarsening stalled above the dense limit, and the last level is smoothed
+ * instead (one smoothing step from zero, then three more). */
+int32_t cpu_amg_coarse_rows(const cpu_amg *h);
+/* The inverse of the coarsest matrix as the LU solve applies it (a pivot
+ * that came out zero leaves its component 0, so it is that linear map,
+ * not a true inverse), nc x nc row-major in inv (nc = cpu_amg_coarse_rows,
+ * which must not be 0).  Columns in parallel on OpenMP threads. */
+void cpu_amg_coarse_inverse(const cpu_amg *h, double *inv);
+
 /* The bytes the hierarchy holds (matrices, factors and scratch vectors). */
 size_t cpu_amg_bytes(const cpu_amg *h);
 /* Frees it (NULL is fine). */

@@ -21,6 +21,7 @@ add_library(gkc_cuda_backend STATIC
             ${CMAKE_SOURCE_DIR}/cuda/cuda_array.c
             ${CMAKE_SOURCE_DIR}/cuda/cuda_tiny.c
             ${CMAKE_SOURCE_DIR}/cuda/cuda_upload.c
+            ${CMAKE_SOURCE_DIR}/cuda/cuda_amg.c
             ${CMAKE_SOURCE_DIR}/cuda/cuda_solve.c
             ${CMAKE_SOURCE_DIR}/cuda/cuda_batch.c
             ${CMAKE_SOURCE_DIR}/cuda/cuda_run.c

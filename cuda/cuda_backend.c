@@ -31,6 +31,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "cuda_amg.h"
 #include "cuda_batch.h"
 #include "cuda_gpu.h"
 #include "cuda_impl.h"
@@ -109,6 +110,13 @@ static void cuda_region_unpin(gkcd_backend *be, void *ptr) {
   cuda_impl *impl = be->impl;
   cudaSetDevice(impl->device);
   if (cudaHostUnregister(ptr) != cudaSuccess) cudaGetLastError();
+}
+
+/* be->precond_free: a hierarchy cuda_solve built (cuda_amg.h); it knows
+ * its GPU and cache. */
+static void free_amg(gkcd_backend *be, void *h) {
+  (void)be;
+  cuda_amg_free(h);
 }
 
 static int cuda_spmv_pick(gkcd_backend *be, int32_t rows, int32_t cols, int64_t nnz,
@@ -266,7 +274,10 @@ static int cuda_part_open(gkcd_backend **out, const gkcd_config *cfg, cuda_gpu *
                     1ull << PROTO_M_DOT | 1ull << PROTO_M_NRM2 | 1ull << PROTO_M_AXPBY |
                     1ull << PROTO_M_SPMV | 1ull << PROTO_M_CSR_UPLOAD | 1ull << PROTO_M_BATCH;
   be->f64_solve_matrix = 0;
-  be->amg = 0; /* solve precond amg (and jacobi with bicgstab): CPU only, refused in rpc.c */
+  /* solve precond amg (setup on the host, V-cycle on the GPU: cuda_amg.h)
+   * and jacobi with bicgstab; the hierarchy a matrix keeps is freed here */
+  be->amg = 1;
+  be->precond_free = free_amg;
   /* A start for the cost model: compute and memory rates measured on the
    * bulk lane's first stream (datasheet figures of an H100/H200 if that
    * fails); pinned PCIe ~20 GB/s, launch and hand-off ~15 us.  It corrects

@@ -8,6 +8,13 @@
  * graph can be captured); all three run the same kernels and give the same
  * results; gkcu_while only with GKCU_SOLVE_GRAPH=while in gkcd's
  * environment (gkcu_solve.h says why).
+ *
+ * precond "amg": the matrix's hierarchy when the daemon lent one built on
+ * this GPU (in.solve.amg), else one set up here (cuda_amg.h) and handed
+ * back in job->amg_built for the matrix to keep (rpc.c decides), whatever
+ * becomes of the solve.  Its device memory comes from the device cache, as
+ * resident arrays do: out of it, the solve fails with out_of_memory and
+ * the matrix is as it was.
  */
 #include "cuda_solve.h"
 
@@ -17,6 +24,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cuda_amg.h"
 #include "cuda_fail.h"
 #include "gkc_errors.h"
 #include "gkcu_solve.h"
@@ -31,6 +39,10 @@ _Static_assert((int)GKCU_SOLVE_CONVERGED == (int)SOLVE_R_CONVERGED &&
                    (int)GKCU_SOLVE_DEADLINE == (int)SOLVE_R_DEADLINE &&
                    (int)GKCU_SOLVE_CANCELLED == (int)SOLVE_R_CANCELLED,
                "solve reasons: one numbering");
+_Static_assert((int)GKCU_PRECOND_NONE == (int)SOLVE_PRECOND_NONE &&
+                   (int)GKCU_PRECOND_JACOBI == (int)SOLVE_PRECOND_JACOBI &&
+                   (int)GKCU_PRECOND_AMG == (int)SOLVE_PRECOND_AMG,
+               "solve preconditioners: one numbering");
 _Static_assert((int)GKCU_SOLVE_CG == (int)SOLVE_CG && (int)GKCU_SOLVE_PCG == (int)SOLVE_PCG &&
                    (int)GKCU_SOLVE_BICGSTAB == (int)SOLVE_BICGSTAB,
                "solve methods: one numbering");
@@ -42,6 +54,48 @@ static double now_us(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
+/* cuda_amg_mem over the device cache. */
+static int amg_alloc(void *cache, size_t bytes, void **ptr, size_t *cap, char *msg, size_t msglen) {
+  return devcache_alloc(cache, bytes, ptr, cap, msg, msglen);
+}
+static void amg_release(void *cache, void *ptr, size_t cap) { devcache_free(cache, ptr, cap); }
+
+/* The AMG hierarchy for the solve: the lent one, or one set up now (kept
+ * by the matrix or freed after the job: job->amg_built).  NULL with the
+ * job failed. */
+static const gkcu_amg *amg_for(cuda_impl *impl, cuda_slot *s, gkcd_job *job) {
+  __typeof__(job->in.solve) *v = &job->in.solve;
+  cuda_amg *lent = v->amg;
+  /* one built on another GPU (a replicated matrix) does not run here */
+  if (lent && cuda_amg_device(lent) == impl->device) {
+    job->amg_levels = cuda_amg_levels(lent);
+    return cuda_amg_dev(lent);
+  }
+  double t0 = now_us();
+  cuda_amg_mem mem = {amg_alloc, amg_release, impl->cache, impl->device};
+  cuda_amg *h = NULL;
+  int32_t bad = -1;
+  char msg[sizeof job->errmsg];
+  int rc = cuda_amg_build(s->ctx, &mem, v->n, v->nnz, v->row_ptr, v->col_idx, v->values, 0, &h,
+                          &bad, msg, sizeof msg);
+  if (rc == GKC_EDEVICE_ERROR) {
+    cudaError_t e = cudaStreamSynchronize(s->stream);
+    if (e != cudaSuccess) cuda_fail(impl, job, e, msg);
+    else job_fail(job, rc, "%s", msg);
+    return NULL;
+  }
+  if (rc) {
+    job_fail(job, rc, "%s", msg);
+    return NULL;
+  }
+  job->amg_setup_us = now_us() - t0;
+  job->amg_levels = cuda_amg_levels(h);
+  /* the loop keeps it with the matrix or frees it (rpc.c, amg_settle) */
+  job->amg_built = h;
+  job->amg_built_bytes = cuda_amg_bytes(h);
+  return cuda_amg_dev(h);
 }
 
 /* Device buffers this solve took from the cache. */
@@ -94,7 +148,9 @@ void cuda_solve_run(cuda_impl *impl, cuda_slot *s, gkcd_job *job) {
              " CUDA backend yet");
     goto out;
   }
-  size_t wb = gkcu_solve_work_bytes(v->method, v->n, v->max_iter, v->history, v->fp32);
+  const gkcu_amg *amg = NULL;
+  if (v->precond == SOLVE_PRECOND_AMG && !(amg = amg_for(impl, s, job))) goto out;
+  size_t wb = gkcu_solve_work_bytes(v->method, v->precond, v->n, v->max_iter, v->history, v->fp32);
   if (!wb) {
     job_fail(job, GKC_ETOO_LARGE, "solve: the workspace for n = %" PRId32 " overflows", v->n);
     goto out;
@@ -131,12 +187,14 @@ void cuda_solve_run(cuda_impl *impl, cuda_slot *s, gkcd_job *job) {
       .rtol = v->rtol, .atol = v->atol, .max_iter = v->max_iter, .history = job->history,
       .poll = poll_job, .poll_arg = job, .poll_ms = SOLVE_POLL_MS,
       .work = work, .work_bytes = wb, .fp32 = v->fp32, .max_row = v->max_row,
-      .io_f64 = v->b.dtype == DT_F64};
+      .io_f64 = v->b.dtype == DT_F64, .precond = v->precond, .amg = amg};
   gkcu_solve_result res;
   int rc = gkcu_solve(s->ctx, &a, &res);
   if (rc == GKCU_SOLVE_EZERO_DIAG) {
-    job_fail(job, GKC_EINVALID_ARGUMENT, "argument 'method': pcg divides by the diagonal, and"
-             " row %" PRId32 " of the matrix has a zero (or non-finite) diagonal entry", res.bad_row);
+    job_fail(job, GKC_EINVALID_ARGUMENT, "%s divides by the diagonal, and row %" PRId32
+             " of the matrix has a zero (or non-finite) diagonal entry",
+             v->method_asked == SOLVE_PCG ? "argument 'method': pcg" : "argument 'precond': jacobi",
+             res.bad_row);
     goto out;
   }
   if (rc) {

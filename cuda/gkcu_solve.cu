@@ -16,6 +16,7 @@
 #include "gkcu_internal.h"
 #include "gkcu_solve.h"
 #include "gkcu_solve_kern.cuh"
+#include "gkcu_amg_cycle.cuh"
 
 using namespace gks;
 
@@ -34,13 +35,37 @@ template <typename V>
 struct vecs {
   V *x, *r, *p, *q, *z, *dinv; /* CG/PCG: q = Ap; BiCGSTAB: q = v, z = s */
   V *rhat, *t;
+  V *ph, *sh; /* BiCGSTAB preconditioned: M^-1 p, M^-1 s */
   double *hist;
   state *st;
   double *part;
 };
 
-/* CG: x r p q; PCG: x r p q z dinv; BiCGSTAB: x r p v s rhat t (v in q, s in z) */
-size_t nvec(int method) { return method == GKCU_SOLVE_BICGSTAB ? 7 : method == GKCU_SOLVE_PCG ? 6 : 4; }
+/* The vectors of a method (PCG: CG with Jacobi) and preconditioner, in
+ * their order: CG: x r p q, z with one, dinv with Jacobi; BiCGSTAB: x r p
+ * v s rhat t (v in q, s in z), ph sh with one, dinv with Jacobi; each vb
+ * bytes from base.  Returns how many; base NULL: only that. */
+template <typename V>
+size_t layout(int method, int pc, vecs<V> *v, char *base, size_t vb) {
+  V **o[10];
+  size_t k = 0;
+  o[k++] = &v->x, o[k++] = &v->r, o[k++] = &v->p, o[k++] = &v->q;
+  if (method == GKCU_SOLVE_BICGSTAB) {
+    o[k++] = &v->z, o[k++] = &v->rhat, o[k++] = &v->t;
+    if (pc != GKCU_PRECOND_NONE) o[k++] = &v->ph, o[k++] = &v->sh;
+  } else if (pc != GKCU_PRECOND_NONE) {
+    o[k++] = &v->z;
+  }
+  if (pc == GKCU_PRECOND_JACOBI) o[k++] = &v->dinv;
+  if (base)
+    for (size_t i = 0; i < k; i++) *o[i] = (V *)(base + i * vb);
+  return k;
+}
+
+size_t nvec(int method, int pc) {
+  vecs<double> v;
+  return layout<double>(method, pc, &v, nullptr, 0);
+}
 
 inline size_t up256(size_t b) { return (b + 255) & ~(size_t)255; }
 
@@ -52,6 +77,7 @@ struct solver {
   int w;              /* threads per row */
   int g_spmv, g_vec;  /* grid sizes */
   loop_cond cond;     /* set while the "while" body is captured */
+  amg_cycle amg;      /* precond amg: the cycle's context */
 };
 
 /* Threads per row.  Short rows on a big matrix (max_row <= 8, 2^18 rows
@@ -101,24 +127,33 @@ int enqueue_iteration(solver<V> *S) {
   vecs<V> *v = &S->v;
   cudaStream_t str = S->ctx->stream;
   int n = a->n, g = S->g_vec, rc;
+  const int amg = a->precond == GKCU_PRECOND_AMG;
   if (a->method != GKCU_SOLVE_BICGSTAB) {
     const int pcg = a->method == GKCU_SOLVE_PCG;
     if ((rc = launch_spmv_t<V, V>(S, v->p, v->q, nullptr, v->p, nullptr, 1, S_CG_PQ))) return rc;
     k_cg_update<V><<<g, NT, 0, str>>>(n, v->r, v->q, pcg ? v->z : nullptr, pcg ? v->dinv : nullptr,
-                                   v->st, v->part);
+                                   v->st, v->part, amg);
     GKCU__LAUNCHED(S->ctx, "k_cg_update");
-    k_cg_p<V><<<g, NT, 0, str>>>(n, v->x, v->p, pcg ? v->z : v->r, v->st, S->cond);
+    /* z = M^-1 r, its last kernel reducing r.z into beta (S_CG_RZ) */
+    if (amg && (rc = amg_apply<V>(S->amg, v->r, v->z, S_CG_RZ))) return rc;
+    k_cg_p<V><<<g, NT, 0, str>>>(n, v->x, v->p, pcg || amg ? v->z : v->r, v->st, S->cond);
     GKCU__LAUNCHED(S->ctx, "k_cg_p");
     return 0;
   }
-  V *vv = v->q, *s = v->z;
-  k_bi_p<V><<<g, NT, 0, str>>>(n, v->p, v->r, vv, v->st);
+  /* right preconditioned: ph = M^-1 p and sh = M^-1 s (Jacobi's in the
+   * kernels that write p and s, AMG's a cycle after each) */
+  const int pre = a->precond != GKCU_PRECOND_NONE;
+  const V *jd = a->precond == GKCU_PRECOND_JACOBI ? v->dinv : nullptr;
+  V *vv = v->q, *s = v->z, *ph = pre ? v->ph : v->p, *sh = pre ? v->sh : s;
+  k_bi_p<V><<<g, NT, 0, str>>>(n, v->p, v->r, vv, jd, v->ph, v->st);
   GKCU__LAUNCHED(S->ctx, "k_bi_p");
-  if ((rc = launch_spmv_t<V, V>(S, v->p, vv, nullptr, v->rhat, nullptr, 2, S_BI_V))) return rc;
-  k_bi_s<V><<<g, NT, 0, str>>>(n, s, v->r, vv, v->st, v->part);
+  if (amg && (rc = amg_apply<V>(S->amg, v->p, v->ph, -1))) return rc;
+  if ((rc = launch_spmv_t<V, V>(S, ph, vv, nullptr, v->rhat, nullptr, 2, S_BI_V))) return rc;
+  k_bi_s<V><<<g, NT, 0, str>>>(n, s, v->r, vv, jd, v->sh, v->st, v->part);
   GKCU__LAUNCHED(S->ctx, "k_bi_s");
-  if ((rc = launch_spmv_t<V, V>(S, s, v->t, nullptr, nullptr, s, 2, S_BI_T))) return rc;
-  k_bi_update<V><<<g, NT, 0, str>>>(n, v->x, v->r, v->p, s, v->t, v->rhat, v->st, v->part,
+  if (amg && (rc = amg_apply<V>(S->amg, s, v->sh, -1))) return rc;
+  if ((rc = launch_spmv_t<V, V>(S, sh, v->t, nullptr, nullptr, s, 2, S_BI_T))) return rc;
+  k_bi_update<V><<<g, NT, 0, str>>>(n, v->x, v->r, ph, s, sh, v->t, v->rhat, v->st, v->part,
                                     S->cond);
   GKCU__LAUNCHED(S->ctx, "k_bi_update");
   return 0;
@@ -366,13 +401,23 @@ out:
   return rc;
 }
 
+/* PCG is CG with Jacobi; CG with Jacobi runs as PCG (its fused kernels). */
+int eff_precond(int method, int precond) { return method == GKCU_SOLVE_PCG ? GKCU_PRECOND_JACOBI : precond; }
+int eff_method(int method, int precond) {
+  return method == GKCU_SOLVE_CG && precond == GKCU_PRECOND_JACOBI ? GKCU_SOLVE_PCG : method;
+}
+
 }  // namespace
 
-extern "C" size_t gkcu_solve_work_bytes(int method, int32_t n, int64_t max_iter, int with_history,
-                                        int fp32) {
-  if (n < 1 || method < 0 || method > GKCU_SOLVE_BICGSTAB || max_iter < 1) return 0;
+extern "C" size_t gkcu_solve_work_bytes(int method, int precond, int32_t n, int64_t max_iter,
+                                        int with_history, int fp32) {
+  if (n < 1 || method < 0 || method > GKCU_SOLVE_BICGSTAB || max_iter < 1 ||
+      precond < GKCU_PRECOND_NONE || precond > GKCU_PRECOND_AMG)
+    return 0;
+  const int pc = eff_precond(method, precond);
+  method = eff_method(method, pc);
   size_t vb = up256((size_t)n * (fp32 ? sizeof(float) : sizeof(double)));
-  size_t total = nvec(method) * vb + up256(sizeof(state)) + up256(2 * MAX_BLOCKS * sizeof(double));
+  size_t total = nvec(method, pc) * vb + up256(sizeof(state)) + up256(2 * MAX_BLOCKS * sizeof(double));
   if (with_history) {
     if ((uint64_t)max_iter > (SIZE_MAX - total - 256) / sizeof(double)) return 0;
     total += up256((size_t)max_iter * sizeof(double));
@@ -391,10 +436,7 @@ int solve_t(gkcu_ctx *ctx, const gkcu_solve_args *a, gkcu_solve_result *res) {
   const int n = a->n;
   const size_t vb = up256((size_t)n * sizeof(V));
   char *w = (char *)a->work;
-  V **slots[7] = {&S.v.x, &S.v.r, &S.v.p, &S.v.q, &S.v.z, &S.v.dinv, &S.v.t};
-  if (a->method == GKCU_SOLVE_BICGSTAB) slots[5] = &S.v.rhat;
-  for (size_t i = 0; i < nvec(a->method); i++) *slots[i] = (V *)(w + i * vb);
-  w += nvec(a->method) * vb;
+  w += layout<V>(a->method, a->precond, &S.v, w, vb) * vb;
   S.v.st = (state *)w;
   w += up256(sizeof(state));
   S.v.part = (double *)w;
@@ -402,9 +444,11 @@ int solve_t(gkcu_ctx *ctx, const gkcu_solve_args *a, gkcu_solve_result *res) {
   S.v.hist = a->history ? (double *)w : nullptr;
 
   S.w = pick_w(n, a->nnz, a->max_row);
+  S.amg = {ctx, a->amg, a->row_ptr, a->col_idx, a->values, S.w, S.v.st, S.v.part,
+           ctx->sm_count > 0 ? ctx->sm_count : 1};
   int sms = ctx->sm_count > 0 ? ctx->sm_count : 1;
   int occ_v = 0, occ_s = 0;
-  void (*kv)(int, V *, const V *, V *, const V *, state *, double *) = k_cg_update<V>;
+  void (*kv)(int, V *, const V *, V *, const V *, state *, double *, int) = k_cg_update<V>;
   void (*ks)(int, const int *, const int *, const float *, const V *, V *, const float *,
              const double *, const V *, const V *, int, state *, double *, int) = k_spmv<8, V, V>;
   GKCU__TRY_CUDA(ctx, cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ_v, kv, NT, 0));
@@ -452,7 +496,7 @@ int solve_t(gkcu_ctx *ctx, const gkcu_solve_args *a, gkcu_solve_result *res) {
       if (a->io_f64) k_init_x<double, V><<<g, NT, 0, str>>>(n, (const double *)a->x0, v->x);
       else k_init_x<float, V><<<g, NT, 0, str>>>(n, (const float *)a->x0, v->x);
       LAUNCHED("k_init_x");
-      if (a->method == GKCU_SOLVE_PCG) {
+      if (a->precond == GKCU_PRECOND_JACOBI) {
         k_dinv<V><<<g, NT, 0, str>>>(n, a->row_ptr, a->col_idx, a->values, v->dinv, v->st);
         LAUNCHED("k_dinv");
       }
@@ -485,7 +529,7 @@ int solve_t(gkcu_ctx *ctx, const gkcu_solve_args *a, gkcu_solve_result *res) {
     }
     if (why < 0) {
       /* the method's start, then the loop */
-      if (a->method == GKCU_SOLVE_CG) {
+      if (a->method == GKCU_SOLVE_CG && a->precond != GKCU_PRECOND_AMG) {
         TRY(cudaMemcpyAsync(v->p, v->r, (size_t)n * sizeof(V), cudaMemcpyDeviceToDevice, str));
         s0.rz = s0.rr;
       } else if (a->method == GKCU_SOLVE_BICGSTAB) {
@@ -498,6 +542,10 @@ int solve_t(gkcu_ctx *ctx, const gkcu_solve_args *a, gkcu_solve_result *res) {
       if (a->method == GKCU_SOLVE_PCG) {
         k_pcg_init<V><<<g, NT, 0, str>>>(n, v->r, v->dinv, v->z, v->p, v->st, v->part);
         LAUNCHED("k_pcg_init");
+      } else if (a->method == GKCU_SOLVE_CG && a->precond == GKCU_PRECOND_AMG) {
+        /* z = M^-1 r with rz = r.z (S_PCG_INIT), p = z */
+        if ((rc = amg_apply<V>(S.amg, v->r, v->z, S_PCG_INIT))) goto out;
+        TRY(cudaMemcpyAsync(v->p, v->z, (size_t)n * sizeof(V), cudaMemcpyDeviceToDevice, str));
       }
       /* hs[0] is read by the copy above: wait before the loop reuses it */
       TRY(cudaStreamSynchronize(str));
@@ -563,11 +611,19 @@ extern "C" int gkcu_solve(gkcu_ctx *ctx, const gkcu_solve_args *a, gkcu_solve_re
   GKCU__CHECK_ARG(ctx, a && res && a->n >= 1 && a->nnz >= 0 && a->row_ptr && a->b && a->x);
   GKCU__CHECK_ARG(ctx, a->method >= 0 && a->method <= GKCU_SOLVE_BICGSTAB && a->max_iter >= 1);
   GKCU__CHECK_ARG(ctx, a->nnz == 0 || (a->col_idx && a->values));
-  size_t need = gkcu_solve_work_bytes(a->method, a->n, a->max_iter, a->history != nullptr, a->fp32);
+  GKCU__CHECK_ARG(ctx, a->precond >= GKCU_PRECOND_NONE && a->precond <= GKCU_PRECOND_AMG);
+  size_t need = gkcu_solve_work_bytes(a->method, a->precond, a->n, a->max_iter,
+                                      a->history != nullptr, a->fp32);
   GKCU__CHECK_ARG(ctx, need > 0 && a->work && a->work_bytes >= need &&
                            ((uintptr_t)a->work & 255) == 0);
+  /* what runs: PCG is CG with Jacobi, and CG with Jacobi runs as PCG */
+  gkcu_solve_args e = *a;
+  e.precond = eff_precond(a->method, a->precond);
+  e.method = eff_method(a->method, e.precond);
+  if (e.precond == GKCU_PRECOND_AMG)
+    GKCU__CHECK_ARG(ctx, a->amg && gkcu_amg_rows(a->amg) == a->n);
   memset(res, 0, sizeof *res);
   res->bad_row = -1;
   res->how = "none";
-  return a->fp32 ? solve_t<float>(ctx, a, res) : solve_t<double>(ctx, a, res);
+  return a->fp32 ? solve_t<float>(ctx, &e, res) : solve_t<double>(ctx, &e, res);
 }

@@ -5,6 +5,14 @@
  *   GKCU_SOLVE_PCG       CG preconditioned by Jacobi, M = diag(A)^-1
  *   GKCU_SOLVE_BICGSTAB  BiCGSTAB, for nonsymmetric A
  *
+ * CG and BiCGSTAB take a preconditioner (precond, as cpu_solve.h's): none,
+ * Jacobi (M^-1 = diag(A)^-1; PCG is CG with it) or one V(1,1) cycle of an
+ * algebraic multigrid hierarchy built for A (gkcu_amg.h, uploaded before).
+ * CG applies M^-1 to the residual, the cycle's last kernel reducing r.z as
+ * it writes z; BiCGSTAB is right preconditioned (M^-1 p and M^-1 s stand
+ * for p and s where they multiply A and move x), as cpu_solve.c, so both
+ * stop on the true residual's recurrence.
+ *
  * The same recurrences, stopping rules and reasons as cpu_solve.h (the CPU
  * backend's solver, which the tests compare with): by default the vectors
  * are float64 on the device (A's float32 values are exact in double, each
@@ -58,12 +66,16 @@
 #define GKCU_SOLVE_H
 
 #include "gkcu.h"
+#include "gkcu_amg.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 enum { GKCU_SOLVE_CG = 0, GKCU_SOLVE_PCG = 1, GKCU_SOLVE_BICGSTAB = 2 };
+/* The preconditioner (cpu_solve.h's CPU_PRECOND_*; GKCU_SOLVE_PCG is CG
+ * with GKCU_PRECOND_JACOBI whatever precond says). */
+enum { GKCU_PRECOND_NONE = 0, GKCU_PRECOND_JACOBI = 1, GKCU_PRECOND_AMG = 2 };
 /* Why it stopped: the order of cpu_solve.h's CPU_SOLVE_* and of
  * SOLVE_REASON_MAP in daemon/job.h. */
 enum {
@@ -98,6 +110,10 @@ typedef struct {
   size_t work_bytes;
   int fp32;          /* 1: float32 vectors (see above); 0: float64 */
   int32_t max_row;   /* the longest row (guides the spmv's threads per row), 0: unknown */
+  int precond;       /* GKCU_PRECOND_* */
+  /* GKCU_PRECOND_AMG: the hierarchy of this matrix (n rows), on ctx's
+   * device; its scratch vectors are its own: one solve at a time. */
+  const gkcu_amg *amg;
 } gkcu_solve_args;
 
 typedef struct {
@@ -109,14 +125,17 @@ typedef struct {
   double loop_us;    /* wall time of the iteration loop */
 } gkcu_solve_result;
 
-/* gkcu_solve's failure besides the gkc errors: PCG met a zero or non-finite
- * diagonal entry (res->bad_row), before any iteration; x is not written. */
+/* gkcu_solve's failure besides the gkc errors: Jacobi met a zero or
+ * non-finite diagonal entry (res->bad_row), before any iteration; x is not
+ * written. */
 #define GKCU_SOLVE_EZERO_DIAG 1
 
 /* Device bytes of workspace for a solve of order n (0 when n is out of
  * range or the size overflows); with_history: room for max_iter residuals;
- * fp32: float32 vectors. */
-size_t gkcu_solve_work_bytes(int method, int32_t n, int64_t max_iter, int with_history, int fp32);
+ * fp32: float32 vectors; precond: GKCU_PRECOND_* (the AMG cycle's own
+ * vectors are the hierarchy's). */
+size_t gkcu_solve_work_bytes(int method, int precond, int32_t n, int64_t max_iter,
+                             int with_history, int fp32);
 
 /* Solves on ctx's stream and waits for the result.  0 (res filled),
  * GKCU_SOLVE_EZERO_DIAG, or a negative gkc error (message in ctx). */

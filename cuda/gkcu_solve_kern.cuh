@@ -56,6 +56,8 @@ enum stage {
   S_PCG_INIT, /* d1 = r.z */
   S_CG_PQ,    /* d0 = p.Ap */
   S_CG_UPD,   /* d0 = r.r, d1 = r.z (PCG) */
+  S_CG_R,     /* d0 = r.r (CG preconditioned by AMG: z comes later) */
+  S_CG_RZ,    /* d1 = r.z, z = M^-1 r from the AMG cycle */
   S_BI_V,     /* d0 = rhat.v, d1 = v.v */
   S_BI_S,     /* d0 = s.s */
   S_BI_T,     /* d0 = t.t, d1 = t.s */
@@ -91,9 +93,16 @@ __device__ void finish(state *st, int stage, int pcg, double d0, double d1) {
       else if (d0 <= 0) st->reason = GKCU_SOLVE_BREAKDOWN;
       else st->alpha = st->rz / d0, st->x_pending = 1;
       break;
-    case S_CG_UPD: {
+    case S_CG_R:
       st->rr = d0;
-      if (record(st, sqrt(d0))) break;
+      record(st, sqrt(d0));
+      break;
+    case S_CG_UPD:
+    case S_CG_RZ: {
+      if (stage == S_CG_UPD) {
+        st->rr = d0;
+        if (record(st, sqrt(d0))) break;
+      }
       double rz_new = pcg ? d1 : d0;
       if (!isfinite(rz_new)) st->reason = GKCU_SOLVE_NON_FINITE;
       else if (rz_new <= 0) st->reason = GKCU_SOLVE_BREAKDOWN;
@@ -287,12 +296,13 @@ __global__ void __launch_bounds__(NT) k_pcg_init(int n, const V *__restrict__ r,
   reduce_finish(st, part, S_PCG_INIT, 1, 0, d1);
 }
 
-/* CG: r -= alpha q; rr = r.r; PCG also z = dinv r, rz = r.z.  (x += alpha p
+/* CG: r -= alpha q; rr = r.r; PCG also z = dinv r, rz = r.z; with amg, r.z
+ * comes from the AMG cycle after it (stage S_CG_R here).  (x += alpha p
  * waits for k_cg_p, which reads p anyway.) */
 template <typename V>
 __global__ void __launch_bounds__(NT)
     k_cg_update(int n, V *r, const V *__restrict__ q, V *z, const V *__restrict__ dinv,
-                state *st, double *part) {
+                state *st, double *part, int amg) {
   if (st->reason >= 0) return;
   const double a = st->alpha;
   double d0 = 0, d1 = 0;
@@ -307,7 +317,7 @@ __global__ void __launch_bounds__(NT)
       d1 = fma(ri, (double)zi, d1);
     }
   }
-  reduce_finish(st, part, S_CG_UPD, dinv != nullptr, d0, d1);
+  reduce_finish(st, part, amg ? S_CG_R : S_CG_UPD, dinv != nullptr, d0, d1);
 }
 
 /* CG: x += alpha p (when this iteration got as far as alpha, even if it
@@ -328,24 +338,29 @@ __global__ void k_cg_p(int n, V *x, V *p, const V *__restrict__ z, const state *
   }
 }
 
-/* BiCGSTAB: p = r (first iteration) or r + beta (p - omega v); also clears
- * the half-way flag the previous iteration's last kernel has consumed. */
+/* BiCGSTAB: p = r (first iteration) or r + beta (p - omega v); with
+ * Jacobi (dinv) also ph = dinv p, the right preconditioner's M^-1 p; also
+ * clears the half-way flag the previous iteration's last kernel has
+ * consumed. */
 template <typename V>
 __global__ void k_bi_p(int n, V *p, const V *__restrict__ r, const V *__restrict__ v,
-                       state *st) {
+                       const V *__restrict__ dinv, V *ph, state *st) {
   if (blockIdx.x == 0 && threadIdx.x == 0 && st->half) st->half = 0;
   if (st->reason >= 0) return;
   const double beta = st->beta, omega = st->omega;
   const bool first = st->it == 0;
-  GRID_LOOP(i, n)
-    p[i] = first ? r[i] : (V)fma(beta, fma(-omega, (double)v[i], (double)p[i]), (double)r[i]);
+  GRID_LOOP(i, n) {
+    const V pv = first ? r[i] : (V)fma(beta, fma(-omega, (double)v[i], (double)p[i]), (double)r[i]);
+    p[i] = pv;
+    if (dinv) ph[i] = (V)((double)dinv[i] * (double)pv);
+  }
 }
 
-/* BiCGSTAB: s = r - alpha v, ss = s.s */
+/* BiCGSTAB: s = r - alpha v, ss = s.s; with Jacobi (dinv) also sh = dinv s */
 template <typename V>
 __global__ void __launch_bounds__(NT) k_bi_s(int n, V *s, const V *__restrict__ r,
-                                             const V *__restrict__ v, state *st,
-                                             double *part) {
+                                             const V *__restrict__ v, const V *__restrict__ dinv,
+                                             V *sh, state *st, double *part) {
   if (st->reason >= 0) return;
   const double a = st->alpha;
   double d0 = 0;
@@ -353,18 +368,21 @@ __global__ void __launch_bounds__(NT) k_bi_s(int n, V *s, const V *__restrict__ 
     const V sv = (V)fma(-a, (double)v[i], (double)r[i]);
     const double si = (double)sv;
     s[i] = sv;
+    if (dinv) sh[i] = (V)((double)dinv[i] * si);
     d0 = fma(si, si, d0);
   }
   reduce_finish(st, part, S_BI_S, 0, d0, 0);
 }
 
 /* BiCGSTAB: x += alpha p + omega s; r = s - omega t; rr = r.r, rho = rhat.r.
- * When the solve converged half way (after s): x += alpha p, r = s. */
+ * When the solve converged half way (after s): x += alpha p, r = s.  Right
+ * preconditioned, p and sh are M^-1 p and M^-1 s (x moves along them),
+ * else p itself and s. */
 template <typename V>
 __global__ void __launch_bounds__(NT)
     k_bi_update(int n, V *x, V *r, const V *__restrict__ p, const V *__restrict__ s,
-                const V *__restrict__ t, const V *__restrict__ rhat, state *st, double *part,
-                loop_cond lc) {
+                const V *__restrict__ sh, const V *__restrict__ t, const V *__restrict__ rhat,
+                state *st, double *part, loop_cond lc) {
   if (st->reason >= 0) {
     if (blockIdx.x == 0 && threadIdx.x == 0) set_loop(lc, st);
     if (st->half) {
@@ -376,7 +394,7 @@ __global__ void __launch_bounds__(NT)
   const double a = st->alpha, w = st->omega;
   double d0 = 0, d1 = 0;
   GRID_LOOP(i, n) {
-    x[i] = (V)((double)x[i] + (a * (double)p[i] + w * (double)s[i]));
+    x[i] = (V)((double)x[i] + (a * (double)p[i] + w * (double)sh[i]));
     const V rv = (V)fma(-w, (double)t[i], (double)s[i]);
     const double ri = (double)rv;
     r[i] = rv;

@@ -514,7 +514,8 @@ class Api(ArenaCalls):
         default), ``"jacobi"`` (diag(A)^-1) or ``"amg"`` (one V-cycle of
         smoothed-aggregation algebraic multigrid, built for the call: a few
         tens of iterations on Laplacian-like matrices where Jacobi needs
-        hundreds; CPU backend only, the CUDA backend refuses it).  ``pcg``
+        hundreds; on the CUDA backend set up on the host, its V-cycle run
+        on the GPU; kept with a resident matrix for the next call).  ``pcg``
         is ``cg`` with ``"jacobi"`` and takes no other.
 
         A is a resident :class:`Matrix` (square), or a SciPy sparse matrix

@@ -119,7 +119,7 @@ static gpu_out run_gpu(const dmat *A, int method, const float *b, double rtol, i
   o.x = malloc((size_t)n * 4);
   o.hist = malloc((size_t)max_iter * 8);
   ASSERT(o.x && o.hist);
-  size_t wb = gkcu_solve_work_bytes(method, n, max_iter, 1, fp32);
+  size_t wb = gkcu_solve_work_bytes(method, GKCU_PRECOND_NONE, n, max_iter, 1, fp32);
   int32_t max_row = 0;
   for (int32_t i = 0; i < n; i++)
     if (A->h->row_ptr[i + 1] - A->h->row_ptr[i] > max_row) max_row = A->h->row_ptr[i + 1] - A->h->row_ptr[i];
@@ -470,7 +470,7 @@ static void solve_f64(const char *name, const gpu_csr *A, int method, const doub
   dmat d = upload(A);
   int32_t n = A->rows;
   int64_t max_iter = 200000;
-  size_t wb = gkcu_solve_work_bytes(method, n, max_iter, 0, 0);
+  size_t wb = gkcu_solve_work_bytes(method, GKCU_PRECOND_NONE, n, max_iter, 0, 0);
   ASSERT(wb > 0);
   void *work;
   double *db, *dx0 = NULL, *dx;

@@ -372,10 +372,154 @@ static void test_float_values(void) {
   mat_free(&A);
 }
 
+/* y = M x for a hierarchy matrix as its accessor gives it */
+static void csr_mul(const cpu_amg_csr *M, const double *x, double *y) {
+  for (int32_t i = 0; i < M->rows; i++) {
+    double s = 0;
+    for (int32_t t = M->row_ptr[i]; t < M->row_ptr[i + 1]; t++) s += M->values[t] * x[M->col_idx[t]];
+    y[i] = s;
+  }
+}
+
+/* The accessors the CUDA backend builds its copy from (cpu_amg_matrix,
+ * _dinv, _dl1inv, _cycle, _coarse_inverse) describe the hierarchy the
+ * cycle uses: A_0 is the input, R_l = P_l^T entry for entry, A_{l+1} =
+ * R_l A_l P_l on random vectors, the diagonals are the inverse diagonals
+ * and absolute row sums, and the coarsest inverse applied to b is what
+ * cpu_amg_apply gives on a one-level hierarchy (the LU solve). */
+static void test_accessors(void) {
+  mat A = grid(40, 2, 0.5, 1.5, 0);
+  cpu_amg_opts o = CPU_AMG_OPTS_INIT;
+  cpu_amg *h = setup(&A, &o);
+  int nl = cpu_amg_levels(h);
+  ASSERT(nl >= 2);
+  cpu_amg_csr M, P, R, C;
+  ASSERT_EQ(cpu_amg_matrix(h, 0, CPU_AMG_A, &M), 0);
+  ASSERT_EQ(M.rows, A.n);
+  ASSERT_EQ(M.nnz, A.rp[A.n]);
+  for (int32_t t = 0; t < A.rp[A.n]; t++) ASSERT(M.values[t] == A.v[t] && M.col_idx[t] == A.ci[t]);
+  ASSERT_EQ(cpu_amg_matrix(h, nl - 1, CPU_AMG_P, &P), -1);
+  ASSERT_EQ(cpu_amg_matrix(h, nl, CPU_AMG_A, &P), -1);
+  ASSERT(cpu_amg_dinv(h, nl) == NULL);
+  for (int l = 0; l + 1 < nl; l++) {
+    ASSERT_EQ(cpu_amg_matrix(h, l, CPU_AMG_A, &M), 0);
+    ASSERT_EQ(cpu_amg_matrix(h, l, CPU_AMG_P, &P), 0);
+    ASSERT_EQ(cpu_amg_matrix(h, l, CPU_AMG_R, &R), 0);
+    ASSERT_EQ(cpu_amg_matrix(h, l + 1, CPU_AMG_A, &C), 0);
+    ASSERT(P.rows == M.rows && P.cols == C.rows && R.rows == C.rows && R.cols == M.rows);
+    ASSERT_EQ(P.nnz, R.nnz);
+    /* R = P^T: every entry of P found in R's row of its column */
+    for (int32_t i = 0; i < P.rows; i++)
+      for (int32_t t = P.row_ptr[i]; t < P.row_ptr[i + 1]; t++) {
+        int32_t j = P.col_idx[t], u = R.row_ptr[j];
+        while (u < R.row_ptr[j + 1] && R.col_idx[u] != i) u++;
+        ASSERT(u < R.row_ptr[j + 1] && R.values[u] == P.values[t]);
+      }
+    double *v = rand_vec(C.rows), *pv = xmalloc((size_t)M.rows * 8), *apv = xmalloc((size_t)M.rows * 8);
+    double *rapv = xmalloc((size_t)C.rows * 8), *cv = xmalloc((size_t)C.rows * 8);
+    csr_mul(&P, v, pv), csr_mul(&M, pv, apv), csr_mul(&R, apv, rapv), csr_mul(&C, v, cv);
+    double dd = 0;
+    for (int32_t i = 0; i < C.rows; i++) dd += (rapv[i] - cv[i]) * (rapv[i] - cv[i]);
+    ASSERT(sqrt(dd) <= 1e-12 * norm(cv, C.rows));
+    free(v), free(pv), free(apv), free(rapv), free(cv);
+    const double *di = cpu_amg_dinv(h, l), *dl = cpu_amg_dl1inv(h, l);
+    for (int32_t i = 0; i < M.rows; i++) {
+      double d = 0, a = 0;
+      for (int32_t t = M.row_ptr[i]; t < M.row_ptr[i + 1]; t++) {
+        if (M.col_idx[t] == i) d += M.values[t];
+        a += fabs(M.values[t]);
+      }
+      ASSERT(fabs(di[i] * d - 1) < 1e-14 && fabs(dl[i] * a - 1) < 1e-14);
+    }
+  }
+  cpu_amg_cycle_info ci;
+  cpu_amg_cycle(h, &ci);
+  ASSERT(ci.smoother == CPU_AMG_SMOOTHER_CHEBYSHEV && ci.cheb_degree == 2 && ci.cheb_ratio > 1);
+  cpu_amg_free(h);
+  mat_free(&A);
+
+  /* a matrix small enough for one level: the inverse is the LU solve */
+  A = grid(13, 2, 0.5, 1.5, 0); /* 169 rows */
+  h = setup(&A, &o);
+  ASSERT_EQ(cpu_amg_levels(h), 1);
+  int32_t nc = cpu_amg_coarse_rows(h);
+  ASSERT_EQ(nc, A.n);
+  double *inv = xmalloc((size_t)nc * nc * 8), *b = rand_vec(nc), *z = xmalloc((size_t)nc * 8);
+  cpu_amg_coarse_inverse(h, inv);
+  cpu_amg_apply(h, b, z);
+  for (int32_t i = 0; i < nc; i++) {
+    double s = 0;
+    for (int32_t j = 0; j < nc; j++) s += inv[(size_t)i * nc + j] * b[j];
+    ASSERT(fabs(s - z[i]) <= 1e-12 * (fabs(z[i]) + norm(z, nc) / nc));
+  }
+  free(inv), free(b), free(z);
+  cpu_amg_free(h);
+  mat_free(&A);
+  printf("accessors: R = P^T, A_c = R A P, diagonals and the coarsest inverse agree\n");
+}
+
+/* The setup's parallel steps (rho's sums over fixed slices, the blocked
+ * transpose, the products row by row) give the same hierarchy, bit for
+ * bit, on 1, 2 and 3 threads: a matrix's hierarchy does not hang on the
+ * machine that built it. */
+static void test_threads_deterministic(void) {
+  mat A = grid(130, 2, 0.5, 1.5, 0); /* 16900 rows: above the parallel threshold */
+  cpu_amg *h[3];
+  for (int t = 0; t < 3; t++) {
+    cpu_amg_opts o = CPU_AMG_OPTS_INIT;
+    o.nthreads = t + 1;
+    h[t] = setup(&A, &o);
+  }
+  int nl = cpu_amg_levels(h[0]);
+  for (int t = 1; t < 3; t++) {
+    ASSERT_EQ(cpu_amg_levels(h[t]), nl);
+    for (int l = 0; l < nl; l++) {
+      cpu_amg_level_info a, b;
+      cpu_amg_level(h[0], l, &a), cpu_amg_level(h[t], l, &b);
+      ASSERT(a.rho == b.rho);
+      for (int w = CPU_AMG_A; w <= CPU_AMG_R; w++) {
+        cpu_amg_csr x, y;
+        int rx = cpu_amg_matrix(h[0], l, w, &x), ry = cpu_amg_matrix(h[t], l, w, &y);
+        ASSERT_EQ(rx, ry);
+        if (rx) continue;
+        ASSERT(x.rows == y.rows && x.cols == y.cols && x.nnz == y.nnz);
+        ASSERT(!memcmp(x.row_ptr, y.row_ptr, ((size_t)x.rows + 1) * 4));
+        ASSERT(!memcmp(x.col_idx, y.col_idx, (size_t)x.nnz * 4));
+        ASSERT(!memcmp(x.values, y.values, (size_t)x.nnz * 8));
+      }
+      ASSERT(!memcmp(cpu_amg_dinv(h[0], l), cpu_amg_dinv(h[t], l), (size_t)a.rows * 8));
+    }
+  }
+  /* rho0 (level 0's rho estimated elsewhere, as the CUDA backend does on
+   * the GPU): taken as given; with the value the setup finds itself, the
+   * same hierarchy again; another value, another prolongator */
+  cpu_amg_level_info l0;
+  cpu_amg_level(h[0], 0, &l0);
+  for (int k = 0; k < 2; k++) {
+    cpu_amg_opts o = CPU_AMG_OPTS_INIT;
+    o.rho0 = k ? 1.5 * l0.rho : l0.rho;
+    cpu_amg *g = setup(&A, &o);
+    cpu_amg_level_info a;
+    cpu_amg_level(g, 0, &a);
+    ASSERT(a.rho == o.rho0);
+    cpu_amg_csr x, y;
+    ASSERT_EQ(cpu_amg_matrix(h[0], 0, CPU_AMG_P, &x), 0);
+    ASSERT_EQ(cpu_amg_matrix(g, 0, CPU_AMG_P, &y), 0);
+    ASSERT(x.nnz == y.nnz);
+    ASSERT(!memcmp(x.values, y.values, (size_t)x.nnz * 8) == !k);
+    cpu_amg_free(g);
+  }
+  for (int t = 0; t < 3; t++) cpu_amg_free(h[t]);
+  mat_free(&A);
+  printf("threads: 1, 2 and 3 build the same hierarchy (%d levels); rho0 taken as given\n", nl);
+}
+
 int main(void) {
   seed_rng();
   test_hierarchy(2, 128);
   test_hierarchy(3, 24);
+  test_accessors();
+  test_threads_deterministic();
   test_vcycle(CPU_AMG_SMOOTHER_L1_JACOBI);
   test_vcycle(CPU_AMG_SMOOTHER_CHEBYSHEV);
   test_pcg(2, 256);

@@ -1,0 +1,184 @@
+/* cuda_amg.c: cuda_amg_build (see cuda_amg.h): the finest level's rho on
+ * the GPU (gkcu_amg_rho), the matrix to the host, cpu_amg_setup, the
+ * hierarchy described through cpu_amg's accessors (never its structs), the
+ * coarsest inverse, gkcu_amg_upload. */
+#include "cuda_amg.h"
+
+#include <cuda_runtime_api.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_amg.h"
+#include "gkc_errors.h"
+
+struct cuda_amg {
+  gkcu_amg *dev;
+  cuda_amg_mem mem;
+  void *ptr;
+  size_t cap;
+  int levels;
+};
+
+/* cpu_amg's hierarchy as gkcu_amg's description (pointers into h, and
+ * into cinv for the coarsest inverse). */
+static void describe(const cpu_amg *h, gkcu_amg_desc *d, double *cinv) {
+  memset(d, 0, sizeof *d);
+  d->nlev = cpu_amg_levels(h);
+  for (int l = 0; l < d->nlev; l++) {
+    gkcu_amg_level_desc *L = &d->lev[l];
+    cpu_amg_csr m;
+    cpu_amg_matrix(h, l, CPU_AMG_A, &m);
+    L->A = (gkcu_amg_csr){m.rows, m.cols, m.nnz, m.row_ptr, m.col_idx, m.values};
+    if (cpu_amg_matrix(h, l, CPU_AMG_P, &m) == 0)
+      L->P = (gkcu_amg_csr){m.rows, m.cols, m.nnz, m.row_ptr, m.col_idx, m.values};
+    if (cpu_amg_matrix(h, l, CPU_AMG_R, &m) == 0)
+      L->R = (gkcu_amg_csr){m.rows, m.cols, m.nnz, m.row_ptr, m.col_idx, m.values};
+    L->dinv = cpu_amg_dinv(h, l);
+    L->dl1inv = cpu_amg_dl1inv(h, l);
+    cpu_amg_level_info li;
+    cpu_amg_level(h, l, &li);
+    L->rho = li.rho;
+  }
+  cpu_amg_cycle_info ci;
+  cpu_amg_cycle(h, &ci);
+  d->smoother = ci.smoother == CPU_AMG_SMOOTHER_L1_JACOBI ? GKCU_AMG_L1_JACOBI : GKCU_AMG_CHEBYSHEV;
+  d->cheb_degree = ci.cheb_degree;
+  d->cheb_ratio = ci.cheb_ratio;
+  d->nc = cpu_amg_coarse_rows(h);
+  d->coarse_inv = d->nc ? cinv : NULL;
+}
+
+_Static_assert(GKCU_AMG_MAX_LEVELS == CPU_AMG_MAX_LEVELS, "one level limit");
+
+int cuda_amg_build(gkcu_ctx *ctx, const cuda_amg_mem *mem, int32_t n, int64_t nnz,
+                   const int32_t *rp, const int32_t *ci, const float *va, int nthreads,
+                   cuda_amg **out, int32_t *bad_row, char *msg, size_t msglen) {
+  *out = NULL;
+  *bad_row = -1;
+  int rc = 0;
+  cudaStream_t str = gkcu_ctx_stream(ctx);
+  int32_t *hrp = malloc(((size_t)n + 1) * sizeof *hrp);
+  int32_t *hci = malloc((size_t)(nnz ? nnz : 1) * sizeof *hci);
+  float *hva = malloc((size_t)(nnz ? nnz : 1) * sizeof *hva);
+  cpu_amg *h = NULL;
+  double *cinv = NULL;
+  gkcu_amg *dev = NULL;
+  void *ptr = NULL;
+  size_t cap = 0;
+  cuda_amg *o = NULL;
+  if (!hrp || !hci || !hva) {
+    snprintf(msg, msglen, "argument 'precond': cannot allocate host memory to set up the AMG"
+             " hierarchy of matrix (%" PRId32 " rows, %" PRId64 " entries)", n, nnz);
+    rc = GKC_EOUT_OF_MEMORY;
+    goto out;
+  }
+  /* The finest level's rho on the GPU, where the matrix is (15 passes over
+   * it: a third of the host setup's time otherwise); without room for its
+   * three vectors the host estimates it, as it would anyway. */
+  cpu_amg_opts ao = CPU_AMG_OPTS_INIT;
+  ao.nthreads = nthreads;
+  {
+    size_t rb = gkcu_amg_rho_work_bytes(n);
+    void *rw = NULL;
+    size_t rcap = 0;
+    char rmsg[128];
+    if (rb && mem->alloc(mem->arg, rb, &rw, &rcap, rmsg, sizeof rmsg) == 0) {
+      int r = gkcu_amg_rho(ctx, n, rp, ci, va, CPU_AMG_POWER_ITERS, rw, rcap, &ao.rho0);
+      mem->release(mem->arg, rw, rcap);
+      if (r) {
+        snprintf(msg, msglen, "amg: %s", gkcu_ctx_errmsg(ctx));
+        rc = r == GKC_EINVALID_ARGUMENT ? GKC_EINTERNAL : GKC_EDEVICE_ERROR;
+        goto out;
+      }
+    }
+  }
+  cudaError_t e = cudaMemcpyAsync(hrp, rp, ((size_t)n + 1) * sizeof *hrp, cudaMemcpyDeviceToHost, str);
+  if (e == cudaSuccess && nnz)
+    e = cudaMemcpyAsync(hci, ci, (size_t)nnz * sizeof *hci, cudaMemcpyDeviceToHost, str);
+  if (e == cudaSuccess && nnz)
+    e = cudaMemcpyAsync(hva, va, (size_t)nnz * sizeof *hva, cudaMemcpyDeviceToHost, str);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(str);
+  if (e != cudaSuccess) {
+    snprintf(msg, msglen, "amg: copying the matrix to the host: %s", cudaGetErrorString(e));
+    rc = GKC_EDEVICE_ERROR;
+    goto out;
+  }
+  int arc = cpu_amg_setup(n, hrp, hci, hva, 0, &ao, &h, bad_row);
+  free(hrp), free(hci), free(hva);
+  hrp = NULL, hci = NULL, hva = NULL;
+  if (arc == CPU_AMG_EEMPTY_ROW) {
+    snprintf(msg, msglen, "argument 'precond': amg needs an entry in every row, and row %" PRId32
+             " of the matrix is empty", *bad_row);
+    rc = GKC_EINVALID_ARGUMENT;
+  } else if (arc == CPU_AMG_EZERO_DIAG) {
+    snprintf(msg, msglen, "argument 'precond': amg divides by the diagonal, and row %" PRId32
+             " of the matrix has a zero (or non-finite) diagonal entry", *bad_row);
+    rc = GKC_EINVALID_ARGUMENT;
+  } else if (arc == CPU_AMG_ETOO_LARGE) {
+    snprintf(msg, msglen, "argument 'precond': a coarse level of the AMG hierarchy would hold over"
+             " 2^31 - 1 entries");
+    rc = GKC_EOUT_OF_MEMORY;
+  } else if (arc) {
+    snprintf(msg, msglen, "argument 'precond': cannot allocate the AMG hierarchy of matrix"
+             " (%" PRId32 " rows, %" PRId64 " entries) on the host", n, nnz);
+    rc = GKC_EOUT_OF_MEMORY;
+  }
+  if (rc) goto out;
+  int32_t nc = cpu_amg_coarse_rows(h);
+  if (nc && !(cinv = malloc((size_t)nc * (size_t)nc * sizeof *cinv))) {
+    snprintf(msg, msglen, "argument 'precond': cannot allocate the AMG coarsest inverse (%" PRId32
+             " rows)", nc);
+    rc = GKC_EOUT_OF_MEMORY;
+    goto out;
+  }
+  if (nc) cpu_amg_coarse_inverse(h, cinv);
+  gkcu_amg_desc d;
+  describe(h, &d, cinv);
+  size_t bytes = gkcu_amg_device_bytes(&d);
+  if (!bytes) {
+    snprintf(msg, msglen, "amg: the hierarchy's device layout overflows");
+    rc = GKC_EOUT_OF_MEMORY;
+    goto out;
+  }
+  if ((rc = mem->alloc(mem->arg, bytes, &ptr, &cap, msg, msglen))) {
+    size_t at = strlen(msg);
+    if (at < msglen)
+      snprintf(msg + at, msglen - at, " (argument 'precond': the AMG hierarchy, %zu bytes)", bytes);
+    ptr = NULL;
+    goto out;
+  }
+  if ((rc = gkcu_amg_upload(ctx, &d, ptr, cap, &dev))) {
+    snprintf(msg, msglen, "%s", gkcu_ctx_errmsg(ctx));
+    goto out;
+  }
+  if (!(o = calloc(1, sizeof *o))) {
+    snprintf(msg, msglen, "argument 'precond': out of host memory");
+    rc = GKC_EOUT_OF_MEMORY;
+    goto out;
+  }
+  o->dev = dev, o->mem = *mem, o->ptr = ptr, o->cap = cap, o->levels = d.nlev;
+  *out = o;
+  dev = NULL, ptr = NULL;
+out:
+  free(hrp), free(hci), free(hva);
+  free(cinv);
+  cpu_amg_free(h);
+  gkcu_amg_free(dev);
+  if (ptr) mem->release(mem->arg, ptr, cap);
+  return rc;
+}
+
+const gkcu_amg *cuda_amg_dev(const cuda_amg *h) { return h->dev; }
+int cuda_amg_levels(const cuda_amg *h) { return h->levels; }
+int cuda_amg_device(const cuda_amg *h) { return h->mem.device; }
+size_t cuda_amg_bytes(const cuda_amg *h) { return h->cap + sizeof *h + sizeof(gkcu_amg_desc); }
+
+void cuda_amg_free(cuda_amg *h) {
+  if (!h) return;
+  if (cudaSetDevice(h->mem.device) != cudaSuccess) (void)cudaGetLastError();
+  gkcu_amg_free(h->dev);
+  h->mem.release(h->mem.arg, h->ptr, h->cap);
+  free(h);
+}
