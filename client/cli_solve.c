@@ -43,10 +43,12 @@ static void usage(FILE *f) {
           "  --method NAME     cg (A symmetric positive definite; the default), pcg (CG\n"
           "                    with the Jacobi preconditioner; A's diagonal nonzero) or\n"
           "                    bicgstab (any nonsingular A)\n"
-          "  --precond none|jacobi|amg  the preconditioner of cg and bicgstab: none (the\n"
-          "                    default), jacobi (diag(A)^-1) or amg (smoothed-aggregation\n"
+          "  --precond none|jacobi|amg|auto  the preconditioner of cg and bicgstab: none\n"
+          "                    (the default), jacobi (diag(A)^-1), amg (smoothed-aggregation\n"
           "                    algebraic multigrid, one V-cycle; far fewer iterations\n"
-          "                    on Laplacian-like A).  pcg is cg with jacobi\n"
+          "                    on Laplacian-like A) or auto (gkcd picks amg for such A,\n"
+          "                    else jacobi; the result says which ran).  pcg is cg with\n"
+          "                    jacobi\n"
           "  --rtol T          stop when ||b - A x|| <= max(T * ||b||, atol) (default 1e-6)\n"
           "  --atol T          absolute tolerance (default 0)\n"
           "  --max-iter N      iterations at most, 1 to 10^8 (default: gkcd's, min(10 n, 10^8))\n"
@@ -100,7 +102,7 @@ static int parse(cli_globals *g, solve_job *s, int argc, char **argv) {
         break;
       case O_PRECOND:
         if ((s->precond = gkc_solve_precond_parse(optarg)) < 0)
-          return cli_bad_value(g, "--precond", optarg, "expected none, jacobi or amg");
+          return cli_bad_value(g, "--precond", optarg, "expected none, jacobi, amg or auto");
         break;
       case O_RTOL:
         if (cli_parse_double(optarg, &s->rtol) || s->rtol < 0)
@@ -389,5 +391,5 @@ done:
   return rc;
 }
 
-const cli_cmd cli_solve_cmd = {"solve", "solve A x = b by cg, pcg or bicgstab (precond none, jacobi, amg), inside gkcd",
+const cli_cmd cli_solve_cmd = {"solve", "solve A x = b by cg, pcg or bicgstab (precond none, jacobi, amg, auto), inside gkcd",
                                usage, run};

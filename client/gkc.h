@@ -636,7 +636,8 @@ typedef enum {
 typedef enum {
   GKC_PRECOND_NONE = 0,   /* none; with GKC_SOLVE_PCG: its Jacobi (nothing is sent) */
   GKC_PRECOND_JACOBI = 1, /* diag(A)^-1 */
-  GKC_PRECOND_AMG = 2     /* smoothed-aggregation AMG, one V-cycle (CPU backend only) */
+  GKC_PRECOND_AMG = 2,    /* smoothed-aggregation AMG, one V-cycle */
+  GKC_PRECOND_AUTO = 3    /* gkcd picks amg or jacobi for the matrix (PROTOCOL.md) */
 } gkc_solve_precond;
 
 typedef struct {
@@ -655,7 +656,7 @@ typedef struct {
   int fp32;          /* nonzero: precision "fp32": float32 vectors (dots and
                       * scalars still float64): less memory traffic per
                       * iteration, more iterations at tight tolerances */
-  gkc_solve_precond precond; /* GKC_PRECOND_NONE (the default), _JACOBI or _AMG */
+  gkc_solve_precond precond; /* GKC_PRECOND_NONE (the default), _JACOBI, _AMG or _AUTO */
 } gkc_solve_args;
 #define GKC_SOLVE_ARGS_INIT {0, {0}, {0}, GKC_SOLVE_CG, 1e-6, 0.0, 0, NULL, 0, 0, 0, GKC_PRECOND_NONE}
 

@@ -32,7 +32,7 @@ int gkc_solve_method_parse(const char *s) {
   return -1;
 }
 
-static const char *const precond_names[] = {"none", "jacobi", "amg"};
+static const char *const precond_names[] = {"none", "jacobi", "amg", "auto"};
 #define NPRECONDS (int)(sizeof precond_names / sizeof precond_names[0])
 
 const char *gkc_solve_precond_name(gkc_solve_precond p) {

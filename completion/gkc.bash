@@ -23,7 +23,7 @@ _gkc() {
       return ;;
     --matrix) _filedir '@(mtx|mtx.gz)'; return ;;
     --op) COMPREPLY=($(compgen -W "sum min max" -- "$cur")); return ;;
-    --precond) COMPREPLY=($(compgen -W "none jacobi amg" -- "$cur")); return ;;
+    --precond) COMPREPLY=($(compgen -W "none jacobi amg auto" -- "$cur")); return ;;
     --precision)
       if [[ $cmd == solve ]]; then COMPREPLY=($(compgen -W "fp64 fp32" -- "$cur"))
       else COMPREPLY=($(compgen -W "fp32 tf32" -- "$cur")); fi

@@ -47,7 +47,7 @@ enum {
  * the wire strings of the `method` argument and the `reason` result. */
 #define SOLVE_METHOD_MAP(XX) XX(CG, "cg") XX(PCG, "pcg") XX(BICGSTAB, "bicgstab")
 /* ... and the `precond` argument's values (pcg is cg with jacobi). */
-#define SOLVE_PRECOND_MAP(XX) XX(NONE, "none") XX(JACOBI, "jacobi") XX(AMG, "amg")
+#define SOLVE_PRECOND_MAP(XX) XX(NONE, "none") XX(JACOBI, "jacobi") XX(AMG, "amg") XX(AUTO, "auto")
 #define SOLVE_REASON_MAP(XX)                                                      \
   XX(CONVERGED, "converged") XX(MAX_ITER, "max_iter") XX(BREAKDOWN, "breakdown") \
   XX(NON_FINITE, "non_finite") XX(DEADLINE, "deadline") XX(CANCELLED, "cancelled")
@@ -154,6 +154,7 @@ struct gkcd_job {
       int64_t nnz;
       gkcd_span row_ptr, col_idx, values;
       int32_t max_row;
+      float pos_offdiag; /* validate_csr_upload: the positive share of the off-diagonal weight */
     } csr;               /* csr_upload */
     struct {
       int32_t n;         /* the square matrix's order */

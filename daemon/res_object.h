@@ -47,6 +47,8 @@ struct gkcd_res {
   int32_t rows, cols; /* matrix: row_ptr at ptr, then col_idx, then values */
   int64_t nnz;
   int32_t max_row;
+  float pos_offdiag; /* matrix: the positive share of its off-diagonal weight (0..1; -1:
+                      * not known), what solve's precond auto goes by */
   int algo;         /* matrix: the spmv algo auto uses */
   size_t plan_off;  /* matrix: offset of the backend's spmv plan in ptr, past
                      * the arrays and within cap (0: none) */

@@ -78,6 +78,7 @@ gkcd_res *res_add(gkcd_residents *t, int kind, res_owner *owner) {
   r->kind = kind;
   r->owner = owner;
   r->refs = 1;
+  r->pos_offdiag = -1; /* not known: what csr_upload measures (restored matrices do not) */
   gkcd_res **b = bucket(t, r->id);
   r->next = *b;
   *b = r;
@@ -94,6 +95,7 @@ gkcd_res *res_add_id(gkcd_residents *t, int kind, res_owner *owner, uint32_t id)
   r->kind = kind;
   r->owner = owner;
   r->refs = 1;
+  r->pos_offdiag = -1; /* not known: what csr_upload measures (restored matrices do not) */
   gkcd_res **b = bucket(t, r->id);
   r->next = *b;
   *b = r;

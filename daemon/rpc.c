@@ -172,6 +172,7 @@ static uint32_t adopt(gkcd_server *srv, gkcd_job *job) {
   if (kind == RES_MATRIX) {
     r->rows = job->in.csr.rows, r->cols = job->in.csr.cols, r->nnz = job->in.csr.nnz;
     r->max_row = job->in.csr.max_row;
+    r->pos_offdiag = job->in.csr.pos_offdiag;
     r->algo = job->algo_used;
     r->plan_off = job->plan_off;
   }

@@ -1,8 +1,10 @@
 /* validate.c: see validate.h. */
 #include "validate.h"
+#include "res_object.h"
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -85,11 +87,37 @@ int validate_spmv(gkcd_job *job) {
   return rc;
 }
 
+/* The positive share of the off-diagonal weight, sum of a_ij > 0 over sum
+ * of |a_ij| (i != j; 0 when there is none): how far the matrix is from an
+ * M-matrix, for solve's precond auto (method_solve.c).  Read from the
+ * request's values once the indices are known to be in range; values in a
+ * client's region may change meanwhile, which changes only this figure. */
+static float pos_offdiag(const __typeof__(((gkcd_job *)0)->in.csr) *s) {
+  const int32_t *rp = s->row_ptr.ptr, *ci = s->col_idx.ptr;
+  const float *v32 = s->values.ptr;
+  const double *v64 = s->values.ptr;
+  int f64 = s->values.dtype == DT_F64;
+  double pos = 0, all = 0;
+  for (int32_t i = 0; i < s->rows; i++)
+    for (int32_t k = rp[i]; k < rp[i + 1]; k++) {
+      if (ci[k] == i) continue;
+      double v = f64 ? v64[k] : (double)v32[k];
+      if (!(v == v)) continue; /* a NaN is the solve's to report */
+      all += fabs(v);
+      if (v > 0) pos += v;
+    }
+  return all > 0 && isfinite(all) ? (float)(pos / all) : 0.0f;
+}
+
 int validate_csr_upload(gkcd_job *job) {
   __typeof__(job->in.csr) *s = &job->in.csr;
   if (privatize(job, &s->row_ptr, 0) || privatize(job, &s->col_idx, 1)) return job->err;
   int rc = validate_csr(s->rows, s->cols, s->nnz, s->row_ptr.ptr, s->col_idx.ptr, &s->max_row,
                         job->errmsg, sizeof job->errmsg);
-  if (rc) job->err = rc;
-  return rc;
+  if (rc) {
+    job->err = rc;
+    return rc;
+  }
+  s->pos_offdiag = s->values.ptr && s->values.where == SPAN_HOST ? pos_offdiag(s) : -1.0f;
+  return 0;
 }

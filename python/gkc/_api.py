@@ -64,7 +64,7 @@ class SolveResult:
     (``converged``, ``max_iter``, ``breakdown``, ``non_finite``,
     ``deadline``), ``history`` (the relative residual after each iteration,
     a float64 NumPy array, or None unless asked for), ``method``,
-    ``precond`` (``none``, ``jacobi``, ``amg``), ``levels`` and
+    ``precond`` (``none``, ``jacobi``, ``amg``: what ran), ``levels`` and
     ``amg_setup_us`` (with ``amg``: its hierarchy's levels and the
     microseconds gkcd took to build it; else 0), ``amg_reused`` (True when
     the matrix's hierarchy, kept from an earlier solve, was used: no setup)
@@ -515,8 +515,11 @@ class Api(ArenaCalls):
         smoothed-aggregation algebraic multigrid, built for the call: a few
         tens of iterations on Laplacian-like matrices where Jacobi needs
         hundreds; on the CUDA backend set up on the host, its V-cycle run
-        on the GPU; kept with a resident matrix for the next call).  ``pcg``
-        is ``cg`` with ``"jacobi"`` and takes no other.
+        on the GPU; kept with a resident matrix for the next call) or
+        ``"auto"`` (gkcd picks ``"amg"`` for a matrix near an M-matrix, whose
+        off-diagonal weight is at most 10% positive, else ``"jacobi"``; the
+        result's ``precond`` says which ran).  ``pcg`` is ``cg`` with
+        ``"jacobi"`` and takes no other.
 
         A is a resident :class:`Matrix` (square), or a SciPy sparse matrix
         or ``(row_ptr, col_idx, values, (n, n))``, then uploaded for this

@@ -423,7 +423,7 @@ def test_validation(c, rng):
 
 
 # --------------------------------------------------------------------------
-# precond (issue #27): none, jacobi, amg
+# precond (issue #27): none, jacobi, amg, auto
 
 def f64b(a):
     return np.ascontiguousarray(a, dtype="<f8").tobytes()
@@ -502,6 +502,23 @@ def test_precond(c, rng):
         check(r["converged"] and true_residual(N, b, x) <= rtol,
               f"bicgstab + {pc}: {r['reason']}, true residual {true_residual(N, b, x):.3e}")
     check(bits["amg"] * 2 < bits["jacobi"], f"bicgstab: amg {bits['amg']} vs jacobi {bits['jacobi']}")
+    # auto: amg for the Laplacian (no positive off-diagonal), jacobi for the
+    # same graph with every off-diagonal made positive (still SPD: strictly
+    # diagonally dominant), the elasticity-like case where the cycle's
+    # constant vectors do not fit.  The result names what ran.
+    r = ok(c, "solve", dict(base, precond="auto"))
+    check(r["precond"] == "amg" and r["converged"] and r["iterations"] == its["amg"] and
+          true_residual(A, b, np.frombuffer(r["x"], dtype="<f8")) <= rtol,
+          f"auto on a Laplacian: {r.get('precond')}, {r['iterations']} iterations")
+    P = abs(A).tocsr()
+    pm = csr_upload(c, P)
+    r = ok(c, "solve", dict(base, matrix=pm, precond="auto"))
+    rj = ok(c, "solve", dict(base, matrix=pm, precond="jacobi"))
+    check(r["precond"] == "jacobi" and "levels" not in r and r["converged"] and
+          r["iterations"] == rj["iterations"] and
+          true_residual(P, b, np.frombuffer(r["x"], dtype="<f8")) <= rtol,
+          f"auto on positive off-diagonals: {r.get('precond')}, {r['iterations']} iterations")
+    err(c, dict(base, method="pcg", precond="auto"), "'precond'", "'method'", "pcg", "auto")
     # float32 vectors: converged, the residual that of the float32 x
     r = ok(c, "solve", {"matrix": mat, "b": f32b(b), "precond": "amg", "rtol": 1e-6})
     x = np.frombuffer(r["x"], dtype="<f4").astype(np.float64)
