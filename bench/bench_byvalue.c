@@ -1,7 +1,7 @@
 /* bench_byvalue: big arrays by value from C (libgkc's plain-pointer calls),
  * what a caller sees end to end (issue #25).
  *
- *   bench_byvalue --socket PATH [--sizes LIST] [--repeat N] [--conns N] [--json FILE]
+ *   bench_byvalue --socket PATH [--sizes LIST] [--repeat N] [--conns N] [--json FILE] [--trace]
  *   bench_byvalue --gkcd PATH [--backend B] ...   starts its own gkcd on a temporary socket
  *
  * For each size of --sizes (default sgemm:2048,sgemm:4096,sgemm:8192,
@@ -18,6 +18,14 @@
  * (arena), and the aggregate GB/s over the wall time is printed.
  * Every result is checked (sgemm entries sampled against float64, the sum
  * against a float64 sum), so a fast wrong answer never counts.
+ *
+ * --trace: where a first call's time goes.  It sets GKC_SHM_TRACE=1 (libgkc
+ * prints the arena's status round trip, region set-up, population and
+ * shm_register, and each staged call that met fresh pages, on stderr) and
+ * prints, for the first call and the first repeated one of each path, the
+ * round trip beside gkcd's share (server, of it queued and the worker's,
+ * of that the kernel; h2d/d2h on a GPU) and what is left to the client and
+ * the socket.
  */
 #include <getopt.h>
 #include <math.h>
@@ -34,7 +42,7 @@
 static const char *sock_path;
 static long repeat = 5, conns = 8, conn_calls = 4;
 static FILE *json;
-static int failures;
+static int failures, trace;
 
 static void *xmalloc(size_t n) {
   void *p = malloc(n);
@@ -85,16 +93,23 @@ static void check_sgemm(const work *w, const char *path) {
   }
 }
 
-static double run_once(gkc_conn *c, work *w, const char *path) {
+static void print_trace(const char *path, const char *which, double t, const gkc_info *in) {
+  fprintf(stderr, "trace %s %s: round trip %.2f ms; gkcd %.2f (queued %.2f, worker %.2f, kernel %.2f,"
+          " h2d %.2f, d2h %.2f); client and socket %.2f\n", path, which, t * 1e3, in->server_us / 1e3,
+          in->queue_us / 1e3, in->worker_us / 1e3, in->kernel_us / 1e3, in->h2d_us / 1e3,
+          in->d2h_us / 1e3, t * 1e3 - in->server_us / 1e3);
+}
+
+static double run_once_info(gkc_conn *c, work *w, const char *path, gkc_info *info) {
   double t0 = bench_clock_s();
   int rc;
   if (w->sgemm) {
     memset(w->out, 0, (size_t)w->n * w->n * sizeof(float));
     t0 = bench_clock_s();
-    rc = gkc_sgemm(c, w->n, w->n, w->n, 1.0f, w->a, 0, w->b, 0, 0.0f, w->out, NULL, NULL);
+    rc = gkc_sgemm(c, w->n, w->n, w->n, 1.0f, w->a, 0, w->b, 0, 0.0f, w->out, NULL, info);
   } else {
     double v = 0;
-    rc = gkc_reduce(c, w->a, w->count, GKC_SUM, &v, NULL, NULL);
+    rc = gkc_reduce(c, w->a, w->count, GKC_SUM, &v, NULL, info);
     /* float32 sums in any order stay within ~eps32 * log2(n) * sum|x| */
     if (rc == 0 && fabs(v - w->want) > 1e-6 * w->mag + 1e-3) {
       fprintf(stderr, "bench_byvalue: reduce (%s): %.6f, float64 says %.6f\n", path, v, w->want);
@@ -106,6 +121,8 @@ static double run_once(gkc_conn *c, work *w, const char *path) {
   if (w->sgemm) check_sgemm(w, path);
   return t;
 }
+
+static double run_once(gkc_conn *c, work *w, const char *path) { return run_once_info(c, w, path, NULL); }
 
 static size_t moved(const work *w) {
   return w->sgemm ? 3 * (size_t)w->n * w->n * sizeof(float) : w->count * sizeof(float);
@@ -122,9 +139,15 @@ static void measure(work *w, const char *label) {
       if (gkc_shm_reserve(c, moved(w) + 3 * 64) != 0) bench_die("gkc_shm_reserve: %s", gkc_errmsg(c));
       reserve = bench_clock_s() - t0;
     }
-    double first = run_once(c, w, paths[p]);
+    gkc_info info;
+    if (trace) fprintf(stderr, "trace %s %s: first call\n", label, paths[p]);
+    double first = run_once_info(c, w, paths[p], &info);
+    if (trace) print_trace(label, paths[p], first, &info);
     double *ts = xmalloc((size_t)repeat * sizeof *ts);
-    for (long r = 0; r < repeat; r++) ts[r] = run_once(c, w, paths[p]);
+    for (long r = 0; r < repeat; r++) {
+      ts[r] = run_once_info(c, w, paths[p], &info);
+      if (trace && r == 0) print_trace(label, paths[p], ts[r], &info);
+    }
     qsort(ts, (size_t)repeat, sizeof *ts, bench_cmp_double);
     double med = ts[repeat / 2];
     free(ts);
@@ -203,11 +226,12 @@ static void on_signal(int sig) {
 
 static void usage(FILE *f) {
   fprintf(f, "usage: bench_byvalue (--socket PATH | --gkcd PATH [--backend B]) [--sizes LIST]\n"
-             "                     [--repeat N] [--conns N] [--conn-calls N] [--many-n N] [--json FILE]\n"
+             "                     [--repeat N] [--conns N] [--conn-calls N] [--many-n N] [--json FILE] [--trace]\n"
              "  --sizes LIST   comma-separated sgemm:N (N^3) and reduce:MiB\n"
              "                 (default sgemm:2048,sgemm:4096,sgemm:8192,reduce:64,reduce:256)\n"
              "  --conns N      connections at once for the aggregate run (default 8; 1: skip it)\n"
-             "  --many-n N     its sgemm size (default 4096)\n");
+             "  --many-n N     its sgemm size (default 4096)\n"
+             "  --trace        where the first call's time goes, on stderr (GKC_SHM_TRACE=1)\n");
 }
 
 int main(int argc, char **argv) {
@@ -220,7 +244,8 @@ int main(int argc, char **argv) {
       {"backend", required_argument, 0, 'b'}, {"sizes", required_argument, 0, 'z'},
       {"repeat", required_argument, 0, 'r'}, {"conns", required_argument, 0, 'c'},
       {"conn-calls", required_argument, 0, 'k'}, {"many-n", required_argument, 0, 'n'},
-      {"json", required_argument, 0, 'j'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+      {"json", required_argument, 0, 'j'}, {"trace", no_argument, 0, 't'},
+      {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
   int o;
   while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
     switch (o) {
@@ -233,6 +258,7 @@ int main(int argc, char **argv) {
     case 'k': conn_calls = bench_parse_long("--conn-calls", optarg, 1, 100000); break;
     case 'n': many_n = bench_parse_long("--many-n", optarg, 1, 32768); break;
     case 'j': json_path = optarg; break;
+    case 't': trace = 1; setenv("GKC_SHM_TRACE", "1", 1); break;
     case 'h': usage(stdout); return 0;
     default: usage(stderr); return 2;
     }
