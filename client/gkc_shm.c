@@ -46,6 +46,10 @@ typedef struct {
   /* Its pages known allocated: [0, pop_head) and [pop_tail, its size).  A
    * slice outside them meets fresh pages, populated in bulk before use. */
   uint64_t pop_head, pop_tail;
+  /* A request holding a slice of it ended without gkcd's answer (the
+   * connection failed, timed out, was closed): gkcd may still write there,
+   * so the region is never kept for another connection. */
+  int tainted;
 } slot;
 
 struct gkc__shm {
@@ -125,6 +129,17 @@ static void slot_clear(slot *s) {
   memset(s, 0, sizeof *s);
 }
 
+/* As slot_clear, but a registered region nothing can still write to goes
+ * to the process's kept regions (gkc_shm_keep.c), pages and all, for the
+ * next connection that grows its arena. */
+static void slot_retire(slot *s) {
+  if (s->reg && s->ready && !s->tainted && s->live == 0) {
+    gkc__shm_keep(s->reg, s->pop_head, s->pop_tail);
+    s->reg = NULL;
+  }
+  slot_clear(s);
+}
+
 /* A slice of len bytes; -1 when none fits. */
 static int slot_alloc(slot *s, uint64_t len, int tail, uint64_t *off) {
   if (!s->reg || !s->ready) return -1;
@@ -184,8 +199,7 @@ static void slot_free(slot *s, uint64_t off, uint64_t len) {
 
 /* --- settings ------------------------------------------------------------------------- */
 
-/* "4096", "64K", "4M", "1G" (binary units); -1 when s is not such a size. */
-static int parse_size(const char *s, size_t *out) {
+int gkc__shm_parse_size(const char *s, size_t *out) {
   if (*s < '0' || *s > '9') return -1;
   char *end;
   errno = 0;
@@ -206,7 +220,7 @@ static int parse_size(const char *s, size_t *out) {
 static void env_size(gkc__shm *A, const char *name, size_t *dst) {
   const char *v = getenv(name);
   if (!v || !*v || A->env_off) return;
-  if (parse_size(v, dst) == 0) return;
+  if (gkc__shm_parse_size(v, dst) == 0) return;
   A->env_off = 1;
   snprintf(A->why, sizeof A->why, "%s='%.64s' is not a size (bytes, or with a K, M or G suffix)",
            name, v);
@@ -240,7 +254,7 @@ static void on_reconnect(gkc_conn *c) {
   gkc__shm *A = c->shm;
   if (!A) return;
   for (int i = 0; i < NSLOTS; i++)
-    if (A->slots[i].reg) slot_clear(&A->slots[i]);
+    if (A->slots[i].reg) slot_retire(&A->slots[i]);
   A->limits_known = A->cannot_grow = A->probing = A->growing = 0;
   A->gkcd_max = A->want = 0;
 }
@@ -249,7 +263,7 @@ void gkc__shm_destroy(gkc_conn *c) {
   gkc__shm *A = c->shm;
   if (!A) return;
   for (int i = 0; i < NSLOTS; i++)
-    if (A->slots[i].reg) slot_clear(&A->slots[i]);
+    if (A->slots[i].reg) slot_retire(&A->slots[i]);
   free(A);
   c->shm = NULL;
 }
@@ -398,7 +412,9 @@ static void release_idle(gkc_conn *c) {
         }
       }
     }
-    slot_clear(s);
+    /* Idle: no request holds a slice of it, so gkcd writes nothing there
+     * any more, and it may serve another connection. */
+    slot_retire(s);
   }
 }
 
@@ -410,10 +426,17 @@ static void populate_new(slot *s, uint64_t need, uint64_t tail, int reserve) {
   char *p = gkc_region_data(s->reg);
   uint64_t size = slot_bytes(s);
   if (reserve || need >= size) need = size, tail = 0;
-  gkc__shm_populate(p, (size_t)(need - tail));
-  if (tail) gkc__shm_populate(p + size - tail, (size_t)tail);
-  s->pop_head = need - tail;
-  s->pop_tail = size - tail;
+  uint64_t head = need - tail; /* a kept region may have some of it already */
+  if (head > s->pop_head && s->pop_head < s->pop_tail) {
+    uint64_t end = head < s->pop_tail ? head : s->pop_tail;
+    gkc__shm_populate(p + s->pop_head, (size_t)(end - s->pop_head));
+  }
+  if (head > s->pop_head) s->pop_head = head;
+  if (tail && size - tail < s->pop_tail) {
+    uint64_t lo = size - tail > s->pop_head ? size - tail : s->pop_head;
+    if (lo < s->pop_tail) gkc__shm_populate(p + lo, (size_t)(s->pop_tail - lo));
+    s->pop_tail = size - tail;
+  }
 }
 
 /* Adds a region with room for need bytes (tail of them: a result of
@@ -448,8 +471,18 @@ static void grow(gkc_conn *c, uint64_t need, uint64_t tail, int reserve, int *ok
   if (size < need || size > SIZE_MAX) return;
   gkc_region *reg;
   double t0 = now_ms();
-  int rc = gkc__region_alloc(c, (size_t)size, &reg);
-  A->grow_rc = rc;
+  /* A region an earlier connection of this process left, its pages there
+   * already: the smallest that holds need within this arena's bounds. */
+  uint64_t kept_head = 0, kept_tail = 0;
+  int rc = 0;
+  reg = gkc__shm_take_kept(need, room, &kept_head, &kept_tail);
+  int was_kept = reg != NULL;
+  if (reg) {
+    size = gkc_region_bytes(reg);
+  } else {
+    rc = gkc__region_alloc(c, (size_t)size, &reg);
+    A->grow_rc = rc;
+  }
   if (rc) {
     if (rc != GKC_EOUT_OF_MEMORY) turn_off(A, "%.250s", c->errmsg);
     return;
@@ -459,14 +492,15 @@ static void grow(gkc_conn *c, uint64_t need, uint64_t tail, int reserve, int *ok
     gkc__region_free(reg);
     return;
   }
+  if (was_kept) s->pop_head = kept_head, s->pop_tail = kept_tail;
   double t1 = now_ms();
   populate_new(s, need, tail, reserve);
   double t2 = now_ms();
   if (c->nonblock) {
     if (A->trace)
-      fprintf(stderr, "gkc shm: region %d of %llu MiB for %llu bytes: memfd+mmap %.2f ms, populate"
+      fprintf(stderr, "gkc shm: region %d of %llu MiB for %llu bytes: %s %.2f ms, populate"
               " %.2f ms (%llu MiB); shm_register sent\n", free_slot, (unsigned long long)(size >> 20),
-              (unsigned long long)need, t1 - t0, t2 - t1,
+              (unsigned long long)need, was_kept ? "kept one taken" : "memfd+mmap", t1 - t0, t2 - t1,
               (unsigned long long)((s->pop_head + size - s->pop_tail) >> 20));
     gkc__req *r = internal_req(registered);
     gkc_shm_register_args a = {gkc__region_fd(reg), (size_t)size, reserve};
@@ -489,9 +523,10 @@ static void grow(gkc_conn *c, uint64_t need, uint64_t tail, int reserve, int *ok
   rc = gkc__shm_register(c, gkc__region_fd(reg), (size_t)size, reserve, &id);
   A->grow_rc = rc;
   if (A->trace)
-    fprintf(stderr, "gkc shm: region %d of %llu MiB for %llu bytes: memfd+mmap %.2f ms, populate"
+    fprintf(stderr, "gkc shm: region %d of %llu MiB for %llu bytes: %s %.2f ms, populate"
             " %.2f ms (%llu MiB), shm_register %.2f ms%s\n", free_slot,
-            (unsigned long long)(size >> 20), (unsigned long long)need, t1 - t0, t2 - t1,
+            (unsigned long long)(size >> 20), (unsigned long long)need,
+            was_kept ? "kept one taken" : "memfd+mmap", t1 - t0, t2 - t1,
             (unsigned long long)((s->pop_head + size - s->pop_tail) >> 20), now_ms() - t2,
             rc ? " (refused)" : "");
   if (rc) {
@@ -586,6 +621,9 @@ static void rewrite_out_error(gkc_conn *c, gkc__req *r) {
 
 static void end(gkc_conn *c, gkc__req *r, int status) {
   if (status == GKC_EINVALID_ARGUMENT && r->out_staged == GKC__OUT_TAIL) rewrite_out_error(c, r);
+  /* Ended here rather than by gkcd's answer: gkcd may be using its slices. */
+  if (status == GKC_ETIMEOUT || status <= GKC_ECONNECT)
+    for (int i = 0; i < r->nslices; i++) c->shm->slots[r->slices[i].slot].tainted = 1;
   give_back(c, r);
 }
 static void stage(gkc_conn *c, gkc__req *r, gkc_ref *const *refs, int n, gkc_out *out,
