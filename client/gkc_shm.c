@@ -69,6 +69,7 @@ struct gkc__shm {
   int want_populate; /* async: want came from gkc_shm_reserve (fault its pages in) */
   uint64_t staged, fallbacks;
   int trace; /* GKC_SHM_TRACE: where the first calls spend their time, on stderr */
+  size_t keep_max; /* GKC_SHM_KEEP: the most bytes of regions the process keeps */
   slot slots[NSLOTS];
 };
 
@@ -132,9 +133,9 @@ static void slot_clear(slot *s) {
 /* As slot_clear, but a registered region nothing can still write to goes
  * to the process's kept regions (gkc_shm_keep.c), pages and all, for the
  * next connection that grows its arena. */
-static void slot_retire(slot *s) {
+static void slot_retire(slot *s, size_t keep_max) {
   if (s->reg && s->ready && !s->tainted && s->live == 0) {
-    gkc__shm_keep(s->reg, s->pop_head, s->pop_tail);
+    gkc__shm_keep(s->reg, s->pop_head, s->pop_tail, keep_max);
     s->reg = NULL;
   }
   slot_clear(s);
@@ -199,7 +200,8 @@ static void slot_free(slot *s, uint64_t off, uint64_t len) {
 
 /* --- settings ------------------------------------------------------------------------- */
 
-int gkc__shm_parse_size(const char *s, size_t *out) {
+/* "4096", "64K", "4M", "1G" (binary units); -1 when s is not such a size. */
+static int parse_size(const char *s, size_t *out) {
   if (*s < '0' || *s > '9') return -1;
   char *end;
   errno = 0;
@@ -220,7 +222,7 @@ int gkc__shm_parse_size(const char *s, size_t *out) {
 static void env_size(gkc__shm *A, const char *name, size_t *dst) {
   const char *v = getenv(name);
   if (!v || !*v || A->env_off) return;
-  if (gkc__shm_parse_size(v, dst) == 0) return;
+  if (parse_size(v, dst) == 0) return;
   A->env_off = 1;
   snprintf(A->why, sizeof A->why, "%s='%.64s' is not a size (bytes, or with a K, M or G suffix)",
            name, v);
@@ -242,6 +244,10 @@ void gkc__shm_init(gkc_conn *c) {
   env_size(A, "GKC_SHM_MAX_BYTES", &A->env_max);
   v = getenv("GKC_SHM_TRACE");
   A->trace = v && *v && strcmp(v, "0") != 0;
+  /* A malformed bound keeps nothing, and turns nothing off. */
+  v = getenv("GKC_SHM_KEEP");
+  A->keep_max = GKC_SHM_DEFAULT_MAX;
+  if (v && *v && parse_size(v, &A->keep_max) != 0) A->keep_max = 0;
   A->off = A->env_off;
   A->threshold = A->env_threshold ? A->env_threshold : GKC_SHM_DEFAULT_THRESHOLD;
   A->max_bytes = A->env_max ? A->env_max : GKC_SHM_DEFAULT_MAX;
@@ -254,7 +260,7 @@ static void on_reconnect(gkc_conn *c) {
   gkc__shm *A = c->shm;
   if (!A) return;
   for (int i = 0; i < NSLOTS; i++)
-    if (A->slots[i].reg) slot_retire(&A->slots[i]);
+    if (A->slots[i].reg) slot_retire(&A->slots[i], A->keep_max);
   A->limits_known = A->cannot_grow = A->probing = A->growing = 0;
   A->gkcd_max = A->want = 0;
 }
@@ -263,7 +269,7 @@ void gkc__shm_destroy(gkc_conn *c) {
   gkc__shm *A = c->shm;
   if (!A) return;
   for (int i = 0; i < NSLOTS; i++)
-    if (A->slots[i].reg) slot_retire(&A->slots[i]);
+    if (A->slots[i].reg) slot_retire(&A->slots[i], A->keep_max);
   free(A);
   c->shm = NULL;
 }
@@ -414,7 +420,7 @@ static void release_idle(gkc_conn *c) {
     }
     /* Idle: no request holds a slice of it, so gkcd writes nothing there
      * any more, and it may serve another connection. */
-    slot_retire(s);
+    slot_retire(s, A->keep_max);
   }
 }
 

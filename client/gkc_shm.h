@@ -21,8 +21,7 @@
  * (gkc_shm_keep.c, GKC_SHM_KEEP): the next connection's arena takes them,
  * pages and all.
  *
- * Implemented in: gkc_shm_pages.c (the bulk copies and population),
- * gkc_shm_keep.c (kept regions)
+ * Implemented in: gkc_shm_pages.c, gkc_shm_keep.c
  */
 #ifndef GKC_SHM_H
 #define GKC_SHM_H
@@ -61,23 +60,21 @@ void gkc__shm_copy(void *dst, const void *src, size_t n, int fresh);
 /* Allocates and maps the pages under dst[0 .. n), writable, keeping their
  * bytes, on the same threads. */
 void gkc__shm_populate(void *dst, size_t n);
-/* "4096", "64K", "4M", "1G" (binary units); -1 when s is not such a size. */
-int gkc__shm_parse_size(const char *s, size_t *out);
-
 /* --- kept regions (gkc_shm_keep.c) --- */
 
 /* Takes reg (registered on a connection that no longer uses it: nothing of
  * gkcd's can write to it any more), with its populated marks, for a later
- * connection of this process; frees it, or older ones, past GKC_SHM_KEEP. */
-void gkc__shm_keep(gkc_region *reg, uint64_t pop_head, uint64_t pop_tail);
+ * connection of this process; frees it, or the oldest kept, so that they
+ * hold max bytes at most (the connection's GKC_SHM_KEEP). */
+void gkc__shm_keep(gkc_region *reg, uint64_t pop_head, uint64_t pop_tail, uint64_t max);
 /* The smallest kept region of min_bytes to max_bytes, now the caller's
  * (with its marks); NULL when none fits. */
 gkc_region *gkc__shm_take_kept(uint64_t min_bytes, uint64_t max_bytes, uint64_t *pop_head,
                                uint64_t *pop_tail);
 /* Bytes kept now. */
 uint64_t gkc__shm_kept_bytes(void);
-/* Tests: frees every kept region; reread_env: GKC_SHM_KEEP is read again. */
-void gkc__shm_keep_reset(int reread_env);
+/* Tests: frees every kept region. */
+void gkc__shm_keep_reset(void);
 
 /* Tests: on (1) makes population take the path of a kernel without
  * MADV_POPULATE_WRITE (a write to each page), as if it had refused it. */

@@ -7,9 +7,9 @@
  * of unmapping them, and the next connection that grows its arena takes
  * one that fits (gkcd maps it anew: a new shm_register), so a program that
  * connects again, or holds several connections one after another, pays for
- * its pages once.  Bounded: GKC_SHM_KEEP bytes at most (a size; default
- * GKC_SHM_DEFAULT_MAX, 0 keeps none), the oldest given back first; all of
- * them go when the process exits.
+ * its pages once.  Bounded: GKC_SHM_KEEP bytes at most (a size, read by
+ * each connection as it is made; default GKC_SHM_DEFAULT_MAX, 0 keeps none),
+ * the oldest given back first; all of them go when the process exits.
  *
  * A region is a MAP_SHARED memfd: after fork both processes would see the
  * same pages, so a region kept by another process (the parent) is never
@@ -35,21 +35,6 @@ static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static kept list[KEEP_MAX];
 static pid_t owner;           /* the process whose regions list holds */
 static unsigned long long seq;
-static int bound_read;
-static uint64_t bound;
-
-/* GKC_SHM_KEEP, read once: a malformed value keeps nothing. */
-static uint64_t keep_bound(void) {
-  if (bound_read) return bound;
-  bound_read = 1;
-  bound = GKC_SHM_DEFAULT_MAX;
-  const char *v = getenv("GKC_SHM_KEEP");
-  if (v && *v) {
-    size_t n;
-    bound = gkc__shm_parse_size(v, &n) == 0 ? n : 0;
-  }
-  return bound;
-}
 
 /* Under mu: a list inherited across fork is not ours to hand out. */
 static void check_owner(void) {
@@ -67,12 +52,11 @@ static uint64_t held(void) {
   return n;
 }
 
-void gkc__shm_keep(gkc_region *reg, uint64_t pop_head, uint64_t pop_tail) {
+void gkc__shm_keep(gkc_region *reg, uint64_t pop_head, uint64_t pop_tail, uint64_t max) {
   if (!reg) return;
   uint64_t bytes = gkc_region_bytes(reg);
   pthread_mutex_lock(&mu);
   check_owner();
-  uint64_t max = keep_bound();
   if (bytes > max) {
     pthread_mutex_unlock(&mu);
     gkc__region_free(reg);
@@ -128,12 +112,11 @@ uint64_t gkc__shm_kept_bytes(void) {
   return n;
 }
 
-void gkc__shm_keep_reset(int reread_env) {
+void gkc__shm_keep_reset(void) {
   pthread_mutex_lock(&mu);
   check_owner();
   for (int i = 0; i < KEEP_MAX; i++)
     if (list[i].reg) gkc__region_free(list[i].reg);
   memset(list, 0, sizeof list);
-  if (reread_env) bound_read = 0;
   pthread_mutex_unlock(&mu);
 }

@@ -58,7 +58,7 @@ static gkc_shm_info state(const gkc_conn *c) {
 static void keep_bound(const char *v) {
   if (v) setenv("GKC_SHM_KEEP", v, 1);
   else unsetenv("GKC_SHM_KEEP");
-  gkc__shm_keep_reset(1);
+  gkc__shm_keep_reset();
 }
 
 /* A reduce of bytes by value on c, held to float64. */
