@@ -25,7 +25,9 @@ in bytes, with an optional K, M or G suffix), else the defaults below.
 from __future__ import annotations
 
 import collections
+import errno
 import logging
+import mmap as mmap_module
 import os
 import threading
 from typing import TYPE_CHECKING, Any, Deque, Dict, List, Optional, Tuple
@@ -150,19 +152,48 @@ def copy_into(dst: np.ndarray, src: np.ndarray) -> None:
         f.result()
 
 
-def populate(mm: Any, nbytes: int) -> None:
-    """Faults a new region's pages in, on several threads at once when it is
-    big (the kernel's page faults are what a first call into fresh memory
-    waits on).  A write of zero to each page: the region is new, so its
-    bytes are zeros already, and nobody else reads it yet."""
-    pages = np.frombuffer(mm, np.uint8, nbytes)
+# Linux 5.14's madvise that allocates and maps a range's pages, writable, in
+# one pass: a fresh 4 KiB memfd page costs several times its copy, and
+# taking the faults one by one inside the copy costs 2-3x what this costs
+# (bench/RESULTS.md, "first call").  None once the kernel refused it.
+_POPULATE_WRITE: Optional[int] = getattr(mmap_module, "MADV_POPULATE_WRITE", 23)
+
+
+def _populate_piece(mm: Any, start: int, end: int) -> None:
+    """Pages under mm[start:end] allocated and mapped, their bytes kept."""
+    global _POPULATE_WRITE
+    lo = start & ~(_PAGE - 1)
+    hi = (end + _PAGE - 1) & ~(_PAGE - 1)
+    hi = min(hi, len(mm))
+    if _POPULATE_WRITE is not None and hi > lo:
+        try:
+            mm.madvise(_POPULATE_WRITE, lo, hi - lo)
+            return
+        except OSError as e:
+            if e.errno == errno.EINVAL:  # a kernel before 5.14
+                _POPULATE_WRITE = None
+    # A write of each page's first byte back as it was, only of bytes in
+    # [start, end): those are the caller's alone, while the rest of a shared
+    # first page may be gkcd's result being written.
+    first = (start + _PAGE - 1) & ~(_PAGE - 1)
+    if first < end:
+        pages = np.frombuffer(mm, np.uint8, end - first, first)[::_PAGE]
+        pages[...] = pages.copy()
+
+
+def populate(mm: Any, nbytes: int, offset: int = 0) -> None:
+    """Allocates the pages under mm[offset:offset + nbytes] (a region's
+    bytes not yet touched), keeping their bytes, on several threads at once
+    when it is big."""
     workers = _copy_threads()
+    end = offset + nbytes
     if nbytes < PARALLEL_COPY_MIN or workers < 2:
-        pages[::_PAGE].fill(0)
+        _populate_piece(mm, offset, end)
         return
     step = -(-nbytes // workers)
     step = (step + _PAGE - 1) & ~(_PAGE - 1)
-    futs = [_pool().submit(pages[i:i + step:_PAGE].fill, 0) for i in range(0, nbytes, step)]
+    futs = [_pool().submit(_populate_piece, mm, i, min(i + step, end))
+            for i in range(offset, end, step)]
     for f in futs:
         f.result()
 
@@ -180,6 +211,19 @@ class Segment(Region):
         super().__init__(conn, ident, mm, nbytes)
         self.free: List[List[int]] = [[0, nbytes]]  # [offset, size], ascending, never adjacent
         self.used = 0
+        # Its bytes [0, pop_head) have pages: a slice past it meets fresh
+        # ones, populated in bulk before the copy (populate).
+        self.pop_head = 0
+
+    def fresh(self, off: int, size: int) -> bool:
+        """Whether [off, off + size) may lie on pages never touched; they
+        count as populated from now on (the caller populates them)."""
+        end = off + size
+        if end <= self.pop_head:
+            return False
+        if off <= self.pop_head:
+            self.pop_head = end
+        return True
 
     def alloc(self, size: int) -> Optional[int]:
         for i, span in enumerate(self.free):

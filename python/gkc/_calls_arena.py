@@ -155,10 +155,16 @@ class ArenaCalls:
         ar.calls += 1
         for (k, v), sl in zip(ins, got):
             seg, off = sl[0], sl[1]
+            if seg.fresh(off, sl[2]):
+                _arena.populate(seg._mm, v.nbytes, off)
             _arena.copy_into(np.ndarray(v.a.shape, v.dtype, seg._mm, off), v.a)
             params[k] = {"region": seg.id, "offset": off, "bytes": v.nbytes}
             staged.slices.append(sl)
         for (k, v), sl in zip(outs, got[len(ins):]):
+            # gkcd writes it: its pages allocated here, on several threads,
+            # rather than by faults on gkcd's one worker.
+            if sl[0].fresh(sl[1], sl[2]):
+                _arena.populate(sl[0]._mm, v.nbytes, sl[1])
             v.slice, v.freed = sl, ar._freed
             outmap[k] = {"region": sl[0].id, "offset": sl[1]}
             staged.outs.append(v)
@@ -224,8 +230,11 @@ class ArenaCalls:
             except errors.Error as e:
                 ar.refused(e.message)
                 return False
-            if populate:
-                _arena.populate(mm, size)
+            # The pages the call that grows it takes (all of them for
+            # shm_reserve), before gkcd maps them: the call's copy then meets
+            # no faults, and gkcd finds them there.
+            head = size if populate else min(need, size)
+            _arena.populate(mm, head)
             try:
                 # Set up ahead (shm_reserve): gkcd registers it for DMA before
                 # answering too, so nothing of it is left for the first call.
@@ -240,6 +249,7 @@ class ArenaCalls:
                     return False  # gkcd is short of memory now: this call goes inline
                 ar.refused(f"gkcd refused shm_register: {e.message}")
                 return False
+            seg.pop_head = head
             self._regions[seg.id] = seg
         finally:
             ar.added(seg, size)
