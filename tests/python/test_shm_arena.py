@@ -580,6 +580,45 @@ def test_first_calls_on_fresh_pages(gkcd, rng, monkeypatch, fallback):
         assert c.shm_info()["fallbacks"] == 0
 
 
+def test_kept_regions_serve_the_next_connection(gkcd, rng, monkeypatch):
+    """A closed connection's idle region serves the next connection's growth
+    (its size, not a new one's; its old bytes never in a result); one an
+    array still lies in, or over GKC_SHM_KEEP, is not kept; a forked child
+    forgets them."""
+    monkeypatch.delenv("GKC_SHM_KEEP", raising=False)
+    _arena.forget_kept()
+    try:
+        x = rng.standard_normal(5 << 20).astype(np.float32)  # 20 MiB: a 32 MiB region
+        with gkcd.connect(shm_threshold=T) as c:
+            want = c.reduce(x, "sum")
+            assert c.shm_info()["bytes"] == 32 << 20
+        assert _arena.kept_bytes() == 32 << 20
+        small = rng.standard_normal(1 << 18).astype(np.float32)  # 1 MiB
+        with gkcd.connect(shm_threshold=T) as c, gkcd.connect(shm=False) as i:
+            assert c.reduce(small, "max") == float(small.max())
+            assert c.shm_info()["bytes"] == 32 << 20 and _arena.kept_bytes() == 0
+            got = c.axpby(small, small, alpha=-1.0, beta=0.0)
+            assert in_arena(got) and np.array_equal(got, i.axpby(small, small, alpha=-1.0, beta=0.0))
+            assert c.reduce(x, "sum") == want
+        assert _arena.kept_bytes() == 0  # got still lies in it
+        del got
+        with gkcd.connect(shm_threshold=T) as c:
+            c.reduce(x, "sum")
+        assert _arena.kept_bytes() == 32 << 20
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0 if _arena.kept_bytes() == 0 else 1)
+        assert os.waitpid(pid, 0)[1] == 0
+        assert _arena.kept_bytes() == 32 << 20
+        monkeypatch.setenv("GKC_SHM_KEEP", "16M")
+        _arena.forget_kept()
+        with gkcd.connect(shm_threshold=T) as c:
+            c.reduce(x, "sum")
+        assert _arena.kept_bytes() == 0
+    finally:
+        _arena.forget_kept()
+
+
 def test_shm_register_pinned_flag(gkcd):
     """shm_register's "pinned": true is answered after the region is
     registered for DMA (nothing to register on the CPU backend: the same
