@@ -93,11 +93,15 @@ static void check_sgemm(const work *w, const char *path) {
   }
 }
 
-static void print_trace(const char *path, const char *which, double t, const gkc_info *in) {
-  fprintf(stderr, "trace %s %s: round trip %.2f ms; gkcd %.2f (queued %.2f, worker %.2f, kernel %.2f,"
-          " h2d %.2f, d2h %.2f); client and socket %.2f\n", path, which, t * 1e3, in->server_us / 1e3,
-          in->queue_us / 1e3, in->worker_us / 1e3, in->kernel_us / 1e3, in->h2d_us / 1e3,
-          in->d2h_us / 1e3, t * 1e3 - in->server_us / 1e3);
+/* end: when the call returned (bench_clock_s, CLOCK_MONOTONIC): gkcd's log
+ * says when it registered the region for DMA on the same clock. */
+static void print_trace(const char *label, const char *path, const char *which, double t,
+                        double end, const gkc_info *in) {
+  fprintf(stderr, "trace %s %s %s: round trip %.2f ms; gkcd %.2f (queued %.2f, worker %.2f, kernel %.2f,"
+          " h2d %.2f, d2h %.2f); client and socket %.2f (monotonic %.1f to %.1f ms)\n", label, path, which,
+          t * 1e3, in->server_us / 1e3, in->queue_us / 1e3, in->worker_us / 1e3, in->kernel_us / 1e3,
+          in->h2d_us / 1e3, in->d2h_us / 1e3, t * 1e3 - in->server_us / 1e3, (end - t) * 1e3,
+          end * 1e3);
 }
 
 static double run_once_info(gkc_conn *c, work *w, const char *path, gkc_info *info) {
@@ -140,13 +144,12 @@ static void measure(work *w, const char *label) {
       reserve = bench_clock_s() - t0;
     }
     gkc_info info;
-    if (trace) fprintf(stderr, "trace %s %s: first call\n", label, paths[p]);
     double first = run_once_info(c, w, paths[p], &info);
-    if (trace) print_trace(label, paths[p], first, &info);
+    if (trace) print_trace(label, paths[p], "first", first, bench_clock_s(), &info);
     double *ts = xmalloc((size_t)repeat * sizeof *ts);
     for (long r = 0; r < repeat; r++) {
       ts[r] = run_once_info(c, w, paths[p], &info);
-      if (trace && r == 0) print_trace(label, paths[p], ts[r], &info);
+      if (trace && r == 0) print_trace(label, paths[p], "repeated", ts[r], bench_clock_s(), &info);
     }
     qsort(ts, (size_t)repeat, sizeof *ts, bench_cmp_double);
     double med = ts[repeat / 2];
