@@ -8,10 +8,17 @@
  * reduce:64,reduce:256; reduce sizes in MiB of float32) and each path:
  *   arena    libgkc's transparent shared memory (its default);
  *   inline   gkc_set_shm(c, GKC_SHM_OFF, 0): every byte in the frames;
+ *   next     the arena on a new connection made after arena's closed: its
+ *            first call takes the region arena's left to the process
+ *            (GKC_SHM_KEEP), pages and all, what a program that connects
+ *            again sees;
  *   reserved the arena, after gkc_shm_reserve for the call's bytes (timed
  *            on its own): the first call without the arena's set-up;
  * it times the first call on a fresh connection (what a new size costs:
- * the arena's first use, the daemon's first sight of the size) and the
+ * the arena's first use, the daemon's first sight of the size; arena's in a
+ * process that keeps no region of an earlier one: only arena's connection
+ * keeps its regions, GKC_SHM_KEEP as the environment says, the others
+ * run with GKC_SHM_KEEP=0) and the
  * median of --repeat calls after it, and prints the effective bandwidth
  * (bytes in plus bytes out over the round trip).  Then, with --conns N > 1,
  * N connections at once each send --conn-calls sgemm 4096^3 by value
@@ -57,8 +64,22 @@ static void fill(float *x, size_t n, unsigned seed) {
   }
 }
 
-static gkc_conn *open_conn(int inline_only) {
+static const char *env_keep; /* GKC_SHM_KEEP as the bench was started with */
+
+/* keep: the connection keeps its regions for the next (GKC_SHM_KEEP as
+ * given), else it keeps none (0), which each connection reads as it is made. */
+static gkc_conn *connect_plain(void) {
   gkc_conn *c;
+  if (gkc_connect(&c, sock_path) != 0) bench_die("cannot connect to %s: %s", sock_path, gkc_errmsg(c));
+  return c;
+}
+
+/* Single-threaded only: it changes the environment. */
+static gkc_conn *open_conn(int inline_only, int keep) {
+  gkc_conn *c;
+  if (keep && env_keep) setenv("GKC_SHM_KEEP", env_keep, 1);
+  else if (keep) unsetenv("GKC_SHM_KEEP");
+  else setenv("GKC_SHM_KEEP", "0", 1);
   if (gkc_connect(&c, sock_path) != 0) bench_die("cannot connect to %s: %s", sock_path, gkc_errmsg(c));
   if (inline_only) gkc_set_shm(c, GKC_SHM_OFF, 0);
   return c;
@@ -133,11 +154,11 @@ static size_t moved(const work *w) {
 }
 
 static void measure(work *w, const char *label) {
-  static const char *const paths[] = {"arena", "inline", "reserved"};
-  for (int p = 0; p < 3; p++) {
-    gkc_conn *c = open_conn(p == 1);
+  static const char *const paths[] = {"arena", "next", "inline", "reserved"};
+  for (int p = 0; p < 4; p++) {
+    gkc_conn *c = open_conn(p == 2, p == 0);
     double reserve = 0;
-    if (p == 2) {
+    if (p == 3) {
       /* The call's slices, each on a cache line: gkc_shm_reserve first. */
       double t0 = bench_clock_s();
       if (gkc_shm_reserve(c, moved(w) + 3 * 64) != 0) bench_die("gkc_shm_reserve: %s", gkc_errmsg(c));
@@ -157,7 +178,7 @@ static void measure(work *w, const char *label) {
     gkc_close(c);
     double gbs = (double)moved(w) / med / 1e9;
     char note[64] = "";
-    if (p == 2) snprintf(note, sizeof note, "gkc_shm_reserve before: %.2f ms", reserve * 1e3);
+    if (p == 3) snprintf(note, sizeof note, "gkc_shm_reserve before: %.2f ms", reserve * 1e3);
     printf("| %s | %s | %.2f | %.2f | %.2fx | %.1f | %s |\n", label, paths[p], first * 1e3, med * 1e3,
            first / med, gbs, note);
     fflush(stdout);
@@ -177,7 +198,7 @@ typedef struct {
 
 static void *conn_main(void *arg) {
   conn_job *j = arg;
-  gkc_conn *c = open_conn(0);
+  gkc_conn *c = connect_plain();
   run_once(c, &j->w, "arena"); /* each connection's arena made before the clock */
   pthread_barrier_wait(j->go);
   double t0 = bench_clock_s();
@@ -190,6 +211,7 @@ static void *conn_main(void *arg) {
 static void many(int32_t n) {
   pthread_barrier_t go;
   pthread_barrier_init(&go, NULL, (unsigned)conns + 1);
+  setenv("GKC_SHM_KEEP", "0", 1); /* before the threads: they read it */
   conn_job *jobs = calloc((size_t)conns, sizeof *jobs);
   pthread_t *th = calloc((size_t)conns, sizeof *th);
   if (!jobs || !th) bench_die("out of memory");
@@ -239,6 +261,8 @@ static void usage(FILE *f) {
 
 int main(int argc, char **argv) {
   bench_prog = "bench_byvalue";
+  env_keep = getenv("GKC_SHM_KEEP");
+  if (env_keep && !(env_keep = strdup(env_keep))) bench_die("out of memory");
   const char *gkcd = NULL, *backend = "auto", *sizes = "sgemm:2048,sgemm:4096,sgemm:8192,reduce:64,reduce:256";
   const char *json_path = NULL;
   long many_n = 4096;
