@@ -13,6 +13,8 @@
  *   GKC_SHM_KEEP bounds them (the oldest go first, 0 keeps none); a region
  *   a cancelled request may still be written into is never kept; a forked
  *   child never takes its parent's.
+ * e2e_shm_first_gpu runs it all on the CUDA backend (GKC_TEST_BACKEND=cuda),
+ * skipped without a GPU.
  */
 #include <fcntl.h>
 #include <signal.h>
@@ -316,10 +318,20 @@ int main(void) {
   unsetenv("GKC_NO_SHM");
   unsetenv("GKC_SHM_THRESHOLD");
   unsetenv("GKC_SHM_MAX_BYTES");
+  fixture f;
+  /* e2e_shm_first_gpu: the CUDA backend, whose pinner registers each region
+   * (a kept one again) in the background while the first calls run. */
+  const char *be = getenv("GKC_TEST_BACKEND");
+  if (be && strcmp(be, "cpu") != 0) {
+    if (fixture_try_start(&f, NULL, NULL) != -1) {
+      fixture_stop(&f, SIGTERM);
+      TEST_SKIP("gkcd --backend %s did not start (no usable GPU here)", be);
+    }
+  } else {
+    fixture_start(&f, NULL, NULL);
+  }
   test_populate(0);
   test_populate(1);
-  fixture f;
-  fixture_start(&f, NULL, NULL);
   test_first_calls(&f, 0);
   test_first_calls(&f, 1);
   test_keep(&f);
