@@ -309,7 +309,7 @@ GKC_API int gkc_shm_release(gkc_conn *c, uint32_t region);
  *  - A region's first call allocates the pages it takes in bulk, on the
  *    copy threads (MADV_POPULATE_WRITE; a write to each page on a kernel
  *    before 5.14), before gkcd maps them: a fresh 4 KiB page costs several
- *    times its copy, and one fault at a time inside the copy 2-3x more
+ *    times its copy, and one fault at a time inside the copy up to 1.7x more
  *    again (bench/RESULTS.md, "first call").  Only the bytes used.
  *  - gkc_close (and a region swapped out) hands the regions nothing can
  *    still write to over to the process, not the kernel: the next

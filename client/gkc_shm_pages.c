@@ -11,7 +11,7 @@
  * Fresh memfd pages cost more than the copy: a write fault each, that
  * allocates and zeroes a 4 KiB page (THP is off for shmem on the hosts we
  * measured, "shmem_enabled never").  Taking the faults one by one inside
- * memcpy costs 2-3x what MADV_POPULATE_WRITE (Linux 5.14) costs for the
+ * memcpy costs 1.2-1.7x what MADV_POPULATE_WRITE (Linux 5.14) costs for the
  * same pages, which allocates them in one pass per thread without a trap
  * for each (bench/RESULTS.md, "first call"); so a piece of fresh memory is
  * populated first, then copied, by the same thread.  An older kernel

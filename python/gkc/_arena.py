@@ -155,7 +155,7 @@ def copy_into(dst: np.ndarray, src: np.ndarray) -> None:
 
 # Linux 5.14's madvise that allocates and maps a range's pages, writable, in
 # one pass: a fresh 4 KiB memfd page costs several times its copy, and
-# taking the faults one by one inside the copy costs 2-3x what this costs
+# taking the faults one by one inside the copy costs 1.2-1.7x what this costs
 # (bench/RESULTS.md, "first call").  None once the kernel refused it.
 _POPULATE_WRITE: Optional[int] = getattr(mmap_module, "MADV_POPULATE_WRITE", 23)
 
