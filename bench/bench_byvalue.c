@@ -1,23 +1,38 @@
 /* bench_byvalue: big arrays by value from C (libgkc's plain-pointer calls),
  * what a caller sees end to end (issue #25).
  *
- *   bench_byvalue --socket PATH [--sizes LIST] [--repeat N] [--conns N] [--json FILE]
+ *   bench_byvalue --socket PATH [--sizes LIST] [--repeat N] [--conns N] [--json FILE] [--trace]
  *   bench_byvalue --gkcd PATH [--backend B] ...   starts its own gkcd on a temporary socket
  *
  * For each size of --sizes (default sgemm:2048,sgemm:4096,sgemm:8192,
  * reduce:64,reduce:256; reduce sizes in MiB of float32) and each path:
  *   arena    libgkc's transparent shared memory (its default);
  *   inline   gkc_set_shm(c, GKC_SHM_OFF, 0): every byte in the frames;
+ *   next     the arena on a new connection made after arena's closed: its
+ *            first call takes the region arena's left to the process
+ *            (GKC_SHM_KEEP), pages and all, what a program that connects
+ *            again sees;
  *   reserved the arena, after gkc_shm_reserve for the call's bytes (timed
  *            on its own): the first call without the arena's set-up;
  * it times the first call on a fresh connection (what a new size costs:
- * the arena's first use, the daemon's first sight of the size) and the
+ * the arena's first use, the daemon's first sight of the size; arena's in a
+ * process that keeps no region of an earlier one: only arena's connection
+ * keeps its regions, GKC_SHM_KEEP as the environment says, the others
+ * run with GKC_SHM_KEEP=0) and the
  * median of --repeat calls after it, and prints the effective bandwidth
  * (bytes in plus bytes out over the round trip).  Then, with --conns N > 1,
  * N connections at once each send --conn-calls sgemm 4096^3 by value
  * (arena), and the aggregate GB/s over the wall time is printed.
  * Every result is checked (sgemm entries sampled against float64, the sum
  * against a float64 sum), so a fast wrong answer never counts.
+ *
+ * --trace: where a first call's time goes.  It sets GKC_SHM_TRACE=1 (libgkc
+ * prints the arena's status round trip, region set-up, population and
+ * shm_register, and each staged call that met fresh pages, on stderr) and
+ * prints, for the first call and the first repeated one of each path, the
+ * round trip beside gkcd's share (server, of it queued and the worker's,
+ * of that the kernel; h2d/d2h on a GPU) and what is left to the client and
+ * the socket.
  */
 #include <getopt.h>
 #include <math.h>
@@ -34,7 +49,7 @@
 static const char *sock_path;
 static long repeat = 5, conns = 8, conn_calls = 4;
 static FILE *json;
-static int failures;
+static int failures, trace;
 
 static void *xmalloc(size_t n) {
   void *p = malloc(n);
@@ -49,8 +64,22 @@ static void fill(float *x, size_t n, unsigned seed) {
   }
 }
 
-static gkc_conn *open_conn(int inline_only) {
+static const char *env_keep; /* GKC_SHM_KEEP as the bench was started with */
+
+/* keep: the connection keeps its regions for the next (GKC_SHM_KEEP as
+ * given), else it keeps none (0), which each connection reads as it is made. */
+static gkc_conn *connect_plain(void) {
   gkc_conn *c;
+  if (gkc_connect(&c, sock_path) != 0) bench_die("cannot connect to %s: %s", sock_path, gkc_errmsg(c));
+  return c;
+}
+
+/* Single-threaded only: it changes the environment. */
+static gkc_conn *open_conn(int inline_only, int keep) {
+  gkc_conn *c;
+  if (keep && env_keep) setenv("GKC_SHM_KEEP", env_keep, 1);
+  else if (keep) unsetenv("GKC_SHM_KEEP");
+  else setenv("GKC_SHM_KEEP", "0", 1);
   if (gkc_connect(&c, sock_path) != 0) bench_die("cannot connect to %s: %s", sock_path, gkc_errmsg(c));
   if (inline_only) gkc_set_shm(c, GKC_SHM_OFF, 0);
   return c;
@@ -85,16 +114,27 @@ static void check_sgemm(const work *w, const char *path) {
   }
 }
 
-static double run_once(gkc_conn *c, work *w, const char *path) {
+/* end: when the call returned (bench_clock_s, CLOCK_MONOTONIC): gkcd's log
+ * says when it registered the region for DMA on the same clock. */
+static void print_trace(const char *label, const char *path, const char *which, double t,
+                        double end, const gkc_info *in) {
+  fprintf(stderr, "trace %s %s %s: round trip %.2f ms; gkcd %.2f (queued %.2f, worker %.2f, kernel %.2f,"
+          " h2d %.2f, d2h %.2f); client and socket %.2f (monotonic %.1f to %.1f ms)\n", label, path, which,
+          t * 1e3, in->server_us / 1e3, in->queue_us / 1e3, in->worker_us / 1e3, in->kernel_us / 1e3,
+          in->h2d_us / 1e3, in->d2h_us / 1e3, t * 1e3 - in->server_us / 1e3, (end - t) * 1e3,
+          end * 1e3);
+}
+
+static double run_once_info(gkc_conn *c, work *w, const char *path, gkc_info *info) {
   double t0 = bench_clock_s();
   int rc;
   if (w->sgemm) {
     memset(w->out, 0, (size_t)w->n * w->n * sizeof(float));
     t0 = bench_clock_s();
-    rc = gkc_sgemm(c, w->n, w->n, w->n, 1.0f, w->a, 0, w->b, 0, 0.0f, w->out, NULL, NULL);
+    rc = gkc_sgemm(c, w->n, w->n, w->n, 1.0f, w->a, 0, w->b, 0, 0.0f, w->out, NULL, info);
   } else {
     double v = 0;
-    rc = gkc_reduce(c, w->a, w->count, GKC_SUM, &v, NULL, NULL);
+    rc = gkc_reduce(c, w->a, w->count, GKC_SUM, &v, NULL, info);
     /* float32 sums in any order stay within ~eps32 * log2(n) * sum|x| */
     if (rc == 0 && fabs(v - w->want) > 1e-6 * w->mag + 1e-3) {
       fprintf(stderr, "bench_byvalue: reduce (%s): %.6f, float64 says %.6f\n", path, v, w->want);
@@ -107,31 +147,38 @@ static double run_once(gkc_conn *c, work *w, const char *path) {
   return t;
 }
 
+static double run_once(gkc_conn *c, work *w, const char *path) { return run_once_info(c, w, path, NULL); }
+
 static size_t moved(const work *w) {
   return w->sgemm ? 3 * (size_t)w->n * w->n * sizeof(float) : w->count * sizeof(float);
 }
 
 static void measure(work *w, const char *label) {
-  static const char *const paths[] = {"arena", "inline", "reserved"};
-  for (int p = 0; p < 3; p++) {
-    gkc_conn *c = open_conn(p == 1);
+  static const char *const paths[] = {"arena", "next", "inline", "reserved"};
+  for (int p = 0; p < 4; p++) {
+    gkc_conn *c = open_conn(p == 2, p == 0);
     double reserve = 0;
-    if (p == 2) {
+    if (p == 3) {
       /* The call's slices, each on a cache line: gkc_shm_reserve first. */
       double t0 = bench_clock_s();
       if (gkc_shm_reserve(c, moved(w) + 3 * 64) != 0) bench_die("gkc_shm_reserve: %s", gkc_errmsg(c));
       reserve = bench_clock_s() - t0;
     }
-    double first = run_once(c, w, paths[p]);
+    gkc_info info;
+    double first = run_once_info(c, w, paths[p], &info);
+    if (trace) print_trace(label, paths[p], "first", first, bench_clock_s(), &info);
     double *ts = xmalloc((size_t)repeat * sizeof *ts);
-    for (long r = 0; r < repeat; r++) ts[r] = run_once(c, w, paths[p]);
+    for (long r = 0; r < repeat; r++) {
+      ts[r] = run_once_info(c, w, paths[p], &info);
+      if (trace && r == 0) print_trace(label, paths[p], "repeated", ts[r], bench_clock_s(), &info);
+    }
     qsort(ts, (size_t)repeat, sizeof *ts, bench_cmp_double);
     double med = ts[repeat / 2];
     free(ts);
     gkc_close(c);
     double gbs = (double)moved(w) / med / 1e9;
     char note[64] = "";
-    if (p == 2) snprintf(note, sizeof note, "gkc_shm_reserve before: %.2f ms", reserve * 1e3);
+    if (p == 3) snprintf(note, sizeof note, "gkc_shm_reserve before: %.2f ms", reserve * 1e3);
     printf("| %s | %s | %.2f | %.2f | %.2fx | %.1f | %s |\n", label, paths[p], first * 1e3, med * 1e3,
            first / med, gbs, note);
     fflush(stdout);
@@ -151,7 +198,7 @@ typedef struct {
 
 static void *conn_main(void *arg) {
   conn_job *j = arg;
-  gkc_conn *c = open_conn(0);
+  gkc_conn *c = connect_plain();
   run_once(c, &j->w, "arena"); /* each connection's arena made before the clock */
   pthread_barrier_wait(j->go);
   double t0 = bench_clock_s();
@@ -164,6 +211,7 @@ static void *conn_main(void *arg) {
 static void many(int32_t n) {
   pthread_barrier_t go;
   pthread_barrier_init(&go, NULL, (unsigned)conns + 1);
+  setenv("GKC_SHM_KEEP", "0", 1); /* before the threads: they read it */
   conn_job *jobs = calloc((size_t)conns, sizeof *jobs);
   pthread_t *th = calloc((size_t)conns, sizeof *th);
   if (!jobs || !th) bench_die("out of memory");
@@ -203,15 +251,18 @@ static void on_signal(int sig) {
 
 static void usage(FILE *f) {
   fprintf(f, "usage: bench_byvalue (--socket PATH | --gkcd PATH [--backend B]) [--sizes LIST]\n"
-             "                     [--repeat N] [--conns N] [--conn-calls N] [--many-n N] [--json FILE]\n"
+             "                     [--repeat N] [--conns N] [--conn-calls N] [--many-n N] [--json FILE] [--trace]\n"
              "  --sizes LIST   comma-separated sgemm:N (N^3) and reduce:MiB\n"
              "                 (default sgemm:2048,sgemm:4096,sgemm:8192,reduce:64,reduce:256)\n"
              "  --conns N      connections at once for the aggregate run (default 8; 1: skip it)\n"
-             "  --many-n N     its sgemm size (default 4096)\n");
+             "  --many-n N     its sgemm size (default 4096)\n"
+             "  --trace        where the first call's time goes, on stderr (GKC_SHM_TRACE=1)\n");
 }
 
 int main(int argc, char **argv) {
   bench_prog = "bench_byvalue";
+  env_keep = getenv("GKC_SHM_KEEP");
+  if (env_keep && !(env_keep = strdup(env_keep))) bench_die("out of memory");
   const char *gkcd = NULL, *backend = "auto", *sizes = "sgemm:2048,sgemm:4096,sgemm:8192,reduce:64,reduce:256";
   const char *json_path = NULL;
   long many_n = 4096;
@@ -220,7 +271,8 @@ int main(int argc, char **argv) {
       {"backend", required_argument, 0, 'b'}, {"sizes", required_argument, 0, 'z'},
       {"repeat", required_argument, 0, 'r'}, {"conns", required_argument, 0, 'c'},
       {"conn-calls", required_argument, 0, 'k'}, {"many-n", required_argument, 0, 'n'},
-      {"json", required_argument, 0, 'j'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+      {"json", required_argument, 0, 'j'}, {"trace", no_argument, 0, 't'},
+      {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
   int o;
   while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
     switch (o) {
@@ -233,6 +285,7 @@ int main(int argc, char **argv) {
     case 'k': conn_calls = bench_parse_long("--conn-calls", optarg, 1, 100000); break;
     case 'n': many_n = bench_parse_long("--many-n", optarg, 1, 32768); break;
     case 'j': json_path = optarg; break;
+    case 't': trace = 1; setenv("GKC_SHM_TRACE", "1", 1); break;
     case 'h': usage(stdout); return 0;
     default: usage(stderr); return 2;
     }

@@ -302,11 +302,24 @@ GKC_API int gkc_shm_release(gkc_conn *c, uint32_t region);
  *  - The arena grows on demand, a region at a time (a power of two of at
  *    least 4 MiB that holds what the call needs; at most 8 regions), up to
  *    max_bytes in all, no region over gkcd's --max-request-bytes (read
- *    once from its status).  Regions are reused call after call and freed
- *    by gkc_close (gkcd frees its side when the connection closes); idle
+ *    once from its status).  Regions are reused call after call; idle
  *    ones are swapped for a bigger one when a call needs more.  Their
  *    pages, once touched, stay in memory until then: up to max_bytes per
  *    connection (on the CUDA backend gkcd pins them all).
+ *  - A region's first call allocates the pages it takes in bulk, on the
+ *    copy threads (MADV_POPULATE_WRITE; a write to each page on a kernel
+ *    before 5.14), before gkcd maps them: a fresh 4 KiB page costs several
+ *    times its copy, and one fault at a time inside the copy up to 1.7x more
+ *    again (bench/RESULTS.md, "first call").  Only the bytes used.
+ *  - gkc_close (and a region swapped out) hands the regions nothing can
+ *    still write to over to the process, not the kernel: the next
+ *    connection whose arena grows takes the smallest that fits, pages
+ *    and all, and its first call pays what a repeated one does (gkcd
+ *    frees its side when the connection closes; the new connection
+ *    registers it again).  Up to GKC_SHM_KEEP bytes, the oldest freed
+ *    first; a region some cancelled or timed-out request may still be
+ *    written into is freed instead, and a forked child frees, never
+ *    takes, its parent's.
  *  - A slice belongs to its request until the reply (async: many requests
  *    in flight share the arena, first fit).  When there is no room, or the
  *    arena is still being set up or grown, the call sends its arrays inline
@@ -335,8 +348,16 @@ GKC_API int gkc_shm_release(gkc_conn *c, uint32_t region);
  *                             (and a result out of) the arena, in pieces at
  *                             once (default: up to 16, the CPUs there are; read
  *                             at each copy)
- * A value that is not a size turns it off, with the reason in gkc_shm_state
- * (the connection itself succeeds).
+ *   GKC_SHM_KEEP=SIZE         the most bytes of closed connections' regions
+ *                             the process keeps for its next connections
+ *                             (default GKC_SHM_DEFAULT_MAX; 0: none; a value
+ *                             that is not a size keeps none)
+ *   GKC_SHM_TRACE=1           one line on stderr per growth of the arena and
+ *                             per call that met fresh pages: where a first
+ *                             call's time goes
+ * A GKC_SHM_THRESHOLD or GKC_SHM_MAX_BYTES that is not a size turns the
+ * arena off, with the reason in gkc_shm_state (the connection itself
+ * succeeds).
  *
  * The default threshold was measured on a 2-core CPU machine through the
  * CPU backend (bench/bench_shm.c; bench/RESULTS.md): from 128 KiB up the

@@ -16,13 +16,11 @@
  * the arrays of the call that needed them inline meanwhile.
  */
 #include <errno.h>
-#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
+#include <time.h>
 
 #include "gkc_reply.h"
 #include "gkc_shm.h"
@@ -45,6 +43,13 @@ typedef struct {
   size_t live;     /* slices handed out and not yet back */
   extent *ext;     /* the free bytes: sorted by offset, never two adjacent */
   size_t next, capext;
+  /* Its pages known allocated: [0, pop_head) and [pop_tail, its size).  A
+   * slice outside them meets fresh pages, populated in bulk before use. */
+  uint64_t pop_head, pop_tail;
+  /* A request holding a slice of it ended without gkcd's answer (the
+   * connection failed, timed out, was closed): gkcd may still write there,
+   * so the region is never kept for another connection. */
+  int tainted;
 } slot;
 
 struct gkc__shm {
@@ -63,8 +68,16 @@ struct gkc__shm {
   int grow_rc;       /* why the last blocking growth failed (0: no room, nothing called) */
   int want_populate; /* async: want came from gkc_shm_reserve (fault its pages in) */
   uint64_t staged, fallbacks;
+  int trace; /* GKC_SHM_TRACE: where the first calls spend their time, on stderr */
+  size_t keep_max; /* GKC_SHM_KEEP: the most bytes of regions the process keeps */
   slot slots[NSLOTS];
 };
+
+static double now_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
 
 static uint64_t align_up(uint64_t n) { return (n + SLICE_ALIGN - 1) & ~(uint64_t)(SLICE_ALIGN - 1); }
 
@@ -91,13 +104,41 @@ static int slot_init(slot *s, gkc_region *reg) {
   s->ext[0] = (extent){0, gkc_region_bytes(reg)};
   s->next = 1;
   s->reg = reg;
+  s->pop_tail = gkc_region_bytes(reg);
   return 0;
+}
+
+/* Whether [off, off + len) may hold pages never touched, and, when it does,
+ * it counts as populated from now on (the caller populates it).  A front
+ * slice that starts within the head, or a slice that ends the region, moves
+ * the marks; any other is populated whole each time it is fresh (a cost
+ * of time only, never of correctness: populating keeps bytes). */
+static int slot_fresh(slot *s, uint64_t off, uint64_t len) {
+  uint64_t end = off + len;
+  if (end <= s->pop_head || off >= s->pop_tail) return 0;
+  if (end == slot_bytes(s)) {
+    s->pop_tail = off;
+  } else if (off <= s->pop_head) {
+    s->pop_head = end;
+  }
+  return 1;
 }
 
 static void slot_clear(slot *s) {
   gkc__region_free(s->reg);
   free(s->ext);
   memset(s, 0, sizeof *s);
+}
+
+/* As slot_clear, but a registered region nothing can still write to goes
+ * to the process's kept regions (gkc_shm_keep.c), pages and all, for the
+ * next connection that grows its arena. */
+static void slot_retire(slot *s, size_t keep_max) {
+  if (s->reg && s->ready && !s->tainted && s->live == 0) {
+    gkc__shm_keep(s->reg, s->pop_head, s->pop_tail, keep_max);
+    s->reg = NULL;
+  }
+  slot_clear(s);
 }
 
 /* A slice of len bytes; -1 when none fits. */
@@ -201,6 +242,12 @@ void gkc__shm_init(gkc_conn *c) {
   }
   env_size(A, "GKC_SHM_THRESHOLD", &A->env_threshold);
   env_size(A, "GKC_SHM_MAX_BYTES", &A->env_max);
+  v = getenv("GKC_SHM_TRACE");
+  A->trace = v && *v && strcmp(v, "0") != 0;
+  /* A malformed bound keeps nothing, and turns nothing off. */
+  v = getenv("GKC_SHM_KEEP");
+  A->keep_max = GKC_SHM_DEFAULT_MAX;
+  if (v && *v && parse_size(v, &A->keep_max) != 0) A->keep_max = 0;
   A->off = A->env_off;
   A->threshold = A->env_threshold ? A->env_threshold : GKC_SHM_DEFAULT_THRESHOLD;
   A->max_bytes = A->env_max ? A->env_max : GKC_SHM_DEFAULT_MAX;
@@ -213,7 +260,7 @@ static void on_reconnect(gkc_conn *c) {
   gkc__shm *A = c->shm;
   if (!A) return;
   for (int i = 0; i < NSLOTS; i++)
-    if (A->slots[i].reg) slot_clear(&A->slots[i]);
+    if (A->slots[i].reg) slot_retire(&A->slots[i], A->keep_max);
   A->limits_known = A->cannot_grow = A->probing = A->growing = 0;
   A->gkcd_max = A->want = 0;
 }
@@ -222,7 +269,7 @@ void gkc__shm_destroy(gkc_conn *c) {
   gkc__shm *A = c->shm;
   if (!A) return;
   for (int i = 0; i < NSLOTS; i++)
-    if (A->slots[i].reg) slot_clear(&A->slots[i]);
+    if (A->slots[i].reg) slot_retire(&A->slots[i], A->keep_max);
   free(A);
   c->shm = NULL;
 }
@@ -325,7 +372,7 @@ static int internal_submit(gkc_conn *c, gkc__req *r) {
   return -1;
 }
 
-static void grow(gkc_conn *c, uint64_t need, int populate, int *ok);
+static void grow(gkc_conn *c, uint64_t need, uint64_t tail, int reserve, int *ok);
 
 /* Async: a region for what calls wanted while the arena could not serve
  * them (want, at most what one region may hold). */
@@ -340,7 +387,7 @@ static void grow_wanted(gkc_conn *c) {
   char saved[sizeof c->errmsg];
   memcpy(saved, c->errmsg, sizeof saved);
   int ok;
-  grow(c, w, populate, &ok);
+  grow(c, w, 0, populate, &ok);
   memcpy(c->errmsg, saved, sizeof saved);
 }
 
@@ -371,16 +418,39 @@ static void release_idle(gkc_conn *c) {
         }
       }
     }
-    slot_clear(s);
+    /* Idle: no request holds a slice of it, so gkcd writes nothing there
+     * any more, and it may serve another connection. */
+    slot_retire(s, A->keep_max);
   }
 }
 
-static void shm_pieces(void *dst, const void *src, size_t n);
+/* Populates what a new region's first call takes (need bytes, the last
+ * tail of them cut from its end), or the whole region (reserve), and marks
+ * them: done before gkcd maps it, so that gkcd finds the pages there and
+ * maps them in bulk too (region.c), and the call's copy meets no faults. */
+static void populate_new(slot *s, uint64_t need, uint64_t tail, int reserve) {
+  char *p = gkc_region_data(s->reg);
+  uint64_t size = slot_bytes(s);
+  if (reserve || need >= size) need = size, tail = 0;
+  uint64_t head = need - tail; /* a kept region may have some of it already */
+  if (head > s->pop_head && s->pop_head < s->pop_tail) {
+    uint64_t end = head < s->pop_tail ? head : s->pop_tail;
+    gkc__shm_populate(p + s->pop_head, (size_t)(end - s->pop_head));
+  }
+  if (head > s->pop_head) s->pop_head = head;
+  if (tail && size - tail < s->pop_tail) {
+    uint64_t lo = size - tail > s->pop_head ? size - tail : s->pop_head;
+    if (lo < s->pop_tail) gkc__shm_populate(p + lo, (size_t)(s->pop_tail - lo));
+    s->pop_tail = size - tail;
+  }
+}
 
-/* Adds a region with room for need bytes: *ok when it is ready now
- * (blocking); an async connection only starts registering it.  populate:
- * its pages are faulted in first, before gkcd maps (and pins) them. */
-static void grow(gkc_conn *c, uint64_t need, int populate, int *ok) {
+/* Adds a region with room for need bytes (tail of them: a result of
+ * unknown size, cut from the end): *ok when it is ready now (blocking); an
+ * async connection only starts registering it.  reserve (gkc_shm_reserve):
+ * all its pages are populated, and gkcd registers it for DMA before it
+ * answers. */
+static void grow(gkc_conn *c, uint64_t need, uint64_t tail, int reserve, int *ok) {
   gkc__shm *A = c->shm;
   *ok = 0;
   if (A->growing || A->cannot_grow) return;
@@ -406,21 +476,40 @@ static void grow(gkc_conn *c, uint64_t need, int populate, int *ok) {
   if (size > room) size = room & ~(uint64_t)4095; /* a slice at the end must start aligned */
   if (size < need || size > SIZE_MAX) return;
   gkc_region *reg;
-  int rc = gkc__region_alloc(c, (size_t)size, &reg);
-  A->grow_rc = rc;
+  double t0 = now_ms();
+  /* A region an earlier connection of this process left, its pages there
+   * already: the smallest that holds need within this arena's bounds. */
+  uint64_t kept_head = 0, kept_tail = 0;
+  int rc = 0;
+  reg = gkc__shm_take_kept(need, room, &kept_head, &kept_tail);
+  int was_kept = reg != NULL;
+  if (reg) {
+    size = gkc_region_bytes(reg);
+  } else {
+    rc = gkc__region_alloc(c, (size_t)size, &reg);
+    A->grow_rc = rc;
+  }
   if (rc) {
     if (rc != GKC_EOUT_OF_MEMORY) turn_off(A, "%.250s", c->errmsg);
     return;
   }
-  if (populate) shm_pieces(gkc_region_data(reg), NULL, (size_t)size);
   slot *s = &A->slots[free_slot];
   if (slot_init(s, reg) != 0) {
     gkc__region_free(reg);
     return;
   }
+  if (was_kept) s->pop_head = kept_head, s->pop_tail = kept_tail;
+  double t1 = now_ms();
+  populate_new(s, need, tail, reserve);
+  double t2 = now_ms();
   if (c->nonblock) {
+    if (A->trace)
+      fprintf(stderr, "gkc shm: region %d of %llu MiB for %llu bytes: %s %.2f ms, populate"
+              " %.2f ms (%llu MiB); shm_register sent\n", free_slot, (unsigned long long)(size >> 20),
+              (unsigned long long)need, was_kept ? "kept one taken" : "memfd+mmap", t1 - t0, t2 - t1,
+              (unsigned long long)((s->pop_head + size - s->pop_tail) >> 20));
     gkc__req *r = internal_req(registered);
-    gkc_shm_register_args a = {gkc__region_fd(reg), (size_t)size, populate};
+    gkc_shm_register_args a = {gkc__region_fd(reg), (size_t)size, reserve};
     if (!r) {
       slot_clear(s);
       return;
@@ -435,10 +524,17 @@ static void grow(gkc_conn *c, uint64_t need, int populate, int *ok) {
     return;
   }
   uint32_t id;
-  /* Set up ahead (populate: gkc_shm_reserve): gkcd registers it for DMA
+  /* Set up ahead (reserve: gkc_shm_reserve): gkcd registers it for DMA
    * before answering too, so that nothing of it is left for the first call. */
-  rc = gkc__shm_register(c, gkc__region_fd(reg), (size_t)size, populate, &id);
+  rc = gkc__shm_register(c, gkc__region_fd(reg), (size_t)size, reserve, &id);
   A->grow_rc = rc;
+  if (A->trace)
+    fprintf(stderr, "gkc shm: region %d of %llu MiB for %llu bytes: %s %.2f ms, populate"
+            " %.2f ms (%llu MiB), shm_register %.2f ms%s\n", free_slot,
+            (unsigned long long)(size >> 20), (unsigned long long)need,
+            was_kept ? "kept one taken" : "memfd+mmap", t1 - t0, t2 - t1,
+            (unsigned long long)((s->pop_head + size - s->pop_tail) >> 20), now_ms() - t2,
+            rc ? " (refused)" : "");
   if (rc) {
     refused(c, rc);
     slot_clear(s);
@@ -468,7 +564,9 @@ static int setup(gkc_conn *c, uint64_t total) {
     gkc__req_init(&r);
     gkc__result_init(&res);
     prep_limits(&r);
+    double t0 = now_ms();
     limits_known(A, gkc__run(c, &r, &res));
+    if (A->trace) fprintf(stderr, "gkc shm: status (gkcd's limits) %.2f ms\n", now_ms() - t0);
     if (!A->limits_known) return -1; /* the connection failed: the call will say so */
   }
   /* More than one region may hold goes inline, where gkcd judges its size
@@ -529,80 +627,11 @@ static void rewrite_out_error(gkc_conn *c, gkc__req *r) {
 
 static void end(gkc_conn *c, gkc__req *r, int status) {
   if (status == GKC_EINVALID_ARGUMENT && r->out_staged == GKC__OUT_TAIL) rewrite_out_error(c, r);
+  /* Ended here rather than by gkcd's answer: gkcd may be using its slices. */
+  if (status == GKC_ETIMEOUT || status <= GKC_ECONNECT)
+    for (int i = 0; i < r->nslices; i++) c->shm->slots[r->slices[i].slot].tainted = 1;
   give_back(c, r);
 }
-/* --- copies into and out of the arena ----------------------------------------------------- */
-
-/* One thread's memcpy (~5-10 GB/s) is what a big array by value waits on:
- * from this size up the copy is cut into pieces that threads copy at once
- * (GKC_COPY_THREADS of them, default up to 16, the CPUs there are: on
- * a 16-core H200 host a 256 MiB reduce by value ran at 19.8 GB/s with 8 and
- * 21.3 with 16, bench/RESULTS.md).  A thread that cannot be
- * started leaves its piece to the caller's thread.  The same pieces fault
- * in a new region's pages (gkc_shm_reserve): the kernel's page faults, not
- * the copy, are what a first call into fresh memory waits on, and they run
- * in parallel too. */
-#define SHM_PARALLEL_COPY_MIN ((size_t)16 << 20)
-#define SHM_COPY_MAX_THREADS 16
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
-#endif
-
-typedef struct {
-  char *dst;
-  const char *src; /* NULL: fault dst's pages in, writable, keeping their bytes */
-  size_t n;
-} copy_piece;
-
-static void *copy_run(void *arg) {
-  copy_piece *p = arg;
-  if (p->src) {
-    memcpy(p->dst, p->src, p->n);
-  } else if (madvise(p->dst, p->n, MADV_POPULATE_WRITE) != 0) {
-    /* An older kernel: a write to each page does it.  The region is new and
-     * nobody reads it yet, so writing a byte back as it was is harmless. */
-    volatile char *q = p->dst;
-    for (size_t i = 0; i < p->n; i += 4096) q[i] = q[i];
-  }
-  return NULL;
-}
-
-static int copy_threads(void) {
-  const char *e = getenv("GKC_COPY_THREADS");
-  long n = e && *e ? strtol(e, NULL, 10) : 0;
-  if (n <= 0) {
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    n = cpus < 1 ? 1 : cpus > 16 ? 16 : cpus;
-  }
-  return n > SHM_COPY_MAX_THREADS ? SHM_COPY_MAX_THREADS : (int)n;
-}
-
-/* src NULL: populates dst (see copy_piece). */
-static void shm_pieces(void *dst, const void *src, size_t n) {
-  int k = n < SHM_PARALLEL_COPY_MIN ? 1 : copy_threads();
-  if (k < 2) {
-    copy_run(&(copy_piece){dst, src, n});
-    return;
-  }
-  copy_piece piece[SHM_COPY_MAX_THREADS];
-  pthread_t tid[SHM_COPY_MAX_THREADS];
-  int started[SHM_COPY_MAX_THREADS] = {0};
-  size_t step = (n + (size_t)k - 1) / (size_t)k;
-  step = (step + 4095) & ~(size_t)4095; /* whole pages to each */
-  int m = 0;
-  for (size_t at = 0; at < n; at += step, m++)
-    piece[m] = (copy_piece){(char *)dst + at, src ? (const char *)src + at : NULL,
-                            n - at < step ? n - at : step};
-  for (int i = 1; i < m; i++) started[i] = pthread_create(&tid[i], NULL, copy_run, &piece[i]) == 0;
-  copy_run(&piece[0]);
-  for (int i = 1; i < m; i++) {
-    if (started[i]) pthread_join(tid[i], NULL);
-    else copy_run(&piece[i]);
-  }
-}
-
-static void shm_copy(void *dst, const void *src, size_t n) { shm_pieces(dst, src, n); }
-
 static void stage(gkc_conn *c, gkc__req *r, gkc_ref *const *refs, int n, gkc_out *out,
                   uint64_t out_known, const char *out_key);
 
@@ -644,7 +673,7 @@ static void stage(gkc_conn *c, gkc__req *r, gkc_ref *const *refs, int n, gkc_out
   int rc = setup(c, total);
   if (rc == 0 && take_all(c, r, in, nin, out, mode) != 0) {
     int ok;
-    grow(c, total, 0, &ok);
+    grow(c, total, mode == GKC__OUT_TAIL ? align_up(out->bytes) : 0, 0, &ok);
     rc = ok ? take_all(c, r, in, nin, out, mode) : -1;
   }
   memcpy(c->errmsg, saved, sizeof saved);
@@ -655,23 +684,37 @@ static void stage(gkc_conn *c, gkc__req *r, gkc_ref *const *refs, int n, gkc_out
     return;
   }
   int k = 0;
+  double t0 = now_ms();
+  uint64_t fresh_bytes = 0;
   if (mode) {
     slot *s = &A->slots[r->slices[0].slot];
     r->out_staged = mode;
     r->out_key = out_key;
     r->wire_out = (gkc_out){.kind = GKC_OUT_REGION, .region = gkc_region_id(s->reg),
                             .offset = r->slices[0].off};
+    /* gkcd writes the result: its pages allocated here, on several threads,
+     * rather than by faults on gkcd's one worker. */
+    if (slot_fresh(s, r->slices[0].off, r->slices[0].len)) {
+      gkc__shm_populate((char *)gkc_region_data(s->reg) + r->slices[0].off, out->bytes);
+      fresh_bytes += out->bytes;
+    }
     k = 1;
   }
   for (int i = 0; i < nin; i++, k++) {
     slot *s = &A->slots[r->slices[k].slot];
-    shm_copy((char *)gkc_region_data(s->reg) + r->slices[k].off, in[i]->data, in[i]->bytes);
+    int fresh = slot_fresh(s, r->slices[k].off, r->slices[k].len);
+    gkc__shm_copy((char *)gkc_region_data(s->reg) + r->slices[k].off, in[i]->data, in[i]->bytes,
+                  fresh);
+    if (fresh) fresh_bytes += in[i]->bytes;
     size_t bytes = in[i]->bytes;
     *in[i] = (gkc_ref){.kind = GKC_REF_REGION, .region = gkc_region_id(s->reg),
                        .offset = r->slices[k].off, .bytes = bytes};
   }
   r->end = end;
   A->staged += (uint64_t)nin + (mode != GKC__OUT_DIRECT);
+  if (A->trace && fresh_bytes)
+    fprintf(stderr, "gkc shm: %s: staged %llu bytes (%llu on fresh pages) in %.2f ms\n", r->method,
+            (unsigned long long)total, (unsigned long long)fresh_bytes, now_ms() - t0);
 }
 
 int gkc__shm_take_out(gkc_conn *c, gkc__req *r, const msgpack_object *o) {
@@ -685,7 +728,7 @@ int gkc__shm_take_out(gkc_conn *c, gkc__req *r, const msgpack_object *o) {
     return gkc__fail(c, GKC_EINVALID_ARGUMENT, "the result '%s' has %llu bytes, but out was given"
                      " %zu", result_name(r), (unsigned long long)bytes, out->bytes);
   const slot *s = &c->shm->slots[r->slices[0].slot];
-  shm_copy(out->data, (const char *)gkc_region_data(s->reg) + r->slices[0].off, out->bytes);
+  gkc__shm_copy(out->data, (const char *)gkc_region_data(s->reg) + r->slices[0].off, out->bytes, 0);
   return 0;
 }
 
@@ -756,7 +799,7 @@ int gkc_shm_reserve(gkc_conn *c, size_t bytes) {
                      " further region; the arena keeps the ones it has");
   int ok;
   A->grow_rc = 0;
-  grow(c, need, 1, &ok);
+  grow(c, need, 0, 1, &ok);
   if (ok) return 0;
   if (A->grow_rc) return A->grow_rc;
   return gkc__fail(c, GKC_EOUT_OF_MEMORY, "gkc_shm_reserve: no room for a %llu-byte region: the arena"

@@ -9,6 +9,19 @@
  * request holds its slices until it ends (its end hook gives them back).
  * The arena never blocks an async context: while it is being set up or
  * grown, or is full, arrays simply go inline.
+ *
+ * A region's pages are allocated the first time a call needs them, in bulk
+ * and on several threads (gkc_shm_pages.c), before gkcd maps them where the
+ * region is new: a first call of a new size then pays no page faults on
+ * either side one at a time (issue #25).  GKC_SHM_TRACE=1 in the
+ * environment prints where an arena's first calls spend their time, one
+ * line on stderr per growth and per staged call that met fresh pages.
+ *
+ * A connection's regions outlive it in the process, bounded
+ * (gkc_shm_keep.c, GKC_SHM_KEEP): the next connection's arena takes them,
+ * pages and all.
+ *
+ * Implemented in: gkc_shm_pages.c, gkc_shm_keep.c
  */
 #ifndef GKC_SHM_H
 #define GKC_SHM_H
@@ -37,5 +50,34 @@ void gkc__shm_stage(gkc_conn *c, gkc__req *r, gkc_ref *const *refs, int n, gkc_o
 /* take's part for a result that went through a slice (r->out_staged): o is
  * the reply's region reference; copies the result to r->out. */
 int gkc__shm_take_out(gkc_conn *c, gkc__req *r, const msgpack_object *o);
+
+/* --- pages (gkc_shm_pages.c) --- */
+
+/* dst[0 .. n) = src[0 .. n), on GKC_COPY_THREADS threads from 16 MiB up.
+ * fresh: dst's pages have not been touched yet: each thread populates its
+ * piece (MADV_POPULATE_WRITE) before copying it. */
+void gkc__shm_copy(void *dst, const void *src, size_t n, int fresh);
+/* Allocates and maps the pages under dst[0 .. n), writable, keeping their
+ * bytes, on the same threads. */
+void gkc__shm_populate(void *dst, size_t n);
+/* --- kept regions (gkc_shm_keep.c) --- */
+
+/* Takes reg (registered on a connection that no longer uses it: nothing of
+ * gkcd's can write to it any more), with its populated marks, for a later
+ * connection of this process; frees it, or the oldest kept, so that they
+ * hold max bytes at most (the connection's GKC_SHM_KEEP). */
+void gkc__shm_keep(gkc_region *reg, uint64_t pop_head, uint64_t pop_tail, uint64_t max);
+/* The smallest kept region of min_bytes to max_bytes, now the caller's
+ * (with its marks); NULL when none fits. */
+gkc_region *gkc__shm_take_kept(uint64_t min_bytes, uint64_t max_bytes, uint64_t *pop_head,
+                               uint64_t *pop_tail);
+/* Bytes kept now. */
+uint64_t gkc__shm_kept_bytes(void);
+/* Tests: frees every kept region. */
+void gkc__shm_keep_reset(void);
+
+/* Tests: on (1) makes population take the path of a kernel without
+ * MADV_POPULATE_WRITE (a write to each page), as if it had refused it. */
+void gkc__shm_populate_fallback(int on);
 
 #endif

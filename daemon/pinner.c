@@ -25,10 +25,15 @@ static void *main_loop(void *arg) {
       int rc = p->be->region_pin(p->be, rp->ptr, rp->bytes);
       clock_gettime(CLOCK_MONOTONIC, &t1);
       double ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
-      /* What registering costs, for bench/RESULTS.md: big ones only. */
+      /* What registering costs, for bench/RESULTS.md: big ones only.  When
+       * it ran (CLOCK_MONOTONIC, as bench_byvalue --trace prints its calls)
+       * says whether a first call overlapped it, and what that cost it:
+       * requests never wait for it (pinner_ready), but the driver may. */
       if (rp->bytes >= ((size_t)64 << 20))
-        log_info("registered a %zu MiB region for DMA in %.1f ms%s", rp->bytes >> 20, ms,
-                 rc ? " (refused)" : "");
+        log_info("registered a %zu MiB region for DMA in %.1f ms%s (monotonic %.1f to %.1f ms)",
+                 rp->bytes >> 20, ms, rc ? " (refused)" : "",
+                 (double)t0.tv_sec * 1e3 + (double)t0.tv_nsec / 1e6,
+                 (double)t1.tv_sec * 1e3 + (double)t1.tv_nsec / 1e6);
       if (rc == 0)
         atomic_store_explicit(&rp->ready, 1, memory_order_release);
       else

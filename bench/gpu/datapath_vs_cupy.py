@@ -12,8 +12,11 @@ caller sees end to end (NumPy arrays in, a NumPy array or float out):
   - CuPy: cupy.asarray of each input, the operation, cupy.asnumpy (or
     float() of the sum), synchronised;
 each the median of --repeat calls after one warm-up, and the first call of
-each size on a fresh connection (the arena's first use of that size), also
-after shm_reserve on a fresh connection (the arena set up ahead).
+each size on a fresh connection (the arena's first use of that size, in a
+process that keeps no region of an earlier connection), on the next
+connection after that one closed (its first call takes the region the
+arena's connection left to the process, gkc._arena.keep), and after
+shm_reserve on a fresh connection (the arena set up ahead).
 With --c-bench PATH (bench/bench_byvalue), the same sizes from C through
 libgkc's plain-pointer calls on the same gkcd, arena and inline, first and
 repeated, then 8 connections at once by value, beside the same CuPy figures.
@@ -34,6 +37,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
 sys.path.insert(0, os.path.join(HERE, ".."))
 import gkc  # noqa: E402
+from gkc import _arena  # noqa: E402
 from bench_python_data import start_gkcd  # noqa: E402
 
 
@@ -95,7 +99,9 @@ def main():
                 ref = run_cp()
                 cp.cuda.Device().synchronize()
                 row["cupy_s"] = timed(run_cp, args.repeat)
-            for mode, shm in (("inline", False), ("arena", True)):
+            for mode, shm in (("inline", False), ("arena", True), ("next", True)):
+                if mode != "next":
+                    _arena.forget_kept()  # a cold process: no region of an earlier connection
                 c = gkc.connect(sock, shm=shm)
                 call = (lambda: c.sgemm(a, b)) if kind == "sgemm" else (lambda: c.reduce(a))
                 t0 = time.perf_counter()
@@ -109,10 +115,12 @@ def main():
                     row[f"{mode}_err"] = err
                     if err > 1e-3:
                         raise SystemExit(f"{label} {mode}: result differs from CuPy's ({err:.3g})")
+                del got  # a result array over a region keeps it from the next connection
                 row[f"{mode}_s"] = timed(call, args.repeat)
                 if mode == "arena":
                     row["arena_state"] = c.shm_state
                 c.close()
+            _arena.forget_kept()
             # The arena set up ahead (shm_reserve, timed on its own), then the
             # first call: what a caller that knows its sizes pays.
             c = gkc.connect(sock, shm=True)
@@ -142,8 +150,9 @@ def main():
         proc.terminate()
         proc.wait()
     print("| case | CuPy ms | gkcd inline ms | inline / CuPy | gkcd arena ms | arena / CuPy |"
-          " arena GB/s | arena first / repeat | after shm_reserve: first / repeat (reserve ms) |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          " arena GB/s | arena first / repeat | next connection: first / repeat |"
+          " after shm_reserve: first / repeat (reserve ms) |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         cu = r.get("cupy_s")
         f = lambda k: f"{r[k] * 1e3:.1f}"  # noqa: E731
@@ -151,6 +160,7 @@ def main():
         print(f"| {r['case']} | {cu * 1e3:.1f} |" if cu else f"| {r['case']} | - |",
               f"{f('inline_s')} | {ratio('inline_s')} | {f('arena_s')} | {ratio('arena_s')} |"
               f" {r['bytes'] / r['arena_s'] / 1e9:.1f} | {r['arena_first_s'] / r['arena_s']:.2f} |"
+              f" {r['next_first_s'] / r['arena_s']:.2f} |"
               f" {r['reserved_first_s'] / r['arena_s']:.2f} ({r['reserve_s'] * 1e3:.0f}) |")
     if c_rows:
         cupy = {r["case"]: r.get("cupy_s") for r in rows}

@@ -15,6 +15,9 @@
 #   datapath  datapath_vs_cupy.py on GPU 0: Python and C (bench_byvalue) by
 #             value against CuPy in-process, first and repeated calls, and
 #             8 connections at once
+#   firsttrace bench_byvalue --trace on GPU 0 (issue #25): where each first
+#             call's time goes (libgkc's arena lines, gkcd's share of each
+#             call, the pinner's registrations on the same clock)
 #   inline    bench_inline: inline bytes (no shared memory) on 1 and 8
 #             connections, GPU 0
 #   fair      bench_fair: a newcomer behind a 60-deep queue, on GPU 0 (4 and
@@ -92,12 +95,22 @@ fi
 
 if has datapath; then
   S=$SECONDS
-  timeout 170 python3 bench/gpu/datapath_vs_cupy.py --gkcd "$B/daemon/gkcd" --repeat 3 \
+  timeout 240 python3 bench/gpu/datapath_vs_cupy.py --gkcd "$B/daemon/gkcd" --repeat 3 \
     --gkcd-arg=--devices --gkcd-arg=0 --c-bench "$B/bench/bench_byvalue" \
     --json "$OUT/datapath.json" > "$L/datapath.md" 2> "$L/datapath.log"
   summary+=("datapath rc=$? ($((SECONDS - S)) s)")
   cat "$L/datapath.md"
   grep -E "registered a" "$L"/*.log 2>/dev/null | head -5
+fi
+
+if has firsttrace; then
+  S=$SECONDS
+  CUDA_VISIBLE_DEVICES=0 timeout 150 "$B/bench/bench_byvalue" --gkcd "$B/daemon/gkcd" --backend cuda \
+    --sizes sgemm:2048,sgemm:4096,sgemm:8192,reduce:64,reduce:256 --repeat 5 --conns 1 --trace \
+    > "$L/firsttrace.md" 2> "$L/firsttrace.log"
+  summary+=("firsttrace rc=$? ($((SECONDS - S)) s)")
+  cat "$L/firsttrace.md"
+  grep -E "^trace|gkc shm|registered a" "$L/firsttrace.log" | head -90
 fi
 
 

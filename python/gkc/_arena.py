@@ -25,9 +25,12 @@ in bytes, with an optional K, M or G suffix), else the defaults below.
 from __future__ import annotations
 
 import collections
+import errno
 import logging
+import mmap as mmap_module
 import os
 import threading
+import weakref
 from typing import TYPE_CHECKING, Any, Deque, Dict, List, Optional, Tuple
 
 import numpy as np
@@ -150,19 +153,48 @@ def copy_into(dst: np.ndarray, src: np.ndarray) -> None:
         f.result()
 
 
-def populate(mm: Any, nbytes: int) -> None:
-    """Faults a new region's pages in, on several threads at once when it is
-    big (the kernel's page faults are what a first call into fresh memory
-    waits on).  A write of zero to each page: the region is new, so its
-    bytes are zeros already, and nobody else reads it yet."""
-    pages = np.frombuffer(mm, np.uint8, nbytes)
+# Linux 5.14's madvise that allocates and maps a range's pages, writable, in
+# one pass: a fresh 4 KiB memfd page costs several times its copy, and
+# taking the faults one by one inside the copy costs 1.2-1.7x what this costs
+# (bench/RESULTS.md, "first call").  None once the kernel refused it.
+_POPULATE_WRITE: Optional[int] = getattr(mmap_module, "MADV_POPULATE_WRITE", 23)
+
+
+def _populate_piece(mm: Any, start: int, end: int) -> None:
+    """Pages under mm[start:end] allocated and mapped, their bytes kept."""
+    global _POPULATE_WRITE
+    lo = start & ~(_PAGE - 1)
+    hi = (end + _PAGE - 1) & ~(_PAGE - 1)
+    hi = min(hi, len(mm))
+    if _POPULATE_WRITE is not None and hi > lo:
+        try:
+            mm.madvise(_POPULATE_WRITE, lo, hi - lo)
+            return
+        except OSError as e:
+            if e.errno == errno.EINVAL:  # a kernel before 5.14
+                _POPULATE_WRITE = None
+    # A write of each page's first byte back as it was, only of bytes in
+    # [start, end): those are the caller's alone, while the rest of a shared
+    # first page may be gkcd's result being written.
+    first = (start + _PAGE - 1) & ~(_PAGE - 1)
+    if first < end:
+        pages = np.frombuffer(mm, np.uint8, end - first, first)[::_PAGE]
+        pages[...] = pages.copy()
+
+
+def populate(mm: Any, nbytes: int, offset: int = 0) -> None:
+    """Allocates the pages under mm[offset:offset + nbytes] (a region's
+    bytes not yet touched), keeping their bytes, on several threads at once
+    when it is big."""
     workers = _copy_threads()
+    end = offset + nbytes
     if nbytes < PARALLEL_COPY_MIN or workers < 2:
-        pages[::_PAGE].fill(0)
+        _populate_piece(mm, offset, end)
         return
     step = -(-nbytes // workers)
     step = (step + _PAGE - 1) & ~(_PAGE - 1)
-    futs = [_pool().submit(pages[i:i + step:_PAGE].fill, 0) for i in range(0, nbytes, step)]
+    futs = [_pool().submit(_populate_piece, mm, i, min(i + step, end))
+            for i in range(offset, end, step)]
     for f in futs:
         f.result()
 
@@ -171,15 +203,134 @@ def _align(n: int) -> int:
     return (n + _ALIGN - 1) & ~(_ALIGN - 1)
 
 
+# --- regions kept for the next connection of this process ------------------------------
+#
+# A region's pages cost more the first time (allocated and zeroed, 4 KiB at
+# a time) than every later copy into them.  A connection that closes, or
+# replaces an idle region by a bigger one, leaves its regions that nothing
+# uses (no array over a slice, no request in flight) here, descriptor and
+# mapping, and the next connection that grows its arena takes one that
+# fits (a new shm_register), so a program that connects again pays for its
+# pages once.  Bounded by GKC_SHM_KEEP (a size; default DEFAULT_MAX_BYTES,
+# 0 keeps none), the oldest given back first.  A forked child forgets the
+# parent's (the pages are shared: both would write them).
+
+_KEEP_MAX_REGIONS = _MAX_SEGMENTS
+_kept_lock = threading.Lock()
+_kept: List[Tuple[int, Any, int, int, int]] = []  # (seq, mm, fd, nbytes, pop_head)
+_kept_seq = 0
+
+
+def _keep_bound() -> int:
+    t = os.environ.get("GKC_SHM_KEEP", "")
+    if not t:
+        return DEFAULT_MAX_BYTES
+    try:
+        return _size(t, "GKC_SHM_KEEP")
+    except errors.Error:
+        return 0  # a malformed bound keeps nothing, and turns nothing off
+
+
+def _free_kept(entry: Tuple[int, Any, int, int, int]) -> None:
+    _, mm, fd, _, _ = entry
+    try:
+        mm.close()
+    except BufferError:
+        pass
+    os.close(fd)
+
+
+def keep(mm: Any, fd: int, nbytes: int, pop_head: int) -> bool:
+    """Takes mm and fd (a region no connection uses any more) for a later
+    connection; False (nothing taken) when the bound leaves no room."""
+    global _kept_seq
+    bound = _keep_bound()
+    if nbytes > bound or mm.closed:
+        return False
+    with _kept_lock:
+        while _kept and (sum(e[3] for e in _kept) + nbytes > bound
+                         or len(_kept) >= _KEEP_MAX_REGIONS):
+            _free_kept(_kept.pop(0))  # the oldest
+        _kept_seq += 1
+        _kept.append((_kept_seq, mm, fd, nbytes, pop_head))
+    return True
+
+
+def kept_size(need: int, most: int) -> Optional[int]:
+    """The size of the smallest kept region of need to most bytes."""
+    with _kept_lock:
+        sizes = [e[3] for e in _kept if need <= e[3] <= most]
+    return min(sizes) if sizes else None
+
+
+def take_kept(nbytes: int) -> Optional[Tuple[Any, int, int]]:
+    """A kept region of exactly nbytes, now the caller's: (mm, fd, pop_head)."""
+    with _kept_lock:
+        for i, e in enumerate(_kept):
+            if e[3] == nbytes:
+                del _kept[i]
+                return e[1], e[2], e[4]
+    return None
+
+
+def kept_bytes() -> int:
+    with _kept_lock:
+        return sum(e[3] for e in _kept)
+
+
+def forget_kept() -> None:
+    """Frees every kept region (tests; a child after fork)."""
+    with _kept_lock:
+        while _kept:
+            _free_kept(_kept.pop())
+
+
+def _after_fork_in_child() -> None:
+    global _kept_lock
+    _kept_lock = threading.Lock()  # another thread may have held it at fork
+    forget_kept()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 class Segment(Region):
     """One region of the arena, with a first-fit list of its free spans."""
 
     _kind = "arena region"
 
-    def __init__(self, conn: "Api", ident: int, mm: Any, nbytes: int) -> None:
+    def __init__(self, conn: "Api", ident: int, mm: Any, nbytes: int, fd: int = -1) -> None:
         super().__init__(conn, ident, mm, nbytes)
         self.free: List[List[int]] = [[0, nbytes]]  # [offset, size], ascending, never adjacent
         self.used = 0
+        # Its bytes [0, pop_head) have pages: a slice past it meets fresh
+        # ones, populated in bulk before the copy (populate).
+        self.pop_head = 0
+        # A descriptor of its memfd (-1: none), closed with the object unless
+        # the region is kept for another connection (retire).
+        self._fd = fd
+        self._fd_close = weakref.finalize(self, os.close, fd) if fd >= 0 else None
+
+    def retire(self) -> bool:
+        """Hands the region to the kept ones when nothing of it is in use
+        (the caller has drained the freed slices); True when it was."""
+        if self.used or self._fd_close is None or not self._fd_close.alive:
+            return False
+        if not keep(self._mm, self._fd, self.nbytes, self.pop_head):
+            return False
+        self._fd_close.detach()
+        return True
+
+    def fresh(self, off: int, size: int) -> bool:
+        """Whether [off, off + size) may lie on pages never touched; they
+        count as populated from now on (the caller populates them)."""
+        end = off + size
+        if end <= self.pop_head:
+            return False
+        if off <= self.pop_head:
+            self.pop_head = end
+        return True
 
     def alloc(self, size: int) -> Optional[int]:
         for i, span in enumerate(self.free):
@@ -376,9 +527,11 @@ class Arena:
             self._drain()
             return any(span[1] >= n for seg in self.segments for span in seg.free)
 
-    def plan(self, need: int) -> Optional[Tuple[int, List[Segment]]]:
-        """The size of a new region that would hold need bytes, and idle
-        regions to release first to stay within bounds; None if none can."""
+    def plan(self, need: int, size_wanted: Optional[int] = None
+             ) -> Optional[Tuple[int, List[Segment]]]:
+        """The size of a new region that would hold need bytes (size_wanted,
+        a kept region's, when given), and idle regions to release first to
+        stay within bounds; None if none can."""
         if self.frozen or self.closed or self.state not in (UNUSED, ACTIVE):
             return None
         cap = min(self.max_bytes, self.limit if self.limit is not None else self.max_bytes)
@@ -391,7 +544,9 @@ class Arena:
             # Geometric growth (each new region as big as all before it), so
             # that a connection settles after a few registrations.
             size = min(1 << (max(need, _MIN_SEGMENT, total) - 1).bit_length(), cap)
-            if total + size > self.max_bytes:
+            if size_wanted is not None and need <= size_wanted <= cap:
+                size = size_wanted
+            elif total + size > self.max_bytes:
                 size = max(need, (self.max_bytes - total) & ~(_PAGE - 1))
             # Idle regions make room when the bound or the count is reached.
             idle = sorted((s for s in self.segments if s.used == 0), key=lambda s: s.nbytes)
@@ -428,7 +583,17 @@ class Arena:
                         "inline, through the socket", why)
 
     def close(self) -> None:
+        """The connection closed: gkcd let go of the regions; those nothing
+        uses here are kept for the next connection (keep)."""
         self.closed = True
+        with self._lock:
+            # Every slice given back, even to the regions the connection
+            # marked released as it closed (_drain skips those).
+            while self._freed:
+                seg, off, size = self._freed.popleft()
+                seg.give_back(off, size)
+            for s in self.segments:
+                s.retire()
         self.segments = []
         self._freed.clear()
 

@@ -8,6 +8,7 @@ yields requests (gkc._api.Api._drive runs it on either connection).
 """
 from __future__ import annotations
 
+import os
 import threading
 from typing import Any, Dict, List, Tuple
 
@@ -155,10 +156,16 @@ class ArenaCalls:
         ar.calls += 1
         for (k, v), sl in zip(ins, got):
             seg, off = sl[0], sl[1]
+            if seg.fresh(off, sl[2]):
+                _arena.populate(seg._mm, v.nbytes, off)
             _arena.copy_into(np.ndarray(v.a.shape, v.dtype, seg._mm, off), v.a)
             params[k] = {"region": seg.id, "offset": off, "bytes": v.nbytes}
             staged.slices.append(sl)
         for (k, v), sl in zip(outs, got[len(ins):]):
+            # gkcd writes it: its pages allocated here, on several threads,
+            # rather than by faults on gkcd's one worker.
+            if sl[0].fresh(sl[1], sl[2]):
+                _arena.populate(sl[0]._mm, v.nbytes, sl[1])
             v.slice, v.freed = sl, ar._freed
             outmap[k] = {"region": sl[0].id, "offset": sl[1]}
             staged.outs.append(v)
@@ -205,7 +212,13 @@ class ArenaCalls:
             lim = st.get("limits", {}) if isinstance(st, dict) else {}
             ar.limit = min(int(lim.get("max_request_bytes", ar.max_bytes)),
                            int(lim.get("memory_budget", 2 * ar.max_bytes)) // 2)
-        plan = ar.plan(need)
+        # A region an earlier connection of this process left, its pages
+        # there already: the smallest that holds need within the bounds.
+        cap = min(ar.max_bytes, ar.limit)
+        kept = _arena.kept_size(need, cap)
+        plan = ar.plan(need, kept) if kept is not None else None
+        if plan is None:
+            plan = ar.plan(need)
         if plan is None:
             return False
         size, drop = plan
@@ -215,24 +228,43 @@ class ArenaCalls:
                 old._mark_released()
                 try:
                     yield ("shm_release", {"region": old.id}, lambda res: None)
+                    old.retire()  # idle, and gkcd let go of it
                 except errors.Error as e:
                     if isinstance(e, _FATAL):
                         raise
             from ._transport import make_memfd
-            try:
-                fd, mm = make_memfd(size, "gkc-arena")
-            except errors.Error as e:
-                ar.refused(e.message)
-                return False
-            if populate:
-                _arena.populate(mm, size)
+            got = _arena.take_kept(size) if size == kept else None
+            if got is not None:
+                mm, keep_fd, head = got
+                fd = os.dup(keep_fd)
+            else:
+                try:
+                    fd, mm = make_memfd(size, "gkc-arena")
+                except errors.Error as e:
+                    ar.refused(e.message)
+                    return False
+                try:
+                    keep_fd = os.dup(fd)  # the one sent is closed once sent
+                except OSError:
+                    keep_fd = -1
+                head = 0
+            # The pages the call that grows it takes (all of them for
+            # shm_reserve), before gkcd maps them: the call's copy then meets
+            # no faults, and gkcd finds them there.
+            want = size if populate else min(need, size)
+            if want > head:
+                _arena.populate(mm, want - head, head)
+                head = want
             try:
                 # Set up ahead (shm_reserve): gkcd registers it for DMA before
                 # answering too, so nothing of it is left for the first call.
                 params = {"bytes": size, "pinned": True} if populate else {"bytes": size}
                 seg = yield ("shm_register", params,
-                             lambda res: _arena.Segment(self, int(res["region"]), mm, size), fd)
+                             lambda res: _arena.Segment(self, int(res["region"]), mm, size,
+                                                        keep_fd), fd)
             except errors.Error as e:
+                if keep_fd >= 0:
+                    os.close(keep_fd)
                 mm.close()
                 if isinstance(e, _FATAL):
                     raise
@@ -240,6 +272,7 @@ class ArenaCalls:
                     return False  # gkcd is short of memory now: this call goes inline
                 ar.refused(f"gkcd refused shm_register: {e.message}")
                 return False
+            seg.pop_head = head
             self._regions[seg.id] = seg
         finally:
             ar.added(seg, size)

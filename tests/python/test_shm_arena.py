@@ -529,6 +529,96 @@ def test_populate_keeps_the_region_zero():
         os.close(fd)
 
 
+@pytest.mark.parametrize("fallback", [False, True], ids=["populate_write", "fallback"])
+def test_populate_keeps_bytes_and_allocates_only_its_pages(monkeypatch, fallback):
+    """populate over part of a region (issue #25): the bytes under it and
+    beside it stay, only its pages are allocated (the memfd's st_blocks),
+    in one piece and on several threads; the same where the kernel has no
+    MADV_POPULATE_WRITE (a write to each page)."""
+    from gkc._transport import make_memfd
+    if fallback:
+        monkeypatch.setattr(_arena, "_POPULATE_WRITE", None)
+    n = 48 << 20
+    fd, mm = make_memfd(n)
+    try:
+        a = np.frombuffer(mm, np.uint8)
+        assert os.fstat(fd).st_blocks == 0
+        a[100:5100] = 0x5A
+        _arena.populate(mm, (3 << 20) + 100, 64)
+        assert (a[100:5100] == 0x5A).all() and a[99] == 0 and a[5100] == 0
+        got = os.fstat(fd).st_blocks * 512
+        assert (3 << 20) + 164 <= got <= (3 << 20) + 164 + 8192
+        _arena.populate(mm, 20 << 20, (8 << 20) + 64)  # several threads
+        got = os.fstat(fd).st_blocks * 512
+        assert (23 << 20) <= got <= (23 << 20) + 16384
+        assert not a[8 << 20:(28 << 20) + 64].any()
+    finally:
+        del a
+        mm.close()
+        os.close(fd)
+
+
+@pytest.mark.parametrize("fallback", [False, True], ids=["populate_write", "fallback"])
+def test_first_calls_on_fresh_pages(gkcd, rng, monkeypatch, fallback):
+    """A new connection's first calls, their slices on pages never touched
+    (populated before the copy, the result's before gkcd writes it), and a
+    call that grows the arena: every result the inline connection's bytes."""
+    if fallback:
+        monkeypatch.setattr(_arena, "_POPULATE_WRITE", None)
+    with gkcd.connect(shm_threshold=T) as c, gkcd.connect(shm=False) as i:
+        a = rng.standard_normal((512, 512)).astype(np.float32)
+        b = rng.standard_normal((512, 512)).astype(np.float32)
+        got = c.sgemm(a, b)
+        assert in_arena(got) and np.array_equal(got, i.sgemm(a, b))
+        ref = a.astype(np.float64) @ b.astype(np.float64)
+        assert np.allclose(got, ref, rtol=1e-4, atol=1e-3)
+        x = rng.standard_normal(6 << 20).astype(np.float32)  # 24 MiB: a new region
+        y = rng.standard_normal(6 << 20).astype(np.float32)
+        got = c.axpby(x, y, alpha=2.0, beta=-0.5)
+        assert in_arena(got) and np.array_equal(got, i.axpby(x, y, alpha=2.0, beta=-0.5))
+        assert c.reduce(x, "sum") == i.reduce(x, "sum")
+        assert c.shm_info()["fallbacks"] == 0
+
+
+def test_kept_regions_serve_the_next_connection(gkcd, rng, monkeypatch):
+    """A closed connection's idle region serves the next connection's growth
+    (its size, not a new one's; its old bytes never in a result); one an
+    array still lies in, or over GKC_SHM_KEEP, is not kept; a forked child
+    forgets them."""
+    monkeypatch.delenv("GKC_SHM_KEEP", raising=False)
+    _arena.forget_kept()
+    try:
+        x = rng.standard_normal(5 << 20).astype(np.float32)  # 20 MiB: a 32 MiB region
+        with gkcd.connect(shm_threshold=T) as c:
+            want = c.reduce(x, "sum")
+            assert c.shm_info()["bytes"] == 32 << 20
+        assert _arena.kept_bytes() == 32 << 20
+        small = rng.standard_normal(1 << 18).astype(np.float32)  # 1 MiB
+        with gkcd.connect(shm_threshold=T) as c, gkcd.connect(shm=False) as i:
+            assert c.reduce(small, "max") == float(small.max())
+            assert c.shm_info()["bytes"] == 32 << 20 and _arena.kept_bytes() == 0
+            got = c.axpby(small, small, alpha=-1.0, beta=0.0)
+            assert in_arena(got) and np.array_equal(got, i.axpby(small, small, alpha=-1.0, beta=0.0))
+            assert c.reduce(x, "sum") == want
+        assert _arena.kept_bytes() == 0  # got still lies in it
+        del got
+        with gkcd.connect(shm_threshold=T) as c:
+            c.reduce(x, "sum")
+        assert _arena.kept_bytes() == 32 << 20
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0 if _arena.kept_bytes() == 0 else 1)
+        assert os.waitpid(pid, 0)[1] == 0
+        assert _arena.kept_bytes() == 32 << 20
+        monkeypatch.setenv("GKC_SHM_KEEP", "16M")
+        _arena.forget_kept()
+        with gkcd.connect(shm_threshold=T) as c:
+            c.reduce(x, "sum")
+        assert _arena.kept_bytes() == 0
+    finally:
+        _arena.forget_kept()
+
+
 def test_shm_register_pinned_flag(gkcd):
     """shm_register's "pinned": true is answered after the region is
     registered for DMA (nothing to register on the CPU backend: the same
