@@ -87,7 +87,7 @@ fi
 
 if has tests; then
   S=$SECONDS
-  (cd "$B" && timeout 200 ctest -L gpu --output-on-failure --timeout 150) > "$L/ctest_gpu.log" 2>&1
+  (cd "$B" && timeout ${TESTS_TIMEOUT:-200} ctest -L gpu --output-on-failure --timeout 150) > "$L/ctest_gpu.log" 2>&1
   summary+=("ctest -L gpu ($NGPU GPUs) rc=$? ($((SECONDS - S)) s): $(grep -E 'tests passed' "$L/ctest_gpu.log")")
   grep -E "Test +#" "$L/ctest_gpu.log" | sed 's/  */ /g'
   grep -E "CHECK FAILED|FAIL" "$L/ctest_gpu.log" | head -20
