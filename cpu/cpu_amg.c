@@ -284,7 +284,8 @@ static double spectral_radius(const cpu_amg *h, const level *L) {
   for (int c = 0; c < SLICES; c++) {
     double s = 0;
     for (int32_t i = (int32_t)((int64_t)n * c / SLICES); i < (int32_t)((int64_t)n * (c + 1) / SLICES); i++) {
-      double x = (double)((uint32_t)(i * 2654435761u) >> 8) / 16777216.0 + 0.5;
+      uint32_t hsh = (uint32_t)i * 2654435761u;
+      double x = ((double)(hsh >> 8) / 16777216.0 + 0.5) * (hsh & 0x80 ? -1.0 : 1.0);
       u[i] = x * sqrt(fabs(dinv[i]));
       s += x * x;
     }
@@ -441,6 +442,12 @@ static void lu_solve(const cpu_amg *h, const double *b, double *x) {
   int32_t n = h->nc;
   const double *a = h->lu;
   memcpy(x, b, (size_t)n * sizeof *x);
+  /* factor() exchanged whole rows, its multipliers with them (LAPACK's
+   * getrf), so L is in the final row order: every exchange goes first,
+   * then L y = P b.  (Interleaving them, as LINPACK's gesl does for
+   * factors that exchange only the trailing columns, solved some other
+   * system whenever a pivot moved: the cycle stopped being symmetric and
+   * CG stalled on 1138_bus, whose coarse levels pivot.) */
   for (int32_t k = 0; k < n; k++) {
     int32_t p = h->piv[k];
     if (p != k) {
@@ -448,8 +455,9 @@ static void lu_solve(const cpu_amg *h, const double *b, double *x) {
       x[k] = x[p];
       x[p] = t;
     }
-    for (int32_t i = k + 1; i < n; i++) x[i] -= a[(size_t)i * n + k] * x[k];
   }
+  for (int32_t k = 0; k < n; k++)
+    for (int32_t i = k + 1; i < n; i++) x[i] -= a[(size_t)i * n + k] * x[k];
   for (int32_t k = n - 1; k >= 0; k--) {
     double s = x[k];
     for (int32_t j = k + 1; j < n; j++) s -= a[(size_t)k * n + j] * x[j];

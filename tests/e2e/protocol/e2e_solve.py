@@ -223,6 +223,24 @@ def test_shared(c, rng):
         b = rng.uniform(-1, 1, A.shape[0]).astype(np.float32)
         for m in methods:
             compare_with_scipy(c, name, A, b, m, maxiter=100000, well_conditioned=False)
+        # AMG converges wherever Jacobi-PCG does (issue #27), in float64 to
+        # 1e-8 of the x returned; fewer iterations than Jacobi's; auto picks
+        # what the positive share of the off-diagonal weight says
+        mat = csr_upload(c, A)
+        bd = rng.uniform(-1, 1, A.shape[0])
+        base = {"matrix": mat, "b": f64b(bd), "dtype": "f64", "rtol": 1e-8, "max_iter": 100000}
+        its = {}
+        for pc in ("jacobi", "amg"):
+            r = ok(c, "solve", dict(base, precond=pc))
+            tr = true_residual(A, bd, np.frombuffer(r["x"], dtype="<f8"))
+            its[pc] = r["iterations"]
+            check(r["converged"] and tr <= 1e-8, f"{name} cg + {pc}: {r['reason']} after"
+                  f" {r['iterations']} iterations, true residual {tr:.3e}")
+        check(its["amg"] < its["jacobi"], f"{name}: amg {its['amg']} vs jacobi {its['jacobi']}")
+        r = ok(c, "solve", dict(base, precond="auto"))
+        want = "amg" if name == "1138_bus.mtx" else "jacobi"  # shares 0.00 and 0.40
+        check(r["precond"] == want and r["converged"], f"{name} auto: {r.get('precond')}")
+        ok(c, "release", {"matrix": mat})
 
 
 def test_outcomes(c, rng):
