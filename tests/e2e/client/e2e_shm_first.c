@@ -122,6 +122,11 @@ static void test_populate(int fallback) {
 
 /* --- a new connection's first calls, through fresh pages -------------------------------- */
 
+/* 1 on the CPU backend, whose sgemm is the same kernel for every request;
+ * on a GPU two requests of one shape may run on different lanes (the
+ * latency lane's SMs, the bulk lane's slices) and round differently. */
+static int same_kernels = 1;
+
 static void test_first_calls(const fixture *f, int fallback) {
   keep_bound("0"); /* fresh regions only */
   gkc__shm_populate_fallback(fallback);
@@ -132,7 +137,7 @@ static void test_first_calls(const fixture *f, int fallback) {
   ASSERT_EQ(gkc_sgemm(cs, n, n, n, 1.0f, a, 0, b, 0, 0.0f, c2, NULL, NULL), 0);
   ASSERT_EQ(state(cs).staged, 3);
   ASSERT_EQ(gkc_sgemm(ci, n, n, n, 1.0f, a, 0, b, 0, 0.0f, c1, NULL, NULL), 0);
-  ASSERT(memcmp(c1, c2, nn * 4) == 0);
+  if (same_kernels) ASSERT(memcmp(c1, c2, nn * 4) == 0);
   for (int t = 0; t < 64; t++) {
     size_t i = ((size_t)t * 131 + 17) % (size_t)n, j = (size_t)t * 7 % (size_t)n;
     double ref = 0, mag = 0;
@@ -141,6 +146,7 @@ static void test_first_calls(const fixture *f, int fallback) {
       mag += fabs((double)a[i * n + k] * b[(size_t)k * n + j]);
     }
     ASSERT_NEAR(c2[i * n + j], ref, 1e-5 * mag + 1e-6);
+    ASSERT_NEAR(c1[i * n + j], ref, 1e-5 * mag + 1e-6);
   }
   /* A bigger call grows the arena: fresh pages again, on several threads. */
   reduce_checked(cs, 24 * MiB);
@@ -323,6 +329,7 @@ int main(void) {
    * (a kept one again) in the background while the first calls run. */
   const char *be = getenv("GKC_TEST_BACKEND");
   if (be && strcmp(be, "cpu") != 0) {
+    same_kernels = 0;
     if (fixture_try_start(&f, NULL, NULL) != -1) {
       fixture_stop(&f, SIGTERM);
       TEST_SKIP("gkcd --backend %s did not start (no usable GPU here)", be);
