@@ -25,6 +25,12 @@
 
 #define RING_NAP_MS 20
 
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 static void relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();
@@ -53,11 +59,11 @@ static int drain_bells(gkc_conn *c) {
 
 /* Waits until flag's condition holds: 0, or -1 when gkcd is gone. */
 static int wait_for(gkc_conn *c, uint32_t flag) {
-  uint64_t end = gkc__now_ns() + (uint64_t)c->ring_spin_us * 1000;
+  uint64_t end = now_ns() + (uint64_t)c->ring_spin_us * 1000;
   for (unsigned i = 0;; i++) {
     if (ready(c, flag)) return 0;
     if ((i & 63) == 63) {
-      if (gkc__now_ns() >= end) break;
+      if (now_ns() >= end) break;
       sched_yield(); /* the daemon may need this CPU to answer */
     }
     relax();

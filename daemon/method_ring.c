@@ -75,13 +75,13 @@ static int answer_register(const method_env *env, const msgpack_object *params, 
              PROTO_RING_MIN, PROTO_RING_MAX);
     goto out;
   }
-  if (c->ring) {
-    snprintf(msg, msglen, "this connection has its ring already");
-    goto out;
-  }
   if (fd < 0) {
     snprintf(msg, msglen, "no file descriptor came with this request (send the memfd as"
              " SCM_RIGHTS ancillary data with its bytes)");
+    goto out;
+  }
+  if (c->ring) {
+    snprintf(msg, msglen, "this connection has its ring already");
     goto out;
   }
   size_t bytes = proto_ring_bytes((uint32_t)sq, (uint32_t)cq);
