@@ -208,7 +208,8 @@ struct gkc_conn {
   proto_ring *ring;
   size_t ring_bytes;   /* its mapping's length */
   int ring_mode;
-  int ring_spin_us;    /* how long a wait polls before it sleeps */
+  int ring_spin_us;    /* the longest a wait polls before it sleeps */
+  uint64_t ring_wait_avg_ns; /* recent waits for a reply (gkc_ring_io.c) */
   int (*ring_start)(gkc_conn *c);
 };
 

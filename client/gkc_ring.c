@@ -74,6 +74,7 @@ static int ring_start(gkc_conn *c) {
   if (rc == 0 && c->fd >= 0) {
     ring->sock = c->fd;
     c->ring = ring;
+    c->ring_wait_avg_ns = (uint64_t)c->ring_spin_us * 500; /* polls for all of it at first */
     c->ring_bytes = bytes;
     ring = NULL;
     p = MAP_FAILED;

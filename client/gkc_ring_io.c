@@ -1,11 +1,14 @@
 /* gkc_ring_io.c: a blocking connection's bytes through its shared-memory
  * ring (proto_ring.h; PROTOCOL.md, "Rings").
  *
- * A wait (for replies in the cq, or for room in the sq) polls the ring for
- * ring_spin_us first: a small request's reply usually comes within that,
- * and then neither side makes a system call.  Then it raises its flag,
- * looks once more, and sleeps in poll() on the socket, where gkcd's
- * doorbell byte (or its end) arrives.
+ * A wait (for replies in the cq, or for room in the sq) polls the ring
+ * first: a small request's reply usually comes within microseconds, and
+ * then neither side makes a system call.  Then it raises its flag, looks
+ * once more, and sleeps in poll() on the socket, where gkcd's doorbell byte
+ * (or its end) arrives.  How long a wait for a reply polls adapts: twice
+ * the recent waits (a moving average), at most ring_spin_us, and not at
+ * all while they take longer than that: polling for a reply that comes
+ * late only takes a CPU from gkcd (on a small machine, the one it needs).
  *
  * A sleep is bounded (RING_NAP_MS) as a safety net: when it runs out with
  * our request still in the sq, the doorbell is rung again, so that a wake
@@ -57,17 +60,42 @@ static int drain_bells(gkc_conn *c) {
   }
 }
 
+/* How long the next wait for flag polls before it sleeps. */
+static uint64_t spin_budget(const gkc_conn *c, uint32_t flag) {
+  uint64_t max = (uint64_t)c->ring_spin_us * 1000;
+  if (flag != PROTO_RING_WANT_DATA) return max;
+  uint64_t avg = c->ring_wait_avg_ns;
+  return avg > max ? 0 : avg * 2 < max ? avg * 2 : max;
+}
+
+/* A wait for data took ns: into the moving average (weight 1/4). */
+static void note_wait(gkc_conn *c, uint32_t flag, uint64_t ns) {
+  if (flag == PROTO_RING_WANT_DATA) c->ring_wait_avg_ns = (3 * c->ring_wait_avg_ns + ns) / 4;
+}
+
+static int wait_sleep(gkc_conn *c, uint32_t flag);
+
 /* Waits until flag's condition holds: 0, or -1 when gkcd is gone. */
 static int wait_for(gkc_conn *c, uint32_t flag) {
-  uint64_t end = now_ns() + (uint64_t)c->ring_spin_us * 1000;
+  uint64_t t0 = now_ns(), end = t0 + spin_budget(c, flag);
   for (unsigned i = 0;; i++) {
-    if (ready(c, flag)) return 0;
+    if (ready(c, flag)) {
+      note_wait(c, flag, now_ns() - t0);
+      return 0;
+    }
     if ((i & 63) == 63) {
       if (now_ns() >= end) break;
       sched_yield(); /* the daemon may need this CPU to answer */
     }
     relax();
   }
+  int rc = wait_sleep(c, flag);
+  note_wait(c, flag, now_ns() - t0);
+  return rc;
+}
+
+/* The rest of a wait, asleep on the socket between looks. */
+static int wait_sleep(gkc_conn *c, uint32_t flag) {
   for (;;) {
     int r = proto_ring_want(c->ring, flag);
     if (r != 0) break;

@@ -8,9 +8,11 @@ reads the socket's.  Indices are free-running uint32 byte counters, each
 written by one side; ours are kept here and only published, and every
 index gkcd wrote is bounded before it is used.
 
-Waking: a wait polls the ring for ``spin_us`` (``$GKC_RING_SPIN_US``,
-default 100), then sets our WANT flag, looks once more and sleeps in poll()
-on the socket, where gkcd's doorbell (one byte) or its end arrives; after
+Waking: a wait polls the ring first (for a reply: twice the recent waits'
+moving average, at most ``spin_us``, ``$GKC_RING_SPIN_US``, default 100,
+and not at all while replies take longer: polling for a late reply only
+takes a CPU from gkcd), then sets our WANT flag, looks once more and
+sleeps in poll() on the socket, where gkcd's doorbell (one byte) or its end arrives; after
 publishing, we ring gkcd's doorbell only when its flag asks for it.  The
 fence between a flag's store and the next load is an uncontended lock's
 acquire and release (an atomic read-modify-write: a full barrier on x86);
@@ -76,6 +78,7 @@ class Ring:
         self._fd_msgs = 0
         self._flags = 0
         self._spin_ns = spin * 1000
+        self._wait_avg = self._spin_ns / 2  # recent waits for a reply, ns
         self._fence_lock = threading.Lock()
         self._poll = select.poll()
         self._poll.register(sock, select.POLLIN)
@@ -122,10 +125,22 @@ class Ring:
         ready = self._avail if flag == WANT_DATA else self._room
         if ready():
             return True
-        end = time.perf_counter_ns() + self._spin_ns
-        while time.perf_counter_ns() < end:
-            if ready():
-                return True
+        t0 = time.perf_counter_ns()
+        budget = self._spin_ns
+        if flag == WANT_DATA:
+            budget = 0 if self._wait_avg > budget else min(budget, 2 * self._wait_avg)
+        end = t0 + budget
+        try:
+            while time.perf_counter_ns() < end:
+                if ready():
+                    return True
+                os.sched_yield()  # gkcd may need this CPU to answer
+            return self._sleep(flag, ready, deadline)
+        finally:
+            if flag == WANT_DATA:
+                self._wait_avg = 0.75 * self._wait_avg + 0.25 * (time.perf_counter_ns() - t0)
+
+    def _sleep(self, flag: int, ready: Any, deadline: Optional[float]) -> bool:
         try:
             while True:
                 self._set_flags(flag)
