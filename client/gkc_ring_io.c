@@ -11,8 +11,9 @@
  * late only takes a CPU from gkcd (on a small machine, the one it needs).
  *
  * A sleep is bounded (RING_NAP_MS) as a safety net: when it runs out with
- * our request still in the sq, the doorbell is rung again, so that a wake
- * lost to a misbehaving peer costs a few milliseconds, not a hang.
+ * our request still in the sq while gkcd's flag says it waits for bytes,
+ * the doorbell is rung again, so that a lost wake costs a few
+ * milliseconds, not a hang.
  */
 #include <errno.h>
 #include <poll.h>
@@ -106,8 +107,12 @@ static int wait_sleep(gkc_conn *c, uint32_t flag) {
       (void)proto_ring_want(c->ring, 0);
       return ready(c, flag) ? 0 : -1; /* what gkcd wrote before it went is read first */
     }
-    if (n == 0 && proto_ring_room(c->ring) != (ssize_t)c->ring->sq_size)
-      proto_ring_wake_peer(c->ring); /* our bytes wait unread: ring again */
+    /* Our bytes wait unread while gkcd says it waits for bytes: a doorbell
+     * was lost; ring again.  (Its flag clear, it is polling, or holding
+     * this connection back, and looks again by itself.) */
+    if (n == 0 && proto_ring_room(c->ring) != (ssize_t)c->ring->sq_size &&
+        (proto_ring_peer_flags(c->ring) & PROTO_RING_WANT_DATA))
+      proto_ring_wake_peer(c->ring);
   }
   (void)proto_ring_want(c->ring, 0);
   return 0;

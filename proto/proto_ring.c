@@ -149,6 +149,8 @@ int proto_ring_want(proto_ring *r, uint32_t flags) {
   return 0;
 }
 
+uint32_t proto_ring_peer_flags(const proto_ring *r) { return load(r, peer_flags_off(r)); }
+
 void proto_ring_wake_peer(proto_ring *r) {
   if (r->sock < 0) return;
   static const uint8_t bell = 0;

@@ -108,6 +108,8 @@ ssize_t proto_ring_writev(proto_ring *r, const struct iovec *iov, size_t n);
  * is already there (do not sleep), 0 when it may sleep, or
  * PROTO_RING_ECORRUPT. */
 int proto_ring_want(proto_ring *r, uint32_t flags);
+/* The peer's flags as it last published them (PROTO_RING_WANT_*). */
+uint32_t proto_ring_peer_flags(const proto_ring *r);
 /* Rings the peer's doorbell: one byte on r->sock, never blocking (a full
  * socket buffer holds doorbells enough). */
 void proto_ring_wake_peer(proto_ring *r);

@@ -12,13 +12,13 @@ Waking: a wait polls the ring first (for a reply: twice the recent waits'
 moving average, at most ``spin_us``, ``$GKC_RING_SPIN_US``, default 100,
 and not at all while replies take longer: polling for a late reply only
 takes a CPU from gkcd), then sets our WANT flag, looks once more and
-sleeps in poll() on the socket, where gkcd's doorbell (one byte) or its end arrives; after
-publishing, we ring gkcd's doorbell only when its flag asks for it.  The
-fence between a flag's store and the next load is an uncontended lock's
-acquire and release (an atomic read-modify-write: a full barrier on x86);
-a sleep is bounded besides, and rings gkcd again when our bytes are still
-unread, so that a wake lost on a weaker machine costs milliseconds, not a
-hang.
+sleeps in poll() on the socket, where gkcd's doorbell (one byte) or its
+end arrives; after publishing, we ring gkcd's doorbell only when its flag
+asks for it.  The fence between a flag's store and the next load is an
+uncontended lock's acquire and release (an atomic read-modify-write: a
+full barrier on x86); a sleep is bounded besides, and rings gkcd again
+when our bytes are still unread while its flag says it waits for bytes,
+so that a wake lost on a weaker machine costs milliseconds, not a hang.
 """
 from __future__ import annotations
 
@@ -162,8 +162,8 @@ class Ring:
                         data = b""
                     if not data:
                         return bool(ready())
-                elif self._room() != self.sq:
-                    self._bell()  # our bytes wait unread: ring again
+                elif self._room() != self.sq and self._w[_DFLAGS] & WANT_DATA:
+                    self._bell()  # our bytes wait unread while gkcd waits for bytes: ring again
         finally:
             self._set_flags(0)
 
