@@ -177,8 +177,9 @@ int main(int argc, char **argv) {
   if ((echo_pid = echo_server_start(echo_sock, NULL)) < 0) bench_die("echo server: %s", strerror(errno));
   if (gkcd) {
     snprintf(gkcd_sock, sizeof gkcd_sock, "%s/gkcd.sock", dir);
-    const char *av[8] = {gkcd, "--socket", gkcd_sock, NULL};
-    if (spin_us) av[3] = "--spin-us", av[4] = spin_us, av[5] = NULL;
+    /* Rings on whatever --spin-us says: both transports are measured. */
+    const char *av[8] = {gkcd, "--socket", gkcd_sock, "--rings", "on", NULL};
+    if (spin_us) av[5] = "--spin-us", av[6] = spin_us, av[7] = NULL;
     char why[256], log[320];
     snprintf(log, sizeof log, "%s/gkcd.log", dir);
     if (bench_gkcd_start(av, gkcd_sock, log, NULL, &gkcd_pid, why, sizeof why) != 0)

@@ -56,7 +56,7 @@ def main():
     procs = []
     try:
         gsock, esock = os.path.join(d, "gkcd.sock"), os.path.join(d, "echo.sock")
-        args = [a.gkcd, "--socket", gsock] + (["--spin-us", str(a.spin_us)] if a.spin_us is not None else [])
+        args = [a.gkcd, "--socket", gsock, "--rings", "on"] + (["--spin-us", str(a.spin_us)] if a.spin_us is not None else [])
         log = open(os.path.join(d, "gkcd.log"), "w")
         procs.append(subprocess.Popen(args, stderr=log))
         procs.append(subprocess.Popen([a.bench_ring, "--echo", esock], stdout=subprocess.DEVNULL))

@@ -65,6 +65,12 @@ static int answer_register(const method_env *env, const msgpack_object *params, 
   args_ctx a = {params, msg, msglen};
   int64_t sq, cq;
   int rc;
+  if (!env->rings) {
+    snprintf(msg, msglen, "this gkcd offers no rings (--rings off, or auto with --spin-us 0:"
+             " a ring pays only while gkcd polls it); stay on the socket");
+    rc = GKC_EUNKNOWN_METHOD;
+    goto out;
+  }
   if ((rc = args_known(&a, keys)) ||
       (rc = args_int(&a, "sq_bytes", 1, PROTO_RING_MIN, PROTO_RING_MAX, &sq)) ||
       (rc = args_int(&a, "cq_bytes", 1, PROTO_RING_MIN, PROTO_RING_MAX, &cq)))

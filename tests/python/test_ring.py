@@ -11,7 +11,16 @@ import scipy.sparse as sp
 import gkc
 from gkc import _ring
 
-from conftest import EPS32, f32
+from conftest import EPS32, Daemon, f32
+
+
+@pytest.fixture(scope="module")
+def gkcd():
+    """A gkcd with rings on, whatever --spin-us this machine's CPU count
+    gives it (auto offers them only when gkcd polls)."""
+    d = Daemon("--rings", "on")
+    yield d
+    assert d.stop() == 0
 
 
 def _pair(gkcd):
@@ -86,8 +95,17 @@ def test_switched_off(gkcd, monkeypatch):
         assert c.ring_active
 
 
+def test_not_offered(daemon_factory):
+    d = daemon_factory("--rings", "off")
+    with d.connect() as c:
+        assert c.status()["limits"]["rings"] == 0
+        x = np.arange(16, dtype=np.float32)
+        assert c.reduce(x) == 120.0
+        assert not c.ring_active
+
+
 def test_gkcd_gone(daemon_factory):
-    d = daemon_factory()
+    d = daemon_factory("--rings", "on")
     c = d.connect(timeout=30)
     c.ping()
     assert c.ring_active

@@ -224,6 +224,20 @@ static void fallback(void) {
   ASSERT_CONTAINS(gkc_errmsg(c), "first call");
   reduce_ok(c, x, 16);
   gkc_close(c);
+  /* A gkcd that offers none (and says so): the calls stay on the socket. */
+  fixture g;
+  const char *const off[] = {"--rings", "off", NULL};
+  fixture_start(&g, off, NULL);
+  ASSERT_EQ(gkc_connect(&c, g.sock), 0);
+  reduce_ok(c, x, 16);
+  ASSERT_EQ(gkc_ring_active(c), 0);
+  uint64_t offered = 1;
+  ASSERT_EQ(gkc_status_limit(c, "rings", &offered), 0);
+  ASSERT_EQ(offered, 0);
+  reduce_ok(c, x, 16);
+  ASSERT_EQ(gkc_ring_active(c), 0);
+  gkc_close(c);
+  ASSERT_EQ(fixture_stop(&g, SIGTERM), 0);
 }
 
 /* --- a ring by hand --------------------------------------------------------------------- */
@@ -588,7 +602,10 @@ int main(void) {
   signal(SIGPIPE, SIG_IGN);
   rng = test_seed();
   unsetenv("GKC_NO_RING");
-  fixture_start(&f, NULL, NULL);
+  /* On: whatever --spin-us this machine's CPU count gives (auto offers
+   * rings only when gkcd polls). */
+  const char *const on[] = {"--rings", "on", NULL};
+  fixture_start(&f, on, NULL);
   same_results();
   fprintf(stderr, "same results over ring and socket: ok\n");
   big_frames();
