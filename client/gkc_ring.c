@@ -40,6 +40,13 @@ static void pack_register(msgpack_packer *pk, const gkc__req *r) {
 static int take_register(gkc_conn *c, const msgpack_object *r, gkc__req *req, gkc_result *res) {
   (void)req, (void)res;
   uint64_t sq = 0, cq = 0;
+  for (uint32_t i = 0; r->type == MSGPACK_OBJECT_MAP && i < r->via.map.size; i++) {
+    const msgpack_object_kv *kv = &r->via.map.ptr[i];
+    if (kv->key.type == MSGPACK_OBJECT_STR && kv->key.via.str.size == 4 &&
+        !memcmp(kv->key.via.str.ptr, "ring", 4) && kv->val.type == MSGPACK_OBJECT_BOOLEAN &&
+        !kv->val.via.boolean)
+      return gkc__fail(c, GKC_EUNKNOWN_METHOD, "gkcd offers no rings"); /* the socket, then */
+  }
   int rc = gkc__get_uint(c, r, "sq_bytes", UINT32_MAX, &sq);
   if (rc == 0) rc = gkc__get_uint(c, r, "cq_bytes", UINT32_MAX, &cq);
   if (rc == 0 && (sq != RING_SQ_BYTES || cq != RING_CQ_BYTES))

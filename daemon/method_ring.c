@@ -65,10 +65,13 @@ static int answer_register(const method_env *env, const msgpack_object *params, 
   args_ctx a = {params, msg, msglen};
   int64_t sq, cq;
   int rc;
-  if (!env->rings) {
-    snprintf(msg, msglen, "this gkcd offers no rings (--rings off, or auto with --spin-us 0:"
-             " a ring pays only while gkcd polls it); stay on the socket");
-    rc = GKC_EUNKNOWN_METHOD;
+  if (!env->rings) { /* a policy, not the client's error: no error counted */
+    msgpack_pack_map(pk, 2);
+    proto_pack_cstr(pk, "ring"), msgpack_pack_false(pk);
+    proto_pack_cstr(pk, "why"), proto_pack_cstr(pk, "this gkcd offers no rings (--rings off, or auto"
+                                                  " with --spin-us 0: a ring pays only while gkcd"
+                                                  " polls it); stay on the socket");
+    rc = 0;
     goto out;
   }
   if ((rc = args_known(&a, keys)) ||
@@ -102,7 +105,8 @@ static int answer_register(const method_env *env, const msgpack_object *params, 
   }
   proto_ring_init(ring, p, (uint32_t)sq, (uint32_t)cq, PROTO_RING_DAEMON, -1);
   conn_ring_start(c, ring, bytes, 1); /* this answer still goes on the socket */
-  msgpack_pack_map(pk, 3);
+  msgpack_pack_map(pk, 4);
+  proto_pack_cstr(pk, "ring"), msgpack_pack_true(pk);
   proto_pack_cstr(pk, "sq_bytes"), msgpack_pack_uint64(pk, (uint64_t)sq);
   proto_pack_cstr(pk, "cq_bytes"), msgpack_pack_uint64(pk, (uint64_t)cq);
   proto_pack_cstr(pk, "version"), msgpack_pack_uint32(pk, PROTO_RING_VERSION);

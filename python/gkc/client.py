@@ -97,8 +97,8 @@ class Connection(Api):
             failure = self._send(frame, fd)
             fd = -1  # _send closed it
             err, res = self._wait(msgid, failure)
-            if err is None and isinstance(res, dict) and res.get("sq_bytes") == sq \
-                    and res.get("cq_bytes") == cq:
+            if err is None and isinstance(res, dict) and res.get("ring") is True \
+                    and res.get("sq_bytes") == sq and res.get("cq_bytes") == cq:
                 self._ring = _ring.Ring(self._sock, mm, sq, cq, _ring.spin_us())
                 mm = None
         finally:
