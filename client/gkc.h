@@ -26,7 +26,7 @@
  * GKC_ETIMEOUT) and gkc_errmsg holds the daemon's message.  Notifications
  * the library does not know are skipped.
  *
- * Implemented in: gkc_client.c, gkc_methods.c, gkc_objects.c, gkc_reconnect.c, gkc_region.c, gkc_resident.c, gkc_shm.c, gkc_solve.c
+ * Implemented in: gkc_client.c, gkc_methods.c, gkc_objects.c, gkc_reconnect.c, gkc_region.c, gkc_resident.c, gkc_ring.c, gkc_shm.c, gkc_solve.c
  */
 #ifndef GKC_H
 #define GKC_H
@@ -95,6 +95,22 @@ GKC_API void gkc_close(gkc_conn *c); /* NULL is fine */
 GKC_API int gkc_set_reconnect(gkc_conn *c, int tries, int backoff_ms, int flags);
 /* How many times c has connected again since gkc_connect. */
 GKC_API unsigned gkc_reconnects(const gkc_conn *c);
+/* --- the shared-memory ring (PROTOCOL.md, "Rings") ---------------------------
+ *
+ * A blocking connection moves its requests and replies through a ring in
+ * shared memory once gkcd takes one (set up at the connection's first
+ * call, and again after a reconnect): same frames, same checks, without a
+ * socket round trip per call; the socket still carries descriptors and
+ * tells each side the other went away.  On by default; GKC_NO_RING=1 in
+ * the environment, or gkc_set_ring(c, 0) before the first call, keeps the
+ * socket.  A gkcd without rings, or one that refuses, leaves the
+ * connection on the socket silently.  GKC_RING_SPIN_US (default 50) is how
+ * long a call polls the ring for its reply before it sleeps.  Async
+ * contexts use the socket. */
+/* 0; GKC_EINVALID_ARGUMENT turning it off once the ring is in use. */
+GKC_API int gkc_set_ring(gkc_conn *c, int on);
+/* 1 when c's frames go through a ring now. */
+GKC_API int gkc_ring_active(const gkc_conn *c);
 /* The gkcd instance c last heard of (16 hex digits, "" when it has not
  * asked yet or gkcd is older), and the instance whose shared objects that
  * gkcd holds; either pointer may be NULL.  Buffers of at least 17 bytes. */

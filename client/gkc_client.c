@@ -29,6 +29,7 @@ int gkc_connect(gkc_conn **out, const char *socket_path) {
   gkc__conn_init(c);
   gkc__shm_init(c);
   gkc__reconnect_init(c);
+  gkc__ring_init(c);
   return gkc__conn_connect(c, socket_path);
 }
 

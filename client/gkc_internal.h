@@ -18,7 +18,11 @@
  * and instance that made them, and naming one that did not survive is
  * refused while the request is packed (gkc__pack_id).
  *
- * Implemented in: gkc_client.c, gkc_json.c, gkc_objects.c, gkc_reconnect.c, gkc_region.c, gkc_resident.c, gkc_wire.c
+ * A blocking connection moves its frames through a shared-memory ring
+ * (gkc_ring.c, gkc_ring_io.c) once gkcd has taken one: the core then writes
+ * into the ring's sq and reads from its cq where it would send and recv.
+ *
+ * Implemented in: gkc_client.c, gkc_json.c, gkc_objects.c, gkc_reconnect.c, gkc_region.c, gkc_resident.c, gkc_ring.c, gkc_ring_io.c, gkc_wire.c
  */
 #ifndef GKC_INTERNAL_H
 #define GKC_INTERNAL_H
@@ -27,6 +31,7 @@
 
 #include "gkc.h"
 #include "gkc_async.h"
+#include "proto_ring.h"
 
 typedef struct gkc__req gkc__req;
 typedef struct gkc__shm gkc__shm; /* a connection's arena (gkc_shm.c) */
@@ -196,6 +201,22 @@ struct gkc_conn {
   int (*hold)(gkc_conn *c, gkc__req *r, int status);
   gkc__req *held;
   size_t nheld;
+  /* The shared-memory ring (gkc_ring.c): NULL while the socket carries
+   * the frames.  ring_mode: GKC__RING_* (whether to try one).  ring_start,
+   * a hook so that the core stays below gkc_ring.c, sets one up at a
+   * blocking call on an idle connection. */
+  proto_ring *ring;
+  size_t ring_bytes;   /* its mapping's length */
+  int ring_mode;
+  int ring_spin_us;    /* the longest a wait polls before it sleeps */
+  uint64_t ring_wait_avg_ns; /* recent waits for a reply (gkc_ring_io.c) */
+  int (*ring_start)(gkc_conn *c);
+};
+
+enum {
+  GKC__RING_TRY = 0, /* at the next blocking call on an idle connection */
+  GKC__RING_OFF,     /* GKC_NO_RING, gkc_set_ring(c, 0), or gkcd refused one */
+  GKC__RING_BUSY     /* being set up */
 };
 
 /* --- the core (gkc_wire.c) ------------------------------------------------------- */
@@ -231,6 +252,30 @@ int gkc__run(gkc_conn *c, gkc__req *r, gkc_result *res);
 /* A gkc_result with nothing in it yet (NAN timings). */
 void gkc__result_init(gkc_result *res);
 uint64_t gkc__now_ns(void);
+
+/* --- the ring's bytes (gkc_ring_io.c) -------------------------------------------- */
+
+/* Writes as much of iov[0..n) into the sq as it has room for; a blocking
+ * connection waits (polling, then asleep on the socket) for room.  Like
+ * sendmsg: the bytes taken, or -1 with errno (EAGAIN: full and nonblock;
+ * EPIPE: gkcd is gone; EPROTO: gkcd broke the ring's bounds). */
+ssize_t gkc__ring_send(gkc_conn *c, const struct iovec *iov, size_t n);
+/* Sends a descriptor on the socket (one doorbell byte carrying it) ahead of
+ * the request that takes it, counted in the ring.  0, or -1 with errno. */
+int gkc__ring_pass_fd(gkc_conn *c, int fd);
+/* Reads up to len bytes of the cq into dst; a blocking connection waits
+ * for some.  Like recv: the bytes, 0 once gkcd is gone and the cq empty,
+ * or -1 with errno (EAGAIN, EPROTO). */
+ssize_t gkc__ring_recv(gkc_conn *c, void *dst, size_t len);
+/* Unmaps the ring (the connection closed); the next connection may take a
+ * new one. */
+void gkc__ring_end(gkc_conn *c);
+
+/* --- setting a ring up (gkc_ring.c) ---------------------------------------------- */
+
+/* The policy from the environment ($GKC_NO_RING, $GKC_RING_SPIN_US) and
+ * the hook. */
+void gkc__ring_init(gkc_conn *c);
 
 /* --- reconnecting and the objects made (gkc_reconnect.c) ------------------------- */
 

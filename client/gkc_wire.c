@@ -192,6 +192,7 @@ static void close_fd(gkc_conn *c) {
   if (c->before_close) c->before_close(c);
   close(c->fd);
   c->fd = -1;
+  gkc__ring_end(c);
   c->seg_head = c->nseg = 0;
   c->olen = 0;
   c->direct_left = 0;
@@ -383,17 +384,26 @@ int gkc__flush(gkc_conn *c) {
     }
     struct msghdr mh = {.msg_iov = iov, .msg_iovlen = n};
     int pass = c->segs[c->seg_head].fd;
-    if (pass >= 0) {
-      memset(&cm, 0, sizeof cm);
-      mh.msg_control = cm.buf;
-      mh.msg_controllen = sizeof cm.buf;
-      struct cmsghdr *h = CMSG_FIRSTHDR(&mh);
-      h->cmsg_level = SOL_SOCKET;
-      h->cmsg_type = SCM_RIGHTS;
-      h->cmsg_len = CMSG_LEN(sizeof(int));
-      memcpy(CMSG_DATA(h), &pass, sizeof(int));
+    ssize_t w;
+    if (c->ring) { /* the descriptor on the socket, the bytes into the sq */
+      w = pass >= 0 ? gkc__ring_pass_fd(c, pass) : 0;
+      if (w == 0) {
+        c->segs[c->seg_head].fd = -1;
+        w = gkc__ring_send(c, iov, n);
+      }
+    } else {
+      if (pass >= 0) {
+        memset(&cm, 0, sizeof cm);
+        mh.msg_control = cm.buf;
+        mh.msg_controllen = sizeof cm.buf;
+        struct cmsghdr *h = CMSG_FIRSTHDR(&mh);
+        h->cmsg_level = SOL_SOCKET;
+        h->cmsg_type = SCM_RIGHTS;
+        h->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(h), &pass, sizeof(int));
+      }
+      w = sendmsg(c->fd, &mh, MSG_NOSIGNAL | (c->nonblock ? MSG_DONTWAIT : 0));
     }
-    ssize_t w = sendmsg(c->fd, &mh, MSG_NOSIGNAL | (c->nonblock ? MSG_DONTWAIT : 0));
     if (w < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
@@ -552,7 +562,8 @@ int gkc__read(gkc_conn *c) {
       /* A big result, straight into the caller's memory: its reply may not
        * be dispatched before all of it is in. */
       if (c->nonblock && budget == 0) return 0;
-      ssize_t n = recv(c->fd, c->direct_dst, c->direct_left, c->nonblock ? MSG_DONTWAIT : 0);
+      ssize_t n = c->ring ? gkc__ring_recv(c, c->direct_dst, c->direct_left)
+                          : recv(c->fd, c->direct_dst, c->direct_left, c->nonblock ? MSG_DONTWAIT : 0);
       if (n < 0 && errno == EINTR) continue;
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
       if (n == 0 || (n < 0 && errno == ECONNRESET))
@@ -601,7 +612,8 @@ int gkc__read(gkc_conn *c) {
       c->ibuf = nb;
       c->icap = ncap;
     }
-    ssize_t n = recv(c->fd, c->ibuf + c->ilen, c->icap - c->ilen, c->nonblock ? MSG_DONTWAIT : 0);
+    ssize_t n = c->ring ? gkc__ring_recv(c, c->ibuf + c->ilen, c->icap - c->ilen)
+                        : recv(c->fd, c->ibuf + c->ilen, c->icap - c->ilen, c->nonblock ? MSG_DONTWAIT : 0);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
     /* ECONNRESET: gkcd closed with bytes of ours unread; what it sent
@@ -631,6 +643,15 @@ static int run_once(gkc_conn *c, gkc__req *r, gkc_result *res);
 
 int gkc__run(gkc_conn *c, gkc__req *r, gkc_result *res) {
   gkc_result fresh = *res; /* as the caller set it up, for a second sending */
+  /* A ring, once per connection, before its first call (never fails it). */
+  if (c->ring_start && c->ring_mode == GKC__RING_TRY && !c->ring && c->fd >= 0 && !c->npending) {
+    int rc = c->ring_start(c);
+    if (rc && c->fd < 0) { /* gkcd went away (or said why it closes) instead: the call's fate */
+      res->status = rc;
+      res->errmsg = c->errmsg;
+      return rc;
+    }
+  }
   int rc = run_once(c, r, res);
   /* Failed in flight: the reconnect policy (a hook) may send it once more. */
   if (rc && c->replay && c->replay(c, r, rc)) {

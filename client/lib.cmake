@@ -2,8 +2,9 @@
 # it needs compiled in so that users link one library.
 set(GKC_LIB_SOURCES gkc_wire.c gkc_reconnect.c gkc_client.c gkc_async.c gkc_methods.c gkc_reply.c gkc_json.c gkc_region.c
     gkc_objects.c gkc_resident.c gkc_shm.c gkc_shm_keep.c gkc_shm_pages.c gkc_solve.c
+    gkc_ring.c gkc_ring_io.c
     ${CMAKE_SOURCE_DIR}/proto/proto_frame.c ${CMAKE_SOURCE_DIR}/proto/proto_tables.c
-    ${CMAKE_SOURCE_DIR}/proto/proto_rpc.c ${CMAKE_SOURCE_DIR}/proto/proto_socket.c)
+    ${CMAKE_SOURCE_DIR}/proto/proto_rpc.c ${CMAKE_SOURCE_DIR}/proto/proto_socket.c ${CMAKE_SOURCE_DIR}/proto/proto_ring.c)
 
 # SONAME libgkc.so.${GKC_SOVERSION} (set in the top-level CMakeLists.txt).
 set(GKC_LIB_VERSION ${GKC_SOVERSION}.0.0)

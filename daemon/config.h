@@ -48,6 +48,7 @@ typedef struct {
   size_t max_conn_per_user;    /* connections one uid may hold; 0 = max_connections / 4 */
   double queue_wait_s;         /* a queued request waiting longer is answered busy; 0 = never */
   int spin_us;                 /* workers and the loop poll this long before sleeping */
+  int rings;                   /* ring_register: 1 on, 0 off, -1 auto (on when spin_us > 0) */
   char metrics_listen[128];    /* --metrics-listen ADDR:PORT for GET /metrics; "" = off */
 
   /* Scheduling (scheduler.c). */

@@ -75,6 +75,15 @@
  * queue up in c->fds for shm_register.  Writes go out with sendmsg from the
  * same poll handle.
  *
+ * A ring (proto_ring.h) replaces the socket's bytes, not the path: read_some
+ * copies the sq's bytes into the input buffer (bounded by the ring, which
+ * refuses an index past its size, and by the buffer's room), parse_frames
+ * cuts them as it cuts the socket's, and write_pending puts the pending
+ * replies into the cq as far as it has room.  The socket is then watched
+ * only for doorbells, descriptors and its end (sock_drain); the loop asks
+ * for doorbells through the ring's flags (conn_rings_poll, each
+ * iteration) instead of watching the rings.
+ *
  * Lifetime: refs counts the open handle, each job in flight and the dirty
  * list's hold; the memory goes when the last of them is done.
  */
@@ -82,6 +91,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -183,6 +193,12 @@ void conn_unref(gkcd_conn *c) {
 static void finish_close(gkcd_conn *c) {
   free_pending(c);
   free_input(c);
+  if (c->ring) { /* nothing reads or writes it from here on */
+    munmap(c->ring->base, c->ring_map_bytes);
+    free(c->ring);
+    c->ring = NULL;
+    c->set->nrings--;
+  }
   uv_close((uv_handle_t *)&c->poll, on_closed);
 }
 
@@ -238,7 +254,9 @@ static void watch(gkcd_conn *c) {
   if (c->closing) return;
   /* While a reader has the socket, the loop does not read it; while a
    * writer has it, the loop does not write. */
-  int want = (c->reading && !c->rbusy ? UV_READABLE : 0) | (c->npend && !c->wbusy ? UV_WRITABLE : 0);
+  int rd = c->ring ? !c->peer_closed : c->reading && !c->rbusy; /* a ring's socket: doorbells */
+  int wr = c->npend && !c->wbusy && (!c->ring || c->sock_pend);
+  int want = (rd ? UV_READABLE : 0) | (wr ? UV_WRITABLE : 0);
   if (want == c->events) return;
   int rc = want ? uv_poll_start(&c->poll, want, on_poll) : uv_poll_stop(&c->poll);
   if (rc) {
@@ -263,6 +281,10 @@ static void wrote(gkcd_conn *c, size_t w) {
   memmove(c->pend, c->pend + done, (c->npend - done) * sizeof *c->pend);
   c->npend -= done;
   c->pend_off = left;
+  if (c->sock_pend) {
+    c->sock_pend = c->sock_pend > done ? c->sock_pend - done : 0;
+    if (!c->sock_pend) c->ring->sock = c->fd; /* its doorbell may ring now */
+  }
 }
 
 /* The charges of written bytes go; the clocks see the progress. */
@@ -277,6 +299,14 @@ static void account_written(gkcd_conn *c, size_t written) {
 }
 
 static int hand_off_write(gkcd_conn *c);
+
+/* The client broke its ring's bounds: only its connection pays. */
+static void ring_corrupt(gkcd_conn *c, const char *what) {
+  log_warn("connection %llu: closing: %s in its shared-memory ring is out of bounds",
+           (unsigned long long)c->id, what);
+  c->set->ring_corrupt++;
+  conn_close(c);
+}
 
 /* Writes as much of the pending replies as the socket takes now; a big
  * body at their head goes to a writer thread (hand_off_write). */
@@ -293,8 +323,20 @@ static void write_pending(gkcd_conn *c) {
     }
     iov[0].iov_base = (char *)iov[0].iov_base + c->pend_off;
     iov[0].iov_len -= c->pend_off;
+    ssize_t w;
+    if (c->ring && !c->sock_pend) {
+      if ((w = proto_ring_writev(c->ring, iov, n)) < 0) {
+        ring_corrupt(c, "the completion ring's head");
+        return;
+      }
+      if (w == 0) break; /* full: the client's doorbell says when it has room */
+      written += (size_t)w;
+      wrote(c, (size_t)w);
+      continue;
+    }
+    if (c->ring && n > c->sock_pend) n = c->sock_pend;
     struct msghdr mh = {.msg_iov = iov, .msg_iovlen = n};
-    ssize_t w = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+    w = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (w < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) break;
@@ -482,8 +524,25 @@ static void take_rights(gkcd_conn *c, struct msghdr *mh) {
 }
 
 /* Reads what the socket holds; 0, or -1 when the connection was closed. */
+static void sock_drain(gkcd_conn *c);
+
 static int read_some(gkcd_conn *c) {
   for (int rounds = 0; rounds < 16 && c->reading; rounds++) {
+    if (c->ring) {
+      ssize_t a = proto_ring_avail(c->ring);
+      if (a < 0) {
+        ring_corrupt(c, "the submission ring's tail");
+        return -1;
+      }
+      if (a == 0) return 0;
+      /* Descriptors sent before the frame that takes them are read first. */
+      uint32_t fds = proto_ring_fd_msgs(c->ring);
+      if (fds != c->fd_msgs_seen) {
+        c->fd_msgs_seen = fds;
+        sock_drain(c);
+        if (c->closing) return -1;
+      }
+    }
     int r = reserve(c);
     if (r < 0) {
       log_err("connection %llu: out of memory for input, closing", (unsigned long long)c->id);
@@ -496,6 +555,17 @@ static int read_some(gkcd_conn *c) {
       return 0;
     }
     struct iovec iov = {c->buf + c->len, c->cap - c->len};
+    if (c->ring) {
+      ssize_t n = proto_ring_read(c->ring, iov.iov_base, iov.iov_len);
+      if (n < 0) {
+        ring_corrupt(c, "the submission ring's tail");
+        return -1;
+      }
+      c->last_active_ms = uv_now(c->set->loop);
+      if (c->len == 0) c->req_start_ms = c->last_active_ms;
+      c->len += (size_t)n;
+      continue;
+    }
     union {
       char buf[CMSG_SPACE(sizeof(int) * CONN_MAX_FDS)];
       struct cmsghdr align;
@@ -710,6 +780,86 @@ void conn_resume_paused(gkcd_conns *set) {
   }
 }
 
+/* A ring's socket carries doorbells (any bytes, dropped), descriptors and
+ * its end. */
+static void sock_drain(gkcd_conn *c) {
+  for (int rounds = 0; rounds < 16; rounds++) {
+    unsigned char bells[256];
+    struct iovec iov = {bells, sizeof bells};
+    union {
+      char buf[CMSG_SPACE(sizeof(int) * CONN_MAX_FDS)];
+      struct cmsghdr align;
+    } ctl;
+    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
+                        .msg_controllen = sizeof ctl.buf};
+    ssize_t n = recvmsg(c->fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+      log_debug("connection %llu: read: %s", (unsigned long long)c->id, strerror(errno));
+      conn_close(c);
+      return;
+    }
+    if (mh.msg_controllen > 0) take_rights(c, &mh);
+    if (n == 0) { /* the client is gone: what it queued is answered into the void, then close */
+      c->peer_closed = 1;
+      c->reading = 0;
+      watch(c);
+      return;
+    }
+    if ((size_t)n < sizeof bells) return;
+  }
+}
+
+/* The ring may have frames or room: as on_poll after a read. */
+static void ring_service(gkcd_conn *c) {
+  if (c->npend && !c->sock_pend) write_pending(c);
+  if (c->closing) return;
+  if (c->reading && read_some(c) != 0) return;
+  parse_frames(c);
+  if (!c->closing) {
+    conn_update_reading(c);
+    close_if_done(c);
+  }
+}
+
+int conn_ring_start(gkcd_conn *c, proto_ring *ring, size_t map_bytes, size_t then) {
+  if (c->ring) return -1;
+  c->ring = ring;
+  c->ring_map_bytes = map_bytes;
+  c->sock_pend = c->npend + then;
+  ring->sock = c->sock_pend ? -1 : c->fd;
+  c->fd_msgs_seen = 0;
+  c->set->nrings++;
+  watch(c);
+  return 0;
+}
+
+int conn_rings_poll(gkcd_conns *set, int polling) {
+  int busy = 0;
+  set->rings_polled = polling;
+  if (!set->nrings) return 0;
+  for (gkcd_conn *c = set->head, *next; c; c = next) {
+    next = c->next;
+    if (!c->ring || c->closing) continue;
+    int data = c->reading && !c->peer_closed, room = c->npend && !c->sock_pend && !c->wbusy;
+    int ready;
+    if (polling) {
+      (void)proto_ring_want(c->ring, 0);
+      ready = (data && proto_ring_avail(c->ring) != 0) || (room && proto_ring_room(c->ring) != 0);
+    } else {
+      ready = proto_ring_want(c->ring, (data ? PROTO_RING_WANT_DATA : 0) |
+                                           (room ? PROTO_RING_WANT_ROOM : 0)) != 0;
+    }
+    if (!ready) continue;
+    c->refs++; /* serving it may close it */
+    ring_service(c);
+    conn_unref(c);
+    busy = 1;
+  }
+  return busy;
+}
+
 static void on_poll(uv_poll_t *h, int status, int events) {
   gkcd_conn *c = h->data;
   if (status < 0) {
@@ -718,6 +868,11 @@ static void on_poll(uv_poll_t *h, int status, int events) {
     return;
   }
   if ((events & UV_WRITABLE) && c->npend) write_pending(c);
+  if (c->ring) {
+    if (!c->closing && (events & UV_READABLE)) sock_drain(c);
+    if (!c->closing) ring_service(c);
+    return;
+  }
   if (c->closing || !(events & UV_READABLE) || !c->reading || c->rbusy) return;
   if (read_some(c) != 0) return;
   if (c->peer_closed || c->wait_mem) watch(c);
@@ -752,7 +907,7 @@ static void on_reader_done(reader_task *t);
 static void hand_off(gkcd_conn *c) {
   gkcd_conns *set = c->set;
   if (c->rbusy || c->closing || !c->reading || !c->taking || c->peer_closed || c->wait_mem ||
-      c->close_when_flushed)
+      c->close_when_flushed || c->ring)
     return;
   if (!set->readers.started || c->need < BUFPOOL_MIN || c->need <= c->len ||
       c->need - c->len < READER_MIN_REST)
@@ -866,7 +1021,8 @@ static void on_writer_done(reader_task *t);
  * it went. */
 static int hand_off_write(gkcd_conn *c) {
   gkcd_conns *set = c->set;
-  if (c->wbusy || c->closing || !set->readers.started || !c->npend) return 0;
+  if (c->wbusy || c->closing || !set->readers.started || !c->npend || (c->ring && !c->sock_pend))
+    return 0;
   const uv_buf_t *h = &c->pend[0];
   if (h->len - c->pend_off < WRITER_MIN_REST) return 0;
   reader_task *t = &c->wt;

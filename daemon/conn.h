@@ -37,6 +37,7 @@
 #include "bufpool.h"
 #include "config.h"
 #include "proto_frame.h"
+#include "proto_ring.h"
 #include "reader.h"
 
 typedef struct gkcd_conn gkcd_conn;
@@ -116,6 +117,13 @@ struct gkcd_conn {
   size_t npend, pend_cap;
   gkcd_conn *next_dirty;
   int dirty;
+  /* The shared-memory ring (conn_ring_start), or NULL: the socket then
+   * carries only doorbells and descriptors, after the sock_pend replies
+   * still due on it. */
+  proto_ring *ring;
+  size_t ring_map_bytes; /* its mapping's length (munmapped at close) */
+  size_t sock_pend;      /* pending replies (pend entries) that go on the socket first */
+  uint32_t fd_msgs_seen; /* the client's descriptor count when the socket was last read */
   gkcd_conn *prev, *next;
   max_align_t owner[]; /* the owner's, gkcd_conns.owner_size bytes (conn_owner) */
 };
@@ -142,6 +150,9 @@ struct gkcd_conns {
   int paused_full;     /* some connections are unread because the queues were full */
   int paused_mem;      /* some connections are unread for lack of memory budget */
   int paused_held;     /* some connections were released from held (conn_hold) */
+  size_t nrings;       /* connections with a ring (conn_ring_start) */
+  int rings_polled;    /* the loop polls the rings now: no doorbells wanted */
+  uint64_t ring_corrupt; /* connections closed for a ring that broke its bounds */
   gkcd_conn *overdraft; /* may finish receiving a request past the budget */
   reader_pool readers; /* receive big frames' rest off the loop (conn_start_readers) */
   int linger_fds[CONN_LINGER_MAX]; /* refused connections, closed by the sweep */
@@ -162,6 +173,19 @@ void conn_hold(gkcd_conn *c, int held);
 /* The owner's queues are full (1: no connection's frames are taken) or no
  * longer (0: those paused resume at the next conn_resume_paused). */
 void conn_set_full(gkcd_conns *set, int full);
+
+/* From now on c's frames come from ring (mapped at ring->base, map_bytes
+ * long; taken over: unmapped when c closes) and its replies go to it,
+ * except those queued now and the next `then` reply buffers, which still
+ * go on the socket (the answer to the request that set the ring up).  0;
+ * -1 when c has a ring already. */
+int conn_ring_start(gkcd_conn *c, proto_ring *ring, size_t map_bytes, size_t then);
+/* Once per loop iteration (server_run): polling 1 when the loop is about
+ * to poll without sleeping (the rings' flags cleared: clients ring no
+ * doorbell), 0 when it may sleep (each ring's WANT_* flags set as its
+ * connection waits).  Either way, serves each ring with something to do
+ * now; 1 when one had (the loop must not sleep this time). */
+int conn_rings_poll(gkcd_conns *set, int polling);
 
 /* Takes a freshly accepted descriptor: refused (and closed, or kept open a
  * moment to say why) or served. */

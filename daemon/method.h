@@ -58,6 +58,8 @@ typedef struct {
   char *(*metrics)(void *srv, size_t *len);
   gkcd_residents *res;
   res_owner *asker;
+  struct gkcd_conn *conn; /* the asking connection (ring_register hands it its ring) */
+  int rings;              /* gkcd offers rings (--rings, resolved) */
 } method_env;
 
 typedef struct gkcd_method {

@@ -76,6 +76,17 @@ static int p_level(const opt_def *d, const char *v, void *f, char *why, size_t n
   return 0;
 }
 
+static int p_rings(const opt_def *d, const char *v, void *f, char *why, size_t n) {
+  int r = !strcmp(v, "on") ? 1 : !strcmp(v, "off") ? 0 : !strcmp(v, "auto") ? -1 : -2;
+  if (r == -2) {
+    snprintf(why, n, "on, off or auto");
+    return -1;
+  }
+  *(int *)f = r;
+  (void)d;
+  return 0;
+}
+
 static int p_int(const opt_def *d, const char *v, void *f, char *why, size_t n) {
   char *end;
   errno = 0;
@@ -213,6 +224,8 @@ static const opt_def table[] = {
      "fair-share weights by user, e.g. alice:2,bob:1 (default 1)"},
     {"spin-us", p_int, F(spin_us), 0, 100000, "USEC",
      "after a request, the worker and the event loop poll this\nlong for more work before they sleep, so back-to-back\nrequests skip thread wake-ups; the loop also polls until\nthis long past the predicted end of a running request\nthat is predicted to take at most 10 times it (default\n100 with 4 or more CPUs, else 0)"},
+    {"rings", p_rings, F(rings), 0, 0, "on|off|auto",
+     "offer clients shared-memory rings (ring_register): their\nframes skip the socket; auto: when --spin-us is above 0,\nthe loop then polls the rings instead of waiting for a\ndoorbell (default auto)"},
     {"devices", p_devices, F(devices), 0, 0, "LIST",
      "GPUs to serve from, by number as CUDA_VISIBLE_DEVICES leaves\nthem, e.g. 0,2 (default: every visible GPU)"},
     {"cpu-devices", p_int, F(cpu_devices), 1, GKCD_MAX_DEVICES, "N",
@@ -262,6 +275,10 @@ static void defaults(gkcd_config *cfg) {
    * takes the CPU from the event loop and the clients (on 2 CPUs it made a
    * local client's round trip 20 us slower while saving 5 us of wake-up). */
   cfg->spin_us = ncpu >= 4 ? 100 : 0;
+  /* A ring beats the socket when the loop polls it (2-core machine,
+   * 2026-11-29: 18 against 26 us with --spin-us 50); asleep, each request
+   * still rings a doorbell both ways, and it was no faster. */
+  cfg->rings = -1;
 }
 
 static void usage(void) {

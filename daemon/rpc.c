@@ -280,7 +280,8 @@ static void answer(gkcd_conn *c, const gkcd_method *row, const proto_request *re
     return;
   }
   if (row->no_args) metrics_count(&srv->metrics, req->method, 0);
-  method_env env = {srv, srv->be->name, status_cb, metrics_cb, &srv->res, &client_of(c)->owns};
+  method_env env = {srv, srv->be->name, status_cb, metrics_cb, &srv->res, &client_of(c)->owns, c,
+                    srv->cfg.rings > 0 || (srv->cfg.rings < 0 && srv->cfg.spin_us > 0)};
   msgpack_sbuffer sb;
   msgpack_packer pk;
   result_begin(&sb, &pk, req->msgid);

@@ -1,5 +1,6 @@
 /* server_loop.c: the loop's run (server_run, with --spin-us polling and
- * server_expect's hints) and its end once a drain has nothing left
+ * server_expect's hints, the shared-memory rings polled while it spins and
+ * their doorbells asked for before it sleeps) and its end once a drain has nothing left
  * (server_maybe_finish).  Apart from server.c, which wires rpc.c in, so that
  * rpc.c can call these without a circle. */
 #include <sched.h>
@@ -46,9 +47,14 @@ void server_run(gkcd_server *srv) {
     uint64_t now = spin_ns ? now_ns() : 0;
     if (spin_ns && (now < until || now < srv->expect_ns)) {
       srv->polling = 1;
+      (void)conn_rings_poll(&srv->conns, 1); /* clients ring no doorbell meanwhile */
       alive = uv_run(srv->loop, UV_RUN_NOWAIT);
       srv->polling = 0;
       sched_yield(); /* the CPU goes to whoever else needs it first */
+    } else if (conn_rings_poll(&srv->conns, 0)) {
+      /* A ring had work after all (it arrived as its flags went up): what
+       * it started is looked at before sleeping. */
+      alive = uv_run(srv->loop, UV_RUN_NOWAIT);
     } else {
       alive = uv_run(srv->loop, UV_RUN_ONCE);
     }

@@ -224,7 +224,7 @@ void status_pack(gkcd_server *srv, msgpack_packer *pk) {
 
   const gkcd_config *cfg = &srv->cfg;
   proto_pack_cstr(pk, "limits");
-  msgpack_pack_map(pk, 21);
+  msgpack_pack_map(pk, 22);
   kv_u64(pk, "max_request_bytes", cfg->max_request_bytes);
   kv_u64(pk, "max_conn_pinned", cfg->max_conn_pinned);
   kv_u64(pk, "max_queue", cfg->max_queue);
@@ -246,6 +246,8 @@ void status_pack(gkcd_server *srv, msgpack_packer *pk) {
   kv_dbl(pk, "slice_us", cfg->slice_us);
   kv_u64(pk, "streams", (uint64_t)cfg->streams);
   kv_u64(pk, "spin_us", (uint64_t)cfg->spin_us);
+  /* 1 when ring_register is answered (--rings, auto resolved) */
+  kv_u64(pk, "rings", cfg->rings > 0 || (cfg->rings < 0 && cfg->spin_us > 0));
 }
 
 char *status_metrics(void *arg, size_t *len) {

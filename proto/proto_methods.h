@@ -27,7 +27,8 @@
   XX(RELEASE, "release")         \
   XX(SOLVE, "solve")             \
   XX(BATCH, "batch")             \
-  XX(METRICS, "metrics")
+  XX(METRICS, "metrics")         \
+  XX(RING_REGISTER, "ring_register")
 
 typedef enum {
 #define PROTO__M_ENUM(name, str) PROTO_M_##name,

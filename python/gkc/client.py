@@ -14,13 +14,14 @@ from __future__ import annotations
 import os
 import socket
 import threading
+import time
 from typing import Any, Dict, Optional
 
-from . import _reconnect, errors
+from . import _reconnect, _ring, errors
 from ._api import Api, Decode
 from ._arena import Staged
 from ._rpc import Frame, Rpc, closed_error, outcome
-from ._transport import connect_socket, send_parts, socket_path
+from ._transport import connect_socket, make_memfd, send_parts, socket_path
 
 
 def in_flight(message: str) -> errors.Error:
@@ -35,7 +36,8 @@ class Connection(Api):
 
     def __init__(self, path: Optional[str] = None, timeout: Optional[float] = None, *,
                  shm: Optional[bool] = None, shm_threshold: Optional[int] = None,
-                 shm_max_bytes: Optional[int] = None, reconnect: Any = None) -> None:
+                 shm_max_bytes: Optional[int] = None, reconnect: Any = None,
+                 ring: Optional[bool] = None) -> None:
         """path: the socket (default as libgkc); timeout: seconds to wait for
         any one reply (None: no limit), after which gkc.Timeout is raised and
         the connection is closed.  shm: big arrays through shared memory
@@ -47,7 +49,10 @@ class Connection(Api):
         (gkc._reconnect): None ($GKC_RECONNECT, else 6 tries from 100 ms),
         an int of tries, (tries, backoff_ms), (tries, backoff_ms, True) to
         let an idempotent call in flight be sent once more, or False
-        (never).  Keywords given win over the environment."""
+        (never).  ring: requests and replies through a shared-memory ring
+        (gkc._ring; default on, unless GKC_NO_RING=1), set up at the first
+        call; a gkcd that has none leaves the connection on the socket.
+        Keywords given win over the environment."""
         super().__init__(shm, shm_threshold, shm_max_bytes)
         self._policy = _reconnect.policy(reconnect)
         self._timeout = timeout
@@ -63,6 +68,44 @@ class Connection(Api):
         self._lock = threading.Lock()
         self._broken: Optional[errors.Error] = None
         self.closed = False
+        self._ring_choice = ring
+        self._ring_want = _ring.wanted(ring)
+        self._ring: Optional[_ring.Ring] = None
+
+    @property
+    def ring_active(self) -> bool:
+        """Whether this connection's frames go through a shared-memory ring now."""
+        return self._ring is not None
+
+    def _ring_end(self) -> None:
+        if self._ring is not None:
+            self._ring.close()
+            self._ring = None
+
+    def _ring_start(self) -> None:
+        """Sets a ring up (with the lock held, nothing in flight): on any
+        refusal the connection stays on the socket for good."""
+        self._ring_want = False
+        sq = cq = _ring.DEFAULT_BYTES
+        try:
+            fd, mm = make_memfd(_ring.layout_bytes(sq, cq), "gkc-ring")
+        except errors.Error:
+            return
+        try:
+            _ring.init_header(mm)
+            msgid, frame = self._rpc.request("ring_register", {"sq_bytes": sq, "cq_bytes": cq})
+            failure = self._send(frame, fd)
+            fd = -1  # _send closed it
+            err, res = self._wait(msgid, failure)
+            if err is None and isinstance(res, dict) and res.get("ring") is True \
+                    and res.get("sq_bytes") == sq and res.get("cq_bytes") == cq:
+                self._ring = _ring.Ring(self._sock, mm, sq, cq, _ring.spin_us())
+                mm = None
+        finally:
+            if fd >= 0:
+                os.close(fd)
+            if mm is not None:
+                mm.close()
 
     def __enter__(self) -> "Connection":
         return self
@@ -77,6 +120,7 @@ class Connection(Api):
         if not self.closed:
             self.closed = True
             self._sock.close()
+            self._ring_end()
             self._forget_all()
             self._arena.close()
             self._orphans.clear()
@@ -90,6 +134,7 @@ class Connection(Api):
             # Kept for reconnecting: the objects stay known (to be named
             # stale), only the socket goes.
             self._sock.close()
+            self._ring_end()
         return e
 
     def _revive(self) -> None:
@@ -100,6 +145,10 @@ class Connection(Api):
         if self._broken is None:
             if not _reconnect.idle_gone(self._sock):
                 return
+            if self._ring is not None:  # its socket carries doorbells: only its end matters
+                if not self._ring.gone():
+                    return
+                self._broken = closed_error("gkcd closed the connection")
             # Idle, yet readable: the end of the stream, or gkcd's word before it.
             try:
                 data = self._sock.recv(65536, socket.MSG_DONTWAIT)
@@ -117,6 +166,8 @@ class Connection(Api):
             elif self._broken is None:
                 self._broken = closed_error("gkcd closed the connection")
             self._sock.close()
+        self._ring_end()
+        self._ring_want = _ring.wanted(self._ring_choice)  # the new connection may take one
         old = self._instance
         sock, inst, shared = _reconnect.connect_again(self.path, self._policy, self._broken.message, 0)
         sock.settimeout(self._timeout)
@@ -160,6 +211,8 @@ class Connection(Api):
                     raise type(self._broken)(self._broken.message, code=self._broken.code)
                 if self.closed:
                     raise closed_error("the connection is closed")
+                if self._ring_want and self._ring is None:
+                    self._ring_start()
                 msgid, frame = self._rpc.request(method, params)
                 sending, fd = fd, None
                 failure = self._send(frame, sending)
@@ -185,7 +238,12 @@ class Connection(Api):
         or said why it closes (too_many_connections, timeout) first."""
         try:
             try:
-                send_parts(self._sock, frame.parts, fd)
+                if self._ring is not None:
+                    if fd is not None:
+                        self._ring.pass_fd(fd)
+                    self._ring.send(frame.parts, self._deadline())
+                else:
+                    send_parts(self._sock, frame.parts, fd)
             finally:
                 if fd is not None:
                     os.close(fd)
@@ -196,9 +254,13 @@ class Connection(Api):
         return None
 
     def _wait(self, msgid: int, failure: Optional[str] = None) -> Any:
+        deadline = self._deadline()
         while msgid not in self._replies:
             try:
-                n = self._sock.recv_into(self._rpc.buffer())
+                if self._ring is not None:
+                    n = self._ring.recv_into(self._rpc.buffer(), deadline)
+                else:
+                    n = self._sock.recv_into(self._rpc.buffer())
             except socket.timeout:
                 raise self._fail(errors.Timeout("no reply from gkcd within the timeout"))  # type: ignore[attr-defined]
             except OSError as e:
@@ -220,11 +282,15 @@ class Connection(Api):
                     raise ended
         return self._replies.pop(msgid)
 
+    def _deadline(self) -> Optional[float]:
+        return None if self._timeout is None else time.monotonic() + self._timeout
+
 
 def connect(path: Optional[str] = None, timeout: Optional[float] = None, *,
             shm: Optional[bool] = None, shm_threshold: Optional[int] = None,
-            shm_max_bytes: Optional[int] = None, reconnect: Any = None) -> Connection:
+            shm_max_bytes: Optional[int] = None, reconnect: Any = None,
+            ring: Optional[bool] = None) -> Connection:
     """A blocking :class:`Connection` to gkcd (a context manager); the
     keywords as for :class:`Connection`."""
     return Connection(path, timeout, shm=shm, shm_threshold=shm_threshold,
-                      shm_max_bytes=shm_max_bytes, reconnect=reconnect)
+                      shm_max_bytes=shm_max_bytes, reconnect=reconnect, ring=ring)

@@ -13,6 +13,13 @@ import pytest
 import gkc
 
 
+@pytest.fixture(autouse=True)
+def _no_ring(monkeypatch):
+    # The stand-in answers each request in turn: the ring_register a
+    # connection sends first would take the first answer.  Rings: test_ring.py.
+    monkeypatch.setenv("GKC_NO_RING", "1")
+
+
 class Notifier:
     """A Unix socket server that answers the first request it reads with the
     given messages, then closes, like gkcd refusing or timing out a client."""

@@ -148,6 +148,9 @@ static void *client_main(void *vp) {
     TCHECK(0, "client %d: connect: %s", a->id, gkc_errmsg(c));
     return NULL;
   }
+  /* The socket: reader and writer threads move socket bytes; a ring's
+   * bytes are copied by the loop (e2e_ring). */
+  gkc_set_ring(c, 0);
   gkc_set_shm(c, GKC_SHM_OFF, 0);
   for (int r = 0; r < a->rounds; r++) {
     /* 1.5-3 MiB arrays, all different: axpby frames of 3-6 MiB; kept small
