@@ -284,6 +284,10 @@ static double spectral_radius(const cpu_amg *h, const level *L) {
   for (int c = 0; c < SLICES; c++) {
     double s = 0;
     for (int32_t i = (int32_t)((int64_t)n * c / SLICES); i < (int32_t)((int64_t)n * (c + 1) / SLICES); i++) {
+      /* values in [0.5, 1.5) with mixed signs: a one-signed start is
+       * nearly orthogonal to an M-matrix's oscillating top eigenvector
+       * (1138_bus: 1.961 after 15 steps against rho 1.99987; mixed 1.967;
+       * the 2-D Laplacian's 1.86 against 1.90).  gkcu_amg.cu starts the same. */
       uint32_t hsh = (uint32_t)i * 2654435761u;
       double x = ((double)(hsh >> 8) / 16777216.0 + 0.5) * (hsh & 0x80 ? -1.0 : 1.0);
       u[i] = x * sqrt(fabs(dinv[i]));

@@ -207,7 +207,11 @@ __global__ void __launch_bounds__(RT) k_rho_start(int n, const int *__restrict__
     for (int j = rp[i]; j < rp[i + 1]; j++)
       if (ci[j] == i) d += (double)va[j];
     const double da = d == 0 || !isfinite(d) ? 0.0 : fabs(1.0 / d);
-    const double x = (double)((unsigned)(i * 2654435761u) >> 8) / 16777216.0 + 0.5;
+    /* cpu_amg.c's start, bit for bit: values in [0.5, 1.5), the signs
+     * mixed (a one-signed start is nearly orthogonal to the oscillating
+     * top eigenvector of an M-matrix and approaches rho slowly) */
+    const unsigned hsh = (unsigned)i * 2654435761u;
+    const double x = ((double)(hsh >> 8) / 16777216.0 + 0.5) * (hsh & 0x80u ? -1.0 : 1.0);
     dabs[i] = da;
     u[i] = x * sqrt(da);
     s += x * x;
