@@ -93,15 +93,21 @@ int validate_spmv(gkcd_job *job) {
  * request's values once the indices are known to be in range; values in a
  * client's region may change meanwhile, which changes only this figure. */
 static float pos_offdiag(const __typeof__(((gkcd_job *)0)->in.csr) *s) {
-  const int32_t *rp = s->row_ptr.ptr, *ci = s->col_idx.ptr;
-  const float *v32 = s->values.ptr;
-  const double *v64 = s->values.ptr;
+  /* the bins lie wherever msgpack put them: loads through memcpy */
+  const unsigned char *rp = s->row_ptr.ptr, *ci = s->col_idx.ptr, *vb = s->values.ptr;
   int f64 = s->values.dtype == DT_F64;
   double pos = 0, all = 0;
   for (int32_t i = 0; i < s->rows; i++)
-    for (int32_t k = rp[i]; k < rp[i + 1]; k++) {
-      if (ci[k] == i) continue;
-      double v = f64 ? v64[k] : (double)v32[k];
+    for (int32_t k = load_i32(rp, i), end = load_i32(rp, i + 1); k < end; k++) {
+      if (load_i32(ci, k) == i) continue;
+      double v;
+      if (f64) {
+        memcpy(&v, vb + 8 * (size_t)k, 8);
+      } else {
+        float f;
+        memcpy(&f, vb + 4 * (size_t)k, 4);
+        v = f;
+      }
       if (!(v == v)) continue; /* a NaN is the solve's to report */
       all += fabs(v);
       if (v > 0) pos += v;
