@@ -259,5 +259,6 @@ int main(int argc, char **argv) {
   gkc_close(cs);
   gkc_close(cr);
   close(efd);
+  for (int s = 0; s < NSHAPES; s++) free(sh[s].lat);
   return 0;
 }

@@ -75,7 +75,7 @@ fi
 # most two minutes).  Runs with no arguments or when they mention "fuzz"
 # (tests/run.sh -L fuzz); skipped for other selections (e.g. -L e2e).
 run_fuzz() {
-  CC=clang targets="fuzz_request make_corpus" build_variant fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  CC=clang targets="fuzz_request fuzz_ring make_corpus" build_variant fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DGKC_CUDA=OFF -DGKC_FUZZ=ON || return 1
   echo "=== fuzz: ctest -L fuzz"
   ctest --test-dir build/test-fuzz --output-on-failure -j "$jobs" -L fuzz
