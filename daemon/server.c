@@ -53,6 +53,16 @@ void server_close(gkcd_server *srv) {
   pthread_sigmask(SIG_BLOCK, &set, NULL); /* late signals wait, then are ignored (below) */
   uv_close((uv_handle_t *)&srv->sigint, NULL);
   uv_close((uv_handle_t *)&srv->sigterm, NULL);
+  /* libuv gave SIGINT and SIGTERM their default action back as their
+   * handles closed (just now, in uv_close).  A late one goes to any thread
+   * that has them unblocked, and not every thread is ours: OpenBLAS starts
+   * its pool from a library constructor, before main() blocked them.  So
+   * they are ignored at once, not after the teardown below (devices, the
+   * fd store: long enough for e2e_lifecycle's second SIGTERM to kill gkcd
+   * now and then).  Ignoring them also discards what is pending: we are
+   * exiting anyway. */
+  signal(SIGINT, SIG_IGN);
+  signal(SIGTERM, SIG_IGN);
   uv_close((uv_handle_t *)&srv->flush, NULL);
   uv_close((uv_handle_t *)&srv->sweep, NULL);
   notify_close(&srv->notify);
@@ -64,13 +74,6 @@ void server_close(gkcd_server *srv) {
   if (srv->stop_signal == SIGTERM) fdstore_save(&srv->res, srv->cfg.restore_max_bytes);
   devices_close(&srv->devs);
   uv_run(srv->loop, UV_RUN_DEFAULT);
-  /* libuv gave SIGINT and SIGTERM their default action back when their
-   * handles closed; a late one, blocked here but pending, would kill us
-   * with a non-zero status as soon as a thread with it unblocked runs
-   * (seen: the leak checker's tracer thread at exit under ASan).  Ignoring
-   * them now also discards what is pending: we are exiting anyway. */
-  signal(SIGINT, SIG_IGN);
-  signal(SIGTERM, SIG_IGN);
   res_free_all(&srv->res);
   job_set_out_alloc(NULL, NULL, NULL); /* the workers are gone */
   bufpool_destroy(&srv->bufpool);
