@@ -50,6 +50,7 @@
 
 static int big_n = 16384, many_n = 4096, many_count = 256, conns = 8, grid = 156, reps = 3,
            spmv_reps = 20, cg_iters = 200, fault_count = 40, fault_n = 512;
+static double hbm_gbs = 4800;
 static const char *sock_one, *sock_all, *sock_fault, *json_path;
 static FILE *json;
 static int json_items;
@@ -133,15 +134,22 @@ static double big(const char *sock) {
   float *a = randv(nn), *b = randv(nn), *c = floats(nn);
   gkc_conn *cn = connect_or_die(sock);
   double t[16];
+  gkc_info info;
   for (int r = 0; r <= reps; r++) { /* r == 0: warm-up */
     double t0 = bench_clock_s();
-    int rc = gkc_sgemm(cn, big_n, big_n, big_n, 1.0f, a, 0, b, 0, 0.0f, c, NULL, NULL);
+    int rc = gkc_sgemm(cn, big_n, big_n, big_n, 1.0f, a, 0, b, 0, 0.0f, c, NULL, &info);
     if (rc) {
       fprintf(stderr, "bench_multi: sgemm %d^3 on %s: %s\n", big_n, sock, gkc_errmsg(cn));
       exit(1);
     }
     if (r > 0) t[r - 1] = bench_clock_s() - t0;
   }
+  /* Where the last call's time went: the rest of the round trip is the
+   * client's (its copies into and out of the arena) and the transport. */
+  printf("  %s: (a) last call %.1f ms: gkcd %.1f (queue %.1f, worker %.1f: h2d %.1f, kernel %.1f, "
+         "d2h %.1f ms), %d device(s), algo %s\n", sock, t[reps - 1] * 1e3, info.server_us / 1e3,
+         info.queue_us / 1e3, info.worker_us / 1e3, info.h2d_us / 1e3, info.kernel_us / 1e3,
+         info.d2h_us / 1e3, info.device < 0 ? info.ndevices : 1, info.algo);
   if (sgemm_ok(big_n, a, b, c)) exit(1);
   gkc_close(cn);
   free(a);
@@ -158,6 +166,7 @@ typedef struct {
   const float *a, *b;
   int failed, lost, served;
   int expect_loss; /* (e): device_lost allowed once */
+  double rtt_s, server_us, worker_us, h2d_us, kernel_us, d2h_us; /* sums over served */
 } client;
 
 static void *many_client(void *arg) {
@@ -166,7 +175,15 @@ static void *many_client(void *arg) {
   float *c = floats(nn);
   gkc_conn *cn = connect_or_die(cl->sock);
   for (int i = 0; i < cl->count && !cl->failed; i++) {
-    int rc = gkc_sgemm(cn, cl->n, cl->n, cl->n, 1.0f, cl->a, 0, cl->b, 0, 0.0f, c, NULL, NULL);
+    gkc_info info;
+    double t0 = bench_clock_s();
+    int rc = gkc_sgemm(cn, cl->n, cl->n, cl->n, 1.0f, cl->a, 0, cl->b, 0, 0.0f, c, NULL, &info);
+    if (rc == 0) {
+      cl->rtt_s += bench_clock_s() - t0;
+      cl->server_us += info.server_us, cl->worker_us += info.worker_us, cl->kernel_us += info.kernel_us;
+      cl->h2d_us += info.h2d_us == info.h2d_us ? info.h2d_us : 0;
+      cl->d2h_us += info.d2h_us == info.d2h_us ? info.d2h_us : 0;
+    }
     if (rc == GKC_EDEVICE_LOST && cl->expect_loss && cl->lost == 0) {
       printf("  connection saw: %s\n", gkc_errmsg(cn));
       cl->lost++;
@@ -212,6 +229,8 @@ static double run_clients(const char *sock, int n, int total, int expect_loss, c
     out->failed += cl[i].failed;
     out->lost += cl[i].lost;
     out->served += cl[i].served;
+    out->rtt_s += cl[i].rtt_s, out->server_us += cl[i].server_us, out->worker_us += cl[i].worker_us;
+    out->h2d_us += cl[i].h2d_us, out->kernel_us += cl[i].kernel_us, out->d2h_us += cl[i].d2h_us;
   }
   free(cl);
   free(th);
@@ -225,6 +244,12 @@ static double many(const char *sock) {
   run_clients(sock, many_n, conns, 0, &sum); /* warm-up: one each */
   double dt = run_clients(sock, many_n, many_count, 0, &sum);
   if (sum.failed) exit(1);
+  if (sum.served > 0) { /* where a request's time went, means over the run */
+    double k = sum.served;
+    printf("  %s: (b) mean request %.2f ms: gkcd %.2f (worker %.2f: h2d %.2f, kernel %.2f, d2h %.2f ms)\n",
+           sock, sum.rtt_s / k * 1e3, sum.server_us / k / 1e3, sum.worker_us / k / 1e3, sum.h2d_us / k / 1e3,
+           sum.kernel_us / k / 1e3, sum.d2h_us / k / 1e3);
+  }
   return many_count / dt;
 }
 
@@ -496,6 +521,7 @@ static void usage(FILE *f) {
           "  --conns K        client connections for (b) and (e) (8)\n"
           "  --grid G         (c) 27-point stencil on G^3 (156: 101M nonzeros); 0 skips (c)\n"
           "  --spmv-reps R    (c) timed spmv calls (20)\n"
+          "  --hbm-gbs G      (c) the HBM bandwidth the CG floor is counted at (4800: H200)\n"
           "  --cg-iters I     (c) CG iterations (200)\n"
           "  --reps R         (a) timed repetitions (3)\n"
           "  --fault-count C  (e) requests per connection (40)\n"
@@ -533,6 +559,13 @@ int main(int argc, char **argv) {
     else if (!strcmp(o, "--all")) sock_all = v;
     else if (!strcmp(o, "--fault")) sock_fault = v;
     else if (!strcmp(o, "--json")) json_path = v;
+    else if (!strcmp(o, "--hbm-gbs")) {
+      hbm_gbs = strtod(v, &end);
+      if (*end || !(hbm_gbs > 0 && hbm_gbs < 1e6)) {
+        fprintf(stderr, "bench_multi: --hbm-gbs %s: want a bandwidth in GB/s, e.g. 4800\n", v);
+        return 2;
+      }
+    }
     else if (!slot) {
       fprintf(stderr, "bench_multi: unknown option %s\n", o);
       usage(stderr);
@@ -591,6 +624,20 @@ int main(int argc, char **argv) {
         row(cg, "iter/s", pw, f2.cg_its);
         snprintf(cg, sizeof cg, "(c) CG, single-device solver, marginal");
         row(cg, "iter/s", pm, f2.cg_marginal);
+        /* The memory floor of one CG iteration (float32 values, int32
+         * indices, float64 vectors): the matrix once (values and col_idx,
+         * row_ptr) and nine vector passes (the product reads p and writes
+         * q; x, r read and written; p read twice, q and r read once more),
+         * at the HBM bandwidth given (H200: 4.8 TB/s nominal). */
+        double bytes = (double)m.nnz * 8 + (double)(m.rows + 1) * 4 + (double)m.rows * 8 * 9;
+        double floor_its = hbm_gbs * 1e9 / bytes;
+        printf("(c) single-device CG: %.1f MB per iteration, floor %.0f iter/s at %.0f GB/s: "
+               "%.1f%% (marginal), %.1f%% (wall)\n", bytes / 1e6, floor_its, hbm_gbs,
+               100 * pm / floor_its, 100 * pw / floor_its);
+        if (json)
+          fprintf(json, "%s  \"(c) single-device CG, share of the HBM floor\": {\"bytes_per_iteration\": %.0f, "
+                  "\"hbm_gbs\": %.0f, \"floor_iter_s\": %.1f, \"marginal\": %.4f, \"wall\": %.4f}",
+                  json_items++ ? ",\n" : "", bytes, hbm_gbs, floor_its, pm / floor_its, pw / floor_its);
       }
       csr_free(&m);
     }

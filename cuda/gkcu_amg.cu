@@ -9,23 +9,11 @@
 
 #include "gkcu_amg.cuh"
 #include "gkcu_internal.h"
+#include "gkcu_width.h"
 
 namespace {
 
 inline size_t up256(size_t b) { return (b + 255) & ~(size_t)255; }
-
-/* Threads per row of a matrix (gkcu_solve.cu's rule for the solve's own):
- * one thread per row where rows are short and many (a warp then reads 32
- * rows' consecutive entries), else the smallest power of two >= the mean
- * row length, 2..32. */
-int pick_w(int32_t n, int64_t nnz, int32_t max_row) {
-  if (n < 1) return 1;
-  if (max_row <= 8 && n >= (1 << 18)) return 1;
-  double mean = (double)nnz / n;
-  int w = 2;
-  while (w < 32 && w < mean) w *= 2;
-  return w;
-}
 
 /* Walks the layout: each piece's offset from the start (at = running
  * total); with base set, the pointers too. */
@@ -33,6 +21,7 @@ struct carver {
   char *base;
   size_t at;
   bool overflow;
+  int sm_count; /* for the operators' row widths (0 when only sizing) */
   template <typename T>
   T *take(size_t count) {
     size_t b = count * sizeof(T);
@@ -75,7 +64,7 @@ void carve_mat(carver &c, gkcu_amg_mat *m, const gkcu_amg_csr *h) {
   int32_t mr = 0;
   for (int32_t i = 0; i < h->rows; i++)
     if (h->row_ptr[i + 1] - h->row_ptr[i] > mr) mr = h->row_ptr[i + 1] - h->row_ptr[i];
-  m->w = pick_w(h->rows, h->nnz, mr);
+  m->w = gkcu__row_width(c.sm_count, h->rows, h->nnz, mr);
 }
 
 /* The layout of d from base (NULL: sizes only); total bytes in c.at. */
@@ -123,7 +112,7 @@ cudaError_t put_mat(cudaStream_t s, const gkcu_amg_mat *m, const gkcu_amg_csr *h
 extern "C" size_t gkcu_amg_device_bytes(const gkcu_amg_desc *d) {
   if (!desc_ok(d)) return 0;
   gkcu_amg h;
-  carver c = {nullptr, 0, false};
+  carver c = {nullptr, 0, false, 0};
   carve(c, d, &h);
   return c.overflow ? 0 : c.at;
 }
@@ -136,7 +125,7 @@ extern "C" int gkcu_amg_upload(gkcu_ctx *ctx, const gkcu_amg_desc *d, void *dev,
   GKCU__CHECK_ARG(ctx, need > 0 && dev_bytes >= need);
   gkcu_amg *h = (gkcu_amg *)malloc(sizeof *h);
   if (!h) return gkcu__fail(ctx, GKC_EOUT_OF_MEMORY, "amg: out of host memory");
-  carver c = {(char *)dev, 0, false};
+  carver c = {(char *)dev, 0, false, ctx->sm_count};
   carve(c, d, h);
   /* the largest float array, for the staging buffer */
   size_t big = d->coarse_inv ? (size_t)d->nc * (size_t)d->nc : 0;

@@ -15,6 +15,7 @@
 
 #include "gkc_errors.h"
 #include "gkcu_internal.h"
+#include "gkcu_width.h"
 #include "gkcu_part.h"
 
 namespace {
@@ -191,10 +192,8 @@ extern "C" int gkcu_part_spmv(gkcu_ctx *ctx, int32_t rows, int64_t nnz, const in
   }
   GKCU__CHECK_ARG(ctx, nnz == 0 || (col_idx && values && x));
   GKCU__CHECK_ARG(ctx, xy == NULL || x != NULL);
-  /* lanes per row: the power of two nearest the mean row length, 1 to 32 */
-  int64_t mean = nnz / rows;
-  int w = 1;
-  while (w < 32 && w * 2 <= mean) w *= 2;
+  /* lanes per row: the vector rung's rule (the longest row is not known here) */
+  int w = gkcu__row_width(ctx->sm_count, rows, nnz, -1);
   unsigned int blocks = blocks_for(ctx, (int64_t)rows * w);
   double *partials = NULL;
   if (xy) {

@@ -16,6 +16,7 @@
 #include "gkcu_internal.h"
 #include "gkcu_solve.h"
 #include "gkcu_solve_kern.cuh"
+#include "gkcu_width.h"
 #include "gkcu_amg_cycle.cuh"
 
 using namespace gks;
@@ -79,19 +80,6 @@ struct solver {
   loop_cond cond;     /* set while the "while" body is captured */
   amg_cycle amg;      /* precond amg: the cycle's context */
 };
-
-/* Threads per row.  Short rows on a big matrix (max_row <= 8, 2^18 rows
- * or more: stencils): one thread per row, whose warp reads 32 consecutive
- * rows' entries (gkcu_spmv's scalar rule; 8 threads on a 5-point row left
- * 3 idle and cost half the bandwidth).  Otherwise the smallest power of
- * two >= the mean row length, 2..32. */
-int pick_w(int32_t n, int64_t nnz, int32_t max_row) {
-  if (max_row > 0 && max_row <= 8 && n >= (1 << 18)) return 1;
-  double mean = (double)nnz / n;
-  int w = 2;
-  while (w < 32 && w < mean) w *= 2;
-  return w;
-}
 
 template <typename TI, typename V>
 int launch_spmv_t(solver<V> *S, const TI *in, V *out, const void *b, const V *a0, const V *a1,
@@ -443,7 +431,7 @@ int solve_t(gkcu_ctx *ctx, const gkcu_solve_args *a, gkcu_solve_result *res) {
   w += up256(2 * MAX_BLOCKS * sizeof(double));
   S.v.hist = a->history ? (double *)w : nullptr;
 
-  S.w = pick_w(n, a->nnz, a->max_row);
+  S.w = gkcu__row_width(ctx->sm_count, n, a->nnz, a->max_row > 0 ? a->max_row : -1);
   S.amg = {ctx, a->amg, a->row_ptr, a->col_idx, a->values, S.w, S.v.st, S.v.part,
            ctx->sm_count > 0 ? ctx->sm_count : 1};
   int sms = ctx->sm_count > 0 ? ctx->sm_count : 1;

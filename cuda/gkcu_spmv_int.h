@@ -12,6 +12,7 @@
 #include <limits.h>
 
 #include "gkcu_internal.h"
+#include "gkcu_width.h"
 
 namespace gkspmv {
 
@@ -34,21 +35,9 @@ inline int check_args(gkcu_ctx *ctx, int rows, int cols, long long nnz, const in
   return 0;
 }
 
-/* The vector rung's group width (also the float64 kernels' of
- * gkcu_spmv_typed.cu), from the lab runs in bench/RESULTS.md: the power of two
- * nearest (in log scale) to the larger of
- *   - mean row length / 6: on big matrices a thread should take several
- *     nonzeros of its row (5-point stencil: 2; 27-point: 4), and
- *   - device threads / rows: small matrices need wide groups to fill the
- *     chip at all (bcsstk13, 2003 rows: 32),
- * clamped to 2..32. */
+/* The vector rung's group width (also the float64 kernels'): gkcu_width.h. */
 inline int vector_width(int sm_count, int rows, long long nnz) {
-  double by_len = (double)nnz / (double)rows / 6.0;
-  double by_fill = (double)sm_count * 2048.0 / (double)rows;
-  double want = by_len > by_fill ? by_len : by_fill;
-  int w = 2;
-  while (w < 32 && want > w * 1.41421356) w *= 2;
-  return w;
+  return gkcu__vector_width(sm_count, rows, nnz);
 }
 
 /* The balanced shape the public entry points use for rows x nnz (a plan

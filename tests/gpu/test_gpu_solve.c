@@ -401,16 +401,18 @@ static void test_outcomes(gpu_rng *rng) {
 /* poll() stops a solve that would never converge; the count is exact. */
 static void test_poll(gpu_rng *rng, int short_run) {
   gpu_csr L = {0};
-  /* rtol 0 ends when ||r|| underflows: ~15000 iterations away on 128^2.
-   * On 1024^2 the 30 ms stop comes long before CG gets near the solution,
-   * so consecutive iterates differ far more than two runs' iterates at the
-   * same step: an iteration count off by one shows in x. */
-  ASSERT_EQ(gpu_csr_stencil2d(&L, short_run ? 128 : 1024), 0);
+  /* rtol 0 ends when ||r|| underflows.  The stop must come long before CG
+   * gets near the solution, so that consecutive iterates differ far more
+   * than two runs' iterates at the same step and an iteration count off by
+   * one shows in x: 1024^2 with 30 ms, or (short) 512^2 with 5 ms.  128^2
+   * with 30 ms was not: an H200 ran ~2,200 iterations there, to residuals
+   * of 1e-75 where x no longer moves and the histories are noise. */
+  ASSERT_EQ(gpu_csr_stencil2d(&L, short_run ? 512 : 1024), 0);
   dmat d = upload(&L);
   float *b = random_vec(L.rows, rng);
   int reasons[2] = {GKCU_SOLVE_DEADLINE, GKCU_SOLVE_CANCELLED};
   for (int k = 0; k < 2; k++) {
-    poller pl = {0, 30, reasons[k], 0};
+    poller pl = {0, short_run ? 5 : 30, reasons[k], 0};
     gpu_out g = run_gpu(&d, GKCU_SOLVE_CG, b, 0.0, 200000, &pl);
     CHECK(g.rc == 0 && g.r.reason == reasons[k] && g.r.iterations > 0 &&
               g.r.iterations < 200000 && pl.calls > 0,
@@ -424,6 +426,11 @@ static void test_poll(gpu_rng *rng, int short_run) {
       for (int32_t i = 0; i < L.rows; i++)
         dx += ((double)g.x[i] - c.x[i]) * ((double)g.x[i] - c.x[i]), nx += (double)c.x[i] * c.x[i];
       int64_t it = g.r.iterations;
+      /* the premise above: still far from the solution when stopped */
+      CHECK(g.hist[it - 1] > 1e-9 * g.hist[0],
+            "poll: stopped after %lld iterations at residual %.3e of the first: too near the "
+            "solution for an off-by-one count to show (a larger grid or an earlier stop)",
+            (long long)it, g.hist[it - 1] / g.hist[0]);
       CHECK(c.r.iterations == it && sqrt(dx) <= 1e-5 * sqrt(nx) &&
                 fabs(g.hist[it - 1] - c.hist[it - 1]) <= 1e-5 * c.hist[it - 1],
             "poll: after %lld iterations x differs from cpu's by %.3e (rel), history %.9e vs "
