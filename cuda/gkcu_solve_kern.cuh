@@ -206,8 +206,12 @@ __device__ void reduce_finish(state *st, double *part, int stage, int pcg, doubl
  * NULL (nd = 1: d1 not wanted), y as stored (the dots describe the vectors
  * the next kernels read).  Iteration stages return at once once the solve
  * has stopped. */
+/* At most 32 registers (2048 / NT blocks an SM): at 40 the product ran at
+ * 75% occupancy, and CG on the 27-point stencil 156^3 (H200) did 2,535
+ * iterations/s; at full occupancy 3,380 (bench/gpu/module_ab.sh, no spill;
+ * unrolling the row loop by 4 as well gained nothing). */
 template <int W, typename TI, typename V>
-__global__ void __launch_bounds__(NT)
+__global__ void __launch_bounds__(NT, 2048 / NT)
     k_spmv(int n, const int *__restrict__ rp, const int *__restrict__ ci,
            const float *__restrict__ va, const TI *__restrict__ in, V *out,
            const float *__restrict__ b, const double *__restrict__ b64, const V *a0, const V *a1,
