@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #include "gkcu.h"
+#include "cuda_ring.h"
 #include "gkcu_amg.h"
 
 /* Where the hierarchy's device memory comes from (the backend's device
@@ -36,7 +37,9 @@ typedef struct cuda_amg cuda_amg;
 
 /* Builds the hierarchy of the n x n matrix on the device (rp, ci, va: ctx's
  * device, the structure validated when it was uploaded), cpu_amg's setup on
- * nthreads OpenMP threads (<= 0: all).  0 with *out set, or a negative gkc
+ * nthreads OpenMP threads (<= 0: all); the copies both ways go through ring
+ * (a slot's, on ctx's stream) when given, else through the driver's
+ * pageable path.  0 with *out set, or a negative gkc
  * error with msg set:
  *   GKC_EINVALID_ARGUMENT  an empty row or a zero (non-finite) diagonal:
  *                          *bad_row names it;
@@ -46,7 +49,7 @@ typedef struct cuda_amg cuda_amg;
  *                          checks whether the context survived). */
 int cuda_amg_build(gkcu_ctx *ctx, const cuda_amg_mem *mem, int32_t n, int64_t nnz,
                    const int32_t *rp, const int32_t *ci, const float *va, int nthreads,
-                   cuda_amg **out, int32_t *bad_row, char *msg, size_t msglen);
+                   cuda_ring *ring, cuda_amg **out, int32_t *bad_row, char *msg, size_t msglen);
 
 const gkcu_amg *cuda_amg_dev(const cuda_amg *h);
 int cuda_amg_levels(const cuda_amg *h);

@@ -78,7 +78,7 @@ static const gkcu_amg *amg_for(cuda_impl *impl, cuda_slot *s, gkcd_job *job) {
   cuda_amg *h = NULL;
   int32_t bad = -1;
   char msg[sizeof job->errmsg];
-  int rc = cuda_amg_build(s->ctx, &mem, v->n, v->nnz, v->row_ptr, v->col_idx, v->values, 0, &h,
+  int rc = cuda_amg_build(s->ctx, &mem, v->n, v->nnz, v->row_ptr, v->col_idx, v->values, 0, &s->ring, &h,
                           &bad, msg, sizeof msg);
   if (rc == GKC_EDEVICE_ERROR) {
     cudaError_t e = cudaStreamSynchronize(s->stream);

@@ -90,20 +90,22 @@ void carve(carver &c, const gkcu_amg_desc *d, gkcu_amg *h) {
   }
 }
 
-/* n doubles to float32 at dst (device), through the host buffer tmp. */
-cudaError_t put_f32(cudaStream_t s, float *dst, const double *src, size_t n, float *tmp) {
-  if (!n) return cudaSuccess;
-  for (size_t i = 0; i < n; i++) tmp[i] = (float)src[i];
-  /* pageable: the call returns once tmp has been staged, so tmp is free again */
-  return cudaMemcpyAsync(dst, tmp, n * sizeof(float), cudaMemcpyHostToDevice, s);
-}
+/* The upload's copies, through the caller's h2d or cudaMemcpyAsync. */
+struct copier {
+  cudaStream_t s;
+  gkcu_amg_h2d_fn h2d;
+  void *arg;
+  cudaError_t put(void *dst, const void *src, size_t n) const {
+    if (!n) return cudaSuccess;
+    if (h2d) return (cudaError_t)h2d(arg, dst, src, n);
+    return cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, s);
+  }
+};
 
-cudaError_t put_mat(cudaStream_t s, const gkcu_amg_mat *m, const gkcu_amg_csr *h, float *tmp) {
-  cudaError_t e = cudaMemcpyAsync(m->rp, h->row_ptr, ((size_t)h->rows + 1) * sizeof(int),
-                                  cudaMemcpyHostToDevice, s);
-  if (e == cudaSuccess && h->nnz)
-    e = cudaMemcpyAsync(m->ci, h->col_idx, (size_t)h->nnz * sizeof(int), cudaMemcpyHostToDevice, s);
-  if (e == cudaSuccess) e = put_f32(s, m->va, h->values, (size_t)h->nnz, tmp);
+cudaError_t put_mat(const copier &cp, const gkcu_amg_mat *m, const gkcu_amg_csr *h) {
+  cudaError_t e = cp.put(m->rp, h->row_ptr, ((size_t)h->rows + 1) * sizeof(int));
+  if (e == cudaSuccess) e = cp.put(m->ci, h->col_idx, (size_t)h->nnz * sizeof(int));
+  if (e == cudaSuccess) e = cp.put(m->va, h->values, (size_t)h->nnz * sizeof(float));
   return e;
 }
 
@@ -117,8 +119,8 @@ extern "C" size_t gkcu_amg_device_bytes(const gkcu_amg_desc *d) {
   return c.overflow ? 0 : c.at;
 }
 
-extern "C" int gkcu_amg_upload(gkcu_ctx *ctx, const gkcu_amg_desc *d, void *dev, size_t dev_bytes,
-                               gkcu_amg **out) {
+extern "C" int gkcu_amg_upload(gkcu_ctx *ctx, const gkcu_amg_desc *d, gkcu_amg_h2d_fn h2d, void *h2d_arg,
+                               void *dev, size_t dev_bytes, gkcu_amg **out) {
   GKCU__CHECK_ARG(ctx, out && dev && ((uintptr_t)dev & 255) == 0);
   *out = nullptr;
   size_t need = gkcu_amg_device_bytes(d);
@@ -127,35 +129,21 @@ extern "C" int gkcu_amg_upload(gkcu_ctx *ctx, const gkcu_amg_desc *d, void *dev,
   if (!h) return gkcu__fail(ctx, GKC_EOUT_OF_MEMORY, "amg: out of host memory");
   carver c = {(char *)dev, 0, false, ctx->sm_count};
   carve(c, d, h);
-  /* the largest float array, for the staging buffer */
-  size_t big = d->coarse_inv ? (size_t)d->nc * (size_t)d->nc : 0;
-  for (int l = 0; l < d->nlev; l++) {
-    const gkcu_amg_level_desc *D = &d->lev[l];
-    size_t m = (size_t)D->A.rows;
-    if (l > 0 && (size_t)D->A.nnz > m) m = (size_t)D->A.nnz;
-    if (l < d->nlev - 1 && (size_t)D->P.nnz > m) m = (size_t)D->P.nnz;
-    if (m > big) big = m;
-  }
-  float *tmp = (float *)malloc((big ? big : 1) * sizeof(float));
-  if (!tmp) {
-    free(h);
-    return gkcu__fail(ctx, GKC_EOUT_OF_MEMORY, "amg: out of host memory for the upload");
-  }
-  cudaStream_t s = ctx->stream;
+  const copier cp = {ctx->stream, h2d, h2d_arg};
   cudaError_t e = cudaSuccess;
   for (int l = 0; l < d->nlev && e == cudaSuccess; l++) {
     const gkcu_amg_level_desc *D = &d->lev[l];
     gkcu_amg_lev *L = &h->lev[l];
-    if (l > 0) e = put_mat(s, &L->A, &D->A, tmp);
-    if (e == cudaSuccess && l < d->nlev - 1) e = put_mat(s, &L->P, &D->P, tmp);
-    if (e == cudaSuccess && l < d->nlev - 1) e = put_mat(s, &L->R, &D->R, tmp);
-    if (e == cudaSuccess) e = put_f32(s, L->dinv, D->dinv, (size_t)L->n, tmp);
-    if (e == cudaSuccess) e = put_f32(s, L->dl1inv, D->dl1inv, (size_t)L->n, tmp);
+    const size_t n = (size_t)L->n * sizeof(float);
+    if (l > 0) e = put_mat(cp, &L->A, &D->A);
+    if (e == cudaSuccess && l < d->nlev - 1) e = put_mat(cp, &L->P, &D->P);
+    if (e == cudaSuccess && l < d->nlev - 1) e = put_mat(cp, &L->R, &D->R);
+    if (e == cudaSuccess) e = cp.put(L->dinv, D->dinv, n);
+    if (e == cudaSuccess) e = cp.put(L->dl1inv, D->dl1inv, n);
   }
   if (e == cudaSuccess && d->coarse_inv)
-    e = put_f32(s, h->cinv, d->coarse_inv, (size_t)d->nc * (size_t)d->nc, tmp);
-  if (e == cudaSuccess) e = cudaStreamSynchronize(s);
-  free(tmp);
+    e = cp.put(h->cinv, d->coarse_inv, (size_t)d->nc * (size_t)d->nc * sizeof(float));
+  if (e == cudaSuccess) e = cudaStreamSynchronize(ctx->stream);
   if (e != cudaSuccess) {
     free(h);
     return gkcu__cuda_fail(ctx, e, "amg: copying the hierarchy to the device");

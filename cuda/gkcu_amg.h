@@ -41,19 +41,20 @@ extern "C" {
 
 enum { GKCU_AMG_L1_JACOBI = 0, GKCU_AMG_CHEBYSHEV = 1 }; /* cpu_amg.h's CPU_AMG_SMOOTHER_* */
 
-/* A host CSR matrix in double (the hierarchy's own arrays, read only). */
+/* A host CSR matrix, its values already rounded to float32 (the device's
+ * storage: the caller rounds, on as many threads as it likes). */
 typedef struct {
   int32_t rows, cols;
   int64_t nnz;
   const int32_t *row_ptr, *col_idx;
-  const double *values;
+  const float *values;
 } gkcu_amg_csr;
 
 typedef struct {
   gkcu_amg_csr A;        /* A_l (level 0: only rows is read) */
   gkcu_amg_csr P, R;     /* P_l and R_l = P_l^T; empty on the last level */
-  const double *dinv;    /* rows values: 1 / a_ii, 0 for a row left out of smoothing */
-  const double *dl1inv;  /* rows values: 1 / sum_j |a_ij| */
+  const float *dinv;     /* rows values: 1 / a_ii, 0 for a row left out of smoothing */
+  const float *dl1inv;   /* rows values: 1 / sum_j |a_ij| */
   double rho;            /* rho(D^-1 A) estimated; 0: smoothed by l1-Jacobi */
 } gkcu_amg_level_desc;
 
@@ -64,7 +65,7 @@ typedef struct {
   int cheb_degree;           /* >= 1 */
   double cheb_ratio;         /* Chebyshev on [1.1 rho / ratio, 1.1 rho] */
   int32_t nc;                /* the coarsest level's rows when solved by coarse_inv, else 0 */
-  const double *coarse_inv;  /* nc x nc row-major, or NULL: the last level is smoothed */
+  const float *coarse_inv;   /* nc x nc row-major, or NULL: the last level is smoothed */
 } gkcu_amg_desc;
 
 typedef struct gkcu_amg gkcu_amg;
@@ -73,12 +74,19 @@ typedef struct gkcu_amg gkcu_amg;
  * or the size overflows). */
 size_t gkcu_amg_device_bytes(const gkcu_amg_desc *desc);
 
+/* How gkcu_amg_upload moves n host bytes at src to device dst: enqueues
+ * the copy on ctx's stream and returns (a cudaError_t, as int) once src
+ * may be reused.  The CUDA backend passes its slot's pinned ring (chunks
+ * copied on several threads, overlapped with their DMA); NULL:
+ * cudaMemcpyAsync from pageable memory (one thread, the driver's staging). */
+typedef int (*gkcu_amg_h2d_fn)(void *arg, void *dst, const void *src, size_t n);
+
 /* Copies desc to dev (device memory of at least gkcu_amg_device_bytes,
  * 256-byte aligned, owned by the caller and kept until gkcu_amg_free) on
- * ctx's stream, and waits.  0 with *out set, or a negative gkc error
- * (message in ctx). */
-int gkcu_amg_upload(gkcu_ctx *ctx, const gkcu_amg_desc *desc, void *dev, size_t dev_bytes,
-                    gkcu_amg **out);
+ * ctx's stream through h2d, and waits.  0 with *out set, or a negative gkc
+ * error (message in ctx). */
+int gkcu_amg_upload(gkcu_ctx *ctx, const gkcu_amg_desc *desc, gkcu_amg_h2d_fn h2d, void *h2d_arg,
+                    void *dev, size_t dev_bytes, gkcu_amg **out);
 
 /* Device bytes gkcu_amg_rho needs for n rows (0: n < 1 or overflow). */
 size_t gkcu_amg_rho_work_bytes(int32_t n);

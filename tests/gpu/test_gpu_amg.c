@@ -272,12 +272,16 @@ static cpu_solve_result run_cpu(const gpu_csr *A, int method, int precond, const
   return r;
 }
 
+/* The pinned ring the backend's slots copy through; the error cases
+ * below build without one (the driver's pageable path). */
+static cuda_ring test_ring;
+
 static cuda_amg *build(const dmat *d) {
   cuda_amg *h = NULL;
   int32_t bad = -1;
   char msg[256];
-  int rc = cuda_amg_build(ctx, &test_mem, d->h->rows, d->h->nnz, d->rp, d->ci, d->va, 0, &h, &bad,
-                          msg, sizeof msg);
+  int rc = cuda_amg_build(ctx, &test_mem, d->h->rows, d->h->nnz, d->rp, d->ci, d->va, 0, &test_ring, &h,
+                          &bad, msg, sizeof msg);
   if (rc) TEST_FAIL("cuda_amg_build: %d %s", rc, msg);
   return h;
 }
@@ -490,7 +494,7 @@ static void test_errors(gpu_rng *rng) {
   dmat d = upload(&A);
   cuda_amg *h = NULL;
   int32_t bad = -1;
-  int rc = cuda_amg_build(ctx, &test_mem, A.rows, A.nnz, d.rp, d.ci, d.va, 0, &h, &bad, msg, sizeof msg);
+  int rc = cuda_amg_build(ctx, &test_mem, A.rows, A.nnz, d.rp, d.ci, d.va, 0, NULL, &h, &bad, msg, sizeof msg);
   CHECK(rc == GKC_EINVALID_ARGUMENT && bad == row && strstr(msg, want) && strstr(msg, "diagonal") &&
             strstr(msg, "'precond'") && !h,
         "zero diagonal: rc %d, row %d (want %d), '%s'", rc, bad, row, msg);
@@ -510,7 +514,7 @@ static void test_errors(gpu_rng *rng) {
     E.row_ptr[A.rows] = (int32_t)t;
   }
   d = upload(&E);
-  rc = cuda_amg_build(ctx, &test_mem, E.rows, E.nnz, d.rp, d.ci, d.va, 0, &h, &bad, msg, sizeof msg);
+  rc = cuda_amg_build(ctx, &test_mem, E.rows, E.nnz, d.rp, d.ci, d.va, 0, NULL, &h, &bad, msg, sizeof msg);
   CHECK(rc == GKC_EINVALID_ARGUMENT && bad == row && strstr(msg, want) && strstr(msg, "empty") && !h,
         "empty row: rc %d, row %d (want %d), '%s'", rc, bad, row, msg);
   dmat_free(&d);
@@ -522,7 +526,7 @@ static void test_errors(gpu_rng *rng) {
   laplacian(&A, 64, 2, 0.5f, 1.5f, 0, rng);
   d = upload(&A);
   fail_alloc = 1;
-  rc = cuda_amg_build(ctx, &test_mem, A.rows, A.nnz, d.rp, d.ci, d.va, 0, &h, &bad, msg, sizeof msg);
+  rc = cuda_amg_build(ctx, &test_mem, A.rows, A.nnz, d.rp, d.ci, d.va, 0, NULL, &h, &bad, msg, sizeof msg);
   fail_alloc = 0;
   CHECK(rc == GKC_EOUT_OF_MEMORY && !h && live_allocs == 0 && strstr(msg, "AMG"),
         "device out of memory: rc %d, %d allocations left, '%s'", rc, live_allocs, msg);
@@ -605,6 +609,7 @@ int main(void) {
       test_errors(&rng);
     }
   }
+  cuda_ring_destroy(&test_ring);
   gkcu_ctx_destroy(ctx);
   cudaStreamDestroy(st);
   if (failures) fprintf(stderr, "test_gpu_amg: %d failures\n", failures);
