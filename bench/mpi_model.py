@@ -5,9 +5,14 @@ The iteration as gkc-mpi runs it (mpi/dcg.c), per rank (one rank per GPU,
 one gkcd per GPU), for a 3-D 7-point Poisson problem in float32:
 
   variant     requests  Allreduce  halo bytes per iteration (per rank)
-  classical   4         2          MPI: 4 s; from gkcd: 4 (s + g); to gkcd: 4 g
-  single      3         1          the same (Chronopoulos-Gear)
+  classical   2         2          MPI: 4 s; from gkcd: 4 (s + g); to gkcd: 4 g
+  single      1         1          the same (Chronopoulos-Gear)
   one rank    1/8 (classical, chained) or 1 (single); no halo
+
+  The halo rides in the batches (an spmv step reads x from, or writes into,
+  the region: gkc_batch_regions): the download is a batch's last step and
+  the ghost columns the next batch's first, so no request is the halo's
+  alone; without a region gkc-mpi falls back to 4 and 3 requests.
 
   s = rows sent to neighbours, g = ghosts received (= s for this matrix).
   No vector crosses the socket; the halo goes through a registered
@@ -21,9 +26,8 @@ T = R t_req + rows (c_row + c_up) + t_pcie + t_halo + exposed Allreduce
   t_pcie  (down + up bytes) / pinned host-device bandwidth
   t_halo  MPI: the larger of the intra-node and inter-node parts, each
           latency + bytes / bandwidth (not overlapped: an upper bound)
-  Allreduce: classical pays one in full and one partly hidden behind the
-          ghost-column request; single hides its one there (the exposed part
-          is max(0, allreduce - t_req)).
+  Allreduce: paid in full, each (nothing runs on gkcd while it travels:
+          the ghost columns wait for the next batch).
 Layout: slabs (rows in lexicographic order, as gkcm_poisson3d numbers them:
 2 planes of N^2 a rank) or blocks (a cube a rank: 6 faces of (rows)^(2/3)).
 
@@ -60,7 +64,7 @@ CPU = dict(t_req=27e-6, c_row=3.7e-9, c_up=0.3e-9, pcie=10e9)  # this 2-core mac
 NET = dict(lat=1.5e-6, bw=50e9, node_lat=1e-6, node_bw=10e9,
            a_lat=2.5e-6, a_sharp=5e-6, a_node=1e-6)
 GPUS_PER_NODE = 8
-VARIANTS = {"classical": dict(R=4, allreduces=2), "single": dict(R=3, allreduces=1)}
+VARIANTS = {"classical": dict(R=2, allreduces=2), "single": dict(R=1, allreduces=1)}
 
 
 def halo_bytes(N3, ranks, layout):
@@ -95,9 +99,7 @@ def t_iter(nodes, N3, dev, layout, variant, sharp=False, gpus=GPUS_PER_NODE):
     intra = NET["node_lat"] + hb / NET["node_bw"]
     inter = (NET["lat"] + hb / NET["bw"]) if nodes > 1 else 0.0
     t += max(intra, inter)
-    a = allreduce(nodes, ranks, sharp)
-    hidden = max(0.0, a - dev["t_req"])  # the one behind the ghost-column request
-    t += hidden + (a if v["allreduces"] == 2 else 0.0)
+    t += v["allreduces"] * allreduce(nodes, ranks, sharp)
     return t
 
 

@@ -32,6 +32,8 @@ typedef struct {
   npy_array a;      /* arrays, owned: from the file, or 1-D zeros or random */
   mtx_csr m;        /* --matrix, owned */
   uint32_t id;      /* on gkcd: handle or matrix; 0 before the upload */
+  int in_region;    /* --in-region: in the shared-memory region, not resident */
+  uint64_t off;     /* ... at this byte offset */
 } batch_def;
 
 typedef struct {
@@ -61,6 +63,10 @@ typedef struct {
   int nsaves;
   int seeded, any_random;
   uint64_t seed;
+  const char *in_region[MAX_NAMES]; /* --in-region NAME, as given */
+  int nin_region;
+  size_t region_bytes;              /* all of them, packed at 64-byte offsets */
+  gkc_region *region;
 } batch_job;
 
 static const char *const op_names[] = {"dot", "reduce", "axpby", "spmv", "sgemm"};
@@ -81,6 +87,8 @@ static void usage(FILE *f) {
           "  --matrix NAME=A.mtx  a sparse matrix, Matrix Market (.mtx or .mtx.gz)\n"
           "  --step 'STEP'        one step (repeat for each, %d at most), see below\n"
           "  --save NAME=F.npy    write array NAME, as the batch left it, to a file\n"
+          "  --in-region NAME     keep array NAME in a shared-memory region instead of\n"
+          "                       on gkcd: an spmv step's x or out only (PROTOCOL.md)\n"
           "  --seed N             seed of the --random data (default: from the clock)\n"
           "NAME: a letter or _, then letters, digits or _ (%d characters at most).\n\n"
           "Steps (words separated by spaces):\n"
@@ -368,14 +376,30 @@ static int parse_step(const cli_globals *g, batch_job *s, int i) {
   return 0;
 }
 
+/* Only an spmv step's x and out may be --in-region arrays (PROTOCOL.md,
+ * "batch": region operands). */
+static int check_region_use(const cli_globals *g, const batch_job *s, int i) {
+  const batch_step *b = &s->steps[i];
+  const int uses[] = {b->x, b->y, b->out, b->a, b->b, b->c};
+  for (int k = 0; k < 6; k++) {
+    int d = uses[k];
+    if (d < 0 || !s->defs[d].in_region) continue;
+    if (b->op == GKC_STEP_SPMV && (k == 0 || k == 2)) continue;
+    return cli_usage_error(g, STEP_FMT "'%s' is --in-region: only an spmv step's x and out may be"
+                           " in the region", i, s->step_text[i], s->defs[d].name);
+  }
+  return 0;
+}
+
 static int parse(cli_globals *g, batch_job *s, int argc, char **argv) {
-  enum { O_ARRAY = CLI_O_FIRST, O_ZEROS, O_RANDOM, O_MATRIX, O_STEP, O_SAVE, O_SEED };
+  enum { O_ARRAY = CLI_O_FIRST, O_ZEROS, O_RANDOM, O_MATRIX, O_STEP, O_SAVE, O_SEED, O_IN_REGION };
   static const struct option opts[] = {
       CLI_COMMON_OPTIONS,
       {"array", required_argument, 0, O_ARRAY},   {"zeros", required_argument, 0, O_ZEROS},
       {"random", required_argument, 0, O_RANDOM}, {"matrix", required_argument, 0, O_MATRIX},
       {"step", required_argument, 0, O_STEP},     {"save", required_argument, 0, O_SAVE},
-      {"seed", required_argument, 0, O_SEED},     {0, 0, 0, 0}};
+      {"seed", required_argument, 0, O_SEED},     {"in-region", required_argument, 0, O_IN_REGION},
+      {0, 0, 0, 0}};
   int o, rc;
   cli_getopt_begin();
   while ((o = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
@@ -395,15 +419,30 @@ static int parse(cli_globals *g, batch_job *s, int argc, char **argv) {
         s->save_arg[s->nsaves++] = optarg;
         break;
       case O_SEED: if ((rc = cli_opt_seed(g, optarg, &s->seed, &s->seeded))) return rc; break;
+      case O_IN_REGION:
+        if (s->nin_region == MAX_NAMES)
+          return cli_usage_error(g, "--in-region %s: more than %d --in-region", optarg, MAX_NAMES);
+        s->in_region[s->nin_region++] = optarg;
+        break;
       default:
         if ((rc = cli_common_opt(g, opts, o, argv)) >= 0) return rc;
     }
   }
   if ((rc = cli_no_operands(g, argc, argv)) >= 0) return rc;
   if (s->nsteps == 0) return cli_usage_error(g, "missing --step: give at least one");
+  for (int i = 0; i < s->nin_region; i++) {
+    int d = find_def(s, s->in_region[i]);
+    if (d < 0 || s->defs[d].kind == DEF_MATRIX)
+      return cli_usage_error(g, "--in-region %s: '%s' is %s", s->in_region[i], s->in_region[i],
+                             d < 0 ? "not defined (define it with --array, --zeros or --random)"
+                                   : "a matrix: only arrays go in the region");
+    s->defs[d].in_region = 1;
+  }
   /* Steps after all the options: a name may be defined after its first use. */
-  for (int i = 0; i < s->nsteps; i++)
+  for (int i = 0; i < s->nsteps; i++) {
     if ((rc = parse_step(g, s, i))) return rc;
+    if ((rc = check_region_use(g, s, i))) return rc;
+  }
   for (int i = 0; i < s->nsaves; i++) {
     char name[MAX_NAME_LEN + 1];
     const char *path;
@@ -482,11 +521,28 @@ static int load(cli_globals *g, const cli_limits *l, batch_job *s) {
   return CLI_OK;
 }
 
-/* Uploads every def; 0 or the failed call's error. */
+/* Uploads every def, and copies the --in-region ones into a region made
+ * for them; 0 or the failed call's error. */
 static int upload_all(gkc_conn *conn, batch_job *s) {
+  for (int i = 0; i < s->ndefs; i++)
+    if (s->defs[i].in_region) {
+      s->defs[i].off = s->region_bytes;
+      s->region_bytes += ((size_t)s->defs[i].a.count * 4 + 63) / 64 * 64;
+    }
+  if (s->region_bytes) {
+    int err = gkc_region_create(conn, s->region_bytes, &s->region);
+    if (err) {
+      fprintf(stderr, "gkc: making the region for --in-region:\n");
+      return err;
+    }
+  }
   for (int i = 0; i < s->ndefs; i++) {
     batch_def *d = &s->defs[i];
     int err;
+    if (d->in_region) {
+      memcpy((char *)gkc_region_data(s->region) + d->off, d->a.data, (size_t)d->a.count * 4);
+      continue;
+    }
     if (d->kind == DEF_MATRIX) {
       gkc_csr A = {d->m.rows, d->m.cols, d->m.nnz, d->m.row_ptr, d->m.col_idx, d->m.values};
       err = gkc_csr_upload(conn, &A, 0, &d->id, NULL);
@@ -502,6 +558,17 @@ static int upload_all(gkc_conn *conn, batch_job *s) {
 }
 
 static uint32_t id_of(const batch_job *s, int def) { return def < 0 ? 0 : s->defs[def].id; }
+
+/* An spmv step's --in-region x and out as region operands (else zeroed). */
+static gkc_step_region to_region(const batch_job *s, const batch_step *b) {
+  gkc_step_region g;
+  memset(&g, 0, sizeof g);
+  if (b->op != GKC_STEP_SPMV) return g;
+  const batch_def *x = &s->defs[b->x], *o = &s->defs[b->out];
+  if (x->in_region) g.x = gkc_ref_region(s->region, x->off, (size_t)x->a.count * 4);
+  if (o->in_region) g.out = gkc_out_region(s->region, o->off);
+  return g;
+}
 
 static gkc_step to_step(const batch_job *s, const batch_step *b) {
   switch (b->op) {
@@ -604,11 +671,13 @@ static int run(cli_globals *g, int argc, char **argv) {
   }
   double upload_us = cli_now_us() - t0;
   gkc_step steps[GKC_BATCH_MAX_STEPS];
-  for (int i = 0; i < s->nsteps; i++) steps[i] = to_step(s, &s->steps[i]);
+  gkc_step_region regions[GKC_BATCH_MAX_STEPS];
+  for (int i = 0; i < s->nsteps; i++)
+    steps[i] = to_step(s, &s->steps[i]), regions[i] = to_region(s, &s->steps[i]);
   gkc_batch_result br;
   gkc_info info;
   t0 = cli_now_us();
-  err = gkc_batch(conn, steps, s->nsteps, &br, &info);
+  err = gkc_batch_regions(conn, steps, s->region ? regions : NULL, s->nsteps, &br, &info);
   double rtt = cli_now_us() - t0;
   if (err) {
     rc = cli_call_failed(conn, err);
@@ -616,7 +685,9 @@ static int run(cli_globals *g, int argc, char **argv) {
   }
   for (int i = 0; i < s->nsaves; i++) {
     batch_def *d = &s->defs[s->saves[i].def];
-    if ((err = gkc_download(conn, d->id, d->a.data, (size_t)d->a.count * 4))) {
+    if (d->in_region)
+      memcpy(d->a.data, (char *)gkc_region_data(s->region) + d->off, (size_t)d->a.count * 4);
+    else if ((err = gkc_download(conn, d->id, d->a.data, (size_t)d->a.count * 4))) {
       fprintf(stderr, "gkc: downloading %s for --save:\n", d->name);
       rc = cli_call_failed(conn, err);
       goto done;
@@ -635,6 +706,7 @@ static int run(cli_globals *g, int argc, char **argv) {
   if (s->any_random) cli_out_int(&o, "seed", "seed", (int64_t)s->seed);
   cli_out_end(&o);
 done:
+  if (s->region) gkc_region_release(conn, s->region);
   gkc_close(conn); /* frees what was uploaded: it belongs to the connection */
   cli_limits_close(&lim);
   free_job(s);

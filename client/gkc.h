@@ -804,6 +804,35 @@ typedef struct {
 GKC_API int gkc_batch(gkc_conn *c, const gkc_step *steps, int nsteps, gkc_batch_result *result,
                       gkc_info *info);
 
+/* Region operands of batch steps (PROTOCOL.md, "batch"): an spmv step may
+ * read its x from a slice of one of this connection's regions, and write
+ * its result into one, instead of resident arrays, so that an exchange
+ * through shared memory (the halo of a distributed product) rides in the
+ * same request as the vector work.  regions[i] goes with steps[i]; a
+ * zeroed entry ({0}) changes nothing, so an array of them can stay mostly
+ * empty:
+ *   x    GKC_REF_REGION (gkc_ref_region; gkc_ref_as(..., GKC_F64) for
+ *        float64): x is that slice, steps[i].x is not read (may be 0);
+ *        GKC_REF_NONE: steps[i].x.
+ *   out  GKC_OUT_REGION (gkc_out_region): the result is written at that
+ *        offset (it must fit), steps[i].out is not read (may be 0), and
+ *        result->handle[i] is 0; a zeroed out (GKC_OUT_MEM, data NULL):
+ *        steps[i].out.
+ * Only spmv steps take them (another step with one is GKC_EINVALID_ARGUMENT
+ * here), and out may not overlap x's slice.  gkcd checks every slice
+ * against its region (bounds, alignment, owner) and the matrix's shape
+ * before any step runs; while the call runs the slices are gkcd's: x must
+ * not change and out must not be read.  A step reads what an earlier step
+ * of the same batch wrote into a region.  regions NULL: gkc_batch.
+ * (A struct of its own beside gkc_step, whose layout is ABI.) */
+typedef struct {
+  gkc_ref x;
+  gkc_out out;
+} gkc_step_region;
+
+GKC_API int gkc_batch_regions(gkc_conn *c, const gkc_step *steps, const gkc_step_region *regions,
+                              int nsteps, gkc_batch_result *result, gkc_info *info);
+
 #ifdef __cplusplus
 }
 #endif

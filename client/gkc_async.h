@@ -157,6 +157,12 @@ typedef struct {
   int nsteps;            /* 1 to GKC_BATCH_MAX_STEPS */
 } gkc_batch_args;
 
+typedef struct {
+  const gkc_step *steps;          /* consumed by the call (packed at once) */
+  const gkc_step_region *regions; /* nsteps entries, or NULL (gkc.h gkc_batch_regions) */
+  int nsteps;
+} gkc_batch_regions_args;
+
 /* --- the request calls ---------------------------------------------------- */
 
 /* One row per method; both the declarations below and the library's
@@ -184,7 +190,8 @@ typedef struct {
   ARGS(csr_upload, gkc_csr_upload_args)          \
   ARGS(release, gkc_release_args)                \
   OUT(solve, gkc_solve_args)                     \
-  ARGS(batch, gkc_batch_args)
+  ARGS(batch, gkc_batch_args)                    \
+  ARGS(batch_regions, gkc_batch_regions_args)
 
 #define GKC__ASYNC_DECL_NONE(name) \
   GKC_API int gkc_async_##name(gkc_async *ac, gkc_async_cb cb, void *userdata);

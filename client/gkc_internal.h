@@ -92,7 +92,7 @@ struct gkc__req {
     gkc_csr_upload_args csr_upload;
     gkc_release_args release;
     gkc_solve_args solve;
-    gkc_batch_args batch;
+    gkc_batch_regions_args batch; /* gkc_batch's too, with regions NULL */
   } a;
   uint64_t bytes;     /* the request's size, counted against the in-flight bound */
   uint64_t t0_ns;     /* when it was queued */

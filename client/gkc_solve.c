@@ -239,7 +239,27 @@ static void pack_scalar(msgpack_packer *pk, const char *key, const gkc_scalar *s
   proto_pack_cstr(pk, "scale"), msgpack_pack_float(pk, s->scale);
 }
 
-static void pack_step(msgpack_packer *pk, const gkc_step *s) {
+/* A region operand given (gkc_step_region): x a slice, out a target. */
+static int region_x(const gkc_step_region *g) { return g && GKC_REF_KIND(g->x.kind) == GKC_REF_REGION; }
+static int region_out(const gkc_step_region *g) { return g && g->out.kind == GKC_OUT_REGION; }
+
+/* x: a slice of a region (with its dtype, which settles the step's), else
+ * the step's handle. */
+static void pack_x(msgpack_packer *pk, const gkc_step *s, const gkc_step_region *g) {
+  if (!region_x(g)) {
+    pack_handle(pk, "x", s->x);
+    return;
+  }
+  int f64 = GKC_REF_DTYPE(g->x.kind) == GKC_F64;
+  proto_pack_cstr(pk, "x");
+  msgpack_pack_map(pk, 3 + f64);
+  proto_pack_cstr(pk, "region"), gkc__pack_id(pk, g->x.region);
+  proto_pack_cstr(pk, "offset"), msgpack_pack_uint64(pk, g->x.offset);
+  proto_pack_cstr(pk, "bytes"), msgpack_pack_uint64(pk, g->x.bytes);
+  if (f64) proto_pack_cstr(pk, "dtype"), proto_pack_cstr(pk, "f64");
+}
+
+static void pack_step(msgpack_packer *pk, const gkc_step *s, const gkc_step_region *g) {
   static const char *const fns[] = {"sum", "min", "max"};
   switch (s->op) {
     case GKC_STEP_DOT:
@@ -265,11 +285,18 @@ static void pack_step(msgpack_packer *pk, const gkc_step *s) {
       msgpack_pack_map(pk, 6 + (s->y != 0));
       proto_pack_cstr(pk, "op"), proto_pack_cstr(pk, "spmv");
       proto_pack_cstr(pk, "matrix"), gkc__pack_id(pk, s->matrix);
-      pack_handle(pk, "x", s->x);
+      pack_x(pk, s, g);
       if (s->y) pack_handle(pk, "y", s->y);
       pack_scalar(pk, "alpha", &s->alpha);
       pack_scalar(pk, "beta", &s->beta);
-      proto_pack_cstr(pk, "out"), gkc__pack_id(pk, s->out);
+      proto_pack_cstr(pk, "out");
+      if (region_out(g)) {
+        msgpack_pack_map(pk, 2);
+        proto_pack_cstr(pk, "region"), gkc__pack_id(pk, g->out.region);
+        proto_pack_cstr(pk, "offset"), msgpack_pack_uint64(pk, g->out.offset);
+      } else {
+        gkc__pack_id(pk, s->out);
+      }
       break;
     case GKC_STEP_SGEMM:
       msgpack_pack_map(pk, 11 + (s->c != 0));
@@ -290,11 +317,12 @@ static void pack_step(msgpack_packer *pk, const gkc_step *s) {
 }
 
 static void pack_batch(msgpack_packer *pk, const gkc__req *r) {
-  const gkc_batch_args *a = &r->a.batch;
+  const gkc_batch_regions_args *a = &r->a.batch;
   msgpack_pack_map(pk, 1);
   proto_pack_cstr(pk, "steps");
   msgpack_pack_array(pk, (size_t)a->nsteps);
-  for (int i = 0; i < a->nsteps; i++) pack_step(pk, &a->steps[i]);
+  for (int i = 0; i < a->nsteps; i++)
+    pack_step(pk, &a->steps[i], a->regions ? &a->regions[i] : NULL);
 }
 
 static int take_batch(gkc_conn *c, const msgpack_object *r, gkc__req *req, gkc_result *res) {
@@ -315,11 +343,29 @@ static int take_batch(gkc_conn *c, const msgpack_object *r, gkc__req *req, gkc_r
   return 0;
 }
 
-/* The handles a step must name (0 is never a handle: a forgotten field). */
-static int check_step(gkc_conn *c, int i, const gkc_step *s) {
+/* A step's region operands: spmv only, of the kinds gkc.h names. */
+static int check_regions(gkc_conn *c, int i, const char *op, const gkc_step *s,
+                         const gkc_step_region *g) {
+  int xk = GKC_REF_KIND(g->x.kind), ok_out = g->out.kind == GKC_OUT_REGION ||
+                                             (g->out.kind == GKC_OUT_MEM && !g->out.data);
+  if ((xk != GKC_REF_NONE && xk != GKC_REF_REGION) || !ok_out)
+    return gkc__fail(c, GKC_EINVALID_ARGUMENT, "regions[%d] (%s): x must be GKC_REF_REGION or "
+                     "GKC_REF_NONE and out GKC_OUT_REGION or zeroed (kinds %d and %d)", i, op,
+                     xk, g->out.kind);
+  if (s->op != GKC_STEP_SPMV && (xk != GKC_REF_NONE || g->out.kind != GKC_OUT_MEM))
+    return gkc__fail(c, GKC_EINVALID_ARGUMENT, "regions[%d] (%s): only spmv steps take region "
+                     "operands", i, op);
+  return 0;
+}
+
+/* The handles a step must name (0 is never a handle: a forgotten field),
+ * unless its region operand g (may be NULL) stands in. */
+static int check_step(gkc_conn *c, int i, const gkc_step *s, const gkc_step_region *g) {
   const char *op = (int)s->op >= 0 && (int)s->op < NOPS ? op_names[s->op] : NULL;
   if (!op) return gkc__fail(c, GKC_EINVALID_ARGUMENT, "steps[%d]: op %d is not a gkc_step_op", i,
                             (int)s->op);
+  int rc = g ? check_regions(c, i, op, s, g) : 0;
+  if (rc) return rc;
   struct { const char *name; uint32_t h; } need[4] = {{"x", s->x}, {NULL, 0}, {NULL, 0}, {NULL, 0}};
   switch (s->op) {
     case GKC_STEP_DOT:
@@ -330,8 +376,9 @@ static int check_step(gkc_conn *c, int i, const gkc_step *s) {
                          "GKC_MIN or GKC_MAX", i);
       break;
     case GKC_STEP_SPMV:
+      if (region_x(g)) need[0].name = NULL;
       need[1].name = "matrix", need[1].h = s->matrix;
-      need[2].name = "out", need[2].h = s->out;
+      if (!region_out(g)) need[2].name = "out", need[2].h = s->out;
       break;
     case GKC_STEP_SGEMM:
       need[0].name = "a", need[0].h = s->a;
@@ -346,33 +393,44 @@ static int check_step(gkc_conn *c, int i, const gkc_step *s) {
   return 0;
 }
 
-int gkc__prep_batch(gkc_conn *c, gkc__req *r, const gkc_batch_args *a) {
+int gkc__prep_batch_regions(gkc_conn *c, gkc__req *r, const gkc_batch_regions_args *a) {
   int rc;
   if (!a) return gkc__fail(c, GKC_EINVALID_ARGUMENT, "args must not be NULL");
   if (a->nsteps < 1 || a->nsteps > GKC_BATCH_MAX_STEPS || !a->steps)
     return gkc__fail(c, GKC_EINVALID_ARGUMENT, "steps: 1 to %d steps are needed, got %d%s",
                      GKC_BATCH_MAX_STEPS, a->nsteps, a->steps ? "" : " (steps is NULL)");
   for (int i = 0; i < a->nsteps; i++)
-    if ((rc = check_step(c, i, &a->steps[i]))) return rc;
+    if ((rc = check_step(c, i, &a->steps[i], a->regions ? &a->regions[i] : NULL))) return rc;
   r->a.batch = *a;
   r->method = "batch", r->pack = pack_batch, r->take = take_batch;
   return 0;
 }
 
-int gkc_batch(gkc_conn *c, const gkc_step *steps, int nsteps, gkc_batch_result *result,
-              gkc_info *info) {
-  gkc_batch_args a = {steps, nsteps};
+int gkc__prep_batch(gkc_conn *c, gkc__req *r, const gkc_batch_args *a) {
+  if (!a) return gkc__fail(c, GKC_EINVALID_ARGUMENT, "args must not be NULL");
+  gkc_batch_regions_args ra = {a->steps, NULL, a->nsteps};
+  return gkc__prep_batch_regions(c, r, &ra);
+}
+
+int gkc_batch_regions(gkc_conn *c, const gkc_step *steps, const gkc_step_region *regions,
+                      int nsteps, gkc_batch_result *result, gkc_info *info) {
+  gkc_batch_regions_args a = {steps, regions, nsteps};
   gkc__req r;
   gkc_result res;
   int live = gkc__live(c); /* gkcd went away while idle: connect again first */
   if (live) return live;
   gkc__req_init(&r);
   gkc__result_init(&res);
-  int rc = gkc__prep_batch(c, &r, &a);
+  int rc = gkc__prep_batch_regions(c, &r, &a);
   if (rc == 0) rc = gkc__run(c, &r, &res);
   if (rc == 0) {
     if (result) *result = res.batch;
     if (info) *info = res.info;
   }
   return rc;
+}
+
+int gkc_batch(gkc_conn *c, const gkc_step *steps, int nsteps, gkc_batch_result *result,
+              gkc_info *info) {
+  return gkc_batch_regions(c, steps, NULL, nsteps, result, info);
 }

@@ -5,11 +5,22 @@
  * step's dtype says), on the slot's stream; the dots' and reduces' values and
  * the axpbys' scalars stay on the device (gkcu_batch.h), so the host waits
  * once per batch unless an spmv or sgemm needs a value for its scalars.
+ *
+ * An spmv step's x or out may be a slice of a client's region (host
+ * memory, job.h x_host / out_host): the slice gets a place in one device
+ * scratch allocation for the batch, x is copied there on the stream just
+ * before its step (so it reads what an earlier step wrote into the region)
+ * and out copied back just after it, as cudaMemcpyAsync from the mapping:
+ * straight from the pages once the pinner registered them, else through
+ * the driver's own staging (a copy to pageable memory returns when done,
+ * so a later step's copy from the same slice sees it).  The slot's stage
+ * is not used: it holds the batch's state record.
  */
 #include "cuda_batch.h"
 
 #include "backend.h"
 #include "cuda_fail.h"
+#include "cuda_layout.h"
 #include "gkc_errors.h"
 #include "gkcu_batch.h"
 #include "gkcu_blas1.h"
@@ -19,6 +30,33 @@
 #include "res_object.h"
 
 const char *const cuda_batch_algos[] = {"gkcu", NULL};
+
+/* Places in dscratch for the steps' region slices: points st->x / st->out
+ * of those steps there, their host addresses kept in hx[] / ho[]; returns
+ * the bytes needed (0: none), or with dscratch NULL only counts them. */
+static size_t place_slices(gkcd_step *steps, int n, char *dscratch, const void **hx, void **ho) {
+  size_t at = 0;
+  for (int i = 0; i < n; i++) {
+    gkcd_step *st = &steps[i];
+    if (st->x_host) {
+      if (dscratch) hx[i] = st->x, st->x = dscratch + at;
+      at += cuda_up(st->x_bytes);
+    }
+    if (st->out_host) {
+      if (dscratch) ho[i] = st->out, st->out = dscratch + at;
+      at += cuda_up(st->out_bytes);
+    }
+  }
+  return at;
+}
+
+/* Puts back the host addresses place_slices swapped out. */
+static void unplace_slices(gkcd_step *steps, int n, const void **hx, void **ho) {
+  for (int i = 0; i < n; i++) {
+    if (steps[i].x_host) steps[i].x = hx[i];
+    if (steps[i].out_host) steps[i].out = ho[i];
+  }
+}
 
 /* An spmv or sgemm step on the slot's stream, its scalars resolved on the
  * host (a64, b64: in double; a float32 step takes them rounded, as
@@ -94,6 +132,17 @@ void cuda_batch_run(cuda_impl *impl, cuda_slot *s, gkcd_job *job) {
     job->err = rc;
     return;
   }
+  /* the region slices' places on the device (none: nothing allocated) */
+  const void *hx[BATCH_MAX_STEPS] = {0};
+  void *ho[BATCH_MAX_STEPS] = {0}, *smem = NULL;
+  size_t scap = 0, sbytes = place_slices(steps, nsteps, NULL, hx, ho);
+  if (sbytes && (rc = devcache_alloc(impl->cache, sbytes, &smem, &scap, job->errmsg,
+                                     sizeof job->errmsg))) {
+    job->err = rc;
+    devcache_free(impl->cache, dmem, dcap);
+    return;
+  }
+  if (sbytes) place_slices(steps, nsteps, smem, hx, ho);
   gkcu_batch_state *ds = dmem, local;
   gkcu_batch_state *hs = s->stage && s->stage_cap >= sizeof local ? s->stage : &local;
   int pending = 0;  /* device values the host has not taken */
@@ -146,7 +195,14 @@ void cuda_batch_run(cuda_impl *impl, cuda_slot *s, gkcd_job *job) {
         }
         double alpha, beta;
         if (batch_step_begin64(job, i, 0, &alpha, &beta)) goto done;
+        if (st->x_host && (e = cudaMemcpyAsync((void *)st->x, hx[i], st->x_bytes,
+                                               cudaMemcpyHostToDevice, s->stream)) != cudaSuccess)
+          break;
         rc = run_step(s, st, alpha, beta);
+        if (!rc && st->out_host &&
+            (e = cudaMemcpyAsync(ho[i], st->out, st->out_bytes, cudaMemcpyDeviceToHost,
+                                 s->stream)) != cudaSuccess)
+          break;
       }
     }
     if (e != cudaSuccess || failed) break;
@@ -173,5 +229,9 @@ done:
     if (cudaEventElapsedTime(&ms, s->ev0, s->ev1) == cudaSuccess) job->kernel_us = ms * 1e3;
   }
   if (cudaStreamSynchronize(s->stream) != cudaSuccess) (void)cudaGetLastError();
+  if (sbytes) {
+    unplace_slices(steps, nsteps, hx, ho);
+    devcache_free(impl->cache, smem, scap);
+  }
   devcache_free(impl->cache, dmem, dcap);
 }

@@ -102,6 +102,15 @@ typedef struct {
   void *out;        /* resident array written, or NULL (dot, reduce) */
   uint32_t out_id;  /* its handle, for the reply */
   size_t out_bytes;
+  /* spmv: x read from (x_host) or out written into (out_host) a slice of a
+   * client's shared-memory region instead: host memory, which the client
+   * may rewrite while we run.  The CPU backend uses it in place (values
+   * only, never indices); the CUDA backend copies x's slice to the device
+   * just before the step and out's back just after it (cuda_batch.c). */
+  int x_host, out_host;
+  size_t x_bytes;       /* x_host: the slice's bytes */
+  uint32_t out_region;  /* out_host: the region and byte offset, for the reply */
+  uint64_t out_offset;
   /* spmv: the resident matrix */
   const void *row_ptr, *col_idx, *values, *plan;
   int64_t nnz;

@@ -3,7 +3,8 @@
  *
  * Every step is checked here, on the loop, before any runs: its op, its
  * arguments (the same names and rules as the method of that name), that its
- * arrays are resident handles of the right lengths, and that a scalar taken
+ * arrays are resident handles of the right lengths (or, for an spmv's x and
+ * out, slices of the connection's regions, bounds checked), and that a scalar taken
  * from an earlier step names an earlier dot or reduce.  The backend then
  * only resolves those scalars as the steps run (batch_scalar).
  */
@@ -49,6 +50,47 @@ static int res_array(step_ctx *c, const char *key, int required, uint64_t want, 
     return bad(c, "argument '%s' must be a resident array ({\"handle\": h}) in a batch", key);
   *ptr = s.ptr;
   if (bytes) *bytes = s.bytes;
+  return 0;
+}
+
+/* spmv's x: a resident array, or a slice of one of the connection's
+ * regions ({"region", "offset", "bytes"[, "dtype"]}: refs_array checks the
+ * region's owner, the alignment, the bounds without overflow and the
+ * length); never a bin. */
+static int res_or_region(step_ctx *c, const char *key, uint64_t want, const char *what,
+                         gkcd_step *st) {
+  gkcd_span s;
+  int rc = refs_array(&c->r, key, 1, want, 0, REFS_FLOAT, what, &s);
+  if (rc) return rc;
+  if (s.where != SPAN_RES && !s.shared)
+    return bad(c, "argument '%s' must be a resident array ({\"handle\": h}) or a region slice"
+               " ({\"region\": r, \"offset\": o, \"bytes\": n}) in a batch", key);
+  st->x = s.ptr;
+  st->x_host = s.where != SPAN_RES;
+  st->x_bytes = s.bytes;
+  return 0;
+}
+
+/* spmv's out as a region target {"region": r, "offset": o[, "bytes": n]}:
+ * the result written into the slice.  It may not overlap x's slice, which
+ * the step reads while it writes (two slices of one region overlap exactly
+ * when their addresses do; different regions are different mappings). */
+static int region_out(step_ctx *c, const msgpack_object *o, size_t bytes, gkcd_step *st) {
+  gkcd_res *reg;
+  uint64_t off;
+  int rc = refs_region_target(&c->r, "out", o, bytes, st->dtype, 1, &reg, &off);
+  if (rc) return rc;
+  const char *lo = (const char *)reg->ptr + off;
+  if (st->x_host && bytes && lo < (const char *)st->x + st->x_bytes &&
+      (const char *)st->x < lo + bytes)
+    return bad(c, "argument 'out': bytes [%" PRIu64 ", %" PRIu64 ") of region %" PRIu32
+               " overlap x's slice, which this op reads while it writes", off, off + bytes,
+               reg->id);
+  st->out = (void *)lo;
+  st->out_host = 1;
+  st->out_bytes = bytes;
+  st->out_region = reg->id;
+  st->out_offset = off;
   return 0;
 }
 
@@ -192,7 +234,7 @@ static int parse_spmv_step(step_ctx *c, gkcd_step *st) {
   st->plan = m->plan_off ? (const char *)m->ptr + m->plan_off : NULL;
   char what[64];
   snprintf(what, sizeof what, "cols = %" PRId32 " %s", m->cols, en);
-  if ((rc = res_array(c, "x", 1, (uint64_t)m->cols * es, what, &st->x, NULL))) return rc;
+  if ((rc = res_or_region(c, "x", (uint64_t)m->cols * es, what, st))) return rc;
   snprintf(what, sizeof what, "rows = %" PRId32 " %s", m->rows, en);
   if ((rc = res_array(c, "y", 0, (uint64_t)m->rows * es, what, &st->y, NULL)) ||
       (rc = scalar(c, "alpha", 1.0, st->dtype, &st->alpha)) ||
@@ -200,6 +242,8 @@ static int parse_spmv_step(step_ctx *c, gkcd_step *st) {
     return rc;
   if (!st->y && (st->beta.scale != 0 || st->beta.num >= 0))
     return bad(c, "missing argument 'y' (required when beta is not 0)");
+  const msgpack_object *o = proto_map_get(c->a.params, "out");
+  if (o && o->type == MSGPACK_OBJECT_MAP) return region_out(c, o, (size_t)m->rows * es, st);
   const void *may[] = {st->y, NULL}, *none[] = {st->x, st->y, NULL};
   return res_out(c, 1, (size_t)m->rows * es, may, none, st);
 }
@@ -331,10 +375,14 @@ static void pack(msgpack_packer *pk, const gkcd_job *job, double server_us, uint
   for (int i = 0; i < job->in.batch.nsteps; i++) {
     const gkcd_step *st = &job->in.batch.steps[i];
     int scalar_op = st->op == BATCH_DOT || st->op == BATCH_REDUCE;
-    msgpack_pack_map(pk, scalar_op ? 2 : 3);
+    msgpack_pack_map(pk, scalar_op ? 2 : st->out_host ? 4 : 3);
     proto_pack_cstr(pk, "op"), proto_pack_cstr(pk, batch_op_name(st->op));
     if (scalar_op) {
       proto_pack_cstr(pk, "value"), msgpack_pack_double(pk, st->value);
+    } else if (st->out_host) { /* as a method's out into a region */
+      proto_pack_cstr(pk, "region"), msgpack_pack_uint32(pk, st->out_region);
+      proto_pack_cstr(pk, "offset"), msgpack_pack_uint64(pk, st->out_offset);
+      proto_pack_cstr(pk, "bytes"), msgpack_pack_uint64(pk, st->out_bytes);
     } else {
       proto_pack_cstr(pk, "handle"), msgpack_pack_uint32(pk, st->out_id);
       proto_pack_cstr(pk, "bytes"), msgpack_pack_uint64(pk, st->out_bytes);

@@ -271,6 +271,38 @@ int refs_array(refs_ctx *r, const char *key, int required, uint64_t want_bytes, 
   return 0;
 }
 
+int refs_region_target(refs_ctx *r, const char *arg, const msgpack_object *t, size_t out_bytes,
+                       int dtype, int allow_bytes, gkcd_res **out, uint64_t *offset) {
+  uint64_t id = 0, off = 0, bytes = 0;
+  int rc;
+  if ((rc = field(r, t, "region", arg, 1, &id)) || (rc = field(r, t, "offset", arg, 1, &off)))
+    return rc;
+  int has_bytes = allow_bytes && proto_map_get(t, "bytes") != NULL;
+  if (has_bytes && (rc = field(r, t, "bytes", arg, 1, &bytes))) return rc;
+  if (t->via.map.size != 2u + has_bytes)
+    return bad(r, allow_bytes ? "argument '%s': a region target has exactly 'region' and 'offset',"
+                                " and an optional 'bytes'"
+                              : "argument '%s': a region target has exactly 'region' and 'offset'",
+               arg);
+  gkcd_res *reg = id <= UINT32_MAX ? res_find(r->res, r->asker, (uint32_t)id) : NULL;
+  if (!reg || reg->kind != RES_REGION)
+    return bad(r, "argument '%s': no region %" PRIu64 " on this connection", arg, id);
+  if (off % esize(dtype))
+    return bad(r, "argument '%s': offset %" PRIu64 " is not a multiple of %zu (the size of a"
+               " %s)", arg, off, esize(dtype), proto_dtype_name(dtype));
+  if (has_bytes && bytes != out_bytes)
+    return bad(r, "argument '%s': 'bytes' is %" PRIu64 ", but the result is %zu bytes", arg, bytes,
+               out_bytes);
+  /* off > size first: off + out_bytes never wraps past the test */
+  if (off > reg->bytes || out_bytes > reg->bytes - off)
+    return bad(r, "argument '%s': the %zu-byte result at offset %" PRIu64 " does not fit region %"
+               PRIu64 " of %zu bytes", arg, out_bytes, off, id, reg->bytes);
+  if ((rc = hold(r, reg))) return rc;
+  *out = reg;
+  *offset = off;
+  return 0;
+}
+
 int refs_out(refs_ctx *r, const char *name, size_t out_bytes, int dtype) {
   gkcd_job *job = r->job;
   job->out_kind = OUT_BIN;
@@ -316,20 +348,8 @@ int refs_out(refs_ctx *r, const char *name, size_t out_bytes, int dtype) {
     job->out_res = obj;
     return 0;
   }
-  if ((rc = field(r, t, "region", "out", 1, &id)) || (rc = field(r, t, "offset", "out", 1, &off)))
-    return rc;
-  if (t->via.map.size != 2)
-    return bad(r, "argument 'out': a region target has exactly 'region' and 'offset'");
-  gkcd_res *reg = id <= UINT32_MAX ? res_find(r->res, r->asker, (uint32_t)id) : NULL;
-  if (!reg || reg->kind != RES_REGION)
-    return bad(r, "argument 'out': no region %" PRIu64 " on this connection", id);
-  if (off % esize(dtype))
-    return bad(r, "argument 'out': offset %" PRIu64 " is not a multiple of %zu (the size of a"
-               " %s)", off, esize(dtype), proto_dtype_name(dtype));
-  if (off > reg->bytes || out_bytes > reg->bytes - off)
-    return bad(r, "argument 'out': the %zu-byte result at offset %" PRIu64 " does not fit region %"
-               PRIu64 " of %zu bytes", out_bytes, off, id, reg->bytes);
-  if ((rc = hold(r, reg))) return rc;
+  gkcd_res *reg;
+  if ((rc = refs_region_target(r, "out", t, out_bytes, dtype, 0, &reg, &off))) return rc;
   job->out_kind = OUT_HOST;
   job->out_ptr = (char *)reg->ptr + off;
   job->out_offset = off;

@@ -76,6 +76,16 @@ const char *refs_type_name(int dtype);
  * result's dtype) and, for OUT_HOST/OUT_RES, job->out_ptr. */
 int refs_out(refs_ctx *r, const char *name, size_t out_bytes, int dtype);
 
+/* A region target, the map t under argument arg: {"region": r, "offset":
+ * o}, with allow_bytes also an optional "bytes" that must equal out_bytes,
+ * for a result of out_bytes bytes of dtype.  The region must be this
+ * connection's, o a multiple of the element's size, and [o, o + out_bytes)
+ * inside the region (checked without overflow); the region is then held by
+ * the job, *reg and *offset set.  refs_out's region form, and a batch
+ * step's (method_batch.c). */
+int refs_region_target(refs_ctx *r, const char *arg, const msgpack_object *t, size_t out_bytes,
+                       int dtype, int allow_bytes, gkcd_res **reg, uint64_t *offset);
+
 /* Notes that argument key holds float64 (job->f64_arg, its first). */
 void refs_note_f64(refs_ctx *r, const char *key);
 

@@ -4,38 +4,47 @@
  * preconditioner) and two product vectors as resident arrays; only
  * scalars and the halo leave gkcd, and x at the end.  What one iteration
  * costs is set by what a request can carry: `batch` chains vector steps
- * on resident arrays (their step sizes from the batch's own dots), but it
- * reads no region and returns no array, so the halo needs two plain
- * requests of its own: one spmv whose result comes back (the rows the
- * neighbours need, and offd^T x, with which the ghost part of the dot
- * that follows the product is summed here from the ghosts as they arrive,
- * without a request for it), and one that reads the ghosts and adds
- * their columns.  Both go through a shared-memory region (dmat.c).
+ * on resident arrays (their step sizes from the batch's own dots), and
+ * its spmv steps may read x from and write into the shared-memory region
+ * the halo goes through (gkc_batch_regions), so the halo rides in the
+ * batches: the download ([G; offd^T] x: the rows the neighbours need, and
+ * offd^T x, with which the ghost part of the dot that follows the product
+ * is summed here from the ghosts as they arrive, without a request for
+ * it) is the batch's last step, and the ghost columns (A_ghost g, g read
+ * from the region where the exchange left it) the next batch's first.
  *
  * Classical CG, per iteration (a rank with a halo; "L" the product's own
  * columns, into a vector of its own when ghosts are to be added):
- *   1. batch { p = z + beta p;  L = A_own p;  p.L }                   request
- *   2. halo down: the sends and offd^T p                              request
- *   3. MPI exchange; p.q = p.L + g.(offd^T p) here
- *   4. Iallreduce(p.q) while   q = A_ghost g + L                      request
- *   5. batch { x += a p;  r -= a q;  z = M^-1 r;  r.z;  r.r }          request
- *   6. Allreduce(r.z, r.r)
- * 4 requests, 2 Allreduce.  Without a halo (one rank) 2 and 3 go, and
- * with nothing to reduce the whole iteration chains: up to
- * GKCM_CG_MAX_CHAIN iterations in one batch, a = r.z / p.q and
- * beta = r.z' / r.z read by gkcd from the batch's dots.  The chain is cut
- * short as the tolerance nears (from the rate of the last chain), so the
- * count is that of one iteration at a time.
+ *   1. batch { p = z + beta p;  L = A_own p;  p.L;
+ *              halo down of p into the region }                      request
+ *   2. MPI exchange; p.q = p.L + g.(offd^T p) here; Allreduce(p.q)
+ *   3. batch { q = A_ghost g + L;  x += a p;  r -= a q;  z = M^-1 r;
+ *              r.z;  r.r }                                           request
+ *   4. Allreduce(r.z, r.r)
+ * 2 requests, 2 Allreduce: beta needs the global r.z before p can move,
+ * and a needs the global p.q before x and r can.  Without a halo (one
+ * rank) there is no down or ghost step, and with nothing to reduce the
+ * whole iteration chains: up to GKCM_CG_MAX_CHAIN iterations in one batch,
+ * a = r.z / p.q and beta = r.z' / r.z read by gkcd from the batch's dots.
+ * The chain is cut short as the tolerance nears (from the rate of the last
+ * chain), so the count is that of one iteration at a time.
  *
  * Chronopoulos-Gear (GKCM_CG_SINGLE): with w = A z and s = A p kept by
  * recurrence, both dots of an iteration come after the product:
- *   1. batch { p = z + beta p;  s = w + beta s;  x += a p;  r -= a s;
- *              z = M^-1 r;  L = A_own z;  r.z;  L.z;  r.r }            request
- *   2. halo down (sends, offd^T z)                                    request
- *   3. MPI exchange; w.z = L.z + g.(offd^T z) here
- *   4. Iallreduce(r.z, w.z, r.r) while   w = A_ghost g + L            request
- * beta = r.z' / r.z, a = r.z' / (w.z' - beta r.z' / a): 3 requests and one
- * Allreduce, which travels while gkcd adds the ghost columns.
+ *   1. batch { w = A_ghost g + L  (the last product's ghosts);
+ *              p = z + beta p;  s = w + beta s;  x += a p;  r -= a s;
+ *              z = M^-1 r;  L = A_own z;  r.z;  L.z;  r.r;
+ *              halo down of z into the region }                      request
+ *   2. MPI exchange; w.z = L.z + g.(offd^T z) here; Allreduce(r.z, w.z, r.r)
+ * beta = r.z' / r.z, a = r.z' / (w.z' - beta r.z' / a): 1 request and one
+ * Allreduce.  The first batch (at the start, after a restart) has no
+ * ghost step and no updates: r changed outside the recurrence.
+ *
+ * When gkcd takes no region (the halo then goes inline) the halo is two
+ * plain requests of its own around the batches as before: dmat_halo_down
+ * after the product's batch, and dmat_halo_up (the ghost columns into L's
+ * sum) while the Allreduce travels: 4 requests per classical iteration, 3
+ * per Chronopoulos-Gear one.
  *
  * The stopping test and the true-residual restarts follow examples/cg.c:
  * when ||r|| / ||b|| says converged, r = b - A x is computed on gkcd (one
@@ -64,6 +73,7 @@ typedef struct {
   uint32_t dinv;
   int have_dinv;
   int jacobi, ghosts; /* ghosts: this rank has ghost columns to add */
+  int fused;          /* the halo rides in the batches (dmat_fused) */
   gkcm_clock clk;
 } dcg;
 
@@ -76,14 +86,16 @@ static void vec_new(dcg *s, gkc_ref from, int slot, const char *what) {
   else s->have[slot] = 1;
 }
 
-/* One batch request; br->value[] of dot steps (0 after a failure, which
- * is recorded: the next sync reports it). */
-static void batch(dcg *s, const gkc_step *st, int n, gkc_batch_result *br, const char *what) {
+/* One batch request, its steps' region operands g (NULL: none);
+ * br->value[] of dot steps (0 after a failure, which is recorded: the next
+ * sync reports it). */
+static void batch(dcg *s, const gkc_step *st, const gkc_step_region *g, int n,
+                  gkc_batch_result *br, const char *what) {
   memset(br->value, 0, sizeof br->value);
   if (s->ctx->err) return;
   double t = ctx_now();
   gkc_info info;
-  int rc = gkc_batch(s->ctx->conn, st, n, br, &info);
+  int rc = gkc_batch_regions(s->ctx->conn, st, g, n, br, &info);
   if (rc) {
     ctx_fail_gkc(s->ctx, rc, what);
     memset(br->value, 0, sizeof br->value);
@@ -117,15 +129,21 @@ static int step_local_product(const dcg *s, gkc_step *st, int *n, uint32_t x, ui
 }
 
 /* The rest of a distributed product whose own-column part (and its dot
- * with x, *dot) a batch just made: the halo of x down, exchanged, the
- * ghost part of the dot added here; vals (with *dot among them) summed
- * over the ranks while gkcd adds the ghost columns into `into`. */
+ * with x, *dot) a batch just made: the halo of x down (unless the batch
+ * carried it: fused), exchanged, the ghost part of the dot added here;
+ * vals (with *dot among them) summed over the ranks while gkcd adds the
+ * ghost columns into `into` (fused: the next batch's first step does,
+ * from the ghosts left in the region). */
 static int finish_product(dcg *s, uint32_t x, uint32_t into, double *vals, int nvals,
                           double *dot) {
   int rc;
   if (s->ctx->size > 1) {
-    dmat_halo_down(s->A, x, &s->clk);
+    if (!s->fused) dmat_halo_down(s->A, x, &s->clk);
     dmat_halo_exchange(s->A, &s->clk);
+    /* fused: the ghosts are in the region for the step that adds them
+     * (counted here: the last product's may never be added, when the
+     * iteration stops, and gkcd then reads nothing) */
+    if (s->fused && s->ghosts) s->clk.up_bytes += (int64_t)s->A->plan.nghost * 4;
     double t = ctx_now();
     if (!s->ctx->err) *dot += dmat_ghost_dot(s->A);
     s->clk.host_s += ctx_now() - t;
@@ -134,7 +152,7 @@ static int finish_product(dcg *s, uint32_t x, uint32_t into, double *vals, int n
   double t = ctx_now();
   ctx_sync_start(s->ctx, vals, nvals, &is);
   s->clk.comm_s += ctx_now() - t;
-  if (s->ghosts) dmat_halo_up(s->A, 1.0f, 1.0f, s->v[V_L], into, &s->clk);
+  if (s->ghosts && !s->fused) dmat_halo_up(s->A, 1.0f, 1.0f, s->v[V_L], into, &s->clk);
   t = ctx_now();
   rc = ctx_sync_finish(s->ctx, vals, &is);
   s->clk.comm_s += ctx_now() - t;
@@ -195,7 +213,7 @@ static int setup(dcg *s, const float *b, double *bb) {
   free(zeros);
   gkc_step st[1] = {gkc_step_dot(s->v[V_B], s->v[V_B])};
   gkc_batch_result br;
-  batch(s, st, 1, &br, "batch (b.b)");
+  batch(s, st, NULL, 1, &br, "batch (b.b)");
   double v[1] = {br.value[0]};
   int rc = allreduce(s, v, 1);
   *bb = v[0];
@@ -213,38 +231,46 @@ static int restart_classical(dcg *s, double *rz, double *rr) {
   st[n++] = gkc_step_dot(s->v[V_R], s->v[V_Z]);
   if (s->jacobi) st[n++] = gkc_step_dot(s->v[V_R], s->v[V_R]); /* else r.z is r.r */
   gkc_batch_result br;
-  batch(s, st, n, &br, "batch (r.z, r.r)");
+  batch(s, st, NULL, n, &br, "batch (r.z, r.r)");
   double v[2] = {br.value[n - 1 - s->jacobi], br.value[n - 1]};
   int rc = allreduce(s, v, 2);
   *rz = v[0], *rr = v[1];
   return rc;
 }
 
-/* Classical steps 1-4: p = z + beta p, q = A p; returns p.q summed. */
+/* Classical steps 1-4: p = z + beta p, q = A p (fused: but for the ghost
+ * columns, which classical_update adds); returns p.q summed. */
 static int classical_product(dcg *s, double beta, double *pq) {
-  gkc_step st[4];
+  gkc_step st[5];
+  gkc_step_region g[5] = {0};
   int n = 0;
   st[n++] = gkc_step_axpby(num(1), s->v[V_Z], num(beta), s->v[V_P], s->v[V_P]);
   int d = step_local_product(s, st, &n, s->v[V_P], s->v[V_Q]);
+  if (s->fused) n += dmat_step_down(s->A, s->v[V_P], &st[n], &g[n], &s->clk);
   gkc_batch_result br;
-  batch(s, st, n, &br, "batch (p update, own-column spmv, p.Ap)");
+  batch(s, st, s->fused ? g : NULL, n, &br, s->fused ? "batch (p update, own-column spmv, p.Ap,"
+                                                      " halo down)"
+                                                    : "batch (p update, own-column spmv, p.Ap)");
   double v[1] = {br.value[d]};
   int rc = finish_product(s, s->v[V_P], s->v[V_Q], v, 1, &v[0]);
   *pq = v[0];
   return rc;
 }
 
-/* Classical steps 5-6: x += a p, r -= a q, z = M^-1 r; r.z and r.r summed. */
+/* Classical steps 5-6: (fused: q = A_ghost g + L first,) x += a p,
+ * r -= a q, z = M^-1 r; r.z and r.r summed. */
 static int classical_update(dcg *s, double a, double *rz, double *rr) {
-  gkc_step st[6];
+  gkc_step st[7];
+  gkc_step_region g[7] = {0};
   int n = 0;
+  if (s->fused) n += dmat_step_up(s->A, s->v[V_L], s->v[V_Q], &st[n], &g[n]);
   st[n++] = gkc_step_axpby(num(a), s->v[V_P], num(1), s->v[V_X], s->v[V_X]);
   st[n++] = gkc_step_axpby(num(-a), s->v[V_Q], num(1), s->v[V_R], s->v[V_R]);
   step_precond(s, st, &n);
   st[n++] = gkc_step_dot(s->v[V_R], s->v[V_Z]);
   if (s->jacobi) st[n++] = gkc_step_dot(s->v[V_R], s->v[V_R]); /* else r.z is r.r */
   gkc_batch_result br;
-  batch(s, st, n, &br, "batch (x and r updates, r.z, r.r)");
+  batch(s, st, s->fused ? g : NULL, n, &br, "batch (x and r updates, r.z, r.r)");
   double v[2] = {br.value[n - 1 - s->jacobi], br.value[n - 1]};
   int rc = allreduce(s, v, 2);
   *rz = v[0], *rr = v[1];
@@ -277,7 +303,7 @@ static double classical_chain(dcg *s, int k, double beta0, double *pq, double *r
     if (s->jacobi) rr_at[j] = n, st[n++] = gkc_step_dot(r, r);
   }
   gkc_batch_result br;
-  batch(s, st, n, &br, "batch (chained CG iterations)");
+  batch(s, st, NULL, n, &br, "batch (chained CG iterations)");
   for (int j = 0; j < k; j++) pq[j] = br.value[pq_at[j]], rr[j] = br.value[rr_at[j]];
   *rz_prev = br.value[prev_at];
   return br.value[rz_at];
@@ -287,11 +313,15 @@ static double classical_chain(dcg *s, int k, double beta0, double *pq, double *r
  * so no updates run (p and s restart from z and w with beta = 0 next).
  * vals = {r.z, w.z, r.r} summed. */
 static int single_step(dcg *s, int first, double a, double beta, double vals[3]) {
-  gkc_step st[10];
+  gkc_step st[12];
+  gkc_step_region g[12] = {0};
   int n = 0;
   uint32_t x = s->v[V_X], r = s->v[V_R], p = s->v[V_P], z = s->v[V_Z], sv = s->v[V_Q],
            w = s->v[V_W];
   if (!first) {
+    /* fused: w = A_ghost g + L, the last product's ghosts (exchanged since
+     * the last batch) completing it before s reads it */
+    if (s->fused) n += dmat_step_up(s->A, s->v[V_L], w, &st[n], &g[n]);
     st[n++] = gkc_step_axpby(num(1), z, num(beta), p, p);
     st[n++] = gkc_step_axpby(num(1), w, num(beta), sv, sv);
     st[n++] = gkc_step_axpby(num(a), p, num(1), x, x);
@@ -303,9 +333,11 @@ static int single_step(dcg *s, int first, double a, double beta, double vals[3])
   st[n++] = gkc_step_dot(r, z);
   int rr_at = rz_at;
   if (s->jacobi) rr_at = n, st[n++] = gkc_step_dot(r, r);
+  if (s->fused) n += dmat_step_down(s->A, z, &st[n], &g[n], &s->clk);
   gkc_batch_result br;
-  batch(s, st, n, &br, first ? "batch (z, own-column spmv, dots)"
-                             : "batch (p, s, x, r updates, own-column spmv, dots)");
+  batch(s, st, s->fused ? g : NULL, n, &br,
+        first ? "batch (z, own-column spmv, dots)"
+              : "batch (p, s, x, r updates, own-column spmv, dots)");
   vals[0] = br.value[rz_at], vals[1] = br.value[d], vals[2] = br.value[rr_at];
   return finish_product(s, z, w, vals, 3, &vals[1]);
 }
@@ -315,7 +347,7 @@ static int true_residual(dcg *s, double *rr) {
   dmat_spmv(s->A, -1.0f, s->v[V_X], 1.0f, 1, s->v[V_B], s->v[V_R], &s->clk);
   gkc_step st[1] = {gkc_step_dot(s->v[V_R], s->v[V_R])};
   gkc_batch_result br;
-  batch(s, st, 1, &br, "batch (r.r)");
+  batch(s, st, NULL, 1, &br, "batch (r.r)");
   double v[1] = {br.value[0]};
   int rc = allreduce(s, v, 1);
   *rr = v[0];
@@ -346,6 +378,7 @@ int gkcm_cg(gkcm_matrix *A, const float *b, float *x, const gkcm_cg_params *prm,
   s.A = A, s.ctx = A->ctx, s.nb = (size_t)A->plan.rows * 4;
   s.jacobi = prm->precond == GKCM_PRECOND_JACOBI;
   s.ghosts = A->plan.nghost > 0;
+  s.fused = dmat_fused(A);
   gkcm_ctx *ctx = s.ctx;
   int rc, single = prm->variant == GKCM_CG_SINGLE;
   double t0 = ctx_now(), bb = 0;

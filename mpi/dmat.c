@@ -229,6 +229,29 @@ void dmat_halo_down(gkcm_matrix *A, uint32_t x, gkcm_clock *clk) {
   clk->down_bytes += (int64_t)m * 4;
 }
 
+int dmat_fused(const gkcm_matrix *A) { return A->region != NULL && A->ctx->size > 1; }
+
+int dmat_step_down(gkcm_matrix *A, uint32_t x, gkc_step *st, gkc_step_region *g,
+                   gkcm_clock *clk) {
+  halo_plan *p = &A->plan;
+  size_t m = (size_t)p->nsend + (size_t)p->nghost;
+  if (m == 0) return 0;
+  *st = gkc_step_spmv(A->down, gkc_scalar_num(1), x, gkc_scalar_num(0), 0, 0);
+  memset(g, 0, sizeof *g);
+  g->out = gkc_out_region(A->region, A->hoff);
+  clk->down_bytes += (int64_t)m * 4;
+  return 1;
+}
+
+int dmat_step_up(gkcm_matrix *A, uint32_t y, uint32_t out, gkc_step *st, gkc_step_region *g) {
+  halo_plan *p = &A->plan;
+  if (p->nghost == 0) return 0;
+  *st = gkc_step_spmv(A->offd, gkc_scalar_num(1), 0, gkc_scalar_num(1), y, out);
+  memset(g, 0, sizeof *g);
+  g->x = gkc_ref_region(A->region, A->goff, (size_t)p->nghost * 4);
+  return 1;
+}
+
 void dmat_halo_exchange(gkcm_matrix *A, gkcm_clock *clk) {
   double t = ctx_now();
   int nreq = halo_post(A);

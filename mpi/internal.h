@@ -75,6 +75,19 @@ void dmat_halo_up(gkcm_matrix *A, float alpha, float beta, uint32_t y, uint32_t 
                   gkcm_clock *clk);
 double dmat_ghost_dot(const gkcm_matrix *A);
 
+/* The same halo folded into batches (gkc_batch_regions), when it goes
+ * through the region (dmat_fused: A->region, and more than one rank):
+ *   dmat_step_down: the batch step hbuf = [G; offd^T] x, its out the
+ *     region (down_bytes counted); 0 steps when this rank has no halo;
+ *   dmat_step_up: the batch step out = offd g + y, g read from gbuf (the
+ *     last exchange's ghosts), y resident, out differs from y; 0 steps
+ *     without ghosts.
+ * Each writes st[0] and g[0] and returns how many steps it wrote (0 or 1). */
+int dmat_fused(const gkcm_matrix *A);
+int dmat_step_down(gkcm_matrix *A, uint32_t x, gkc_step *st, gkc_step_region *g,
+                   gkcm_clock *clk);
+int dmat_step_up(gkcm_matrix *A, uint32_t y, uint32_t out, gkc_step *st, gkc_step_region *g);
+
 /* Collective: out = alpha A x + beta y on gkcd (resident arrays of the
  * rank's rows; y only when has_y; out differs from x and y): the halo
  * download, the own-column spmv into scratch while the messages travel,

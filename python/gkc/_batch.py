@@ -15,6 +15,17 @@ reduce methods return a :class:`Value` standing for that step's result, and
     res = c.batch(b)
     rho = res[rr]                                # a float
 
+An spmv step's ``x`` and ``out`` may also be NumPy arrays in a
+:class:`gkc.Region` of the connection (``r.array(n, offset=...)``): gkcd
+reads x from, and writes the result into, the region's slice, checked
+against the region before any step runs; the result's entry for that step
+is the array::
+
+    r = c.region(1 << 20)
+    g = r.array(n_ghost, offset=0)               # filled by an exchange
+    b.spmv(A_ghost, g, y=L, beta=1.0, out=w)     # w = A_ghost g + L
+    b.spmv(D, z, out=r.array(m, offset=4096))    # into the region
+
 A scalar may be ``s * v[i] / v[j]`` at most: one Value over another, times
 a number (gkcd resolves it as the steps run, so the values never travel).
 """
@@ -22,8 +33,10 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Union
 
+import numpy as np
+
 from . import errors
-from ._objects import Array, Matrix
+from ._objects import Array, Matrix, Region
 
 
 def _bad(msg: str) -> errors.Error:
@@ -116,9 +129,10 @@ class Batch:
         return self._add({"op": "axpby", "x": x, "y": y, "alpha": alpha, "beta": beta,
                           "out": out if out is not None else y})
 
-    def spmv(self, A: Matrix, x: Array, *, out: Array, alpha: Num = 1.0, beta: Num = 0.0,
-             y: Optional[Array] = None) -> int:
-        """out = alpha A x + beta y (y needed when beta is not 0; out may be y, not x)."""
+    def spmv(self, A: Matrix, x: Union[Array, np.ndarray], *, out: Union[Array, np.ndarray],
+             alpha: Num = 1.0, beta: Num = 0.0, y: Optional[Array] = None) -> int:
+        """out = alpha A x + beta y (y needed when beta is not 0; out may be y, not x).
+        x and out may be NumPy arrays in a gkc.Region of the connection."""
         s = {"op": "spmv", "matrix": A, "x": x, "alpha": alpha, "beta": beta, "out": out}
         if y is not None:
             s["y"] = y
@@ -141,7 +155,9 @@ class Batch:
         for i, s in enumerate(self.steps):
             w: Dict[str, Any] = {}
             for k, v in s.items():
-                if isinstance(v, (Array, Matrix)):
+                if isinstance(v, np.ndarray) and s["op"] == "spmv" and k in ("x", "out"):
+                    w[k] = _slice(conn, i, k, v)
+                elif isinstance(v, (Array, Matrix)):
                     try:
                         v._check(conn)
                     except errors.Error as e:
@@ -160,6 +176,26 @@ class Batch:
                     w[k] = v
             out.append(w)
         return out
+
+
+def _slice(conn: Any, i: int, key: str, a: np.ndarray) -> Dict[str, Any]:
+    """An spmv step's x or out as a slice of one of conn's gkc.Regions."""
+    where = f"steps[{i}] (spmv): argument '{key}'"
+    wire = {np.dtype("<f4"): "f32", np.dtype("<f8"): "f64"}.get(a.dtype)
+    if wire is None or not a.flags.c_contiguous or not a.size:
+        raise _bad(f"{where}: a region array must be a non-empty C-contiguous float32 or"
+                   f" float64 array, not {a.dtype} of shape {a.shape}")
+    ref = conn._region_ref(a)
+    if ref is None or not isinstance(conn._regions.get(ref[0]), Region):
+        raise _bad(f"{where}: a NumPy array must lie inside a gkc.Region of this connection"
+                   " (c.region(...).array(...)); otherwise upload it")
+    r, off, n = ref
+    if key == "out":
+        return {"region": r, "offset": off, "bytes": n}
+    d: Dict[str, Any] = {"region": r, "offset": off, "bytes": n}
+    if wire == "f64":  # the reference settles the step's dtype (PROTOCOL.md)
+        d["dtype"] = wire
+    return d
 
 
 class BatchResult(list):

@@ -45,6 +45,18 @@ python3 "$REF" "$dir" make 402 24 sy
 run batch --matrix A="$DATA/lp_ship04l.mtx" --array x="$dir/sx.npy" --array y="$dir/sy.npy" \
   --step 'spmv A 1.5 x -0.5 y y' --step 'dot y y' --save y="$dir/sy2.npy" --json
 bcheck "batch spmv (lp_ship04l, alpha, beta, in place) against float64" spmv "$DATA/lp_ship04l.mtx"
+# --in-region: an spmv step's x read from, and its out written into, a shared-memory region.
+rm -f "$dir/sy2.npy"
+run batch --matrix A="$DATA/lp_ship04l.mtx" --array x="$dir/sx.npy" --array y0="$dir/sy.npy" \
+  --zeros w=402 --zeros v=402 --in-region x --in-region v \
+  --step 'spmv A 1.5 x -0.5 y0 w' --step 'dot w w' --step 'spmv A 1.5 x -0.5 y0 v' \
+  --save v="$dir/sy2.npy" --json
+bcheck "batch --in-region: spmv x from the region, out into it, against float64" spmv "$DATA/lp_ship04l.mtx"
+run batch --array x="$dir/sx.npy" --in-region x --step 'dot x x'
+expect "batch: an --in-region array in a dot: exit 2" 2 \
+  "^gkc: --step 0 'dot x x': 'x' is --in-region: only an spmv step's x and out"
+run batch --array x="$dir/sx.npy" --in-region nosuch --step 'dot x x'
+expect "batch: --in-region of an undefined name: exit 2" 2 "^gkc: --in-region nosuch: 'nosuch' is not defined"
 python3 "$REF" "$dir" make 576 25 cb
 run batch --matrix A="$dir/lap.mtx" --array r="$dir/cb.npy" --array p="$dir/cb.npy" \
   --zeros x=576 --zeros q=576 \
