@@ -3,7 +3,9 @@
  * on the CPU, on model Laplacians (issue #27).
  *
  * Each matrix: the 2-D 5-point or 3-D 7-point Laplacian of a k^d grid
- * (Dirichlet), b uniform in [-1, 1) from a fixed seed, x0 = 0, to
+ * (Dirichlet), b uniform in [-1, 1) from a fixed seed (--rhs ones: b = 1,
+ * as bench/gpu/amg_solve.py's, so that the GPU's iteration counts have
+ * this anchor on the same system), x0 = 0, to
  * ||b - A x|| <= rtol ||b||.  gkc's solvers run as gkcd's CPU backend runs
  * them (cpu_solve, float64 values and vectors, OpenMP), called directly so
  * that both sides are libraries on the same arrays; hypre's PCG uses
@@ -12,8 +14,11 @@
  * Every x is checked by its true residual, computed here in double; a
  * solve that misses rtol is reported and makes the exit status 1.
  *
- *   bench_amg [--grids 2d:512,2d:1024,3d:64] [--rtol 1e-8] [--skip-none] [--repeat N]
+ *   bench_amg [--grids 2d:512,2d:1024,3d:64] [--rtol 1e-8] [--rhs random|ones]
+ *             [--skip-none] [--amg-only] [--repeat N]
  *
+ * --skip-none leaves out plain CG, --amg-only every solver but gkc's
+ * AMG-PCG and BoomerAMG-PCG (Jacobi-PCG takes minutes on 2048^2 here).
  * --repeat N runs every solve N times and keeps the fastest (a shared
  * machine's other work only ever adds time).
  * Prints one line per (matrix, solver): iterations, setup and solve
@@ -176,23 +181,33 @@ static outcome run_hypre(const csr *A, const double *b, double *x, double rtol) 
 int main(int argc, char **argv) {
   const char *grids = "2d:512,2d:1024,3d:64";
   double rtol = 1e-8;
-  int skip_none = 0, csv = 0, repeat = 1;
+  int skip_none = 0, amg_only = 0, ones = 0, csv = 0, repeat = 1;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--grids") && i + 1 < argc) grids = argv[++i];
     else if (!strcmp(argv[i], "--rtol") && i + 1 < argc) rtol = atof(argv[++i]);
     else if (!strcmp(argv[i], "--skip-none")) skip_none = 1;
+    else if (!strcmp(argv[i], "--amg-only")) amg_only = skip_none = 1;
+    else if (!strcmp(argv[i], "--rhs") && i + 1 < argc && (!strcmp(argv[i + 1], "ones") || !strcmp(argv[i + 1], "random")))
+      ones = !strcmp(argv[++i], "ones");
     else if (!strcmp(argv[i], "--csv")) csv = 1;
+    else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      printf("usage: bench_amg [--grids 2d:512,3d:64] [--rtol 1e-8] [--rhs random|ones] [--skip-none]\n"
+             "                 [--amg-only] [--repeat N] [--csv]\n"
+             "CG with gkc's AMG (and Jacobi, none) against hypre BoomerAMG-PCG on model Laplacians.\n");
+      return 0;
+    }
     else if (!strcmp(argv[i], "--repeat") && i + 1 < argc) repeat = atoi(argv[++i]) > 0 ? atoi(argv[i]) : 1;
     else {
-      fprintf(stderr, "usage: bench_amg [--grids 2d:512,3d:64] [--rtol 1e-8] [--skip-none] [--csv]\n");
+      fprintf(stderr, "usage: bench_amg [--grids 2d:512,3d:64] [--rtol 1e-8] [--rhs random|ones] "
+              "[--skip-none] [--amg-only] [--repeat N] [--csv]\n");
       return 2;
     }
   }
   MPI_Init(&argc, &argv);
   HYPRE_Init();
   int bad = 0;
-  printf("# bench_amg: rtol %g, %d OpenMP threads, best of %d\n", rtol, omp_get_max_threads(),
-         repeat);
+  printf("# bench_amg: rtol %g, b %s, %d OpenMP threads, best of %d\n", rtol,
+         ones ? "ones" : "random", omp_get_max_threads(), repeat);
   if (csv) printf("matrix,n,solver,iterations,levels,setup_ms,solve_ms,total_ms,true_residual\n");
   char *list = strdup(grids);
   for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
@@ -206,7 +221,7 @@ int main(int argc, char **argv) {
     uint64_t s = 12345;
     for (int32_t i = 0; i < A.n; i++) {
       s = s * 6364136223846793005ull + 1442695040888963407ull;
-      b[i] = (double)(s >> 11) * 0x1p-52 - 1.0;
+      b[i] = ones ? 1.0 : (double)(s >> 11) * 0x1p-52 - 1.0;
     }
     char name[32];
     snprintf(name, sizeof name, "%dd_%d", dims, k);
@@ -216,7 +231,7 @@ int main(int argc, char **argv) {
       outcome now[4];
       int m = 0;
       if (!skip_none) now[m++] = run_gkc("gkc CG", &A, b, x, CPU_CG, CPU_PRECOND_NONE, rtol);
-      now[m++] = run_gkc("gkc Jacobi-PCG", &A, b, x, CPU_CG, CPU_PRECOND_JACOBI, rtol);
+      if (!amg_only) now[m++] = run_gkc("gkc Jacobi-PCG", &A, b, x, CPU_CG, CPU_PRECOND_JACOBI, rtol);
       now[m++] = run_gkc("gkc AMG-PCG", &A, b, x, CPU_CG, CPU_PRECOND_AMG, rtol);
       now[m++] = run_hypre(&A, b, x, rtol);
       for (int i = 0; i < m; i++) /* the fastest setup and solve of the repeats */

@@ -21,7 +21,9 @@
 # ms per iteration, iterations, requests/iteration/rank, Allreduce/iteration,
 # comm share, halo bytes, speed-up or efficiency against 1 rank of the same
 # variant, time against solve's, and the targets), env.txt and
-# gkcd_logs.txt.  GPUS=2 runs only the 1- and 2-rank cases.
+# gkcd_logs.txt.  GPUS=2 runs only the 1- and 2-rank cases.  SAME_GPU=1
+# puts every gkcd on GPU 0: the path checked on a one-GPU machine (requests
+# per iteration, iterations, answers), its speed-ups meaning nothing.
 set -uo pipefail
 dir=$(cd "${1:?usage: mpi_scaling_gpu.sh DIR [GRID] [REPEATS] [VARIANTS]}" && pwd -P)
 grid=${2:-256}
@@ -61,7 +63,7 @@ cat "$OUT/env.txt"
 
 for ((i = 0; i < gpus; i++)); do
   dev=()
-  [ "${BACKEND:-cuda}" = cuda ] && dev=(--devices "$i")
+  [ "${BACKEND:-cuda}" = cuda ] && dev=(--devices "$((${SAME_GPU:-0} ? 0 : i))")
   LD_LIBRARY_PATH=$gkcd_libs "$dir/gkcd" --socket "$tmp/g$i.sock" --log-level warn \
     --backend "${BACKEND:-cuda}" "${dev[@]}" 2>"$tmp/gkcd_g$i.log" &
   pids+=($!)
