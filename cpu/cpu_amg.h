@@ -148,10 +148,11 @@ void cpu_amg_cycle(const cpu_amg *h, cpu_amg_cycle_info *out);
  * coarsening stalled above the dense limit, and the last level is smoothed
  * instead (one smoothing step from zero, then three more). */
 int32_t cpu_amg_coarse_rows(const cpu_amg *h);
-/* The inverse of the coarsest matrix as the LU solve applies it (a pivot
- * that came out zero leaves its component 0, so it is that linear map,
- * not a true inverse), nc x nc row-major in inv (nc = cpu_amg_coarse_rows,
- * which must not be 0).  Columns in parallel on OpenMP threads. */
+/* The inverse of the coarsest matrix, nc x nc row-major in inv (nc =
+ * cpu_amg_coarse_rows, which must not be 0): by LAPACK (OpenBLAS's dgetrf
+ * and dgetri); when that matrix is singular, the linear map the LU solve
+ * applies instead (a pivot that came out zero leaves its component 0),
+ * column by column on OpenMP threads. */
 void cpu_amg_coarse_inverse(const cpu_amg *h, double *inv);
 
 /* The bytes the hierarchy holds (matrices, factors and scratch vectors). */

@@ -501,6 +501,22 @@ static void test_accessors(void) {
   free(inv), free(b), free(z);
   cpu_amg_free(h);
   mat_free(&A);
+
+  /* a singular one-level matrix (the Laplacian of a 2-node path, no
+   * Dirichlet end): LAPACK refuses it, and the inverse given is the map
+   * the LU solve applies (the zero pivot's component left 0) */
+  int32_t srp[3] = {0, 2, 4}, sci[4] = {0, 1, 0, 1};
+  double sv[4] = {1, -1, -1, 1}, sinv[4], sb[2] = {0.75, -0.25}, sz[2];
+  mat S = {2, srp, sci, sv};
+  h = setup(&S, &o);
+  ASSERT_EQ(cpu_amg_coarse_rows(h), 2);
+  cpu_amg_coarse_inverse(h, sinv);
+  cpu_amg_apply(h, sb, sz);
+  for (int i = 0; i < 2; i++) {
+    ASSERT(isfinite(sinv[2 * i]) && isfinite(sinv[2 * i + 1]));
+    ASSERT(fabs(sinv[2 * i] * sb[0] + sinv[2 * i + 1] * sb[1] - sz[i]) <= 1e-15);
+  }
+  cpu_amg_free(h);
   printf("accessors: R = P^T, A_c = R A P, diagonals and the coarsest inverse agree\n");
 }
 
