@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <time.h>
 
 #include "cpu_amg.h"
@@ -83,25 +82,6 @@ static void describe(const cpu_amg *h, gkcu_amg_desc *d, const double *cinv, flo
   d->coarse_inv = d->nc ? take_f32(&f32, need, cinv, (size_t)d->nc * (size_t)d->nc) : NULL;
 }
 
-/* Host memory for the matrix's download: mapped here, with transparent
- * huge pages asked for (THP in "madvise" mode, the usual default, gives
- * them only when asked), because these pages are fresh every setup and
- * their first touch was most of the download: 129-135 ms for 185 MB in
- * 4 KiB faults on an H200 host against ~8 ms of DMA.  NULL when mmap fails;
- * madvise failing only costs the small pages. */
-static void *host_buf(size_t bytes) {
-  void *p = mmap(NULL, bytes ? bytes : 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) return NULL;
-#ifdef MADV_HUGEPAGE
-  (void)madvise(p, bytes ? bytes : 1, MADV_HUGEPAGE);
-#endif
-  return p;
-}
-
-static void host_buf_free(void *p, size_t bytes) {
-  if (p) munmap(p, bytes ? bytes : 1);
-}
-
 /* gkcu_amg_upload's copies through a slot's pinned ring (cuda_ring.h). */
 typedef struct {
   cuda_ring *ring;
@@ -134,11 +114,9 @@ int cuda_amg_build(gkcu_ctx *ctx, const cuda_amg_mem *mem, int32_t n, int64_t nn
   cudaStream_t str = gkcu_ctx_stream(ctx);
   /* each step's end, for the log line that says where a setup went */
   double t[6] = {mono_ms()};
-  const size_t rp_bytes = ((size_t)n + 1) * sizeof(int32_t), ci_bytes = (size_t)nnz * sizeof(int32_t),
-               va_bytes = (size_t)nnz * sizeof(float);
-  int32_t *hrp = host_buf(rp_bytes);
-  int32_t *hci = host_buf(ci_bytes);
-  float *hva = host_buf(va_bytes);
+  int32_t *hrp = malloc(((size_t)n + 1) * sizeof *hrp);
+  int32_t *hci = malloc((size_t)(nnz ? nnz : 1) * sizeof *hci);
+  float *hva = malloc((size_t)(nnz ? nnz : 1) * sizeof *hva);
   cpu_amg *h = NULL;
   double *cinv = NULL;
   float *f32 = NULL;
@@ -185,7 +163,7 @@ int cuda_amg_build(gkcu_ctx *ctx, const cuda_amg_mem *mem, int32_t n, int64_t nn
   t[2] = mono_ms();
   int arc = cpu_amg_setup(n, hrp, hci, hva, 0, &ao, &h, bad_row);
   t[3] = mono_ms();
-  host_buf_free(hrp, rp_bytes), host_buf_free(hci, ci_bytes), host_buf_free(hva, va_bytes);
+  free(hrp), free(hci), free(hva);
   hrp = NULL, hci = NULL, hva = NULL;
   if (arc == CPU_AMG_EEMPTY_ROW) {
     snprintf(msg, msglen, "argument 'precond': amg needs an entry in every row, and row %" PRId32
@@ -255,7 +233,7 @@ int cuda_amg_build(gkcu_ctx *ctx, const cuda_amg_mem *mem, int32_t n, int64_t nn
            d.nlev, n, nnz, t[5] - t[0], t[1] - t[0], t[2] - t[1], t[3] - t[2], t[4] - t[3], t[5] - t[4]);
   dev = NULL, ptr = NULL;
 out:
-  host_buf_free(hrp, rp_bytes), host_buf_free(hci, ci_bytes), host_buf_free(hva, va_bytes);
+  free(hrp), free(hci), free(hva);
   free(cinv), free(f32);
   cpu_amg_free(h);
   gkcu_amg_free(dev);
