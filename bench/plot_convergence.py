@@ -42,8 +42,12 @@ def main():
               file=sys.stderr)
         return 1
     problems = list(dict.fromkeys(r["problem"] for r in rows))
-    fig, axes = plt.subplots(1, len(problems), figsize=(6 * len(problems), 4.2), squeeze=False)
-    for ax, p in zip(axes[0], problems):
+    cols = min(2, len(problems))
+    nrows = (len(problems) + cols - 1) // cols
+    fig, axes = plt.subplots(nrows, cols, figsize=(6 * cols, 4.2 * nrows), squeeze=False)
+    for ax in axes.flat[len(problems):]:
+        ax.set_visible(False)
+    for ax, p in zip(axes.flat, problems):
         for r in rows:
             if r["problem"] != p:
                 continue
