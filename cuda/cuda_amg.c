@@ -49,7 +49,8 @@ static const float *take_f32(float **f, size_t *need, const double *src, size_t 
 /* cpu_amg's hierarchy as gkcu_amg's description: index arrays point into
  * h, values are rounded into f32 (the device stores float32).  With f32
  * NULL, only *need (floats) is counted; the pointers are not to be used. */
-static void describe(const cpu_amg *h, gkcu_amg_desc *d, const double *cinv, float *f32, size_t *need) {
+static void describe(const cpu_amg *h, gkcu_amg_desc *d, const double *cinv, int lev0, float *f32,
+                     size_t *need) {
   memset(d, 0, sizeof *d);
   *need = 0;
   d->nlev = cpu_amg_levels(h);
@@ -57,9 +58,10 @@ static void describe(const cpu_amg *h, gkcu_amg_desc *d, const double *cinv, flo
     gkcu_amg_level_desc *L = &d->lev[l];
     cpu_amg_csr m;
     cpu_amg_matrix(h, l, CPU_AMG_A, &m);
-    /* level 0's values are the resident matrix's own: not uploaded */
+    /* level 0's values are the resident matrix's own, not uploaded, unless
+     * they are float64 (lev0): the cycle reads float32 */
     L->A = (gkcu_amg_csr){m.rows, m.cols, m.nnz, m.row_ptr, m.col_idx,
-                          l ? take_f32(&f32, need, m.values, (size_t)m.nnz) : NULL};
+                          l || lev0 ? take_f32(&f32, need, m.values, (size_t)m.nnz) : NULL};
     if (cpu_amg_matrix(h, l, CPU_AMG_P, &m) == 0)
       L->P = (gkcu_amg_csr){m.rows, m.cols, m.nnz, m.row_ptr, m.col_idx,
                             take_f32(&f32, need, m.values, (size_t)m.nnz)};
@@ -106,7 +108,7 @@ static cudaError_t get(cuda_ring *ring, cudaStream_t str, void *dst, const void 
 _Static_assert(GKCU_AMG_MAX_LEVELS == CPU_AMG_MAX_LEVELS, "one level limit");
 
 int cuda_amg_build(gkcu_ctx *ctx, const cuda_amg_mem *mem, int32_t n, int64_t nnz,
-                   const int32_t *rp, const int32_t *ci, const float *va, int nthreads,
+                   const int32_t *rp, const int32_t *ci, const void *va, int va_f64, int nthreads,
                    cuda_ring *ring, cuda_amg **out, int32_t *bad_row, char *msg, size_t msglen) {
   *out = NULL;
   *bad_row = -1;
@@ -116,7 +118,8 @@ int cuda_amg_build(gkcu_ctx *ctx, const cuda_amg_mem *mem, int32_t n, int64_t nn
   double t[6] = {mono_ms()};
   int32_t *hrp = malloc(((size_t)n + 1) * sizeof *hrp);
   int32_t *hci = malloc((size_t)(nnz ? nnz : 1) * sizeof *hci);
-  float *hva = malloc((size_t)(nnz ? nnz : 1) * sizeof *hva);
+  const size_t vsize = va_f64 ? sizeof(double) : sizeof(float);
+  void *hva = malloc((size_t)(nnz ? nnz : 1) * vsize);
   cpu_amg *h = NULL;
   double *cinv = NULL;
   float *f32 = NULL;
@@ -140,7 +143,8 @@ int cuda_amg_build(gkcu_ctx *ctx, const cuda_amg_mem *mem, int32_t n, int64_t nn
     void *rw = NULL;
     size_t rcap = 0;
     char rmsg[128];
-    if (rb && mem->alloc(mem->arg, rb, &rw, &rcap, rmsg, sizeof rmsg) == 0) {
+    /* (its kernels read float32: a float64 matrix's rho is the host's) */
+    if (!va_f64 && rb && mem->alloc(mem->arg, rb, &rw, &rcap, rmsg, sizeof rmsg) == 0) {
       int r = gkcu_amg_rho(ctx, n, rp, ci, va, CPU_AMG_POWER_ITERS, rw, rcap, &ao.rho0);
       mem->release(mem->arg, rw, rcap);
       if (r) {
@@ -153,7 +157,7 @@ int cuda_amg_build(gkcu_ctx *ctx, const cuda_amg_mem *mem, int32_t n, int64_t nn
   t[1] = mono_ms();
   cudaError_t e = get(ring, str, hrp, rp, ((size_t)n + 1) * sizeof *hrp);
   if (e == cudaSuccess) e = get(ring, str, hci, ci, (size_t)nnz * sizeof *hci);
-  if (e == cudaSuccess) e = get(ring, str, hva, va, (size_t)nnz * sizeof *hva);
+  if (e == cudaSuccess) e = get(ring, str, hva, va, (size_t)nnz * vsize);
   if (e == cudaSuccess) e = cudaStreamSynchronize(str);
   if (e != cudaSuccess) {
     snprintf(msg, msglen, "amg: copying the matrix to the host: %s", cudaGetErrorString(e));
@@ -161,7 +165,7 @@ int cuda_amg_build(gkcu_ctx *ctx, const cuda_amg_mem *mem, int32_t n, int64_t nn
     goto out;
   }
   t[2] = mono_ms();
-  int arc = cpu_amg_setup(n, hrp, hci, hva, 0, &ao, &h, bad_row);
+  int arc = cpu_amg_setup(n, hrp, hci, hva, va_f64, &ao, &h, bad_row);
   t[3] = mono_ms();
   free(hrp), free(hci), free(hva);
   hrp = NULL, hci = NULL, hva = NULL;
@@ -194,14 +198,14 @@ int cuda_amg_build(gkcu_ctx *ctx, const cuda_amg_mem *mem, int32_t n, int64_t nn
   t[4] = mono_ms();
   gkcu_amg_desc d;
   size_t nf = 0;
-  describe(h, &d, cinv, NULL, &nf);
+  describe(h, &d, cinv, va_f64, NULL, &nf);
   if (!(f32 = malloc((nf ? nf : 1) * sizeof *f32))) {
     snprintf(msg, msglen, "argument 'precond': cannot allocate %zu bytes of host memory to upload"
              " the AMG hierarchy", nf * sizeof *f32);
     rc = GKC_EOUT_OF_MEMORY;
     goto out;
   }
-  describe(h, &d, cinv, f32, &nf);
+  describe(h, &d, cinv, va_f64, f32, &nf);
   size_t bytes = gkcu_amg_device_bytes(&d);
   if (!bytes) {
     snprintf(msg, msglen, "amg: the hierarchy's device layout overflows");

@@ -36,7 +36,8 @@ typedef struct {
 typedef struct cuda_amg cuda_amg;
 
 /* Builds the hierarchy of the n x n matrix on the device (rp, ci, va: ctx's
- * device, the structure validated when it was uploaded), cpu_amg's setup on
+ * device, the structure validated when it was uploaded; va float, or double
+ * with va_f64, whose level 0 the hierarchy then keeps rounded to float32), cpu_amg's setup on
  * nthreads OpenMP threads (<= 0: all); the copies both ways go through ring
  * (a slot's, on ctx's stream) when given, else through the driver's
  * pageable path.  0 with *out set, or a negative gkc
@@ -48,7 +49,7 @@ typedef struct cuda_amg cuda_amg;
  *   GKC_EDEVICE_ERROR      a CUDA call failed (ctx's message; the caller
  *                          checks whether the context survived). */
 int cuda_amg_build(gkcu_ctx *ctx, const cuda_amg_mem *mem, int32_t n, int64_t nnz,
-                   const int32_t *rp, const int32_t *ci, const float *va, int nthreads,
+                   const int32_t *rp, const int32_t *ci, const void *va, int va_f64, int nthreads,
                    cuda_ring *ring, cuda_amg **out, int32_t *bad_row, char *msg, size_t msglen);
 
 const gkcu_amg *cuda_amg_dev(const cuda_amg *h);

@@ -273,7 +273,7 @@ static int cuda_part_open(gkcd_backend **out, const gkcd_config *cfg, cuda_gpu *
   be->f64_methods = 1ull << PROTO_M_SOLVE | 1ull << PROTO_M_UPLOAD | 1ull << PROTO_M_DOWNLOAD |
                     1ull << PROTO_M_DOT | 1ull << PROTO_M_NRM2 | 1ull << PROTO_M_AXPBY |
                     1ull << PROTO_M_SPMV | 1ull << PROTO_M_CSR_UPLOAD | 1ull << PROTO_M_BATCH;
-  be->f64_solve_matrix = 0;
+  be->f64_solve_matrix = 1;
   /* solve precond amg (setup on the host, V-cycle on the GPU: cuda_amg.h)
    * and jacobi with bicgstab; the hierarchy a matrix keeps is freed here */
   be->amg = 1;

@@ -81,8 +81,8 @@ static const gkcu_amg *amg_for(cuda_impl *impl, cuda_slot *s, gkcd_job *job) {
   /* The ring for a big matrix only: a slot's first use of it allocates its
    * pinned chunks (8 ms), most of a small matrix's setup (1138_bus: 17 ms). */
   cuda_ring *ring = (size_t)v->nnz * 8 >= CUDA_RING_CHUNK ? &s->ring : NULL;
-  int rc = cuda_amg_build(s->ctx, &mem, v->n, v->nnz, v->row_ptr, v->col_idx, v->values, 0, ring, &h,
-                          &bad, msg, sizeof msg);
+  int rc = cuda_amg_build(s->ctx, &mem, v->n, v->nnz, v->row_ptr, v->col_idx, v->values,
+                          v->values_dtype == DT_F64, 0, ring, &h, &bad, msg, sizeof msg);
   if (rc == GKC_EDEVICE_ERROR) {
     cudaError_t e = cudaStreamSynchronize(s->stream);
     if (e != cudaSuccess) cuda_fail(impl, job, e, msg);
@@ -144,13 +144,7 @@ void cuda_solve_run(cuda_impl *impl, cuda_slot *s, gkcd_job *job) {
   int x_new = 0; /* OUT_RES_NEW allocated here */
   double t0 = now_us();
   /* float64 b, x0 and x (b.dtype says for all three); the matrix's values
-   * float32: the CUDA kernels read no float64 matrix (cuda_backend.c lets
-   * no f64 csr_upload through, so this is a check, not a path). */
-  if (v->values_dtype != DT_F32) {
-    job_fail(job, GKC_EINVALID_ARGUMENT, "argument 'matrix': float64 values do not run on the"
-             " CUDA backend yet");
-    goto out;
-  }
+   * float32 or float64 (the product reads either, summing in double) */
   const gkcu_amg *amg = NULL;
   if (v->precond == SOLVE_PRECOND_AMG && !(amg = amg_for(impl, s, job))) goto out;
   size_t wb = gkcu_solve_work_bytes(v->method, v->precond, v->n, v->max_iter, v->history, v->fp32);
@@ -186,7 +180,8 @@ void cuda_solve_run(cuda_impl *impl, cuda_slot *s, gkcd_job *job) {
   }
   gkcu_solve_args a = {
       .method = v->method, .n = v->n, .nnz = v->nnz, .row_ptr = v->row_ptr,
-      .col_idx = v->col_idx, .values = v->values, .b = b, .x0 = x0, .x = x,
+      .col_idx = v->col_idx, .values = v->values, .values_f64 = v->values_dtype == DT_F64,
+      .b = b, .x0 = x0, .x = x,
       .rtol = v->rtol, .atol = v->atol, .max_iter = v->max_iter, .history = job->history,
       .poll = poll_job, .poll_arg = job, .poll_ms = SOLVE_POLL_MS,
       .work = work, .work_bytes = wb, .fp32 = v->fp32, .max_row = v->max_row,

@@ -78,7 +78,7 @@ void carve(carver &c, const gkcu_amg_desc *d, gkcu_amg *h) {
     size_t n = (size_t)D->A.rows;
     L->n = D->A.rows;
     L->rho = D->rho;
-    if (l > 0) carve_mat(c, &L->A, &D->A);
+    if (l > 0 || D->A.values) carve_mat(c, &L->A, &D->A);
     if (l < d->nlev - 1) carve_mat(c, &L->P, &D->P), carve_mat(c, &L->R, &D->R);
     L->dinv = c.take<float>(n), L->dl1inv = c.take<float>(n);
     if (l > 0) L->b = c.take<float>(n), L->x = c.take<float>(n);
@@ -135,7 +135,7 @@ extern "C" int gkcu_amg_upload(gkcu_ctx *ctx, const gkcu_amg_desc *d, gkcu_amg_h
     const gkcu_amg_level_desc *D = &d->lev[l];
     gkcu_amg_lev *L = &h->lev[l];
     const size_t n = (size_t)L->n * sizeof(float);
-    if (l > 0) e = put_mat(cp, &L->A, &D->A);
+    if (l > 0 || D->A.values) e = put_mat(cp, &L->A, &D->A);
     if (e == cudaSuccess && l < d->nlev - 1) e = put_mat(cp, &L->P, &D->P);
     if (e == cudaSuccess && l < d->nlev - 1) e = put_mat(cp, &L->R, &D->R);
     if (e == cudaSuccess) e = cp.put(L->dinv, D->dinv, n);
@@ -275,4 +275,6 @@ extern "C" int gkcu_amg_rho(gkcu_ctx *ctx, int32_t n, const int32_t *rp, const i
 
 extern "C" int gkcu_amg_levels(const gkcu_amg *h) { return h->nlev; }
 extern "C" int32_t gkcu_amg_rows(const gkcu_amg *h) { return h->lev[0].n; }
+
+extern "C" const float *gkcu_amg_level0_values(const gkcu_amg *h) { return h->lev[0].A.va; }
 extern "C" void gkcu_amg_free(gkcu_amg *h) { free(h); }

@@ -51,7 +51,8 @@ typedef struct {
 } gkcu_amg_csr;
 
 typedef struct {
-  gkcu_amg_csr A;        /* A_l (level 0: only rows is read) */
+  gkcu_amg_csr A;        /* A_l (level 0: rows, and the rest only when values is set:
+                          * a float64 matrix's values rounded, for the cycle) */
   gkcu_amg_csr P, R;     /* P_l and R_l = P_l^T; empty on the last level */
   const float *dinv;     /* rows values: 1 / a_ii, 0 for a row left out of smoothing */
   const float *dl1inv;   /* rows values: 1 / sum_j |a_ij| */
@@ -105,6 +106,10 @@ int gkcu_amg_rho(gkcu_ctx *ctx, int32_t n, const int32_t *row_ptr, const int32_t
 /* Levels, and the rows of level 0 (the matrix it was built for). */
 int gkcu_amg_levels(const gkcu_amg *h);
 int32_t gkcu_amg_rows(const gkcu_amg *h);
+/* Level 0's values as the hierarchy keeps them (float32, device), when its
+ * description gave them (a float64 matrix, whose cycle cannot read the
+ * solve's own values); NULL when level 0 reads the solve's float32 matrix. */
+const float *gkcu_amg_level0_values(const gkcu_amg *h);
 
 /* Frees the host side (the device memory stays the caller's); NULL is fine. */
 void gkcu_amg_free(gkcu_amg *h);

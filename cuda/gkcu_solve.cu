@@ -89,10 +89,15 @@ int launch_spmv_t(solver<V> *S, const TI *in, V *out, const void *b, const V *a0
   const double *b64 = b && S->a->io_f64 ? (const double *)b : nullptr;
   const gkcu_solve_args *a = S->a;
   cudaStream_t str = S->ctx->stream;
+  /* A's values: float32, or float64 (csr_upload dtype f64), each summed in double */
 #define GKCU__SPMV_W(W)                                                                           \
   case W:                                                                                         \
-    k_spmv<W, TI, V><<<S->g_spmv, NT, 0, str>>>(a->n, a->row_ptr, a->col_idx, a->values, in, out, b32, \
-                                             b64, a0, a1, nd, S->v.st, S->v.part, stage);         \
+    if (a->values_f64)                                                                            \
+      k_spmv<W, TI, V, double><<<S->g_spmv, NT, 0, str>>>(a->n, a->row_ptr, a->col_idx,             \
+          (const double *)a->values, in, out, b32, b64, a0, a1, nd, S->v.st, S->v.part, stage);     \
+    else                                                                                          \
+      k_spmv<W, TI, V, float><<<S->g_spmv, NT, 0, str>>>(a->n, a->row_ptr, a->col_idx,              \
+          (const float *)a->values, in, out, b32, b64, a0, a1, nd, S->v.st, S->v.part, stage);      \
     break;
   switch (S->w) {
     GKCU__SPMV_W(1)
@@ -432,13 +437,17 @@ int solve_t(gkcu_ctx *ctx, const gkcu_solve_args *a, gkcu_solve_result *res) {
   S.v.hist = a->history ? (double *)w : nullptr;
 
   S.w = gkcu__row_width(ctx->sm_count, n, a->nnz, a->max_row > 0 ? a->max_row : -1);
-  S.amg = {ctx, a->amg, a->row_ptr, a->col_idx, a->values, S.w, S.v.st, S.v.part,
+  /* the cycle's level 0: the solve's float32 values, or (a float64
+   * matrix) the rounded copy its hierarchy keeps (gkcu_solve checked it) */
+  const float *va0 = a->values_f64 ? (a->amg ? gkcu_amg_level0_values(a->amg) : nullptr)
+                                   : (const float *)a->values;
+  S.amg = {ctx, a->amg, a->row_ptr, a->col_idx, va0, S.w, S.v.st, S.v.part,
            ctx->sm_count > 0 ? ctx->sm_count : 1};
   int sms = ctx->sm_count > 0 ? ctx->sm_count : 1;
   int occ_v = 0, occ_s = 0;
   void (*kv)(int, V *, const V *, V *, const V *, state *, double *, int) = k_cg_update<V>;
   void (*ks)(int, const int *, const int *, const float *, const V *, V *, const float *,
-             const double *, const V *, const V *, int, state *, double *, int) = k_spmv<8, V, V>;
+             const double *, const V *, const V *, int, state *, double *, int) = k_spmv<8, V, V, float>;
   GKCU__TRY_CUDA(ctx, cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ_v, kv, NT, 0));
   GKCU__TRY_CUDA(ctx, cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ_s, ks, NT, 0));
   long long gv = (long long)sms * (occ_v > 0 ? occ_v : 1);
@@ -485,7 +494,12 @@ int solve_t(gkcu_ctx *ctx, const gkcu_solve_args *a, gkcu_solve_result *res) {
       else k_init_x<float, V><<<g, NT, 0, str>>>(n, (const float *)a->x0, v->x);
       LAUNCHED("k_init_x");
       if (a->precond == GKCU_PRECOND_JACOBI) {
-        k_dinv<V><<<g, NT, 0, str>>>(n, a->row_ptr, a->col_idx, a->values, v->dinv, v->st);
+        if (a->values_f64)
+          k_dinv<V, double><<<g, NT, 0, str>>>(n, a->row_ptr, a->col_idx, (const double *)a->values,
+                                               v->dinv, v->st);
+        else
+          k_dinv<V, float><<<g, NT, 0, str>>>(n, a->row_ptr, a->col_idx, (const float *)a->values,
+                                              v->dinv, v->st);
         LAUNCHED("k_dinv");
       }
     }
@@ -609,7 +623,8 @@ extern "C" int gkcu_solve(gkcu_ctx *ctx, const gkcu_solve_args *a, gkcu_solve_re
   e.precond = eff_precond(a->method, a->precond);
   e.method = eff_method(a->method, e.precond);
   if (e.precond == GKCU_PRECOND_AMG)
-    GKCU__CHECK_ARG(ctx, a->amg && gkcu_amg_rows(a->amg) == a->n);
+    GKCU__CHECK_ARG(ctx, a->amg && gkcu_amg_rows(a->amg) == a->n &&
+                             (!a->values_f64 || gkcu_amg_level0_values(a->amg)));
   memset(res, 0, sizeof *res);
   res->bad_row = -1;
   res->how = "none";

@@ -92,7 +92,8 @@ typedef struct {
   int32_t n;         /* A is n x n, n >= 1 */
   int64_t nnz;
   const int32_t *row_ptr, *col_idx; /* device; validated when uploaded */
-  const float *values;
+  const void *values; /* device, nnz of them: float, or double with values_f64 */
+  int values_f64;     /* 1: A's values are float64 (csr_upload dtype f64) */
   /* b, x0 and x: the request's vectors, float32, or float64 with io_f64 */
   const void *b;     /* device, n values */
   const void *x0;    /* device, n values, or NULL: start from zero */

@@ -210,10 +210,10 @@ __device__ void reduce_finish(state *st, double *part, int stage, int pcg, doubl
  * 75% occupancy, and CG on the 27-point stencil 156^3 (H200) did 2,535
  * iterations/s; at full occupancy 3,380 (bench/gpu/module_ab.sh, no spill;
  * unrolling the row loop by 4 as well gained nothing). */
-template <int W, typename TI, typename V>
+template <int W, typename TI, typename V, typename VA>
 __global__ void __launch_bounds__(NT, 2048 / NT)
     k_spmv(int n, const int *__restrict__ rp, const int *__restrict__ ci,
-           const float *__restrict__ va, const TI *__restrict__ in, V *out,
+           const VA *__restrict__ va, const TI *__restrict__ in, V *out,
            const float *__restrict__ b, const double *__restrict__ b64, const V *a0, const V *a1,
            int nd, state *st, double *part, int stage) {
   /* CG: the previous iteration's k_cg_p, which used x_pending, is done */
@@ -274,13 +274,13 @@ __global__ void k_store_x(int n, const V *__restrict__ x, TO *y) {
 
 /* PCG: dinv = 1 / diag(A) (repeated entries add up); the first row whose
  * diagonal is zero or not finite into st->bad_row. */
-template <typename V>
+template <typename V, typename VA>
 __global__ void k_dinv(int n, const int *__restrict__ rp, const int *__restrict__ ci,
-                       const float *__restrict__ va, V *dinv, state *st) {
+                       const VA *__restrict__ va, V *dinv, state *st) {
   GRID_LOOP(i, n) {
     double d = 0;
     for (int j = rp[i]; j < rp[i + 1]; j++)
-      if (ci[j] == i) d += va[j];
+      if (ci[j] == i) d += (double)va[j];
     if (d == 0 || !isfinite(d)) atomicMin(&st->bad_row, (int)i);
     else dinv[i] = (V)(1.0 / d);
   }

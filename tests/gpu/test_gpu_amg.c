@@ -280,7 +280,7 @@ static cuda_amg *build(const dmat *d) {
   cuda_amg *h = NULL;
   int32_t bad = -1;
   char msg[256];
-  int rc = cuda_amg_build(ctx, &test_mem, d->h->rows, d->h->nnz, d->rp, d->ci, d->va, 0, &test_ring, &h,
+  int rc = cuda_amg_build(ctx, &test_mem, d->h->rows, d->h->nnz, d->rp, d->ci, d->va, 0, 0, &test_ring, &h,
                           &bad, msg, sizeof msg);
   if (rc) TEST_FAIL("cuda_amg_build: %d %s", rc, msg);
   return h;
@@ -442,6 +442,86 @@ static void test_fp32(gpu_rng *rng, int short_run) {
   gpu_csr_free(&A);
 }
 
+/* A float64 matrix: its values off float32 by a relative 1e-6, the same
+ * for a_ij and a_ji; the hierarchy is built from them (cpu_amg in double)
+ * and keeps level 0 rounded to float32 for the cycle, while the solve's own
+ * product reads the float64 values: CG + AMG reaches rtol 1e-10 of the
+ * float64 system (read as float32 it would stop ~1e-8 away from it) in the
+ * iterations the float32 matrix takes, give or take one. */
+static void test_f64_matrix(gpu_rng *rng, int short_run) {
+  gpu_csr A = {0};
+  laplacian(&A, short_run ? 96 : 384, 2, 0.5f, 1.5f, 0, rng);
+  int32_t n = A.rows;
+  double *hv = malloc((size_t)A.nnz * 8);
+  ASSERT(hv);
+  for (int32_t i = 0; i < n; i++)
+    for (int32_t t = A.row_ptr[i]; t < A.row_ptr[i + 1]; t++) {
+      uint32_t lo = (uint32_t)(i < A.col_idx[t] ? i : A.col_idx[t]),
+               hi = (uint32_t)(i < A.col_idx[t] ? A.col_idx[t] : i);
+      uint32_t hh = (lo * 2654435761u) ^ (hi * 40503u + 0x9e3779b9u);
+      hh ^= hh >> 15, hh *= 2246822519u, hh ^= hh >> 13;
+      hv[t] = (double)A.values[t] * (1.0 + 1e-6 * ((double)(hh & 0xffff) / 65536.0 - 0.5));
+    }
+  dmat d = upload(&A);
+  double *dv;
+  CUDA_OK(cudaMalloc((void **)&dv, (size_t)A.nnz * 8));
+  CUDA_OK(cudaMemcpy(dv, hv, (size_t)A.nnz * 8, cudaMemcpyHostToDevice));
+  cuda_amg *h32 = build(&d), *h64 = NULL;
+  int32_t bad = -1;
+  char msg[256];
+  int rc = cuda_amg_build(ctx, &test_mem, n, A.nnz, d.rp, d.ci, dv, 1, 0, &test_ring, &h64, &bad, msg,
+                          sizeof msg);
+  if (rc) TEST_FAIL("cuda_amg_build (float64 values): %d %s", rc, msg);
+  CHECK(gkcu_amg_level0_values(cuda_amg_dev(h64)) != NULL && gkcu_amg_level0_values(cuda_amg_dev(h32)) == NULL,
+        "float64 matrix: level 0 kept by the hierarchy only when the values are float64");
+  double *b = random_b(n, rng);
+  int64_t its[2] = {0, 0};
+  for (int k = 0; k < 2; k++) {
+    const int64_t max_iter = 500;
+    size_t wb = gkcu_solve_work_bytes(GKCU_SOLVE_CG, GKCU_PRECOND_AMG, n, max_iter, 0, 0);
+    void *work;
+    double *db, *dx;
+    CUDA_OK(cudaMalloc(&work, wb));
+    CUDA_OK(cudaMalloc((void **)&db, (size_t)n * 8));
+    CUDA_OK(cudaMalloc((void **)&dx, (size_t)n * 8));
+    CUDA_OK(cudaMemcpy(db, b, (size_t)n * 8, cudaMemcpyHostToDevice));
+    gkcu_solve_args a = {.method = GKCU_SOLVE_CG, .n = n, .nnz = A.nnz, .row_ptr = d.rp, .col_idx = d.ci,
+                         .values = k ? (const void *)dv : (const void *)d.va, .values_f64 = k,
+                         .b = db, .x = dx, .io_f64 = 1, .rtol = 1e-10, .max_iter = max_iter,
+                         .work = work, .work_bytes = wb, .max_row = d.max_row,
+                         .precond = GKCU_PRECOND_AMG, .amg = cuda_amg_dev(k ? h64 : h32)};
+    gkcu_solve_result r;
+    rc = gkcu_solve(ctx, &a, &r);
+    if (rc < 0) TEST_FAIL("gkcu_solve amg (%s values): %s", k ? "float64" : "float32", gkcu_ctx_errmsg(ctx));
+    double *x = malloc((size_t)n * 8);
+    ASSERT(x);
+    CUDA_OK(cudaMemcpy(x, dx, (size_t)n * 8, cudaMemcpyDeviceToHost));
+    long double rr = 0, bb = 0;
+    for (int32_t i = 0; i < n; i++) {
+      long double sum = 0;
+      for (int32_t t = A.row_ptr[i]; t < A.row_ptr[i + 1]; t++)
+        sum += (k ? (long double)hv[t] : (long double)A.values[t]) * x[A.col_idx[t]];
+      rr += ((long double)b[i] - sum) * ((long double)b[i] - sum), bb += (long double)b[i] * b[i];
+    }
+    double res = (double)(sqrtl(rr) / sqrtl(bb));
+    its[k] = r.iterations;
+    CHECK(rc == 0 && r.reason == GKCU_SOLVE_CONVERGED && res <= 1e-10,
+          "amg, %s values: %s after %lld iterations, true residual %.3g", k ? "float64" : "float32",
+          reason_names[r.reason], (long long)r.iterations, res);
+    printf("  amg, %s matrix: %lld iterations, true residual %.3g\n", k ? "float64" : "float32",
+           (long long)r.iterations, res);
+    free(x);
+    cudaFree(work), cudaFree(db), cudaFree(dx);
+  }
+  CHECK(llabs(its[1] - its[0]) <= 1, "amg: %lld iterations with float64 values, %lld with float32",
+        (long long)its[1], (long long)its[0]);
+  free(b), free(hv);
+  cuda_amg_free(h32), cuda_amg_free(h64);
+  cudaFree(dv);
+  dmat_free(&d);
+  gpu_csr_free(&A);
+}
+
 /* The SPD matrices of the SuiteSparse folder. */
 static void test_suitesparse(gpu_rng *rng) {
   const char *dir = getenv("GKC_GPU_MATRICES");
@@ -494,7 +574,7 @@ static void test_errors(gpu_rng *rng) {
   dmat d = upload(&A);
   cuda_amg *h = NULL;
   int32_t bad = -1;
-  int rc = cuda_amg_build(ctx, &test_mem, A.rows, A.nnz, d.rp, d.ci, d.va, 0, NULL, &h, &bad, msg, sizeof msg);
+  int rc = cuda_amg_build(ctx, &test_mem, A.rows, A.nnz, d.rp, d.ci, d.va, 0, 0, NULL, &h, &bad, msg, sizeof msg);
   CHECK(rc == GKC_EINVALID_ARGUMENT && bad == row && strstr(msg, want) && strstr(msg, "diagonal") &&
             strstr(msg, "'precond'") && !h,
         "zero diagonal: rc %d, row %d (want %d), '%s'", rc, bad, row, msg);
@@ -514,7 +594,7 @@ static void test_errors(gpu_rng *rng) {
     E.row_ptr[A.rows] = (int32_t)t;
   }
   d = upload(&E);
-  rc = cuda_amg_build(ctx, &test_mem, E.rows, E.nnz, d.rp, d.ci, d.va, 0, NULL, &h, &bad, msg, sizeof msg);
+  rc = cuda_amg_build(ctx, &test_mem, E.rows, E.nnz, d.rp, d.ci, d.va, 0, 0, NULL, &h, &bad, msg, sizeof msg);
   CHECK(rc == GKC_EINVALID_ARGUMENT && bad == row && strstr(msg, want) && strstr(msg, "empty") && !h,
         "empty row: rc %d, row %d (want %d), '%s'", rc, bad, row, msg);
   dmat_free(&d);
@@ -526,7 +606,7 @@ static void test_errors(gpu_rng *rng) {
   laplacian(&A, 64, 2, 0.5f, 1.5f, 0, rng);
   d = upload(&A);
   fail_alloc = 1;
-  rc = cuda_amg_build(ctx, &test_mem, A.rows, A.nnz, d.rp, d.ci, d.va, 0, NULL, &h, &bad, msg, sizeof msg);
+  rc = cuda_amg_build(ctx, &test_mem, A.rows, A.nnz, d.rp, d.ci, d.va, 0, 0, NULL, &h, &bad, msg, sizeof msg);
   fail_alloc = 0;
   CHECK(rc == GKC_EOUT_OF_MEMORY && !h && live_allocs == 0 && strstr(msg, "AMG"),
         "device out of memory: rc %d, %d allocations left, '%s'", rc, live_allocs, msg);
@@ -605,6 +685,7 @@ int main(void) {
     if (k == 1) {
       test_rho(&rng);
       test_fp32(&rng, short_run);
+      test_f64_matrix(&rng, short_run);
       test_suitesparse(&rng);
       test_errors(&rng);
     }

@@ -472,10 +472,33 @@ static void test_fp32(gpu_rng *rng, int short_run) {
  * conditioned problem (the 512^2 Laplacian at 1e-12) a converged solve
  * still meets it (restarting from the true residual if the recurrence's
  * drifted), or says max_iter. */
+/* A's values in float64, off float32 by a relative 1e-6 that is the same
+ * for a_ij and a_ji (symmetric stays symmetric): a solve that read them as
+ * float32 would solve another system, ~1e-8 away, and miss rtol 1e-10. */
+static double *values64(const gpu_csr *A) {
+  double *v = malloc((size_t)A->nnz * 8);
+  ASSERT(v);
+  for (int32_t i = 0; i < A->rows; i++)
+    for (int32_t t = A->row_ptr[i]; t < A->row_ptr[i + 1]; t++) {
+      uint32_t lo = (uint32_t)(i < A->col_idx[t] ? i : A->col_idx[t]),
+               hi = (uint32_t)(i < A->col_idx[t] ? A->col_idx[t] : i);
+      uint32_t h = (lo * 2654435761u) ^ (hi * 40503u + 0x9e3779b9u);
+      h ^= h >> 15, h *= 2246822519u, h ^= h >> 13;
+      v[t] = (double)A->values[t] * (1.0 + 1e-6 * ((double)(h & 0xffff) / 65536.0 - 0.5));
+    }
+  return v;
+}
+
+/* vals64: A's values as values64() makes them, uploaded as float64. */
 static void solve_f64(const char *name, const gpu_csr *A, int method, const double *b,
-                      const double *x0, double rtol, int must_converge) {
+                      const double *x0, double rtol, int must_converge, int vals64) {
   dmat d = upload(A);
   int32_t n = A->rows;
+  double *hv = vals64 ? values64(A) : NULL, *dv = NULL;
+  if (hv) {
+    CUDA_OK(cudaMalloc((void **)&dv, (size_t)A->nnz * 8));
+    CUDA_OK(cudaMemcpy(dv, hv, (size_t)A->nnz * 8, cudaMemcpyHostToDevice));
+  }
   int64_t max_iter = 200000;
   size_t wb = gkcu_solve_work_bytes(method, GKCU_PRECOND_NONE, n, max_iter, 0, 0);
   ASSERT(wb > 0);
@@ -491,7 +514,8 @@ static void solve_f64(const char *name, const gpu_csr *A, int method, const doub
     CUDA_OK(cudaMemcpy(dx0, x0, (size_t)n * 8, cudaMemcpyHostToDevice));
   }
   gkcu_solve_args a = {.method = method, .n = n, .nnz = A->nnz, .row_ptr = d.rp,
-                       .col_idx = d.ci, .values = d.va, .b = db, .x0 = dx0, .x = dx,
+                       .col_idx = d.ci, .values = dv ? (const void *)dv : (const void *)d.va,
+                       .values_f64 = dv != NULL, .b = db, .x0 = dx0, .x = dx,
                        .rtol = rtol, .atol = 0, .max_iter = max_iter, .work = work,
                        .work_bytes = wb, .io_f64 = 1};
   gkcu_solve_result r;
@@ -505,8 +529,9 @@ static void solve_f64(const char *name, const gpu_csr *A, int method, const doub
   for (int32_t i = 0; i < n; i++) {
     long double sum = 0, mag = fabsl((long double)b[i]);
     for (int32_t j = A->row_ptr[i]; j < A->row_ptr[i + 1]; j++) {
-      sum += (long double)A->values[j] * x[A->col_idx[j]];
-      mag += fabsl((long double)A->values[j] * x[A->col_idx[j]]);
+      long double aij = hv ? (long double)hv[j] : (long double)A->values[j];
+      sum += aij * x[A->col_idx[j]];
+      mag += fabsl(aij * x[A->col_idx[j]]);
     }
     if (A->row_ptr[i + 1] - A->row_ptr[i] > max_row) max_row = A->row_ptr[i + 1] - A->row_ptr[i];
     rr += ((long double)b[i] - sum) * ((long double)b[i] - sum), bb += (long double)b[i] * b[i];
@@ -519,7 +544,8 @@ static void solve_f64(const char *name, const gpu_csr *A, int method, const doub
    * float64 floor (7e-13 on the 512^2 Laplacian) that is most of the
    * residual: 1e-6 relative alone failed there (6e-6 apart). */
   double slack = (double)(max_row + 1) * 0x1p-53 * (double)(sqrtl(mm) / sqrtl(bb));
-  const char *m = method_names[method];
+  char m[40];
+  snprintf(m, sizeof m, "%s%s", method_names[method], hv ? ", f64 A" : "");
   CHECK(rc == 0, "%s %s f64: rc %d", name, m, rc);
   CHECK(!must_converge || r.reason == GKCU_SOLVE_CONVERGED, "%s %s f64: %s after %lld iterations",
         name, m, reason_names[r.reason], (long long)r.iterations);
@@ -531,8 +557,8 @@ static void solve_f64(const char *name, const gpu_csr *A, int method, const doub
         " (allowed %.3g)", name, m, r.residual, res, 1e-6 * res + slack);
   printf("  %-24s %-8s f64 rtol %.0e: %s, %lld iterations, true residual %.3g\n", name, m, rtol,
          reason_names[r.reason], (long long)r.iterations, res);
-  free(x);
-  cudaFree(work), cudaFree(db), cudaFree(dx), cudaFree(dx0);
+  free(x), free(hv);
+  cudaFree(work), cudaFree(db), cudaFree(dx), cudaFree(dx0), cudaFree(dv);
   dmat_free(&d);
 }
 
@@ -549,15 +575,18 @@ static void test_f64(gpu_rng *rng, int short_run) {
   random_matrix(&A, n, 4, 0, rng);
   random_matrix(&N, n, 4, 1, rng);
   double *b = random_vec64(n, rng), *x0 = random_vec64(n, rng);
-  for (int m = 0; m < 3; m++) solve_f64("random spd", &A, m, b, NULL, 1e-10, 1);
-  solve_f64("random spd, x0", &A, GKCU_SOLVE_CG, b, x0, 1e-10, 1);
-  solve_f64("random nonsymmetric", &N, GKCU_SOLVE_BICGSTAB, b, x0, 1e-10, 1);
+  for (int m = 0; m < 3; m++) solve_f64("random spd", &A, m, b, NULL, 1e-10, 1, 0);
+  for (int m = 0; m < 3; m++) solve_f64("random spd", &A, m, b, NULL, 1e-10, 1, 1);
+  solve_f64("random spd, x0", &A, GKCU_SOLVE_CG, b, x0, 1e-10, 1, 0);
+  solve_f64("random nonsymmetric", &N, GKCU_SOLVE_BICGSTAB, b, x0, 1e-10, 1, 0);
+  solve_f64("random nonsymmetric", &N, GKCU_SOLVE_BICGSTAB, b, x0, 1e-10, 1, 1);
   free(b), free(x0), gpu_csr_free(&A), gpu_csr_free(&N);
   gpu_csr L = {0};
   ASSERT_EQ(gpu_csr_stencil2d(&L, short_run ? 128 : 512), 0);
   b = random_vec64(L.rows, rng);
-  for (int m = 0; m < 2; m++) solve_f64("laplacian 2-D", &L, m, b, NULL, 1e-10, 1);
-  solve_f64("laplacian 2-D, near eps", &L, GKCU_SOLVE_CG, b, NULL, 1e-12, 0);
+  for (int m = 0; m < 2; m++) solve_f64("laplacian 2-D", &L, m, b, NULL, 1e-10, 1, 0);
+  solve_f64("laplacian 2-D", &L, GKCU_SOLVE_PCG, b, NULL, 1e-10, 1, 1);
+  solve_f64("laplacian 2-D, near eps", &L, GKCU_SOLVE_CG, b, NULL, 1e-12, 0, 0);
   free(b), gpu_csr_free(&L);
 }
 

@@ -19,8 +19,9 @@ by value and resident, on a matrix with a long row, each algo named (what
 ran: scalar or vector); csr_upload of float64 values whose offset needs
 padding; solve with float64 b, x0 and x (a float32 matrix) to rtol 1e-10
 by the true residual of the x returned, recomputed here in float64, by
-value and from handles; solve on a float64 matrix refused before it runs,
-naming 'matrix'.  On both: a float64 CG iteration per batch (spmv, dot,
+value and from handles; on CUDA, solve on a float64 matrix (cg, jacobi,
+bicgstab, amg, auto) to 1e-10 of the float64 system, whose values are off
+float32 (read as float32 it would miss).  On both: a float64 CG iteration per batch (spmv, dot,
 axpby on float64 handles, a float64 matrix) following NumPy's float64 CG
 to 1e-9, and a batch scalar that divides by zero.
 Exits 0 when all pass, 77 when msgpack or numpy is missing.
@@ -194,8 +195,21 @@ def test_refusals(c, rng):
     ok(c, "release", {"handle": h64}), ok(c, "release", {"handle": h32})
 
 
+def perturbed(rp, ci, v):
+    """v off float32 by a relative 1e-6, the same for a_ij and a_ji (still
+    symmetric, still SPD for the Laplacian): read as float32, a solve would
+    solve another system, ~1e-8 away."""
+    out = np.asarray(v, dtype=np.float64).copy()
+    for i in range(len(rp) - 1):
+        for t in range(rp[i], rp[i + 1]):
+            lo, hi = min(i, ci[t]), max(i, ci[t])
+            h = ((lo * 2654435761) ^ (hi * 40503 + 0x9e3779b9)) & 0xffffffff
+            out[t] *= 1.0 + 1e-6 * ((h % 65536) / 65536.0 - 0.5)
+    return out
+
+
 def test_cuda(c, rng):
-    """The CUDA backend: float64 everywhere but solve on a float64 matrix."""
+    """The CUDA backend: float64 everywhere, solve on a float64 matrix too."""
     x = rng.standard_normal(64)
     h = ok(c, "upload", {"data": f64b(x), "dtype": "f64"})["handle"]
     got = ok(c, "download", {"handle": h})["data"]
@@ -204,11 +218,24 @@ def test_cuda(c, rng):
     k = 48
     rp, ci, v = laplacian(k)
     n = k * k
-    m64 = csr64(c, rp, ci, v, n)
+    v64 = perturbed(rp, ci, v)
+    m64 = csr64(c, rp, ci, v64, n)
     b = rng.standard_normal(n)
-    expect_error(c, "solve", {"matrix": m64, "b": f64b(b), "dtype": "f64"},
-                 ["'matrix'", "float64 (f64)", "float32 (f32) matrix values only"])
-    expect_error(c, "solve", {"matrix": m64, "b": f32b(b)}, ["'matrix'", "float64 (f64)"])
+    # the float64 values themselves: 1e-10 of the float64 system
+    for method, precond in (("cg", "none"), ("cg", "jacobi"), ("bicgstab", "none"), ("cg", "amg"),
+                            ("cg", "auto")):
+        r = ok(c, "solve", {"matrix": m64, "b": f64b(b), "dtype": "f64", "rtol": 1e-10,
+                            "method": method, "precond": precond})
+        xs = np.frombuffer(r["x"], "<f8")
+        res = np.linalg.norm(b - matvec(rp, ci, v64, xs)) / np.linalg.norm(b)
+        check(r["converged"] and res <= 1e-10,
+              f"cuda solve on a float64 matrix, {method} + {precond}: {r['iterations']} iterations,"
+              f" true residual {res:.3g}")
+    # float32 b and x with a float64 matrix: x rounded once, the residual at float32's level
+    r = ok(c, "solve", {"matrix": m64, "b": f32b(b), "rtol": 1e-6})
+    xs = np.frombuffer(r["x"], "<f4").astype(np.float64)
+    res = np.linalg.norm(b.astype(np.float32) - matvec(rp, ci, v64, xs)) / np.linalg.norm(b)
+    check(r["converged"] and res <= 1e-5, f"cuda float64 matrix, float32 b: true residual {res:.3g}")
     ok(c, "release", {"matrix": m64})
     m = ok(c, "csr_upload", {"rows": n, "cols": n, "row_ptr": np.asarray(rp, "<i4").tobytes(),
                              "col_idx": np.asarray(ci, "<i4").tobytes(), "values": f32b(v)})["matrix"]
