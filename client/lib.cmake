@@ -1,7 +1,7 @@
 # libgkc: the client library, shared and static, with the pieces of proto/
 # it needs compiled in so that users link one library.
 set(GKC_LIB_SOURCES gkc_wire.c gkc_reconnect.c gkc_client.c gkc_async.c gkc_methods.c gkc_reply.c gkc_json.c gkc_region.c
-    gkc_objects.c gkc_resident.c gkc_shm.c gkc_shm_keep.c gkc_shm_pages.c gkc_solve.c
+    gkc_objects.c gkc_resident.c gkc_shm.c gkc_shm_region.c gkc_shm_keep.c gkc_shm_pages.c gkc_solve.c
     gkc_ring.c gkc_ring_io.c
     ${CMAKE_SOURCE_DIR}/proto/proto_frame.c ${CMAKE_SOURCE_DIR}/proto/proto_tables.c
     ${CMAKE_SOURCE_DIR}/proto/proto_rpc.c ${CMAKE_SOURCE_DIR}/proto/proto_socket.c ${CMAKE_SOURCE_DIR}/proto/proto_ring.c)
