@@ -25,7 +25,7 @@ endif()
 target_link_libraries(gkc_shared PRIVATE ${GKC_MSGPACK_LINK})
 target_link_libraries(gkc_static PRIVATE ${GKC_MSGPACK_LINK})
 set_target_properties(gkc_shared PROPERTIES OUTPUT_NAME gkc EXPORT_NAME gkc VERSION ${GKC_LIB_VERSION} SOVERSION ${GKC_SOVERSION}
-  C_VISIBILITY_PRESET hidden PUBLIC_HEADER "gkc.h;gkc_async.h;${CMAKE_SOURCE_DIR}/proto/gkc_errors.h")
+  C_VISIBILITY_PRESET hidden PUBLIC_HEADER "gkc.h;gkc_solve.h;gkc_async.h;${CMAKE_SOURCE_DIR}/proto/gkc_errors.h")
 set_target_properties(gkc_static PROPERTIES OUTPUT_NAME gkc EXPORT_NAME gkc_static)
 # Only the gkc_ functions of gkc.h are exported from the shared library.
 target_compile_definitions(gkc_shared PRIVATE GKC_BUILDING_SHARED)
