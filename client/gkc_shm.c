@@ -1,5 +1,8 @@
 /* gkc_shm.c: the arena of transparent shared memory (see gkc_shm.h; the
- * caller's view is gkc.h, "transparent shared memory").
+ * caller's view is gkc.h, "transparent shared memory"): its settings, how
+ * it grows (gkcd's limits, the size of the next region, gkc_shm_reserve),
+ * and staging a call's arrays in its slices.  Each region's own life (made,
+ * registered, released) is gkc_shm_region.c's.
  *
  * The arena is up to NSLOTS regions.  Each keeps its free bytes as a list
  * of extents sorted by offset and merged on free; a slice is cut from the
@@ -20,7 +23,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "gkc_reply.h"
 #include "gkc_shm.h"
@@ -29,55 +31,6 @@
 /* Slices start on a cache line: two requests' arrays never share one. */
 #define SLICE_ALIGN 64
 #define MIN_REGION ((uint64_t)4 << 20)
-/* Regions of one arena at most; gkcd allows a connection 64, the rest are
- * the caller's own. */
-#define NSLOTS 8
-
-typedef struct {
-  uint64_t off, len;
-} extent;
-
-typedef struct {
-  gkc_region *reg; /* NULL: the slot is unused */
-  int ready;       /* registered: gkcd knows it (else its shm_register is in flight) */
-  size_t live;     /* slices handed out and not yet back */
-  extent *ext;     /* the free bytes: sorted by offset, never two adjacent */
-  size_t next, capext;
-  /* Its pages known allocated: [0, pop_head) and [pop_tail, its size).  A
-   * slice outside them meets fresh pages, populated in bulk before use. */
-  uint64_t pop_head, pop_tail;
-  /* A request holding a slice of it ended without gkcd's answer (the
-   * connection failed, timed out, was closed): gkcd may still write there,
-   * so the region is never kept for another connection. */
-  int tainted;
-} slot;
-
-struct gkc__shm {
-  size_t threshold, max_bytes;
-  size_t env_threshold, env_max; /* what the environment set; 0: the defaults */
-  int env_off;                   /* GKC_NO_SHM, or a bad value: off until gkc_set_shm says on */
-  int off;                       /* stage nothing; why says so */
-  char why[256];
-  int limits_known;  /* gkcd_max has been asked for */
-  uint64_t gkcd_max; /* gkcd's --max-request-bytes; 0: it did not say */
-  int cannot_grow;   /* gkcd refused a region while others serve: grow no more */
-  int probing;       /* async: the status request is in flight */
-  int growing;       /* async: a shm_register is in flight */
-  uint64_t want;     /* async: what calls sent inline meanwhile wanted: the size to
-                      * grow to once probing or the registration in flight ends */
-  int grow_rc;       /* why the last blocking growth failed (0: no room, nothing called) */
-  int want_populate; /* async: want came from gkc_shm_reserve (fault its pages in) */
-  uint64_t staged, fallbacks;
-  int trace; /* GKC_SHM_TRACE: where the first calls spend their time, on stderr */
-  size_t keep_max; /* GKC_SHM_KEEP: the most bytes of regions the process keeps */
-  slot slots[NSLOTS];
-};
-
-static double now_ms(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
-}
 
 static uint64_t align_up(uint64_t n) { return (n + SLICE_ALIGN - 1) & ~(uint64_t)(SLICE_ALIGN - 1); }
 
@@ -87,26 +40,7 @@ static uint64_t region_cap(const gkc__shm *A) {
   return A->gkcd_max && A->gkcd_max < m ? A->gkcd_max : m;
 }
 
-static void turn_off(gkc__shm *A, const char *fmt, const char *detail) {
-  A->off = 1;
-  snprintf(A->why, sizeof A->why, fmt, detail);
-}
-
 /* --- one region's free list ----------------------------------------------------------- */
-
-static uint64_t slot_bytes(const slot *s) { return s->reg ? gkc_region_bytes(s->reg) : 0; }
-
-static int slot_init(slot *s, gkc_region *reg) {
-  memset(s, 0, sizeof *s);
-  s->ext = malloc(4 * sizeof *s->ext);
-  if (!s->ext) return -1;
-  s->capext = 4;
-  s->ext[0] = (extent){0, gkc_region_bytes(reg)};
-  s->next = 1;
-  s->reg = reg;
-  s->pop_tail = gkc_region_bytes(reg);
-  return 0;
-}
 
 /* Whether [off, off + len) may hold pages never touched, and, when it does,
  * it counts as populated from now on (the caller populates it).  A front
@@ -116,29 +50,12 @@ static int slot_init(slot *s, gkc_region *reg) {
 static int slot_fresh(slot *s, uint64_t off, uint64_t len) {
   uint64_t end = off + len;
   if (end <= s->pop_head || off >= s->pop_tail) return 0;
-  if (end == slot_bytes(s)) {
+  if (end == gkc__shm_slot_bytes(s)) {
     s->pop_tail = off;
   } else if (off <= s->pop_head) {
     s->pop_head = end;
   }
   return 1;
-}
-
-static void slot_clear(slot *s) {
-  gkc__region_free(s->reg);
-  free(s->ext);
-  memset(s, 0, sizeof *s);
-}
-
-/* As slot_clear, but a registered region nothing can still write to goes
- * to the process's kept regions (gkc_shm_keep.c), pages and all, for the
- * next connection that grows its arena. */
-static void slot_retire(slot *s, size_t keep_max) {
-  if (s->reg && s->ready && !s->tainted && s->live == 0) {
-    gkc__shm_keep(s->reg, s->pop_head, s->pop_tail, keep_max);
-    s->reg = NULL;
-  }
-  slot_clear(s);
 }
 
 /* A slice of len bytes; -1 when none fits. */
@@ -156,7 +73,7 @@ static int slot_alloc(slot *s, uint64_t len, int tail, uint64_t *off) {
   }
   if (tail) {
     extent *e = s->next ? &s->ext[s->next - 1] : NULL;
-    if (!e || e->off + e->len != slot_bytes(s) || e->len < len) return -1;
+    if (!e || e->off + e->len != gkc__shm_slot_bytes(s) || e->len < len) return -1;
     e->len -= len;
     *off = e->off + e->len;
     if (e->len == 0) s->next--;
@@ -260,7 +177,7 @@ static void on_reconnect(gkc_conn *c) {
   gkc__shm *A = c->shm;
   if (!A) return;
   for (int i = 0; i < NSLOTS; i++)
-    if (A->slots[i].reg) slot_retire(&A->slots[i], A->keep_max);
+    if (A->slots[i].reg) gkc__shm_slot_retire(&A->slots[i], A->keep_max);
   A->limits_known = A->cannot_grow = A->probing = A->growing = 0;
   A->gkcd_max = A->want = 0;
 }
@@ -269,12 +186,12 @@ void gkc__shm_destroy(gkc_conn *c) {
   gkc__shm *A = c->shm;
   if (!A) return;
   for (int i = 0; i < NSLOTS; i++)
-    if (A->slots[i].reg) slot_retire(&A->slots[i], A->keep_max);
+    if (A->slots[i].reg) gkc__shm_slot_retire(&A->slots[i], A->keep_max);
   free(A);
   c->shm = NULL;
 }
 
-/* --- the arena's own requests --------------------------------------------------------- */
+/* --- growing: gkcd's limits, and the next region -------------------------------------- */
 
 static void pack_none(msgpack_packer *pk, const gkc__req *r) {
   (void)r;
@@ -307,25 +224,9 @@ static void limits_known(gkc__shm *A, int status) {
   }
 }
 
-/* A refused shm_register: a refusal by rule (gkcd's limit on regions, no
- * descriptor arriving through a proxy, an older gkcd) turns the arena off,
- * or stops its growth when regions already serve; lack of memory, a busy
- * or broken connection only fail this attempt. */
-static void refused(gkc_conn *c, int status) {
-  gkc__shm *A = c->shm;
-  if (status != GKC_EINVALID_ARGUMENT && status != GKC_EUNKNOWN_METHOD && status != GKC_EPROTOCOL)
-    return;
-  int serving = 0;
-  for (int i = 0; i < NSLOTS; i++) serving |= A->slots[i].ready;
-  if (serving)
-    A->cannot_grow = 1;
-  else
-    turn_off(A, "gkcd refused shm_register: %.220s", c->errmsg);
-}
-
 static void grow_wanted(gkc_conn *c);
-static void release_idle(gkc_conn *c);
 
+/* An async shm_register's reply (gkc__shm_add_region's request). */
 static void registered(gkc_conn *c, gkc__req *r, gkc_result *res) {
   gkc__shm *A = c->shm;
   slot *s = &A->slots[(intptr_t)r->userdata];
@@ -334,14 +235,14 @@ static void registered(gkc_conn *c, gkc__req *r, gkc_result *res) {
     gkc__region_set_id(s->reg, res->id);
     s->ready = 1;
   } else {
-    refused(c, res->status);
-    slot_clear(s);
+    gkc__shm_refused(c, res->status);
+    gkc__shm_slot_clear(s);
   }
   free(r);
   if (A->off) { /* turned off meanwhile */
     char saved[sizeof c->errmsg];
     memcpy(saved, c->errmsg, sizeof saved);
-    release_idle(c);
+    gkc__shm_release_idle(c);
     memcpy(c->errmsg, saved, sizeof saved);
     return;
   }
@@ -349,27 +250,6 @@ static void registered(gkc_conn *c, gkc__req *r, gkc_result *res) {
    * sent before any reply came.  Grow for them at once, not one region per
    * turn of the loop. */
   if (res->status == 0) grow_wanted(c);
-}
-
-static void released(gkc_conn *c, gkc__req *r, gkc_result *res) {
-  (void)c, (void)res;
-  free(r);
-}
-
-/* An internal request, queued; NULL when it could not be. */
-static gkc__req *internal_req(gkc__done_fn done) {
-  gkc__req *r = malloc(sizeof *r);
-  if (!r) return NULL;
-  gkc__req_init(r);
-  r->internal = 1;
-  r->done = done;
-  return r;
-}
-
-static int internal_submit(gkc_conn *c, gkc__req *r) {
-  if (gkc__submit(c, r, 0, 0) == 0) return 0;
-  free(r);
-  return -1;
 }
 
 static void grow(gkc_conn *c, uint64_t need, uint64_t tail, int reserve, int *ok);
@@ -398,53 +278,6 @@ static void probed(gkc_conn *c, gkc__req *r, gkc_result *res) {
   grow_wanted(c); /* for the call that started this, and those since */
 }
 
-/* Gives back the regions no request uses: before growing (their bytes
- * count against max_bytes) and when the arena is turned off. */
-static void release_idle(gkc_conn *c) {
-  gkc__shm *A = c->shm;
-  for (int i = 0; i < NSLOTS; i++) {
-    slot *s = &A->slots[i];
-    if (!s->reg || !s->ready || s->live) continue;
-    uint32_t id = gkc_region_id(s->reg);
-    if (c->fd >= 0 && !c->write_cut) {
-      if (!c->nonblock) {
-        gkc_shm_release(c, id);
-      } else {
-        gkc__req *r = internal_req(released);
-        gkc_shm_release_args a = {id};
-        if (r) {
-          gkc__prep_shm_release(c, r, &a);
-          internal_submit(c, r);
-        }
-      }
-    }
-    /* Idle: no request holds a slice of it, so gkcd writes nothing there
-     * any more, and it may serve another connection. */
-    slot_retire(s, A->keep_max);
-  }
-}
-
-/* Populates what a new region's first call takes (need bytes, the last
- * tail of them cut from its end), or the whole region (reserve), and marks
- * them: done before gkcd maps it, so that gkcd finds the pages there and
- * maps them in bulk too (region.c), and the call's copy meets no faults. */
-static void populate_new(slot *s, uint64_t need, uint64_t tail, int reserve) {
-  char *p = gkc_region_data(s->reg);
-  uint64_t size = slot_bytes(s);
-  if (reserve || need >= size) need = size, tail = 0;
-  uint64_t head = need - tail; /* a kept region may have some of it already */
-  if (head > s->pop_head && s->pop_head < s->pop_tail) {
-    uint64_t end = head < s->pop_tail ? head : s->pop_tail;
-    gkc__shm_populate(p + s->pop_head, (size_t)(end - s->pop_head));
-  }
-  if (head > s->pop_head) s->pop_head = head;
-  if (tail && size - tail < s->pop_tail) {
-    uint64_t lo = size - tail > s->pop_head ? size - tail : s->pop_head;
-    if (lo < s->pop_tail) gkc__shm_populate(p + lo, (size_t)(s->pop_tail - lo));
-    s->pop_tail = size - tail;
-  }
-}
-
 /* Adds a region with room for need bytes (tail of them: a result of
  * unknown size, cut from the end): *ok when it is ready now (blocking); an
  * async connection only starts registering it.  reserve (gkc_shm_reserve):
@@ -454,12 +287,12 @@ static void grow(gkc_conn *c, uint64_t need, uint64_t tail, int reserve, int *ok
   gkc__shm *A = c->shm;
   *ok = 0;
   if (A->growing || A->cannot_grow) return;
-  release_idle(c);
+  gkc__shm_release_idle(c);
   uint64_t kept = 0;
   int free_slot = -1;
   for (int i = 0; i < NSLOTS; i++) {
     if (A->slots[i].reg)
-      kept += slot_bytes(&A->slots[i]);
+      kept += gkc__shm_slot_bytes(&A->slots[i]);
     else if (free_slot < 0)
       free_slot = i;
   }
@@ -475,74 +308,7 @@ static void grow(gkc_conn *c, uint64_t need, uint64_t tail, int reserve, int *ok
   if (left < room) room = left;
   if (size > room) size = room & ~(uint64_t)4095; /* a slice at the end must start aligned */
   if (size < need || size > SIZE_MAX) return;
-  gkc_region *reg;
-  double t0 = now_ms();
-  /* A region an earlier connection of this process left, its pages there
-   * already: the smallest that holds need within this arena's bounds. */
-  uint64_t kept_head = 0, kept_tail = 0;
-  int rc = 0;
-  reg = gkc__shm_take_kept(need, room, &kept_head, &kept_tail);
-  int was_kept = reg != NULL;
-  if (reg) {
-    size = gkc_region_bytes(reg);
-  } else {
-    rc = gkc__region_alloc(c, (size_t)size, &reg);
-    A->grow_rc = rc;
-  }
-  if (rc) {
-    if (rc != GKC_EOUT_OF_MEMORY) turn_off(A, "%.250s", c->errmsg);
-    return;
-  }
-  slot *s = &A->slots[free_slot];
-  if (slot_init(s, reg) != 0) {
-    gkc__region_free(reg);
-    return;
-  }
-  if (was_kept) s->pop_head = kept_head, s->pop_tail = kept_tail;
-  double t1 = now_ms();
-  populate_new(s, need, tail, reserve);
-  double t2 = now_ms();
-  if (c->nonblock) {
-    if (A->trace)
-      fprintf(stderr, "gkc shm: region %d of %llu MiB for %llu bytes: %s %.2f ms, populate"
-              " %.2f ms (%llu MiB); shm_register sent\n", free_slot, (unsigned long long)(size >> 20),
-              (unsigned long long)need, was_kept ? "kept one taken" : "memfd+mmap", t1 - t0, t2 - t1,
-              (unsigned long long)((s->pop_head + size - s->pop_tail) >> 20));
-    gkc__req *r = internal_req(registered);
-    gkc_shm_register_args a = {gkc__region_fd(reg), (size_t)size, reserve};
-    if (!r) {
-      slot_clear(s);
-      return;
-    }
-    gkc__prep_shm_register(c, r, &a);
-    r->userdata = (void *)(intptr_t)free_slot;
-    if (internal_submit(c, r) != 0) {
-      slot_clear(s);
-      return;
-    }
-    A->growing = 1;
-    return;
-  }
-  uint32_t id;
-  /* Set up ahead (reserve: gkc_shm_reserve): gkcd registers it for DMA
-   * before answering too, so that nothing of it is left for the first call. */
-  rc = gkc__shm_register(c, gkc__region_fd(reg), (size_t)size, reserve, &id);
-  A->grow_rc = rc;
-  if (A->trace)
-    fprintf(stderr, "gkc shm: region %d of %llu MiB for %llu bytes: %s %.2f ms, populate"
-            " %.2f ms (%llu MiB), shm_register %.2f ms%s\n", free_slot,
-            (unsigned long long)(size >> 20), (unsigned long long)need,
-            was_kept ? "kept one taken" : "memfd+mmap", t1 - t0, t2 - t1,
-            (unsigned long long)((s->pop_head + size - s->pop_tail) >> 20), now_ms() - t2,
-            rc ? " (refused)" : "");
-  if (rc) {
-    refused(c, rc);
-    slot_clear(s);
-    return;
-  }
-  gkc__region_set_id(reg, id);
-  s->ready = 1;
-  *ok = 1;
+  gkc__shm_add_region(c, free_slot, size, room, need, tail, reserve, registered, ok);
 }
 
 /* --- staging ---------------------------------------------------------------------------- */
@@ -553,10 +319,10 @@ static int setup(gkc_conn *c, uint64_t total) {
   if (!A->limits_known) {
     if (c->nonblock) {
       if (A->probing) return -1;
-      gkc__req *r = internal_req(probed);
+      gkc__req *r = gkc__shm_internal_req(probed);
       if (!r) return -1;
       prep_limits(r);
-      if (internal_submit(c, r) == 0) A->probing = 1;
+      if (gkc__shm_internal_submit(c, r) == 0) A->probing = 1;
       return -1;
     }
     gkc__req r;
@@ -564,9 +330,10 @@ static int setup(gkc_conn *c, uint64_t total) {
     gkc__req_init(&r);
     gkc__result_init(&res);
     prep_limits(&r);
-    double t0 = now_ms();
+    double t0 = gkc__shm_now_ms();
     limits_known(A, gkc__run(c, &r, &res));
-    if (A->trace) fprintf(stderr, "gkc shm: status (gkcd's limits) %.2f ms\n", now_ms() - t0);
+    if (A->trace)
+      fprintf(stderr, "gkc shm: status (gkcd's limits) %.2f ms\n", gkc__shm_now_ms() - t0);
     if (!A->limits_known) return -1; /* the connection failed: the call will say so */
   }
   /* More than one region may hold goes inline, where gkcd judges its size
@@ -684,7 +451,7 @@ static void stage(gkc_conn *c, gkc__req *r, gkc_ref *const *refs, int n, gkc_out
     return;
   }
   int k = 0;
-  double t0 = now_ms();
+  double t0 = gkc__shm_now_ms();
   uint64_t fresh_bytes = 0;
   if (mode) {
     slot *s = &A->slots[r->slices[0].slot];
@@ -714,7 +481,7 @@ static void stage(gkc_conn *c, gkc__req *r, gkc_ref *const *refs, int n, gkc_out
   A->staged += (uint64_t)nin + (mode != GKC__OUT_DIRECT);
   if (A->trace && fresh_bytes)
     fprintf(stderr, "gkc shm: %s: staged %llu bytes (%llu on fresh pages) in %.2f ms\n", r->method,
-            (unsigned long long)total, (unsigned long long)fresh_bytes, now_ms() - t0);
+            (unsigned long long)total, (unsigned long long)fresh_bytes, gkc__shm_now_ms() - t0);
 }
 
 int gkc__shm_take_out(gkc_conn *c, gkc__req *r, const msgpack_object *o) {
@@ -741,8 +508,8 @@ int gkc_set_shm(gkc_conn *c, size_t threshold, size_t max_bytes) {
   char saved[sizeof c->errmsg];
   memcpy(saved, c->errmsg, sizeof saved);
   if (threshold == GKC_SHM_OFF) {
-    turn_off(A, "%s", "turned off by gkc_set_shm");
-    release_idle(c);
+    gkc__shm_turn_off(A, "%s", "turned off by gkc_set_shm");
+    gkc__shm_release_idle(c);
   } else {
     A->threshold = threshold ? threshold : A->env_threshold ? A->env_threshold
                                                             : GKC_SHM_DEFAULT_THRESHOLD;
@@ -753,8 +520,8 @@ int gkc_set_shm(gkc_conn *c, size_t threshold, size_t max_bytes) {
     A->why[0] = 0;
     A->cannot_grow = 0;
     uint64_t have = 0;
-    for (int i = 0; i < NSLOTS; i++) have += slot_bytes(&A->slots[i]);
-    if (have > A->max_bytes) release_idle(c);
+    for (int i = 0; i < NSLOTS; i++) have += gkc__shm_slot_bytes(&A->slots[i]);
+    if (have > A->max_bytes) gkc__shm_release_idle(c);
   }
   memcpy(c->errmsg, saved, sizeof saved);
   return 0;
@@ -821,7 +588,7 @@ int gkc_shm_state(const gkc_conn *c, gkc_shm_info *info) {
     info->max_bytes = A->max_bytes;
     for (int i = 0; i < NSLOTS; i++)
       if (A->slots[i].ready) {
-        info->arena_bytes += slot_bytes(&A->slots[i]);
+        info->arena_bytes += gkc__shm_slot_bytes(&A->slots[i]);
         info->regions++;
       }
     info->staged = A->staged;

@@ -1,7 +1,7 @@
 # libgkc: the client library, shared and static, with the pieces of proto/
 # it needs compiled in so that users link one library.
 set(GKC_LIB_SOURCES gkc_wire.c gkc_reconnect.c gkc_client.c gkc_async.c gkc_methods.c gkc_reply.c gkc_json.c gkc_region.c
-    gkc_objects.c gkc_resident.c gkc_shm.c gkc_shm_keep.c gkc_shm_pages.c gkc_solve.c
+    gkc_objects.c gkc_resident.c gkc_shm.c gkc_shm_region.c gkc_shm_keep.c gkc_shm_pages.c gkc_solve.c
     gkc_ring.c gkc_ring_io.c
     ${CMAKE_SOURCE_DIR}/proto/proto_frame.c ${CMAKE_SOURCE_DIR}/proto/proto_tables.c
     ${CMAKE_SOURCE_DIR}/proto/proto_rpc.c ${CMAKE_SOURCE_DIR}/proto/proto_socket.c ${CMAKE_SOURCE_DIR}/proto/proto_ring.c)
@@ -25,7 +25,7 @@ endif()
 target_link_libraries(gkc_shared PRIVATE ${GKC_MSGPACK_LINK})
 target_link_libraries(gkc_static PRIVATE ${GKC_MSGPACK_LINK})
 set_target_properties(gkc_shared PROPERTIES OUTPUT_NAME gkc EXPORT_NAME gkc VERSION ${GKC_LIB_VERSION} SOVERSION ${GKC_SOVERSION}
-  C_VISIBILITY_PRESET hidden PUBLIC_HEADER "gkc.h;gkc_async.h;${CMAKE_SOURCE_DIR}/proto/gkc_errors.h")
+  C_VISIBILITY_PRESET hidden PUBLIC_HEADER "gkc.h;gkc_solve.h;gkc_async.h;${CMAKE_SOURCE_DIR}/proto/gkc_errors.h")
 set_target_properties(gkc_static PROPERTIES OUTPUT_NAME gkc EXPORT_NAME gkc_static)
 # Only the gkc_ functions of gkc.h are exported from the shared library.
 target_compile_definitions(gkc_shared PRIVATE GKC_BUILDING_SHARED)

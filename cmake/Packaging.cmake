@@ -74,7 +74,7 @@ if(NOT _msgpack_pkg)
 endif()
 set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS "libgkc${GKC_SOVERSION} (= ${_deb_ver}), ${_msgpack_pkg}, libuv1-dev")
 set(CPACK_DEBIAN_DEV_DESCRIPTION "client library of gkcd: development files
-Headers (gkc.h, gkc_async.h, gkc_uv.h), static libraries, pkg-config files
+Headers (gkc.h with gkc_solve.h, gkc_async.h, gkc_uv.h), static libraries, pkg-config files
 and the CMake package (find_package(gkc)) of libgkc, and gkc.h(3).")
 
 set(CPACK_DEBIAN_PYTHON_PACKAGE_NAME python3-gkc)

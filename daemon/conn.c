@@ -75,14 +75,10 @@
  * queue up in c->fds for shm_register.  Writes go out with sendmsg from the
  * same poll handle.
  *
- * A ring (proto_ring.h) replaces the socket's bytes, not the path: read_some
- * copies the sq's bytes into the input buffer (bounded by the ring, which
- * refuses an index past its size, and by the buffer's room), parse_frames
- * cuts them as it cuts the socket's, and write_pending puts the pending
- * replies into the cq as far as it has room.  The socket is then watched
- * only for doorbells, descriptors and its end (sock_drain); the loop asks
- * for doorbells through the ring's flags (conn_rings_poll, each
- * iteration) instead of watching the rings.
+ * A ring (proto_ring.h) replaces the socket's bytes, not the path: its
+ * code is conn_ring.c's, which conn.c reaches only through the ring's ops
+ * (conn_ring_ops, conn.h), and which serves a ring's connection with the
+ * functions conn.h lists as conn.c's for it.
  *
  * Lifetime: refs counts the open handle, each job in flight and the dirty
  * list's hold; the memory goes when the last of them is done.
@@ -91,7 +87,6 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -193,12 +188,7 @@ void conn_unref(gkcd_conn *c) {
 static void finish_close(gkcd_conn *c) {
   free_pending(c);
   free_input(c);
-  if (c->ring) { /* nothing reads or writes it from here on */
-    munmap(c->ring->base, c->ring_map_bytes);
-    free(c->ring);
-    c->ring = NULL;
-    c->set->nrings--;
-  }
+  if (c->ring) c->set->ring_ops->unmap(c); /* nothing reads or writes it from here on */
   uv_close((uv_handle_t *)&c->poll, on_closed);
 }
 
@@ -249,8 +239,7 @@ void conn_drain(gkcd_conns *set) {
 
 static void on_poll(uv_poll_t *h, int status, int events);
 
-/* Tells the poll handle what we wait for now. */
-static void watch(gkcd_conn *c) {
+void conn_watch(gkcd_conn *c) {
   if (c->closing) return;
   /* While a reader has the socket, the loop does not read it; while a
    * writer has it, the loop does not write. */
@@ -300,17 +289,7 @@ static void account_written(gkcd_conn *c, size_t written) {
 
 static int hand_off_write(gkcd_conn *c);
 
-/* The client broke its ring's bounds: only its connection pays. */
-static void ring_corrupt(gkcd_conn *c, const char *what) {
-  log_warn("connection %llu: closing: %s in its shared-memory ring is out of bounds",
-           (unsigned long long)c->id, what);
-  c->set->ring_corrupt++;
-  conn_close(c);
-}
-
-/* Writes as much of the pending replies as the socket takes now; a big
- * body at their head goes to a writer thread (hand_off_write). */
-static void write_pending(gkcd_conn *c) {
+void conn_write_pending(gkcd_conn *c) {
   if (c->wbusy) return; /* the writer's return (on_writer_done) goes on */
   size_t written = 0;
   while (c->npend > 0 && !c->closing) {
@@ -325,10 +304,7 @@ static void write_pending(gkcd_conn *c) {
     iov[0].iov_len -= c->pend_off;
     ssize_t w;
     if (c->ring && !c->sock_pend) {
-      if ((w = proto_ring_writev(c->ring, iov, n)) < 0) {
-        ring_corrupt(c, "the completion ring's head");
-        return;
-      }
+      if ((w = c->set->ring_ops->writev(c, iov, n)) < 0) return; /* it broke its bounds: closed */
       if (w == 0) break; /* full: the client's doorbell says when it has room */
       written += (size_t)w;
       wrote(c, (size_t)w);
@@ -348,7 +324,7 @@ static void write_pending(gkcd_conn *c) {
     wrote(c, (size_t)w);
   }
   if (written) account_written(c, written);
-  watch(c);
+  conn_watch(c);
   if (!c->closing) {
     conn_update_reading(c);
     close_if_done(c);
@@ -362,7 +338,7 @@ void conn_flush_all(gkcd_conns *set) {
     gkcd_conn *c = list, *next = c->next_dirty;
     c->next_dirty = NULL;
     c->dirty = 0;
-    if (!c->closing) write_pending(c);
+    if (!c->closing) conn_write_pending(c);
     conn_unref(c); /* the dirty list's reference */
     list = next;
   }
@@ -523,49 +499,9 @@ static void take_rights(gkcd_conn *c, struct msghdr *mh) {
              (unsigned long long)c->id);
 }
 
-/* Reads what the socket holds; 0, or -1 when the connection was closed. */
-static void sock_drain(gkcd_conn *c);
-
-static int read_some(gkcd_conn *c) {
-  for (int rounds = 0; rounds < 16 && c->reading; rounds++) {
-    if (c->ring) {
-      ssize_t a = proto_ring_avail(c->ring);
-      if (a < 0) {
-        ring_corrupt(c, "the submission ring's tail");
-        return -1;
-      }
-      if (a == 0) return 0;
-      /* Descriptors sent before the frame that takes them are read first. */
-      uint32_t fds = proto_ring_fd_msgs(c->ring);
-      if (fds != c->fd_msgs_seen) {
-        c->fd_msgs_seen = fds;
-        sock_drain(c);
-        if (c->closing) return -1;
-      }
-    }
-    int r = reserve(c);
-    if (r < 0) {
-      log_err("connection %llu: out of memory for input, closing", (unsigned long long)c->id);
-      conn_close(c);
-      return -1;
-    }
-    if (r > 0) { /* resumed by conn_resume_paused once memory comes back */
-      c->wait_mem = 1;
-      c->set->paused_mem = 1;
-      return 0;
-    }
-    struct iovec iov = {c->buf + c->len, c->cap - c->len};
-    if (c->ring) {
-      ssize_t n = proto_ring_read(c->ring, iov.iov_base, iov.iov_len);
-      if (n < 0) {
-        ring_corrupt(c, "the submission ring's tail");
-        return -1;
-      }
-      c->last_active_ms = uv_now(c->set->loop);
-      if (c->len == 0) c->req_start_ms = c->last_active_ms;
-      c->len += (size_t)n;
-      continue;
-    }
+ssize_t conn_recv(gkcd_conn *c, void *buf, size_t len) {
+  for (;;) {
+    struct iovec iov = {buf, len};
     union {
       char buf[CMSG_SPACE(sizeof(int) * CONN_MAX_FDS)];
       struct cmsghdr align;
@@ -575,12 +511,39 @@ static int read_some(gkcd_conn *c) {
     ssize_t n = recvmsg(c->fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
     if (n < 0) {
       if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return -1;
       log_debug("connection %llu: read: %s", (unsigned long long)c->id, strerror(errno));
       conn_close(c);
       return -1;
     }
     if (mh.msg_controllen > 0) take_rights(c, &mh);
+    return n;
+  }
+}
+
+int conn_make_room(gkcd_conn *c) {
+  int r = reserve(c);
+  if (r < 0) {
+    log_err("connection %llu: out of memory for input, closing", (unsigned long long)c->id);
+    conn_close(c);
+    return -1;
+  }
+  if (r > 0) { /* resumed by conn_resume_paused once memory comes back */
+    c->wait_mem = 1;
+    c->set->paused_mem = 1;
+    return 1;
+  }
+  return 0;
+}
+
+/* Reads what the socket holds; 0, or -1 when the connection was closed. */
+static int read_some(gkcd_conn *c) {
+  for (int rounds = 0; rounds < 16 && c->reading; rounds++) {
+    int r = conn_make_room(c);
+    if (r) return r < 0 ? -1 : 0;
+    size_t room = c->cap - c->len;
+    ssize_t n = conn_recv(c, c->buf + c->len, room);
+    if (n < 0) return c->closing ? -1 : 0;
     if (n == 0) {
       /* The peer will send no more, but may still read: answer what it
        * sent (buffered frames, jobs in flight), then close. */
@@ -592,7 +555,7 @@ static int read_some(gkcd_conn *c) {
     c->last_active_ms = uv_now(c->set->loop);
     if (c->len == 0) c->req_start_ms = c->last_active_ms;
     c->len += (size_t)n;
-    if ((size_t)n < iov.iov_len) return 0; /* drained */
+    if ((size_t)n < room) return 0; /* drained */
   }
   return 0;
 }
@@ -719,7 +682,7 @@ static void hand_off(gkcd_conn *c);
 void conn_update_reading(gkcd_conn *c) {
   if (c->closing || c->parsing) return; /* parse_frames' caller decides afterwards */
   if (c->rbusy) { /* its return (on_reader_done) decides; replies still go out */
-    watch(c);
+    conn_watch(c);
     return;
   }
   c->copy_wait = 0;
@@ -745,7 +708,7 @@ void conn_update_reading(gkcd_conn *c) {
   if (want) c->mem_clock = 0;
   c->taking = want;
   hand_off(c);
-  watch(c);
+  conn_watch(c);
 }
 
 void conn_hold(gkcd_conn *c, int held) {
@@ -780,84 +743,12 @@ void conn_resume_paused(gkcd_conns *set) {
   }
 }
 
-/* A ring's socket carries doorbells (any bytes, dropped), descriptors and
- * its end. */
-static void sock_drain(gkcd_conn *c) {
-  for (int rounds = 0; rounds < 16; rounds++) {
-    unsigned char bells[256];
-    struct iovec iov = {bells, sizeof bells};
-    union {
-      char buf[CMSG_SPACE(sizeof(int) * CONN_MAX_FDS)];
-      struct cmsghdr align;
-    } ctl;
-    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
-                        .msg_controllen = sizeof ctl.buf};
-    ssize_t n = recvmsg(c->fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return;
-      log_debug("connection %llu: read: %s", (unsigned long long)c->id, strerror(errno));
-      conn_close(c);
-      return;
-    }
-    if (mh.msg_controllen > 0) take_rights(c, &mh);
-    if (n == 0) { /* the client is gone: what it queued is answered into the void, then close */
-      c->peer_closed = 1;
-      c->reading = 0;
-      watch(c);
-      return;
-    }
-    if ((size_t)n < sizeof bells) return;
-  }
-}
-
-/* The ring may have frames or room: as on_poll after a read. */
-static void ring_service(gkcd_conn *c) {
-  if (c->npend && !c->sock_pend) write_pending(c);
-  if (c->closing) return;
-  if (c->reading && read_some(c) != 0) return;
+void conn_after_input(gkcd_conn *c) {
   parse_frames(c);
   if (!c->closing) {
     conn_update_reading(c);
     close_if_done(c);
   }
-}
-
-int conn_ring_start(gkcd_conn *c, proto_ring *ring, size_t map_bytes, size_t then) {
-  if (c->ring) return -1;
-  c->ring = ring;
-  c->ring_map_bytes = map_bytes;
-  c->sock_pend = c->npend + then;
-  ring->sock = c->sock_pend ? -1 : c->fd;
-  c->fd_msgs_seen = 0;
-  c->set->nrings++;
-  watch(c);
-  return 0;
-}
-
-int conn_rings_poll(gkcd_conns *set, int polling) {
-  int busy = 0;
-  set->rings_polled = polling;
-  if (!set->nrings) return 0;
-  for (gkcd_conn *c = set->head, *next; c; c = next) {
-    next = c->next;
-    if (!c->ring || c->closing) continue;
-    int data = c->reading && !c->peer_closed, room = c->npend && !c->sock_pend && !c->wbusy;
-    int ready;
-    if (polling) {
-      (void)proto_ring_want(c->ring, 0);
-      ready = (data && proto_ring_avail(c->ring) != 0) || (room && proto_ring_room(c->ring) != 0);
-    } else {
-      ready = proto_ring_want(c->ring, (data ? PROTO_RING_WANT_DATA : 0) |
-                                           (room ? PROTO_RING_WANT_ROOM : 0)) != 0;
-    }
-    if (!ready) continue;
-    c->refs++; /* serving it may close it */
-    ring_service(c);
-    conn_unref(c);
-    busy = 1;
-  }
-  return busy;
 }
 
 static void on_poll(uv_poll_t *h, int status, int events) {
@@ -867,20 +758,15 @@ static void on_poll(uv_poll_t *h, int status, int events) {
     conn_close(c);
     return;
   }
-  if ((events & UV_WRITABLE) && c->npend) write_pending(c);
+  if ((events & UV_WRITABLE) && c->npend) conn_write_pending(c);
   if (c->ring) {
-    if (!c->closing && (events & UV_READABLE)) sock_drain(c);
-    if (!c->closing) ring_service(c);
+    c->set->ring_ops->poll(c, events);
     return;
   }
   if (c->closing || !(events & UV_READABLE) || !c->reading || c->rbusy) return;
   if (read_some(c) != 0) return;
-  if (c->peer_closed || c->wait_mem) watch(c);
-  parse_frames(c);
-  if (!c->closing) {
-    conn_update_reading(c);
-    close_if_done(c);
-  }
+  if (c->peer_closed || c->wait_mem) conn_watch(c);
+  conn_after_input(c);
 }
 
 /* --- reading off the loop ------------------------------------------------ */
@@ -954,7 +840,7 @@ static void hand_off(gkcd_conn *c) {
   if (reader_submit(&set->readers, t, &c->wt) != 0) return; /* read on the loop, as before */
   c->rbusy = 1;
   c->refs++; /* c lives until the reader is back */
-  watch(c);
+  conn_watch(c);
 }
 
 /* The reader is back and has let go of c's socket and buffer: what it
@@ -999,12 +885,8 @@ static void on_reader_done(reader_task *t) {
   }
   /* READER_CANCELLED without closing: a deadline's answer is on its way
    * (timeout_close); close_when_flushed keeps the frame from being taken. */
-  watch(c);
-  parse_frames(c);
-  if (!c->closing) {
-    conn_update_reading(c);
-    close_if_done(c);
-  }
+  conn_watch(c);
+  conn_after_input(c);
   conn_unref(c);
 }
 
@@ -1040,7 +922,7 @@ static int hand_off_write(gkcd_conn *c) {
 }
 
 /* The writer is back and has let go of the body: its bytes sent are
- * accounted as write_pending's are, and c goes on writing (or closes, when
+ * accounted as conn_write_pending's are, and c goes on writing (or closes, when
  * conn_close was waiting for it). */
 static void on_writer_done(reader_task *t) {
   gkcd_conn *c = (gkcd_conn *)((char *)t - offsetof(gkcd_conn, wt));
@@ -1059,7 +941,7 @@ static void on_writer_done(reader_task *t) {
     conn_unref(c);
     return;
   }
-  write_pending(c); /* the rest; then reading, and a close that waited for the replies */
+  conn_write_pending(c); /* the rest; then reading, and a close that waited for the replies */
   conn_unref(c);
 }
 

@@ -24,13 +24,14 @@
  * is sent by one, which owns the socket for writing and that body (conn.c
  * says how).
  */
-/* Implemented in: conn.c, conn_admit.c (accepting, refusing, the deadlines) */
+/* Implemented in: conn.c, conn_admit.c (accepting, the deadlines), conn_ring.c (rings) */
 #ifndef GKCD_CONN_H
 #define GKCD_CONN_H
 
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 #include <uv.h>
 
 #include "budget.h"
@@ -42,6 +43,7 @@
 
 typedef struct gkcd_conn gkcd_conn;
 typedef struct gkcd_conns gkcd_conns;
+typedef struct conn_ring_ops conn_ring_ops;
 
 #define CONN_MAX_FDS 16     /* descriptors received and not yet taken by shm_register */
 #define CONN_LINGER_MAX 64  /* refused sockets kept open briefly so the refusal is read */
@@ -151,6 +153,7 @@ struct gkcd_conns {
   int paused_mem;      /* some connections are unread for lack of memory budget */
   int paused_held;     /* some connections were released from held (conn_hold) */
   size_t nrings;       /* connections with a ring (conn_ring_start) */
+  const conn_ring_ops *ring_ops; /* conn_ring.c's, set by conn_ring_start */
   int rings_polled;    /* the loop polls the rings now: no doorbells wanted */
   uint64_t ring_corrupt; /* connections closed for a ring that broke its bounds */
   gkcd_conn *overdraft; /* may finish receiving a request past the budget */
@@ -222,5 +225,43 @@ void conn_start_readers(gkcd_conns *set);
 /* Stops the reader threads (shutdown, once every connection has closed:
  * none then has a reader out). */
 void conn_stop_readers(gkcd_conns *set);
+
+/* What conn.c does to a connection's ring (conn_ring.c's, reached only
+ * through these, which conn_ring_start sets: conn_ring.c is built on the
+ * conn.c functions below, and the layers check wants no call back by
+ * name).  Called only while c->ring is set. */
+struct conn_ring_ops {
+  /* c's socket was polled with events (on_poll, after the replies it took):
+   * doorbells, descriptors and its end, then the ring served. */
+  void (*poll)(gkcd_conn *c, int events);
+  /* Puts iov[0..n) into the completion ring as far as it has room: the
+   * bytes taken (0: full, the client's doorbell says when it has room);
+   * -1 when the ring broke its bounds (c closed). */
+  ssize_t (*writev)(gkcd_conn *c, const struct iovec *iov, size_t n);
+  /* Unmaps and frees c's ring (finish_close: nothing reads or writes it
+   * from here on); c->ring is NULL after it. */
+  void (*unmap)(gkcd_conn *c);
+};
+
+/* conn.c's, for conn_ring.c, which serves a ring's connection with them as
+ * on_poll serves a socket's. */
+/* Tells the poll handle what we wait for now. */
+void conn_watch(gkcd_conn *c);
+/* Receives up to len bytes from c's socket into buf, keeping the
+ * descriptors that came with them: the bytes received (0: the peer
+ * finished sending), or -1 when there is nothing now or the socket failed
+ * (c then closing). */
+ssize_t conn_recv(gkcd_conn *c, void *buf, size_t len);
+/* Room for at least one more chunk in c's input buffer (conn.c's reserve):
+ * 0; 1 when the budget has none (c waits for memory, resumed by
+ * conn_resume_paused); -1 when out of memory (c closed). */
+int conn_make_room(gkcd_conn *c);
+/* After input arrived: the complete frames in c's buffer go to the frame
+ * hook, then reading as the limits now allow, and a close if nothing is
+ * left to do. */
+void conn_after_input(gkcd_conn *c);
+/* Writes as much of the pending replies as the socket (or the ring) takes
+ * now; a big body at their head goes to a writer thread (hand_off_write). */
+void conn_write_pending(gkcd_conn *c);
 
 #endif

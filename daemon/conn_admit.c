@@ -164,7 +164,7 @@ void conn_sweep(gkcd_conns *set) {
   for (gkcd_conn *c = set->head, *next; c; c = next) {
     next = c->next;
     if (c->closing) continue;
-    if (c->wbusy) { /* a writer's progress, as write_pending's would be seen */
+    if (c->wbusy) { /* a writer's progress, as conn_write_pending's would be seen */
       size_t p = atomic_load_explicit(&c->wt.progress, memory_order_relaxed);
       if (p != c->wprog) {
         c->wprog = p;

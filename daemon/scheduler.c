@@ -13,6 +13,7 @@
 #include "place.h"
 #include "proto_methods.h"
 #include "res_object.h"
+#include "sched_place.h"
 #include "split.h"
 
 #define WAIT_RING 1024   /* queue waits kept per lane for the percentiles */
@@ -28,22 +29,10 @@ typedef struct {
   size_t nwaits;         /* total recorded; the ring holds the last WAIT_RING */
 } lane;
 
-/* What the scheduler has handed one device. */
-typedef struct {
-  size_t running[SCHED_MAX_LANES]; /* slots in use, by lane */
-  double outstanding_us;           /* predicted worker time of that work */
-  int homes;                       /* open connections whose home it is (place.h) */
-  uint64_t new_bytes;              /* new objects bound here and not yet made */
-} sched_dev;
-
 struct gkcd_sched {
   const gkcd_config *cfg;
   gkcd_budget *budget;
-  gkcd_pool *pool;
-  gkcd_devices *devs;
-  sched_dev dev[GKCD_MAX_DEVICES];
-  double handoff_us;     /* per part of a split: measured, then refined (split.h) */
-  uint64_t splits;
+  sched_place pl;        /* the devices, and what each was handed (sched_place.h) */
   sched_done_cb done;
   sched_gate_cb gate;
   void *arg;
@@ -165,8 +154,8 @@ static int expired(gkcd_sched *s, gkcd_job *job, uint64_t now) {
 /* The devices whose lane l has a free slot, among live. */
 static uint64_t free_devices(const gkcd_sched *s, int l, uint64_t live) {
   uint64_t m = 0;
-  for (int d = 0; d < s->devs->n; d++)
-    if ((live & (1ull << d)) && s->dev[d].running[l] < (size_t)s->lanes[l].slots) m |= 1ull << d;
+  for (int d = 0; d < s->pl.devs->n; d++)
+    if ((live & (1ull << d)) && s->pl.dev[d].running[l] < (size_t)s->lanes[l].slots) m |= 1ull << d;
   return m;
 }
 
@@ -182,158 +171,6 @@ static int can_start(const gkcd_job *job, uint64_t live, uint64_t freem) {
   return job->replicate ? (need & freem) == need : (need & freem) != 0;
 }
 
-/* --- co-location (place.h, "Where a new object goes") --------------------- */
-
-static void set_home(gkcd_sched *s, sched_client *c, int d) {
-  if (c->home == d || d < 0 || d >= s->devs->n) return;
-  if (c->home >= 0) s->dev[c->home].homes--;
-  s->dev[d].homes++;
-  c->home = d;
-}
-
-/* Binds a new object without `device` to its connection's home (choosing
- * one when needed), before it queues: pipelined uploads are thus placed in
- * the order they arrived, and one waits for a slot on the home device, as
- * every request on the connection's data there does, rather than land on
- * another device whose slot happens to be free.  Other jobs fix the home
- * where they name it (place_home_hint). */
-static void colocate(gkcd_sched *s, gkcd_job *job) {
-  sched_client *c = job->client;
-  gkcd_devices *dv = s->devs;
-  if (!c || dv->n < 2) return;
-  if (!place_homeless(job)) {
-    set_home(s, c, place_home_hint(job));
-    return;
-  }
-  uint64_t room[GKCD_MAX_DEVICES] = {0};
-  int homes[GKCD_MAX_DEVICES] = {0};
-  for (int d = 0; d < dv->n; d++) {
-    gkcd_device_info info;
-    memset(&info, 0, sizeof info);
-    /* What is free now, less what is already on its way there. */
-    if (dv->dev[d].be->devices(dv->dev[d].be, &info, 1) == 1)
-      room[d] = info.memory_free > s->dev[d].new_bytes ? info.memory_free - s->dev[d].new_bytes : 0;
-    homes[d] = s->dev[d].homes;
-  }
-  int d = place_home(dv->n, job->dev_mask, c->home, room, homes, job->out_bytes);
-  if (d < 0) return; /* no live device: place() answers it device_lost */
-  set_home(s, c, d);
-  job->dev_mask = 1ull << d;
-  job->new_on = d;
-  s->dev[d].new_bytes += job->out_bytes;
-}
-
-static void uncolocate(gkcd_sched *s, gkcd_job *job) {
-  if (job->new_on < 0) return;
-  sched_dev *sd = &s->dev[job->new_on];
-  sd->new_bytes -= sd->new_bytes < job->out_bytes ? sd->new_bytes : job->out_bytes;
-  job->new_on = -1;
-}
-
-/* Hands a job (or a part) to device d's lane. */
-static void start_on(gkcd_sched *s, gkcd_job *job, int d, int l, double cost_us) {
-  job->device = d;
-  job->be = s->devs->dev[d].be;
-  job->lane = l;
-  job->dev_cost_us = cost_us;
-  s->dev[d].running[l]++;
-  s->dev[d].outstanding_us += cost_us;
-  s->lanes[l].running++;
-  pool_submit(s->pool, job);
-}
-
-/* Places job among the free devices (place.h), split across them when
- * that pays (split.h), and hands it (or its parts) to the pool.  Nonzero
- * when the job failed instead (answered from the pump). */
-static int place(gkcd_sched *s, gkcd_job *job, int l, uint64_t live, uint64_t freem) {
-  gkcd_devices *dv = s->devs;
-  uint64_t elig = (job->replicate ? live : job->dev_mask & live);
-  if (!elig) {
-    char msg[sizeof job->errmsg];
-    if (place_operands(job, dv, msg, sizeof msg) == 0)
-      snprintf(msg, sizeof msg, "every device it could run on was lost");
-    job_fail(job, GKC_EDEVICE_LOST, "%s", msg);
-    return -1;
-  }
-  if (job->gang_mask) {
-    char msg[sizeof job->errmsg];
-    if (job->gang_mask & ~live) {
-      if (place_operands(job, dv, msg, sizeof msg) == 0)
-        snprintf(msg, sizeof msg, "a device it needs was lost");
-      job_fail(job, GKC_EDEVICE_LOST, "%s", msg);
-      return -1;
-    }
-    /* It runs on its first device's worker; the others' slots are held
-     * for it (their share of its predicted time with them). */
-    int first = __builtin_ctzll(job->gang_mask), k = __builtin_popcountll(job->gang_mask);
-    for (int d = first + 1; d < dv->n; d++)
-      if (job->gang_mask & (1ull << d)) {
-        s->dev[d].running[l]++;
-        s->dev[d].outstanding_us += job->cost_us / k;
-        s->lanes[l].running++;
-      }
-    start_on(s, job, first, l, job->cost_us / k);
-    return 0;
-  }
-  double cost[GKCD_MAX_DEVICES] = {0}, out[GKCD_MAX_DEVICES] = {0};
-  int devs[GKCD_MAX_DEVICES], k = 0;
-  uint64_t cramped = 0;
-  for (int d = 0; d < dv->n; d++) {
-    out[d] = s->dev[d].outstanding_us;
-    if (!(freem & (1ull << d))) continue;
-    cost[d] = cost_predict(dv->dev[d].cost, job);
-    /* Operands that must come from another device first: their bytes
-     * over the device's memory rate (a copy reads and writes them). */
-    if ((elig & (1ull << d)) && place_needs_move(job, d)) {
-      double bytes = place_move_bytes(job, d);
-      cost[d] += 2 * bytes / dv->dev[d].be->rates.bytes_per_us;
-      /* The copies need room there while it runs: a device without it
-       * would only fail the request, so it is passed over while another
-       * operand's device will do. */
-      gkcd_device_info info;
-      memset(&info, 0, sizeof info);
-      if (dv->dev[d].be->devices(dv->dev[d].be, &info, 1) == 1 && (double)info.memory_free < bytes)
-        cramped |= 1ull << d;
-    }
-    devs[k++] = d;
-  }
-  /* A new resident object goes where it fits: each device has memory of
-   * its own, and one that is full should not get it while another has room. */
-  uint64_t cand = elig & freem;
-  if (cand & ~cramped) cand &= ~cramped;
-  if (job->out_kind == OUT_RES_NEW && dv->n > 1 && !job->replicate) {
-    uint64_t roomy = 0;
-    for (int d = 0; d < dv->n; d++) {
-      if (!(cand & (1ull << d))) continue;
-      gkcd_device_info info;
-      memset(&info, 0, sizeof info);
-      if (dv->dev[d].be->devices(dv->dev[d].be, &info, 1) == 1 && info.memory_free >= job->out_bytes)
-        roomy |= 1ull << d;
-    }
-    if (roomy) cand = roomy;
-  }
-  int best = place_pick(dv->n, cand, out, cost);
-  int kind = split_kind(job);
-  if (kind == SPLIT_COPIES ||
-      (kind != SPLIT_NONE && k >= 2 &&
-       split_worth(job, cost[best], k, s->handoff_us, dv->dev[best].be->rates.host_bytes_per_us))) {
-    if (kind == SPLIT_COPIES) /* every live device, the chosen one first (its copy is the home) */
-      for (int i = 0; i < k; i++)
-        if (devs[i] == best) devs[i] = devs[0], devs[0] = best;
-    if (split_make(job, devs, k)) return -1;
-    s->splits++;
-    pool_finish_through(s->pool, job); /* the last part finishes the parent through the pool */
-    job->dev_cost_us = 0;
-    for (int i = 0; i < job->nparts; i++) {
-      gkcd_job *p = job->parts[i];
-      start_on(s, p, p->device, l, cost_predict(dv->dev[p->device].cost, p));
-    }
-    return 0;
-  }
-  start_on(s, job, best, l, cost[best]);
-  return 0;
-}
-
 /* Hands jobs to the lane's devices while one has room: the least-served
  * client whose head job can start on a device with a free slot goes
  * first, to the device where it finishes soonest.  Returns how many left
@@ -343,7 +180,7 @@ static int dispatch(gkcd_sched *s, int l) {
   int moved = 0;
   uint64_t now = now_ns();
   while (ln->active) {
-    uint64_t live = devices_live(s->devs), freem = free_devices(s, l, live);
+    uint64_t live = devices_live(s->pl.devs), freem = free_devices(s, l, live);
     if (!freem && live) break;
     sched_client *best = NULL;
     for (sched_client *c = ln->active; c; c = c->next_active[l])
@@ -352,10 +189,12 @@ static int dispatch(gkcd_sched *s, int l) {
     gkcd_job *job = pop(s, best, l);
     moved++;
     if (expired(s, job, now)) continue;
-    if (place(s, job, l, live, freem)) {
+    int slots = sched_place_job(&s->pl, job, l, live, freem);
+    if (slots < 0) {
       finish_here(s, job);
       continue;
     }
+    ln->running += (size_t)slots;
     best->vtime[l] += job->cost_us / best->weight;
     best->running++;
     job->run_prev = NULL;
@@ -447,9 +286,9 @@ int sched_submit(gkcd_sched *s, gkcd_job *job, char *msg, size_t msglen) {
    * prediction is for the fastest of those devices. */
   job->device = -1;
   job->new_on = -1;
-  int prc = place_operands(job, s->devs, msg, msglen);
+  int prc = place_operands(job, s->pl.devs, msg, msglen);
   if (prc) return prc;
-  colocate(s, job);
+  if (job->client) sched_place_colocate(&s->pl, job, &job->client->home);
   /* A solve runs as long as it takes to converge, and a batch is a chain of
    * kernels that each want the whole GPU (a CG step on a 512^2 Laplacian,
    * predicted under --latency-us, ran at 0.27x the vendor's speed on the
@@ -460,19 +299,19 @@ int sched_submit(gkcd_sched *s, gkcd_job *job, char *msg, size_t msglen) {
    * --latency-us go to the bulk lane, predicted there. */
   int bulk_only = job->row->bulk_only || job->gang_mask;
   job->lane = bulk_only ? LANE_BULK : sched_lane_for(s, 0);
-  uint64_t live = devices_live(s->devs);
+  uint64_t live = devices_live(s->pl.devs);
   for (;;) {
     job->cost_us = -1;
-    for (int d = 0; d < s->devs->n; d++)
+    for (int d = 0; d < s->pl.devs->n; d++)
       if ((job->dev_mask & live) & (1ull << d)) {
-        double us = cost_predict(s->devs->dev[d].cost, job);
+        double us = cost_predict(s->pl.devs->dev[d].cost, job);
         if (job->cost_us < 0 || us < job->cost_us) job->cost_us = us;
       }
-    if (job->cost_us < 0) job->cost_us = cost_predict(s->devs->dev[0].cost, job);
+    if (job->cost_us < 0) job->cost_us = cost_predict(s->pl.devs->dev[0].cost, job);
     if (job->lane == LANE_BULK || sched_lane_for(s, job->cost_us) == LANE_LATENCY) break;
     uint64_t now = now_ns();
-    for (int d = 0; d < s->devs->n; d++)
-      if ((job->dev_mask & live) & (1ull << d)) cost_forget(s->devs->dev[d].cost, job, now);
+    for (int d = 0; d < s->pl.devs->n; d++)
+      if ((job->dev_mask & live) & (1ull << d)) cost_forget(s->pl.devs->dev[d].cost, job, now);
     job->lane = LANE_BULK;
   }
   /* The request's bytes are held from now on: input until it is admitted. */
@@ -484,7 +323,7 @@ int sched_submit(gkcd_sched *s, gkcd_job *job, char *msg, size_t msglen) {
       log_err("sched: client %llu already has a held job", (unsigned long long)c->id);
       budget_give(s->budget, BUDGET_INPUT, job->frame_charge);
       job->frame_charge = 0;
-      uncolocate(s, job);
+      sched_place_uncolocate(&s->pl, job);
       snprintf(msg, msglen, "internal: a second held request");
       return GKC_EINTERNAL;
     }
@@ -525,34 +364,10 @@ void sched_finished(gkcd_sched *s, gkcd_job *job) {
     if (c->vtime[job->lane] < 0) c->vtime[job->lane] = 0;
     c->served++;
     c->served_us += measured;
-    /* Each device gives back its slot and learns from what its part took. */
-    int nparts = job->nparts ? job->nparts : 1;
-    for (int i = 0; i < nparts; i++) {
-      gkcd_job *p = job->nparts ? job->parts[i] : job;
-      sched_dev *sd = &s->dev[p->device];
-      sd->running[job->lane]--;
-      sd->outstanding_us -= p->dev_cost_us;
-      if (sd->outstanding_us < 0) sd->outstanding_us = 0;
-      ln->running--;
-      s->devs->dev[p->device].served++;
-      double us = p->t_done_ns > p->t_run_ns ? (double)(p->t_done_ns - p->t_run_ns) / 1e3 : 0;
-      if (!job->gang_mask) cost_observe(s->devs->dev[p->device].cost, p, us);
-    }
-    /* A gang job gives back the slots it held beside its own. */
-    for (int d = job->device + 1; job->gang_mask && d < s->devs->n; d++)
-      if (job->gang_mask & (1ull << d)) {
-        sched_dev *sd = &s->dev[d];
-        sd->running[job->lane]--;
-        sd->outstanding_us -= job->dev_cost_us;
-        if (sd->outstanding_us < 0) sd->outstanding_us = 0;
-        ln->running--;
-        s->devs->dev[d].served++;
-      }
-    if (job->nparts && !job->err)
-      s->handoff_us += 0.25 * (split_observed_overhead(job) - s->handoff_us);
+    ln->running -= (size_t)sched_place_release(&s->pl, job);
     job->dispatched = 0;
   }
-  uncolocate(s, job);
+  sched_place_uncolocate(&s->pl, job);
   *c->expected -= job->reply_charge;
   job->reply_charge = 0;
   if (job->out_charge) budget_give(s->budget, BUDGET_JOBS, job->out_charge);
@@ -563,7 +378,7 @@ void sched_finished(gkcd_sched *s, gkcd_job *job) {
 
 void sched_drop_client(gkcd_sched *s, sched_client *c) {
   uint64_t n = 0;
-  if (c->home >= 0) s->dev[c->home].homes--; /* no longer a home: its objects go with it */
+  if (c->home >= 0) s->pl.dev[c->home].homes--; /* no longer a home: its objects go with it */
   c->home = -1;
   /* Long jobs (solve, batch) look at this between iterations and stop. */
   for (gkcd_job *job = c->running_list; job; job = job->run_next) atomic_store(&job->cancel, 1);
@@ -734,9 +549,9 @@ int sched_create(gkcd_sched **out, uv_loop_t *loop, const gkcd_config *cfg, gkcd
   if (!s) return GKC_EOUT_OF_MEMORY;
   s->cfg = cfg;
   s->budget = budget;
-  s->pool = pool;
-  s->devs = devs;
-  s->handoff_us = devs->n > 1 ? split_measure_handoff() : 0;
+  s->pl.pool = pool;
+  s->pl.devs = devs;
+  s->pl.handoff_us = devs->n > 1 ? split_measure_handoff() : 0;
   s->done = done;
   s->arg = arg;
   s->nlanes = nlanes;
@@ -803,17 +618,17 @@ void sched_counters_get(const gkcd_sched *s, sched_counters *out) { *out = s->n;
 
 void sched_device_stats_get(const gkcd_sched *s, int d, sched_device_stats *out) {
   memset(out, 0, sizeof *out);
-  if (d < 0 || d >= s->devs->n) return;
+  if (d < 0 || d >= s->pl.devs->n) return;
   for (int l = 0; l < s->nlanes; l++) {
-    size_t waiting = pool_waiting(s->pool, d, l), running = s->dev[d].running[l];
+    size_t waiting = pool_waiting(s->pl.pool, d, l), running = s->pl.dev[d].running[l];
     out->queued += waiting;
     out->running += running > waiting ? running - waiting : 0;
   }
-  out->outstanding_us = s->dev[d].outstanding_us;
+  out->outstanding_us = s->pl.dev[d].outstanding_us;
 }
 
-double sched_split_overhead_us(const gkcd_sched *s) { return s->handoff_us; }
-uint64_t sched_splits(const gkcd_sched *s) { return s->splits; }
+double sched_split_overhead_us(const gkcd_sched *s) { return s->pl.handoff_us; }
+uint64_t sched_splits(const gkcd_sched *s) { return s->pl.splits; }
 
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;

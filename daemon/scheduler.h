@@ -19,11 +19,12 @@
  *     counter, as VTC does for LLM serving).  A client that becomes busy
  *     starts level with the least-served busy client, so idling earns no
  *     credit and a deep queue delays a newcomer by about one job per lane.
- *  5. placement (place.h): a new object without `device` is bound at
- *     submission to its connection's home device (so pipelined uploads land
- *     together, in arrival order); the job chosen goes to the device, among those
- *     that hold its operands and have a free slot in its lane, where it
- *     would finish first; a long sgemm or reduce is split across the free
+ *  5. placement (place.h; sched_place.h, with the devices' slots): a new
+ *     object without `device` is bound at submission to its connection's
+ *     home device (so pipelined uploads land together, in arrival
+ *     order); the job chosen goes to the device, among those that hold its
+ *     operands and have a free slot in its lane, where it would finish
+ *     first; a long sgemm or reduce is split across the free
  *     devices when that pays (split.h), a replicated upload goes to all.
  *     The least-served client whose head job can start somewhere goes
  *     first, so a job waiting for a busy device does not hold up others.

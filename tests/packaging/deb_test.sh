@@ -81,7 +81,7 @@ fi
 out=$(dpkg -i "${debs[@]}" 2>&1) || fail "dpkg -i" "$out"
 installed=1
 ok "dpkg -i installed the four packages (not gkcd-cuda)"
-for f in /usr/sbin/gkcd /usr/bin/gkc /usr/include/gkc.h /usr/lib/systemd/system/gkcd.socket \
+for f in /usr/sbin/gkcd /usr/bin/gkc /usr/include/gkc.h /usr/include/gkc_solve.h /usr/lib/systemd/system/gkcd.socket \
          /usr/share/man/man8/gkcd.8.gz /usr/share/man/man1/gkc.1.gz /usr/share/man/man3/gkc.h.3.gz \
          /usr/share/bash-completion/completions/gkc /etc/gkcd/gkcd.conf.example /etc/gkcd/gkcd.conf; do
   [[ -e $f || -e ${f%.gz} ]] || fail "$f not installed"

@@ -33,7 +33,7 @@ text_files() {
 check_prefix() {
   local prefix=$1 other=$2 log=$tmp/$(basename "$1").log
   cmake --install "$build" --prefix "$prefix" >"$log" || { cat "$log"; fail "install to $prefix"; }
-  for f in sbin/gkcd bin/gkc include/gkc.h include/gkc_errors.h lib/systemd/system/gkcd.service \
+  for f in sbin/gkcd bin/gkc include/gkc.h include/gkc_solve.h include/gkc_errors.h lib/systemd/system/gkcd.service \
            lib/systemd/system/gkcd.socket lib/sysusers.d/gkcd.conf lib/tmpfiles.d/gkcd.conf \
            etc/gkcd/gkcd.conf.example; do
     [ -e "$prefix/$f" ] || { cat "$log"; fail "$prefix/$f not installed"; }
@@ -81,6 +81,13 @@ check_prefix() {
   local flags
   flags=$("${pc[@]}" --cflags --libs gkc)
   cc "${san[@]}" "$src/examples/hello_gkc.c" $flags -o "$prefix.hello_pc" 2>"$log" || { cat "$log"; fail "pkg-config build"; }
+  # gkc.h includes gkc_solve.h (the solve and batch calls): both from the
+  # installed tree, in C and C++.
+  printf '#include <gkc.h>\nint main(void) {\n  gkc_solve_args a = GKC_SOLVE_ARGS_INIT;\n  return a.method == GKC_SOLVE_CG && gkc_batch != 0 ? 0 : 1;\n}\n' >"$tmp/solve_api.c"
+  cc -fsyntax-only $("${pc[@]}" --cflags gkc) "$tmp/solve_api.c" 2>"$log" || { cat "$log"; fail "gkc_solve.h through gkc.h"; }
+  if command -v c++ >/dev/null; then
+    c++ -x c++ -fsyntax-only $("${pc[@]}" --cflags gkc) "$tmp/solve_api.c" 2>"$log" || { cat "$log"; fail "gkc_solve.h through gkc.h (C++)"; }
+  fi
 
   # find_package(gkc) from an outside project.
   local consumer=$prefix.consumer

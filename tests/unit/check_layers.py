@@ -37,10 +37,10 @@ mpi):
    macros only.  Where a function is defined comes from the objects' nm
    (--build), else from the sources (a definition at file scope).
 
-4. The transport is a floor (needs --build).  daemon/conn.c, conn_admit.c
-   and reader.c (the socket, frames and replies) may need symbols defined
-   only in themselves, the pieces below them (budget.c, bufpool.c, log.c,
-   threads.c) and proto/: everything else goes up through the hooks its
+4. The transport is a floor (needs --build).  daemon/conn.c, conn_admit.c,
+   conn_ring.c and reader.c (the socket or ring, frames and replies) may
+   need symbols defined only in themselves, the pieces below them
+   (budget.c, bufpool.c, log.c, threads.c) and proto/: everything else goes up through the hooks its
    owner installs (conn.h), and back-pressure comes down as the owner's
    word (conn_hold, conn_set_full), never asked for.  A call from them
    into the scheduler or rpc.c closes no cycle (nothing calls back by
@@ -487,7 +487,7 @@ def check_calls(deps, defs, needs):
 
 # --- 4. the transport --------------------------------------------------------
 
-TRANSPORT = ("daemon/conn.c", "daemon/conn_admit.c", "daemon/reader.c")
+TRANSPORT = ("daemon/conn.c", "daemon/conn_admit.c", "daemon/conn_ring.c", "daemon/reader.c")
 TRANSPORT_MAY_USE = TRANSPORT + ("daemon/budget.c", "daemon/bufpool.c", "daemon/log.c",
                                  "daemon/threads.c", "proto/")
 
