@@ -35,6 +35,19 @@ const char *refs_type_name(int dtype) {
 
 static size_t esize(int dtype) { return proto_dtype_size(dtype); }
 
+/* Region id of the asking connection, into *reg, with off a multiple of
+ * dtype's size; else the error naming key. */
+static int region_at(refs_ctx *r, const char *key, uint64_t id, uint64_t off, int dtype,
+                     gkcd_res **reg) {
+  *reg = id <= UINT32_MAX ? res_find(r->res, r->asker, (uint32_t)id) : NULL;
+  if (!*reg || (*reg)->kind != RES_REGION)
+    return bad(r, "argument '%s': no region %" PRIu64 " on this connection", key, id);
+  if (off % esize(dtype))
+    return bad(r, "argument '%s': offset %" PRIu64 " is not a multiple of %zu (the size of a"
+               " %s)", key, off, esize(dtype), proto_dtype_name(dtype));
+  return 0;
+}
+
 uint64_t refs_bytes(uint64_t x, uint64_t y, int dtype) {
   uint64_t n;
   if (__builtin_mul_overflow(x, y, &n) || __builtin_mul_overflow(n, (uint64_t)esize(dtype), &n) ||
@@ -256,12 +269,8 @@ int refs_array(refs_ctx *r, const char *key, int required, uint64_t want_bytes, 
       return mismatch(r, key, holder, d, dtype, floats);
     }
   }
-  gkcd_res *reg = id <= UINT32_MAX ? res_find(r->res, r->asker, (uint32_t)id) : NULL;
-  if (!reg || reg->kind != RES_REGION)
-    return bad(r, "argument '%s': no region %" PRIu64 " on this connection", key, id);
-  if (off % esize(dtype))
-    return bad(r, "argument '%s': offset %" PRIu64 " is not a multiple of %zu (the size of a"
-               " %s)", key, off, esize(dtype), proto_dtype_name(dtype));
+  gkcd_res *reg;
+  if ((rc = region_at(r, key, id, off, dtype, &reg))) return rc;
   if (off > reg->bytes || bytes > reg->bytes - off)
     return bad(r, "argument '%s': bytes [%" PRIu64 ", %" PRIu64 ") lie outside region %" PRIu64
                " of %zu bytes", key, off, off + bytes, id, reg->bytes);
@@ -284,12 +293,8 @@ int refs_region_target(refs_ctx *r, const char *arg, const msgpack_object *t, si
                                 " and an optional 'bytes'"
                               : "argument '%s': a region target has exactly 'region' and 'offset'",
                arg);
-  gkcd_res *reg = id <= UINT32_MAX ? res_find(r->res, r->asker, (uint32_t)id) : NULL;
-  if (!reg || reg->kind != RES_REGION)
-    return bad(r, "argument '%s': no region %" PRIu64 " on this connection", arg, id);
-  if (off % esize(dtype))
-    return bad(r, "argument '%s': offset %" PRIu64 " is not a multiple of %zu (the size of a"
-               " %s)", arg, off, esize(dtype), proto_dtype_name(dtype));
+  gkcd_res *reg;
+  if ((rc = region_at(r, arg, id, off, dtype, &reg))) return rc;
   if (has_bytes && bytes != out_bytes)
     return bad(r, "argument '%s': 'bytes' is %" PRIu64 ", but the result is %zu bytes", arg, bytes,
                out_bytes);

@@ -20,14 +20,9 @@ except ImportError as e:
     print(f"SKIP: {e}", file=sys.stderr)
     sys.exit(77)
 
-from e2e_common import check, download, f32b, ok, upload  # noqa: E402
+from e2e_common import EPS, H, check, download, f32b, ok, upload  # noqa: E402
 import e2e_common as ec  # noqa: E402
 
-EPS = 2.0 ** -24
-
-
-def H(h):
-    return {"handle": h}
 
 
 def rnd(rng, n):

@@ -60,6 +60,14 @@ def expect_error(c, method, params, needles, code="invalid_argument", label=None
                  f"{label!r:.160}: expected {code} naming {needles}, got {e or r[3]!r:.200}")
 
 
+EPS = 2.0 ** -24  # float32's unit roundoff
+
+
+def H(h):
+    """A resident array as an argument: {"handle": h}."""
+    return {"handle": h}
+
+
 def f32b(a):
     return np.ascontiguousarray(a, dtype="<f4").tobytes()
 

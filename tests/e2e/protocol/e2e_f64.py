@@ -38,7 +38,7 @@ except ImportError as e:
     print(f"SKIP: {e}", file=sys.stderr)
     sys.exit(77)
 
-from e2e_common import check, expect_error, f32b, ok  # noqa: E402
+from e2e_common import H, check, expect_error, f32b, ok  # noqa: E402
 import e2e_common as ec  # noqa: E402
 
 EPS64 = 2.0 ** -53
@@ -47,9 +47,6 @@ EPS64 = 2.0 ** -53
 def f64b(a):
     return np.ascontiguousarray(a, dtype="<f8").tobytes()
 
-
-def H(h):
-    return {"handle": h}
 
 
 def laplacian(k):
