@@ -244,6 +244,11 @@ struct gkcd_job {
   int lane;             /* LANE_BULK or LANE_LATENCY */
   double cost_us;       /* predicted worker time */
   int dispatched;       /* handed to the pool, not yet back */
+  /* Its client had nothing running when it was dispatched: the pool puts
+   * it ahead of the jobs waiting for a worker (primed by clients that
+   * have some running), so a newcomer waits for the next free worker, not
+   * behind another client's primed jobs too (issue #26, fairness). */
+  int first;
   gkcd_job *run_prev, *run_next; /* on its client's running_list while dispatched */
   size_t frame_charge, out_charge; /* bytes charged to the memory budget */
   int frame_is_work;    /* frame_charge moved from input to work (admitted) */

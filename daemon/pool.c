@@ -220,12 +220,18 @@ void pool_submit(gkcd_pool *s, gkcd_job *job) {
   int dev = job->device >= 0 && job->device < s->ndevices ? job->device : 0;
   lane *l = &s->lanes[dev * s->nlanes + (job->lane < s->nlanes ? job->lane : 0)];
   if (!job->on_finish) pool_finish_through(s, job); /* a split's part keeps split.c's */
-  job->next = NULL;
-  if (l->tail)
-    l->tail->next = job;
-  else
+  if (job->first) { /* its client's only job: ahead of the others' primed ones (job.h) */
+    job->next = l->head;
     l->head = job;
-  l->tail = job;
+    if (!l->tail) l->tail = job;
+  } else {
+    job->next = NULL;
+    if (l->tail)
+      l->tail->next = job;
+    else
+      l->head = job;
+    l->tail = job;
+  }
   l->waiting++;
   atomic_store_explicit(&l->queued, l->waiting, memory_order_relaxed);
   if (l->spinning && !l->spin_claimed)

@@ -173,8 +173,13 @@ static int can_start(const gkcd_job *job, uint64_t live, uint64_t freem) {
 
 /* Hands jobs to the lane's devices while one has room: the least-served
  * client whose head job can start on a device with a free slot goes
- * first, to the device where it finishes soonest.  Returns how many left
- * the queues. */
+ * first, to the device where it finishes soonest.  A job whose client had
+ * nothing running goes to the front of the pool's queue (job->first).
+ * (Letting such a client also take one slot more than the lane has, so
+ * that it need not wait for one to free, skewed the shares of the clients
+ * that are never without a job running: e2e_sched's fair-queuing check
+ * failed, 9.5% against 30%.)
+ * Returns how many left the queues. */
 static int dispatch(gkcd_sched *s, int l) {
   lane *ln = &s->lanes[l];
   int moved = 0;
@@ -189,6 +194,7 @@ static int dispatch(gkcd_sched *s, int l) {
     gkcd_job *job = pop(s, best, l);
     moved++;
     if (expired(s, job, now)) continue;
+    job->first = best->running == 0;
     int slots = sched_place_job(&s->pl, job, l, live, freem);
     if (slots < 0) {
       finish_here(s, job);
