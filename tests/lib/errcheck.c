@@ -95,6 +95,31 @@ long status_u64(const fixture *d, const char *key) {
   return v;
 }
 
+int status_client_jobs(const fixture *d, long *queued, long *running, long *served) {
+  rr_conn c;
+  rr_reply r;
+  rr_open(&c, d);
+  call(&c, 1, "status", NULL, 0, &r);
+  int rc = -1;
+  *queued = *running = *served = 0;
+  const msgpack_object *cl = r.valid && !r.is_error ? proto_map_get(r.result, "clients") : NULL;
+  if (cl && cl->type == MSGPACK_OBJECT_ARRAY) {
+    rc = 0;
+    for (uint32_t i = 0; i < cl->via.array.size; i++) {
+      const msgpack_object *m = &cl->via.array.ptr[i];
+      const char *keys[3] = {"queued", "running", "served"};
+      long *sums[3] = {queued, running, served};
+      for (int k = 0; k < 3; k++) {
+        const msgpack_object *o = m->type == MSGPACK_OBJECT_MAP ? proto_map_get(m, keys[k]) : NULL;
+        if (o && o->type == MSGPACK_OBJECT_POSITIVE_INTEGER) *sums[k] += (long)o->via.u64;
+        else rc = -1;
+      }
+    }
+  }
+  rr_reply_free(&r);
+  rr_close(&c);
+  return rc;
+}
 
 void errcheck_init(void) {
   signal(SIGPIPE, SIG_IGN);

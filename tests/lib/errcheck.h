@@ -43,6 +43,10 @@ void check_small_sgemm_(const char *file, int line, rr_conn *c, uint32_t id);
 
 /* status[key] from a fresh connection, or -1. */
 long status_u64(const fixture *d, const char *key);
+/* The sums over status's "clients" of their queued, running and served
+ * jobs, all from one status reply (a fresh connection); 0, or -1 when
+ * the reply had no clients array. */
+int status_client_jobs(const fixture *d, long *queued, long *running, long *served);
 
 /* Ignores SIGPIPE and seeds rr_rng (GKC_TEST_SEED replays). */
 void errcheck_init(void);
