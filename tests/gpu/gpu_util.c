@@ -473,3 +473,35 @@ int gpu_sgemm_accuracy_inputs(gpu_rng *g, const char *what, int m, int n, int k,
   *a = pa, *b = pb;
   return 0;
 }
+
+double gpu_csr_residual(const gpu_csr *A, const double *vals64, const double *b, const double *x,
+                        double *mag) {
+  long double rr = 0, bb = 0, mm = 0;
+  for (int32_t i = 0; i < A->rows; i++) {
+    long double s = 0, m = 0;
+    for (int32_t j = A->row_ptr[i]; j < A->row_ptr[i + 1]; j++) {
+      long double aij = vals64 ? (long double)vals64[j] : (long double)A->values[j];
+      s += aij * x[A->col_idx[j]];
+      m += fabsl(aij * x[A->col_idx[j]]);
+    }
+    rr += ((long double)b[i] - s) * ((long double)b[i] - s);
+    bb += (long double)b[i] * b[i];
+    mm += m * m;
+  }
+  if (mag) *mag = bb == 0 ? 0 : (double)(sqrtl(mm) / sqrtl(bb));
+  return bb == 0 ? 0 : (double)(sqrtl(rr) / sqrtl(bb));
+}
+
+double *gpu_csr_values64_near(const gpu_csr *A) {
+  double *v = malloc((size_t)(A->nnz ? A->nnz : 1) * sizeof *v);
+  if (!v) return NULL;
+  for (int32_t i = 0; i < A->rows; i++)
+    for (int32_t t = A->row_ptr[i]; t < A->row_ptr[i + 1]; t++) {
+      uint32_t lo = (uint32_t)(i < A->col_idx[t] ? i : A->col_idx[t]),
+               hi = (uint32_t)(i < A->col_idx[t] ? A->col_idx[t] : i);
+      uint32_t h = (lo * 2654435761u) ^ (hi * 40503u + 0x9e3779b9u);
+      h ^= h >> 15, h *= 2246822519u, h ^= h >> 13;
+      v[t] = (double)A->values[t] * (1.0 + 1e-6 * ((double)(h & 0xffff) / 65536.0 - 0.5));
+    }
+  return v;
+}

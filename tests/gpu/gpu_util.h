@@ -94,6 +94,17 @@ int gpu_csr_stencil3d(gpu_csr *m, int32_t n, uint64_t seed);
  * each row; about target_nnz entries, random values in [-1, 1). */
 int gpu_csr_powerlaw(gpu_csr *m, int64_t target_nnz, int32_t max_row, uint64_t seed);
 
+/* ||b - A x|| / ||b|| in long double (0 when b is 0), A's values taken from
+ * vals64 when it is given, else A's own; *mag, when mag is given,
+ * || |A| |x| || / ||b||, the scale of what rounding x costs. */
+double gpu_csr_residual(const gpu_csr *A, const double *vals64, const double *b, const double *x,
+                        double *mag);
+
+/* A's values in float64, off float32 by a relative 1e-6 that is the same
+ * for a_ij and a_ji (symmetric stays symmetric), malloc'd: a solve that
+ * read them as float32 would solve another system, ~1e-8 away. */
+double *gpu_csr_values64_near(const gpu_csr *A);
+
 /* y = alpha*A*x + beta*y in double; mag[r] = |alpha|*sum|a*x| + |beta*y|
  * (the error scale of row r).  y_in may be NULL when beta == 0. */
 void gpu_spmv_ref(const gpu_csr *m, double alpha, const float *x, double beta, const float *y_in,

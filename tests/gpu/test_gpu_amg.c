@@ -193,21 +193,11 @@ static void random_spd(gpu_csr *A, int32_t n, int per_row, gpu_rng *rng) {
   free(ri), free(cj), free(vv), free(rowsum);
 }
 
-/* ||b - A x|| / ||b|| in long double; *floor_: what rounding x to float32 costs. */
+/* ||b - A x|| / ||b|| (gpu_csr_residual); *floor_: what rounding x to float32 costs. */
 static double residual(const gpu_csr *A, const double *b, const double *x, double *floor_) {
-  long double rr = 0, bb = 0, mm = 0;
-  for (int32_t i = 0; i < A->rows; i++) {
-    long double s = 0, m = 0;
-    for (int32_t j = A->row_ptr[i]; j < A->row_ptr[i + 1]; j++) {
-      s += (long double)A->values[j] * x[A->col_idx[j]];
-      m += fabsl((long double)A->values[j] * x[A->col_idx[j]]);
-    }
-    rr += ((long double)b[i] - s) * ((long double)b[i] - s);
-    bb += (long double)b[i] * b[i];
-    mm += m * m;
-  }
-  if (floor_) *floor_ = (double)(sqrtl(mm) * 0x1p-24L / sqrtl(bb));
-  return bb == 0 ? 0 : (double)(sqrtl(rr) / sqrtl(bb));
+  double mag, r = gpu_csr_residual(A, NULL, b, x, &mag);
+  if (floor_) *floor_ = mag * 0x1p-24;
+  return r;
 }
 
 /* --- one solve on each side -------------------------------------------- */
@@ -442,9 +432,9 @@ static void test_fp32(gpu_rng *rng, int short_run) {
   gpu_csr_free(&A);
 }
 
-/* A float64 matrix: its values off float32 by a relative 1e-6, the same
- * for a_ij and a_ji; the hierarchy is built from them (cpu_amg in double)
- * and keeps level 0 rounded to float32 for the cycle, while the solve's own
+/* A float64 matrix, its values off float32 (gpu_csr_values64_near): the
+ * hierarchy is built from them (cpu_amg in double) and keeps level 0
+ * rounded to float32 for the cycle, while the solve's own
  * product reads the float64 values: CG + AMG reaches rtol 1e-10 of the
  * float64 system (read as float32 it would stop ~1e-8 away from it) in the
  * iterations the float32 matrix takes, give or take one. */
@@ -452,16 +442,8 @@ static void test_f64_matrix(gpu_rng *rng, int short_run) {
   gpu_csr A = {0};
   laplacian(&A, short_run ? 96 : 384, 2, 0.5f, 1.5f, 0, rng);
   int32_t n = A.rows;
-  double *hv = malloc((size_t)A.nnz * 8);
+  double *hv = gpu_csr_values64_near(&A);
   ASSERT(hv);
-  for (int32_t i = 0; i < n; i++)
-    for (int32_t t = A.row_ptr[i]; t < A.row_ptr[i + 1]; t++) {
-      uint32_t lo = (uint32_t)(i < A.col_idx[t] ? i : A.col_idx[t]),
-               hi = (uint32_t)(i < A.col_idx[t] ? A.col_idx[t] : i);
-      uint32_t hh = (lo * 2654435761u) ^ (hi * 40503u + 0x9e3779b9u);
-      hh ^= hh >> 15, hh *= 2246822519u, hh ^= hh >> 13;
-      hv[t] = (double)A.values[t] * (1.0 + 1e-6 * ((double)(hh & 0xffff) / 65536.0 - 0.5));
-    }
   dmat d = upload(&A);
   double *dv;
   CUDA_OK(cudaMalloc((void **)&dv, (size_t)A.nnz * 8));
@@ -496,14 +478,7 @@ static void test_f64_matrix(gpu_rng *rng, int short_run) {
     double *x = malloc((size_t)n * 8);
     ASSERT(x);
     CUDA_OK(cudaMemcpy(x, dx, (size_t)n * 8, cudaMemcpyDeviceToHost));
-    long double rr = 0, bb = 0;
-    for (int32_t i = 0; i < n; i++) {
-      long double sum = 0;
-      for (int32_t t = A.row_ptr[i]; t < A.row_ptr[i + 1]; t++)
-        sum += (k ? (long double)hv[t] : (long double)A.values[t]) * x[A.col_idx[t]];
-      rr += ((long double)b[i] - sum) * ((long double)b[i] - sum), bb += (long double)b[i] * b[i];
-    }
-    double res = (double)(sqrtl(rr) / sqrtl(bb));
+    double res = gpu_csr_residual(&A, k ? hv : NULL, b, x, NULL);
     its[k] = r.iterations;
     CHECK(rc == 0 && r.reason == GKCU_SOLVE_CONVERGED && res <= 1e-10,
           "amg, %s values: %s after %lld iterations, true residual %.3g", k ? "float64" : "float32",

@@ -149,21 +149,16 @@ static void gpu_out_free(gpu_out *o) {
   free(o->x), free(o->hist);
 }
 
-/* ||b - A x|| / ||b|| in long double, and the float32 rounding floor. */
+/* gpu_csr_residual of float32 b and x, and the float32 rounding floor. */
 static double residual(const gpu_csr *A, const float *b, const float *x, double *floor_) {
-  long double rr = 0, bb = 0, mm = 0;
-  for (int32_t i = 0; i < A->rows; i++) {
-    long double s = 0, m = 0;
-    for (int32_t j = A->row_ptr[i]; j < A->row_ptr[i + 1]; j++) {
-      s += (long double)A->values[j] * x[A->col_idx[j]];
-      m += fabsl((long double)A->values[j] * x[A->col_idx[j]]);
-    }
-    rr += ((long double)b[i] - s) * ((long double)b[i] - s);
-    bb += (long double)b[i] * b[i];
-    mm += m * m;
-  }
-  if (floor_) *floor_ = (double)(sqrtl(mm) * 0x1p-24L / sqrtl(bb));
-  return bb == 0 ? 0 : (double)(sqrtl(rr) / sqrtl(bb));
+  double *bd = malloc((size_t)A->rows * 8), *xd = malloc((size_t)A->cols * 8);
+  ASSERT(bd && xd);
+  for (int32_t i = 0; i < A->rows; i++) bd[i] = b[i];
+  for (int32_t j = 0; j < A->cols; j++) xd[j] = x[j];
+  double mag, r = gpu_csr_residual(A, NULL, bd, xd, &mag);
+  free(bd), free(xd);
+  if (floor_) *floor_ = mag * 0x1p-24;
+  return r;
 }
 
 typedef struct {
@@ -472,30 +467,14 @@ static void test_fp32(gpu_rng *rng, int short_run) {
  * conditioned problem (the 512^2 Laplacian at 1e-12) a converged solve
  * still meets it (restarting from the true residual if the recurrence's
  * drifted), or says max_iter. */
-/* A's values in float64, off float32 by a relative 1e-6 that is the same
- * for a_ij and a_ji (symmetric stays symmetric): a solve that read them as
- * float32 would solve another system, ~1e-8 away, and miss rtol 1e-10. */
-static double *values64(const gpu_csr *A) {
-  double *v = malloc((size_t)A->nnz * 8);
-  ASSERT(v);
-  for (int32_t i = 0; i < A->rows; i++)
-    for (int32_t t = A->row_ptr[i]; t < A->row_ptr[i + 1]; t++) {
-      uint32_t lo = (uint32_t)(i < A->col_idx[t] ? i : A->col_idx[t]),
-               hi = (uint32_t)(i < A->col_idx[t] ? A->col_idx[t] : i);
-      uint32_t h = (lo * 2654435761u) ^ (hi * 40503u + 0x9e3779b9u);
-      h ^= h >> 15, h *= 2246822519u, h ^= h >> 13;
-      v[t] = (double)A->values[t] * (1.0 + 1e-6 * ((double)(h & 0xffff) / 65536.0 - 0.5));
-    }
-  return v;
-}
-
-/* vals64: A's values as values64() makes them, uploaded as float64. */
+/* vals64: A's values as gpu_csr_values64_near makes them, uploaded as float64. */
 static void solve_f64(const char *name, const gpu_csr *A, int method, const double *b,
                       const double *x0, double rtol, int must_converge, int vals64) {
   dmat d = upload(A);
   int32_t n = A->rows;
-  double *hv = vals64 ? values64(A) : NULL, *dv = NULL;
-  if (hv) {
+  double *hv = vals64 ? gpu_csr_values64_near(A) : NULL, *dv = NULL;
+  if (vals64) {
+    ASSERT(hv);
     CUDA_OK(cudaMalloc((void **)&dv, (size_t)A->nnz * 8));
     CUDA_OK(cudaMemcpy(dv, hv, (size_t)A->nnz * 8, cudaMemcpyHostToDevice));
   }
