@@ -122,3 +122,36 @@ def run(name, tests):
         rc = d.stop()
         check(rc == 0, f"gkcd exited {rc}")
     return summary(name)
+
+
+def batch_cg(c, mat, A, b, hx, hr, hp, hq, iters, rel, label, digits):
+    """CG as one batch request an iteration (q = A p, p.q, x and r updated
+    with scalars read from the batch's dots, r.r, p = r + beta p) on the
+    resident x, r (= b), p (= b) and q, checked after each iteration
+    against float64 CG in NumPy on the dense A: ||r|| within rel.  Returns
+    NumPy's x, for the caller to hold the downloaded one to."""
+    rz = float(b @ b)
+    x64, r64, p64, rz64 = np.zeros(len(b)), b.copy(), b.copy(), b @ b
+    for it in range(iters):
+        r = ok(c, "batch", {"steps": [
+            {"op": "spmv", "matrix": mat, "x": H(hp), "out": hq},
+            {"op": "dot", "x": H(hp), "y": H(hq)},
+            {"op": "axpby", "x": H(hp), "y": H(hx), "alpha": {"over": 1, "scale": rz}},
+            {"op": "axpby", "x": H(hq), "y": H(hr), "alpha": {"over": 1, "scale": -rz}},
+            {"op": "dot", "x": H(hr), "y": H(hr)},
+            {"op": "axpby", "x": H(hr), "y": H(hp), "alpha": 1.0,
+             "beta": {"step": 4, "scale": 1.0 / rz}},
+        ]})
+        rz = r["results"][4]["value"]
+        q64 = A @ p64
+        a64 = rz64 / (p64 @ q64)
+        x64 += a64 * p64
+        r64 -= a64 * q64
+        rz_new = r64 @ r64
+        p64 = r64 + rz_new / rz64 * p64
+        rz64 = rz_new
+        err = abs(np.sqrt(rz) - np.sqrt(rz64)) / np.sqrt(rz64)
+        if not check(err < rel, f"{label} iteration {it}: ||r|| {np.sqrt(rz):.{digits}e} vs "
+                     f"{np.sqrt(rz64):.{digits}e}"):
+            break
+    return x64
