@@ -68,6 +68,8 @@ struct cpu_amg {
   int32_t *piv;  /* their row exchanges */
   int32_t nc;
   int smoother, cheb_degree, nth;
+  int borrowed; /* level 0's: 1 rp and ci are the caller's, 2 its values too */
+  double ms[CPU_AMG_T_STEPS]; /* cpu_amg_step_ms */
   size_t bytes, max_bytes;
 };
 
@@ -103,6 +105,16 @@ static int csr_alloc(cpu_amg *h, csr *a, int32_t n, int32_t m, int64_t nnz) {
   return CPU_AMG_ENOMEM;
 }
 
+/* Frees a and takes its bytes off h's count (a part never allocated
+ * counts nothing). */
+static void csr_drop(cpu_amg *h, csr *a) {
+  size_t nnz = a->ci || a->v ? (size_t)a->rp[a->n] : 0;
+  if (a->rp) h->bytes -= ((size_t)a->n + 1) * sizeof *a->rp;
+  if (a->ci) h->bytes -= nnz * sizeof *a->ci;
+  if (a->v) h->bytes -= nnz * sizeof *a->v;
+  csr_free(a);
+}
+
 /* y = A x (beta 0) or y += A x (beta 1) */
 static void spmv(const cpu_amg *h, const csr *A, const double *x, double *y, int add) {
 #pragma omp parallel for num_threads(threads(h, A->n)) schedule(static)
@@ -122,55 +134,65 @@ static int spgemm(cpu_amg *h, const csr *A, const csr *B, csr *C) {
   int32_t m = B->m;
   int rc = CPU_AMG_ENOMEM;
   int32_t *mark = h_alloc(h, (size_t)nth * (size_t)(m > 0 ? m : 1), sizeof *mark);
-  int64_t *cnt = h_alloc(h, (size_t)A->n + 1, sizeof *cnt);
+  C->n = A->n, C->m = m;
+  /* each row's count at rp[i + 1] (at most m: an int32_t), then summed */
+  int32_t *cnt = C->rp = h_alloc(h, (size_t)A->n + 1, sizeof *C->rp);
   if (!mark || !cnt) goto out;
+  /* (the arrays as restrict locals: through the structs, every store to
+   * the marks or to C made the compiler reload A's and B's pointers) */
+  const int32_t *restrict arp = A->rp, *restrict aci = A->ci, *restrict brp = B->rp,
+                          *restrict bci = B->ci;
+  const double *restrict av = A->v, *restrict bv = B->v;
 #pragma omp parallel num_threads(nth)
   {
-    int32_t *mk = mark + (size_t)omp_get_thread_num() * (size_t)m;
+    int32_t *restrict mk = mark + (size_t)omp_get_thread_num() * (size_t)m;
     for (int32_t j = 0; j < m; j++) mk[j] = -1;
 #pragma omp for schedule(static)
     for (int32_t i = 0; i < A->n; i++) {
-      int64_t c = 0;
-      for (int32_t t = A->rp[i]; t < A->rp[i + 1]; t++) {
-        int32_t k = A->ci[t];
-        for (int32_t u = B->rp[k]; u < B->rp[k + 1]; u++)
-          if (mk[B->ci[u]] != i) mk[B->ci[u]] = i, c++;
+      int32_t c = 0;
+      for (int32_t t = arp[i]; t < arp[i + 1]; t++) {
+        int32_t k = aci[t];
+        for (int32_t u = brp[k]; u < brp[k + 1]; u++)
+          if (mk[bci[u]] != i) mk[bci[u]] = i, c++;
       }
-      cnt[i] = c;
+      cnt[i + 1] = c;
     }
   }
   int64_t nnz = 0;
+  cnt[0] = 0;
   for (int32_t i = 0; i < A->n; i++) {
-    int64_t c = cnt[i];
-    cnt[i] = nnz;
-    nnz += c;
+    nnz += cnt[i + 1];
+    if (nnz > INT32_MAX) {
+      rc = CPU_AMG_ETOO_LARGE;
+      goto out;
+    }
+    cnt[i + 1] = (int32_t)nnz;
   }
-  if (nnz > INT32_MAX) {
-    rc = CPU_AMG_ETOO_LARGE;
-    goto out;
-  }
-  if ((rc = csr_alloc(h, C, A->n, m, nnz))) goto out;
-  for (int32_t i = 0; i < A->n; i++) C->rp[i] = (int32_t)cnt[i];
-  C->rp[A->n] = (int32_t)nnz;
+  C->ci = h_alloc(h, (size_t)nnz, sizeof *C->ci);
+  C->v = h_alloc(h, (size_t)nnz, sizeof *C->v);
+  if (!C->ci || !C->v) goto out;
+  const int32_t *restrict crp = C->rp;
+  int32_t *restrict cci = C->ci;
+  double *restrict cv = C->v;
 #pragma omp parallel num_threads(nth)
   {
-    int32_t *mk = mark + (size_t)omp_get_thread_num() * (size_t)m;
+    int32_t *restrict mk = mark + (size_t)omp_get_thread_num() * (size_t)m;
     for (int32_t j = 0; j < m; j++) mk[j] = -1;
 #pragma omp for schedule(static)
     for (int32_t i = 0; i < A->n; i++) {
-      int32_t start = C->rp[i], len = 0;
-      for (int32_t t = A->rp[i]; t < A->rp[i + 1]; t++) {
-        int32_t k = A->ci[t];
-        double a = A->v[t];
-        for (int32_t u = B->rp[k]; u < B->rp[k + 1]; u++) {
-          int32_t j = B->ci[u];
+      int32_t start = crp[i], len = 0;
+      for (int32_t t = arp[i]; t < arp[i + 1]; t++) {
+        int32_t k = aci[t];
+        double a = av[t];
+        for (int32_t u = brp[k]; u < brp[k + 1]; u++) {
+          int32_t j = bci[u];
           if (mk[j] < start) {
             mk[j] = start + len;
-            C->ci[start + len] = j;
-            C->v[start + len] = a * B->v[u];
+            cci[start + len] = j;
+            cv[start + len] = a * bv[u];
             len++;
           } else {
-            C->v[mk[j]] += a * B->v[u];
+            cv[mk[j]] += a * bv[u];
           }
         }
       }
@@ -179,9 +201,8 @@ static int spgemm(cpu_amg *h, const csr *A, const csr *B, csr *C) {
   rc = 0;
 out:
   if (mark) h->bytes -= (size_t)nth * (size_t)(m > 0 ? m : 1) * sizeof *mark;
-  if (cnt) h->bytes -= ((size_t)A->n + 1) * sizeof *cnt;
   free(mark);
-  free(cnt);
+  if (rc) csr_drop(h, C);
   return rc;
 }
 
@@ -321,23 +342,41 @@ static double spectral_radius(const cpu_amg *h, const level *L) {
   return ratio;
 }
 
-/* Greedy aggregation (cpu_amg.h, step 2): agg[i] for every row; returns
- * the number of aggregates. */
-static int32_t aggregate(const csr *A, const double *dinv, double theta, int32_t *agg) {
-  int32_t n = A->n, na = 0;
-  double t2 = theta * theta;
-#define STRONG(i, t) \
-  (A->ci[t] != (i) && A->v[t] * A->v[t] >= t2 / fabs(dinv[i] * dinv[A->ci[t]]))
+/* Greedy aggregation (cpu_amg.h, step 2): agg[i] for every row, *na the
+ * number of aggregates; 0, or CPU_AMG_ENOMEM.
+ *
+ * Which entries are strong is decided first, for every entry at once on
+ * the OpenMP threads (a byte each): the test (a multiply and a division
+ * per entry) was most of the greedy passes' time, and those passes must
+ * stay sequential, because each decision depends on the ones before it
+ * in row order.  The same decisions as testing inside the passes: the
+ * same aggregates. */
+static int aggregate(cpu_amg *h, const csr *A, const double *dinv, double theta, int32_t *agg,
+                     int32_t *na_out) {
+  const int32_t n = A->n;
+  const int32_t *restrict rp = A->rp, *restrict ci = A->ci;
+  const double *restrict av = A->v;
+  const size_t nnz = (size_t)rp[n];
+  uint8_t *strong = h_alloc(h, nnz, 1);
+  if (!strong) return CPU_AMG_ENOMEM;
+  const double t2 = theta * theta;
+#pragma omp parallel for num_threads(threads(h, n)) schedule(static)
+  for (int32_t i = 0; i < n; i++)
+    for (int32_t t = rp[i]; t < rp[i + 1]; t++) {
+      int32_t j = ci[t];
+      strong[t] = j != i && av[t] * av[t] >= t2 / fabs(dinv[i] * dinv[j]);
+    }
+  int32_t na = 0;
   for (int32_t i = 0; i < n; i++) agg[i] = -1;
   for (int32_t i = 0; i < n; i++) { /* pass 1: roots with every strong neighbour free */
     if (agg[i] >= 0) continue;
     int free_all = 1;
-    for (int32_t t = A->rp[i]; t < A->rp[i + 1] && free_all; t++)
-      if (STRONG(i, t) && agg[A->ci[t]] >= 0) free_all = 0;
+    for (int32_t t = rp[i]; t < rp[i + 1] && free_all; t++)
+      if (strong[t] && agg[ci[t]] >= 0) free_all = 0;
     if (!free_all) continue;
     agg[i] = na;
-    for (int32_t t = A->rp[i]; t < A->rp[i + 1]; t++)
-      if (STRONG(i, t)) agg[A->ci[t]] = na;
+    for (int32_t t = rp[i]; t < rp[i + 1]; t++)
+      if (strong[t]) agg[ci[t]] = na;
     na++;
   }
   int32_t pass1 = na;
@@ -350,10 +389,10 @@ static int32_t aggregate(const csr *A, const double *dinv, double theta, int32_t
     if (agg[i] >= 0) continue;
     int32_t best = -1, bj = 0;
     double bs = 0;
-    for (int32_t t = A->rp[i]; t < A->rp[i + 1]; t++) {
-      int32_t j = A->ci[t];
-      if (!STRONG(i, t) || agg[j] < 0 || agg[j] >= pass1) continue;
-      double sj = fabs(A->v[t]) * sqrt(fabs(dinv[j]));
+    for (int32_t t = rp[i]; t < rp[i + 1]; t++) {
+      int32_t j = ci[t];
+      if (!strong[t] || agg[j] < 0 || agg[j] >= pass1) continue;
+      double sj = fabs(av[t]) * sqrt(fabs(dinv[j]));
       if (best < 0 || sj > bs || (sj == bs && j < bj)) best = agg[j], bj = j, bs = sj;
     }
     agg[i] = best;
@@ -361,51 +400,134 @@ static int32_t aggregate(const csr *A, const double *dinv, double theta, int32_t
   for (int32_t i = 0; i < n; i++) { /* pass 3: what is left, with its free neighbours */
     if (agg[i] >= 0) continue;
     agg[i] = na;
-    for (int32_t t = A->rp[i]; t < A->rp[i + 1]; t++)
-      if (STRONG(i, t) && agg[A->ci[t]] < 0) agg[A->ci[t]] = na;
+    for (int32_t t = rp[i]; t < rp[i + 1]; t++)
+      if (strong[t] && agg[ci[t]] < 0) agg[ci[t]] = na;
     na++;
   }
-#undef STRONG
-  return na;
+  h->bytes -= nnz;
+  free(strong);
+  *na_out = na;
+  return 0;
 }
 
-/* P = (I - omega D^-1 A) T for the aggregates agg (na of them). */
+/* Rows of A up to this long gather their prolongator columns by a linear
+ * search of the columns found so far (a 5- or 27-point row has 2 to 8);
+ * longer rows (coarse levels of a 3-D problem) mark them in an array over
+ * the aggregates, as spgemm does. */
+enum { SHORT_ROW = 32 };
+
+/* Row i of A T's distinct columns (T: ts[agg[j]] in row j, column
+ * agg[j]), in order of first appearance: into col (and, with val, the
+ * sums of a_ij ts[agg[j]] into val); their number.  mk marks long rows'
+ * columns (see spgemm). */
+static int32_t prol_row(const csr *A, const int32_t *agg, const double *ts, int32_t i,
+                        int32_t *restrict col, double *restrict val, int32_t *restrict mk) {
+  int32_t len = 0, lo = A->rp[i], hi = A->rp[i + 1];
+  const int32_t *restrict ci = A->ci;
+  const double *restrict av = A->v;
+  if (hi - lo <= SHORT_ROW) {
+    for (int32_t t = lo; t < hi; t++) {
+      int32_t c = agg[ci[t]], p = 0;
+      while (p < len && col[p] != c) p++;
+      if (p == len) {
+        col[len++] = c;
+        if (val) val[p] = av[t] * ts[c];
+      } else if (val) {
+        val[p] += av[t] * ts[c];
+      }
+    }
+    return len;
+  }
+  for (int32_t t = lo; t < hi; t++) {
+    int32_t c = agg[ci[t]];
+    if (mk[c] < 0 || mk[c] >= len || col[mk[c]] != c) { /* a mark left by another row */
+      mk[c] = len;
+      col[len] = c;
+      if (val) val[len] = av[t] * ts[c];
+      len++;
+    } else if (val) {
+      val[mk[c]] += av[t] * ts[c];
+    }
+  }
+  return len;
+}
+
+/* P = (I - omega D^-1 A) T for the aggregates agg (na of them), T the
+ * tentative prolongator (cpu_amg.h, step 3).  A T is A with each column j
+ * renamed agg[j] and the repeats added: built here directly, a count pass
+ * then a fill pass over A's rows, rather than as a general product with T
+ * (which looked up T's one-entry rows through a marker array: twice the
+ * time of the whole rest of this function on a 4M-row Laplacian). */
 static int prolongator(cpu_amg *h, level *L, const int32_t *agg, int32_t na, csr *P) {
   const csr *A = &L->A;
-  int32_t n = A->n;
-  csr T = {0};
-  int rc = csr_alloc(h, &T, n, na, n);
-  if (rc) return rc;
-  int32_t *size = h_alloc(h, (size_t)na, sizeof *size);
-  if (!size) {
-    csr_free(&T);
-    return CPU_AMG_ENOMEM;
+  const int32_t n = A->n;
+  int nth = threads(h, n);
+  int32_t maxlen = 0;
+#pragma omp parallel for num_threads(nth) schedule(static) reduction(max : maxlen)
+  for (int32_t i = 0; i < n; i++)
+    if (A->rp[i + 1] - A->rp[i] > maxlen) maxlen = A->rp[i + 1] - A->rp[i];
+  size_t per = (size_t)maxlen + (maxlen > SHORT_ROW ? (size_t)na : 0);
+  /* per thread: a row's columns (and the long rows' marks), a row's values */
+  int32_t *iw = h_alloc(h, (size_t)nth * per, sizeof *iw);
+  double *dw = h_alloc(h, (size_t)nth * (size_t)maxlen, sizeof *dw);
+  /* T's entries: 1 / sqrt(the aggregate's size), a unit column each */
+  double *ts = h_alloc(h, (size_t)na, sizeof *ts);
+  int rc = CPU_AMG_ENOMEM;
+  if (!iw || !dw || !ts) goto out;
+  memset(ts, 0, (size_t)na * sizeof *ts);
+  for (int32_t i = 0; i < n; i++) ts[agg[i]]++;
+  for (int32_t c = 0; c < na; c++) ts[c] = 1.0 / sqrt(ts[c]);
+  int64_t total = 0;
+  if (!(P->rp = h_alloc(h, (size_t)n + 1, sizeof *P->rp))) goto out;
+  int32_t *cnt = P->rp; /* each row's count at cnt[i + 1], then summed */
+#pragma omp parallel num_threads(nth)
+  {
+    int32_t *col = iw + (size_t)omp_get_thread_num() * per, *mk = col + maxlen;
+    if (maxlen > SHORT_ROW)
+      for (int32_t c = 0; c < na; c++) mk[c] = -1;
+#pragma omp for schedule(static) reduction(+ : total)
+    for (int32_t i = 0; i < n; i++) {
+      cnt[i + 1] = prol_row(A, agg, ts, i, col, NULL, mk);
+      total += cnt[i + 1];
+    }
   }
-  memset(size, 0, (size_t)na * sizeof *size);
-  for (int32_t i = 0; i < n; i++) size[agg[i]]++;
-#pragma omp parallel for num_threads(threads(h, n)) schedule(static)
-  for (int32_t i = 0; i < n; i++) {
-    T.rp[i] = i;
-    T.ci[i] = agg[i];
-    T.v[i] = 1.0 / sqrt((double)size[agg[i]]);
+  if (total > INT32_MAX) {
+    rc = CPU_AMG_ETOO_LARGE;
+    goto out;
   }
-  T.rp[n] = n;
-  h->bytes -= (size_t)na * sizeof *size;
-  free(size);
-  rc = spgemm(h, A, &T, P);
-  if (rc == 0) {
-    double omega = L->rho > 0 ? 4.0 / 3.0 / L->rho : 0;
-    /* A's diagonal entry puts column agg[i] in row i of A T, so T's entry
-     * has its place there. */
-#pragma omp parallel for num_threads(threads(h, n)) schedule(static)
-    for (int32_t i = 0; i < n; i++)
-      for (int32_t t = P->rp[i]; t < P->rp[i + 1]; t++) {
-        P->v[t] *= -omega * L->dinv[i];
-        if (P->ci[t] == agg[i]) P->v[t] += T.v[i];
+  cnt[0] = 0;
+  for (int32_t i = 0; i < n; i++) cnt[i + 1] += cnt[i];
+  P->n = n, P->m = na;
+  P->ci = h_alloc(h, (size_t)total, sizeof *P->ci);
+  P->v = h_alloc(h, (size_t)total, sizeof *P->v);
+  if (!P->ci || !P->v) goto out;
+  const double omega = L->rho > 0 ? 4.0 / 3.0 / L->rho : 0;
+#pragma omp parallel num_threads(nth)
+  {
+    int32_t *col = iw + (size_t)omp_get_thread_num() * per, *mk = col + maxlen;
+    double *val = dw + (size_t)omp_get_thread_num() * (size_t)maxlen;
+    if (maxlen > SHORT_ROW)
+      for (int32_t c = 0; c < na; c++) mk[c] = -1;
+#pragma omp for schedule(static)
+    for (int32_t i = 0; i < n; i++) {
+      int32_t len = prol_row(A, agg, ts, i, col, val, mk), at = P->rp[i];
+      /* the order of operations of (A T) scaled, then T added: the same
+       * bits as the product it replaces */
+      for (int32_t p = 0; p < len; p++) {
+        double v = val[p] * (-omega * L->dinv[i]);
+        if (col[p] == agg[i]) v += ts[col[p]];
+        P->ci[at + p] = col[p];
+        P->v[at + p] = v;
       }
+    }
   }
-  h->bytes -= ((size_t)n + 1) * sizeof *T.rp + (size_t)n * (sizeof *T.ci + sizeof *T.v);
-  csr_free(&T);
+  rc = 0;
+out:
+  if (rc) csr_drop(h, P);
+  if (iw) h->bytes -= (size_t)nth * per * sizeof *iw;
+  if (dw) h->bytes -= (size_t)nth * (size_t)maxlen * sizeof *dw;
+  if (ts) h->bytes -= (size_t)na * sizeof *ts;
+  free(iw), free(dw), free(ts);
   return rc;
 }
 
@@ -560,7 +682,8 @@ static int level_prepare(cpu_amg *h, int l, int32_t *bad) {
   return 0;
 }
 
-/* Level 0: A in double, checking every row for an entry. */
+/* Level 0: A in double (the caller's arrays where h->borrowed says so),
+ * checking every row for an entry. */
 static int finest(cpu_amg *h, int32_t n, const int32_t *rp, const int32_t *ci, const void *values,
                   int f64, int32_t *bad) {
   for (int32_t i = 0; i < n; i++)
@@ -569,12 +692,24 @@ static int finest(cpu_amg *h, int32_t n, const int32_t *rp, const int32_t *ci, c
       return CPU_AMG_EEMPTY_ROW;
     }
   csr *A = &h->lev[0].A;
-  if (csr_alloc(h, A, n, n, rp[n])) return CPU_AMG_ENOMEM;
-  memcpy(A->rp, rp, ((size_t)n + 1) * sizeof *rp);
+  A->n = A->m = n;
+  if (h->borrowed) {
+    /* (cast: level 0 is only ever read) */
+    A->rp = (int32_t *)rp, A->ci = (int32_t *)ci;
+    if (h->borrowed == 2) {
+      A->v = (double *)values;
+      return 0;
+    }
+    if (!(A->v = h_alloc(h, (size_t)rp[n], sizeof *A->v))) return CPU_AMG_ENOMEM;
+  } else if (csr_alloc(h, A, n, n, rp[n])) {
+    return CPU_AMG_ENOMEM;
+  } else {
+    memcpy(A->rp, rp, ((size_t)n + 1) * sizeof *rp);
+  }
 #pragma omp parallel for num_threads(threads(h, n)) schedule(static)
   for (int32_t i = 0; i < n; i++)
     for (int32_t t = rp[i]; t < rp[i + 1]; t++) {
-      A->ci[t] = ci[t];
+      if (!h->borrowed) A->ci[t] = ci[t];
       A->v[t] = f64 ? ((const double *)values)[t] : (double)((const float *)values)[t];
     }
   return 0;
@@ -590,25 +725,31 @@ int cpu_amg_setup(int32_t n, const int32_t *row_ptr, const int32_t *col_idx, con
   h->cheb_degree = o->cheb_degree > 0 ? o->cheb_degree : 2;
   h->nth = o->nthreads;
   h->max_bytes = o->max_bytes;
+  h->borrowed = o->borrow ? (values_f64 ? 2 : 1) : 0;
   h->bytes = sizeof *h;
   double theta = o->theta > 0 ? o->theta : 0.08;
   int maxlev = o->max_levels > 0 && o->max_levels < CPU_AMG_MAX_LEVELS ? o->max_levels
                                                                      : CPU_AMG_MAX_LEVELS;
   int32_t coarse = o->coarse_size > 0 ? o->coarse_size : 500;
-  int rc = finest(h, n, row_ptr, col_idx, values, values_f64, bad_row);
+  /* STEP(k, call): call, its time added to h->ms[k] */
+#define STEP(k, call) (t0 = omp_get_wtime(), r_ = (call), h->ms[k] += (omp_get_wtime() - t0) * 1e3, r_)
+  double t0;
+  int r_;
+  int rc = STEP(CPU_AMG_T_FINEST, finest(h, n, row_ptr, col_idx, values, values_f64, bad_row));
   h->nlev = 1;
   int32_t *agg = NULL;
   if (rc) goto fail;
   for (int l = 0;; l++) {
     level *L = &h->lev[l];
-    if ((rc = level_prepare(h, l, bad_row))) goto fail;
+    if ((rc = STEP(CPU_AMG_T_DIAG, level_prepare(h, l, bad_row)))) goto fail;
     if (L->A.n <= coarse || l + 1 >= maxlev) break;
     agg = h_alloc(h, (size_t)L->A.n, sizeof *agg);
     if (!agg) {
       rc = CPU_AMG_ENOMEM;
       goto fail;
     }
-    int32_t na = aggregate(&L->A, L->dinv, theta, agg);
+    int32_t na = 0;
+    if ((rc = STEP(CPU_AMG_T_AGGREGATE, aggregate(h, &L->A, L->dinv, theta, agg, &na)))) goto fail;
     theta /= 2; /* see cpu_amg.h, step 1 */
     /* Less than a tenth fewer rows: more levels would cost without helping. */
     if (na == 0 || na > L->A.n - L->A.n / 10) {
@@ -617,10 +758,14 @@ int cpu_amg_setup(int32_t n, const int32_t *row_ptr, const int32_t *col_idx, con
       agg = NULL;
       break;
     }
+    t0 = omp_get_wtime();
     L->rho = l == 0 && o->rho0 > 0 ? o->rho0 : spectral_radius(h, L);
+    h->ms[CPU_AMG_T_RHO] += (omp_get_wtime() - t0) * 1e3;
     csr AP = {0};
-    if ((rc = prolongator(h, L, agg, na, &L->P)) || (rc = transpose(h, &L->P, &L->R)) ||
-        (rc = spgemm(h, &L->A, &L->P, &AP)) || (rc = spgemm(h, &L->R, &AP, &h->lev[l + 1].A))) {
+    if ((rc = STEP(CPU_AMG_T_PROLONG, prolongator(h, L, agg, na, &L->P))) ||
+        (rc = STEP(CPU_AMG_T_TRANSPOSE, transpose(h, &L->P, &L->R))) ||
+        (rc = STEP(CPU_AMG_T_AP, spgemm(h, &L->A, &L->P, &AP))) ||
+        (rc = STEP(CPU_AMG_T_RAP, spgemm(h, &L->R, &AP, &h->lev[l + 1].A)))) {
       csr_free(&AP);
       goto fail;
     }
@@ -632,8 +777,11 @@ int cpu_amg_setup(int32_t n, const int32_t *row_ptr, const int32_t *col_idx, con
     h->nlev = l + 2;
   }
   level *C = &h->lev[h->nlev - 1];
-  if (C->A.n <= DENSE_MAX && (rc = factor(h, &C->A))) goto fail;
+  if (C->A.n <= DENSE_MAX && (rc = STEP(CPU_AMG_T_FACTOR, factor(h, &C->A)))) goto fail;
+  t0 = omp_get_wtime();
   if (!h->lu) C->rho = spectral_radius(h, C); /* its Chebyshev smoothing needs it */
+  h->ms[CPU_AMG_T_RHO] += (omp_get_wtime() - t0) * 1e3;
+#undef STEP
   *out = h;
   return 0;
 fail:
@@ -746,10 +894,18 @@ void cpu_amg_coarse_inverse(const cpu_amg *h, double *inv) {
   }
 }
 
+double cpu_amg_step_ms(const cpu_amg *h, cpu_amg_step step) {
+  return step >= 0 && step < CPU_AMG_T_STEPS ? h->ms[step] : 0;
+}
+
 size_t cpu_amg_bytes(const cpu_amg *h) { return h->bytes; }
 
 void cpu_amg_free(cpu_amg *h) {
   if (!h) return;
+  if (h->borrowed) { /* not ours to free */
+    h->lev[0].A.rp = h->lev[0].A.ci = NULL;
+    if (h->borrowed == 2) h->lev[0].A.v = NULL;
+  }
   for (int l = 0; l < CPU_AMG_MAX_LEVELS; l++) {
     level *L = &h->lev[l];
     csr_free(&L->A), csr_free(&L->P), csr_free(&L->R);

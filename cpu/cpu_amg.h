@@ -75,10 +75,16 @@ typedef struct {
    * iterations (the CUDA backend runs them on the GPU, where the matrix
    * is: the setup's largest pass over it); 0: estimated here. */
   double rho0;
+  /* 1: level 0 uses the caller's row_ptr and col_idx (and its values when
+   * they are double) instead of copies, so they must stay valid and
+   * unchanged until cpu_amg_free.  The CUDA backend's setup, whose host
+   * copy of the matrix is its own and temporary, saves copying (and the
+   * fresh pages of) 12 bytes an entry.  0: copies. */
+  int borrow;
 } cpu_amg_opts;
 
 /* cpu_amg_opts with every default. */
-#define CPU_AMG_OPTS_INIT {0.08, CPU_AMG_MAX_LEVELS, 500, CPU_AMG_SMOOTHER_CHEBYSHEV, 2, 0, 0, 0}
+#define CPU_AMG_OPTS_INIT {0.08, CPU_AMG_MAX_LEVELS, 500, CPU_AMG_SMOOTHER_CHEBYSHEV, 2, 0, 0, 0, 0}
 
 /* One level, as cpu_amg_level describes it. */
 typedef struct {
@@ -154,6 +160,16 @@ int32_t cpu_amg_coarse_rows(const cpu_amg *h);
  * applies instead (a pivot that came out zero leaves its component 0),
  * column by column on OpenMP threads. */
 void cpu_amg_coarse_inverse(const cpu_amg *h, double *inv);
+
+/* Where cpu_amg_setup's time went, in milliseconds summed over the
+ * levels: level 0's copy, the diagonals, aggregation, rho estimates, the
+ * prolongators, their transposes, the products A P and R (A P), and the
+ * coarsest factorisation (gkcd logs them with each setup). */
+typedef enum {
+  CPU_AMG_T_FINEST, CPU_AMG_T_DIAG, CPU_AMG_T_AGGREGATE, CPU_AMG_T_RHO, CPU_AMG_T_PROLONG,
+  CPU_AMG_T_TRANSPOSE, CPU_AMG_T_AP, CPU_AMG_T_RAP, CPU_AMG_T_FACTOR, CPU_AMG_T_STEPS
+} cpu_amg_step;
+double cpu_amg_step_ms(const cpu_amg *h, cpu_amg_step step);
 
 /* The bytes the hierarchy holds (matrices, factors and scratch vectors). */
 size_t cpu_amg_bytes(const cpu_amg *h);

@@ -138,6 +138,7 @@ int cuda_amg_build(gkcu_ctx *ctx, const cuda_amg_mem *mem, int32_t n, int64_t nn
    * three vectors the host estimates it, as it would anyway. */
   cpu_amg_opts ao = CPU_AMG_OPTS_INIT;
   ao.nthreads = nthreads;
+  ao.borrow = 1; /* hrp, hci and hva are kept until h is freed */
   {
     size_t rb = gkcu_amg_rho_work_bytes(n);
     void *rw = NULL;
@@ -167,8 +168,6 @@ int cuda_amg_build(gkcu_ctx *ctx, const cuda_amg_mem *mem, int32_t n, int64_t nn
   t[2] = mono_ms();
   int arc = cpu_amg_setup(n, hrp, hci, hva, va_f64, &ao, &h, bad_row);
   t[3] = mono_ms();
-  free(hrp), free(hci), free(hva);
-  hrp = NULL, hci = NULL, hva = NULL;
   if (arc == CPU_AMG_EEMPTY_ROW) {
     snprintf(msg, msglen, "argument 'precond': amg needs an entry in every row, and row %" PRId32
              " of the matrix is empty", *bad_row);
@@ -233,8 +232,15 @@ int cuda_amg_build(gkcu_ctx *ctx, const cuda_amg_mem *mem, int32_t n, int64_t nn
   *out = o;
   t[5] = mono_ms();
   log_info("amg: %d levels for %" PRId32 " rows (%" PRId64 " entries) in %.0f ms: rho on the GPU %.0f,"
-           " matrix to the host %.0f, host hierarchy %.0f, coarsest inverse %.0f, device copy %.0f",
-           d.nlev, n, nnz, t[5] - t[0], t[1] - t[0], t[2] - t[1], t[3] - t[2], t[4] - t[3], t[5] - t[4]);
+           " matrix to the host %.0f, host hierarchy %.0f (level 0 %.0f, diagonals %.0f, aggregation"
+           " %.0f, rho %.0f, prolongators %.0f, transposes %.0f, A P %.0f, R A P %.0f), coarsest"
+           " inverse %.0f, device copy %.0f",
+           d.nlev, n, nnz, t[5] - t[0], t[1] - t[0], t[2] - t[1], t[3] - t[2],
+           cpu_amg_step_ms(h, CPU_AMG_T_FINEST), cpu_amg_step_ms(h, CPU_AMG_T_DIAG),
+           cpu_amg_step_ms(h, CPU_AMG_T_AGGREGATE), cpu_amg_step_ms(h, CPU_AMG_T_RHO),
+           cpu_amg_step_ms(h, CPU_AMG_T_PROLONG), cpu_amg_step_ms(h, CPU_AMG_T_TRANSPOSE),
+           cpu_amg_step_ms(h, CPU_AMG_T_AP), cpu_amg_step_ms(h, CPU_AMG_T_RAP),
+           t[4] - t[3], t[5] - t[4]);
   dev = NULL, ptr = NULL;
 out:
   free(hrp), free(hci), free(hva);

@@ -576,12 +576,82 @@ static void test_threads_deterministic(void) {
   printf("threads: 1, 2 and 3 build the same hierarchy (%d levels); rho0 taken as given\n", nl);
 }
 
+/* Two hierarchies the same bit for bit: levels, rho, every matrix and
+ * the inverse diagonals. */
+static void assert_same(const cpu_amg *a, const cpu_amg *b) {
+  int nl = cpu_amg_levels(a);
+  ASSERT_EQ(cpu_amg_levels(b), nl);
+  for (int l = 0; l < nl; l++) {
+    cpu_amg_level_info x, y;
+    cpu_amg_level(a, l, &x), cpu_amg_level(b, l, &y);
+    ASSERT(x.rho == y.rho && x.rows == y.rows);
+    for (int w = CPU_AMG_A; w <= CPU_AMG_R; w++) {
+      cpu_amg_csr p, q;
+      int rp = cpu_amg_matrix(a, l, w, &p), rq = cpu_amg_matrix(b, l, w, &q);
+      ASSERT_EQ(rp, rq);
+      if (rp) continue;
+      ASSERT(p.rows == q.rows && p.cols == q.cols && p.nnz == q.nnz);
+      ASSERT(!memcmp(p.row_ptr, q.row_ptr, ((size_t)p.rows + 1) * 4));
+      ASSERT(!memcmp(p.col_idx, q.col_idx, (size_t)p.nnz * 4));
+      ASSERT(!memcmp(p.values, q.values, (size_t)p.nnz * 8));
+    }
+    ASSERT(!memcmp(cpu_amg_dinv(a, l), cpu_amg_dinv(b, l), (size_t)x.rows * 8));
+    ASSERT(!memcmp(cpu_amg_dl1inv(a, l), cpu_amg_dl1inv(b, l), (size_t)x.rows * 8));
+  }
+}
+
+/* opts.borrow (the CUDA backend's setup): level 0 on the caller's arrays
+ * builds the same hierarchy as on copies, float64 values (borrowed too)
+ * and float32 (converted), on a 3-D grid whose coarse levels have rows
+ * over the prolongator's short-row limit (its marker path); the caller's
+ * arrays are left as they were, and freeing the hierarchy leaves them to
+ * the caller (ASan would see a double free). */
+static void test_borrow(void) {
+  mat A = grid(20, 3, 0.5, 1.5, 0);
+  size_t nnz = (size_t)A.rp[A.n];
+  float *vf = xmalloc(nnz * 4);
+  for (size_t t = 0; t < nnz; t++) vf[t] = (float)A.v[t];
+  int32_t *rp0 = xmalloc(((size_t)A.n + 1) * 4), *ci0 = xmalloc(nnz * 4);
+  double *v0 = xmalloc(nnz * 8);
+  memcpy(rp0, A.rp, ((size_t)A.n + 1) * 4), memcpy(ci0, A.ci, nnz * 4), memcpy(v0, A.v, nnz * 8);
+  int longest = 0;
+  for (int f64 = 0; f64 < 2; f64++) {
+    const void *vals = f64 ? (const void *)A.v : (const void *)vf;
+    cpu_amg_opts o = CPU_AMG_OPTS_INIT;
+    cpu_amg *copy, *lent;
+    int32_t bad;
+    ASSERT_EQ(cpu_amg_setup(A.n, A.rp, A.ci, vals, f64, &o, &copy, &bad), 0);
+    o.borrow = 1;
+    ASSERT_EQ(cpu_amg_setup(A.n, A.rp, A.ci, vals, f64, &o, &lent, &bad), 0);
+    assert_same(copy, lent);
+    cpu_amg_csr m;
+    ASSERT_EQ(cpu_amg_matrix(lent, 0, CPU_AMG_A, &m), 0);
+    ASSERT(m.row_ptr == A.rp && m.col_idx == A.ci && (m.values == A.v) == f64);
+    ASSERT(cpu_amg_bytes(lent) < cpu_amg_bytes(copy));
+    for (int l = 1; l < cpu_amg_levels(lent); l++) {
+      ASSERT_EQ(cpu_amg_matrix(lent, l, CPU_AMG_A, &m), 0);
+      for (int32_t i = 0; i < m.rows; i++)
+        if (m.row_ptr[i + 1] - m.row_ptr[i] > longest) longest = m.row_ptr[i + 1] - m.row_ptr[i];
+    }
+    cpu_amg_free(copy);
+    cpu_amg_free(lent);
+  }
+  ASSERT(!memcmp(rp0, A.rp, ((size_t)A.n + 1) * 4) && !memcmp(ci0, A.ci, nnz * 4) &&
+         !memcmp(v0, A.v, nnz * 8));
+  ASSERT(longest > 32); /* the long-row path ran */
+  free(rp0), free(ci0), free(v0), free(vf);
+  mat_free(&A);
+  printf("borrow: the same hierarchy on the caller's arrays, left unchanged (coarse rows up to %d)\n",
+         longest);
+}
+
 int main(void) {
   seed_rng();
   test_hierarchy(2, 128);
   test_hierarchy(3, 24);
   test_accessors();
   test_threads_deterministic();
+  test_borrow();
   test_coarse_lu_pivots();
   test_vcycle(CPU_AMG_SMOOTHER_L1_JACOBI);
   test_vcycle(CPU_AMG_SMOOTHER_CHEBYSHEV);
