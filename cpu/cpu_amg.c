@@ -346,63 +346,40 @@ static double spectral_radius(const cpu_amg *h, const level *L) {
 /* Greedy aggregation (cpu_amg.h, step 2): agg[i] for every row, *na the
  * number of aggregates; 0, or CPU_AMG_ENOMEM.
  *
- * The greedy passes must stay sequential (each decision depends on the
- * ones before it in row order), so what can be decided for every entry
- * at once is, on the OpenMP threads: which entries are strong (a multiply
- * and a division each, most of the passes' time when tested inside them),
- * and the strong neighbours of each row as a compact list, which the
- * first pass (the one that visits every row) then reads instead of the
- * whole matrix.  The later passes visit only the rows left over and test
- * strength again, by the same expression.  The same decisions, so the
- * same aggregates, as testing inside one sequential pass. */
-#define STRONG(i, t) \
-  (ci[t] != (i) && av[t] * av[t] >= t2 / fabs(dinv[i] * dinv[ci[t]]))
+ * Which entries are strong is decided first, for every entry at once on
+ * the OpenMP threads (a byte each): the test (a multiply and a division
+ * per entry) was most of the greedy passes' time, and those passes must
+ * stay sequential, because each decision depends on the ones before it
+ * in row order.  The same decisions as testing inside the passes: the
+ * same aggregates. */
 static int aggregate(cpu_amg *h, const csr *A, const double *dinv, double theta, int32_t *agg,
                      int32_t *na_out) {
   const int32_t n = A->n;
   const int32_t *restrict rp = A->rp, *restrict ci = A->ci;
   const double *restrict av = A->v;
+  const size_t nnz = (size_t)rp[n];
+  uint8_t *strong = h_alloc(h, nnz, 1);
+  if (!strong) return CPU_AMG_ENOMEM;
   const double t2 = theta * theta;
-  const int nth = threads(h, n);
-  /* srp/sci: the strong neighbours, row by row (srp[i + 1] first holds
-   * row i's count) */
-  int32_t *srp = h_alloc(h, (size_t)n + 1, sizeof *srp);
-  int32_t *sci = NULL;
-  size_t ns = 0;
-  if (!srp) return CPU_AMG_ENOMEM;
-#pragma omp parallel for num_threads(nth) schedule(static)
-  for (int32_t i = 0; i < n; i++) {
-    int32_t c = 0;
-    for (int32_t t = rp[i]; t < rp[i + 1]; t++) c += STRONG(i, t);
-    srp[i + 1] = c;
-  }
-  srp[0] = 0;
-  for (int32_t i = 0; i < n; i++) srp[i + 1] += srp[i]; /* <= nnz: no overflow */
-  ns = (size_t)srp[n];
-  if (!(sci = h_alloc(h, ns, sizeof *sci))) {
-    h->bytes -= ((size_t)n + 1) * sizeof *srp;
-    free(srp);
-    return CPU_AMG_ENOMEM;
-  }
-#pragma omp parallel for num_threads(nth) schedule(static)
-  for (int32_t i = 0; i < n; i++) {
-    int32_t at = srp[i];
-    for (int32_t t = rp[i]; t < rp[i + 1]; t++)
-      if (STRONG(i, t)) sci[at++] = ci[t];
-  }
+#pragma omp parallel for num_threads(threads(h, n)) schedule(static)
+  for (int32_t i = 0; i < n; i++)
+    for (int32_t t = rp[i]; t < rp[i + 1]; t++) {
+      int32_t j = ci[t];
+      strong[t] = j != i && av[t] * av[t] >= t2 / fabs(dinv[i] * dinv[j]);
+    }
   int32_t na = 0;
   for (int32_t i = 0; i < n; i++) agg[i] = -1;
   for (int32_t i = 0; i < n; i++) { /* pass 1: roots with every strong neighbour free */
     if (agg[i] >= 0) continue;
-    int32_t lo = srp[i], hi = srp[i + 1], t = lo;
-    while (t < hi && agg[sci[t]] < 0) t++;
-    if (t < hi) continue;
+    int free_all = 1;
+    for (int32_t t = rp[i]; t < rp[i + 1] && free_all; t++)
+      if (strong[t] && agg[ci[t]] >= 0) free_all = 0;
+    if (!free_all) continue;
     agg[i] = na;
-    for (t = lo; t < hi; t++) agg[sci[t]] = na;
+    for (int32_t t = rp[i]; t < rp[i + 1]; t++)
+      if (strong[t]) agg[ci[t]] = na;
     na++;
   }
-  h->bytes -= ((size_t)n + 1) * sizeof *srp + ns * sizeof *sci;
-  free(srp), free(sci);
   int32_t pass1 = na;
   /* pass 2: join the aggregate of the strongest pass-1 neighbour, ties to
    * the lowest column: not the first one in the row, which would make the
@@ -415,7 +392,7 @@ static int aggregate(cpu_amg *h, const csr *A, const double *dinv, double theta,
     double bs = 0;
     for (int32_t t = rp[i]; t < rp[i + 1]; t++) {
       int32_t j = ci[t];
-      if (!STRONG(i, t) || agg[j] < 0 || agg[j] >= pass1) continue;
+      if (!strong[t] || agg[j] < 0 || agg[j] >= pass1) continue;
       double sj = fabs(av[t]) * sqrt(fabs(dinv[j]));
       if (best < 0 || sj > bs || (sj == bs && j < bj)) best = agg[j], bj = j, bs = sj;
     }
@@ -425,13 +402,14 @@ static int aggregate(cpu_amg *h, const csr *A, const double *dinv, double theta,
     if (agg[i] >= 0) continue;
     agg[i] = na;
     for (int32_t t = rp[i]; t < rp[i + 1]; t++)
-      if (STRONG(i, t) && agg[ci[t]] < 0) agg[ci[t]] = na;
+      if (strong[t] && agg[ci[t]] < 0) agg[ci[t]] = na;
     na++;
   }
+  h->bytes -= nnz;
+  free(strong);
   *na_out = na;
   return 0;
 }
-#undef STRONG
 
 /* Rows of A up to this long gather their prolongator columns by a linear
  * search of the columns found so far (a 5- or 27-point row has 2 to 8);

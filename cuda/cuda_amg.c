@@ -173,9 +173,14 @@ int cuda_amg_build(gkcu_ctx *ctx, const cuda_amg_mem *mem, int32_t n, int64_t nn
   /* a slot's ring is made on its first use: timed apart */
   cudaError_t e = ring ? cuda_ring_init(ring) : cudaSuccess;
   t_ring = mono_ms() - t[1];
+  /* sub-steps' ends, for the debug line below */
+  double u[7] = {mono_ms()};
   if (e == cudaSuccess) e = get(ring, str, hrp, rp, ((size_t)n + 1) * sizeof *hrp);
+  u[1] = mono_ms();
   if (e == cudaSuccess) e = get(ring, str, hci, ci, (size_t)nnz * sizeof *hci);
+  u[2] = mono_ms();
   if (e == cudaSuccess) e = get(ring, str, hva, va, (size_t)nnz * vsize);
+  u[3] = mono_ms();
   if (e == cudaSuccess) e = cudaStreamSynchronize(str);
   if (e != cudaSuccess) {
     snprintf(msg, msglen, "amg: copying the matrix to the host: %s", cudaGetErrorString(e));
@@ -218,12 +223,14 @@ int cuda_amg_build(gkcu_ctx *ctx, const cuda_amg_mem *mem, int32_t n, int64_t nn
   gkcu_amg_desc d;
   size_t nf = 0;
   describe(h, &d, cinv, va_f64, NULL, &nf);
+  u[4] = mono_ms();
   if (nf > SIZE_MAX / sizeof *f32 || !(f32 = cpu_hugemem_alloc(nf * sizeof *f32))) {
     snprintf(msg, msglen, "argument 'precond': cannot allocate %zu bytes of host memory to upload"
              " the AMG hierarchy", nf * sizeof *f32);
     rc = GKC_EOUT_OF_MEMORY;
     goto out;
   }
+  u[5] = mono_ms();
   describe(h, &d, cinv, va_f64, f32, &nf);
   t[5] = mono_ms();
   f[5] = minflt();
@@ -240,6 +247,7 @@ int cuda_amg_build(gkcu_ctx *ctx, const cuda_amg_mem *mem, int32_t n, int64_t nn
     ptr = NULL;
     goto out;
   }
+  u[6] = mono_ms();
   ring_copy rcp = {ring, str};
   if ((rc = gkcu_amg_upload(ctx, &d, ring ? ring_h2d : NULL, &rcp, ptr, cap, &dev))) {
     snprintf(msg, msglen, "%s", gkcu_ctx_errmsg(ctx));
@@ -266,6 +274,10 @@ int cuda_amg_build(gkcu_ctx *ctx, const cuda_amg_mem *mem, int32_t n, int64_t nn
            cpu_amg_step_ms(h, CPU_AMG_T_AP), cpu_amg_step_ms(h, CPU_AMG_T_RAP),
            t[4] - t[3], t[5] - t[4], t[6] - t[5], f[1] - f[0], f[2] - f[1], f[3] - f[2],
            f[4] - f[3], f[5] - f[4], f[6] - f[5]);
+  log_debug("amg: download row pointers %.1f, columns %.1f, values %.1f, wait %.1f ms; float32"
+            " count %.1f, allocation %.1f, rounding %.1f; device allocation %.1f, upload %.1f",
+            u[1] - u[0], u[2] - u[1], u[3] - u[2], t[2] - u[3], u[4] - t[4], u[5] - u[4],
+            t[5] - u[5], u[6] - t[5], t[6] - u[6]);
   dev = NULL, ptr = NULL;
 out:
   free(hrp), free(hci), free(hva);
