@@ -2,6 +2,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -62,7 +63,26 @@ static void raise_fd_limit(void) {
   }
 }
 
+/* OpenMP's idle threads in gkcd sleep rather than spin.  libgomp's default
+ * is to spin after each parallel region (up to 300,000 pause loops), and
+ * gkcd has several: each worker thread that runs a parallel region (the
+ * ring's chunk copies, the AMG setup, the CPU kernels) gets its own team.
+ * Spinning teams took the cores from the one that had work: on the H200
+ * host a 4M-row AMG setup stalled ~100 ms in one step or another (the
+ * download's copies, the float32 rounding) in most fresh daemons, 384-533
+ * ms in all; with OMP_WAIT_POLICY=passive, 423-432 ms in every one
+ * (bench/RESULTS.md, 2026-11-29).  libgomp reads the policy once, when it
+ * loads, before main: so gkcd sets it and executes itself again, once (the
+ * variable is then set).  A policy the caller chose, OMP_WAIT_POLICY or
+ * GOMP_SPINCOUNT, is kept; without /proc/self/exe gkcd runs on as it is. */
+static void omp_wait_passive(char **argv) {
+  if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT")) return;
+  if (setenv("OMP_WAIT_POLICY", "passive", 1) != 0) return;
+  execv("/proc/self/exe", argv);
+}
+
 int main(int argc, char **argv) {
+  omp_wait_passive(argv);
   static gkcd_server srv; /* lives as long as the process */
   gkcd_config *cfg = &srv.cfg;
   int rc = options_load(cfg, argc, argv);

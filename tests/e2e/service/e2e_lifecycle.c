@@ -3,7 +3,9 @@
  * SIGTERM while requests are in flight loses none; a stale socket file is
  * replaced; a live gkcd, or a file that is not a socket, makes a second
  * gkcd refuse to start; the command line answers --help, --version and
- * rejects bad flags with exit code 2. */
+ * rejects bad flags with exit code 2; OpenMP's idle threads sleep
+ * (OMP_WAIT_POLICY=passive, set by gkcd itself unless the caller chose a
+ * policy). */
 #include <errno.h>
 #include <fcntl.h>
 #include <msgpack.h>
@@ -282,8 +284,50 @@ static void test_command_line(void) {
   printf("command line: --help, --version, bad flags and bad GKCD_FAULT exit 2\n");
 }
 
+/* The value of name in the daemon's environment (/proc/PID/environ), into
+ * out; 0 when it is absent. */
+static int daemon_env(const fixture *f, const char *name, char *out, size_t cap) {
+  char path[64], buf[65536];
+  snprintf(path, sizeof path, "/proc/%d/environ", (int)f->pid);
+  int fd = open(path, O_RDONLY);
+  ASSERT(fd >= 0);
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  ASSERT(n > 0);
+  buf[n] = 0;
+  size_t len = strlen(name);
+  for (char *p = buf; p < buf + n; p += strlen(p) + 1)
+    if (!strncmp(p, name, len) && p[len] == '=') {
+      snprintf(out, cap, "%s", p + len + 1);
+      return 1;
+    }
+  return 0;
+}
+
+/* gkcd runs with OMP_WAIT_POLICY=passive (main.c, omp_wait_passive: it
+ * executes itself again with it, keeping its process id, so the daemon
+ * that answers is the one started), and keeps a policy the caller set. */
+static void test_omp_wait_policy(void) {
+  char v[64];
+  if (!getenv("OMP_WAIT_POLICY") && !getenv("GOMP_SPINCOUNT")) {
+    fixture f;
+    fixture_start(&f, NULL, NULL);
+    ASSERT(daemon_env(&f, "OMP_WAIT_POLICY", v, sizeof v));
+    ASSERT(!strcmp(v, "passive"));
+    ASSERT_EQ(fixture_stop(&f, SIGTERM), 0);
+  }
+  const char *active[] = {"OMP_WAIT_POLICY=active", NULL};
+  fixture f;
+  fixture_start(&f, NULL, active);
+  ASSERT(daemon_env(&f, "OMP_WAIT_POLICY", v, sizeof v));
+  ASSERT(!strcmp(v, "active"));
+  ASSERT_EQ(fixture_stop(&f, SIGTERM), 0);
+  printf("OpenMP wait policy: passive unless the caller chose one\n");
+}
+
 int main(void) {
   test_command_line();
+  test_omp_wait_policy();
   test_start_conditions();
   test_sigterm_in_flight();
   printf("e2e_lifecycle: all passed\n");
