@@ -268,16 +268,32 @@ static int transpose(cpu_amg *h, const csr *A, csr *T) {
   return 0;
 }
 
+/* Level 0's values (and columns, unless borrowed) still to be copied from
+ * the caller's arrays into A: diagonals() does it row by row in the pass
+ * that reads them anyway (a separate copy pass was 10-39 ms of a 4M-row
+ * setup on the H200 host, the diagonals 7-34 more). */
+typedef struct {
+  const void *values;
+  int f64;
+  const int32_t *ci; /* NULL: A's columns are the caller's own */
+} fill0;
+
 /* The level's diagonal inverses; the first row whose diagonal is zero or
  * not finite, or -1.  Below the finest level (strict 0) such a row, which
  * only an indefinite matrix gives (p^T A p = 0), is left out of smoothing
  * instead: the Krylov method then meets the indefiniteness and says so. */
-static int32_t diagonals(const cpu_amg *h, level *L, int strict) {
+static int32_t diagonals(const cpu_amg *h, level *L, int strict, const fill0 *f) {
   const csr *A = &L->A;
   int32_t first = INT32_MAX;
 #pragma omp parallel for num_threads(threads(h, A->n)) schedule(static) reduction(min : first)
   for (int32_t i = 0; i < A->n; i++) {
     double d = 0, l1 = 0;
+    if (f) /* level 0's copy in the same pass (see fill0) */
+      for (int32_t t = A->rp[i]; t < A->rp[i + 1]; t++) {
+        double v = f->f64 ? ((const double *)f->values)[t] : (double)((const float *)f->values)[t];
+        A->v[t] = v;
+        if (f->ci) A->ci[t] = f->ci[t];
+      }
     for (int32_t t = A->rp[i]; t < A->rp[i + 1]; t++) {
       if (A->ci[t] == i) d += A->v[t];
       l1 += fabs(A->v[t]);
@@ -678,7 +694,7 @@ void cpu_amg_apply(cpu_amg *h, const double *r, double *z) { vcycle(h, 0, r, z);
 
 /* Level l's diagonals, spectral radius and scratch vectors (and b, x below
  * the finest); *bad the row a diagonal failed on. */
-static int level_prepare(cpu_amg *h, int l, int32_t *bad) {
+static int level_prepare(cpu_amg *h, int l, const fill0 *f, int32_t *bad) {
   level *L = &h->lev[l];
   size_t n = (size_t)L->A.n;
   int nvec = l > 0 ? 7 : 5;
@@ -686,14 +702,15 @@ static int level_prepare(cpu_amg *h, int l, int32_t *bad) {
   if (!w) return CPU_AMG_ENOMEM;
   L->dinv = w, L->dl1inv = w + n, L->r = w + 2 * n, L->d = w + 3 * n, L->q = w + 4 * n;
   if (l > 0) L->b = w + 5 * n, L->x = w + 6 * n;
-  if ((*bad = diagonals(h, L, l == 0)) >= 0) return CPU_AMG_EZERO_DIAG;
+  if ((*bad = diagonals(h, L, l == 0, f)) >= 0) return CPU_AMG_EZERO_DIAG;
   return 0;
 }
 
-/* Level 0: A in double (the caller's arrays where h->borrowed says so),
- * checking every row for an entry. */
+/* Level 0: room for A in double, or the caller's arrays where
+ * h->borrowed says so, checking every row for an entry; *f says what
+ * level_prepare's diagonals() still copies in (f->values NULL: nothing). */
 static int finest(cpu_amg *h, int32_t n, const int32_t *rp, const int32_t *ci, const void *values,
-                  int f64, int32_t *bad) {
+                  int f64, fill0 *f, int32_t *bad) {
   for (int32_t i = 0; i < n; i++)
     if (rp[i + 1] == rp[i]) {
       *bad = i;
@@ -701,25 +718,21 @@ static int finest(cpu_amg *h, int32_t n, const int32_t *rp, const int32_t *ci, c
     }
   csr *A = &h->lev[0].A;
   A->n = A->m = n;
+  *f = (fill0){values, f64, NULL};
   if (h->borrowed) {
     /* (cast: level 0 is only ever read) */
     A->rp = (int32_t *)rp, A->ci = (int32_t *)ci;
     if (h->borrowed == 2) {
       A->v = (double *)values;
+      f->values = NULL;
       return 0;
     }
     if (!(A->v = h_alloc(h, (size_t)rp[n], sizeof *A->v))) return CPU_AMG_ENOMEM;
-  } else if (csr_alloc(h, A, n, n, rp[n])) {
-    return CPU_AMG_ENOMEM;
-  } else {
-    memcpy(A->rp, rp, ((size_t)n + 1) * sizeof *rp);
+    return 0;
   }
-#pragma omp parallel for num_threads(threads(h, n)) schedule(static)
-  for (int32_t i = 0; i < n; i++)
-    for (int32_t t = rp[i]; t < rp[i + 1]; t++) {
-      if (!h->borrowed) A->ci[t] = ci[t];
-      A->v[t] = f64 ? ((const double *)values)[t] : (double)((const float *)values)[t];
-    }
+  if (csr_alloc(h, A, n, n, rp[n])) return CPU_AMG_ENOMEM;
+  memcpy(A->rp, rp, ((size_t)n + 1) * sizeof *rp);
+  f->ci = ci;
   return 0;
 }
 
@@ -743,13 +756,16 @@ int cpu_amg_setup(int32_t n, const int32_t *row_ptr, const int32_t *col_idx, con
 #define STEP(k, call) (t0 = omp_get_wtime(), r_ = (call), h->ms[k] += (omp_get_wtime() - t0) * 1e3, r_)
   double t0;
   int r_;
-  int rc = STEP(CPU_AMG_T_FINEST, finest(h, n, row_ptr, col_idx, values, values_f64, bad_row));
+  fill0 f0;
+  int rc = STEP(CPU_AMG_T_FINEST, finest(h, n, row_ptr, col_idx, values, values_f64, &f0, bad_row));
   h->nlev = 1;
   int32_t *agg = NULL;
   if (rc) goto fail;
   for (int l = 0;; l++) {
     level *L = &h->lev[l];
-    if ((rc = STEP(CPU_AMG_T_DIAG, level_prepare(h, l, bad_row)))) goto fail;
+    if ((rc = STEP(CPU_AMG_T_DIAG,
+                   level_prepare(h, l, l == 0 && f0.values ? &f0 : NULL, bad_row))))
+      goto fail;
     if (L->A.n <= coarse || l + 1 >= maxlev) break;
     agg = h_alloc(h, (size_t)L->A.n, sizeof *agg);
     if (!agg) {
