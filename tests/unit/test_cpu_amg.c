@@ -520,62 +520,6 @@ static void test_accessors(void) {
   printf("accessors: R = P^T, A_c = R A P, diagonals and the coarsest inverse agree\n");
 }
 
-/* The setup's parallel steps (rho's sums over fixed slices, the blocked
- * transpose, the products row by row) give the same hierarchy, bit for
- * bit, on 1, 2 and 3 threads: a matrix's hierarchy does not hang on the
- * machine that built it. */
-static void test_threads_deterministic(void) {
-  mat A = grid(130, 2, 0.5, 1.5, 0); /* 16900 rows: above the parallel threshold */
-  cpu_amg *h[3];
-  for (int t = 0; t < 3; t++) {
-    cpu_amg_opts o = CPU_AMG_OPTS_INIT;
-    o.nthreads = t + 1;
-    h[t] = setup(&A, &o);
-  }
-  int nl = cpu_amg_levels(h[0]);
-  for (int t = 1; t < 3; t++) {
-    ASSERT_EQ(cpu_amg_levels(h[t]), nl);
-    for (int l = 0; l < nl; l++) {
-      cpu_amg_level_info a, b;
-      cpu_amg_level(h[0], l, &a), cpu_amg_level(h[t], l, &b);
-      ASSERT(a.rho == b.rho);
-      for (int w = CPU_AMG_A; w <= CPU_AMG_R; w++) {
-        cpu_amg_csr x, y;
-        int rx = cpu_amg_matrix(h[0], l, w, &x), ry = cpu_amg_matrix(h[t], l, w, &y);
-        ASSERT_EQ(rx, ry);
-        if (rx) continue;
-        ASSERT(x.rows == y.rows && x.cols == y.cols && x.nnz == y.nnz);
-        ASSERT(!memcmp(x.row_ptr, y.row_ptr, ((size_t)x.rows + 1) * 4));
-        ASSERT(!memcmp(x.col_idx, y.col_idx, (size_t)x.nnz * 4));
-        ASSERT(!memcmp(x.values, y.values, (size_t)x.nnz * 8));
-      }
-      ASSERT(!memcmp(cpu_amg_dinv(h[0], l), cpu_amg_dinv(h[t], l), (size_t)a.rows * 8));
-    }
-  }
-  /* rho0 (level 0's rho estimated elsewhere, as the CUDA backend does on
-   * the GPU): taken as given; with the value the setup finds itself, the
-   * same hierarchy again; another value, another prolongator */
-  cpu_amg_level_info l0;
-  cpu_amg_level(h[0], 0, &l0);
-  for (int k = 0; k < 2; k++) {
-    cpu_amg_opts o = CPU_AMG_OPTS_INIT;
-    o.rho0 = k ? 1.5 * l0.rho : l0.rho;
-    cpu_amg *g = setup(&A, &o);
-    cpu_amg_level_info a;
-    cpu_amg_level(g, 0, &a);
-    ASSERT(a.rho == o.rho0);
-    cpu_amg_csr x, y;
-    ASSERT_EQ(cpu_amg_matrix(h[0], 0, CPU_AMG_P, &x), 0);
-    ASSERT_EQ(cpu_amg_matrix(g, 0, CPU_AMG_P, &y), 0);
-    ASSERT(x.nnz == y.nnz);
-    ASSERT(!memcmp(x.values, y.values, (size_t)x.nnz * 8) == !k);
-    cpu_amg_free(g);
-  }
-  for (int t = 0; t < 3; t++) cpu_amg_free(h[t]);
-  mat_free(&A);
-  printf("threads: 1, 2 and 3 build the same hierarchy (%d levels); rho0 taken as given\n", nl);
-}
-
 /* Two hierarchies the same bit for bit: levels, rho, every matrix and
  * the inverse diagonals. */
 static void assert_same(const cpu_amg *a, const cpu_amg *b) {
@@ -598,6 +542,44 @@ static void assert_same(const cpu_amg *a, const cpu_amg *b) {
     ASSERT(!memcmp(cpu_amg_dinv(a, l), cpu_amg_dinv(b, l), (size_t)x.rows * 8));
     ASSERT(!memcmp(cpu_amg_dl1inv(a, l), cpu_amg_dl1inv(b, l), (size_t)x.rows * 8));
   }
+}
+
+/* The setup's parallel steps (rho's sums over fixed slices, the blocked
+ * transpose, the products row by row) give the same hierarchy, bit for
+ * bit, on 1, 2 and 3 threads: a matrix's hierarchy does not hang on the
+ * machine that built it. */
+static void test_threads_deterministic(void) {
+  mat A = grid(130, 2, 0.5, 1.5, 0); /* 16900 rows: above the parallel threshold */
+  cpu_amg *h[3];
+  for (int t = 0; t < 3; t++) {
+    cpu_amg_opts o = CPU_AMG_OPTS_INIT;
+    o.nthreads = t + 1;
+    h[t] = setup(&A, &o);
+  }
+  int nl = cpu_amg_levels(h[0]);
+  for (int t = 1; t < 3; t++) assert_same(h[0], h[t]);
+  /* rho0 (level 0's rho estimated elsewhere, as the CUDA backend does on
+   * the GPU): taken as given; with the value the setup finds itself, the
+   * same hierarchy again; another value, another prolongator */
+  cpu_amg_level_info l0;
+  cpu_amg_level(h[0], 0, &l0);
+  for (int k = 0; k < 2; k++) {
+    cpu_amg_opts o = CPU_AMG_OPTS_INIT;
+    o.rho0 = k ? 1.5 * l0.rho : l0.rho;
+    cpu_amg *g = setup(&A, &o);
+    cpu_amg_level_info a;
+    cpu_amg_level(g, 0, &a);
+    ASSERT(a.rho == o.rho0);
+    cpu_amg_csr x, y;
+    ASSERT_EQ(cpu_amg_matrix(h[0], 0, CPU_AMG_P, &x), 0);
+    ASSERT_EQ(cpu_amg_matrix(g, 0, CPU_AMG_P, &y), 0);
+    ASSERT(x.nnz == y.nnz);
+    ASSERT(!memcmp(x.values, y.values, (size_t)x.nnz * 8) == !k);
+    cpu_amg_free(g);
+  }
+  for (int t = 0; t < 3; t++) cpu_amg_free(h[t]);
+  mat_free(&A);
+  printf("threads: 1, 2 and 3 build the same hierarchy (%d levels); rho0 taken as given\n", nl);
 }
 
 /* opts.borrow (the CUDA backend's setup): level 0 on the caller's arrays
