@@ -162,9 +162,10 @@ int32_t cpu_amg_coarse_rows(const cpu_amg *h);
 void cpu_amg_coarse_inverse(const cpu_amg *h, double *inv);
 
 /* Where cpu_amg_setup's time went, in milliseconds summed over the
- * levels: level 0's copy, the diagonals, aggregation, rho estimates, the
- * prolongators, their transposes, the products A P and R (A P), and the
- * coarsest factorisation (gkcd logs them with each setup). */
+ * levels: level 0's room, the diagonals (with level 0's copy, made in the
+ * same pass), aggregation, rho estimates, the prolongators, their
+ * transposes, the products A P and R (A P), and the coarsest
+ * factorisation (gkcd logs them with each setup). */
 typedef enum {
   CPU_AMG_T_FINEST, CPU_AMG_T_DIAG, CPU_AMG_T_AGGREGATE, CPU_AMG_T_RHO, CPU_AMG_T_PROLONG,
   CPU_AMG_T_TRANSPOSE, CPU_AMG_T_AP, CPU_AMG_T_RAP, CPU_AMG_T_FACTOR, CPU_AMG_T_STEPS

@@ -126,9 +126,9 @@ int cuda_amg_build(gkcu_ctx *ctx, const cuda_amg_mem *mem, int32_t n, int64_t nn
   /* each step's end, for the log line that says where a setup went */
   double t[7] = {mono_ms()}, t_ring = 0;
   long f[7] = {minflt()};
-  /* the host copies in huge pages (cpu_hugemem.h): a 4M-row matrix's 185
-   * MB came down in 128-135 ms into fresh 4 KiB pages on an H200 host, in
-   * 40 ms into huge pages */
+  /* the host copies in huge pages (cpu_hugemem.h): ~1,100 page faults for
+   * a 4M-row matrix's 185 MB on the H200 host (the log's second count),
+   * where 4 KiB pages would take some 47,000 */
   int32_t *hrp = cpu_hugemem_alloc(((size_t)n + 1) * sizeof *hrp);
   int32_t *hci = cpu_hugemem_alloc((size_t)nnz * sizeof *hci);
   const size_t vsize = va_f64 ? sizeof(double) : sizeof(float);
