@@ -106,7 +106,8 @@ GKC_API unsigned gkc_reconnects(const gkc_conn *c);
  * socket.  A gkcd without rings, or one that refuses, leaves the
  * connection on the socket silently.  GKC_RING_SPIN_US (default 50) is how
  * long a call polls the ring for its reply before it sleeps.  Async
- * contexts use the socket. */
+ * contexts take a ring at connect, under the same switches
+ * (gkc_async_connect, gkc_async_ring_active). */
 /* 0; GKC_EINVALID_ARGUMENT turning it off once the ring is in use. */
 GKC_API int gkc_set_ring(gkc_conn *c, int on);
 /* 1 when c's frames go through a ring now. */

@@ -5,6 +5,17 @@
  * a loop which events to watch, and the rule that a context closed from
  * one of its own callbacks is freed only when the library returns to the
  * loop (depth counts the library's frames on the stack), as hiredis does.
+ *
+ * The shared-memory ring (gkc_ring.c; PROTOCOL.md, "Rings"): set up at
+ * connect, one blocking round trip like the connect itself, when gkcd
+ * offers one and GKC_NO_RING does not say no.  The loop then still
+ * watches the socket, where gkcd's doorbells arrive: at the end of every
+ * library frame the context raises its flags in the ring (WANT_DATA while
+ * replies are due, WANT_ROOM while its bytes wait for room in the sq) and
+ * looks once more, so that gkcd rings the doorbell for what comes later.
+ * What is there already makes the context ask for writability, which the
+ * socket always has: the loop calls handle_write at once, and over the
+ * ring both handlers write what they can and read what came.
  */
 #include <errno.h>
 #include <poll.h>
@@ -25,15 +36,37 @@ struct gkc_async {
   gkc_async_hooks hooks;
   void *hooks_data;
   int want_read, want_write; /* as last told to the hooks */
+  int ring_now;              /* over the ring: something to do without waiting for a doorbell */
   int depth;                 /* library frames under way that may run callbacks */
   int closing;               /* gkc_async_close was called; free at depth 0 */
 };
 
 static gkc_async *of(gkc_conn *c) { return (gkc_async *)c; }
 
+/* Over the ring: raises the flags for what the context waits for (gkcd
+ * then rings the doorbell when it comes) and looks once more; ring_now
+ * says whether something is there already (or the ring is broken: the
+ * next read says so). */
+static void ring_arm(gkc_async *ac) {
+  gkc_conn *c = &ac->c;
+  int queued = gkc__want_write(c);
+  uint32_t flags = (c->npending ? PROTO_RING_WANT_DATA : 0) |
+                   (queued && proto_ring_room(c->ring) == 0 ? PROTO_RING_WANT_ROOM : 0);
+  int r = proto_ring_want(c->ring, flags);
+  ac->ring_now = r != 0 || (queued && proto_ring_room(c->ring) != 0);
+}
+
+/* Whether the loop should call handle_write: bytes to send, or over the
+ * ring, something to do now (see ring_arm). */
+static int want_write(gkc_async *ac) {
+  if (ac->c.fd < 0) return 0;
+  return ac->c.ring ? ac->ring_now : gkc__want_write(&ac->c);
+}
+
 /* Tells the hooks when the wanted events change. */
 static void update(gkc_async *ac) {
-  int rd = ac->c.fd >= 0, wr = gkc__want_write(&ac->c);
+  if (ac->c.ring && ac->c.fd >= 0) ring_arm(ac);
+  int rd = ac->c.fd >= 0, wr = want_write(ac);
   if (!ac->hooks.update || (rd == ac->want_read && wr == ac->want_write)) return;
   ac->want_read = rd, ac->want_write = wr;
   ac->hooks.update(ac->hooks_data, rd, wr);
@@ -45,6 +78,18 @@ static void before_close(gkc_conn *c) {
     ac->want_read = ac->want_write = 0;
     ac->hooks.update(ac->hooks_data, 0, 0);
   }
+}
+
+/* The ring, asked for once at connect (ring_start's blocking round trip
+ * on a connection with nothing else in flight); anything that goes wrong
+ * leaves the context on the socket, as for a blocking connection. */
+static void ring_try(gkc_async *ac) {
+  gkc_conn *c = &ac->c;
+  gkc__ring_init(c);
+  if (c->ring_mode != GKC__RING_TRY || c->fd < 0) return;
+  c->nonblock = 0;
+  (void)c->ring_start(c);
+  c->nonblock = 1;
 }
 
 int gkc_async_connect(gkc_async **out, const char *socket_path) {
@@ -61,7 +106,9 @@ int gkc_async_connect(gkc_async **out, const char *socket_path) {
   ac->max_bytes = DEFAULT_MAX_BYTES;
   /* Connecting a Unix socket does not wait for the server's accept (the
    * backlog takes it), so it is done blocking; the rest never blocks. */
-  return gkc__conn_connect(&ac->c, socket_path);
+  int rc = gkc__conn_connect(&ac->c, socket_path);
+  if (rc == 0) ring_try(ac);
+  return rc;
 }
 
 static void destroy(gkc_async *ac) {
@@ -97,7 +144,8 @@ static size_t pending(const gkc_async *ac) {
 }
 size_t gkc_async_pending(const gkc_async *ac) { return pending(ac); }
 int gkc_async_fd(const gkc_async *ac) { return ac->c.fd; }
-int gkc_async_want_write(const gkc_async *ac) { return gkc__want_write(&ac->c); }
+int gkc_async_want_write(const gkc_async *ac) { return want_write((gkc_async *)ac); }
+int gkc_async_ring_active(const gkc_async *ac) { return ac && ac->c.ring != NULL; }
 
 int gkc_async_set_precision(gkc_async *ac, const char *precision) {
   return gkc_set_precision(&ac->c, precision);
@@ -153,7 +201,16 @@ static int resend(gkc_async *ac, int rc) {
   return ac->c.fd >= 0 ? 0 : rc;
 }
 
+/* Over the ring, both handlers write what they can and read what came. */
+static int ring_io(gkc_async *ac) {
+  int rc = gkc__flush(&ac->c);
+  if (rc == 0 && ac->c.fd >= 0) rc = gkc__read(&ac->c);
+  if (rc == 0 && ac->c.fd >= 0) rc = gkc__flush(&ac->c); /* room the reads made */
+  return rc;
+}
+
 int gkc_async_handle_write(gkc_async *ac) {
+  if (ac->c.ring) return gkc_async_handle_read(ac);
   ac->depth++;
   int rc = resend(ac, gkc__flush(&ac->c));
   if (leave(ac)) return GKC_ECANCELLED;
@@ -163,7 +220,7 @@ int gkc_async_handle_write(gkc_async *ac) {
 
 int gkc_async_handle_read(gkc_async *ac) {
   ac->depth++;
-  int rc = resend(ac, gkc__read(&ac->c));
+  int rc = resend(ac, ac->c.ring ? ring_io(ac) : gkc__read(&ac->c));
   if (leave(ac)) return GKC_ECANCELLED;
   update(ac);
   return rc;
@@ -171,7 +228,8 @@ int gkc_async_handle_read(gkc_async *ac) {
 
 int gkc_async_poll(gkc_async *ac, int timeout_ms) {
   if (ac->c.fd < 0) return pending(ac) ? GKC_EIO : 0;
-  struct pollfd p = {.fd = ac->c.fd, .events = POLLIN | (gkc__want_write(&ac->c) ? POLLOUT : 0)};
+  if (ac->c.ring) ring_arm(ac);
+  struct pollfd p = {.fd = ac->c.fd, .events = POLLIN | (want_write(ac) ? POLLOUT : 0)};
   int n = poll(&p, 1, timeout_ms);
   if (n < 0 && errno != EINTR) {
     ac->depth++; /* breaking runs callbacks */

@@ -214,8 +214,16 @@ GKC_API int gkc_async_region_create(gkc_async *ac, size_t bytes, gkc_async_cb cb
 
 /* Connects to gkcd at socket_path (NULL: as gkc_socket_path resolves it);
  * the descriptor is non-blocking.  On failure *out is a context too, unless
- * allocation failed, so gkc_async_errmsg can say why: gkc_async_close it. */
+ * allocation failed, so gkc_async_errmsg can say why: gkc_async_close it.
+ * When gkcd offers shared-memory rings (gkc.h, gkc_set_ring; PROTOCOL.md,
+ * "Rings"), the context takes one here, in one more blocking round trip,
+ * unless GKC_NO_RING=1 is in the environment; its frames then skip the
+ * socket, which still carries gkcd's doorbells (watch it as always).  A
+ * context that connects again (gkc_async_set_reconnect) stays on the
+ * socket. */
 GKC_API int gkc_async_connect(gkc_async **out, const char *socket_path);
+/* Whether the context's frames go through a ring (1) or the socket (0). */
+GKC_API int gkc_async_ring_active(const gkc_async *ac);
 /* Cancels every pending request (GKC_ECANCELLED, each callback once), closes
  * the connection and frees the context; at once, or, when called from one
  * of its own callbacks, as the library returns to the loop.  NULL is fine. */

@@ -12,6 +12,11 @@
  * - the libuv adapter driving 8 connections from one loop, each callback
  *   issuing the connection's next request.
  * Leaks are ASan's to find (the sanitizer build runs this test).
+ *
+ * GKC_E2E_RINGS (on or off; ctest runs e2e_async with off and
+ * e2e_async_ring with on) is gkcd's --rings: every test above then runs
+ * over the socket or over the shared-memory ring, and each context checks
+ * which one it got.
  */
 #include <signal.h>
 #include <stdlib.h>
@@ -231,9 +236,20 @@ static void drain(gkc_async *ac) {
   if (rc < 0) TEST_FAIL("poll: %s", gkc_errname(rc));
 }
 
+/* gkcd's --rings for this run (GKC_E2E_RINGS), and whether a context is
+ * to get a ring. */
+static const char *rings = "off";
+static int ring_expected(void) {
+  const char *no = getenv("GKC_NO_RING");
+  return !strcmp(rings, "on") && !(no && *no && strcmp(no, "0"));
+}
+
 static gkc_async *connect_async(const fixture *f) {
   gkc_async *ac;
   if (gkc_async_connect(&ac, f->sock) != 0) TEST_FAIL("connect: %s", gkc_async_errmsg(ac));
+  if (gkc_async_ring_active(ac) != ring_expected())
+    TEST_FAIL("the context is on the %s with gkcd's --rings %s", gkc_async_ring_active(ac) ? "ring" : "socket",
+              rings);
   return ac;
 }
 
@@ -477,7 +493,7 @@ static void test_close_from_callback(const fixture *f) {
 static void test_daemon_killed(void) {
   enum { N = 3000 };
   fixture f;
-  const char *args[] = {"--threads", "1", NULL};
+  const char *args[] = {"--threads", "1", "--rings", rings, NULL};
   fixture_start(&f, args, NULL);
   gkc_async *ac = connect_async(&f);
   gkc_async_set_limits(ac, N, (uint64_t)1 << 30);
@@ -571,8 +587,12 @@ static void test_uv(const fixture *f) {
 int main(void) {
   rng = test_seed();
   signal(SIGPIPE, SIG_IGN);
+  const char *r = getenv("GKC_E2E_RINGS");
+  if (r && *r) rings = r;
+  fprintf(stderr, "gkcd --rings %s\n", rings);
   fixture f;
-  fixture_start(&f, NULL, NULL);
+  const char *args[] = {"--rings", rings, NULL};
+  fixture_start(&f, args, NULL);
   test_mixed(&f);
   test_resident(&f);
   test_limits(&f);
