@@ -16,7 +16,9 @@
  *     lane's free slot, on any device, takes the head of the client that has received the
  *     least service, counted in predicted cost over the client's weight and
  *     corrected by the measured time when a job comes back (a virtual token
- *     counter, as VTC does for LLM serving).  A client that becomes busy
+ *     counter, as VTC does for LLM serving), up to twice the prediction
+ *     and 50 us more: a stall is not the client's service (scheduler.c,
+ *     sched_finished).  A client that becomes busy
  *     starts level with the least-served busy client, so idling earns no
  *     credit and a deep queue delays a newcomer by about one job per lane.
  *  5. placement (place.h; sched_place.h, with the devices' slots): a new
