@@ -9,8 +9,10 @@
  * connection on the socket for good, as if the ring had been turned off:
  * a call never fails because the ring could not be had.
  *
- * Asynchronous contexts keep the socket: their event loop watches the
- * socket, and a ring would need it to watch the ring's doorbell instead.
+ * An asynchronous context takes its ring at connect instead (gkc_async.c,
+ * ring_try: the same ring_start, in blocking mode for that one round
+ * trip); its event loop keeps watching the socket, where the doorbells
+ * arrive.
  */
 #include <errno.h>
 #include <fcntl.h>
