@@ -58,7 +58,7 @@ static void ring_arm(gkc_async *ac) {
 
 /* Whether the loop should call handle_write: bytes to send, or over the
  * ring, something to do now (see ring_arm). */
-static int want_write(gkc_async *ac) {
+static int want_write(const gkc_async *ac) {
   if (ac->c.fd < 0) return 0;
   return ac->c.ring ? ac->ring_now : gkc__want_write(&ac->c);
 }
@@ -144,7 +144,7 @@ static size_t pending(const gkc_async *ac) {
 }
 size_t gkc_async_pending(const gkc_async *ac) { return pending(ac); }
 int gkc_async_fd(const gkc_async *ac) { return ac->c.fd; }
-int gkc_async_want_write(const gkc_async *ac) { return want_write((gkc_async *)ac); }
+int gkc_async_want_write(const gkc_async *ac) { return want_write(ac); }
 int gkc_async_ring_active(const gkc_async *ac) { return ac && ac->c.ring != NULL; }
 
 int gkc_async_set_precision(gkc_async *ac, const char *precision) {

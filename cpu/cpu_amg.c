@@ -17,7 +17,7 @@
  * Laplacian: 0.17 with Chebyshev, 0.60 with l1-Jacobi.
  */
 #include "cpu_amg.h"
-#include "cpu_hugemem.h"
+#include "cpu_amg_sparse.h"
 
 #include <limits.h>
 #include <math.h>
@@ -25,9 +25,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Below this many rows a pass runs on one thread: starting a parallel
- * region costs more than a short pass (the coarse levels). */
-enum { PAR_MIN = 16384 };
 /* A coarsest level above this many rows (coarsening that stalled) is not
  * factored (a dense matrix of 32 MB); it gets smoothing steps instead. */
 enum { DENSE_MAX = 2000 };
@@ -47,227 +44,20 @@ enum { POWER_ITERS = CPU_AMG_POWER_ITERS };
  * order they finish), so the hierarchy is the same on every machine. */
 enum { SLICES = 64 };
 
-typedef struct {
-  int32_t n, m; /* rows, columns */
-  int32_t *rp, *ci;
-  double *v;
-} csr;
-
-typedef struct {
-  csr A, P, R;      /* R = P^T; P and R empty on the last level */
-  double *dinv;     /* 1 / a_ii (Chebyshev) */
-  double *dl1inv;   /* 1 / sum_j |a_ij| (l1-Jacobi) */
-  double rho;       /* rho(D^-1 A), estimated */
-  double *b, *x;    /* the level's right-hand side and solution (level >= 1) */
-  double *r, *d, *q; /* scratch */
-} level;
-
 struct cpu_amg {
   int nlev;
   level lev[CPU_AMG_MAX_LEVELS];
   double *lu;    /* the coarsest matrix's LU factors (nc x nc), or NULL */
   int32_t *piv;  /* their row exchanges */
   int32_t nc;
-  int smoother, cheb_degree, nth;
+  int smoother, cheb_degree;
   int borrowed; /* level 0's: 1 rp and ci are the caller's, 2 its values too */
   double ms[CPU_AMG_T_STEPS]; /* cpu_amg_step_ms */
-  size_t bytes, max_bytes;
+  amg_mem mem; /* what its arrays take, and the threads (cpu_amg_sparse.h) */
 };
 
-/* count * size bytes, counted in h; NULL when that overflows, passes
- * max_bytes or malloc fails. */
-static void *h_alloc(cpu_amg *h, size_t count, size_t size) {
-  if (size && count > SIZE_MAX / size) return NULL;
-  size_t b = count * size;
-  if (h->max_bytes && (b > h->max_bytes || h->bytes > h->max_bytes - b)) return NULL;
-  void *p = cpu_hugemem_alloc(b);
-  if (p) h->bytes += b;
-  return p;
-}
-
-static int threads(const cpu_amg *h, int32_t n) {
-  if (n < PAR_MIN) return 1;
-  return h->nth > 0 ? h->nth : omp_get_max_threads();
-}
-
-static void csr_free(csr *a) {
-  free(a->rp), free(a->ci), free(a->v);
-  memset(a, 0, sizeof *a);
-}
-
-/* Room for an n x m matrix of nnz entries. */
-static int csr_alloc(cpu_amg *h, csr *a, int32_t n, int32_t m, int64_t nnz) {
-  a->n = n, a->m = m;
-  a->rp = h_alloc(h, (size_t)n + 1, sizeof *a->rp);
-  a->ci = h_alloc(h, (size_t)nnz, sizeof *a->ci);
-  a->v = h_alloc(h, (size_t)nnz, sizeof *a->v);
-  if (a->rp && a->ci && a->v) return 0;
-  csr_free(a);
-  return CPU_AMG_ENOMEM;
-}
-
-/* Frees a and takes its bytes off h's count (a part never allocated
- * counts nothing). */
-static void csr_drop(cpu_amg *h, csr *a) {
-  size_t nnz = a->ci || a->v ? (size_t)a->rp[a->n] : 0;
-  if (a->rp) h->bytes -= ((size_t)a->n + 1) * sizeof *a->rp;
-  if (a->ci) h->bytes -= nnz * sizeof *a->ci;
-  if (a->v) h->bytes -= nnz * sizeof *a->v;
-  csr_free(a);
-}
-
-/* y = A x (beta 0) or y += A x (beta 1) */
-static void spmv(const cpu_amg *h, const csr *A, const double *x, double *y, int add) {
-#pragma omp parallel for num_threads(threads(h, A->n)) schedule(static)
-  for (int32_t i = 0; i < A->n; i++) {
-    double s = 0;
-    for (int32_t j = A->rp[i]; j < A->rp[i + 1]; j++) s += A->v[j] * x[A->ci[j]];
-    y[i] = add ? y[i] + s : s;
-  }
-}
-
-/* C = A B (A n x k, B k x m): a symbolic pass counting each row's columns,
- * then a numeric one, both with a per-thread marker over B's columns (rows
- * in increasing order per thread, so a mark below the row's start is
- * stale).  Repeated entries of A or B add up. */
-static int spgemm(cpu_amg *h, const csr *A, const csr *B, csr *C) {
-  int nth = threads(h, A->n);
-  int32_t m = B->m;
-  int rc = CPU_AMG_ENOMEM;
-  int32_t *mark = h_alloc(h, (size_t)nth * (size_t)(m > 0 ? m : 1), sizeof *mark);
-  C->n = A->n, C->m = m;
-  /* each row's count at rp[i + 1] (at most m: an int32_t), then summed */
-  int32_t *cnt = C->rp = h_alloc(h, (size_t)A->n + 1, sizeof *C->rp);
-  if (!mark || !cnt) goto out;
-  /* (the arrays as restrict locals: a store to the marks or to C cannot
-   * alias them, so the compiler keeps A's and B's pointers in registers
-   * instead of reloading them through the structs after every store) */
-  const int32_t *restrict arp = A->rp, *restrict aci = A->ci, *restrict brp = B->rp,
-                          *restrict bci = B->ci;
-  const double *restrict av = A->v, *restrict bv = B->v;
-#pragma omp parallel num_threads(nth)
-  {
-    int32_t *restrict mk = mark + (size_t)omp_get_thread_num() * (size_t)m;
-    for (int32_t j = 0; j < m; j++) mk[j] = -1;
-#pragma omp for schedule(static)
-    for (int32_t i = 0; i < A->n; i++) {
-      int32_t c = 0;
-      for (int32_t t = arp[i]; t < arp[i + 1]; t++) {
-        int32_t k = aci[t];
-        for (int32_t u = brp[k]; u < brp[k + 1]; u++)
-          if (mk[bci[u]] != i) mk[bci[u]] = i, c++;
-      }
-      cnt[i + 1] = c;
-    }
-  }
-  int64_t nnz = 0;
-  cnt[0] = 0;
-  for (int32_t i = 0; i < A->n; i++) {
-    nnz += cnt[i + 1];
-    if (nnz > INT32_MAX) {
-      rc = CPU_AMG_ETOO_LARGE;
-      goto out;
-    }
-    cnt[i + 1] = (int32_t)nnz;
-  }
-  C->ci = h_alloc(h, (size_t)nnz, sizeof *C->ci);
-  C->v = h_alloc(h, (size_t)nnz, sizeof *C->v);
-  if (!C->ci || !C->v) goto out;
-  const int32_t *restrict crp = C->rp;
-  int32_t *restrict cci = C->ci;
-  double *restrict cv = C->v;
-#pragma omp parallel num_threads(nth)
-  {
-    int32_t *restrict mk = mark + (size_t)omp_get_thread_num() * (size_t)m;
-    for (int32_t j = 0; j < m; j++) mk[j] = -1;
-#pragma omp for schedule(static)
-    for (int32_t i = 0; i < A->n; i++) {
-      int32_t start = crp[i], len = 0;
-      for (int32_t t = arp[i]; t < arp[i + 1]; t++) {
-        int32_t k = aci[t];
-        double a = av[t];
-        for (int32_t u = brp[k]; u < brp[k + 1]; u++) {
-          int32_t j = bci[u];
-          if (mk[j] < start) {
-            mk[j] = start + len;
-            cci[start + len] = j;
-            cv[start + len] = a * bv[u];
-            len++;
-          } else {
-            cv[mk[j]] += a * bv[u];
-          }
-        }
-      }
-    }
-  }
-  rc = 0;
-out:
-  if (mark) h->bytes -= (size_t)nth * (size_t)(m > 0 ? m : 1) * sizeof *mark;
-  free(mark);
-  if (rc) csr_drop(h, C);
-  return rc;
-}
-
-/* T = A^T: a counting sort by column, each column's entries in increasing
- * row order.  On several threads each takes a block of rows and places
- * its entries after those of the blocks above it (per-block column
- * counts): the same T as one thread gives. */
-static int transpose(cpu_amg *h, const csr *A, csr *T) {
-  int32_t nnz = A->rp[A->n], m = A->m;
-  if (csr_alloc(h, T, m, A->n, nnz)) return CPU_AMG_ENOMEM;
-  int nb = threads(h, A->n);
-  size_t cb = (size_t)nb * ((size_t)m + 1) * sizeof(int32_t);
-  int32_t *cnt = nb > 1 ? h_alloc(h, (size_t)nb * ((size_t)m + 1), sizeof *cnt) : NULL;
-  if (!cnt) { /* one thread (or no room for the counts) */
-    memset(T->rp, 0, ((size_t)m + 1) * sizeof *T->rp);
-    for (int32_t t = 0; t < nnz; t++) T->rp[A->ci[t] + 1]++;
-    for (int32_t j = 0; j < m; j++) T->rp[j + 1] += T->rp[j];
-    for (int32_t i = 0; i < A->n; i++)
-      for (int32_t t = A->rp[i]; t < A->rp[i + 1]; t++) {
-        int32_t p = T->rp[A->ci[t]]++;
-        T->ci[p] = i;
-        T->v[p] = A->v[t];
-      }
-    for (int32_t j = m; j > 0; j--) T->rp[j] = T->rp[j - 1];
-    T->rp[0] = 0;
-    return 0;
-  }
-#pragma omp parallel num_threads(nb)
-  {
-    int b = omp_get_thread_num(), tn = omp_get_num_threads();
-    int32_t lo = (int32_t)((int64_t)A->n * b / tn), hi = (int32_t)((int64_t)A->n * (b + 1) / tn);
-    int32_t *c = cnt + (size_t)b * ((size_t)m + 1);
-    memset(c, 0, ((size_t)m + 1) * sizeof *c);
-    for (int32_t t = A->rp[lo]; t < A->rp[hi]; t++) c[A->ci[t]]++;
-#pragma omp barrier
-    /* column j's start for block b: T's column start + the blocks above */
-#pragma omp for schedule(static)
-    for (int32_t j = 0; j < m; j++) {
-      int32_t run = 0;
-      for (int q = 0; q < tn; q++) {
-        int32_t *cq = cnt + (size_t)q * ((size_t)m + 1);
-        int32_t k = cq[j];
-        cq[j] = run;
-        run += k;
-      }
-      T->rp[j + 1] = run; /* the column's length, summed below */
-    }
-#pragma omp single
-    {
-      T->rp[0] = 0;
-      for (int32_t j = 0; j < m; j++) T->rp[j + 1] += T->rp[j];
-    }
-    for (int32_t i = lo; i < hi; i++)
-      for (int32_t t = A->rp[i]; t < A->rp[i + 1]; t++) {
-        int32_t j = A->ci[t], p = T->rp[j] + c[j]++;
-        T->ci[p] = i;
-        T->v[p] = A->v[t];
-      }
-  }
-  h->bytes -= cb;
-  free(cnt);
-  return 0;
-}
+_Static_assert((int)AMG_ENOMEM == (int)CPU_AMG_ENOMEM && (int)AMG_ETOO_LARGE == (int)CPU_AMG_ETOO_LARGE,
+               "cpu_amg_sparse.h's failures are cpu_amg.h's");
 
 /* Level 0's values (and columns, unless borrowed) still to be copied from
  * the caller's arrays into A: diagonals() does it row by row in the pass
@@ -286,7 +76,7 @@ typedef struct {
 static int32_t diagonals(const cpu_amg *h, level *L, int strict, const fill0 *f) {
   const csr *A = &L->A;
   int32_t first = INT32_MAX;
-#pragma omp parallel for num_threads(threads(h, A->n)) schedule(static) reduction(min : first)
+#pragma omp parallel for num_threads(amg_threads(&h->mem, A->n)) schedule(static) reduction(min : first)
   for (int32_t i = 0; i < A->n; i++) {
     double d = 0, l1 = 0;
     if (f) /* level 0's copy in the same pass (see fill0) */
@@ -315,7 +105,7 @@ static int32_t diagonals(const cpu_amg *h, level *L, int strict, const fill0 *f)
 static double spectral_radius(const cpu_amg *h, const level *L) {
   const csr *A = &L->A;
   const int32_t n = A->n;
-  const int nth = threads(h, n);
+  const int nth = amg_threads(&h->mem, n);
   const double *dinv = L->dinv;
   double *u = L->r, *y = L->q, ratio = 0, part[SLICES];
   /* a fixed pseudo-random start: the same hierarchy every time */
@@ -375,10 +165,10 @@ static int aggregate(cpu_amg *h, const csr *A, const double *dinv, double theta,
   const int32_t *restrict rp = A->rp, *restrict ci = A->ci;
   const double *restrict av = A->v;
   const size_t nnz = (size_t)rp[n];
-  uint8_t *strong = h_alloc(h, nnz, 1);
+  uint8_t *strong = amg_alloc(&h->mem, nnz, 1);
   if (!strong) return CPU_AMG_ENOMEM;
   const double t2 = theta * theta;
-#pragma omp parallel for num_threads(threads(h, n)) schedule(static)
+#pragma omp parallel for num_threads(amg_threads(&h->mem, n)) schedule(static)
   for (int32_t i = 0; i < n; i++)
     for (int32_t t = rp[i]; t < rp[i + 1]; t++) {
       int32_t j = ci[t];
@@ -422,147 +212,18 @@ static int aggregate(cpu_amg *h, const csr *A, const double *dinv, double theta,
       if (strong[t] && agg[ci[t]] < 0) agg[ci[t]] = na;
     na++;
   }
-  h->bytes -= nnz;
+  h->mem.bytes -= nnz;
   free(strong);
   *na_out = na;
   return 0;
-}
-
-/* Rows of A up to this long gather their prolongator columns by a linear
- * search of the columns found so far (a stencil's row meets a few);
- * longer rows (coarse levels of a 3-D problem) mark them in an array over
- * the aggregates, as spgemm does. */
-enum { SHORT_ROW = 32 };
-
-/* Row i of A T's distinct columns (T: ts[agg[j]] in row j, column
- * agg[j]), in order of first appearance: into col (and, with val, the
- * sums of a_ij ts[agg[j]] into val); their number.  mk marks long rows'
- * columns (see spgemm). */
-static int32_t prol_row(const csr *A, const int32_t *agg, const double *ts, int32_t i,
-                        int32_t *restrict col, double *restrict val, int32_t *restrict mk) {
-  int32_t len = 0, lo = A->rp[i], hi = A->rp[i + 1];
-  const int32_t *restrict ci = A->ci;
-  const double *restrict av = A->v;
-  if (hi - lo <= SHORT_ROW) {
-    for (int32_t t = lo; t < hi; t++) {
-      int32_t c = agg[ci[t]], p = 0;
-      while (p < len && col[p] != c) p++;
-      if (p == len) {
-        col[len++] = c;
-        if (val) val[p] = av[t] * ts[c];
-      } else if (val) {
-        val[p] += av[t] * ts[c];
-      }
-    }
-    return len;
-  }
-  for (int32_t t = lo; t < hi; t++) {
-    int32_t c = agg[ci[t]];
-    if (mk[c] < 0 || mk[c] >= len || col[mk[c]] != c) { /* a mark left by another row */
-      mk[c] = len;
-      col[len] = c;
-      if (val) val[len] = av[t] * ts[c];
-      len++;
-    } else if (val) {
-      val[mk[c]] += av[t] * ts[c];
-    }
-  }
-  return len;
-}
-
-/* P = (I - omega D^-1 A) T for the aggregates agg (na of them), T the
- * tentative prolongator (cpu_amg.h, step 3).  A T is A with each column j
- * renamed agg[j] and the repeats added: built here directly, a count pass
- * then a fill pass over A's rows, rather than as a general product with T
- * through spgemm's marker array (2-D 2048^2 on the H200 host's 16
- * threads: 61-101 ms as that product, 37-75 this way, both with the
- * other changes of session 14). */
-static int prolongator(cpu_amg *h, level *L, const int32_t *agg, int32_t na, csr *P) {
-  const csr *A = &L->A;
-  const int32_t n = A->n;
-  int nth = threads(h, n);
-  int32_t maxlen = 0;
-#pragma omp parallel for num_threads(nth) schedule(static) reduction(max : maxlen)
-  for (int32_t i = 0; i < n; i++)
-    if (A->rp[i + 1] - A->rp[i] > maxlen) maxlen = A->rp[i + 1] - A->rp[i];
-  /* Per thread: a row's columns (and the long rows' marks), a row's
-   * values, each thread's at least a cache line (64 bytes) from the next:
-   * packed together, the threads' few-entry rows shared lines, and the
-   * whole pass ran 2.5x slower on 16 threads than the product it
-   * replaced (H200 host, 2048^2: 180-210 ms against 61-101). */
-  const size_t li = 64 / sizeof(int32_t), ld = 64 / sizeof(double);
-  size_t mw = ((size_t)maxlen + li - 1) / li * li;
-  size_t per = mw + (maxlen > SHORT_ROW ? ((size_t)na + li - 1) / li * li : 0) + li;
-  size_t dper = ((size_t)maxlen + ld - 1) / ld * ld + ld;
-  int32_t *iw = h_alloc(h, (size_t)nth * per, sizeof *iw);
-  double *dw = h_alloc(h, (size_t)nth * dper, sizeof *dw);
-  /* T's entries: 1 / sqrt(the aggregate's size), a unit column each */
-  double *ts = h_alloc(h, (size_t)na, sizeof *ts);
-  int rc = CPU_AMG_ENOMEM;
-  if (!iw || !dw || !ts) goto out;
-  memset(ts, 0, (size_t)na * sizeof *ts);
-  for (int32_t i = 0; i < n; i++) ts[agg[i]]++;
-  for (int32_t c = 0; c < na; c++) ts[c] = 1.0 / sqrt(ts[c]);
-  int64_t total = 0;
-  if (!(P->rp = h_alloc(h, (size_t)n + 1, sizeof *P->rp))) goto out;
-  int32_t *cnt = P->rp; /* each row's count at cnt[i + 1], then summed */
-#pragma omp parallel num_threads(nth)
-  {
-    int32_t *col = iw + (size_t)omp_get_thread_num() * per, *mk = col + mw;
-    if (maxlen > SHORT_ROW)
-      for (int32_t c = 0; c < na; c++) mk[c] = -1;
-#pragma omp for schedule(static) reduction(+ : total)
-    for (int32_t i = 0; i < n; i++) {
-      cnt[i + 1] = prol_row(A, agg, ts, i, col, NULL, mk);
-      total += cnt[i + 1];
-    }
-  }
-  if (total > INT32_MAX) {
-    rc = CPU_AMG_ETOO_LARGE;
-    goto out;
-  }
-  cnt[0] = 0;
-  for (int32_t i = 0; i < n; i++) cnt[i + 1] += cnt[i];
-  P->n = n, P->m = na;
-  P->ci = h_alloc(h, (size_t)total, sizeof *P->ci);
-  P->v = h_alloc(h, (size_t)total, sizeof *P->v);
-  if (!P->ci || !P->v) goto out;
-  const double omega = L->rho > 0 ? 4.0 / 3.0 / L->rho : 0;
-#pragma omp parallel num_threads(nth)
-  {
-    int32_t *col = iw + (size_t)omp_get_thread_num() * per, *mk = col + mw;
-    double *val = dw + (size_t)omp_get_thread_num() * dper;
-    if (maxlen > SHORT_ROW)
-      for (int32_t c = 0; c < na; c++) mk[c] = -1;
-#pragma omp for schedule(static)
-    for (int32_t i = 0; i < n; i++) {
-      int32_t len = prol_row(A, agg, ts, i, col, val, mk), at = P->rp[i];
-      /* the order of operations of (A T) scaled, then T added: the same
-       * bits as the product it replaces */
-      for (int32_t p = 0; p < len; p++) {
-        double v = val[p] * (-omega * L->dinv[i]);
-        if (col[p] == agg[i]) v += ts[col[p]];
-        P->ci[at + p] = col[p];
-        P->v[at + p] = v;
-      }
-    }
-  }
-  rc = 0;
-out:
-  if (rc) csr_drop(h, P);
-  if (iw) h->bytes -= (size_t)nth * per * sizeof *iw;
-  if (dw) h->bytes -= (size_t)nth * dper * sizeof *dw;
-  if (ts) h->bytes -= (size_t)na * sizeof *ts;
-  free(iw), free(dw), free(ts);
-  return rc;
 }
 
 /* The coarsest matrix as dense LU factors with partial pivoting. */
 static int factor(cpu_amg *h, const csr *A) {
   int32_t n = A->n;
   h->nc = n;
-  h->lu = h_alloc(h, (size_t)n * (size_t)n, sizeof *h->lu);
-  h->piv = h_alloc(h, (size_t)n, sizeof *h->piv);
+  h->lu = amg_alloc(&h->mem, (size_t)n * (size_t)n, sizeof *h->lu);
+  h->piv = amg_alloc(&h->mem, (size_t)n, sizeof *h->piv);
   if (!h->lu || !h->piv) return CPU_AMG_ENOMEM;
   double *a = h->lu;
   memset(a, 0, (size_t)n * (size_t)n * sizeof *a);
@@ -621,7 +282,7 @@ static void lu_solve(const cpu_amg *h, const double *b, double *x) {
 static void smooth(const cpu_amg *h, level *L, const double *b, double *x, int zero) {
   const csr *A = &L->A;
   int32_t n = A->n;
-  int nth = threads(h, n);
+  int nth = amg_threads(&h->mem, n);
   /* Chebyshev needs rho; a level whose estimate came out 0 (no finite
    * spectrum to find) is smoothed by l1-Jacobi instead. */
   if (h->smoother == CPU_AMG_SMOOTHER_L1_JACOBI || !(L->rho > 0)) {
@@ -630,7 +291,7 @@ static void smooth(const cpu_amg *h, level *L, const double *b, double *x, int z
       for (int32_t i = 0; i < n; i++) x[i] = L->dl1inv[i] * b[i];
       return;
     }
-    spmv(h, A, x, L->q, 0);
+    amg_spmv(&h->mem, A, x, L->q, 0);
 #pragma omp parallel for num_threads(nth) schedule(static)
     for (int32_t i = 0; i < n; i++) x[i] += L->dl1inv[i] * (b[i] - L->q[i]);
     return;
@@ -648,7 +309,7 @@ static void smooth(const cpu_amg *h, level *L, const double *b, double *x, int z
       x[i] = 0;
     }
   } else {
-    spmv(h, A, x, q, 0);
+    amg_spmv(&h->mem, A, x, q, 0);
 #pragma omp parallel for num_threads(nth) schedule(static)
     for (int32_t i = 0; i < n; i++) r[i] = L->dinv[i] * (b[i] - q[i]);
   }
@@ -658,7 +319,7 @@ static void smooth(const cpu_amg *h, level *L, const double *b, double *x, int z
 #pragma omp parallel for num_threads(nth) schedule(static)
     for (int32_t i = 0; i < n; i++) x[i] += d[i];
     if (k >= h->cheb_degree) break;
-    spmv(h, A, d, q, 0);
+    amg_spmv(&h->mem, A, d, q, 0);
     double rn = 1 / (2 * sigma - rk), c1 = rn * rk, c2 = 2 * rn / delta;
 #pragma omp parallel for num_threads(nth) schedule(static)
     for (int32_t i = 0; i < n; i++) {
@@ -683,12 +344,12 @@ static void vcycle(cpu_amg *h, int l, const double *b, double *x) {
   }
   level *C = &h->lev[l + 1];
   smooth(h, L, b, x, 1);
-  spmv(h, &L->A, x, L->r, 0);
-#pragma omp parallel for num_threads(threads(h, n)) schedule(static)
+  amg_spmv(&h->mem, &L->A, x, L->r, 0);
+#pragma omp parallel for num_threads(amg_threads(&h->mem, n)) schedule(static)
   for (int32_t i = 0; i < n; i++) L->r[i] = b[i] - L->r[i];
-  spmv(h, &L->R, L->r, C->b, 0);
+  amg_spmv(&h->mem, &L->R, L->r, C->b, 0);
   vcycle(h, l + 1, C->b, C->x);
-  spmv(h, &L->P, C->x, x, 1);
+  amg_spmv(&h->mem, &L->P, C->x, x, 1);
   smooth(h, L, b, x, 0);
 }
 
@@ -700,7 +361,7 @@ static int level_prepare(cpu_amg *h, int l, const fill0 *f, int32_t *bad) {
   level *L = &h->lev[l];
   size_t n = (size_t)L->A.n;
   int nvec = l > 0 ? 7 : 5;
-  double *w = h_alloc(h, n ? n * (size_t)nvec : 1, sizeof *w);
+  double *w = amg_alloc(&h->mem, n ? n * (size_t)nvec : 1, sizeof *w);
   if (!w) return CPU_AMG_ENOMEM;
   L->dinv = w, L->dl1inv = w + n, L->r = w + 2 * n, L->d = w + 3 * n, L->q = w + 4 * n;
   if (l > 0) L->b = w + 5 * n, L->x = w + 6 * n;
@@ -729,10 +390,10 @@ static int finest(cpu_amg *h, int32_t n, const int32_t *rp, const int32_t *ci, c
       f->values = NULL;
       return 0;
     }
-    if (!(A->v = h_alloc(h, (size_t)rp[n], sizeof *A->v))) return CPU_AMG_ENOMEM;
+    if (!(A->v = amg_alloc(&h->mem, (size_t)rp[n], sizeof *A->v))) return CPU_AMG_ENOMEM;
     return 0;
   }
-  if (csr_alloc(h, A, n, n, rp[n])) return CPU_AMG_ENOMEM;
+  if (amg_csr_alloc(&h->mem, A, n, n, rp[n])) return CPU_AMG_ENOMEM;
   memcpy(A->rp, rp, ((size_t)n + 1) * sizeof *rp);
   f->ci = ci;
   return 0;
@@ -746,10 +407,10 @@ int cpu_amg_setup(int32_t n, const int32_t *row_ptr, const int32_t *col_idx, con
   if (!h) return CPU_AMG_ENOMEM;
   h->smoother = o->smoother;
   h->cheb_degree = o->cheb_degree > 0 ? o->cheb_degree : 2;
-  h->nth = o->nthreads;
-  h->max_bytes = o->max_bytes;
+  h->mem.nth = o->nthreads;
+  h->mem.max_bytes = o->max_bytes;
   h->borrowed = o->borrow ? (values_f64 ? 2 : 1) : 0;
-  h->bytes = sizeof *h;
+  h->mem.bytes = sizeof *h;
   double theta = o->theta > 0 ? o->theta : 0.08;
   int maxlev = o->max_levels > 0 && o->max_levels < CPU_AMG_MAX_LEVELS ? o->max_levels
                                                                      : CPU_AMG_MAX_LEVELS;
@@ -769,7 +430,7 @@ int cpu_amg_setup(int32_t n, const int32_t *row_ptr, const int32_t *col_idx, con
                    level_prepare(h, l, l == 0 && f0.values ? &f0 : NULL, bad_row))))
       goto fail;
     if (L->A.n <= coarse || l + 1 >= maxlev) break;
-    agg = h_alloc(h, (size_t)L->A.n, sizeof *agg);
+    agg = amg_alloc(&h->mem, (size_t)L->A.n, sizeof *agg);
     if (!agg) {
       rc = CPU_AMG_ENOMEM;
       goto fail;
@@ -779,7 +440,7 @@ int cpu_amg_setup(int32_t n, const int32_t *row_ptr, const int32_t *col_idx, con
     theta /= 2; /* see cpu_amg.h, step 1 */
     /* Less than a tenth fewer rows: more levels would cost without helping. */
     if (na == 0 || na > L->A.n - L->A.n / 10) {
-      h->bytes -= (size_t)L->A.n * sizeof *agg;
+      h->mem.bytes -= (size_t)L->A.n * sizeof *agg;
       free(agg);
       agg = NULL;
       break;
@@ -788,16 +449,16 @@ int cpu_amg_setup(int32_t n, const int32_t *row_ptr, const int32_t *col_idx, con
     L->rho = l == 0 && o->rho0 > 0 ? o->rho0 : spectral_radius(h, L);
     h->ms[CPU_AMG_T_RHO] += (omp_get_wtime() - t0) * 1e3;
     csr AP = {0};
-    if ((rc = STEP(CPU_AMG_T_PROLONG, prolongator(h, L, agg, na, &L->P))) ||
-        (rc = STEP(CPU_AMG_T_TRANSPOSE, transpose(h, &L->P, &L->R))) ||
-        (rc = STEP(CPU_AMG_T_AP, spgemm(h, &L->A, &L->P, &AP))) ||
-        (rc = STEP(CPU_AMG_T_RAP, spgemm(h, &L->R, &AP, &h->lev[l + 1].A)))) {
-      csr_free(&AP);
+    if ((rc = STEP(CPU_AMG_T_PROLONG, amg_prolongator(&h->mem, L, agg, na, &L->P))) ||
+        (rc = STEP(CPU_AMG_T_TRANSPOSE, amg_transpose(&h->mem, &L->P, &L->R))) ||
+        (rc = STEP(CPU_AMG_T_AP, amg_spgemm(&h->mem, &L->A, &L->P, &AP))) ||
+        (rc = STEP(CPU_AMG_T_RAP, amg_spgemm(&h->mem, &L->R, &AP, &h->lev[l + 1].A)))) {
+      amg_csr_free(&AP);
       goto fail;
     }
-    h->bytes -= ((size_t)AP.n + 1) * sizeof *AP.rp + (size_t)AP.rp[AP.n] * (sizeof *AP.ci + sizeof *AP.v);
-    csr_free(&AP);
-    h->bytes -= (size_t)L->A.n * sizeof *agg;
+    h->mem.bytes -= ((size_t)AP.n + 1) * sizeof *AP.rp + (size_t)AP.rp[AP.n] * (sizeof *AP.ci + sizeof *AP.v);
+    amg_csr_free(&AP);
+    h->mem.bytes -= (size_t)L->A.n * sizeof *agg;
     free(agg);
     agg = NULL;
     h->nlev = l + 2;
@@ -900,7 +561,7 @@ static int lapack_inverse(const cpu_amg *h, double *inv) {
 void cpu_amg_coarse_inverse(const cpu_amg *h, double *inv) {
   if (lapack_inverse(h, inv) == 0) return;
   int32_t n = h->nc;
-  int nth = h->nth > 0 ? h->nth : omp_get_max_threads();
+  int nth = h->mem.nth > 0 ? h->mem.nth : omp_get_max_threads();
   /* column j = lu_solve(e_j), written transposed into the row-major inverse */
 #pragma omp parallel num_threads(n >= 64 ? nth : 1)
   {
@@ -924,7 +585,7 @@ double cpu_amg_step_ms(const cpu_amg *h, cpu_amg_step step) {
   return step >= 0 && step < CPU_AMG_T_STEPS ? h->ms[step] : 0;
 }
 
-size_t cpu_amg_bytes(const cpu_amg *h) { return h->bytes; }
+size_t cpu_amg_bytes(const cpu_amg *h) { return h->mem.bytes; }
 
 void cpu_amg_free(cpu_amg *h) {
   if (!h) return;
@@ -934,7 +595,7 @@ void cpu_amg_free(cpu_amg *h) {
   }
   for (int l = 0; l < CPU_AMG_MAX_LEVELS; l++) {
     level *L = &h->lev[l];
-    csr_free(&L->A), csr_free(&L->P), csr_free(&L->R);
+    amg_csr_free(&L->A), amg_csr_free(&L->P), amg_csr_free(&L->R);
     free(L->dinv); /* the level's vectors are one allocation */
   }
   free(h->lu);
