@@ -25,9 +25,14 @@
  * The server gives the frame back to the pool when the job is done, and
  * a big reply body goes back to it once written.
  *
- * Replies produced during one loop iteration are collected and written with
- * a single sendmsg (conn_flush_all runs from a uv_check), so a pipelining
- * client costs one write per batch rather than one per reply.  A big body
+ * A reply is written when it is made, with one sendmsg for what a batch
+ * made: the replies to the frames one read delivered (the loop answers
+ * some, refuses others) go out together once those frames are handed on,
+ * and the owner says when more replies to the same connection follow at
+ * once (conn_job_done's `more`: the replies of jobs that finished
+ * together), so a pipelining client costs one write per batch rather than
+ * one per reply, and nothing waits for the end of the loop's iteration.
+ * A big body
  * at the head of them (1 MiB or more left) is sent by a writer thread
  * instead (hand_off_write, the reader threads' other direction), the loop
  * sending nothing on that socket until it is back.  A reply's
@@ -80,8 +85,8 @@
  * (conn_ring_ops, conn.h), and which serves a ring's connection with the
  * functions conn.h lists as conn.c's for it.
  *
- * Lifetime: refs counts the open handle, each job in flight and the dirty
- * list's hold; the memory goes when the last of them is done.
+ * Lifetime: refs counts the open handle and each job in flight; the memory
+ * goes when the last of them is done.
  */
 #include <errno.h>
 #include <stddef.h>
@@ -113,11 +118,18 @@
 
 /* --- buffers and their charges ------------------------------------------ */
 
+/* Some connection is paused for one of the reasons conn_resume_paused
+ * looks at (*flag, of set): the owner is asked for that pass. */
+static void pause_on(gkcd_conns *set, int *flag) {
+  *flag = 1;
+  if (set->hooks.pass) set->hooks.pass(set);
+}
+
 /* The connection that may read past the memory budget (reserve). */
 static void drop_overdraft(gkcd_conn *c) {
   if (c->set->overdraft != c) return;
   c->set->overdraft = NULL;
-  c->set->paused_mem = 1; /* someone else may take it */
+  pause_on(c->set, &c->set->paused_mem); /* someone else may take it */
 }
 
 /* Charges the part of a pooled buffer past cap to the pool (conn.h). */
@@ -289,7 +301,8 @@ static void account_written(gkcd_conn *c, size_t written) {
 
 static int hand_off_write(gkcd_conn *c);
 
-void conn_write_pending(gkcd_conn *c) {
+/* Writes what the socket (or ring) takes now of c's pending replies. */
+static void flush_out(gkcd_conn *c) {
   if (c->wbusy) return; /* the writer's return (on_writer_done) goes on */
   size_t written = 0;
   while (c->npend > 0 && !c->closing) {
@@ -325,22 +338,14 @@ void conn_write_pending(gkcd_conn *c) {
   }
   if (written) account_written(c, written);
   conn_watch(c);
+}
+
+void conn_write_pending(gkcd_conn *c) {
+  if (c->wbusy) return; /* the writer's return (on_writer_done) goes on */
+  flush_out(c);
   if (!c->closing) {
     conn_update_reading(c);
     close_if_done(c);
-  }
-}
-
-void conn_flush_all(gkcd_conns *set) {
-  gkcd_conn *list = set->dirty;
-  set->dirty = NULL;
-  while (list) {
-    gkcd_conn *c = list, *next = c->next_dirty;
-    c->next_dirty = NULL;
-    c->dirty = 0;
-    if (!c->closing) conn_write_pending(c);
-    conn_unref(c); /* the dirty list's reference */
-    list = next;
   }
 }
 
@@ -359,26 +364,34 @@ static int pend(gkcd_conn *c, void *p, size_t len) {
   return 0;
 }
 
-void conn_send(gkcd_conn *c, void *head, size_t head_len, void *body, size_t body_len) {
+/* Queues head and body (ownership taken): 0, or -1 when c is closing or
+ * was closed for lack of memory (what was not queued is freed). */
+static int queue_reply(gkcd_conn *c, void *head, size_t head_len, void *body, size_t body_len) {
   if (c->closing) goto drop;
   if (pend(c, head, head_len) != 0) goto oom;
   head = NULL;
   if (body_len && pend(c, body, body_len) != 0) goto oom;
-  body = NULL;
-  if (!c->dirty) { /* written once per loop iteration, by conn_flush_all */
-    c->dirty = 1;
-    c->refs++;
-    c->next_dirty = c->set->dirty;
-    c->set->dirty = c;
-  }
-  conn_update_reading(c);
-  goto drop; /* frees whatever was not queued: nothing, normally */
+  return 0;
 oom:
   log_err("connection %llu: out of memory queueing a reply", (unsigned long long)c->id);
   conn_close(c);
 drop:
   free(head);
   free(body);
+  return -1;
+}
+
+void conn_send(gkcd_conn *c, void *head, size_t head_len, void *body, size_t body_len) {
+  if (queue_reply(c, head, head_len, body, body_len)) return;
+  /* Inside parse_frames the batch is written once its frames are handed
+   * on; otherwise now. */
+  if (!c->parsing) conn_write_pending(c);
+}
+
+void conn_job_done(gkcd_conn *c, void *head, size_t head_len, void *body, size_t body_len, int more) {
+  c->jobs--;
+  if (queue_reply(c, head, head_len, body, body_len) == 0 && !more && !c->parsing) conn_write_pending(c);
+  conn_unref(c); /* the job's reference */
 }
 
 /* --- reading ------------------------------------------------------------- */
@@ -530,7 +543,7 @@ int conn_make_room(gkcd_conn *c) {
   }
   if (r > 0) { /* resumed by conn_resume_paused once memory comes back */
     c->wait_mem = 1;
-    c->set->paused_mem = 1;
+    pause_on(c->set, &c->set->paused_mem);
     return 1;
   }
   return 0;
@@ -665,6 +678,8 @@ static void parse_frames(gkcd_conn *c) {
     if (!c->buf || c->closing) break;
   }
   c->parsing = 0;
+  /* What the loop answered or refused of these frames goes out together. */
+  if (c->npend && !c->closing) flush_out(c);
   if (!c->buf || c->closing) return;
   if (pos > 0) {
     memmove(c->buf, c->buf + pos, c->len - pos);
@@ -693,7 +708,7 @@ void conn_update_reading(gkcd_conn *c) {
     if (c->closing) return;
     want = may_take_frames(c);
   }
-  if (!want && !c->closing && c->set->full) c->set->paused_full = 1;
+  if (!want && !c->closing && c->set->full && !c->set->paused_full) pause_on(c->set, &c->set->paused_full);
   /* A client with replies waiting may be stuck writing to us, unable to
    * read them until its write completes: keep reading it (into the input
    * allowance, without parsing) so that neither side waits for the other. */
@@ -716,11 +731,13 @@ void conn_hold(gkcd_conn *c, int held) {
   c->held = held;
   if (!held && !c->closing) {
     c->wake = 1;
-    c->set->paused_held = 1;
+    pause_on(c->set, &c->set->paused_held);
   }
 }
 
 void conn_set_full(gkcd_conns *set, int full) { set->full = full; }
+
+int conn_paused(const gkcd_conns *set) { return set->paused_full || set->paused_mem || set->paused_held; }
 
 void conn_resume_paused(gkcd_conns *set) {
   int full = set->paused_full && !set->full;

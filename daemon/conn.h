@@ -71,6 +71,10 @@ typedef struct conn_hooks {
   /* c's handle has closed and c is off the list: what the owner keeps for
    * it goes now.  c's memory goes after the hook, with its last reference. */
   void (*closed)(gkcd_conn *c);
+  /* Some connection is now paused for full queues, memory or a released
+   * hold: the owner calls conn_resume_paused soon, on the loop, and again
+   * while conn_paused says so.  Must only record that. */
+  void (*pass)(gkcd_conns *set);
 } conn_hooks;
 
 struct gkcd_conn {
@@ -107,6 +111,7 @@ struct gkcd_conn {
   size_t need;         /* scanner's hint: rescan once len reaches it */
   size_t pool_asked;   /* the need for which hand_off last asked the pool for a buffer */
   size_t jobs;         /* in flight, including those queued or held (counted by the owner) */
+  int batch;           /* the owner's: its replies still due in the batch it is answering */
   size_t expected;     /* reply bytes its admitted jobs are predicted to add (the owner's) */
   size_t unwritten;    /* reply bytes queued here and not yet taken by the socket */
   int held;            /* the owner holds one of its requests: take no frames (conn_hold) */
@@ -117,8 +122,6 @@ struct gkcd_conn {
   /* Replies collected during one loop iteration, written together. */
   uv_buf_t *pend;
   size_t npend, pend_cap;
-  gkcd_conn *next_dirty;
-  int dirty;
   /* The shared-memory ring (conn_ring_start), or NULL: the socket then
    * carries only doorbells and descriptors, after the sock_pend replies
    * still due on it. */
@@ -148,7 +151,6 @@ struct gkcd_conns {
   uint64_t n;          /* of them */
   uint64_t next_id;
   int draining;        /* conn_drain: each closes once it has nothing left to do */
-  gkcd_conn *dirty;    /* connections with replies to write */
   int paused_full;     /* some connections are unread because the queues were full */
   int paused_mem;      /* some connections are unread for lack of memory budget */
   int paused_held;     /* some connections were released from held (conn_hold) */
@@ -196,8 +198,15 @@ void conn_accept(gkcd_conns *set, int fd);
 /* The oldest descriptor received on c and not yet taken, or -1. */
 int conn_take_fd(gkcd_conn *c);
 /* Sends head (malloc'd, ownership taken) then body (malloc'd or NULL,
- * ownership taken).  Dropped silently when the connection is closing. */
+ * ownership taken): written now, or, from inside the frame hook, with the
+ * other replies to the frames of the same read once they are handed on.
+ * Dropped silently when the connection is closing. */
 void conn_send(gkcd_conn *c, void *head, size_t head_len, void *body, size_t body_len);
+/* A job of c's is answered: as conn_send, then c's job count and the job's
+ * reference (refs) go.  more: another reply to c follows at once (jobs
+ * that finished together), so this one waits to go out with it.  c may be
+ * gone once it returns. */
+void conn_job_done(gkcd_conn *c, void *head, size_t head_len, void *body, size_t body_len, int more);
 void conn_close(gkcd_conn *c);
 /* Drops a reference (conn.h refs): the owner takes one per job in flight. */
 void conn_unref(gkcd_conn *c);
@@ -208,10 +217,11 @@ void conn_update_reading(gkcd_conn *c);
  * reply to write; those idle now close at once. */
 void conn_drain(gkcd_conns *set);
 /* Resumes the connections paused for full queues, memory or a held
- * request once that has passed (part of the uv_check callback). */
+ * request once that has passed (the owner's pass, asked for by the pass
+ * hook). */
 void conn_resume_paused(gkcd_conns *set);
-/* Writes what every connection collected (the uv_check callback). */
-void conn_flush_all(gkcd_conns *set);
+/* 1 while some connection is paused for one of those reasons. */
+int conn_paused(const gkcd_conns *set);
 /* Closes connections past a deadline: idle (--idle-timeout), replies not
  * read (--send-timeout), a request arriving too slowly (--request-timeout);
  * and refused sockets whose linger is over. */

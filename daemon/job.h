@@ -2,9 +2,9 @@
  *
  * The event loop fills the arguments after validating them, the pool hands
  * the job to a worker thread, the backend computes and fills the results,
- * and job_finish() calls the job's finish hook: the pool's returns it to the
- * loop, which sends the reply and frees it; a part of a split job has
- * split.c's instead.  An array argument is a span: bytes inside the request itself (which
+ * and job_finish() hands it back to the loop (its completion queue, drained
+ * by rpc.c), which sends the reply and frees it; a part of a split job goes
+ * to split.c's finish hook instead.  An array argument is a span: bytes inside the request itself (which
  * the job owns, `frame`) or inside a client's shared-memory region, both in
  * host memory and possibly unaligned; or a resident array, in the backend's
  * own memory (device memory on the CUDA backend).
@@ -14,6 +14,7 @@
 #ifndef GKCD_JOB_H
 #define GKCD_JOB_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -219,9 +220,9 @@ struct gkcd_job {
 
   /* Daemon-private. */
   gkcd_conn *conn;
-  /* Where job_finish sends it, set by whoever will take it back: the pool
-   * (pool_submit, pool_finish_through) or split.c for a part.  Called once,
-   * on whatever thread finished the job. */
+  /* Where job_finish sends it instead of the loop's completion queue: set
+   * by split.c for a part (NULL for every other job).  Called once, on
+   * whatever thread finished the job. */
   void (*on_finish)(gkcd_job *job, void *arg);
   void *finish_arg;
   uint32_t msgid;
@@ -316,12 +317,38 @@ typedef struct gkcd_copy {
 void job_fail(gkcd_job *job, int err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* Hands a finished job (results or err filled) to its finish hook
- * (on_finish), stamping t_done_ns first; the job is the hook's from then on.
- * Safe from any thread, including a CUDA host callback.  Defined in
- * job_finish.c, apart from job.c, so that a test linking job.c can stand in
- * its own. */
+/* Hands a finished job (results or err filled) back, stamping t_done_ns
+ * first: to its finish hook (on_finish) when it has one, else onto the
+ * loop's completion queue, waking the loop through the async handle given
+ * to job_done_setup.  The job is no longer the caller's.  Safe from any
+ * thread, including a CUDA host callback.  Defined in job_finish.c, apart
+ * from job.c, so that a test linking job.c can stand in its own. */
 void job_finish(gkcd_job *job);
+
+/* The loop's completion queue: jobs finished on any thread (job_finish),
+ * in the order they finished, and the async handle (a uv_async_t) that
+ * wakes the loop for them; uv_async_send coalesces wake-ups, hence the
+ * queue.  The loop's side takes the whole list at once (job_done_take). */
+struct uv_async_s;
+typedef struct job_done_queue {
+  pthread_mutex_t mu;
+  gkcd_job *head, *tail;    /* under mu */
+  struct uv_async_s *wake;
+} job_done_queue;
+
+/* Loop thread, before any worker starts: where job_finish puts the jobs
+ * without a finish hook of their own (q's mutex initialised here). */
+void job_done_setup(job_done_queue *q, struct uv_async_s *wake);
+
+/* Loop thread: every job finished since the last call, oldest first,
+ * linked through next; NULL when none. */
+static inline gkcd_job *job_done_take(job_done_queue *q) {
+  pthread_mutex_lock(&q->mu);
+  gkcd_job *list = q->head;
+  q->head = q->tail = NULL;
+  pthread_mutex_unlock(&q->mu);
+  return list;
+}
 
 /* An OUT_BIN result buffer of bytes bytes (at least 1): from the allocator
  * the daemon registered (job_set_out_alloc: its buffer pool, bufpool.h),

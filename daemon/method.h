@@ -10,9 +10,10 @@
  * its Python call and PROTOCOL.md.
  *
  * A request's path, one way: conn (bytes, frames) -> rpc (header, the row)
- * -> the row's parse -> sched (lane, cost, queue, device) -> pool (a
- * worker) -> work (validate, move) -> the backend's run -> job_finish ->
- * rpc (the row's pack) -> conn.
+ * -> the row's parse -> sched (lane, cost, queue, device; dispatched at
+ * once when its lane has room) -> pool (a worker) -> work (validate, move)
+ * -> the backend's run -> job_finish (the loop's completion queue) -> rpc
+ * (sched_finished, the row's pack) -> conn (written at once).
  *
  * Implemented in: method_table.c
  */

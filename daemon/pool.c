@@ -40,16 +40,12 @@ typedef struct lane {
 } lane;
 
 struct gkcd_pool {
-  uv_async_t async;        /* loop side: wakes on finished jobs */
   pool_run_cb run;
   void *run_arg;
-  pool_done_cb done;
-  void *done_arg;
 
   pthread_mutex_t mu;
   lane *lanes;             /* device d's lane l is lanes[d * nlanes + l] */
   int nlanes, ndevices;
-  gkcd_job *done_head, *done_tail; /* finished, not yet seen by the loop */
   int stopping;
   uint64_t spin_ns;
   uint64_t spin_hits;      /* jobs taken by a spinner */
@@ -123,42 +119,8 @@ static void *worker_main(void *arg) {
   }
 }
 
-/* A job's finish hook (job_finish, any thread): queues it for the loop. */
-static void hand_back(gkcd_job *job, void *arg) {
-  gkcd_pool *s = arg;
-  job->next = NULL;
-  pthread_mutex_lock(&s->mu);
-  if (s->done_tail)
-    s->done_tail->next = job;
-  else
-    s->done_head = job;
-  s->done_tail = job;
-  pthread_mutex_unlock(&s->mu);
-  int rc = uv_async_send(&s->async);
-  if (rc) log_err("uv_async_send: %s", uv_strerror(rc)); /* cannot fail on Linux */
-}
-
-void pool_finish_through(gkcd_pool *s, gkcd_job *job) {
-  job->on_finish = hand_back;
-  job->finish_arg = s;
-}
-
-static void on_async(uv_async_t *h) {
-  gkcd_pool *s = h->data;
-  pthread_mutex_lock(&s->mu);
-  gkcd_job *list = s->done_head;
-  s->done_head = s->done_tail = NULL;
-  pthread_mutex_unlock(&s->mu);
-  while (list) {
-    gkcd_job *next = list->next;
-    list->next = NULL;
-    s->done(list, s->done_arg);
-    list = next;
-  }
-}
-
-int pool_start(gkcd_pool **out, uv_loop_t *loop, int ndevices, int nlanes, const int *workers,
-               double spin_us, pool_run_cb run, void *run_arg, pool_done_cb done, void *done_arg) {
+int pool_start(gkcd_pool **out, int ndevices, int nlanes, const int *workers, double spin_us,
+               pool_run_cb run, void *run_arg) {
   if (nlanes < 1 || nlanes > POOL_MAX_LANES || ndevices < 1) return GKC_EINVALID_ARGUMENT;
   int total = 0;
   for (int l = 0; l < nlanes; l++) total += workers[l];
@@ -173,8 +135,6 @@ int pool_start(gkcd_pool **out, uv_loop_t *loop, int ndevices, int nlanes, const
   s->ndevices = ndevices;
   s->run = run;
   s->run_arg = run_arg;
-  s->done = done;
-  s->done_arg = done_arg;
   s->nlanes = nlanes;
   s->spin_ns = spin_us > 0 ? (uint64_t)(spin_us * 1e3) : 0;
   for (int l = 0; l < ndevices * nlanes; l++) atomic_init(&s->lanes[l].queued, 0);
@@ -186,15 +146,7 @@ int pool_start(gkcd_pool **out, uv_loop_t *loop, int ndevices, int nlanes, const
     free(s);
     return GKC_EOUT_OF_MEMORY;
   }
-  int rc = uv_async_init(loop, &s->async, on_async);
-  if (rc) {
-    pthread_mutex_destroy(&s->mu);
-    free(s->workers);
-    free(s->lanes);
-    free(s);
-    return rc;
-  }
-  s->async.data = s;
+  int rc;
   for (int dl = 0, i = 0; dl < ndevices * nlanes; dl++) {
     for (int k = 0; k < workers[dl % nlanes]; k++, i++) {
       worker *w = &s->workers[i];
@@ -219,7 +171,6 @@ void pool_submit(gkcd_pool *s, gkcd_job *job) {
   pthread_mutex_lock(&s->mu);
   int dev = job->device >= 0 && job->device < s->ndevices ? job->device : 0;
   lane *l = &s->lanes[dev * s->nlanes + (job->lane < s->nlanes ? job->lane : 0)];
-  if (!job->on_finish) pool_finish_through(s, job); /* a split's part keeps split.c's */
   if (job->first) { /* its client's only job: ahead of the others' primed ones (job.h) */
     job->next = l->head;
     l->head = job;
@@ -253,15 +204,6 @@ uint64_t pool_spin_hits(gkcd_pool *s) {
   return n;
 }
 
-static void on_async_closed(uv_handle_t *h) {
-  gkcd_pool *s = h->data;
-  for (int i = 0; i < s->nworkers; i++) pthread_cond_destroy(&s->workers[i].cv);
-  pthread_mutex_destroy(&s->mu);
-  free(s->workers);
-  free(s->lanes);
-  free(s);
-}
-
 void pool_stop(gkcd_pool *s) {
   pthread_mutex_lock(&s->mu);
   s->stopping = 1;
@@ -269,5 +211,9 @@ void pool_stop(gkcd_pool *s) {
     while (s->lanes[l].idle_top) wake_one(&s->lanes[l]); /* a spinner sees stopping when its time is up */
   pthread_mutex_unlock(&s->mu);
   for (int i = 0; i < s->nworkers; i++) pthread_join(s->workers[i].thread, NULL);
-  uv_close((uv_handle_t *)&s->async, on_async_closed);
+  for (int i = 0; i < s->nworkers; i++) pthread_cond_destroy(&s->workers[i].cv);
+  pthread_mutex_destroy(&s->mu);
+  free(s->workers);
+  free(s->lanes);
+  free(s);
 }

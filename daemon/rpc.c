@@ -37,12 +37,16 @@ static void send_sbuffer(gkcd_conn *c, msgpack_sbuffer *sb, void *body, size_t b
   conn_send(c, msgpack_sbuffer_release(sb), len, body, body_len);
 }
 
+static void pack_error(msgpack_sbuffer *sb, int msgid_known, uint32_t msgid, int code, const char *msg) {
+  msgpack_packer pk;
+  msgpack_sbuffer_init(sb);
+  msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
+  proto_pack_error(&pk, msgid_known, msgid, code, msg);
+}
+
 void rpc_send_error(gkcd_conn *c, int msgid_known, uint32_t msgid, int code, const char *msg) {
   msgpack_sbuffer sb;
-  msgpack_packer pk;
-  msgpack_sbuffer_init(&sb);
-  msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-  proto_pack_error(&pk, msgid_known, msgid, code, msg);
+  pack_error(&sb, msgid_known, msgid, code, msg);
   send_sbuffer(c, &sb, NULL, 0);
 }
 
@@ -118,7 +122,12 @@ static void job_free(gkcd_server *srv, gkcd_job *job) {
   free(job->priv[0]);
   free(job->priv[1]);
   free(job->out);
-  free(job->frame);
+  /* A big request's bytes go back to the pool instead of to free(), for
+   * the next big request (bufpool.h). */
+  if (job->frame && job->frame_bytes >= BUFPOOL_MIN)
+    bufpool_put(&srv->bufpool, job->frame);
+  else
+    free(job->frame);
   free(job);
 }
 
@@ -348,36 +357,55 @@ done:
   free(frame);
 }
 
-void rpc_job_done(gkcd_job *job, void *arg) {
-  gkcd_server *srv = arg;
+/* Answers a finished job and frees it.  more: the next reply is to the
+ * same connection (conn_job_done). */
+static void job_done(gkcd_server *srv, gkcd_job *job, int more) {
   gkcd_conn *c = job->conn;
   srv->in_flight--;
   if (srv->in_flight == 0) srv->expect_ns = 0; /* nothing left to wait for */
   srv->served++;
   count_event(srv);
-  c->jobs--;
   sched_finished(srv->sched, job); /* gives back its memory; replies take their own */
   uint32_t new_id = job->err ? 0 : adopt(srv, job);
   metrics_job_done(&srv->metrics, job, now_ns());
+  msgpack_sbuffer sb;
+  void *body = NULL;
+  size_t body_len = 0;
   if (job->err) {
     srv->errors[job->method]++;
     log_debug("connection %llu: %s %u failed: %s: %s", (unsigned long long)c->id,
               proto_method_name(job->method), job->msgid, proto_err_wire(job->err), job->errmsg);
-    rpc_send_error(c, 1, job->msgid, job->err, job->errmsg);
+    pack_error(&sb, 1, job->msgid, job->err, job->errmsg);
   } else {
     srv->kernel_us[job->method] += job->kernel_us;
-    msgpack_sbuffer sb;
     msgpack_packer pk;
     result_begin(&sb, &pk, job->msgid);
     job->row->pack(&pk, job, (double)(now_ns() - job->t_start_ns) / 1e3, new_id);
-    size_t out_bytes = job->out_kind == OUT_BIN && job->out ? job->out_bytes : 0;
-    send_sbuffer(c, &sb, job->out, out_bytes);
-    job->out = NULL; /* the write owns it now */
+    if (job->out_kind == OUT_BIN && job->out) {
+      body = job->out;
+      body_len = job->out_bytes;
+      job->out = NULL; /* the write owns it now */
+    }
   }
   job_free(srv, job);
-  if (!c->closing) conn_update_reading(c);
-  conn_unref(c);
+  size_t len = sb.size;
+  conn_job_done(c, msgpack_sbuffer_release(&sb), len, body, body_len, more);
   server_maybe_finish(srv);
 }
 
+void rpc_job_done(gkcd_job *job, void *arg) { job_done(arg, job, 0); }
 
+void rpc_jobs_done(uv_async_t *h) {
+  gkcd_server *srv = h->data;
+  gkcd_job *list = job_done_take(&srv->done_q);
+  bufpool_sync(&srv->bufpool); /* the charges of result buffers the workers took */
+  /* Replies to one connection among these go out in one write: each
+   * knows whether another follows (c->batch counts them). */
+  for (gkcd_job *j = list; j; j = j->next) j->conn->batch++;
+  while (list) {
+    gkcd_job *job = list;
+    list = job->next;
+    job->next = NULL;
+    job_done(srv, job, --job->conn->batch > 0);
+  }
+}

@@ -1,7 +1,8 @@
 /* sched_place.c: see sched_place.h.  Placement's rule itself (which
  * device, where a new object goes) is place.c's, a split's split.c's; this
  * is the scheduler's side of them: the slots, the backlog and the homes it
- * counts per device, and the hand-off to the pool. */
+ * counts per device.  It hands nothing to the pool: the scheduler does,
+ * once this has said where. */
 #include "sched_place.h"
 
 #include <stdio.h>
@@ -60,7 +61,7 @@ void sched_place_uncolocate(sched_place *p, gkcd_job *job) {
 
 /* --- dispatch ------------------------------------------------------------ */
 
-/* Hands a job (or a part) to device d's lane. */
+/* A job (or a part) bound to device d's lane, its slot taken. */
 static void start_on(sched_place *p, gkcd_job *job, int d, int l, double cost_us) {
   job->device = d;
   job->be = p->devs->dev[d].be;
@@ -68,12 +69,11 @@ static void start_on(sched_place *p, gkcd_job *job, int d, int l, double cost_us
   job->dev_cost_us = cost_us;
   p->dev[d].running[l]++;
   p->dev[d].outstanding_us += cost_us;
-  pool_submit(p->pool, job);
 }
 
 /* Places job among the free devices (place.h), split across them when
- * that pays (split.h), and hands it (or its parts) to the pool.  The slots
- * taken, or -1 when the job failed instead (answered from the pump). */
+ * that pays (split.h).  The slots taken, or -1 when the job failed instead
+ * (answered from the pump). */
 int sched_place_job(sched_place *p, gkcd_job *job, int l, uint64_t live, uint64_t freem) {
   gkcd_devices *dv = p->devs;
   uint64_t elig = (job->replicate ? live : job->dev_mask & live);
@@ -152,8 +152,7 @@ int sched_place_job(sched_place *p, gkcd_job *job, int l, uint64_t live, uint64_
         if (devs[i] == best) devs[i] = devs[0], devs[0] = best;
     if (split_make(job, devs, k)) return -1;
     p->splits++;
-    pool_finish_through(p->pool, job); /* the last part finishes the parent through the pool */
-    job->dev_cost_us = 0;
+    job->dev_cost_us = 0; /* the last part finishes the parent (split.c), to the loop's queue */
     for (int i = 0; i < job->nparts; i++) {
       gkcd_job *part = job->parts[i];
       start_on(p, part, part->device, l, cost_predict(dv->dev[part->device].cost, part));

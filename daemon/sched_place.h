@@ -7,12 +7,13 @@
  * without `device` is bound to its connection's home (sched_place_colocate,
  * place.h's "Where a new object goes").  At dispatch the job goes to the
  * device among the free ones where it would finish first (place.h), split
- * across them when that pays (split.h), and is handed (or its parts are)
- * to the pool, each taking a slot of its lane there (sched_place_job); the
+ * across them when that pays (split.h), each part taking a slot of its
+ * lane there (sched_place_job), and scheduler.c hands it (or its parts)
+ * to the pool; the
  * slots come back, and each device's cost model and the split model learn
  * from what the work took, when it is back (sched_place_release).
  *
- * Nothing here orders or queues work, and nothing calls the scheduler:
+ * Nothing here orders, queues or runs work, and nothing calls the scheduler:
  * scheduler.c counts the slots in its lanes from what these return.  Loop
  * thread only.
  */
@@ -37,7 +38,6 @@ typedef struct {
 /* The devices as the scheduler sees them (embedded in it). */
 typedef struct {
   gkcd_devices *devs;
-  gkcd_pool *pool;
   sched_dev dev[GKCD_MAX_DEVICES];
   double handoff_us;     /* per part of a split: measured, then refined (split.h) */
   uint64_t splits;
@@ -51,9 +51,9 @@ void sched_place_colocate(sched_place *p, gkcd_job *job, int *home);
  * is done, or refused before it queued). */
 void sched_place_uncolocate(sched_place *p, gkcd_job *job);
 /* Places job, of lane l, among the devices free in that lane (freem, of
- * live), and hands it (or its parts) to the pool.  The slots it took (one
- * per device it occupies), or -1 when the job failed instead (answered
- * from the pump). */
+ * live): job->device and job->lane set, or job->parts made (a split), for
+ * the scheduler to hand to the pool.  The slots it took (one per device it
+ * occupies), or -1 when the job failed instead (answered from the pump). */
 int sched_place_job(sched_place *p, gkcd_job *job, int l, uint64_t live, uint64_t freem);
 /* The dispatched job came back: each device gives back its slots and
  * learns from what its part took.  The slots given back. */

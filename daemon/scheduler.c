@@ -34,8 +34,10 @@ struct gkcd_sched {
   const gkcd_config *cfg;
   gkcd_budget *budget;
   sched_place pl;        /* the devices, and what each was handed (sched_place.h) */
+  gkcd_pool *pool;
   sched_done_cb done;
   sched_gate_cb gate;
+  sched_pass_cb pass;
   void *arg;
   int full_said;                 /* what the gate hook last said of the queues */
   int nlanes;
@@ -74,7 +76,16 @@ static size_t result_bytes(const gkcd_job *job) {
 }
 
 /* Answers job (failed already) from the next pump. */
-static void finish_here(gkcd_sched *s, gkcd_job *job) { append(&s->fin_head, &s->fin_tail, job); }
+/* Answered by the next pump, never from under the caller: the pass hook
+ * asks for one. */
+static void want_pass(gkcd_sched *s) {
+  if (s->pass) s->pass(s->arg);
+}
+
+static void finish_here(gkcd_sched *s, gkcd_job *job) {
+  append(&s->fin_head, &s->fin_tail, job);
+  want_pass(s);
+}
 
 static void cancel(gkcd_sched *s, gkcd_job *job) {
   job_fail(job, GKC_ECANCELLED, "the client disconnected before the request started");
@@ -118,7 +129,6 @@ static void enqueue(gkcd_sched *s, gkcd_job *job) {
   c->queued[l]++;
   s->lanes[l].queued++;
   if (!c->active[l]) activate(s, c, l);
-  timer_arm(s);
 }
 
 static gkcd_job *pop(gkcd_sched *s, sched_client *c, int l) {
@@ -201,6 +211,10 @@ static int dispatch(gkcd_sched *s, int l) {
       finish_here(s, job);
       continue;
     }
+    if (job->nparts)
+      for (int i = 0; i < job->nparts; i++) pool_submit(s->pool, job->parts[i]);
+    else
+      pool_submit(s->pool, job);
     ln->running += (size_t)slots;
     best->vtime[l] += job->cost_us / best->weight;
     best->running++;
@@ -213,6 +227,12 @@ static int dispatch(gkcd_sched *s, int l) {
     ln->waits[ln->nwaits++ % WAIT_RING] = wait;
   }
   return moved;
+}
+
+/* Expiry watches what is still queued (on_timer): started when something
+ * is left waiting, it stops itself once nothing is. */
+static void watch_queues(gkcd_sched *s) {
+  if (sched_queued(s) || s->mem_waiting) timer_arm(s);
 }
 
 /* --- admission ----------------------------------------------------------- */
@@ -244,6 +264,7 @@ static void admit(gkcd_sched *s, gkcd_job *job) {
   s->n.mem_waited++;
   if (s->mem_waiting > s->n.mem_waiting_peak) s->n.mem_waiting_peak = s->mem_waiting;
   timer_arm(s);
+  want_pass(s); /* memory may come back from outside the scheduler (replies written) */
 }
 
 /* 1 when job's reply would take its client past --max-conn-reply-bytes
@@ -340,6 +361,10 @@ int sched_submit(gkcd_sched *s, gkcd_job *job, char *msg, size_t msglen) {
     return 0;
   }
   admit(s, job);
+  /* Dispatched now when its lane has room: the fair choice among what is
+   * queued, made without waiting for the end of the loop's iteration. */
+  dispatch(s, job->lane);
+  watch_queues(s);
   gate_queues(s);
   return 0;
 }
@@ -349,6 +374,24 @@ void sched_client_drained(gkcd_sched *s, sched_client *c) {
   c->on_held_list = 1;
   c->next_held = s->held;
   s->held = c;
+  want_pass(s);
+}
+
+static int release_held(gkcd_sched *s);
+static int admit_waiting(gkcd_sched *s);
+
+/* Held jobs released, waiting ones admitted, queued ones dispatched, until
+ * nothing moves: each step can make room for another (a dispatch frees
+ * queue space).  What the scheduler finished itself is left to the pump. */
+static int advance(gkcd_sched *s) {
+  int total = 0;
+  for (int round = 0; round < 64; round++) {
+    int moved = release_held(s) + admit_waiting(s);
+    for (int l = 0; l < s->nlanes; l++) moved += dispatch(s, l);
+    total += moved;
+    if (!moved) break;
+  }
+  return total;
 }
 
 /* --- completion and cancellation ---------------------------------------- */
@@ -394,6 +437,15 @@ void sched_finished(gkcd_sched *s, gkcd_job *job) {
   if (job->frame_charge) budget_give(s->budget, job->frame_is_work ? BUDGET_JOBS : BUDGET_INPUT, job->frame_charge);
   job->out_charge = job->frame_charge = 0;
   if (c->held) sched_client_drained(s, c);
+  /* Its slot goes at once to what is queued.  The memory it gave back goes
+   * to the jobs waiting for memory (and held ones) at the pass, once the
+   * caller has counted its reply's bytes: admitted now, they would take
+   * memory the reply is about to (e2e_service_budget's peak went past the
+   * budget). */
+  for (int l = 0; l < s->nlanes; l++) dispatch(s, l);
+  if (s->mem_head || s->held) want_pass(s);
+  watch_queues(s);
+  gate_queues(s);
 }
 
 void sched_drop_client(gkcd_sched *s, sched_client *c) {
@@ -481,11 +533,10 @@ static int admit_waiting(gkcd_sched *s) {
 }
 
 void sched_pump(gkcd_sched *s) {
-  /* Each step can make room for another (a cancelled job frees memory, a
-   * dispatch frees queue space), so go round until nothing moves. */
+  /* Answering a job the scheduler finished frees memory, so go round until
+   * nothing moves. */
   for (int round = 0; round < 64; round++) {
-    int moved = release_held(s) + admit_waiting(s);
-    for (int l = 0; l < s->nlanes; l++) moved += dispatch(s, l);
+    int moved = advance(s);
     gkcd_job *fin = s->fin_head;
     s->fin_head = s->fin_tail = NULL;
     while (fin) {
@@ -497,8 +548,11 @@ void sched_pump(gkcd_sched *s) {
     }
     if (!moved) break;
   }
+  watch_queues(s);
   gate_queues(s);
 }
+
+int sched_pending(const gkcd_sched *s) { return s->fin_head || s->held || s->mem_head; }
 
 /* Expiry: queued jobs past their deadline or --queue-wait are answered now,
  * not when a worker would have reached them. */
@@ -569,7 +623,7 @@ int sched_create(gkcd_sched **out, uv_loop_t *loop, const gkcd_config *cfg, gkcd
   if (!s) return GKC_EOUT_OF_MEMORY;
   s->cfg = cfg;
   s->budget = budget;
-  s->pl.pool = pool;
+  s->pool = pool;
   s->pl.devs = devs;
   s->pl.handoff_us = devs->n > 1 ? split_measure_handoff() : 0;
   s->done = done;
@@ -618,7 +672,10 @@ int sched_full(const gkcd_sched *s) {
          (s->mem_waiting > 0 && s->mem_waiting >= s->cfg->budget_queue);
 }
 
-void sched_on_gate(gkcd_sched *s, sched_gate_cb gate) { s->gate = gate; }
+void sched_on_gate(gkcd_sched *s, sched_gate_cb gate, sched_pass_cb pass) {
+  s->gate = gate;
+  s->pass = pass;
+}
 
 int sched_lane_for(const gkcd_sched *s, double cost_us) {
   return s->nlanes > 1 && cost_us < s->cfg->latency_us ? LANE_LATENCY : LANE_BULK;
@@ -640,7 +697,7 @@ void sched_device_stats_get(const gkcd_sched *s, int d, sched_device_stats *out)
   memset(out, 0, sizeof *out);
   if (d < 0 || d >= s->pl.devs->n) return;
   for (int l = 0; l < s->nlanes; l++) {
-    size_t waiting = pool_waiting(s->pl.pool, d, l), running = s->pl.dev[d].running[l];
+    size_t waiting = pool_waiting(s->pool, d, l), running = s->pl.dev[d].running[l];
     out->queued += waiting;
     out->running += running > waiting ? running - waiting : 0;
   }

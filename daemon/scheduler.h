@@ -37,9 +37,13 @@
  * than --max-queue jobs wait (or --budget-queue wait for memory), new
  * requests are left unread in their sockets: clients simply wait.
  *
- * Refusals made at submission are returned to the caller; everything the
- * scheduler finishes on its own (expiry, cancellation) reaches the done hook
- * from sched_pump, never from under a caller.  Loop thread only.
+ * Work moves as soon as it can, not once per loop iteration: a job is
+ * dispatched at submission when its lane has a free slot, and a finished
+ * job's slot goes at once to what is queued (sched_finished).  Refusals made at submission are returned to the
+ * caller; everything the scheduler finishes on its own (expiry,
+ * cancellation, a device lost) reaches the done hook from sched_pump,
+ * never from under a caller: the pass hook asks for that pump.  Loop
+ * thread only.
  */
 #ifndef GKCD_SCHED_H
 #define GKCD_SCHED_H
@@ -95,6 +99,13 @@ typedef void (*sched_done_cb)(gkcd_job *job, void *arg);
  * must only record the change, not submit. */
 typedef void (*sched_gate_cb)(sched_client *c, int open, void *arg);
 
+/* The pass hook: the scheduler has something for the next sched_pump (jobs
+ * it finished itself to answer, a held client that read, jobs waiting for
+ * memory that may come back from elsewhere).  It must only record that a
+ * pump is due, and have sched_pump run soon, on the loop, until
+ * sched_pending says nothing is left. */
+typedef void (*sched_pass_cb)(void *arg);
+
 /* Per-lane figures for status. */
 typedef struct {
   int workers;
@@ -111,8 +122,8 @@ int sched_create(gkcd_sched **out, uv_loop_t *loop, const gkcd_config *cfg, gkcd
                  sched_done_cb done, void *arg);
 void sched_destroy(gkcd_sched *s);
 
-/* The gate hook (arg: sched_create's), before the first client. */
-void sched_on_gate(gkcd_sched *s, sched_gate_cb gate);
+/* The gate and pass hooks (arg: sched_create's), before the first client. */
+void sched_on_gate(gkcd_sched *s, sched_gate_cb gate, sched_pass_cb pass);
 
 /* unwritten: the client's count of reply bytes not yet written, kept by
  * its transport, which the scheduler reads (and is told through
@@ -127,7 +138,8 @@ void sched_client_init(gkcd_sched *s, sched_client *c, uint64_t id, int uid, con
  * owns the job (and answers it). */
 int sched_submit(gkcd_sched *s, gkcd_job *job, char *msg, size_t msglen);
 
-/* A job came back from the pool (before its reply is sent). */
+/* A job came back (before its reply is sent): its slot goes at once to
+ * what is queued; its memory to what waits for memory at the next pump. */
 void sched_finished(gkcd_sched *s, gkcd_job *job);
 
 /* The client is going away: its queued and held jobs are dropped (answered
@@ -139,8 +151,14 @@ void sched_drop_client(gkcd_sched *s, sched_client *c);
 void sched_client_drained(gkcd_sched *s, sched_client *c);
 
 /* Admits, expires and dispatches what it can; runs the done hook for what
- * the scheduler finished.  Called once per loop iteration and after timers. */
+ * the scheduler finished.  Called when the pass hook asked, and after
+ * timers. */
 void sched_pump(gkcd_sched *s);
+
+/* 1 while a pump has something to do that nothing else will start: jobs
+ * finished here to answer, held clients that read, jobs waiting for
+ * memory. */
+int sched_pending(const gkcd_sched *s);
 
 /* 1 while new requests should be left unread (queues full). */
 int sched_full(const gkcd_sched *s);

@@ -63,7 +63,7 @@ void server_close(gkcd_server *srv) {
    * exiting anyway. */
   signal(SIGINT, SIG_IGN);
   signal(SIGTERM, SIG_IGN);
-  uv_close((uv_handle_t *)&srv->flush, NULL);
+  uv_close((uv_handle_t *)&srv->pass, NULL);
   uv_close((uv_handle_t *)&srv->sweep, NULL);
   notify_close(&srv->notify);
   http_stop(&srv->http);
@@ -79,21 +79,38 @@ void server_close(gkcd_server *srv) {
   bufpool_destroy(&srv->bufpool);
 }
 
-/* Once per loop iteration, after I/O: what the iteration's frames,
- * completions and writes made possible. */
-static void on_check(uv_check_t *h) {
+/* After I/O, in the iterations that asked for it (want_pass): the
+ * scheduler's pump (what it finished itself, held clients that read, jobs
+ * waiting for memory) and the connections paused for queues, memory or a
+ * hold.  Work that moves on its own (a frame dispatched, a reply written,
+ * a slot given back) never waits for it.  It goes on running while either
+ * has something left, then stops, so an idle daemon runs nothing per
+ * iteration. */
+static void on_pass(uv_check_t *h) {
   gkcd_server *srv = h->data;
+  bufpool_sync(&srv->bufpool); /* the charges of result buffers the workers took */
   if (srv->sched) sched_pump(srv->sched);
   conn_resume_paused(&srv->conns);
-  conn_flush_all(&srv->conns);
-  bufpool_sync(&srv->bufpool); /* the charges of result buffers the workers took */
+  if (!(srv->sched && sched_pending(srv->sched)) && !conn_paused(&srv->conns)) {
+    int rc = uv_check_stop(&srv->pass);
+    if (rc) log_err("uv_check_stop: %s", uv_strerror(rc)); /* cannot fail */
+  }
 }
+
+static void want_pass(gkcd_server *srv) {
+  if (uv_is_active((uv_handle_t *)&srv->pass) || uv_is_closing((uv_handle_t *)&srv->pass)) return;
+  int rc = uv_check_start(&srv->pass, on_pass);
+  if (rc) log_err("uv_check_start: %s", uv_strerror(rc)); /* cannot fail */
+}
+
+static void on_sched_pass(void *arg) { want_pass(arg); }
+static void on_conn_pass(gkcd_conns *set) { want_pass(set->srv); }
 
 static void on_sweep(uv_timer_t *t) {
   gkcd_server *srv = t->data;
   conn_sweep(&srv->conns);
   bufpool_trim(&srv->bufpool);
-  on_check(&srv->flush); /* a timer is not followed by a check until the next I/O */
+  on_pass(&srv->pass); /* a timer is not followed by a check until the next I/O */
 }
 
 /* Workers per lane and device: --threads for the bulk lane, the backend's
@@ -131,8 +148,7 @@ static double sweep_every(const gkcd_config *cfg) {
 static void on_device_lost(int device, void *arg) {
   gkcd_server *srv = arg;
   (void)device;
-  if (srv->sched) sched_pump(srv->sched);
-  conn_flush_all(&srv->conns);
+  if (srv->sched) sched_pump(srv->sched); /* its replies are written as they are made */
 }
 
 /* conn's hooks (conn.h): frames go to rpc.c. */
@@ -166,7 +182,8 @@ static void on_conn_closing(gkcd_conn *c) {
   if (c->srv->sched) sched_drop_client(c->srv->sched, &client_of(c)->sc);
 }
 
-/* A held connection's replies went out: its held request may go on. */
+/* A held connection's replies went out: its held request may go on (the
+ * scheduler asks for the pass that releases it). */
 static void on_conn_drained(gkcd_conn *c) {
   if (c->srv->sched) sched_client_drained(c->srv->sched, &client_of(c)->sc);
 }
@@ -184,20 +201,6 @@ static void on_gate(sched_client *sc, int open, void *arg) {
 /* The pool's clock: the loop's. */
 static uint64_t loop_ms(void *loop) { return uv_now(loop); }
 
-/* Every job's completion: rpc.c answers and frees it, but a big request's
- * bytes go back to the pool instead of to free(), for the next big request
- * (bufpool.h).  The frame stays valid until rpc_job_done has returned. */
-static void on_job_done(gkcd_job *job, void *arg) {
-  gkcd_server *srv = arg;
-  void *frame = NULL;
-  if (job->frame && job->frame_bytes >= BUFPOOL_MIN) {
-    frame = job->frame;
-    job->frame = NULL;
-  }
-  rpc_job_done(job, arg);
-  bufpool_put(&srv->bufpool, frame);
-}
-
 static const conn_hooks conn_wiring = {
     .frame = rpc_handle_frame,
     .reject = rpc_reject_frame,
@@ -206,6 +209,7 @@ static const conn_hooks conn_wiring = {
     .closing = on_conn_closing,
     .drained = on_conn_drained,
     .closed = on_conn_closed,
+    .pass = on_conn_pass,
 };
 
 void server_destroy_devices(gkcd_server *srv, gkcd_backend **be, int n) {
@@ -255,14 +259,20 @@ int server_start(gkcd_server *srv, uv_loop_t *loop, gkcd_backend **bes, int ndev
   job_set_out_alloc(bufpool_out_alloc, bufpool_out_give, &srv->bufpool); /* workers' results */
   int workers[SCHED_MAX_LANES];
   int nlanes = lane_workers(srv, workers);
-  if ((rc = pool_start(&srv->pool, loop, ndev, nlanes, workers, srv->cfg.spin_us, work_run, NULL,
-                       on_job_done, srv)) ||
+  /* Finished jobs come back to rpc.c through srv->done (job_finish). */
+  if ((rc = uv_async_init(loop, &srv->done, rpc_jobs_done))) {
+    log_err("uv_async_init: %s", uv_strerror(rc));
+    return -1;
+  }
+  srv->done.data = srv;
+  job_done_setup(&srv->done_q, &srv->done);
+  if ((rc = pool_start(&srv->pool, ndev, nlanes, workers, srv->cfg.spin_us, work_run, NULL)) ||
       (rc = sched_create(&srv->sched, loop, &srv->cfg, &srv->budget, srv->pool, &srv->devs, nlanes,
-                         workers, on_job_done, srv))) {
+                         workers, rpc_job_done, srv))) {
     log_err("cannot start the scheduler and its worker threads (%d)", rc);
     return -1;
   }
-  sched_on_gate(srv->sched, on_gate);
+  sched_on_gate(srv->sched, on_gate, on_sched_pass);
   log_info("cost model starts from %.3g GFLOP/s, %.3g GB/s%s", be->rates.flops_per_us / 1e3,
            be->rates.bytes_per_us / 1e3, be->rates.host_bytes_per_us > 0 ? " (device memory)" : "");
   if (ndev > 1)
@@ -278,12 +288,12 @@ int server_start(gkcd_server *srv, uv_loop_t *loop, gkcd_backend **bes, int ndev
     return -1;
   }
   srv->sigint.data = srv->sigterm.data = srv;
-  if ((rc = uv_check_init(loop, &srv->flush)) || (rc = uv_check_start(&srv->flush, on_check))) {
+  if ((rc = uv_check_init(loop, &srv->pass))) {
     log_err("uv_check: %s", uv_strerror(rc));
     return -1;
   }
-  srv->flush.data = srv;
-  uv_unref((uv_handle_t *)&srv->flush);
+  srv->pass.data = srv;
+  uv_unref((uv_handle_t *)&srv->pass);
   double every = sweep_every(&srv->cfg);
   if ((rc = uv_timer_init(loop, &srv->sweep)) ||
       (rc = uv_timer_start(&srv->sweep, on_sweep, (uint64_t)(every * 1000),

@@ -59,7 +59,10 @@ struct gkcd_server {
   uv_timer_t listen_pause; /* after EMFILE */
   int bound;           /* we bound the socket file, so we remove it */
   uv_signal_t sigint, sigterm;
-  uv_check_t flush;    /* once per iteration: scheduler, resumed reads, writes */
+  uv_async_t done;     /* workers' finished jobs (job_finish) -> rpc_jobs_done */
+  job_done_queue done_q; /* what they are (job.h) */
+  uv_check_t pass;     /* after I/O, only while asked for: the scheduler's pump,
+                        * paused connections (server.c on_pass) */
   uv_timer_t sweep;    /* closes idle, stalled and too slow connections */
   int listening;
   int activated;       /* the listening socket came from systemd */
@@ -128,8 +131,12 @@ void rpc_handle_frame(gkcd_conn *c, void *frame, size_t len);
 void rpc_send_error(gkcd_conn *c, int msgid_known, uint32_t msgid, int code, const char *msg);
 /* Answers a frame the scanner rejected (scan_rc < 0). */
 void rpc_reject_frame(gkcd_conn *c, int scan_rc, const proto_frame_info *info);
-/* Scheduler callback: a job came back. */
+/* Scheduler callback: a job it finished itself. */
 void rpc_job_done(gkcd_job *job, void *srv);
+/* The done handle's callback (srv->done): every job the workers finished
+ * since, answered in completion order, the replies to one connection in
+ * one write. */
+void rpc_jobs_done(uv_async_t *h);
 
 /* status.c: the daemon's state for those who ask */
 /* The "status" method's result map. */

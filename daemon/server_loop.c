@@ -14,6 +14,8 @@ void server_maybe_finish(gkcd_server *srv) {
   if (!srv->draining || finished || srv->conns.n > 0 || srv->in_flight > 0) return;
   finished = 1;
   pool_stop(srv->pool);
+  srv->pool = NULL;
+  uv_close((uv_handle_t *)&srv->done, NULL); /* no worker is left to finish a job */
   sched_destroy(srv->sched);
   srv->sched = NULL; /* freed once its timer closes; nothing may pump it now */
   conn_linger_close_all(&srv->conns);
@@ -47,11 +49,11 @@ void server_run(gkcd_server *srv) {
     uint64_t now = spin_ns ? now_ns() : 0;
     if (spin_ns && (now < until || now < srv->expect_ns)) {
       srv->polling = 1;
-      (void)conn_rings_poll(&srv->conns, 1); /* clients ring no doorbell meanwhile */
+      if (srv->conns.nrings) (void)conn_rings_poll(&srv->conns, 1); /* clients ring no doorbell meanwhile */
       alive = uv_run(srv->loop, UV_RUN_NOWAIT);
       srv->polling = 0;
       sched_yield(); /* the CPU goes to whoever else needs it first */
-    } else if (conn_rings_poll(&srv->conns, 0)) {
+    } else if (srv->conns.nrings && conn_rings_poll(&srv->conns, 0)) {
       /* A ring had work after all (it arrived as its flags went up): what
        * it started is looked at before sleeping. */
       alive = uv_run(srv->loop, UV_RUN_NOWAIT);

@@ -174,8 +174,7 @@ static void combine(gkcd_job *parent) {
 }
 
 /* A part's finish hook (job_finish, any thread).  The last part combines
- * the results into the parent and finishes it: through the parent's own
- * hook, the pool's (pool_finish_through). */
+ * the results into the parent and finishes it: to the loop, like any job. */
 static void part_done(gkcd_job *part, void *arg) {
   gkcd_job *parent = arg;
   (void)part; /* a part that is not the last may be freed as soon as it is counted */

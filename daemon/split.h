@@ -32,7 +32,7 @@
  * workers like any job, but their finish hook (job.h on_finish, set by
  * split_make) counts them into their parent instead of handing them to the
  * loop, and the last part to finish completes the parent with job_finish,
- * through the parent's own hook (the pool's).
+ * which hands it to the loop like any job.
  */
 #ifndef GKCD_SPLIT_H
 #define GKCD_SPLIT_H

@@ -177,7 +177,7 @@ void status_pack(gkcd_server *srv, msgpack_packer *pk) {
   kv_u64(pk, "budget_waiting_peak", sn.mem_waiting_peak);
   kv_u64(pk, "budget_waited", sn.mem_waited);
   kv_u64(pk, "budget_refused", sn.mem_refused);
-  kv_u64(pk, "spin_hits", pool_spin_hits(srv->pool));
+  kv_u64(pk, "spin_hits", srv->pool ? pool_spin_hits(srv->pool) : 0);
   kv_u64(pk, "loop_spin_hits", srv->loop_spin_hits);
   /* Split work (split.h): how many requests ran as parts on several
    * devices, and the per-part overhead the split rule now believes. */
