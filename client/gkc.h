@@ -101,9 +101,13 @@ GKC_API unsigned gkc_reconnects(const gkc_conn *c);
  * shared memory once gkcd takes one (set up at the connection's first
  * call, and again after a reconnect): same frames, same checks, without a
  * socket round trip per call; the socket still carries descriptors and
- * tells each side the other went away.  On by default; GKC_NO_RING=1 in
- * the environment, or gkc_set_ring(c, 0) before the first call, keeps the
- * socket.  A gkcd without rings, or one that refuses, leaves the
+ * tells each side the other went away.  On by default while the
+ * connection's arena is on (gkc_shm_state): without it every array goes in
+ * the frames, and big frames are faster on the socket, where gkcd's reader
+ * threads take them (GKC_NO_SHM=1 thus keeps the socket too).
+ * GKC_NO_RING=1 in the environment, or gkc_set_ring(c, 0) before the first
+ * call, keeps the socket; gkc_set_ring(c, 1) asks for the ring even with
+ * the arena off.  A gkcd without rings, or one that refuses, leaves the
  * connection on the socket silently.  GKC_RING_SPIN_US (default 50) is how
  * long a call polls the ring for its reply before it sleeps.  Async
  * contexts take a ring at connect, under the same switches

@@ -208,6 +208,7 @@ struct gkc_conn {
   proto_ring *ring;
   size_t ring_bytes;   /* its mapping's length */
   int ring_mode;
+  int ring_asked;      /* gkc_set_ring(c, 1): tried even with the arena off */
   int ring_spin_us;    /* the longest a wait polls before it sleeps */
   uint64_t ring_wait_avg_ns; /* recent waits for a reply (gkc_ring_io.c) */
   int (*ring_start)(gkc_conn *c);

@@ -61,6 +61,14 @@ static int take_register(gkc_conn *c, const msgpack_object *r, gkc__req *req, gk
  * broke meanwhile, its error (c->errmsg says why), which the call that
  * asked then fails with, as it would have. */
 static int ring_start(gkc_conn *c) {
+  /* Without the arena every array goes in the frames, and a big frame
+   * through a 256 KiB ring is copied there by gkcd's event loop, where on
+   * the socket its reader threads take it: eight connections sending 4-64
+   * MiB arrays inline ran at 2-6 GB/s through rings against 15-18 on the
+   * socket (bench/RESULTS.md, session 15).  And where descriptors cannot
+   * be passed (GKC_NO_SHM's reason) a ring cannot be had either.  So the
+   * ring goes with the arena, unless the program asked for it. */
+  if (!c->ring_asked && !gkc_shm_state(c, NULL)) return -1;
   c->ring_mode = GKC__RING_BUSY;
   size_t bytes = proto_ring_bytes(RING_SQ_BYTES, RING_CQ_BYTES);
   proto_ring *ring = calloc(1, sizeof *ring);
@@ -114,6 +122,7 @@ int gkc_set_ring(gkc_conn *c, int on) {
     return gkc__fail(c, GKC_EINVALID_ARGUMENT, "the ring is in use: turn it off before the"
                      " connection's first call (or with GKC_NO_RING=1)");
   if (!c->ring) c->ring_mode = on ? GKC__RING_TRY : GKC__RING_OFF;
+  c->ring_asked = on != 0;
   return 0;
 }
 

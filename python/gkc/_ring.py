@@ -44,7 +44,12 @@ DEFAULT_SPIN_US = 100
 
 
 def wanted(ring: Optional[bool]) -> bool:
-    """Whether a connection tries a ring: the keyword, else not GKC_NO_RING."""
+    """Whether a connection tries a ring: the keyword, else not GKC_NO_RING.
+    Unless the keyword asked for it, the connection takes one only while its
+    arena is on: without the arena every array goes in the frames, and big
+    frames go faster on the socket, where gkcd's reader threads take them
+    off its event loop; where descriptors cannot be passed (GKC_NO_SHM's
+    reason) a ring cannot be had either."""
     if ring is not None:
         return bool(ring)
     off = os.environ.get("GKC_NO_RING", "")

@@ -50,7 +50,8 @@ class Connection(Api):
         an int of tries, (tries, backoff_ms), (tries, backoff_ms, True) to
         let an idempotent call in flight be sent once more, or False
         (never).  ring: requests and replies through a shared-memory ring
-        (gkc._ring; default on, unless GKC_NO_RING=1), set up at the first
+        (gkc._ring; default on while the arena is, unless GKC_NO_RING=1;
+        True asks for it even with the arena off), set up at the first
         call; a gkcd that has none leaves the connection on the socket.
         Keywords given win over the environment."""
         super().__init__(shm, shm_threshold, shm_max_bytes)
@@ -211,7 +212,9 @@ class Connection(Api):
                     raise type(self._broken)(self._broken.message, code=self._broken.code)
                 if self.closed:
                     raise closed_error("the connection is closed")
-                if self._ring_want and self._ring is None:
+                # The ring goes with the arena unless asked for (gkc._ring.wanted).
+                if self._ring_want and self._ring is None and \
+                        (self._ring_choice or self.shm_state in ("unused", "active")):
                     self._ring_start()
                 msgid, frame = self._rpc.request(method, params)
                 sending, fd = fd, None

@@ -74,13 +74,31 @@ def test_resident_and_region_through_the_ring(gkcd, rng):
 
 
 def test_big_frames_stream_through(gkcd, rng):
-    # the arena off: 3 MiB inline, more than ten times the rings' size
-    with gkcd.connect(timeout=60, shm=False) as c:
+    # the arena off and the ring asked for: 3 MiB inline, more than ten
+    # times the rings' size
+    with gkcd.connect(timeout=60, shm=False, ring=True) as c:
         x = rng.standard_normal(3 << 18).astype(np.float32)
         h = c.upload(x)
         assert c.ring_active
         assert np.array_equal(c.download(h), x)
         c.release(h)
+
+
+def test_ring_goes_with_the_arena(gkcd, rng, monkeypatch):
+    # Without the arena big arrays go in the frames, faster on the socket:
+    # no ring unless asked for.
+    x = rng.standard_normal(1000).astype(np.float32)
+    with gkcd.connect(timeout=60, shm=False) as c:
+        assert abs(c.reduce(x) - f32(x).sum()) <= 1e-5 * np.abs(f32(x)).sum()
+        assert c.shm_state == "disabled" and not c.ring_active
+    monkeypatch.setenv("GKC_NO_SHM", "1")
+    with gkcd.connect(timeout=60) as c:
+        c.ping()
+        assert c.shm_state == "disabled" and not c.ring_active
+    monkeypatch.delenv("GKC_NO_SHM")
+    with gkcd.connect(timeout=60) as c:
+        c.ping()
+        assert c.shm_state in ("unused", "active") and c.ring_active
 
 
 def test_switched_off(gkcd, monkeypatch):

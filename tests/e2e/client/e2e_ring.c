@@ -198,7 +198,8 @@ static void same_results(void) {
   gkc_close(cs);
 }
 
-/* Frames several times the rings' 256 KiB, inline (the arena off). */
+/* Frames several times the rings' 256 KiB, inline (the arena off, the ring
+ * asked for by open_conn). */
 static void big_frames(void) {
   gkc_conn *c = open_conn(1);
   ASSERT_EQ(gkc_set_shm(c, GKC_SHM_OFF, 0), 0);
@@ -212,6 +213,38 @@ static void big_frames(void) {
   ASSERT_EQ(gkc_release(c, h), 0);
   ASSERT_EQ(gkc_ring_active(c), 1);
   free(x), free(back);
+  gkc_close(c);
+}
+
+/* By default the ring goes with the arena: without it every array goes in
+ * the frames, and big frames are faster on the socket (gkcd's reader
+ * threads).  GKC_NO_SHM=1 or the arena off before the first call keep the
+ * socket; the arena on again brings the ring at the next call;
+ * gkc_set_ring(c, 1) asks for it anyway. */
+static void ring_goes_with_the_arena(void) {
+  float x[16];
+  for (int i = 0; i < 16; i++) x[i] = test_rand_f32(&rng);
+  gkc_conn *c;
+  setenv("GKC_NO_SHM", "1", 1);
+  ASSERT_EQ(gkc_connect(&c, f.sock), 0);
+  reduce_ok(c, x, 16);
+  ASSERT_EQ(gkc_shm_state(c, NULL), 0);
+  ASSERT_EQ(gkc_ring_active(c), 0);
+  gkc_close(c);
+  unsetenv("GKC_NO_SHM");
+  ASSERT_EQ(gkc_connect(&c, f.sock), 0);
+  ASSERT_EQ(gkc_set_shm(c, GKC_SHM_OFF, 0), 0);
+  reduce_ok(c, x, 16);
+  ASSERT_EQ(gkc_ring_active(c), 0);
+  ASSERT_EQ(gkc_set_shm(c, 0, 0), 0); /* on, at the defaults */
+  reduce_ok(c, x, 16);
+  ASSERT_EQ(gkc_ring_active(c), 1);
+  gkc_close(c);
+  ASSERT_EQ(gkc_connect(&c, f.sock), 0);
+  ASSERT_EQ(gkc_set_shm(c, GKC_SHM_OFF, 0), 0);
+  ASSERT_EQ(gkc_set_ring(c, 1), 0);
+  reduce_ok(c, x, 16);
+  ASSERT_EQ(gkc_ring_active(c), 1);
   gkc_close(c);
 }
 
@@ -616,6 +649,8 @@ int main(void) {
   fprintf(stderr, "same results over ring and socket: ok\n");
   big_frames();
   fprintf(stderr, "big frames through small rings: ok\n");
+  ring_goes_with_the_arena();
+  fprintf(stderr, "the ring goes with the arena: ok\n");
   fallback();
   fprintf(stderr, "fallback: ok\n");
   pipelined();
