@@ -38,6 +38,7 @@ static int parse_shm_register(refs_ctx *r, size_t max) {
   if ((rc = res_pin(r->res, r->asker, (size_t)bytes, r->a->msg, r->a->msglen))) return rc;
   r->job->pin_charge = (size_t)bytes;
   r->job->out_bytes = (size_t)bytes;
+  r->job->reg_keep = &r->res->pinner;
   return 0;
 }
 

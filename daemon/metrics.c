@@ -178,6 +178,11 @@ static void render_state(sbuf *b, const metrics_view *v) {
         (double)v->region_bytes);
   gauge(b, "gkcd_max_conn_pinned_bytes", "Region bytes one connection may register (--max-conn-pinned).",
         (double)v->max_conn_pinned);
+  gauge(b, "gkcd_regions_kept_bytes",
+        "Bytes of released regions kept mapped (and registered) for their process to register again.",
+        (double)v->regions_kept_bytes);
+  counter(b, "gkcd_regions_kept_hits_total", "Region registrations served by a kept mapping.",
+          v->regions_kept_hits);
   counter(b, "gkcd_bad_requests_total", "Frames rejected before they reached a method.",
           v->bad_frames);
   counter(b, "gkcd_refused_connections_total", "Connections closed at once on accept.",

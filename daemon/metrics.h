@@ -58,6 +58,7 @@ typedef struct {
   uint64_t start_ns;           /* CLOCK_MONOTONIC when gkcd started */
   uint64_t connections, in_flight, bad_frames, refused;
   uint64_t region_bytes, max_conn_pinned; /* clients' shared-memory regions */
+  uint64_t regions_kept_bytes, regions_kept_hits; /* released ones kept mapped (pinner.h) */
 } metrics_view;
 
 struct gkcd_job;

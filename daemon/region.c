@@ -11,6 +11,7 @@
 
 #include "gkc_errors.h"
 #include "log.h"
+#include "pinner.h"
 
 void region_map(gkcd_backend *be, gkcd_job *job) {
   int fd = job->reg_fd;
@@ -36,7 +37,21 @@ void region_map(gkcd_backend *be, gkcd_job *job) {
              job->out_bytes, (long long)st.st_size);
     goto out;
   }
-  void *p = mmap(NULL, job->out_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  job->reg_dev = (uint64_t)st.st_dev;
+  job->reg_ino = (uint64_t)st.st_ino;
+  /* The same file registered before, by a connection since closed (a
+   * client's kept region, pinner.h): its mapping and registration serve. */
+  int pinned = 0;
+  void *p = job->reg_keep ? pinner_take_kept(job->reg_keep, job->reg_dev, job->reg_ino, job->out_bytes, &pinned)
+                          : NULL;
+  if (p) {
+    job->out_ptr = p;
+    job->reg_pinned = pinned;
+    log_debug("shm_register: a kept %zu-byte region taken again%s", job->out_bytes,
+              pinned ? " (registered for DMA)" : "");
+    goto out;
+  }
+  p = mmap(NULL, job->out_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (p == MAP_FAILED) {
     job_fail(job, errno == ENOMEM ? GKC_EOUT_OF_MEMORY : GKC_EINVALID_ARGUMENT,
              "cannot map the region: %s", strerror(errno));

@@ -61,9 +61,9 @@ void res_init(gkcd_residents *t, gkcd_devices *devs, gkcd_budget *budget) {
   pinner_init(&t->pinner, devs && devs->n ? devs->dev[0].be : NULL);
 }
 
-void res_region_pin(gkcd_residents *t, gkcd_res *r, int pinned) {
-  r->pin = pinned ? pinner_adopt(&t->pinner, r->ptr, r->bytes)
-                  : pinner_pin(&t->pinner, r->ptr, r->bytes);
+void res_region_pin(gkcd_residents *t, gkcd_res *r, int pinned, uint64_t dev, uint64_t ino) {
+  r->pin = pinned ? pinner_adopt(&t->pinner, r->ptr, r->bytes, dev, ino)
+                  : pinner_pin(&t->pinner, r->ptr, r->bytes, dev, ino);
 }
 
 gkcd_res *res_add(gkcd_residents *t, int kind, res_owner *owner) {

@@ -84,11 +84,12 @@ int res_release_request(gkcd_residents *t, res_owner *asker, int method,
  * a region released does it itself). */
 int res_pin(gkcd_residents *t, res_owner *owner, size_t bytes, char *msg, size_t msglen);
 void res_unpin(gkcd_residents *t, res_owner *owner, size_t bytes);
-/* Starts registering region r (its ptr and bytes set) for DMA in the
- * background; until that is done res_region_pinned(r) is 0 and requests
- * copy it as unregistered memory.  pinned: shm_register registered it
- * already (region.c), so it is ready now. */
-void res_region_pin(gkcd_residents *t, gkcd_res *r, int pinned);
+/* Starts registering region r (its ptr and bytes set; the file dev, ino)
+ * for DMA in the background; until that is done res_region_pinned(r) is 0
+ * and requests copy it as unregistered memory.  pinned: shm_register
+ * registered it already (region.c, or a kept registration), so it is
+ * ready now. */
+void res_region_pin(gkcd_residents *t, gkcd_res *r, int pinned, uint64_t dev, uint64_t ino);
 /* r is a region registered for DMA. */
 static inline int res_region_pinned(const gkcd_res *r) { return pinner_ready(r->pin); }
 /* At exit: releases everything, and waits for the regions' unregistering. */

@@ -169,7 +169,7 @@ static uint32_t adopt(gkcd_server *srv, gkcd_job *job) {
     job->copies = NULL;
   }
   if (kind == RES_REGION) {
-    res_region_pin(&srv->res, r, job->reg_pinned);
+    res_region_pin(&srv->res, r, job->reg_pinned, job->reg_dev, job->reg_ino);
     job->pin_charge = 0; /* the region's now: res_release gives them back */
     return r->id;
   }

@@ -228,6 +228,7 @@ int server_start(gkcd_server *srv, uv_loop_t *loop, gkcd_backend **bes, int ndev
   if (devices_init(&srv->devs, loop, bes, ndev, on_device_lost, srv) != 0) return -1;
   res_init(&srv->res, &srv->devs, &srv->budget);
   srv->res.max_conn_pinned = srv->cfg.max_conn_pinned;
+  srv->res.pinner.keep_max = srv->cfg.max_conn_pinned; /* one client's worth kept (pinner.h) */
   srv->budget.limit = srv->cfg.memory_budget;
   srv->budget.input_limit = budget_input_allowance(srv->budget.limit);
   /* Before the listening socket is taken (listen.c clears LISTEN_FDS) and

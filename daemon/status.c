@@ -195,14 +195,19 @@ void status_pack(gkcd_server *srv, msgpack_packer *pk) {
   kv_u64(pk, "bytes", rd->bytes);
   kv_u64(pk, "replies", rd->wtasks);
   kv_u64(pk, "reply_bytes", rd->wbytes);
+  size_t kept_bytes;
+  uint64_t kept_hits;
+  pinner_kept(&srv->res.pinner, &kept_bytes, &kept_hits);
   proto_pack_cstr(pk, "resident");
-  msgpack_pack_map(pk, 6);
+  msgpack_pack_map(pk, 8);
   kv_u64(pk, "arrays", srv->res.live[RES_ARRAY]);
   kv_u64(pk, "matrices", srv->res.live[RES_MATRIX]);
   kv_u64(pk, "regions", srv->res.live[RES_REGION]);
   kv_u64(pk, "region_bytes", srv->res.pinned); /* every connection's, registered */
   kv_u64(pk, "bytes", srv->budget.by_kind[BUDGET_RESIDENT]);
   kv_u64(pk, "precond_bytes", srv->res.precond_bytes); /* AMG hierarchies, within bytes */
+  kv_u64(pk, "regions_kept_bytes", kept_bytes); /* released regions kept mapped (pinner.h) */
+  kv_u64(pk, "regions_kept_hits", kept_hits);
   proto_pack_cstr(pk, "restored"); /* shared objects brought back from systemd's fd store */
   msgpack_pack_map(pk, 2);
   kv_u64(pk, "objects", srv->res.restored);
@@ -266,6 +271,9 @@ char *status_metrics(void *arg, size_t *len) {
       .region_bytes = srv->res.pinned,
       .max_conn_pinned = srv->cfg.max_conn_pinned,
   };
+  size_t kept_bytes;
+  pinner_kept(&srv->res.pinner, &kept_bytes, &v.regions_kept_hits);
+  v.regions_kept_bytes = kept_bytes;
   return metrics_render(&v, len);
 }
 

@@ -258,7 +258,7 @@ static void test_region(void) {
   ASSERT(r);
   r->ptr = map, r->bytes = page;
   double t0 = now_s();
-  res_region_pin(&g_res, r, 0);
+  res_region_pin(&g_res, r, 0, 0, 0);
   ASSERT(now_s() - t0 < 0.015);  /* the 20 ms registration did not run here */
   ASSERT(!res_region_pinned(r)); /* not yet */
   while (!res_region_pinned(r) && now_s() - t0 < 10) nanosleep(&(struct timespec){0, 1000000}, NULL);
@@ -284,7 +284,7 @@ static void test_region(void) {
   map = page_map(page);
   r = res_add(&g_res, RES_REGION, &a);
   r->ptr = map, r->bytes = page;
-  res_region_pin(&g_res, r, 0);
+  res_region_pin(&g_res, r, 0, 0, 0);
   res_release(&g_res, r);
   res_free_all(&g_res);
   ASSERT_EQ(g_pinned, 1);
@@ -298,7 +298,7 @@ static void test_region(void) {
   map = page_map(page);
   r = res_add(&g_res, RES_REGION, &a);
   r->ptr = map, r->bytes = page;
-  res_region_pin(&g_res, r, 0);
+  res_region_pin(&g_res, r, 0, 0, 0);
   res_release(&g_res, r);
   res_free_all(&g_res);
   ASSERT_EQ(g_pinned, 0);
@@ -311,7 +311,7 @@ static void test_region(void) {
   map = page_map(page);
   r = res_add(&g_res, RES_REGION, &a);
   r->ptr = map, r->bytes = page;
-  res_region_pin(&g_res, r, 1);
+  res_region_pin(&g_res, r, 1, 0, 0);
   ASSERT(res_region_pinned(r));
   res_release(&g_res, r);
   res_free_all(&g_res);
@@ -320,18 +320,125 @@ static void test_region(void) {
   ASSERT(g_unpinned_ptr == map);
   ASSERT(unmapped(map, page));
 
-  /* A backend that registers nothing (the CPU's): unmapped at once. */
+  /* A backend that registers nothing (the CPU's): a handle that is never
+   * ready, unmapped by the pinner after the release. */
   reset();
   for (int d = 0; d < NDEV; d++) g_be[d].region_pin = NULL;
   res_init(&g_res, &g_devs, &g_budget);
   map = page_map(page);
   r = res_add(&g_res, RES_REGION, &a);
   r->ptr = map, r->bytes = page;
-  res_region_pin(&g_res, r, 0);
-  ASSERT(!r->pin);
+  res_region_pin(&g_res, r, 0, 0, 0);
+  ASSERT(r->pin && !res_region_pinned(r));
   res_release(&g_res, r);
+  res_free_all(&g_res);
   ASSERT(unmapped(map, page));
   ASSERT_EQ(g_unpinned, 0);
+}
+
+static size_t kept_bytes(void) {
+  size_t b;
+  uint64_t hits;
+  pinner_kept(&g_res.pinner, &b, &hits);
+  return b;
+}
+
+/* Waits (up to 10 s) until the pinner keeps want bytes. */
+static void settle_kept(size_t want) {
+  double t0 = now_s();
+  while (kept_bytes() != want && now_s() - t0 < 10) nanosleep(&(struct timespec){0, 1000000}, NULL);
+  ASSERT_EQ(kept_bytes(), want);
+}
+
+/* Kept registrations (pinner.h): a released region of a known file stays
+ * mapped and registered, taken again by the same file and size only; the
+ * oldest go past the bound, all after keep_ms, and at the end. */
+/* Waits (up to 10 s) for r's registration. */
+static void pinned_soon(gkcd_res *r) {
+  double t0 = now_s();
+  while (!res_region_pinned(r) && now_s() - t0 < 10) nanosleep(&(struct timespec){0, 1000000}, NULL);
+  ASSERT(res_region_pinned(r));
+}
+
+static void test_region_kept(void) {
+  reset();
+  res_owner a = {0};
+  size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  g_res.pinner.keep_max = 2 * page;
+  void *map = page_map(page);
+  gkcd_res *r = res_add(&g_res, RES_REGION, &a);
+  r->ptr = map, r->bytes = page;
+  res_region_pin(&g_res, r, 0, 7, 42);
+  pinned_soon(r);
+  double t0;
+  res_release(&g_res, r);
+  settle_kept(page);
+  ASSERT(!unmapped(map, page));
+  ASSERT_EQ(g_unpinned, 0);
+  int pinned = -1;
+  ASSERT(pinner_take_kept(&g_res.pinner, 7, 43, page, &pinned) == NULL);       /* another file */
+  ASSERT(pinner_take_kept(&g_res.pinner, 8, 42, page, &pinned) == NULL);       /* another device */
+  ASSERT(pinner_take_kept(&g_res.pinner, 7, 42, 2 * page, &pinned) == NULL);   /* another size */
+  ASSERT(pinner_take_kept(&g_res.pinner, 7, 42, page, &pinned) == map);
+  ASSERT_EQ(pinned, 1);
+  ASSERT_EQ(kept_bytes(), 0);
+  ASSERT(pinner_take_kept(&g_res.pinner, 7, 42, page, &pinned) == NULL);       /* taken once */
+  /* Adopted again: registered already, never registered twice. */
+  r = res_add(&g_res, RES_REGION, &a);
+  r->ptr = map, r->bytes = page;
+  res_region_pin(&g_res, r, 1, 7, 42);
+  ASSERT(res_region_pinned(r));
+  ASSERT_EQ(g_pinned, 1);
+  res_release(&g_res, r);
+  settle_kept(page);
+  /* Two more: past the bound of two pages the oldest (map) goes. */
+  void *m2 = page_map(page), *m3 = page_map(page);
+  gkcd_res *r2 = res_add(&g_res, RES_REGION, &a), *r3 = res_add(&g_res, RES_REGION, &a);
+  r2->ptr = m2, r2->bytes = page, r3->ptr = m3, r3->bytes = page;
+  res_region_pin(&g_res, r2, 0, 7, 2);
+  res_region_pin(&g_res, r3, 0, 7, 3);
+  pinned_soon(r2), pinned_soon(r3);
+  res_release(&g_res, r2);
+  settle_kept(2 * page);
+  res_release(&g_res, r3);
+  t0 = now_s();
+  while (!unmapped(map, page) && now_s() - t0 < 10) nanosleep(&(struct timespec){0, 1000000}, NULL);
+  ASSERT(unmapped(map, page));
+  ASSERT_EQ(kept_bytes(), 2 * page);
+  ASSERT(!unmapped(m2, page) && !unmapped(m3, page));
+  /* A file unknown (ino 0) or bigger than the bound is never kept. */
+  void *m4 = page_map(page);
+  gkcd_res *r4 = res_add(&g_res, RES_REGION, &a);
+  r4->ptr = m4, r4->bytes = page;
+  res_region_pin(&g_res, r4, 0, 0, 0);
+  pinned_soon(r4);
+  res_release(&g_res, r4);
+  t0 = now_s();
+  while (!unmapped(m4, page) && now_s() - t0 < 10) nanosleep(&(struct timespec){0, 1000000}, NULL);
+  ASSERT(unmapped(m4, page));
+  /* After keep_ms every kept one goes, unregistered. */
+  int unpinned = g_unpinned;
+  pthread_mutex_lock(&g_res.pinner.mu);
+  g_res.pinner.keep_ms = 50;
+  pthread_cond_signal(&g_res.pinner.cv);
+  pthread_mutex_unlock(&g_res.pinner.mu);
+  settle_kept(0);
+  ASSERT(unmapped(m2, page) && unmapped(m3, page));
+  ASSERT_EQ(g_unpinned, unpinned + 2);
+  /* And at the end, whatever is kept. */
+  pthread_mutex_lock(&g_res.pinner.mu);
+  g_res.pinner.keep_ms = PINNER_KEEP_MS;
+  pthread_mutex_unlock(&g_res.pinner.mu);
+  void *m5 = page_map(page);
+  gkcd_res *r5 = res_add(&g_res, RES_REGION, &a);
+  r5->ptr = m5, r5->bytes = page;
+  res_region_pin(&g_res, r5, 0, 7, 5);
+  pinned_soon(r5);
+  res_release(&g_res, r5);
+  settle_kept(page);
+  res_free_all(&g_res);
+  ASSERT(unmapped(m5, page));
+  ASSERT_EQ(g_order_bad, 0);
 }
 
 /* --- limits ---------------------------------------------------------------- */
@@ -467,6 +574,7 @@ int main(void) {
   test_replicated();
   test_partitioned();
   test_region();
+  test_region_kept();
   test_limits();
   test_drop_owner();
   test_release_requests();
