@@ -60,6 +60,11 @@ enum {
                         * instead of writing past the slice */
 };
 
+/* In gkc_shm_register_args.pinned, set by the arena only: its region may
+ * be registered again on a later connection (kept with the process,
+ * gkc_shm_keep.c), so gkcd may keep its mapping (PROTOCOL.md "reuse"). */
+#define GKC__REG_REUSE 0x10000
+
 struct gkc__req {
   gkc__req *next;     /* in the pending table's chain, or a list being failed */
   uint32_t msgid;

@@ -26,10 +26,12 @@ struct gkc_region {
 /* --- the protocol methods ------------------------------------------------------------- */
 
 static void pack_register(msgpack_packer *pk, const gkc__req *r) {
-  int pinned = r->a.shm_register.pinned != 0;
-  msgpack_pack_map(pk, 1 + pinned);
+  int flags = r->a.shm_register.pinned;
+  int reuse = (flags & GKC__REG_REUSE) != 0, pinned = (flags & ~GKC__REG_REUSE) != 0;
+  msgpack_pack_map(pk, 1 + pinned + reuse);
   proto_pack_cstr(pk, "bytes"), msgpack_pack_uint64(pk, r->a.shm_register.bytes);
   if (pinned) proto_pack_cstr(pk, "pinned"), msgpack_pack_true(pk);
+  if (reuse) proto_pack_cstr(pk, "reuse"), msgpack_pack_true(pk);
 }
 
 static int take_register(gkc_conn *c, const msgpack_object *r, gkc__req *req, gkc_result *res) {

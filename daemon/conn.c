@@ -617,6 +617,7 @@ static void parse_frames(gkcd_conn *c) {
       /* The frame's end is unknown, so nothing after it can be trusted:
        * answer, then close once the answer is out. */
       c->close_when_flushed = 1;
+      c->by_gkcd = 1;
       set->hooks.reject(c, (int)r, &info);
       pos = c->len;
       break;

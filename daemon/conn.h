@@ -93,6 +93,7 @@ struct gkcd_conn {
   int reading;         /* the socket is being read */
   int taking;          /* frames are being taken from it (not paused by back-pressure) */
   int close_when_flushed; /* an unrecoverable error was answered */
+  int by_gkcd;         /* closed by gkcd's decision (a deadline, a bad frame), not its peer's */
   int parsing;         /* inside parse_frames: replies must not re-enter it */
   int peer_closed;     /* the peer shut down its sending side */
   int wait_mem;        /* not read: no memory budget to grow the input buffer */

@@ -139,6 +139,7 @@ void conn_accept(gkcd_conns *set, int fd) {
  * closes once that is out, or at once when its replies are what is stuck. */
 static void timeout_close(gkcd_conn *c, const char *msg) {
   log_info("connection %llu (pid %d): %s", (unsigned long long)c->id, c->pid, msg);
+  c->by_gkcd = 1;
   if (c->rbusy) reader_cancel(&c->rt); /* the request will not be served */
   if (c->npend) {
     conn_close(c);
@@ -151,6 +152,7 @@ static void timeout_close(gkcd_conn *c, const char *msg) {
   proto_pack_error_notification(&pk, GKC_ETIMEOUT, msg);
   size_t len = sb.size;
   c->close_when_flushed = 1;
+  c->by_gkcd = 1;
   c->reading = 0;
   conn_send(c, msgpack_sbuffer_release(&sb), len, NULL, 0);
 }

@@ -267,7 +267,8 @@ struct gkcd_job {
   int reg_pin;          /* shm_register "pinned": registered for DMA before the answer */
   int reg_pinned;       /* ... and it was (the region's pages are registered now) */
   void *reg_keep;       /* shm_register: the pinner whose kept registrations it may take */
-  uint64_t reg_dev, reg_ino; /* ... and its file */
+  int reg_reuse;        /* shm_register "reuse": may be kept after its connection */
+  uint64_t reg_dev, reg_ino; /* ... and its file (ino 0 unless reuse: never kept) */
   void *priv[2];        /* private copies of CSR indices that came in a region */
   size_t pin_charge;    /* shm_register: bytes counted against its connection's
                          * --max-conn-pinned until the region takes them over */

@@ -15,7 +15,7 @@
 #include "res_object.h"
 
 static int parse_shm_register(refs_ctx *r, size_t max) {
-  static const char *const keys[] = {"bytes", "pinned", NULL};
+  static const char *const keys[] = {"bytes", "pinned", "reuse", NULL};
   /* rpc.c took the connection's oldest descriptor for this request; the job
    * owns it before anything is checked, so that a refused request still
    * consumes its own (job_free closes it): the next shm_register must never
@@ -25,7 +25,8 @@ static int parse_shm_register(refs_ctx *r, size_t max) {
   int64_t bytes;
   int rc;
   if ((rc = args_known(r->a, keys)) || (rc = args_int(r->a, "bytes", 1, 1, (int64_t)max, &bytes)) ||
-      (rc = args_bool(r->a, "pinned", 0, &r->job->reg_pin)))
+      (rc = args_bool(r->a, "pinned", 0, &r->job->reg_pin)) ||
+      (rc = args_bool(r->a, "reuse", 0, &r->job->reg_reuse)))
     return rc;
   if ((rc = res_room(r->res, r->asker, RES_REGION, r->a->msg, r->a->msglen))) return rc;
   if (r->job->reg_fd < 0) {

@@ -11,9 +11,10 @@
  * is queued behind the registration of the same region, so unregistering
  * and unmapping always come after it, in order.
  *
- * Kept registrations.  A region released (its connection closed, or
- * shm_release) whose file is known stays mapped and registered for a
- * while instead of being undone: the same process registering the same
+ * Kept registrations.  A region registered with "reuse" (a client library
+ * that keeps its regions for its process's next connection) and released
+ * with its connection (not by shm_release, nor with a connection gkcd
+ * closed) stays mapped and registered for a while instead of being undone: the same process registering the same
  * memfd again, as libgkc and the Python package do with a closed
  * connection's regions (GKC_SHM_KEEP), then costs neither a mapping nor a
  * registration (pinner_take_kept).  The kept bytes are bounded by keep_max

@@ -38,11 +38,12 @@ void region_map(gkcd_backend *be, gkcd_job *job) {
     goto out;
   }
   job->reg_dev = (uint64_t)st.st_dev;
-  job->reg_ino = (uint64_t)st.st_ino;
+  job->reg_ino = job->reg_reuse ? (uint64_t)st.st_ino : 0; /* kept after its connection, if asked */
   /* The same file registered before, by a connection since closed (a
    * client's kept region, pinner.h): its mapping and registration serve. */
   int pinned = 0;
-  void *p = job->reg_keep ? pinner_take_kept(job->reg_keep, job->reg_dev, job->reg_ino, job->out_bytes, &pinned)
+  void *p = job->reg_keep ? pinner_take_kept(job->reg_keep, job->reg_dev, (uint64_t)st.st_ino,
+                                             job->out_bytes, &pinned)
                           : NULL;
   if (p) {
     job->out_ptr = p;

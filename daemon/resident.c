@@ -159,11 +159,13 @@ void res_release(gkcd_residents *t, gkcd_res *r) {
   res_unref(t, r);
 }
 
-void res_drop_owner(gkcd_residents *t, res_owner *owner) {
+void res_drop_owner(gkcd_residents *t, res_owner *owner, int keep_regions) {
   for (int b = 0; b < RES_BUCKETS; b++)
     for (gkcd_res *r = t->bucket[b], *next; r; r = next) {
       next = r->next;
-      if (r->owner == owner) res_release(t, r);
+      if (r->owner != owner) continue;
+      if (!keep_regions && r->kind == RES_REGION && r->pin) r->pin->ino = 0; /* never kept */
+      res_release(t, r);
     }
 }
 
@@ -220,6 +222,9 @@ int res_release_request(gkcd_residents *t, res_owner *asker, int method,
     snprintf(msg, msglen, "argument '%s': no %s %lld on this connection", key, key, (long long)id);
     return GKC_EINVALID_ARGUMENT;
   }
+  /* A region its client released is done with: not kept for a next
+   * registration (pinner.h), as one whose connection closed is. */
+  if (r->kind == RES_REGION && r->pin) r->pin->ino = 0;
   res_release(t, r);
   return 0;
 }

@@ -68,7 +68,7 @@ void res_unref(gkcd_residents *t, gkcd_res *r);
 /* Makes the id unknown and drops the registration's reference. */
 void res_release(gkcd_residents *t, gkcd_res *r);
 /* Releases every object owner holds (when its connection closes). */
-void res_drop_owner(gkcd_residents *t, res_owner *owner);
+void res_drop_owner(gkcd_residents *t, res_owner *owner, int keep_regions);
 /* 0 when owner (NULL: shared) may create one more object of kind, else
  * GKC_EINVALID_ARGUMENT with the limit in msg. */
 int res_room(const gkcd_residents *t, const res_owner *owner, int kind, char *msg, size_t msglen);

@@ -160,11 +160,13 @@ static void on_truncated(gkcd_conn *c, const proto_frame_info *info, const char 
   rpc_send_error(c, info->msgid_known, info->msgid, GKC_EPARSE_ERROR, msg);
 }
 
-/* A connection has gone: the objects it owned alone go with it, and the
- * drain may be over. */
+/* A connection has gone: the objects it owned alone go with it (its
+ * regions kept a while for their process to register again, pinner.h,
+ * unless gkcd closed it: a deadline, a bad frame), and the drain may be
+ * over. */
 static void on_conn_closed(gkcd_conn *c) {
   gkcd_server *srv = c->srv;
-  res_drop_owner(&srv->res, &client_of(c)->owns);
+  res_drop_owner(&srv->res, &client_of(c)->owns, !c->by_gkcd);
   server_maybe_finish(srv);
 }
 

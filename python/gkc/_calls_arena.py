@@ -258,7 +258,10 @@ class ArenaCalls:
             try:
                 # Set up ahead (shm_reserve): gkcd registers it for DMA before
                 # answering too, so nothing of it is left for the first call.
-                params = {"bytes": size, "pinned": True} if populate else {"bytes": size}
+                # "reuse": kept with the process for its next connection (_arena.keep)
+                params = {"bytes": size, "reuse": True}
+                if populate:
+                    params["pinned"] = True
                 seg = yield ("shm_register", params,
                              lambda res: _arena.Segment(self, int(res["region"]), mm, size,
                                                         keep_fd), fd)

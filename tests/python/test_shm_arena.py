@@ -594,8 +594,15 @@ def test_kept_regions_serve_the_next_connection(gkcd, rng, monkeypatch):
             assert c.shm_info()["bytes"] == 32 << 20
         assert _arena.kept_bytes() == 32 << 20
         small = rng.standard_normal(1 << 18).astype(np.float32)  # 1 MiB
+        with gkcd.connect(shm=False) as s:  # gkcd keeps its mapping too ("reuse")
+            for _ in range(500):
+                if s.status()["resident"]["regions_kept_bytes"] >= 32 << 20:
+                    break
+                time.sleep(0.01)
+            hits = s.status()["resident"]["regions_kept_hits"]
         with gkcd.connect(shm_threshold=T) as c, gkcd.connect(shm=False) as i:
             assert c.reduce(small, "max") == float(small.max())
+            assert i.status()["resident"]["regions_kept_hits"] == hits + 1
             assert c.shm_info()["bytes"] == 32 << 20 and _arena.kept_bytes() == 0
             got = c.axpby(small, small, alpha=-1.0, beta=0.0)
             assert in_arena(got) and np.array_equal(got, i.axpby(small, small, alpha=-1.0, beta=0.0))

@@ -484,7 +484,7 @@ static void test_drop_owner(void) {
   gkcd_res *rb = array(&b, 2, 8), *rs = array(NULL, 0, 8);
   uint32_t id1 = ra1->id, id2 = ra2->id;
   res_ref(ra2); /* a job of a's still runs */
-  res_drop_owner(&g_res, &a);
+  res_drop_owner(&g_res, &a, 1);
   ASSERT(res_find(&g_res, &a, id1) == NULL && res_find(&g_res, &a, id2) == NULL);
   ASSERT(res_find(&g_res, &b, rb->id) == rb);
   ASSERT(res_find(&g_res, &b, rs->id) == rs);

@@ -1,0 +1,108 @@
+/* tiny_floor.cu: what the GPU itself charges a tiny request, without gkcd
+ * (issue #28's ≤ 10 µs round trip for a 16-float reduce): the host's time
+ * from a launch to the end of cudaStreamSynchronize, median of --reps, for
+ *   empty      an empty 1-block kernel
+ *   mapped     a 1-warp kernel summing 16 floats it reads from pinned host
+ *              memory and writing the double back there (gkcd's tiny path,
+ *              cuda/cuda_tiny.c)
+ *   copies     the same 16 floats copied in, summed in device memory, the
+ *              double copied back (two copies and the kernel on one stream)
+ * on a default-priority stream and on the highest-priority one.
+ *
+ *   tiny_floor [--reps N]
+ */
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <algorithm>
+#include <vector>
+
+#define CK(x)                                                                      \
+  do {                                                                             \
+    cudaError_t e_ = (x);                                                          \
+    if (e_ != cudaSuccess) {                                                       \
+      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+      exit(1);                                                                     \
+    }                                                                              \
+  } while (0)
+
+__global__ void empty_kernel() {}
+
+__global__ void sum16(const float *x, int n, double *out) {
+  double v = threadIdx.x < n ? x[threadIdx.x] : 0.0;
+  for (int off = 16; off > 0; off >>= 1) v += __shfl_down_sync(0xffffffffu, v, off);
+  if (threadIdx.x == 0) *out = v;
+}
+
+static double now_us() {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
+static double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+int main(int argc, char **argv) {
+  int reps = 20000;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--reps") && i + 1 < argc) {
+      reps = atoi(argv[++i]);
+    } else {
+      printf("usage: tiny_floor [--reps N]\n");
+      return strcmp(argv[i], "--help") && strcmp(argv[i], "-h") ? 2 : 0;
+    }
+  }
+  if (reps < 10) reps = 10;
+  int lo, hi;
+  CK(cudaDeviceGetStreamPriorityRange(&lo, &hi));
+  float *hx;
+  double *hout, *dout;
+  float *dx;
+  CK(cudaMallocHost(&hx, 4096));
+  CK(cudaMallocHost(&hout, 64));
+  CK(cudaMalloc(&dx, 4096));
+  CK(cudaMalloc(&dout, 64));
+  for (int i = 0; i < 16; i++) hx[i] = (float)(i + 1);
+  printf("| stream | empty us | mapped us | copies us |\n|---|---:|---:|---:|\n");
+  for (int pri = 0; pri < 2; pri++) {
+    cudaStream_t s;
+    CK(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, pri ? hi : lo));
+    std::vector<double> te, tm, tc;
+    for (int r = 0; r < reps + 100; r++) {
+      double t0 = now_us();
+      empty_kernel<<<1, 32, 0, s>>>();
+      CK(cudaGetLastError());
+      CK(cudaStreamSynchronize(s));
+      double t1 = now_us();
+      sum16<<<1, 32, 0, s>>>(hx, 16, hout);
+      CK(cudaGetLastError());
+      CK(cudaStreamSynchronize(s));
+      double t2 = now_us();
+      if (*hout != 136.0) {
+        fprintf(stderr, "mapped sum %g, want 136\n", *hout);
+        return 1;
+      }
+      CK(cudaMemcpyAsync(dx, hx, 64, cudaMemcpyHostToDevice, s));
+      sum16<<<1, 32, 0, s>>>(dx, 16, dout);
+      CK(cudaGetLastError());
+      CK(cudaMemcpyAsync(hout + 1, dout, 8, cudaMemcpyDeviceToHost, s));
+      CK(cudaStreamSynchronize(s));
+      double t3 = now_us();
+      if (hout[1] != 136.0) {
+        fprintf(stderr, "copied sum %g, want 136\n", hout[1]);
+        return 1;
+      }
+      if (r >= 100) te.push_back(t1 - t0), tm.push_back(t2 - t1), tc.push_back(t3 - t2);
+    }
+    printf("| %s | %.2f | %.2f | %.2f |\n", pri ? "highest priority" : "default priority", median(te),
+           median(tm), median(tc));
+    CK(cudaStreamDestroy(s));
+  }
+  return 0;
+}
