@@ -15,19 +15,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include <algorithm>
 #include <vector>
 
-#define CK(x)                                                                      \
-  do {                                                                             \
-    cudaError_t e_ = (x);                                                          \
-    if (e_ != cudaSuccess) {                                                       \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      exit(1);                                                                     \
-    }                                                                              \
-  } while (0)
+extern "C" {
+#include "bench_util.h" /* a C library */
+}
 
 __global__ void empty_kernel() {}
 
@@ -37,16 +30,7 @@ __global__ void sum16(const float *x, int n, double *out) {
   if (threadIdx.x == 0) *out = v;
 }
 
-static double now_us() {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
-}
-
-static double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+static double median_us(std::vector<double> &v) { return bench_median(v.data(), (int)v.size()) * 1e6; }
 
 int main(int argc, char **argv) {
   int reps = 20000;
@@ -60,49 +44,49 @@ int main(int argc, char **argv) {
   }
   if (reps < 10) reps = 10;
   int lo, hi;
-  CK(cudaDeviceGetStreamPriorityRange(&lo, &hi));
+  CUDA_OK(cudaDeviceGetStreamPriorityRange(&lo, &hi));
   float *hx;
   double *hout, *dout;
   float *dx;
-  CK(cudaMallocHost(&hx, 4096));
-  CK(cudaMallocHost(&hout, 64));
-  CK(cudaMalloc(&dx, 4096));
-  CK(cudaMalloc(&dout, 64));
+  CUDA_OK(cudaMallocHost(&hx, 4096));
+  CUDA_OK(cudaMallocHost(&hout, 64));
+  CUDA_OK(cudaMalloc(&dx, 4096));
+  CUDA_OK(cudaMalloc(&dout, 64));
   for (int i = 0; i < 16; i++) hx[i] = (float)(i + 1);
   printf("| stream | empty us | mapped us | copies us |\n|---|---:|---:|---:|\n");
   for (int pri = 0; pri < 2; pri++) {
     cudaStream_t s;
-    CK(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, pri ? hi : lo));
+    CUDA_OK(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, pri ? hi : lo));
     std::vector<double> te, tm, tc;
     for (int r = 0; r < reps + 100; r++) {
-      double t0 = now_us();
+      double t0 = bench_now_s();
       empty_kernel<<<1, 32, 0, s>>>();
-      CK(cudaGetLastError());
-      CK(cudaStreamSynchronize(s));
-      double t1 = now_us();
+      CUDA_OK(cudaGetLastError());
+      CUDA_OK(cudaStreamSynchronize(s));
+      double t1 = bench_now_s();
       sum16<<<1, 32, 0, s>>>(hx, 16, hout);
-      CK(cudaGetLastError());
-      CK(cudaStreamSynchronize(s));
-      double t2 = now_us();
+      CUDA_OK(cudaGetLastError());
+      CUDA_OK(cudaStreamSynchronize(s));
+      double t2 = bench_now_s();
       if (*hout != 136.0) {
         fprintf(stderr, "mapped sum %g, want 136\n", *hout);
         return 1;
       }
-      CK(cudaMemcpyAsync(dx, hx, 64, cudaMemcpyHostToDevice, s));
+      CUDA_OK(cudaMemcpyAsync(dx, hx, 64, cudaMemcpyHostToDevice, s));
       sum16<<<1, 32, 0, s>>>(dx, 16, dout);
-      CK(cudaGetLastError());
-      CK(cudaMemcpyAsync(hout + 1, dout, 8, cudaMemcpyDeviceToHost, s));
-      CK(cudaStreamSynchronize(s));
-      double t3 = now_us();
+      CUDA_OK(cudaGetLastError());
+      CUDA_OK(cudaMemcpyAsync(hout + 1, dout, 8, cudaMemcpyDeviceToHost, s));
+      CUDA_OK(cudaStreamSynchronize(s));
+      double t3 = bench_now_s();
       if (hout[1] != 136.0) {
         fprintf(stderr, "copied sum %g, want 136\n", hout[1]);
         return 1;
       }
       if (r >= 100) te.push_back(t1 - t0), tm.push_back(t2 - t1), tc.push_back(t3 - t2);
     }
-    printf("| %s | %.2f | %.2f | %.2f |\n", pri ? "highest priority" : "default priority", median(te),
-           median(tm), median(tc));
-    CK(cudaStreamDestroy(s));
+    printf("| %s | %.2f | %.2f | %.2f |\n", pri ? "highest priority" : "default priority", median_us(te),
+           median_us(tm), median_us(tc));
+    CUDA_OK(cudaStreamDestroy(s));
   }
   return 0;
 }

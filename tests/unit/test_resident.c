@@ -353,6 +353,13 @@ static void settle_kept(size_t want) {
 /* Kept registrations (pinner.h): a released region of a known file stays
  * mapped and registered, taken again by the same file and size only; the
  * oldest go past the bound, all after keep_ms, and at the end. */
+/* Waits (up to 10 s) for the pinner to unmap map. */
+static void unmapped_soon(void *map, size_t page) {
+  double t0 = now_s();
+  while (!unmapped(map, page) && now_s() - t0 < 10) nanosleep(&(struct timespec){0, 1000000}, NULL);
+  ASSERT(unmapped(map, page));
+}
+
 /* Waits (up to 10 s) for r's registration. */
 static void pinned_soon(gkcd_res *r) {
   double t0 = now_s();
@@ -370,7 +377,6 @@ static void test_region_kept(void) {
   r->ptr = map, r->bytes = page;
   res_region_pin(&g_res, r, 0, 7, 42);
   pinned_soon(r);
-  double t0;
   res_release(&g_res, r);
   settle_kept(page);
   ASSERT(!unmapped(map, page));
@@ -401,9 +407,7 @@ static void test_region_kept(void) {
   res_release(&g_res, r2);
   settle_kept(2 * page);
   res_release(&g_res, r3);
-  t0 = now_s();
-  while (!unmapped(map, page) && now_s() - t0 < 10) nanosleep(&(struct timespec){0, 1000000}, NULL);
-  ASSERT(unmapped(map, page));
+  unmapped_soon(map, page);
   ASSERT_EQ(kept_bytes(), 2 * page);
   ASSERT(!unmapped(m2, page) && !unmapped(m3, page));
   /* A file unknown (ino 0) or bigger than the bound is never kept. */
@@ -413,9 +417,7 @@ static void test_region_kept(void) {
   res_region_pin(&g_res, r4, 0, 0, 0);
   pinned_soon(r4);
   res_release(&g_res, r4);
-  t0 = now_s();
-  while (!unmapped(m4, page) && now_s() - t0 < 10) nanosleep(&(struct timespec){0, 1000000}, NULL);
-  ASSERT(unmapped(m4, page));
+  unmapped_soon(m4, page);
   /* After keep_ms every kept one goes, unregistered. */
   int unpinned = g_unpinned;
   pthread_mutex_lock(&g_res.pinner.mu);
