@@ -642,3 +642,46 @@ def test_shm_register_pinned_flag(gkcd):
         with pytest.raises(gkc.InvalidArgument, match="pinned"):
             c._invoke("shm_register", {"bytes": 4096, "pinned": "yes"}, lambda r: r, fd)
         mm.close()
+        fd, mm = make_memfd(4096)
+        with pytest.raises(gkc.InvalidArgument, match="reuse"):
+            c._invoke("shm_register", {"bytes": 4096, "reuse": 1}, lambda r: r, fd)
+        mm.close()
+
+
+def test_shm_register_reuse_kept_only_with_its_connection(daemon_factory):
+    """shm_register's "reuse": true lets gkcd keep the region's mapping once
+    its connection closes, and answer the same memfd's next registration
+    from it; not after shm_release, and not without "reuse"."""
+    from gkc._transport import make_memfd
+    d = daemon_factory()
+
+    def resident(c):
+        return c.status()["resident"]
+
+    def settle(c, want):
+        for _ in range(500):
+            if resident(c)["regions_kept_bytes"] == want:
+                return
+            time.sleep(0.01)
+        assert resident(c)["regions_kept_bytes"] == want
+
+    fd, mm = make_memfd(1 << 20)
+    fd2, mm2 = make_memfd(1 << 20)
+    with d.connect(shm=False) as s:
+        with d.connect(shm=False) as c:
+            c._invoke("shm_register", {"bytes": 1 << 20, "reuse": True}, lambda r: r, os.dup(fd))
+            c._invoke("shm_register", {"bytes": 1 << 20}, lambda r: r, os.dup(fd2))
+        settle(s, 1 << 20)  # only the one with "reuse"
+        hits = resident(s)["regions_kept_hits"]
+        with d.connect(shm=False) as c:
+            r = c._invoke("shm_register", {"bytes": 1 << 20, "reuse": True}, lambda r: r, os.dup(fd2))
+            assert resident(s)["regions_kept_hits"] == hits  # another file: not from the kept one
+            c.call("shm_release", {"region": r["region"]})
+            r = c._invoke("shm_register", {"bytes": 1 << 20, "reuse": True}, lambda r: r, os.dup(fd))
+            assert resident(s)["regions_kept_hits"] == hits + 1
+            assert resident(s)["regions_kept_bytes"] == 0
+            c.call("shm_release", {"region": r["region"]})
+        settle(s, 0)  # released by shm_release: not kept
+    for m, f in ((mm, fd), (mm2, fd2)):
+        m.close()
+        os.close(f)
