@@ -180,6 +180,7 @@ static void on_reconnect(gkc_conn *c) {
     if (A->slots[i].reg) gkc__shm_slot_retire(&A->slots[i], A->keep_max);
   A->limits_known = A->cannot_grow = A->probing = A->growing = 0;
   A->gkcd_max = A->want = 0;
+  A->gkcd_reuse = 0; /* asked again of the new gkcd */
 }
 
 void gkc__shm_destroy(gkc_conn *c) {
@@ -198,10 +199,14 @@ static void pack_none(msgpack_packer *pk, const gkc__req *r) {
   msgpack_pack_map(pk, 0);
 }
 
-/* status, for limits.max_request_bytes only. */
+/* status, for limits.max_request_bytes, and whether gkcd takes
+ * shm_register's "reuse" (a gkcd that keeps registrations reports
+ * resident.regions_kept_hits; an older one refuses the argument). */
 static int take_limits(gkc_conn *c, const msgpack_object *r, gkc__req *req, gkc_result *res) {
   (void)req, (void)res;
   const msgpack_object *m = r->type == MSGPACK_OBJECT_MAP ? proto_map_get(r, "limits") : NULL;
+  const msgpack_object *rs = r->type == MSGPACK_OBJECT_MAP ? proto_map_get(r, "resident") : NULL;
+  c->shm->gkcd_reuse = rs && rs->type == MSGPACK_OBJECT_MAP && proto_map_get(rs, "regions_kept_hits");
   uint64_t v;
   if (!m || gkc__get_uint(c, m, "max_request_bytes", UINT64_MAX, &v) != 0)
     return gkc__fail(c, GKC_EPROTOCOL, "gkcd's status reports no max_request_bytes");

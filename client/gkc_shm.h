@@ -61,6 +61,7 @@ struct gkc__shm {
   char why[256];
   int limits_known;  /* gkcd_max has been asked for */
   uint64_t gkcd_max; /* gkcd's --max-request-bytes; 0: it did not say */
+  int gkcd_reuse;    /* gkcd takes shm_register's "reuse" (its status said so) */
   int cannot_grow;   /* gkcd refused a region while others serve: grow no more */
   int probing;       /* async: the status request is in flight */
   int growing;       /* async: a shm_register is in flight */

@@ -188,7 +188,8 @@ void gkc__shm_add_region(gkc_conn *c, int i, uint64_t size, uint64_t room, uint6
               (unsigned long long)need, was_kept ? "kept one taken" : "memfd+mmap", t1 - t0, t2 - t1,
               (unsigned long long)((s->pop_head + size - s->pop_tail) >> 20));
     gkc__req *r = gkc__shm_internal_req(registered);
-    gkc_shm_register_args a = {gkc__region_fd(reg), (size_t)size, reserve | GKC__REG_REUSE};
+    gkc_shm_register_args a = {gkc__region_fd(reg), (size_t)size,
+                               reserve | (A->gkcd_reuse ? GKC__REG_REUSE : 0)};
     if (!r) {
       gkc__shm_slot_clear(s);
       return;
@@ -205,7 +206,8 @@ void gkc__shm_add_region(gkc_conn *c, int i, uint64_t size, uint64_t room, uint6
   uint32_t id;
   /* Set up ahead (reserve: gkc_shm_reserve): gkcd registers it for DMA
    * before answering too, so that nothing of it is left for the first call. */
-  rc = gkc__shm_register(c, gkc__region_fd(reg), (size_t)size, reserve | GKC__REG_REUSE, &id);
+  rc = gkc__shm_register(c, gkc__region_fd(reg), (size_t)size, reserve | (A->gkcd_reuse ? GKC__REG_REUSE : 0),
+                         &id);
   A->grow_rc = rc;
   if (A->trace)
     fprintf(stderr, "gkc shm: region %d of %llu MiB for %llu bytes: %s %.2f ms, populate"

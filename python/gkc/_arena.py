@@ -479,6 +479,7 @@ class Arena:
         self.growing: Any = None  # an Event while one call grows the arena
         self.reserved = 0        # bytes of the registration under way
         self.limit: Optional[int] = None  # gkcd's largest region, from status
+        self.gkcd_reuse = False  # gkcd takes shm_register's "reuse" (its status said so)
         self.frozen = False      # gkcd refused a registration: no more growth
         self.closed = False
         self.logged = False

@@ -212,6 +212,9 @@ class ArenaCalls:
             lim = st.get("limits", {}) if isinstance(st, dict) else {}
             ar.limit = min(int(lim.get("max_request_bytes", ar.max_bytes)),
                            int(lim.get("memory_budget", 2 * ar.max_bytes)) // 2)
+            # A gkcd that keeps registrations says so (an older one refuses "reuse").
+            res = st.get("resident", {}) if isinstance(st, dict) else {}
+            ar.gkcd_reuse = isinstance(res, dict) and "regions_kept_hits" in res
         # A region an earlier connection of this process left, its pages
         # there already: the smallest that holds need within the bounds.
         cap = min(ar.max_bytes, ar.limit)
@@ -259,7 +262,9 @@ class ArenaCalls:
                 # Set up ahead (shm_reserve): gkcd registers it for DMA before
                 # answering too, so nothing of it is left for the first call.
                 # "reuse": kept with the process for its next connection (_arena.keep)
-                params = {"bytes": size, "reuse": True}
+                params = {"bytes": size}
+                if ar.gkcd_reuse:
+                    params["reuse"] = True
                 if populate:
                     params["pinned"] = True
                 seg = yield ("shm_register", params,
