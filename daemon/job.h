@@ -336,6 +336,7 @@ struct uv_async_s;
 typedef struct job_done_queue {
   pthread_mutex_t mu;
   gkcd_job *head, *tail;    /* under mu */
+  atomic_int waiting;       /* head != NULL, for a polling loop to look without mu */
   struct uv_async_s *wake;
 } job_done_queue;
 
@@ -349,8 +350,15 @@ static inline gkcd_job *job_done_take(job_done_queue *q) {
   pthread_mutex_lock(&q->mu);
   gkcd_job *list = q->head;
   q->head = q->tail = NULL;
+  atomic_store_explicit(&q->waiting, 0, memory_order_relaxed);
   pthread_mutex_unlock(&q->mu);
   return list;
+}
+
+/* Any thread: 1 when finished jobs wait (a polling loop takes them at once,
+ * without waiting for the async handle's wake-up). */
+static inline int job_done_waiting(job_done_queue *q) {
+  return atomic_load_explicit(&q->waiting, memory_order_acquire);
 }
 
 /* An OUT_BIN result buffer of bytes bytes (at least 1): from the allocator

@@ -20,6 +20,7 @@ static job_done_queue *done; /* set before any worker starts */
 void job_done_setup(job_done_queue *q, struct uv_async_s *wake) {
   pthread_mutex_init(&q->mu, NULL);
   q->head = q->tail = NULL;
+  atomic_init(&q->waiting, 0);
   q->wake = wake;
   done = q;
 }
@@ -39,6 +40,7 @@ void job_finish(gkcd_job *job) {
   else
     done->head = job;
   done->tail = job;
+  atomic_store_explicit(&done->waiting, 1, memory_order_release);
   pthread_mutex_unlock(&done->mu);
   int rc = uv_async_send(done->wake);
   if (rc) log_err("uv_async_send: %s", uv_strerror(rc)); /* cannot fail on Linux */

@@ -268,6 +268,7 @@ int server_start(gkcd_server *srv, uv_loop_t *loop, gkcd_backend **bes, int ndev
     return -1;
   }
   srv->done.data = srv;
+  srv->take_done = rpc_jobs_done;
   job_done_setup(&srv->done_q, &srv->done);
   if ((rc = pool_start(&srv->pool, ndev, nlanes, workers, srv->cfg.spin_us, work_run, NULL)) ||
       (rc = sched_create(&srv->sched, loop, &srv->cfg, &srv->budget, srv->pool, &srv->devs, nlanes,

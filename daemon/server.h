@@ -81,6 +81,7 @@ struct gkcd_server {
    * start, and how many of them a poll found rather than a wake-up. */
   uint64_t events, loop_spin_hits;
   int polling;
+  void (*take_done)(uv_async_t *h); /* rpc_jobs_done, for server_run's polling (server.c sets it) */
   uint64_t expect_ns;       /* a running request is predicted to end by then (server_expect) */
   gkcd_metrics metrics;     /* counted as requests are answered (metrics.h) */
   gkcd_http *http;          /* --metrics-listen (http.h), or NULL */
