@@ -108,7 +108,7 @@ GKC_API unsigned gkc_reconnects(const gkc_conn *c);
  * GKC_NO_RING=1 in the environment, or gkc_set_ring(c, 0) before the first
  * call, keeps the socket; gkc_set_ring(c, 1) asks for the ring even with
  * the arena off.  A gkcd without rings, or one that refuses, leaves the
- * connection on the socket silently.  GKC_RING_SPIN_US (default 50) is how
+ * connection on the socket silently.  GKC_RING_SPIN_US (default 200 on a host of 8 or more CPUs, else 50) is how
  * long a call polls the ring for its reply before it sleeps.  Async
  * contexts take a ring at connect, under the same switches
  * (gkc_async_connect, gkc_async_ring_active). */

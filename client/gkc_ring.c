@@ -29,8 +29,15 @@
  * bytes, and a big one streams through. */
 #define RING_SQ_BYTES ((uint32_t)1 << 18)
 #define RING_CQ_BYTES ((uint32_t)1 << 18)
-/* A wait polls this long before it sleeps ($GKC_RING_SPIN_US). */
+/* A wait polls at most this long before it sleeps ($GKC_RING_SPIN_US):
+ * RING_SPIN_US, or RING_SPIN_US_BIG on a host of RING_BIG_CPUS or more.
+ * There a client's own polling takes no CPU gkcd needs, and a reply that
+ * comes 60-150 us later (a resident sgemm 1024^3) is caught polling rather
+ * than after a sleep's wake-up: 1.30x the kernel against 1.49x on the H200
+ * host (bench/RESULTS.md, session 15), as CUDA's own synchronize spins. */
 #define RING_SPIN_US 50
+#define RING_SPIN_US_BIG 200
+#define RING_BIG_CPUS 8
 
 static void pack_register(msgpack_packer *pk, const gkc__req *r) {
   (void)r;
@@ -111,7 +118,8 @@ void gkc__ring_init(gkc_conn *c) {
   const char *off = getenv("GKC_NO_RING");
   c->ring_mode = off && *off && strcmp(off, "0") ? GKC__RING_OFF : GKC__RING_TRY;
   const char *spin = getenv("GKC_RING_SPIN_US");
-  c->ring_spin_us = spin && *spin ? atoi(spin) : RING_SPIN_US;
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  c->ring_spin_us = spin && *spin ? atoi(spin) : cpus >= RING_BIG_CPUS ? RING_SPIN_US_BIG : RING_SPIN_US;
   if (c->ring_spin_us < 0) c->ring_spin_us = 0;
   c->ring_start = ring_start;
 }
