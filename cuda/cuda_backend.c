@@ -82,13 +82,17 @@ static const struct {
 static int cuda_res_alloc(gkcd_backend *be, size_t bytes, void **ptr, size_t *cap, char *msg,
                           size_t msglen) {
   cuda_impl *impl = be->impl;
-  cudaSetDevice(impl->device);
+  cudaError_t e = cuda_gpu_use(impl, "an allocation");
+  if (e != cudaSuccess) {
+    snprintf(msg, msglen, "cannot select GPU %d: %s", impl->device, cudaGetErrorString(e));
+    return GKC_EDEVICE_ERROR;
+  }
   return devcache_alloc(impl->cache, bytes, ptr, cap, msg, msglen);
 }
 
 static void cuda_res_free(gkcd_backend *be, void *ptr, size_t cap) {
   cuda_impl *impl = be->impl;
-  cudaSetDevice(impl->device);
+  (void)cuda_gpu_use(impl, "freeing memory"); /* the cache keeps it whatever the device says */
   devcache_free(impl->cache, ptr, cap);
 }
 
@@ -97,7 +101,7 @@ static void cuda_res_free(gkcd_backend *be, void *ptr, size_t cap) {
  * GPU's copies use them, whichever device registered them. */
 static int cuda_region_pin(gkcd_backend *be, void *ptr, size_t bytes) {
   cuda_impl *impl = be->impl;
-  cudaSetDevice(impl->device);
+  if (cuda_gpu_use(impl, "registering a region") != cudaSuccess) return -1;
   cudaError_t e = cudaHostRegister(ptr, bytes, cudaHostRegisterPortable);
   if (e != cudaSuccess) {
     cudaGetLastError();
@@ -108,7 +112,7 @@ static int cuda_region_pin(gkcd_backend *be, void *ptr, size_t bytes) {
 
 static void cuda_region_unpin(gkcd_backend *be, void *ptr) {
   cuda_impl *impl = be->impl;
-  cudaSetDevice(impl->device);
+  (void)cuda_gpu_use(impl, "unregistering a region"); /* a portable registration: any device undoes it */
   if (cudaHostUnregister(ptr) != cudaSuccess) cudaGetLastError();
 }
 
@@ -134,7 +138,7 @@ static int cuda_devices(gkcd_backend *be, gkcd_device_info *out, int max) {
   out->gpu = impl->device;
   out->sms = lanes_part_sms(impl->lanes); /* its part, or the whole GPU */
   size_t free_b = 0, total_b = 0;
-  cudaSetDevice(impl->device);
+  (void)cuda_gpu_use(impl, "its figures"); /* cudaMemGetInfo below says if it failed */
   size_t cached, in_use, own;
   devcache_stats(impl->cache, &cached, &in_use);
   out->cached_bytes = cached;
@@ -172,7 +176,7 @@ static void cuda_lane_info(gkcd_backend *be, int lane, gkcd_lane_info *out) {
 
 static void cuda_destroy(gkcd_backend *be) {
   cuda_impl *impl = be->impl;
-  cudaSetDevice(impl->device);
+  (void)cuda_gpu_use(impl, "tearing down"); /* what it frees is freed either way */
   for (int i = 0; i < impl->nslots; i++) cuda_slot_destroy(&impl->slots[i]);
   if (impl->lane_cache != impl->cache) devcache_destroy(impl->lane_cache);
   devcache_destroy(impl->cache);

@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include <cuda_runtime_api.h>
+
 #include "backend.h"
 #include "log.h"
 
@@ -23,6 +25,15 @@ void cuda_gpu_release(cuda_gpu *gpu) {
   if (atomic_fetch_sub(&gpu->refs, 1) != 1) return;
   pthread_mutex_destroy(&gpu->mu);
   free(gpu);
+}
+
+cudaError_t cuda_gpu_use(cuda_impl *impl, const char *what) {
+  cudaError_t e = cudaSetDevice(impl->device);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    log_err("GPU %d: cudaSetDevice for %s: %s", impl->device, what, cudaGetErrorString(e));
+  }
+  return e;
 }
 
 void cuda_gpu_where(const cuda_impl *impl, char *buf, size_t len) {

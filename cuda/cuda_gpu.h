@@ -29,6 +29,9 @@ int cuda_lost(const cuda_impl *impl);
 /* Why impl's device was lost: the GPU's error, or "taken out of service by
  * gkcd" when the daemon took it out. */
 void cuda_gpu_why(cuda_impl *impl, char *buf, size_t len);
+/* Makes impl's device the calling thread's current one: cudaSuccess, or
+ * the error, logged (what: the operation it was for) and cleared. */
+cudaError_t cuda_gpu_use(cuda_impl *impl, const char *what);
 /* "GPU 0" or "GPU 0, part 1/2": how messages name a backend's device. */
 void cuda_gpu_where(const cuda_impl *impl, char *buf, size_t len);
 

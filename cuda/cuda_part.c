@@ -45,7 +45,7 @@ static int finish(cuda_impl *impl, cuda_slot *s, int rc, const char *what, char 
 static cuda_slot *begin(gkcd_backend *be, cuda_impl **impl_out) {
   cuda_impl *impl = be->impl;
   *impl_out = impl;
-  cudaSetDevice(impl->device);
+  (void)cuda_gpu_use(impl, "a partition's work"); /* logged; the work's own calls fail and say so */
   return cuda_slot_take(impl, LANES_BULK);
 }
 

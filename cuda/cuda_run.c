@@ -20,10 +20,12 @@ typedef void (*body_fn)(cuda_impl *impl, cuda_slot *s, gkcd_job *job);
  * itself, before it frees what the job made). */
 static void on_slot(gkcd_backend *be, gkcd_job *job, body_fn body, int recheck) {
   cuda_impl *impl = be->impl;
+  cudaError_t e;
   if (cuda_lost(impl)) {
     cuda_fail_lost(impl, job);
+  } else if ((e = cuda_gpu_use(impl, "a job")) != cudaSuccess) {
+    cuda_fail(impl, job, e, "selecting the device");
   } else {
-    cudaSetDevice(impl->device);
     cuda_slot *s = cuda_slot_take(impl, cuda_slot_lane(impl, job));
     body(impl, s, job);
     cuda_slot_give(impl, s);
