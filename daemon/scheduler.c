@@ -75,13 +75,13 @@ static size_t result_bytes(const gkcd_job *job) {
   return job->out_kind == OUT_BIN || job->out_kind == OUT_RES_NEW ? job->out_bytes : 0;
 }
 
-/* Answers job (failed already) from the next pump. */
-/* Answered by the next pump, never from under the caller: the pass hook
- * asks for one. */
+/* The pass hook: the next pump has work (scheduler.h). */
 static void want_pass(gkcd_sched *s) {
   if (s->pass) s->pass(s->arg);
 }
 
+/* Answers job (failed already) from the next pump, never from under the
+ * caller. */
 static void finish_here(gkcd_sched *s, gkcd_job *job) {
   append(&s->fin_head, &s->fin_tail, job);
   want_pass(s);
@@ -377,22 +377,6 @@ void sched_client_drained(gkcd_sched *s, sched_client *c) {
   want_pass(s);
 }
 
-static int release_held(gkcd_sched *s);
-static int admit_waiting(gkcd_sched *s);
-
-/* Held jobs released, waiting ones admitted, queued ones dispatched, until
- * nothing moves: each step can make room for another (a dispatch frees
- * queue space).  What the scheduler finished itself is left to the pump. */
-static int advance(gkcd_sched *s) {
-  int total = 0;
-  for (int round = 0; round < 64; round++) {
-    int moved = release_held(s) + admit_waiting(s);
-    for (int l = 0; l < s->nlanes; l++) moved += dispatch(s, l);
-    total += moved;
-    if (!moved) break;
-  }
-  return total;
-}
 
 /* --- completion and cancellation ---------------------------------------- */
 
@@ -533,10 +517,11 @@ static int admit_waiting(gkcd_sched *s) {
 }
 
 void sched_pump(gkcd_sched *s) {
-  /* Answering a job the scheduler finished frees memory, so go round until
-   * nothing moves. */
+  /* Each step can make room for another (a cancelled job frees memory, a
+   * dispatch frees queue space), so go round until nothing moves. */
   for (int round = 0; round < 64; round++) {
-    int moved = advance(s);
+    int moved = release_held(s) + admit_waiting(s);
+    for (int l = 0; l < s->nlanes; l++) moved += dispatch(s, l);
     gkcd_job *fin = s->fin_head;
     s->fin_head = s->fin_tail = NULL;
     while (fin) {

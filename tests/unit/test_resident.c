@@ -367,16 +367,25 @@ static void pinned_soon(gkcd_res *r) {
   ASSERT(res_region_pinned(r));
 }
 
+/* A one-page region of file (dev, ino) for owner a, its registration
+ * done; its mapping in *map. */
+static gkcd_res *region_pinned(res_owner *a, size_t page, uint64_t dev, uint64_t ino, void **map) {
+  *map = page_map(page);
+  gkcd_res *r = res_add(&g_res, RES_REGION, a);
+  ASSERT(r);
+  r->ptr = *map, r->bytes = page;
+  res_region_pin(&g_res, r, 0, dev, ino);
+  pinned_soon(r);
+  return r;
+}
+
 static void test_region_kept(void) {
   reset();
   res_owner a = {0};
   size_t page = (size_t)sysconf(_SC_PAGESIZE);
   g_res.pinner.keep_max = 2 * page;
-  void *map = page_map(page);
-  gkcd_res *r = res_add(&g_res, RES_REGION, &a);
-  r->ptr = map, r->bytes = page;
-  res_region_pin(&g_res, r, 0, 7, 42);
-  pinned_soon(r);
+  void *map, *m2, *m3, *m4, *m5;
+  gkcd_res *r = region_pinned(&a, page, 7, 42, &map);
   res_release(&g_res, r);
   settle_kept(page);
   ASSERT(!unmapped(map, page));
@@ -398,12 +407,7 @@ static void test_region_kept(void) {
   res_release(&g_res, r);
   settle_kept(page);
   /* Two more: past the bound of two pages the oldest (map) goes. */
-  void *m2 = page_map(page), *m3 = page_map(page);
-  gkcd_res *r2 = res_add(&g_res, RES_REGION, &a), *r3 = res_add(&g_res, RES_REGION, &a);
-  r2->ptr = m2, r2->bytes = page, r3->ptr = m3, r3->bytes = page;
-  res_region_pin(&g_res, r2, 0, 7, 2);
-  res_region_pin(&g_res, r3, 0, 7, 3);
-  pinned_soon(r2), pinned_soon(r3);
+  gkcd_res *r2 = region_pinned(&a, page, 7, 2, &m2), *r3 = region_pinned(&a, page, 7, 3, &m3);
   res_release(&g_res, r2);
   settle_kept(2 * page);
   res_release(&g_res, r3);
@@ -411,11 +415,7 @@ static void test_region_kept(void) {
   ASSERT_EQ(kept_bytes(), 2 * page);
   ASSERT(!unmapped(m2, page) && !unmapped(m3, page));
   /* A file unknown (ino 0) or bigger than the bound is never kept. */
-  void *m4 = page_map(page);
-  gkcd_res *r4 = res_add(&g_res, RES_REGION, &a);
-  r4->ptr = m4, r4->bytes = page;
-  res_region_pin(&g_res, r4, 0, 0, 0);
-  pinned_soon(r4);
+  gkcd_res *r4 = region_pinned(&a, page, 0, 0, &m4);
   res_release(&g_res, r4);
   unmapped_soon(m4, page);
   /* After keep_ms every kept one goes, unregistered. */
@@ -431,11 +431,7 @@ static void test_region_kept(void) {
   pthread_mutex_lock(&g_res.pinner.mu);
   g_res.pinner.keep_ms = PINNER_KEEP_MS;
   pthread_mutex_unlock(&g_res.pinner.mu);
-  void *m5 = page_map(page);
-  gkcd_res *r5 = res_add(&g_res, RES_REGION, &a);
-  r5->ptr = m5, r5->bytes = page;
-  res_region_pin(&g_res, r5, 0, 7, 5);
-  pinned_soon(r5);
+  gkcd_res *r5 = region_pinned(&a, page, 7, 5, &m5);
   res_release(&g_res, r5);
   settle_kept(page);
   res_free_all(&g_res);
